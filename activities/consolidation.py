@@ -1,0 +1,129 @@
+"""Consolidation activities: thin wrappers that fetch by reference, call the domain core and
+return counts and operation ids (never transcripts) to the workflow."""
+
+from __future__ import annotations
+
+import hashlib
+
+from psycopg_pool import AsyncConnectionPool
+from temporalio import activity
+
+from activities.errors import permanent_errors
+from agent_memory.conflicts import decide
+from agent_memory.crypto import KeyWrapper
+from agent_memory.db import tenant_transaction
+from agent_memory.evidence import load_session
+from agent_memory.memory_store import commit_consolidation, current_facts
+from agent_memory.models import (
+    CommitInput,
+    CommitOutcome,
+    ConflictPlan,
+    ConflictPlanInput,
+    ExtractionResult,
+    ImportanceResult,
+    Message,
+    ProjectionInput,
+    ProjectionOutcome,
+    StepInput,
+    StepOutcome,
+    SummaryResult,
+)
+from agent_memory.operations import OperationRecorder, request_hash
+from agent_memory.projection import project_vectors
+from agent_memory.providers.base import Embedder, FactExtractor, ImportanceScorer, Summarizer
+
+
+def messages_digest(messages: list[Message]) -> str:
+    """Identifies exactly which evidence a provider saw: same messages → same operation id."""
+    h = hashlib.sha256()
+    for m in messages:
+        h.update(f"{m.message_id}\x1f{m.role}\x1f{m.content}\x1e".encode())
+    return h.hexdigest()[:24]
+
+
+class ConsolidationActivities:
+    def __init__(self, pool: AsyncConnectionPool, wrapper: KeyWrapper, extractor: FactExtractor,
+                 scorer: ImportanceScorer, summarizer: Summarizer, embedder: Embedder):
+        self.pool = pool
+        self.wrapper = wrapper
+        self.extractor = extractor
+        self.scorer = scorer
+        self.summarizer = summarizer
+        self.embedder = embedder
+        self.recorder = OperationRecorder(pool)
+
+    async def _session(self, step: StepInput) -> list[Message]:
+        owner, messages = await load_session(self.pool, step.tenant_id, step.session_id)
+        if owner != step.subject_id:
+            raise LookupError(f"session {step.session_id!r} does not belong to subject {step.subject_id!r}")
+        return messages
+
+    async def _provider_step(self, step: StepInput, kind: str, provider, result_type, call) -> StepOutcome:
+        messages = await self._session(step)
+        digest = messages_digest(messages)
+        operation_id = f"{kind}/{step.session_id}/{provider.name}-{provider.version}/{digest}"
+        result, reused = await self.recorder.run(
+            tenant_id=step.tenant_id, subject_id=step.subject_id, operation_id=operation_id, kind=kind,
+            request={"session_id": step.session_id, "messages": digest, "provider": provider.name,
+                     "version": provider.version},
+            result_type=result_type, call=lambda: call(messages))
+        count = len(result.facts) if isinstance(result, ExtractionResult) else (
+            len(result.sentences) if isinstance(result, SummaryResult) else 1)
+        return StepOutcome(operation_id=operation_id, count=count, reused=reused)
+
+    @activity.defn
+    @permanent_errors
+    async def extract_facts(self, step: StepInput) -> StepOutcome:
+        return await self._provider_step(step, "extract", self.extractor, ExtractionResult,
+                                         lambda messages: self.extractor.extract(messages))
+
+    @activity.defn
+    @permanent_errors
+    async def score_importance(self, step: StepInput) -> StepOutcome:
+        return await self._provider_step(step, "importance", self.scorer, ImportanceResult,
+                                         lambda messages: self.scorer.score(messages))
+
+    @activity.defn
+    @permanent_errors
+    async def summarize_session(self, step: StepInput) -> StepOutcome:
+        return await self._provider_step(step, "summary", self.summarizer, SummaryResult,
+                                         lambda messages: self.summarizer.summarize(messages))
+
+    @activity.defn
+    @permanent_errors
+    async def check_conflicts(self, step: ConflictPlanInput) -> StepOutcome:
+        """Decide each extracted fact against the current facts; the plan is recorded so the
+        commit applies exactly what was decided, guarded by the versions it was decided on."""
+        extraction = await self.recorder.load(step.tenant_id, step.extraction_operation_id, ExtractionResult)
+
+        async def plan() -> ConflictPlan:
+            async with tenant_transaction(self.pool, step.tenant_id) as conn:
+                current = await current_facts(conn, step.tenant_id, step.subject_id)
+            return ConflictPlan(decisions=decide(extraction.facts, current))
+
+        operation_id = f"plan/{step.session_id}/{step.round}"
+        result, reused = await self.recorder.run(
+            tenant_id=step.tenant_id, subject_id=step.subject_id, operation_id=operation_id, kind="plan",
+            request=step.model_dump(), result_type=ConflictPlan, call=plan)
+        return StepOutcome(operation_id=operation_id, count=len(result.decisions), reused=reused)
+
+    @activity.defn
+    @permanent_errors
+    async def commit_consolidation(self, step: CommitInput) -> CommitOutcome:
+        load = self.recorder.load
+        messages = await self._session(StepInput(tenant_id=step.tenant_id, subject_id=step.subject_id,
+                                                 session_id=step.session_id))
+        return await commit_consolidation(
+            self.pool, self.wrapper, tenant_id=step.tenant_id, subject_id=step.subject_id,
+            session_id=step.session_id, operation_id=f"commit/{step.session_id}/{request_hash(step.model_dump())[:16]}",
+            request=step.model_dump(),
+            extraction=await load(step.tenant_id, step.extraction_operation_id, ExtractionResult),
+            plan=await load(step.tenant_id, step.plan_operation_id, ConflictPlan),
+            importance=await load(step.tenant_id, step.importance_operation_id, ImportanceResult),
+            summary=await load(step.tenant_id, step.summary_operation_id, SummaryResult),
+            happened_at=max(m.created_at for m in messages))
+
+    @activity.defn
+    @permanent_errors
+    async def project_vectors(self, step: ProjectionInput) -> ProjectionOutcome:
+        return await project_vectors(self.pool, self.recorder, self.embedder, step.tenant_id, step.subject_id)

@@ -1,0 +1,61 @@
+"""Erasure activities: one per step, each idempotent, each returning small figures."""
+
+from __future__ import annotations
+
+from psycopg_pool import AsyncConnectionPool
+from pydantic import BaseModel
+from redis.asyncio import Redis
+from temporalio import activity
+
+from activities.errors import permanent_errors
+from agent_memory import erasure
+from agent_memory.models import ErasureInput, ErasureReceipt, ErasureStepInput, StoreCount
+
+
+class ResidueReport(BaseModel):
+    residue: dict[str, int]
+    total: int
+
+
+class CompleteErasureInput(BaseModel):
+    tenant_id: str
+    subject_id: str
+    request_id: str
+    residue: dict[str, int]
+
+
+class ErasureActivities:
+    def __init__(self, pool: AsyncConnectionPool, redis: Redis):
+        self.pool = pool
+        self.redis = redis
+
+    @activity.defn
+    @permanent_errors
+    async def begin_erasure(self, request: ErasureInput) -> erasure.ErasureStarted:
+        return await erasure.begin_erasure(self.pool, request.tenant_id, request.subject_id, request.request_id,
+                                           request.reason)
+
+    @activity.defn
+    @permanent_errors
+    async def erase_store(self, step: ErasureStepInput) -> StoreCount:
+        removed = await erasure.erase_store(self.pool, self.redis, step.tenant_id, step.subject_id,
+                                            step.request_id, step.store)
+        return StoreCount(store=step.store, removed=removed)
+
+    @activity.defn
+    @permanent_errors
+    async def shred_subject_key(self, step: ErasureStepInput) -> StoreCount:
+        shredded = await erasure.shred_subject_key(self.pool, step.tenant_id, step.subject_id, step.request_id)
+        return StoreCount(store="subject_key", removed=int(shredded))
+
+    @activity.defn
+    @permanent_errors
+    async def verify_erasure(self, step: ErasureStepInput) -> ResidueReport:
+        residue = await erasure.scan_residue(self.pool, self.redis, step.tenant_id, step.subject_id)
+        return ResidueReport(residue=residue, total=sum(residue.values()))
+
+    @activity.defn
+    @permanent_errors
+    async def complete_erasure(self, step: CompleteErasureInput) -> ErasureReceipt:
+        return await erasure.complete_erasure(self.pool, step.tenant_id, step.subject_id, step.request_id,
+                                              step.residue)

@@ -1,0 +1,205 @@
+"""`agent-memory`: run the stack, feed sessions, inspect memory, erase subjects."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import signal
+import sys
+from datetime import datetime
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from agent_memory.client import MemoryClient
+from agent_memory.evidence import MessageConflictError, SessionOwnerError
+from agent_memory.ingest import InputError, read_sessions
+from agent_memory.models import FactRow, check_identifier
+from agent_memory.operations import SubjectErasedError
+from agent_memory.providers.offline import offline_providers
+from agent_memory.settings import Settings
+
+USER_ERRORS = (InputError, MessageConflictError, SessionOwnerError, SubjectErasedError, ValueError, LookupError)
+
+
+def _identifier(field: str):
+    def parse(value: str) -> str:
+        try:
+            return check_identifier(field, value)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return parse
+
+
+def _time(value: str) -> datetime:
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a time: use ISO 8601, e.g. 2024-05-01T10:00:00Z") from None
+    if parsed.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"{value!r} has no timezone: add Z or an offset, e.g. 2024-05-01T10:00:00Z")
+    return parsed
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="agent-memory", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("up", help="start the embedded stack and a worker; Ctrl-C stops everything")
+    sub.add_parser("worker", help="run only a worker against configured services (production)")
+    demo = sub.add_parser("demo", help="the whole flow on bundled sample sessions")
+    demo.add_argument("--json", action="store_true")
+
+    def scoped(p: argparse.ArgumentParser, subject: bool = True) -> argparse.ArgumentParser:
+        p.add_argument("--tenant", required=True, type=_identifier("tenant"))
+        if subject:
+            p.add_argument("--subject", required=True, type=_identifier("subject"))
+        return p
+
+    ingest = scoped(sub.add_parser("ingest", help="append sessions from a JSONL file (one session a line)"))
+    ingest.add_argument("file", type=Path)
+    end = scoped(sub.add_parser("end-session", help="the session-end hook: start (or attach to) consolidation"))
+    end.add_argument("--session", required=True)
+    end.add_argument("--wait", action="store_true", help="wait for the workflow and print its result")
+    runs = scoped(sub.add_parser("runs", help="list workflow runs (the Temporal UI's visibility query)"),
+                  subject=False)
+    runs.add_argument("--subject", type=_identifier("subject"))
+    runs.add_argument("--json", action="store_true")
+    erase = scoped(sub.add_parser("erase", help="erase a subject from every store and print the receipt"))
+    erase.add_argument("--reason", required=True)
+    erase.add_argument("--request-id", type=_identifier("request id"))
+    erase.add_argument("--wait", action="store_true")
+    erase.add_argument("--json", action="store_true")
+    rec = scoped(sub.add_parser("recall", help="current facts and the episodes nearest the query"))
+    rec.add_argument("query")
+    rec.add_argument("--limit", type=int, default=5)
+    rec.add_argument("--as-of", type=_time)
+    rec.add_argument("--json", action="store_true")
+    facts = scoped(sub.add_parser("facts", help="current facts, facts as of a time, or one key's history"))
+    facts.add_argument("--as-of", type=_time)
+    facts.add_argument("--history", metavar="KEY", help="namespace/key or key, e.g. location/home_city")
+    facts.add_argument("--json", action="store_true")
+    return parser
+
+
+def _print_json(data) -> None:
+    print(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+def format_fact(f: FactRow) -> str:
+    until = f.valid_to.isoformat() if f.valid_to else "now"
+    return (f"{f.namespace}/{f.key} = {f.value!r}  [{f.valid_from.isoformat()} → {until}]  v{f.version} "
+            f"confidence {f.confidence:.2f}  evidence {','.join(f.evidence_message_ids)}")
+
+
+async def _run_worker_until_signal(services, announce: str) -> None:
+    from workers.worker import build_worker
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    worker = build_worker(services)
+    async with worker:
+        print(announce, flush=True)
+        await stop.wait()
+        print("stopping…", flush=True)
+
+
+async def _command(args: argparse.Namespace, settings: Settings) -> int:
+    from workers.runtime import open_stack
+
+    if args.command == "up":
+        async with open_stack(settings, start=True) as services:
+            s = services.settings
+            await _run_worker_until_signal(services, (
+                f"agent-memory is up (home {s.home})\n  Temporal  {s.temporal_address}  UI {s.ui_url}\n"
+                f"  Postgres  {s.database_url.split('@')[-1]}\n  Redis     {s.redis_url}\n"
+                f"  worker    task queue {s.task_queue}\nCtrl-C stops everything."))
+        return 0
+    if args.command == "worker":
+        if not (settings.temporal_address and settings.database_url and settings.redis_url):
+            raise ValueError("the worker runs against configured services: set TEMPORAL_ADDRESS, DATABASE_URL and "
+                             "REDIS_URL (or use `agent-memory up` for the embedded stack)")
+        async with open_stack(settings, start=False) as services:
+            await _run_worker_until_signal(services, f"worker polling task queue {settings.task_queue}")
+        return 0
+    if args.command == "demo":
+        from agent_memory.demo import run_demo
+
+        async with open_stack(settings, start=True) as services:
+            report = await run_demo(services)
+        if args.json:
+            _print_json(report.model_dump(mode="json"))
+        else:
+            print(report.render())
+        return 0
+
+    async with open_stack(settings, start=False) as services:
+        client = MemoryClient(services, offline_providers().embedder)
+        if args.command == "ingest":
+            sessions = read_sessions(args.file)
+            for session in sessions:
+                result = await client.append_messages(args.tenant, args.subject, session)
+                print(f"{session.session_id}: {result.inserted} new, {result.duplicates} already stored")
+        elif args.command == "end-session":
+            handle = await client.end_session(args.tenant, args.subject, args.session)
+            print(f"workflow {handle.id}\n{services.settings.workflow_url(handle.id)}")
+            if args.wait:
+                _print_json((await client.consolidation_result(handle)).model_dump(mode="json"))
+        elif args.command == "runs":
+            runs = await client.runs(args.tenant, args.subject)
+            if args.json:
+                _print_json([r.model_dump(mode="json") for r in runs])
+            for r in [] if args.json else runs:
+                print(f"{r.status:<12} {r.workflow_type:<24} {r.workflow_id}  started {r.started_at}")
+        elif args.command == "erase":
+            handle = await client.erase(args.tenant, args.subject, args.reason, args.request_id)
+            if not args.json:
+                print(f"workflow {handle.id}\n{services.settings.workflow_url(handle.id)}")
+            if args.wait or args.json:
+                receipt = await client.erasure_receipt(handle)
+                _print_json(receipt.model_dump(mode="json"))
+        elif args.command == "recall":
+            result = await client.recall(args.tenant, args.subject, args.query, limit=args.limit, as_of=args.as_of)
+            if args.json:
+                _print_json(result.model_dump(mode="json"))
+            else:
+                print("facts:")
+                for f in result.facts:
+                    print("  " + format_fact(f))
+                print("episodes:")
+                for e in result.episodes:
+                    print(f"  [{e.score:.3f}] {e.happened_at.date()} importance {e.importance}: {e.summary}")
+        elif args.command == "facts":
+            rows = await client.facts(args.tenant, args.subject, as_of=args.as_of, history=bool(args.history))
+            if args.history:
+                ns, _, key = args.history.rpartition("/")
+                rows = [r for r in rows if r.key == key and (not ns or r.namespace == ns)]
+            if args.json:
+                _print_json([r.model_dump(mode="json") for r in rows])
+            for r in [] if args.json else rows:
+                print(format_fact(r))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    args = build_parser().parse_args(argv)
+    try:
+        settings = Settings.from_env()
+        return asyncio.run(_command(args, settings))
+    except (*USER_ERRORS, ValidationError) as exc:
+        print(f"agent-memory {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except RuntimeError as exc:  # services missing or failing to start
+        print(f"agent-memory {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""The Python client: what an agent runtime calls (append, end session, recall, erase)."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+
+from pydantic import BaseModel
+from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
+from temporalio.common import (
+    SearchAttributeKey,
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
+from temporalio.exceptions import WorkflowAlreadyStartedError
+
+from agent_memory.evidence import AppendResult, append_messages
+from agent_memory.memory_store import list_facts
+from agent_memory.models import (
+    ConsolidationInput,
+    ConsolidationResult,
+    ErasureInput,
+    ErasureReceipt,
+    FactRow,
+    Session,
+    check_identifier,
+)
+from agent_memory.providers.base import Embedder
+from agent_memory.recall import RecallResult, recall
+from agent_memory.services import Services
+
+TENANT_ID = SearchAttributeKey.for_keyword("TenantId")
+SUBJECT_ID = SearchAttributeKey.for_keyword("SubjectId")
+SESSION_ID = SearchAttributeKey.for_keyword("SessionId")
+
+
+class RunSummary(BaseModel):
+    workflow_id: str
+    workflow_type: str
+    status: str
+    started_at: datetime | None
+    closed_at: datetime | None
+
+
+def consolidation_workflow_id(tenant_id: str, session_id: str) -> str:
+    return f"consolidate/{tenant_id}/{session_id}"
+
+
+def erasure_request_id(tenant_id: str, subject_id: str, reason: str) -> str:
+    """The same request (tenant, subject, reason) maps to the same id, hence the same receipt."""
+    return hashlib.sha256(f"{tenant_id}\x1f{subject_id}\x1f{reason}".encode()).hexdigest()[:16]
+
+
+def visibility_query(tenant_id: str, subject_id: str | None = None) -> str:
+    """The query an operator types in the Temporal UI's search box."""
+    query = f"TenantId = '{check_identifier('tenant', tenant_id)}'"
+    if subject_id:
+        query += f" AND SubjectId = '{check_identifier('subject', subject_id)}'"
+    return query
+
+
+class MemoryClient:
+    def __init__(self, services: Services, embedder: Embedder, *, task_queue: str | None = None):
+        self.services = services
+        self.embedder = embedder
+        self.task_queue = task_queue or services.settings.task_queue
+
+    async def append_messages(self, tenant_id: str, subject_id: str, session: Session) -> AppendResult:
+        return await append_messages(self.services.pool, self.services.redis, tenant_id, subject_id, session)
+
+    async def _start_once(self, workflow: str, arg: BaseModel, workflow_id: str,
+                          attributes: list[SearchAttributePair], result_type: type) -> WorkflowHandle:
+        """Start, or attach to the run that already has this id (running or finished)."""
+        try:
+            return await self.services.temporal.start_workflow(
+                workflow, arg, id=workflow_id, task_queue=self.task_queue,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                search_attributes=TypedSearchAttributes(attributes), result_type=result_type)
+        except WorkflowAlreadyStartedError:
+            return self.services.temporal.get_workflow_handle(workflow_id, result_type=result_type)
+
+    async def end_session(self, tenant_id: str, subject_id: str, session_id: str) -> WorkflowHandle:
+        """The session-end hook: one consolidation per session, however often it fires."""
+        check_identifier("tenant", tenant_id)
+        check_identifier("subject", subject_id)
+        return await self._start_once(
+            "ConsolidationWorkflow",
+            ConsolidationInput(tenant_id=tenant_id, subject_id=subject_id, session_id=session_id),
+            consolidation_workflow_id(tenant_id, session_id),
+            [SearchAttributePair(TENANT_ID, tenant_id), SearchAttributePair(SUBJECT_ID, subject_id),
+             SearchAttributePair(SESSION_ID, session_id)], ConsolidationResult)
+
+    async def consolidation_result(self, handle: WorkflowHandle) -> ConsolidationResult:
+        return await handle.result()
+
+    async def erase(self, tenant_id: str, subject_id: str, reason: str, request_id: str | None = None) -> WorkflowHandle:
+        check_identifier("tenant", tenant_id)
+        check_identifier("subject", subject_id)
+        if not reason.strip():
+            raise ValueError("reason is empty: say why the subject is erased (it goes on the receipt)")
+        request_id = request_id or erasure_request_id(tenant_id, subject_id, reason)
+        check_identifier("request id", request_id)
+        return await self._start_once(
+            "ErasureWorkflow",
+            ErasureInput(tenant_id=tenant_id, subject_id=subject_id, request_id=request_id, reason=reason),
+            f"erase/{tenant_id}/{subject_id}/{request_id}",
+            [SearchAttributePair(TENANT_ID, tenant_id), SearchAttributePair(SUBJECT_ID, subject_id)], ErasureReceipt)
+
+    async def erasure_receipt(self, handle: WorkflowHandle) -> ErasureReceipt:
+        return await handle.result()
+
+    async def facts(self, tenant_id: str, subject_id: str, *, as_of: datetime | None = None,
+                    history: bool = False) -> list[FactRow]:
+        return await list_facts(self.services.pool, tenant_id, subject_id, as_of=as_of, include_history=history)
+
+    async def recall(self, tenant_id: str, subject_id: str, query: str, *, limit: int = 5,
+                     as_of: datetime | None = None) -> RecallResult:
+        check_identifier("tenant", tenant_id)
+        check_identifier("subject", subject_id)
+        return await recall(self.services.pool, self.embedder, tenant_id, subject_id, query, limit=limit, as_of=as_of)
+
+    async def runs(self, tenant_id: str, subject_id: str | None = None, limit: int = 100) -> list[RunSummary]:
+        runs: list[RunSummary] = []
+        async for wf in self.services.temporal.list_workflows(visibility_query(tenant_id, subject_id), limit=limit):
+            status = wf.status.name if isinstance(wf.status, WorkflowExecutionStatus) else str(wf.status)
+            runs.append(RunSummary(workflow_id=wf.id, workflow_type=wf.workflow_type, status=status,
+                                   started_at=wf.start_time, closed_at=wf.close_time))
+        return runs

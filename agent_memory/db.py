@@ -1,0 +1,100 @@
+"""Postgres access: the application pool, tenant-scoped transactions and migrations."""
+
+from __future__ import annotations
+
+import hashlib
+from contextlib import asynccontextmanager
+from importlib import resources
+from typing import AsyncIterator
+
+import psycopg
+from pgvector.psycopg import register_vector_async
+from psycopg import sql
+from psycopg_pool import AsyncConnectionPool
+
+from agent_memory.models import check_identifier
+
+APP_ROLE = "agent_memory_app"
+# Arbitrary constant: serialises concurrent migrators across processes.
+MIGRATION_LOCK_ID = 7_331_004_211
+
+
+async def _configure(conn: psycopg.AsyncConnection) -> None:
+    await register_vector_async(conn)
+
+
+async def open_pool(database_url: str, *, min_size: int = 1, max_size: int = 8) -> AsyncConnectionPool:
+    pool = AsyncConnectionPool(
+        database_url, min_size=min_size, max_size=max_size, configure=_configure, open=False,
+        kwargs={"autocommit": False},
+    )
+    await pool.open(wait=True, timeout=30)
+    return pool
+
+
+@asynccontextmanager
+async def tenant_transaction(pool: AsyncConnectionPool, tenant_id: str) -> AsyncIterator[psycopg.AsyncConnection]:
+    """One transaction in which row-level security sees only `tenant_id`'s rows.
+
+    set_config(..., is_local => true) lasts until the transaction ends, so a pooled connection
+    never carries one tenant's scope into the next borrower's transaction.
+    """
+    check_identifier("tenant", tenant_id)
+    async with pool.connection() as conn:
+        async with conn.transaction():
+            await conn.execute("SELECT set_config('app.tenant_id', %s, true)", (tenant_id,))
+            yield conn
+
+
+def subject_lock_key(tenant_id: str, subject_id: str) -> int:
+    """A stable 63-bit advisory lock key per (tenant, subject)."""
+    digest = hashlib.blake2b(f"{tenant_id}\x1f{subject_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+async def lock_subject(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, *, exclusive: bool) -> None:
+    """Writers share the subject lock; erasure takes it exclusively, so a write either commits
+    before the tombstone (and is then erased) or sees the tombstone and is refused."""
+    fn = "pg_advisory_xact_lock" if exclusive else "pg_advisory_xact_lock_shared"
+    await conn.execute(sql.SQL("SELECT {}(%s)").format(sql.Identifier(fn)), (subject_lock_key(tenant_id, subject_id),))
+
+
+def migration_files() -> list[tuple[str, str]]:
+    folder = resources.files("agent_memory") / "migrations"
+    names = sorted(p.name for p in folder.iterdir() if p.name.endswith(".sql"))
+    return [(name, (folder / name).read_text(encoding="utf-8")) for name in names]
+
+
+async def apply_migrations(admin_url: str) -> list[str]:
+    """Apply pending migrations as the owner role, under an advisory lock, each recorded."""
+    applied: list[str] = []
+    async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as conn:
+        await conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_ID,))
+        try:
+            await conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                " name text PRIMARY KEY, sha256 text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+            )
+            cur = await conn.execute("SELECT name, sha256 FROM schema_migrations")
+            done = {name: digest for name, digest in await cur.fetchall()}
+            for name, text in migration_files():
+                digest = hashlib.sha256(text.encode()).hexdigest()
+                if name in done:
+                    if done[name] != digest:
+                        raise RuntimeError(f"migration {name} changed after it was applied; add a new migration instead")
+                    continue
+                async with conn.transaction():
+                    await conn.execute(text)
+                    await conn.execute("INSERT INTO schema_migrations (name, sha256) VALUES (%s, %s)", (name, digest))
+                applied.append(name)
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_ID,))
+    return applied
+
+
+async def set_app_role_password(admin_url: str, password: str) -> None:
+    """Let the application role log in (embedded stack; production provisions it itself)."""
+    async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as conn:
+        await conn.execute(
+            sql.SQL("ALTER ROLE {} WITH LOGIN PASSWORD {}").format(sql.Identifier(APP_ROLE), sql.Literal(password))
+        )

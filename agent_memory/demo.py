@@ -1,0 +1,84 @@
+"""`agent-memory demo`: the three flows end to end on bundled sample sessions."""
+
+from __future__ import annotations
+
+import uuid
+from importlib import resources
+
+from pydantic import BaseModel
+
+from agent_memory.client import MemoryClient, RunSummary
+from agent_memory.ingest import parse_session_line
+from agent_memory.models import ConsolidationResult, ErasureReceipt, FactRow, Session
+from agent_memory.providers.offline import offline_providers
+from agent_memory.recall import RecallResult
+from agent_memory.services import Services
+
+DEMO_TENANT = "demo"
+DEMO_QUERY = "where does Lin live and what should I avoid when ordering food?"
+
+
+class DemoReport(BaseModel):
+    tenant_id: str
+    subject_id: str
+    ui_url: str
+    consolidations: list[ConsolidationResult]
+    facts_history: list[FactRow]
+    current_facts: list[FactRow]
+    recall: RecallResult
+    runs: list[RunSummary]
+    erasure: ErasureReceipt
+    facts_after_erasure: int
+
+    def render(self) -> str:
+        from agent_memory.cli import format_fact
+
+        lines = [f"agent-memory demo — tenant {self.tenant_id}, subject {self.subject_id}", "",
+                 "Consolidation workflows:"]
+        lines += [f"  {c.workflow_id}: {c.facts_extracted} facts extracted, {c.events_appended} events, "
+                  f"{c.vectors_upserted} vectors" for c in self.consolidations]
+        lines += ["", "Facts with validity intervals and evidence (history):"]
+        lines += ["  " + format_fact(f) for f in self.facts_history]
+        lines += ["", "Current facts:"] + ["  " + format_fact(f) for f in self.current_facts]
+        lines += ["", f"Recall for {self.recall.query!r}:"]
+        lines += [f"  [{e.score:.3f}] {e.happened_at.date()} importance {e.importance}: {e.summary}"
+                  for e in self.recall.episodes]
+        lines += ["", f"Temporal UI: {self.ui_url}  (search: TenantId = '{self.tenant_id}')"]
+        lines += [f"  {r.status:<10} {r.workflow_id}" for r in self.runs]
+        e = self.erasure
+        lines += ["", f"Erasure receipt {e.request_id}: removed {e.removed}", f"  residue {e.residue_total} "
+                  f"{e.residue}, key shredded: {e.key_shredded}, completed {e.completed_at.isoformat()}",
+                  f"  facts readable after erasure: {self.facts_after_erasure}"]
+        return "\n".join(lines)
+
+
+def sample_sessions(run_id: str) -> list[Session]:
+    """The bundled sessions, with ids made unique per run (erasure tombstones a subject for good)."""
+    text = (resources.files("agent_memory") / "samples" / "demo_sessions.jsonl").read_text(encoding="utf-8")
+    sessions = [parse_session_line(line, n) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    return [s.model_copy(update={"session_id": f"{run_id}-{s.session_id}"}) for s in sessions]
+
+
+async def run_demo(services: Services) -> DemoReport:
+    from workers.worker import build_worker
+
+    run_id = uuid.uuid4().hex[:8]
+    subject = f"lin-{run_id}"
+    client = MemoryClient(services, offline_providers().embedder)
+    async with build_worker(services):
+        consolidations = []
+        for session in sample_sessions(run_id):
+            await client.append_messages(DEMO_TENANT, subject, session)
+            # Sessions end in order, so each consolidation sees the facts of the earlier ones.
+            handle = await client.end_session(DEMO_TENANT, subject, session.session_id)
+            consolidations.append(await client.consolidation_result(handle))
+        history = await client.facts(DEMO_TENANT, subject, history=True)
+        current = await client.facts(DEMO_TENANT, subject)
+        recalled = await client.recall(DEMO_TENANT, subject, DEMO_QUERY)
+        runs = await client.runs(DEMO_TENANT, subject)
+        receipt = await client.erasure_receipt(
+            await client.erase(DEMO_TENANT, subject, reason="demo: user asked to be forgotten"))
+        after = await client.facts(DEMO_TENANT, subject, history=True)
+    return DemoReport(tenant_id=DEMO_TENANT, subject_id=subject, ui_url=services.settings.ui_url or "",
+                      consolidations=consolidations, facts_history=history, current_facts=current, recall=recalled,
+                      runs=runs, erasure=receipt, facts_after_erasure=len(after))

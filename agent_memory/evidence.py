@@ -1,0 +1,127 @@
+"""Session messages: append-only evidence in Postgres, plus the Redis working-memory cache."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from psycopg.rows import class_row
+from psycopg_pool import AsyncConnectionPool
+from pydantic import BaseModel
+from redis.asyncio import Redis
+
+from agent_memory.db import tenant_transaction
+from agent_memory.models import Message, Session, check_identifier
+from agent_memory.operations import ensure_not_erased
+
+WORKING_MEMORY_TTL_SECONDS = 4 * 3600
+WORKING_MEMORY_MAX_MESSAGES = 50
+
+
+class MessageConflictError(Exception):
+    """A message id was re-sent with a different body."""
+
+
+class SessionOwnerError(Exception):
+    """A session id already belongs to another subject."""
+
+
+class AppendResult(BaseModel):
+    session_id: str
+    inserted: int
+    duplicates: int
+
+
+def redis_prefix(tenant_id: str, subject_id: str) -> str:
+    """Every Redis key of a subject starts with this, so erasure can find them all."""
+    return f"am:{tenant_id}:{subject_id}:"
+
+
+def working_memory_key(tenant_id: str, subject_id: str, session_id: str) -> str:
+    return f"{redis_prefix(tenant_id, subject_id)}wm:{session_id}"
+
+
+def content_digest(message: Message) -> str:
+    body = json.dumps([message.role, message.speaker, message.content, message.image_caption,
+                       message.turn_index, message.created_at.isoformat()])
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+async def append_messages(pool: AsyncConnectionPool, redis: Redis | None, tenant_id: str, subject_id: str,
+                          session: Session) -> AppendResult:
+    """Append a session's messages. Re-sending a message is a no-op; a different body under the
+    same id raises MessageConflictError and nothing of the call is written."""
+    check_identifier("tenant", tenant_id)
+    check_identifier("subject", subject_id)
+    inserted: list[Message] = []
+    duplicates = 0
+    async with tenant_transaction(pool, tenant_id) as conn:
+        await ensure_not_erased(conn, tenant_id, subject_id)
+        await conn.execute(
+            "INSERT INTO sessions (tenant_id, session_id, subject_id, started_at) VALUES (%s, %s, %s, %s) "
+            "ON CONFLICT (tenant_id, session_id) DO NOTHING",
+            (tenant_id, session.session_id, subject_id, session.started_at))
+        cur = await conn.execute("SELECT subject_id FROM sessions WHERE tenant_id = %s AND session_id = %s",
+                                 (tenant_id, session.session_id))
+        owner = (await cur.fetchone())[0]
+        if owner != subject_id:
+            raise SessionOwnerError(f"session {session.session_id!r} belongs to another subject; "
+                                    "use a new session id")
+        for message in session.messages:
+            digest = content_digest(message)
+            cur = await conn.execute(
+                """
+                INSERT INTO messages (tenant_id, session_id, message_id, subject_id, turn_index, role, speaker,
+                                      content, image_caption, created_at, content_sha256)
+                VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+                ON CONFLICT (tenant_id, session_id, message_id) DO NOTHING
+                RETURNING message_id
+                """,
+                (tenant_id, session.session_id, message.message_id, subject_id, message.turn_index, message.role,
+                 message.speaker, message.content, message.image_caption, message.created_at, digest))
+            if await cur.fetchone() is not None:
+                inserted.append(message)
+                continue
+            cur = await conn.execute(
+                "SELECT content_sha256 FROM messages WHERE tenant_id = %s AND session_id = %s AND message_id = %s",
+                (tenant_id, session.session_id, message.message_id))
+            if (await cur.fetchone())[0] != digest:
+                raise MessageConflictError(
+                    f"message {message.message_id!r} of session {session.session_id!r} was already stored with a "
+                    "different body; messages are append-only evidence, send the change under a new message id")
+            duplicates += 1
+    if redis is not None and inserted:
+        await push_working_memory(redis, tenant_id, subject_id, session.session_id, inserted)
+    return AppendResult(session_id=session.session_id, inserted=len(inserted), duplicates=duplicates)
+
+
+async def push_working_memory(redis: Redis, tenant_id: str, subject_id: str, session_id: str,
+                              messages: list[Message]) -> None:
+    key = working_memory_key(tenant_id, subject_id, session_id)
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.rpush(key, *(m.model_dump_json() for m in messages))
+        pipe.ltrim(key, -WORKING_MEMORY_MAX_MESSAGES, -1)
+        pipe.expire(key, WORKING_MEMORY_TTL_SECONDS)
+        await pipe.execute()
+
+
+async def recent_messages(redis: Redis, tenant_id: str, subject_id: str, session_id: str) -> list[Message]:
+    raw = await redis.lrange(working_memory_key(tenant_id, subject_id, session_id), 0, -1)
+    return [Message.model_validate_json(item) for item in raw]
+
+
+async def load_session(pool: AsyncConnectionPool, tenant_id: str, session_id: str) -> tuple[str, list[Message]]:
+    """The session's owner and its messages in turn order."""
+    async with tenant_transaction(pool, tenant_id) as conn:
+        cur = await conn.execute("SELECT subject_id FROM sessions WHERE tenant_id = %s AND session_id = %s",
+                                 (tenant_id, session_id))
+        row = await cur.fetchone()
+        if row is None:
+            raise LookupError(f"session {session_id!r} has no messages in tenant {tenant_id!r}")
+        async with conn.cursor(row_factory=class_row(Message)) as mcur:
+            await mcur.execute(
+                "SELECT message_id, turn_index, role, speaker, content, image_caption, created_at FROM messages "
+                "WHERE tenant_id = %s AND session_id = %s ORDER BY turn_index, created_at, message_id",
+                (tenant_id, session_id))
+            messages = await mcur.fetchall()
+    return row[0], messages

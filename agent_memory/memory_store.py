@@ -1,0 +1,221 @@
+"""The memory store: event log (source of truth) and its relational projections.
+
+`commit_consolidation` is the single transaction of the write path: events, facts projection,
+episode and outbox rows, and the commit's own operation record, all or nothing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+import psycopg
+from psycopg.errors import UniqueViolation
+from psycopg.rows import class_row
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
+
+from agent_memory.conflicts import CurrentFact
+from agent_memory.crypto import KeyWrapper, SubjectKey
+from agent_memory.db import tenant_transaction
+from agent_memory.models import (
+    CommitOutcome,
+    ConflictPlan,
+    EpisodeRow,
+    ExtractionResult,
+    FactRow,
+    ImportanceResult,
+    SummaryResult,
+)
+from agent_memory.operations import ensure_not_erased, record_succeeded, recorded_result, request_hash
+
+
+class VersionConflictError(Exception):
+    """A fact changed since the plan was made: re-read and re-decide."""
+
+
+FACT_COLUMNS = ("fact_id::text, memory_id::text, tenant_id, subject_id, namespace, key, value, version, valid_from, "
+                "valid_to, recorded_at, confidence, claim_type, permanence, source_kind, status, evidence_message_ids")
+
+
+async def subject_key(conn: psycopg.AsyncConnection, wrapper: KeyWrapper, tenant_id: str, subject_id: str,
+                      *, create: bool) -> SubjectKey | None:
+    if create:
+        wrapped, nonce = wrapper.new_wrapped(tenant_id, subject_id)
+        await conn.execute(
+            "INSERT INTO subject_keys (tenant_id, subject_id, wrapped_key, wrap_nonce) VALUES (%s, %s, %s, %s) "
+            "ON CONFLICT (tenant_id, subject_id) DO NOTHING", (tenant_id, subject_id, wrapped, nonce))
+    cur = await conn.execute("SELECT wrapped_key, wrap_nonce FROM subject_keys WHERE tenant_id = %s AND subject_id = %s",
+                             (tenant_id, subject_id))
+    row = await cur.fetchone()
+    return None if row is None else wrapper.unwrap(tenant_id, subject_id, bytes(row[0]), bytes(row[1]))
+
+
+async def current_facts(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str) -> dict[tuple[str, str], CurrentFact]:
+    """Active facts with their aggregate's latest version (confirmations bump the version)."""
+    cur = await conn.execute(
+        """
+        SELECT f.namespace, f.key, f.value, f.claim_type,
+               (SELECT max(e.aggregate_version) FROM memory_events e
+                 WHERE e.tenant_id = f.tenant_id AND e.memory_id = f.memory_id) AS version
+          FROM facts f
+         WHERE f.tenant_id = %s AND f.subject_id = %s AND f.status = 'active'
+        """, (tenant_id, subject_id))
+    return {(ns, key): CurrentFact(ns, key, value, version, claim) for ns, key, value, claim, version in await cur.fetchall()}
+
+
+async def aggregate_version(conn: psycopg.AsyncConnection, tenant_id: str, memory_id: uuid.UUID) -> int:
+    cur = await conn.execute("SELECT coalesce(max(aggregate_version), 0) FROM memory_events "
+                             "WHERE tenant_id = %s AND memory_id = %s", (tenant_id, memory_id))
+    return (await cur.fetchone())[0]
+
+
+async def append_event(conn: psycopg.AsyncConnection, key: SubjectKey, *, memory_id: uuid.UUID, namespace: str,
+                       name: str, event_type: str, version: int, occurred_at: datetime, payload: dict,
+                       source_message_ids: list[str], extractor: tuple[str, str] | None, operation_id: str,
+                       actor: str = "consolidation") -> None:
+    ciphertext, nonce = key.encrypt(payload)
+    # Deterministic event id: a replayed commit cannot append the same event twice.
+    event_id = uuid.uuid5(memory_id, f"{version}")
+    try:
+        await conn.execute(
+            """
+            INSERT INTO memory_events (event_id, tenant_id, subject_id, memory_id, namespace, key_digest, event_type,
+                                       payload_ciphertext, payload_nonce, aggregate_version, occurred_at, actor,
+                                       source_message_ids, extractor_name, extractor_version, operation_id)
+            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+            """,
+            (event_id, key.tenant_id, key.subject_id, memory_id, namespace, key.digest(f"{namespace}/{name}"),
+             event_type, ciphertext, nonce, version, occurred_at, actor, source_message_ids,
+             extractor[0] if extractor else None, extractor[1] if extractor else None, operation_id))
+    except UniqueViolation as exc:
+        raise VersionConflictError(f"{namespace}/{name} already has version {version}") from exc
+
+
+async def commit_consolidation(pool: AsyncConnectionPool, wrapper: KeyWrapper, *, tenant_id: str, subject_id: str,
+                               session_id: str, operation_id: str, request: dict, extraction: ExtractionResult,
+                               plan: ConflictPlan, importance: ImportanceResult, summary: SummaryResult,
+                               happened_at: datetime) -> CommitOutcome:
+    req_hash = request_hash(request)
+    async with tenant_transaction(pool, tenant_id) as conn:
+        await ensure_not_erased(conn, tenant_id, subject_id)
+        done = await recorded_result(conn, tenant_id, operation_id, req_hash, CommitOutcome)
+        if done is not None:
+            return done
+        key = await subject_key(conn, wrapper, tenant_id, subject_id, create=True)
+        extractor = (extraction.extractor, extraction.extractor_version)
+        events = facts_written = 0
+        outbox: list[tuple[uuid.UUID, str, int]] = []
+        for decision in plan.decisions:
+            fact = extraction.facts[decision.fact_index]
+            kind = "candidate" if decision.action == "candidate" else "fact"
+            name = f"{decision.key}\x1f{fact.value}" if kind == "candidate" else decision.key
+            memory_id = key.memory_id(kind, f"{decision.namespace}/{name}")
+            current = await aggregate_version(conn, tenant_id, memory_id)
+            if kind == "fact" and current != decision.expected_version:
+                raise VersionConflictError(f"{decision.namespace}/{decision.key}: expected version "
+                                           f"{decision.expected_version}, found {current}")
+            if kind == "candidate" and current > 0:
+                continue  # the same candidate was already recorded by an earlier session
+            version = current + 1
+            payload = {"namespace": decision.namespace, "key": decision.key, "value": fact.value,
+                       "action": decision.action, "reason": decision.reason, "claim_type": fact.claim_type,
+                       "permanence": fact.permanence, "confidence": fact.confidence,
+                       "valid_until": fact.valid_until.isoformat() if fact.valid_until else None,
+                       "session_id": session_id}
+            event_type = "MemoryCreated" if version == 1 else "MemoryUpdated"
+            await append_event(conn, key, memory_id=memory_id, namespace=decision.namespace, name=name,
+                               event_type=event_type, version=version, occurred_at=fact.observed_at, payload=payload,
+                               source_message_ids=fact.evidence_message_ids, extractor=extractor,
+                               operation_id=operation_id)
+            events += 1
+            if decision.action == "confirm":
+                await conn.execute(
+                    "UPDATE facts SET evidence_message_ids = evidence_message_ids || %s::text[] "
+                    "WHERE tenant_id = %s AND memory_id = %s AND status = 'active'",
+                    (fact.evidence_message_ids, tenant_id, memory_id))
+                continue
+            if decision.action == "supersede":
+                await conn.execute(
+                    "UPDATE facts SET valid_to = least(valid_to, %s), superseded_at = now(), status = 'closed', "
+                    "close_reason = %s WHERE tenant_id = %s AND memory_id = %s AND status = 'active'",
+                    (fact.observed_at, decision.reason, tenant_id, memory_id))
+            await conn.execute(
+                """
+                INSERT INTO facts (fact_id, tenant_id, subject_id, memory_id, namespace, key, value, version, status,
+                                   valid_from, valid_to, valid_until, confidence, claim_type, permanence, source_kind,
+                                   evidence_message_ids, operation_id)
+                VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+                ON CONFLICT (tenant_id, memory_id, version) DO NOTHING
+                """,
+                (uuid.uuid5(memory_id, f"fact-{version}"), tenant_id, subject_id, memory_id, decision.namespace,
+                 decision.key, fact.value, version, "candidate" if kind == "candidate" else "active",
+                 fact.observed_at, fact.valid_until, fact.valid_until, fact.confidence, fact.claim_type, fact.permanence,
+                 "user_statement" if fact.claim_type == "explicit" else "model_inference",
+                 fact.evidence_message_ids, operation_id))
+            facts_written += 1
+            outbox.append((memory_id, "fact", version))
+        episode_written = False
+        if summary.sentences:
+            memory_id = key.memory_id("episode", session_id)
+            if await aggregate_version(conn, tenant_id, memory_id) == 0:
+                source_ids = sorted({mid for s in summary.sentences for mid in s.source_message_ids})
+                payload = {"summary": summary.text, "importance": importance.importance, "session_id": session_id,
+                           "sentences": [s.model_dump() for s in summary.sentences]}
+                await append_event(conn, key, memory_id=memory_id, namespace="episode", name=session_id,
+                                   event_type="MemoryCreated", version=1, occurred_at=happened_at, payload=payload,
+                                   source_message_ids=source_ids, extractor=None, operation_id=operation_id)
+                await conn.execute(
+                    """
+                    INSERT INTO episodes (memory_id, tenant_id, subject_id, session_id, version, summary, sentences,
+                                          importance, happened_at, source_message_ids, operation_id)
+                    VALUES (%s, %s, %s, %s, 1, %s, %s, %s, %s, %s, %s)
+                    ON CONFLICT (memory_id) DO NOTHING
+                    """,
+                    (memory_id, tenant_id, subject_id, session_id, summary.text,
+                     Jsonb([s.model_dump() for s in summary.sentences]), importance.importance, happened_at,
+                     source_ids, operation_id))
+                events += 1
+                episode_written = True
+                outbox.append((memory_id, "episode", 1))
+        for memory_id, kind, version in outbox:
+            await conn.execute(
+                "INSERT INTO projection_outbox (tenant_id, subject_id, memory_id, memory_kind, version, operation_id) "
+                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                (tenant_id, subject_id, memory_id, kind, version, operation_id))
+        outcome = CommitOutcome(operation_id=operation_id, events_appended=events, facts_written=facts_written,
+                                episode_written=episode_written, outbox_rows=len(outbox))
+        await record_succeeded(conn, tenant_id=tenant_id, subject_id=subject_id, operation_id=operation_id,
+                               kind="commit", req_hash=req_hash, result=outcome)
+    return outcome
+
+
+async def list_facts(pool: AsyncConnectionPool, tenant_id: str, subject_id: str, *, as_of: datetime | None = None,
+                     include_history: bool = False, include_candidates: bool = False) -> list[FactRow]:
+    """Current facts, or those valid at `as_of`, or every interval with `include_history`."""
+    where = ["tenant_id = %s", "subject_id = %s"]
+    params: list = [tenant_id, subject_id]
+    statuses = ["active", "closed"] if include_history or as_of else ["active"]
+    if include_candidates:
+        statuses.append("candidate")
+    where.append("status = ANY(%s)")
+    params.append(statuses)
+    if not include_history:
+        # Valid time: what was true at `as_of` (default now); a temporary fact ends at valid_to.
+        where.append("valid_from <= coalesce(%s::timestamptz, now()) AND (valid_to IS NULL OR valid_to > coalesce(%s::timestamptz, now()))")
+        params += [as_of, as_of]
+    query = f"SELECT {FACT_COLUMNS} FROM facts WHERE {' AND '.join(where)} ORDER BY namespace, key, version"
+    async with tenant_transaction(pool, tenant_id) as conn:
+        async with conn.cursor(row_factory=class_row(FactRow)) as cur:
+            await cur.execute(query, params)
+            return await cur.fetchall()
+
+
+async def list_episodes(pool: AsyncConnectionPool, tenant_id: str, subject_id: str) -> list[EpisodeRow]:
+    async with tenant_transaction(pool, tenant_id) as conn:
+        async with conn.cursor(row_factory=class_row(EpisodeRow)) as cur:
+            await cur.execute(
+                "SELECT memory_id::text, tenant_id, subject_id, session_id, version, summary, importance, happened_at, "
+                "source_message_ids FROM episodes WHERE tenant_id = %s AND subject_id = %s ORDER BY happened_at",
+                (tenant_id, subject_id))
+            return await cur.fetchall()

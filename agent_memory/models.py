@@ -1,0 +1,287 @@
+"""Domain models shared by the store, the providers, activities and workflows.
+
+Workflow and activity payloads carry ids and references only (the 2 MB history limit):
+transcripts, extracted facts and vectors live in Postgres and are fetched by activities.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+# Tenants and subjects appear in workflow ids, Redis keys and search attributes, so their
+# alphabet is restricted; the error names the rule.
+IDENTIFIER_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
+IDENTIFIER_RULE = "1-64 characters of letters, digits, '_', '.', '-', starting with a letter or digit"
+
+
+def check_identifier(field: str, value: str) -> str:
+    if not isinstance(value, str) or not IDENTIFIER_PATTERN.match(value):
+        raise ValueError(f"{field} {value!r} is invalid: use {IDENTIFIER_RULE}")
+    return value
+
+
+class Scope(BaseModel):
+    """Who a piece of memory belongs to."""
+
+    tenant_id: str
+    subject_id: str
+
+    @field_validator("tenant_id")
+    @classmethod
+    def _tenant(cls, v: str) -> str:
+        return check_identifier("tenant", v)
+
+    @field_validator("subject_id")
+    @classmethod
+    def _subject(cls, v: str) -> str:
+        return check_identifier("subject", v)
+
+
+# --- evidence -------------------------------------------------------------------------------
+
+
+class Message(BaseModel):
+    message_id: str = Field(min_length=1, max_length=200)
+    turn_index: int = Field(ge=0)
+    role: Literal["user", "assistant", "system", "tool"]
+    speaker: str | None = None
+    content: str = Field(max_length=100_000)
+    image_caption: str | None = None
+    created_at: datetime
+
+
+class Session(BaseModel):
+    session_id: str = Field(min_length=1, max_length=200)
+    started_at: datetime | None = None
+    messages: list[Message] = Field(min_length=1)
+
+
+# --- provider outputs (recorded as operation results) ------------------------------------------
+
+ClaimType = Literal["explicit", "inference"]
+Permanence = Literal["permanent", "temporary", "task_local"]
+
+
+class ProviderResult(BaseModel):
+    """Common bookkeeping of one provider call, recorded in the operations table."""
+
+    provider: str = ""
+    provider_request_id: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class ExtractedFact(BaseModel):
+    namespace: str  # profile, location, travel, work, preference, dislike, diet, pet, budget
+    key: str  # e.g. home_city; (namespace, key) is the fact's identity for a subject
+    value: str
+    claim_type: ClaimType = "explicit"
+    permanence: Permanence = "permanent"
+    valid_until: datetime | None = None  # end of a temporary fact, when known
+    confidence: float = Field(ge=0.0, le=1.0)
+    evidence_message_ids: list[str] = Field(min_length=1)
+    observed_at: datetime
+
+
+class ExtractionResult(ProviderResult):
+    extractor: str
+    extractor_version: str
+    facts: list[ExtractedFact]
+
+
+class ImportanceResult(ProviderResult):
+    importance: int = Field(ge=1, le=10)
+    rationale: str = ""
+
+
+class SummarySentence(BaseModel):
+    text: str
+    source_message_ids: list[str] = Field(min_length=1)
+
+
+class SummaryResult(ProviderResult):
+    sentences: list[SummarySentence]
+    token_count: int
+
+    @property
+    def text(self) -> str:
+        return " ".join(s.text for s in self.sentences)
+
+
+class EmbeddingResult(ProviderResult):
+    model: str
+    vectors: list[list[float]]
+
+
+# --- current memory --------------------------------------------------------------------------
+
+
+class FactRow(BaseModel):
+    fact_id: str
+    memory_id: str
+    tenant_id: str
+    subject_id: str
+    namespace: str
+    key: str
+    value: str
+    version: int
+    valid_from: datetime
+    valid_to: datetime | None
+    recorded_at: datetime
+    confidence: float
+    claim_type: str
+    permanence: str
+    source_kind: str
+    status: str
+    evidence_message_ids: list[str]
+
+
+class EpisodeRow(BaseModel):
+    memory_id: str
+    tenant_id: str
+    subject_id: str
+    session_id: str
+    version: int
+    summary: str
+    importance: int
+    happened_at: datetime
+    source_message_ids: list[str]
+
+
+# --- workflow and activity payloads --------------------------------------------------------------
+
+
+class ConsolidationInput(BaseModel):
+    tenant_id: str
+    subject_id: str
+    session_id: str
+
+
+class StepInput(BaseModel):
+    """Reference to a session being consolidated; activities fetch the data themselves."""
+
+    tenant_id: str
+    subject_id: str
+    session_id: str
+
+
+class StepOutcome(BaseModel):
+    operation_id: str
+    count: int = 0
+    reused: bool = False  # True when the recorded result was returned without a provider call
+
+
+class ConflictPlanInput(BaseModel):
+    tenant_id: str
+    subject_id: str
+    session_id: str
+    extraction_operation_id: str
+    round: int = 0  # bumped when the commit found a newer version: re-read and re-decide
+
+
+class FactDecision(BaseModel):
+    action: Literal["create", "supersede", "confirm", "candidate"]
+    namespace: str
+    key: str
+    value: str
+    expected_version: int  # version of the current fact the decision was made against (0: none)
+    reason: str
+    fact_index: int  # index into the recorded extraction result
+
+
+class ConflictPlan(BaseModel):
+    decisions: list[FactDecision]
+
+
+class CommitInput(BaseModel):
+    tenant_id: str
+    subject_id: str
+    session_id: str
+    extraction_operation_id: str
+    plan_operation_id: str
+    importance_operation_id: str
+    summary_operation_id: str
+
+
+class CommitOutcome(BaseModel):
+    operation_id: str
+    events_appended: int
+    facts_written: int
+    episode_written: bool
+    outbox_rows: int
+    refused_reason: str | None = None
+
+
+class ProjectionInput(BaseModel):
+    tenant_id: str
+    subject_id: str
+
+
+class ProjectionOutcome(BaseModel):
+    vectors_upserted: int
+    outbox_done: int
+    skipped: int = 0
+
+
+class ConsolidationProgress(BaseModel):
+    step: str
+    facts_extracted: int = 0
+    decisions: int = 0
+    events_appended: int = 0
+    vectors_upserted: int = 0
+    conflict_retries: int = 0
+
+
+class ConsolidationResult(BaseModel):
+    workflow_id: str
+    tenant_id: str
+    subject_id: str
+    session_id: str
+    facts_extracted: int
+    events_appended: int
+    facts_written: int
+    episode_written: bool
+    vectors_upserted: int
+    refused_reason: str | None = None
+
+
+class ErasureInput(BaseModel):
+    tenant_id: str
+    subject_id: str
+    request_id: str
+    reason: str
+
+
+class ErasureStepInput(BaseModel):
+    tenant_id: str
+    subject_id: str
+    request_id: str
+    store: str = ""
+
+
+class StoreCount(BaseModel):
+    store: str
+    removed: int
+
+
+class ErasureReceipt(BaseModel):
+    request_id: str
+    tenant_id: str
+    subject_id: str
+    reason: str
+    removed: dict[str, int]
+    residue: dict[str, int]
+    residue_total: int
+    key_shredded: bool
+    requested_at: datetime
+    tombstoned_at: datetime
+    completed_at: datetime
+
+
+class ErasureProgress(BaseModel):
+    step: str
+    stores_done: list[str] = Field(default_factory=list)

@@ -1,0 +1,134 @@
+"""Recorded operations: the one place where idempotency and the tenant scope are applied.
+
+A provider call is recorded (request hash, status, result, provider request id, tokens) before
+anything derived from it is written; a retried activity with the same operation id gets the
+recorded result back and the provider is not called again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Awaitable, Callable, TypeVar
+
+import psycopg
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
+from pydantic import BaseModel
+
+from agent_memory.db import lock_subject, tenant_transaction
+from agent_memory.models import ProviderResult
+
+R = TypeVar("R", bound=BaseModel)
+
+
+class SubjectErasedError(Exception):
+    """The subject has a tombstone: nothing may be written for it any more."""
+
+    def __init__(self, tenant_id: str, subject_id: str):
+        super().__init__(f"subject {subject_id!r} of tenant {tenant_id!r} was erased; writes are refused")
+        self.tenant_id = tenant_id
+        self.subject_id = subject_id
+
+
+class OperationMismatchError(Exception):
+    """The same operation id was used for a different request."""
+
+
+def request_hash(request: dict) -> str:
+    return hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).hexdigest()
+
+
+async def ensure_not_erased(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str) -> None:
+    """Take the shared subject lock and refuse if the subject is tombstoned."""
+    await lock_subject(conn, tenant_id, subject_id, exclusive=False)
+    cur = await conn.execute("SELECT 1 FROM tombstones WHERE tenant_id = %s AND subject_id = %s",
+                             (tenant_id, subject_id))
+    if await cur.fetchone() is not None:
+        raise SubjectErasedError(tenant_id, subject_id)
+
+
+async def recorded_result(conn: psycopg.AsyncConnection, tenant_id: str, operation_id: str,
+                          req_hash: str, result_type: type[R]) -> R | None:
+    cur = await conn.execute(
+        "SELECT status, request_hash, result FROM operations WHERE tenant_id = %s AND operation_id = %s",
+        (tenant_id, operation_id))
+    row = await cur.fetchone()
+    if row is None or row[0] != "succeeded":
+        return None
+    if row[1] != req_hash:
+        raise OperationMismatchError(f"operation {operation_id} was recorded for a different request")
+    return result_type.model_validate(row[2])
+
+
+async def record_succeeded(conn: psycopg.AsyncConnection, *, tenant_id: str, subject_id: str, operation_id: str,
+                           kind: str, req_hash: str, result: BaseModel) -> None:
+    """Record a completed operation inside the caller's transaction (transactional writes)."""
+    meta = result if isinstance(result, ProviderResult) else ProviderResult()
+    await conn.execute(
+        """
+        INSERT INTO operations (tenant_id, operation_id, subject_id, kind, request_hash, status, result,
+                                provider, provider_request_id, input_tokens, output_tokens, attempts)
+        VALUES (%s, %s, %s, %s, %s, 'succeeded', %s, %s, %s, %s, %s, 1)
+        ON CONFLICT (tenant_id, operation_id) DO UPDATE
+           SET status = 'succeeded', result = EXCLUDED.result, provider = EXCLUDED.provider,
+               provider_request_id = EXCLUDED.provider_request_id, input_tokens = EXCLUDED.input_tokens,
+               output_tokens = EXCLUDED.output_tokens, error = NULL, updated_at = now()
+         WHERE operations.status <> 'succeeded'
+        """,
+        (tenant_id, operation_id, subject_id, kind, req_hash, Jsonb(result.model_dump(mode="json")),
+         meta.provider or None, meta.provider_request_id, meta.input_tokens, meta.output_tokens),
+    )
+
+
+class OperationRecorder:
+    """Runs effectful calls at most once per operation id, scoped to a tenant."""
+
+    def __init__(self, pool: AsyncConnectionPool):
+        self._pool = pool
+        # Test hook for the crash suite: called after a result is recorded, before returning.
+        self.after_record: Callable[[str], Awaitable[None]] | None = None
+
+    async def run(self, *, tenant_id: str, subject_id: str, operation_id: str, kind: str, request: dict,
+                  result_type: type[R], call: Callable[[], Awaitable[R]]) -> tuple[R, bool]:
+        """Return (result, reused). `call` runs only when no successful record exists."""
+        req_hash = request_hash(request)
+        async with tenant_transaction(self._pool, tenant_id) as conn:
+            await ensure_not_erased(conn, tenant_id, subject_id)
+            existing = await recorded_result(conn, tenant_id, operation_id, req_hash, result_type)
+            if existing is not None:
+                return existing, True
+            await conn.execute(
+                """
+                INSERT INTO operations (tenant_id, operation_id, subject_id, kind, request_hash, status, attempts)
+                VALUES (%s, %s, %s, %s, %s, 'started', 1)
+                ON CONFLICT (tenant_id, operation_id) DO UPDATE
+                   SET attempts = operations.attempts + 1, updated_at = now()
+                """,
+                (tenant_id, operation_id, subject_id, kind, req_hash))
+        try:
+            result = await call()
+        except Exception as exc:
+            async with tenant_transaction(self._pool, tenant_id) as conn:
+                await conn.execute(
+                    "UPDATE operations SET status = 'failed', error = %s, updated_at = now() "
+                    "WHERE tenant_id = %s AND operation_id = %s AND status <> 'succeeded'",
+                    (f"{type(exc).__name__}: {exc}"[:4000], tenant_id, operation_id))
+            raise
+        async with tenant_transaction(self._pool, tenant_id) as conn:
+            await ensure_not_erased(conn, tenant_id, subject_id)
+            await record_succeeded(conn, tenant_id=tenant_id, subject_id=subject_id, operation_id=operation_id,
+                                   kind=kind, req_hash=req_hash, result=result)
+        if self.after_record is not None:
+            await self.after_record(operation_id)
+        return result, False
+
+    async def load(self, tenant_id: str, operation_id: str, result_type: type[R]) -> R:
+        async with tenant_transaction(self._pool, tenant_id) as conn:
+            cur = await conn.execute(
+                "SELECT result FROM operations WHERE tenant_id = %s AND operation_id = %s AND status = 'succeeded'",
+                (tenant_id, operation_id))
+            row = await cur.fetchone()
+        if row is None:
+            raise LookupError(f"operation {operation_id} has no recorded result")
+        return result_type.model_validate(row[0])

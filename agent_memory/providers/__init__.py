@@ -1,0 +1,1 @@
+"""Model providers behind the interfaces of `base`; the offline ones are the default."""

@@ -1,0 +1,55 @@
+"""Provider interfaces. The offline providers implement them today; the OpenAI-compatible
+provider implements the same protocols, so activities never know which one they call."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from agent_memory.models import (
+    EmbeddingResult,
+    ExtractionResult,
+    ImportanceResult,
+    Message,
+    SummaryResult,
+)
+
+# One dimension per deployment: the pgvector column and its HNSW index are typed with it, and
+# remote embedders are asked for this many dimensions.
+EMBEDDING_DIMENSIONS = 384
+SUMMARY_TOKEN_CAP = 160
+
+
+class FactExtractor(Protocol):
+    name: str
+    version: str
+
+    async def extract(self, messages: list[Message], *, subject_role: str = "user") -> ExtractionResult:
+        """Facts the subject states about themselves, each citing its evidence message ids."""
+
+
+class ImportanceScorer(Protocol):
+    name: str
+    version: str
+
+    async def score(self, messages: list[Message]) -> ImportanceResult: ...
+
+
+class Summarizer(Protocol):
+    name: str
+    version: str
+
+    async def summarize(self, messages: list[Message], *, token_cap: int = SUMMARY_TOKEN_CAP) -> SummaryResult: ...
+
+
+class Embedder(Protocol):
+    name: str
+    version: str
+    dimensions: int
+
+    async def embed(self, texts: list[str]) -> EmbeddingResult: ...
+
+
+def estimate_tokens(text: str) -> int:
+    """CJK characters count one token each, other characters a quarter (the bench's rule)."""
+    cjk = sum(1 for ch in text if "\u3400" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff")
+    return cjk + (len(text) - cjk + 3) // 4

@@ -1,0 +1,77 @@
+"""Recall: current facts plus the episodes nearest the query.
+
+A vector hit is only a pointer: it reaches the caller only after the relational row it points at
+is re-read in the same tenant-scoped transaction with the same version and no tombstone.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pgvector import Vector
+from psycopg_pool import AsyncConnectionPool
+from pydantic import BaseModel
+
+from agent_memory.db import tenant_transaction
+from agent_memory.memory_store import list_facts
+from agent_memory.models import FactRow
+from agent_memory.providers.base import Embedder
+
+
+class RecalledEpisode(BaseModel):
+    memory_id: str
+    session_id: str
+    summary: str
+    importance: int
+    happened_at: datetime
+    source_message_ids: list[str]
+    score: float
+
+
+class RecallResult(BaseModel):
+    tenant_id: str
+    subject_id: str
+    query: str
+    facts: list[FactRow]
+    episodes: list[RecalledEpisode]
+    stale_hits_dropped: int  # vector hits whose row was gone, replaced or tombstoned
+
+
+async def recall(pool: AsyncConnectionPool, embedder: Embedder, tenant_id: str, subject_id: str, query: str, *,
+                 limit: int = 5, as_of: datetime | None = None) -> RecallResult:
+    facts = await list_facts(pool, tenant_id, subject_id, as_of=as_of)
+    embedded = await embedder.embed([query])
+    embedding = embedded.vectors[0]
+    async with tenant_transaction(pool, tenant_id) as conn:
+        # Filtered HNSW scans keep going until enough rows pass the filter (pgvector >= 0.8).
+        await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        cur = await conn.execute(
+            """
+            SELECT v.memory_id::text, v.version, 1 - (v.embedding <=> %s) AS score
+              FROM memory_vectors v
+             WHERE v.tenant_id = %s AND v.subject_id = %s AND v.memory_kind = 'episode' AND v.model = %s
+             ORDER BY v.embedding <=> %s
+             LIMIT %s
+            """, (Vector(embedding), tenant_id, subject_id, embedded.model, Vector(embedding), limit * 3))
+        hits = await cur.fetchall()
+        episodes: list[RecalledEpisode] = []
+        dropped = 0
+        for memory_id, version, score in hits:
+            cur = await conn.execute(
+                """
+                SELECT e.session_id, e.summary, e.importance, e.happened_at, e.source_message_ids
+                  FROM episodes e
+                 WHERE e.tenant_id = %s AND e.memory_id = %s AND e.version = %s AND e.subject_id = %s
+                   AND NOT EXISTS (SELECT 1 FROM tombstones t WHERE t.tenant_id = e.tenant_id
+                                   AND t.subject_id = e.subject_id)
+                """, (tenant_id, memory_id, version, subject_id))
+            row = await cur.fetchone()
+            if row is None or (as_of is not None and row[3] > as_of):
+                dropped += row is None
+                continue
+            episodes.append(RecalledEpisode(memory_id=memory_id, session_id=row[0], summary=row[1], importance=row[2],
+                                            happened_at=row[3], source_message_ids=row[4], score=float(score)))
+            if len(episodes) == limit:
+                break
+    return RecallResult(tenant_id=tenant_id, subject_id=subject_id, query=query, facts=facts, episodes=episodes,
+                        stale_hits_dropped=dropped)

@@ -1,0 +1,53 @@
+"""One real embedded stack (Temporal dev server, PostgreSQL + pgvector, Redis) for the whole
+test session, on free ports in a temporary directory; each test gets its own task queue."""
+
+from __future__ import annotations
+
+import uuid
+from contextlib import asynccontextmanager
+
+import pytest
+
+from agent_memory.client import MemoryClient
+from agent_memory.providers.offline import offline_providers
+from agent_memory.settings import Settings
+from workers.embedded import Ports
+from workers.runtime import open_stack
+from workers.worker import build_worker
+
+
+@pytest.fixture(scope="session")
+async def services(tmp_path_factory):
+    home = tmp_path_factory.mktemp("agent-memory-home")
+    # Only the embedded services: ignore any URLs of the developer's environment.
+    settings = Settings.from_env({"AGENT_MEMORY_HOME": str(home)})
+    async with open_stack(settings, start=True, ports=Ports.free()) as services:
+        yield services
+
+
+@pytest.fixture
+def task_queue() -> str:
+    return f"test-{uuid.uuid4()}"
+
+
+@pytest.fixture
+def tenant() -> str:
+    return f"t-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def client(services, task_queue) -> MemoryClient:
+    return MemoryClient(services, offline_providers().embedder, task_queue=task_queue)
+
+
+@pytest.fixture
+def running_worker(services, task_queue):
+    """`async with running_worker():` runs a worker on this test's task queue."""
+
+    @asynccontextmanager
+    async def run(**kwargs):
+        worker = build_worker(services, task_queue=task_queue, **kwargs)
+        async with worker:
+            yield worker
+
+    return run

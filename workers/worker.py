@@ -1,0 +1,40 @@
+"""The worker: every workflow and activity on one task queue."""
+
+from __future__ import annotations
+
+from temporalio.worker import Worker
+
+from activities.consolidation import ConsolidationActivities
+from activities.erasure import ErasureActivities
+from agent_memory.providers.offline import OfflineProviders, offline_providers
+from agent_memory.services import Services
+from workflows.consolidation import ConsolidationWorkflow
+from workflows.erasure import ErasureWorkflow
+
+WORKFLOWS = [ConsolidationWorkflow, ErasureWorkflow]
+
+
+def build_worker(services: Services, *, task_queue: str | None = None,
+                 providers: OfflineProviders | None = None) -> Worker:
+    providers = providers or offline_providers()
+    consolidation = ConsolidationActivities(services.pool, services.wrapper, providers.extractor, providers.scorer,
+                                            providers.summarizer, providers.embedder)
+    erasure = ErasureActivities(services.pool, services.redis)
+    return Worker(
+        services.temporal,
+        task_queue=task_queue or services.settings.task_queue,
+        workflows=WORKFLOWS,
+        activities=[
+            consolidation.extract_facts,
+            consolidation.score_importance,
+            consolidation.check_conflicts,
+            consolidation.summarize_session,
+            consolidation.commit_consolidation,
+            consolidation.project_vectors,
+            erasure.begin_erasure,
+            erasure.erase_store,
+            erasure.shred_subject_key,
+            erasure.verify_erasure,
+            erasure.complete_erasure,
+        ],
+    )
