@@ -1,0 +1,391 @@
+"""Tests of the deterministic offline providers (agent_memory.providers.offline)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import math
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from agent_memory.models import Message
+from agent_memory.providers.base import EMBEDDING_DIMENSIONS, estimate_tokens
+from agent_memory.providers.offline import (
+    ExtractiveSummarizer,
+    HashingEmbedder,
+    HeuristicImportanceScorer,
+    OfflineProviders,
+    RuleFactExtractor,
+    offline_providers,
+)
+
+WEDNESDAY = datetime(2024, 5, 8, 10, 0, tzinfo=timezone.utc)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def msg(content: str, mid: str = "m1", *, role: str = "user", speaker: str | None = None,
+        turn: int = 0, at: datetime = WEDNESDAY) -> Message:
+    return Message(message_id=mid, turn_index=turn, role=role, speaker=speaker, content=content, created_at=at)
+
+
+def session(*contents: str) -> list[Message]:
+    return [msg(c, f"m{i + 1}", turn=i, at=WEDNESDAY + timedelta(minutes=i)) for i, c in enumerate(contents)]
+
+
+def extract(*contents: str, subject_role: str = "user"):
+    return asyncio.run(RuleFactExtractor().extract(session(*contents), subject_role=subject_role)).facts
+
+
+def triples(facts) -> list[tuple[str, str, str]]:
+    return [(f.namespace, f.key, f.value) for f in facts]
+
+
+# --- extractor: one statement, one fact ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("My name is Caroline.", ("profile", "name", "Caroline")),
+        ("Hi, call me Bob please", ("profile", "name", "Bob")),
+        ("我叫小明，今年25岁", ("profile", "name", "小明")),
+        ("我的名字是王芳。", ("profile", "name", "王芳")),
+        ("I live in Hangzhou with my wife.", ("location", "home_city", "Hangzhou")),
+        ("I'm based in New York now.", ("location", "home_city", "New York")),
+        ("I just moved to Shanghai last year!", ("location", "home_city", "Shanghai")),
+        ("I relocated to Berlin in 2020", ("location", "home_city", "Berlin")),
+        ("我住在杭州已经五年了", ("location", "home_city", "杭州")),
+        ("我在上海生活", ("location", "home_city", "上海")),
+        ("我搬到了深圳", ("location", "home_city", "深圳")),
+        ("我去年搬去了成都工作", ("location", "home_city", "成都")),
+        ("I work as a nurse at the hospital", ("work", "job", "nurse")),
+        ("I'm a software engineer at a startup", ("work", "job", "software engineer")),
+        ("my job is a teacher", ("work", "job", "teacher")),
+        ("I work at Google as a PM", ("work", "employer", "Google")),
+        ("我是一名工程师", ("work", "job", "工程师")),
+        ("我是中学老师", ("work", "job", "中学老师")),
+        ("我在腾讯工作", ("work", "employer", "腾讯")),
+        ("I love hiking", ("preference", "hiking", "hiking")),
+        ("I really like Italian food and wine", ("preference", "italian_food", "Italian food")),
+        ("I prefer tea over coffee", ("preference", "tea", "tea")),
+        ("I'm a big fan of jazz", ("preference", "jazz", "jazz")),
+        ("我喜欢爬山", ("preference", "爬山", "爬山")),
+        ("我爱吃火锅", ("preference", "吃火锅", "吃火锅")),
+        ("I hate mornings", ("dislike", "mornings", "mornings")),
+        ("I don't like cilantro", ("dislike", "cilantro", "cilantro")),
+        ("I can't stand traffic", ("dislike", "traffic", "traffic")),
+        ("我不喜欢香菜", ("dislike", "香菜", "香菜")),
+        ("我讨厌下雨天", ("dislike", "下雨天", "下雨天")),
+        ("I'm vegetarian", ("diet", "restriction", "vegetarian")),
+        ("I am vegan", ("diet", "restriction", "vegan")),
+        ("我吃素", ("diet", "restriction", "吃素")),
+        ("I'm allergic to peanuts", ("diet", "allergy_peanuts", "peanuts")),
+        ("我对花生过敏", ("diet", "allergy_花生", "花生")),
+        ("I don't eat pork", ("diet", "avoid_pork", "pork")),
+        ("我不吃牛肉", ("diet", "avoid_牛肉", "牛肉")),
+        ("不吃辣", ("diet", "spicy", "no spicy food")),
+        ("I can eat spicy food now", ("diet", "spicy", "eats spicy food")),
+        ("I have a dog named Max", ("pet", "dog", "Max")),
+        ("I have a cat", ("pet", "cat", "cat")),
+        ("my dog Max is sick", ("pet", "dog", "Max")),
+        ("我养了一只猫", ("pet", "cat", "猫")),
+        ("我有一只狗叫旺财", ("pet", "dog", "旺财")),
+        ("My budget is 5000", ("budget", "general", "5000")),
+        ("My budget for the trip is $2,000", ("budget", "trip", "$2,000")),
+        ("budget raised to 8000", ("budget", "general", "8000")),
+        ("I can't spend more than $300 a month", ("budget", "general", "$300 a month")),
+        ("预算是5000元", ("budget", "general", "5000元")),
+        ("预算提高到8000", ("budget", "general", "8000")),
+        ("我的旅行预算是三千元", ("budget", "旅行", "三千元")),
+        ("I'm a teacher [image: I live in Paris]", ("work", "job", "teacher")),
+    ],
+)
+def test_single_statement_gives_exactly_that_fact(text, expected):
+    assert triples(extract(text)) == [expected]
+
+
+def test_fact_carries_evidence_time_and_explicit_defaults():
+    (fact,) = extract("I live in Hangzhou.")
+    assert fact.evidence_message_ids == ["m1"]
+    assert fact.observed_at == WEDNESDAY
+    assert fact.claim_type == "explicit" and fact.permanence == "permanent" and fact.valid_until is None
+    assert fact.confidence == pytest.approx(0.9)
+
+
+def test_two_statements_in_one_message_both_found_in_order():
+    assert triples(extract("I love hiking and I live in Denver. I have a dog named Rex")) == [
+        ("preference", "hiking", "hiking"),
+        ("location", "home_city", "Denver"),
+        ("pet", "dog", "Rex"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "old", "new"),
+    [("I live in Hangzhou.", "I moved to Shanghai last month.", "Hangzhou", "Shanghai"),
+     ("我住在杭州。", "我搬到了上海。", "杭州", "上海")],
+)
+def test_a_move_uses_the_home_city_key(first, second, old, new):
+    assert triples(extract(first)) == [("location", "home_city", old)]
+    assert triples(extract(second)) == [("location", "home_city", new)]
+    # In one session the later statement wins and both messages stay as evidence.
+    (fact,) = extract(first, second)
+    assert (fact.namespace, fact.key, fact.value) == ("location", "home_city", new)
+    assert fact.evidence_message_ids == ["m1", "m2"]
+    assert fact.observed_at == WEDNESDAY + timedelta(minutes=1)
+
+
+@pytest.mark.parametrize(
+    ("text", "city", "until"),
+    [
+        ("I'm on a business trip to Tokyo next week.", "Tokyo", datetime(2024, 5, 19, 23, 59, 59, tzinfo=timezone.utc)),
+        ("I'm traveling to Paris for 3 days", "Paris", datetime(2024, 5, 11, 23, 59, 59, tzinfo=timezone.utc)),
+        ("I'm visiting Rome for 5 days", "Rome", datetime(2024, 5, 13, 23, 59, 59, tzinfo=timezone.utc)),
+        ("I'm on a trip to Lisbon until May 20.", "Lisbon", datetime(2024, 5, 20, 23, 59, 59, tzinfo=timezone.utc)),
+        ("I'm on a work trip in Chicago", "Chicago", None),
+        ("我下周去上海出差三天", "上海", datetime(2024, 5, 16, 23, 59, 59, tzinfo=timezone.utc)),
+        ("我这周在北京出差", "北京", datetime(2024, 5, 12, 23, 59, 59, tzinfo=timezone.utc)),
+        ("我要去大理旅游", "大理", None),
+    ],
+)
+def test_trips_are_temporary_and_never_home_city(text, city, until):
+    facts = extract(text)
+    assert triples(facts) == [("travel", "trip_city", city)]
+    assert facts[0].permanence == "temporary"
+    assert facts[0].valid_until == until
+    assert not any(f.key == "home_city" for f in facts)
+
+
+def test_trip_and_home_in_one_session_keep_separate_keys():
+    facts = extract("I live in Osaka.", "I'm traveling to Tokyo next week.")
+    assert triples(facts) == [("location", "home_city", "Osaka"), ("travel", "trip_city", "Tokyo")]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I don't live in Paris",
+        "I don't think I live in Paris anymore",
+        "Do you live in Paris?",
+        "Do I live in Paris",
+        "If I moved to Paris I'd be happy",
+        "I wish I live in Paris",
+        "I'm thinking about moving to Austin",
+        "I used to live in Rome",
+        "My sister lives in Boston",
+        "I'm a bit tired",
+        "I love you",
+        "I have a hot dog",
+        "我不住在北京",
+        "你住在哪里？",
+        "我住在哪里？",
+        "如果我搬到上海就好了",
+        "我爱人是医生",
+        "I live in Paris, just kidding",
+        "I'm a doctor jk",
+        "我住在火星，开玩笑的",
+        "Nice view! [image: I live in Paris and I love hiking]",
+        "   ",
+    ],
+)
+def test_negations_questions_hypotheticals_and_jokes_give_no_facts(text):
+    assert extract(text) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("I live in Oslo, how about you?", [("location", "home_city", "Oslo")]),
+     ("我住在上海，你呢？", [("location", "home_city", "上海")]),
+     ("Do I live in Oslo, or in Bergen?", []),
+     ("我住在上海吗？", [])],
+)
+def test_a_trailing_question_does_not_hide_the_statement_before_it(text, expected):
+    assert triples(extract(text)) == expected
+
+
+@pytest.mark.parametrize("text", ["I live in Mars lol", "我住在上海哈哈"])
+def test_laughing_lowers_confidence_below_half(text):
+    (fact,) = extract(text)
+    assert fact.key == "home_city" and fact.confidence < 0.5
+
+
+def test_weak_pattern_has_lower_confidence():
+    (fact,) = extract("I'm really into birdwatching")
+    assert (fact.namespace, fact.key, fact.confidence) == ("preference", "birdwatching", pytest.approx(0.6))
+
+
+def test_spicy_food_change_keeps_the_key_and_changes_the_value():
+    (before,) = extract("我不吃辣")
+    (after,) = extract("最近能吃辣了")
+    assert (before.namespace, before.key) == (after.namespace, after.key) == ("diet", "spicy")
+    assert before.value != after.value
+    (merged,) = extract("我不吃辣", "最近能吃辣了")
+    assert merged.value == after.value and merged.evidence_message_ids == ["m1", "m2"]
+    # "不吃辣" is the spicy rule's, not a generic "avoid" fact
+    assert not any(f.key.startswith("avoid_") for f in extract("我不吃辣", "我不太能吃辣"))
+
+
+def test_only_subject_role_messages_count():
+    messages = [msg("I live in Paris.", "a1", role="assistant"), msg("I love jazz", "u1", turn=1)]
+    facts = asyncio.run(RuleFactExtractor().extract(messages)).facts
+    assert triples(facts) == [("preference", "jazz", "jazz")]
+    facts = asyncio.run(RuleFactExtractor().extract(messages, subject_role="assistant")).facts
+    assert triples(facts) == [("location", "home_city", "Paris")]
+
+
+def test_extraction_result_bookkeeping_and_determinism():
+    messages = session("My name is Ann. I live in Oslo.", "我喜欢爬山", "I have a cat")
+    first = asyncio.run(RuleFactExtractor().extract(messages))
+    second = asyncio.run(RuleFactExtractor().extract(messages))
+    assert first.extractor == "rule-extractor" and first.extractor_version == "1"
+    assert first.model_dump() == second.model_dump()
+    assert [f.evidence_message_ids for f in first.facts] == [["m1"], ["m1"], ["m2"], ["m3"]]
+
+
+# --- importance ---------------------------------------------------------------------------------
+
+
+def score(*contents: str):
+    return asyncio.run(HeuristicImportanceScorer().score(session(*contents)))
+
+
+def test_importance_bounds_and_ordering():
+    small_talk = score("ok", "thanks")
+    life_event = score("I got married last week and we moved to Boston!")
+    huge = score(*(["I moved to Paris, got married, graduated, was diagnosed with asthma. I'm allergic to cats, "
+                    "my budget is 5000, I love jazz and I'm a nurse. I'm so excited!"] * 20))
+    for result in (small_talk, life_event, huge, score("")):
+        assert 1 <= result.importance <= 10
+    assert life_event.importance > small_talk.importance
+    assert huge.importance == 10
+    assert "life events" in life_event.rationale
+    assert score("   ").importance == 1
+
+
+def test_importance_rationale_lists_signals_in_chinese():
+    result = score("我下个月结婚，然后搬到上海。我对花生过敏。")
+    assert result.importance >= 7
+    assert "结婚" in result.rationale and "preference or constraint" in result.rationale
+
+
+# --- summarizer ---------------------------------------------------------------------------------
+
+CONVERSATION = [
+    msg("Hi! I just moved to Shanghai last month. The new apartment is near Jing'an Park. "
+        "[image: boxes in a living room]", "m1", speaker="Caroline"),
+    msg("Congrats! How is the apartment? Is the commute to your office at Alibaba okay?", "m2",
+        role="assistant", speaker="Melanie", turn=1),
+    msg("   ", "m3", speaker="Caroline", turn=2),
+    msg("It's fine. I start my new job at Alibaba on June 3. I'm a bit nervous but excited! ok", "m4",
+        speaker="Caroline", turn=3),
+    msg("我下周去杭州出差三天。我的预算是5000元。谢谢！", "m5", turn=4),
+]
+
+
+def summarize(messages, cap):
+    return asyncio.run(ExtractiveSummarizer().summarize(messages, token_cap=cap))
+
+
+@pytest.mark.parametrize("cap", [160, 60, 25, 10, 3, 1])
+def test_summary_respects_cap_and_quotes_its_sources(cap):
+    result = summarize(CONVERSATION, cap)
+    by_id = {m.message_id: m for m in CONVERSATION}
+    assert result.sentences, "at least one sentence when there is text"
+    assert result.token_count == estimate_tokens(result.text) <= cap
+    positions = []
+    for sentence in result.sentences:
+        assert len(sentence.source_message_ids) == 1
+        source = by_id[sentence.source_message_ids[0]]
+        prefix = f"{source.speaker}: " if source.speaker else ""
+        body = sentence.text[len(prefix):] if sentence.text.startswith(prefix) else sentence.text
+        assert body and body in source.content
+        assert "[image:" not in body
+        positions.append((source.turn_index, source.content.index(body)))
+    assert positions == sorted(positions), "original message order"
+
+
+def test_summary_prefers_salient_sentences_over_filler():
+    text = summarize(CONVERSATION, 60).text
+    assert "Shanghai" in text and "Alibaba" in text
+    assert "ok" not in text.split() and "谢谢" not in text
+
+
+def test_summary_truncates_an_overlong_sentence_at_a_word_boundary():
+    words = [f"word{i}" for i in range(200)]
+    long = msg(" ".join(words) + ".", "m1")
+    result = summarize([long], 20)
+    (sentence,) = result.sentences
+    assert result.token_count <= 20 and sentence.text in long.content
+    assert sentence.text.split() == words[: len(sentence.text.split())]
+    chinese = msg("我" + "很" * 300 + "喜欢杭州。", "m2")
+    result = summarize([chinese], 12)
+    assert result.token_count <= 12 and result.sentences[0].text in chinese.content
+
+
+def test_summary_of_empty_messages_is_empty():
+    result = summarize([msg("  ", "m1"), msg("", "m2")], 160)
+    assert result.sentences == [] and result.token_count == 0
+
+
+# --- embedder -----------------------------------------------------------------------------------
+
+
+def embed(texts):
+    return asyncio.run(HashingEmbedder().embed(texts))
+
+
+def cosine(a, b):
+    return sum(x * y for x, y in zip(a, b))
+
+
+def test_embeddings_shape_norm_and_empty_text():
+    result = embed(["I love hiking", "", "   "])
+    assert result.model == "hashing-embedder-v1-384"
+    assert all(len(v) == EMBEDDING_DIMENSIONS for v in result.vectors)
+    assert math.isclose(math.sqrt(sum(x * x for x in result.vectors[0])), 1.0, rel_tol=1e-9)
+    assert result.vectors[1] == [0.0] * EMBEDDING_DIMENSIONS == result.vectors[2]
+    assert not any(math.isnan(x) for v in result.vectors for x in v)
+
+
+@pytest.mark.parametrize(
+    ("anchor", "similar", "unrelated"),
+    [
+        ("I love hiking in the mountains", "I enjoy mountain hikes on weekends", "The quarterly tax report is due Friday"),
+        ("My dog Max likes long walks", "Max the dog loves walking", "Quantum computing uses qubits"),
+        ("我喜欢在山里徒步", "我爱徒步和爬山", "明天的会议改到下午三点"),
+        ("我住在杭州", "我搬到了杭州", "预算提高到八千元"),
+    ],
+)
+def test_similar_texts_are_closer_than_unrelated(anchor, similar, unrelated):
+    a, s, u = embed([anchor, similar, unrelated]).vectors
+    assert cosine(a, s) > cosine(a, u) + 0.1
+
+
+def test_embeddings_are_identical_across_processes():
+    texts = ["I love hiking in the mountains", "我住在杭州", "mixed 中文 and English 123"]
+    here = embed(texts).vectors
+    code = ("import asyncio, json; from agent_memory.providers.offline import HashingEmbedder; "
+            f"print(json.dumps(asyncio.run(HashingEmbedder().embed({texts!r})).vectors))")
+    for seed in ("1", "2"):  # different string-hash salts must not matter
+        out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
+                             env={"PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)})
+        assert json.loads(out.stdout) == here
+
+
+# --- bundle -------------------------------------------------------------------------------------
+
+
+def test_offline_providers_bundle():
+    bundle = offline_providers()
+    assert isinstance(bundle, OfflineProviders)
+    assert (bundle.extractor.name, bundle.scorer.name, bundle.summarizer.name, bundle.embedder.name) == (
+        "rule-extractor", "heuristic-importance", "extractive-summarizer", "hashing-embedder")
+    assert all(p.version == "1" for p in (bundle.extractor, bundle.scorer, bundle.summarizer, bundle.embedder))
+    assert bundle.embedder.dimensions == EMBEDDING_DIMENSIONS
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        bundle.extractor = RuleFactExtractor()  # type: ignore[misc]

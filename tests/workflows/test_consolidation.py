@@ -1,0 +1,81 @@
+"""Flow 1 (session end → consolidation) and flow 2 (operators) on the real dev server."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agent_memory.db import tenant_transaction
+from tests.sessions import session
+from workflows.consolidation import ConsolidationWorkflow
+
+HANGZHOU = session("s-hz", "2024-03-01T09:00:00Z", "Hi, my name is Lin Wei.", "I live in Hangzhou.",
+                   ("assistant", "Nice to meet you."), "I'm allergic to peanuts.")
+TRIP = session("s-trip", "2024-04-10T20:00:00Z", "我下周去北京出差三天。", "我不吃辣。")
+MOVE = session("s-move", "2024-06-02T18:30:00Z", "I moved to Shanghai last month.", "I live in Shanghai now.")
+
+
+async def _count(services, tenant, sql, *params):
+    async with tenant_transaction(services.pool, tenant) as conn:
+        cur = await conn.execute(sql, params)
+        return (await cur.fetchone())[0]
+
+
+async def test_session_end_consolidates_move_without_trip_overwrite(client, services, tenant, running_worker):
+    subject = "lin"
+    async with running_worker():
+        for s in (HANGZHOU, TRIP, MOVE):
+            await client.append_messages(tenant, subject, s)
+            first = await client.end_session(tenant, subject, s.session_id)
+            # A duplicate hook attaches to the same run instead of starting a second one.
+            again = await client.end_session(tenant, subject, s.session_id)
+            assert first.id == again.id == f"consolidate/{tenant}/{s.session_id}"
+            result = await client.consolidation_result(first)
+            assert result.refused_reason is None
+            assert (await again.describe()).run_id == (await first.describe()).run_id
+            progress = await first.query(ConsolidationWorkflow.progress)
+            assert progress.step == "done"
+
+    history = await client.facts(tenant, subject, history=True)
+    cities = [(f.value, f.valid_to is None, f.version) for f in history if f.key == "home_city"]
+    assert cities == [("Hangzhou", False, 1), ("Shanghai", True, 2)]
+    hz = next(f for f in history if f.value == "Hangzhou")
+    sh = next(f for f in history if f.value == "Shanghai")
+    assert hz.valid_to == sh.valid_from  # the old interval closes where the new one starts
+    assert hz.evidence_message_ids == ["s-hz:2"]
+    trip = next(f for f in history if f.namespace == "travel")
+    assert trip.value == "北京" and trip.permanence == "temporary"
+
+    current = {(f.namespace, f.key): f.value for f in await client.facts(tenant, subject)}
+    assert current[("location", "home_city")] == "Shanghai"
+    assert current[("diet", "spicy")] == "no spicy food"
+    assert ("travel", "trip_city") not in current  # the trip ended; it never touched home_city
+
+    # Episodes and vectors were projected, one vector per (memory, version).
+    assert await _count(services, tenant, "SELECT count(*) FROM episodes WHERE tenant_id = %s", tenant) == 3
+    vectors = await _count(services, tenant, "SELECT count(*) FROM memory_vectors WHERE tenant_id = %s", tenant)
+    outbox = await _count(services, tenant, "SELECT count(*) FROM projection_outbox WHERE tenant_id = %s", tenant)
+    assert vectors == outbox > 3
+    assert await _count(services, tenant, "SELECT count(*) FROM projection_outbox "
+                        "WHERE tenant_id = %s AND processed_at IS NULL", tenant) == 0
+
+    recalled = await client.recall(tenant, subject, "where does Lin live now, Shanghai?")
+    assert recalled.episodes and recalled.episodes[0].session_id == "s-move"
+    assert {f.value for f in recalled.facts} >= {"Shanghai", "peanuts"}
+
+
+async def test_runs_lists_workflows_with_the_ui_visibility_query(client, tenant, running_worker):
+    async with running_worker():
+        await client.append_messages(tenant, "ana", session("s-ana", "2024-01-01T10:00:00Z", "I live in Lisbon."))
+        handle = await client.end_session(tenant, "ana", "s-ana")
+        await client.consolidation_result(handle)
+    for _ in range(50):  # visibility is eventually consistent
+        runs = await client.runs(tenant, "ana")
+        if runs and runs[0].status == "COMPLETED":
+            break
+        await asyncio.sleep(0.2)
+    assert [(r.workflow_id, r.status) for r in runs] == [(f"consolidate/{tenant}/s-ana", "COMPLETED")]
+    assert await client.runs(tenant, "someone-else") == []
+    described = await handle.describe()
+    attrs = {k.name: v for k, v in described.typed_search_attributes}
+    assert {k: attrs.get(k) for k in ("TenantId", "SubjectId", "SessionId")} == {
+        "TenantId": tenant, "SubjectId": "ana", "SessionId": "s-ana"}
