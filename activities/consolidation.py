@@ -28,7 +28,7 @@ from agent_memory.models import (
     StepOutcome,
     SummaryResult,
 )
-from agent_memory.operations import OperationRecorder, request_hash
+from agent_memory.operations import OperationRecorder, ensure_not_erased, request_hash
 from agent_memory.projection import project_vectors
 from agent_memory.providers.base import Embedder, FactExtractor, ImportanceScorer, Summarizer
 
@@ -53,6 +53,9 @@ class ConsolidationActivities:
         self.recorder = OperationRecorder(pool)
 
     async def _session(self, step: StepInput) -> list[Message]:
+        async with tenant_transaction(self.pool, step.tenant_id) as conn:
+            # An erased subject's messages are gone; say so rather than "session not found".
+            await ensure_not_erased(conn, step.tenant_id, step.subject_id)
         owner, messages = await load_session(self.pool, step.tenant_id, step.session_id)
         if owner != step.subject_id:
             raise LookupError(f"session {step.session_id!r} does not belong to subject {step.subject_id!r}")

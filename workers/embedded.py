@@ -240,9 +240,12 @@ class EmbeddedStack:
     # --- PostgreSQL ------------------------------------------------------------------------
 
     def _pg_run(self, tool: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-        user = POSTGRES_SYSTEM_USER if os.geteuid() == 0 else None
-        return subprocess.run([str(postgres_bin_dir() / tool), *args], user=user, capture_output=True, text=True,
-                              timeout=timeout, cwd="/")
+        # As root, drop to the postgres user entirely: its own group and no supplementary groups,
+        # or root's group bits would decide access to directories like pytest's 0o705 ones.
+        ids = ({"user": POSTGRES_SYSTEM_USER, "group": POSTGRES_SYSTEM_USER, "extra_groups": []}
+               if os.geteuid() == 0 else {})
+        return subprocess.run([str(postgres_bin_dir() / tool), *args], capture_output=True, text=True,
+                              timeout=timeout, cwd="/", **ids)
 
     def _secrets(self) -> dict:
         path = self.home / "secrets.json"
@@ -264,7 +267,7 @@ class EmbeddedStack:
         # The postgres user must traverse to its data directory and read the binaries.
         for path in [*reversed(data.parents), *reversed(postgres_bin_dir().parents)]:
             mode = path.stat().st_mode
-            if mode & 0o005 != 0o005:
+            if (mode & 0o005) != 0o005:
                 path.chmod(mode | 0o005)
         data.mkdir(exist_ok=True)
         os.chown(data, entry.pw_uid, entry.pw_gid)

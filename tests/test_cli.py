@@ -1,0 +1,97 @@
+"""The CLI as a user runs it (a subprocess), against the test session's running stack."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from agent_memory.settings import ENV_VARS
+
+GOOD = {"session_id": "c1", "messages": [
+    {"message_id": "c1:1", "turn_index": 0, "role": "user", "content": "I live in Kyoto.",
+     "created_at": "2024-01-01T10:00:00Z"}]}
+
+
+def run_cli(services, *args: str, task_queue: str | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
+    env["AGENT_MEMORY_HOME"] = str(services.settings.home)
+    if task_queue:
+        env["AGENT_MEMORY_TASK_QUEUE"] = task_queue
+    return subprocess.run([sys.executable, "-m", "agent_memory.cli", *args], env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def write_lines(path, *lines) -> str:
+    path.write_text("\n".join(line if isinstance(line, str) else json.dumps(line) for line in lines) + "\n")
+    return str(path)
+
+
+async def test_ingest_end_session_facts_and_erase_from_the_cli(services, tenant, tmp_path, running_worker,
+                                                              task_queue):
+    file = write_lines(tmp_path / "s.jsonl", GOOD)
+    out = run_cli(services, "ingest", file, "--tenant", tenant, "--subject", "kim")
+    assert out.returncode == 0, out.stderr
+    assert "c1: 1 new, 0 already stored" in out.stdout
+    again = run_cli(services, "ingest", file, "--tenant", tenant, "--subject", "kim")
+    assert "c1: 0 new, 1 already stored" in again.stdout  # idempotent by message id
+
+    async with running_worker():
+        # In a thread: the in-process worker shares this event loop and must keep running.
+        ended = await asyncio.to_thread(run_cli, services, "end-session", "--tenant", tenant, "--subject", "kim", "--session", "c1",
+                        "--wait", task_queue=task_queue)
+        assert ended.returncode == 0, ended.stderr
+        assert f"workflow consolidate/{tenant}/c1" in ended.stdout
+        assert "/namespaces/default/workflows/consolidate%2F" in ended.stdout
+        facts = run_cli(services, "facts", "--tenant", tenant, "--subject", "kim", "--json")
+        assert [(f["key"], f["value"]) for f in json.loads(facts.stdout)] == [("home_city", "Kyoto")]
+        erased = await asyncio.to_thread(run_cli, services, "erase", "--tenant", tenant, "--subject", "kim", "--reason", "test", "--json",
+                         task_queue=task_queue)
+        assert erased.returncode == 0, erased.stderr
+        assert json.loads(erased.stdout)["residue_total"] == 0
+
+
+@pytest.mark.parametrize("lines, expected", [
+    ([GOOD, "{not json"], "line 2: not valid JSON"),
+    ([{"session_id": "x", "messages": [{"turn_index": 0, "role": "user", "content": "hi",
+                                        "created_at": "2024-01-01T10:00:00Z"}]}],
+     "line 1: messages.0.message_id: field required"),
+    ([{"session_id": "x", "messages": []}], "line 1: session 'x' is empty"),
+    ([GOOD, {"session_id": "y", "messages": [{"message_id": "y:1", "turn_index": 0, "role": "user",
+                                               "content": "hi", "created_at": "yesterday"}]}],
+     "line 2: messages.0.created_at"),
+])
+def test_bad_input_gets_one_clear_line_and_nothing_is_written(services, tenant, tmp_path, lines, expected):
+    file = write_lines(tmp_path / "bad.jsonl", *lines)
+    out = run_cli(services, "ingest", file, "--tenant", tenant, "--subject", "kim")
+    assert out.returncode == 2
+    assert expected in out.stderr and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    facts = run_cli(services, "facts", "--tenant", tenant, "--subject", "kim", "--json")
+    assert json.loads(facts.stdout) == []
+    check = run_cli(services, "ingest", write_lines(tmp_path / "ok.jsonl", GOOD), "--tenant", tenant,
+                    "--subject", "kim")
+    assert "c1: 1 new" in check.stdout  # the good line before the bad one was not written
+
+
+def test_bad_tenant_and_conflicting_resend_are_refused(services, tenant, tmp_path):
+    file = write_lines(tmp_path / "s.jsonl", GOOD)
+    out = run_cli(services, "ingest", file, "--tenant", "no spaces!", "--subject", "kim")
+    assert out.returncode == 2 and "tenant 'no spaces!' is invalid" in out.stderr
+    assert run_cli(services, "ingest", file, "--tenant", tenant, "--subject", "kim").returncode == 0
+    changed = dict(GOOD, messages=[dict(GOOD["messages"][0], content="I live in Osaka.")])
+    out = run_cli(services, "ingest", write_lines(tmp_path / "c.jsonl", changed), "--tenant", tenant,
+                  "--subject", "kim")
+    assert out.returncode == 2 and "'c1:1'" in out.stderr and "different body" in out.stderr
+
+
+def test_commands_without_a_running_stack_say_how_to_start_one(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
+    env["AGENT_MEMORY_HOME"] = str(tmp_path)
+    out = subprocess.run([sys.executable, "-m", "agent_memory.cli", "facts", "--tenant", "t", "--subject", "s"],
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and "agent-memory up" in out.stderr

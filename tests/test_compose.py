@@ -1,0 +1,309 @@
+"""Static checks of the production deployment (docker-compose.yml, Dockerfile, postgres init).
+
+No Docker needed: the files are parsed and checked against the code they deploy (settings.ENV_VARS,
+db.APP_ROLE, the console script, the search attributes the workflows set).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import stat
+import subprocess
+import tomllib
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+yaml = pytest.importorskip("yaml")
+
+from agent_memory.db import APP_ROLE  # noqa: E402
+from agent_memory.settings import ENV_VARS, Settings  # noqa: E402
+from workers.embedded import DATABASE_NAME, SEARCH_ATTRIBUTES  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+COMPOSE_FILE = ROOT / "docker-compose.yml"
+DOCKERFILE = ROOT / "Dockerfile"
+SETUP_SERVICES = ("temporal-setup", "temporal-admin-tools")
+
+# ${NAME}, ${NAME:-default}, ${NAME-default}, ${NAME:?error}, ${NAME?error}, $NAME and $$ (a literal $).
+_INTERPOLATION = re.compile(
+    r"\$(?:(?P<dollar>\$)|\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?])(?P<arg>[^}]*))?\}"
+    r"|(?P<bare>[A-Za-z_][A-Za-z0-9_]*))"
+)
+
+
+def interpolate(value: str) -> str:
+    """Compose-style interpolation with an empty environment: defaults where given, else a dummy."""
+
+    def substitute(m: re.Match) -> str:
+        if m.group("dollar"):
+            return "$"
+        name = m.group("name") or m.group("bare")
+        if m.group("op") in (":-", "-"):
+            return m.group("arg")
+        return f"dummy-{name.lower().replace('_', '-')}"
+
+    return _INTERPOLATION.sub(substitute, value)
+
+
+def environment(service: dict) -> dict[str, str]:
+    """A service's `environment:` as a mapping, whether written as a mapping or a list."""
+    env = service.get("environment") or {}
+    if isinstance(env, list):
+        pairs = {}
+        for item in env:
+            key, sep, value = str(item).partition("=")
+            pairs[key] = value if sep else None
+        env = pairs
+    return {str(k): ("" if v is None else str(v)) for k, v in env.items()}
+
+
+def argv(value) -> list[str]:
+    if value is None:
+        return []
+    return shlex.split(value) if isinstance(value, str) else [str(v) for v in value]
+
+
+def dockerfile_instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) pairs, continuation lines joined, comments dropped."""
+    logical, current = [], ""
+    for line in DOCKERFILE.read_text(encoding="utf-8").splitlines():
+        stripped = line.strip()
+        if not current and (not stripped or stripped.startswith("#")):
+            continue
+        if current and stripped.startswith("#"):
+            continue
+        if stripped.endswith("\\"):
+            current += stripped[:-1] + " "
+            continue
+        logical.append(current + stripped)
+        current = ""
+    if current:
+        logical.append(current)
+    pairs = []
+    for line in logical:
+        keyword, _, args = line.partition(" ")
+        pairs.append((keyword.upper(), args.strip()))
+    return pairs
+
+
+def final_stage() -> list[tuple[str, str]]:
+    instructions = dockerfile_instructions()
+    starts = [i for i, (kw, _) in enumerate(instructions) if kw == "FROM"]
+    assert starts, "Dockerfile has no FROM"
+    return instructions[starts[-1]:]
+
+
+def exec_form(args: str) -> list[str]:
+    parsed = json.loads(args)  # exec (JSON) form: no shell in between, signals reach the process
+    assert isinstance(parsed, list) and all(isinstance(a, str) for a in parsed), args
+    return parsed
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    assert COMPOSE_FILE.is_file(), f"{COMPOSE_FILE} is missing"
+    data = yaml.safe_load(COMPOSE_FILE.read_text(encoding="utf-8"))
+    assert isinstance(data, dict) and isinstance(data.get("services"), dict)
+    return data
+
+
+@pytest.fixture(scope="module")
+def compose_services(compose) -> dict:
+    return compose["services"]
+
+
+@pytest.fixture(scope="module")
+def worker(compose_services) -> dict:
+    return compose_services["worker"]
+
+
+@pytest.fixture(scope="module")
+def setup_service(compose_services) -> tuple[str, dict]:
+    found = [name for name in SETUP_SERVICES if name in compose_services]
+    assert found, f"no Temporal setup service (one of {SETUP_SERVICES})"
+    return found[0], compose_services[found[0]]
+
+
+@pytest.fixture(scope="module")
+def init_scripts(compose_services) -> list[Path]:
+    sources = []
+    for volume in compose_services["postgres"].get("volumes") or []:
+        if isinstance(volume, dict):
+            source, target = volume.get("source"), volume.get("target")
+        else:
+            parts = str(volume).split(":")
+            source, target = (parts[0], parts[1]) if len(parts) > 1 else (None, parts[0])
+        if target and target.rstrip("/") == "/docker-entrypoint-initdb.d" and source:
+            sources.append((ROOT / source).resolve())
+    assert sources, "postgres mounts nothing at /docker-entrypoint-initdb.d"
+    scripts = []
+    for source in sources:
+        assert source.is_dir(), f"init script folder {source} does not exist"
+        scripts += sorted(p for p in source.iterdir() if p.suffix in (".sh", ".sql"))
+    assert scripts, f"no .sh or .sql init script in {sources}"
+    return scripts
+
+
+def test_services_exist(compose_services, setup_service):
+    assert {"postgres", "temporal", "temporal-ui", "redis", "worker"} <= set(compose_services)
+    assert compose_services["postgres"]["image"].startswith("pgvector/pgvector:pg1")
+    assert compose_services["temporal"]["image"].startswith("temporalio/auto-setup:")
+    assert compose_services["temporal-ui"]["image"].startswith("temporalio/ui:")
+    assert compose_services["redis"]["image"].startswith("redis:7")
+    assert setup_service[1]["image"].startswith("temporalio/admin-tools:")
+
+
+def test_worker_sets_only_settings_env_vars(worker):
+    env = environment(worker)
+    assert env, "the worker sets no environment"
+    unknown = sorted(set(env) - set(ENV_VARS))
+    assert not unknown, f"worker sets variables agent_memory.settings does not read: {unknown}"
+    # env_file would smuggle in variables this test cannot see.
+    assert "env_file" not in worker
+
+
+def test_worker_is_built_from_the_repo_dockerfile_and_runs_worker(worker):
+    build = worker.get("build")
+    assert build is not None, "the worker is not built from this repository"
+    if isinstance(build, str):
+        context, dockerfile = build, "Dockerfile"
+    else:
+        context, dockerfile = build.get("context", "."), build.get("dockerfile", "Dockerfile")
+    assert (ROOT / context).resolve() == ROOT
+    assert (ROOT / context / dockerfile).resolve() == DOCKERFILE
+    # An entrypoint override would stop `command` from reaching agent-memory.
+    assert "entrypoint" not in worker
+    assert argv(worker.get("command")) == ["worker"]
+    assert worker.get("restart") == "unless-stopped"
+
+
+def test_worker_waits_for_its_services(worker, setup_service):
+    depends = worker.get("depends_on") or {}
+    if isinstance(depends, list):
+        depends = {name: {"condition": "service_started"} for name in depends}
+    assert {"postgres", "redis", "temporal", setup_service[0]} <= set(depends)
+    assert depends["postgres"].get("condition") == "service_healthy"
+    assert depends[setup_service[0]].get("condition") == "service_completed_successfully"
+
+
+def test_dockerfile_entrypoint_is_agent_memory():
+    assert DOCKERFILE.is_file()
+    stage = final_stage()
+    assert stage[0][1].split()[0] == "python:3.11-slim"
+    entrypoints = [args for kw, args in stage if kw == "ENTRYPOINT"]
+    cmds = [args for kw, args in stage if kw == "CMD"]
+    assert entrypoints and exec_form(entrypoints[-1]) == ["agent-memory"]
+    assert cmds and exec_form(cmds[-1]) == ["worker"]
+    # The entrypoint is the console script the project installs.
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert "agent-memory" in project["project"]["scripts"]
+    # The project itself is installed (in some stage).
+    assert any(kw == "RUN" and re.search(r"\bpip install\b.*\s\.(\s|$)", args + " ")
+               for kw, args in dockerfile_instructions())
+    users = [args for kw, args in stage if kw == "USER"]
+    assert users, "the runtime image runs as root"
+    assert users[-1].split(":")[0] not in ("root", "0")
+
+
+def test_setup_registers_the_search_attributes(setup_service):
+    name, service = setup_service
+    # admin-tools' own entrypoint only sleeps: the service must replace it to run anything.
+    assert argv(service.get("entrypoint")), f"{name} keeps the image's sleeping entrypoint"
+    script = "\n".join(argv(service.get("entrypoint")) + argv(service.get("command")))
+    script = script.replace("\\\n", " ")
+    creates = [line for line in script.splitlines() if "search-attribute create" in line]
+    for attr in SEARCH_ATTRIBUTES:
+        matching = [line for line in creates if re.search(rf"--name[ =]{attr}\b", line)]
+        assert matching, f"{name} does not create search attribute {attr}"
+        assert all(re.search(r"--type[ =]Keyword\b", line) for line in matching), attr
+        assert all("temporal:7233" in line for line in matching), attr
+
+
+def test_settings_from_the_worker_environment(worker):
+    env = {key: interpolate(value) for key, value in environment(worker).items()}
+    settings = Settings.from_env(env)
+    assert settings.temporal_address == "temporal:7233"
+    assert settings.database_url and settings.redis_url and settings.database_admin_url
+    assert settings.master_key
+
+    app, admin = urlsplit(settings.database_url), urlsplit(settings.database_admin_url)
+    assert app.scheme in ("postgresql", "postgres") and admin.scheme == app.scheme
+    assert app.username == APP_ROLE, "DATABASE_URL must use the RLS-confined application role"
+    assert admin.username and admin.username != APP_ROLE, "migrations need the owner, not the app role"
+    assert app.hostname == admin.hostname == "postgres"
+    assert app.path == admin.path == f"/{DATABASE_NAME}"
+    assert app.password and admin.password
+
+    redis = urlsplit(settings.redis_url)
+    assert redis.scheme == "redis" and redis.hostname == "redis"
+
+
+def test_database_passwords_are_the_ones_postgres_provisions(worker, compose_services, init_scripts):
+    worker_env, postgres_env = environment(worker), environment(compose_services["postgres"])
+    scripts = "\n".join(p.read_text(encoding="utf-8") for p in init_scripts)
+    for key in ("DATABASE_URL", "DATABASE_ADMIN_URL"):
+        m = re.fullmatch(r"postgres(?:ql)?://[^:@/]+:(?P<password>\$\{(?P<var>\w+)[^}]*\})@.+", worker_env[key])
+        assert m, f"{key} takes no password from an interpolated variable"
+        # Same variable, same default: otherwise a fresh deployment cannot log in.
+        assert postgres_env.get(m["var"]) == m["password"], f"postgres is not given {m['var']} as {key} uses it"
+        assert m["var"] in scripts, f"no init script reads {m['var']}"
+
+
+def test_postgres_init_script_provisions_database_role_and_extension(compose_services, init_scripts):
+    postgres = compose_services["postgres"]
+    assert "pg_isready" in " ".join(argv(postgres["healthcheck"]["test"]))
+    assert any(":/var/lib/postgresql" in str(v) for v in postgres.get("volumes") or []), "no data volume"
+
+    text = "\n".join(p.read_text(encoding="utf-8") for p in init_scripts)
+    sql_text = re.sub(r"\s+", " ", text)
+    assert re.search(rf"CREATE DATABASE {DATABASE_NAME}\b", sql_text, re.I)
+    assert re.search(r"CREATE EXTENSION IF NOT EXISTS vector\b", sql_text, re.I)
+    role = re.search(rf"ALTER ROLE {APP_ROLE} WITH ([^;]*);|CREATE ROLE {APP_ROLE} WITH ([^;]*);", sql_text, re.I)
+    assert role, f"no init script gives {APP_ROLE} its attributes"
+    attributes = (role.group(1) or role.group(2)).upper().split()
+    for attribute in ("LOGIN", "NOSUPERUSER", "NOBYPASSRLS", "PASSWORD"):
+        assert attribute in attributes, f"{APP_ROLE} lacks {attribute}"
+
+    for script in init_scripts:
+        if script.suffix == ".sh":
+            # The postgres entrypoint runs executable scripts and sources the others.
+            assert script.stat().st_mode & stat.S_IXUSR, f"{script} is not executable"
+            result = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+            assert result.returncode == 0, result.stderr
+
+
+def test_temporal_uses_its_own_databases_on_the_same_postgres(compose_services, init_scripts):
+    temporal = compose_services["temporal"]
+    env = environment(temporal)
+    assert env["DB"] == "postgres12"
+    assert env["POSTGRES_SEEDS"] == "postgres"
+    databases = {env.get("DBNAME", "temporal"), env.get("VISIBILITY_DBNAME", "temporal_visibility")}
+    assert DATABASE_NAME not in databases
+    assert env["POSTGRES_PWD"] == environment(compose_services["postgres"]).get("TEMPORAL_DB_PASSWORD")
+    depends = temporal.get("depends_on")
+    assert isinstance(depends, dict) and depends["postgres"]["condition"] == "service_healthy"
+    if env.get("SKIP_DB_CREATE") == "true":
+        text = "\n".join(p.read_text(encoding="utf-8") for p in init_scripts)
+        for database in databases:
+            assert re.search(rf"CREATE DATABASE {database}\b", text), f"nothing creates database {database}"
+
+
+def test_temporal_ui_and_redis(compose_services):
+    ui = compose_services["temporal-ui"]
+    assert environment(ui)["TEMPORAL_ADDRESS"] == "temporal:7233"
+    assert "8233:8080" in [str(p) for p in ui.get("ports") or []]
+    redis = compose_services["redis"]
+    command = argv(redis.get("command"))
+    assert "--appendonly" in command and command[command.index("--appendonly") + 1] == "yes"
+    assert any(str(v).endswith(":/data") for v in redis.get("volumes") or [])
+
+
+def test_interpolation_helper():
+    assert interpolate("a${X:-d}b") == "adb"
+    assert interpolate("${X:?msg}") == "dummy-x"
+    assert interpolate("$${X}") == "${X}"
+    assert interpolate("$NAME/${OTHER-x}") == "dummy-name/x"

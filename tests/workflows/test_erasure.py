@@ -1,0 +1,70 @@
+"""Flow 3: compliance erasure on the real servers, and that nothing resurrects the subject."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent_memory.db import tenant_transaction
+from agent_memory.evidence import recent_messages
+from agent_memory.operations import SubjectErasedError
+from tests.sessions import session
+from workflows.erasure import ErasureWorkflow
+
+
+async def test_erasure_removes_everything_and_returns_the_same_receipt(client, services, tenant, running_worker):
+    subject = "zoe"
+    other = "max"  # same tenant, different subject: must be untouched
+    s1 = session("z1", "2024-02-01T08:00:00Z", "My name is Zoe.", "I live in Berlin.", "I have a dog named Rex.")
+    s2 = session("m1", "2024-02-01T09:00:00Z", "I live in Paris.")
+    async with running_worker():
+        await client.append_messages(tenant, subject, s1)
+        await client.append_messages(tenant, other, s2)
+        for subj, s in ((subject, s1), (other, s2)):
+            await client.consolidation_result(await client.end_session(tenant, subj, s.session_id))
+        assert len(await recent_messages(services.redis, tenant, subject, "z1")) == 3
+
+        handle = await client.erase(tenant, subject, reason="GDPR art. 17 request #1")
+        receipt = await client.erasure_receipt(handle)
+        assert handle.id == f"erase/{tenant}/{subject}/{receipt.request_id}"
+        progress = await handle.query(ErasureWorkflow.progress)
+        assert progress.step == "done"
+
+        again = await client.erasure_receipt(await client.erase(tenant, subject, reason="GDPR art. 17 request #1"))
+        assert again == receipt
+
+    assert receipt.residue_total == 0 and receipt.key_shredded
+    assert receipt.removed["messages"] == 4  # 3 messages + 1 session row
+    assert receipt.removed["facts"] >= 3 and receipt.removed["episodes"] == 1
+    assert receipt.removed["vectors"] >= 4 and receipt.removed["working_memory"] == 1
+    assert receipt.removed["operations"] >= 5
+    assert receipt.tombstoned_at <= receipt.completed_at
+
+    assert await client.facts(tenant, subject, history=True) == []
+    assert (await client.recall(tenant, subject, "Berlin dog")).episodes == []
+    assert await recent_messages(services.redis, tenant, subject, "z1") == []
+    async with tenant_transaction(services.pool, tenant) as conn:
+        cur = await conn.execute("SELECT count(*), count(payload_ciphertext) FROM memory_events "
+                                 "WHERE tenant_id = %s AND subject_id = %s", (tenant, subject))
+        events, ciphertexts = await cur.fetchone()
+        cur = await conn.execute("SELECT count(*) FROM subject_keys WHERE tenant_id = %s AND subject_id = %s",
+                                 (tenant, subject))
+        keys = (await cur.fetchone())[0]
+    assert events == ciphertexts > 0 and keys == 0  # the log stays, as unreadable ciphertext
+
+    # The other subject keeps everything.
+    assert [f.value for f in await client.facts(tenant, other)] == ["Paris"]
+
+
+async def test_erased_subject_is_never_resurrected(client, tenant, running_worker):
+    subject = "ivy"
+    s1 = session("i1", "2024-02-01T08:00:00Z", "I live in Rome.")
+    await client.append_messages(tenant, subject, s1)
+    async with running_worker():
+        # Erase before the session-end hook fires: the late consolidation must be refused.
+        await client.erasure_receipt(await client.erase(tenant, subject, reason="user request"))
+        with pytest.raises(SubjectErasedError):
+            await client.append_messages(tenant, subject, session("i2", "2024-02-02T08:00:00Z", "I live in Oslo."))
+        result = await client.consolidation_result(await client.end_session(tenant, subject, "i1"))
+    assert result.refused_reason == "subject erased"
+    assert result.events_appended == 0
+    assert await client.facts(tenant, subject, history=True) == []
