@@ -22,7 +22,9 @@ from agent_memory.models import ErasureReceipt
 # derived without its source. Each entry: store name → SQL tables deleted for the subject.
 SQL_STORES: dict[str, tuple[str, ...]] = {
     "vectors": ("memory_vectors",),
+    "search_index": ("memory_search",),
     "outbox": ("projection_outbox",),
+    "observations": ("observations",),
     "episodes": ("episodes",),
     "facts": ("facts",),
     "operations": ("operations",),

@@ -18,6 +18,7 @@ from psycopg_pool import AsyncConnectionPool
 from agent_memory.conflicts import CurrentFact
 from agent_memory.crypto import KeyWrapper, SubjectKey
 from agent_memory.db import tenant_transaction
+from agent_memory.lexical import index_item
 from agent_memory.models import (
     CommitOutcome,
     ConflictPlan,
@@ -154,40 +155,86 @@ async def commit_consolidation(pool: AsyncConnectionPool, wrapper: KeyWrapper, *
                  "user_statement" if fact.claim_type == "explicit" else "model_inference",
                  fact.evidence_message_ids, operation_id))
             facts_written += 1
+            if kind == "fact":
+                await index_item(conn, tenant_id=tenant_id, subject_id=subject_id, memory_id=memory_id, kind="fact",
+                                 version=version, text=f"{decision.namespace} {decision.key.replace('_', ' ')}: "
+                                 f"{fact.value}", happened_at=fact.observed_at)
             outbox.append((memory_id, "fact", version))
-        episode_written = False
-        if summary.sentences:
-            memory_id = key.memory_id("episode", session_id)
-            if await aggregate_version(conn, tenant_id, memory_id) == 0:
-                source_ids = sorted({mid for s in summary.sentences for mid in s.source_message_ids})
-                payload = {"summary": summary.text, "importance": importance.importance, "session_id": session_id,
-                           "sentences": [s.model_dump() for s in summary.sentences]}
-                await append_event(conn, key, memory_id=memory_id, namespace="episode", name=session_id,
-                                   event_type="MemoryCreated", version=1, occurred_at=happened_at, payload=payload,
-                                   source_message_ids=source_ids, extractor=None, operation_id=operation_id)
-                await conn.execute(
-                    """
-                    INSERT INTO episodes (memory_id, tenant_id, subject_id, session_id, version, summary, sentences,
-                                          importance, happened_at, source_message_ids, operation_id)
-                    VALUES (%s, %s, %s, %s, 1, %s, %s, %s, %s, %s, %s)
-                    ON CONFLICT (memory_id) DO NOTHING
-                    """,
-                    (memory_id, tenant_id, subject_id, session_id, summary.text,
-                     Jsonb([s.model_dump() for s in summary.sentences]), importance.importance, happened_at,
-                     source_ids, operation_id))
-                events += 1
-                episode_written = True
-                outbox.append((memory_id, "episode", 1))
+        episode_written = await _write_episode(conn, key, session_id, importance, summary, happened_at,
+                                               operation_id)
+        if episode_written:
+            events += 1
+            outbox.append((key.memory_id("episode", session_id), "episode", 1))
+        observations = await _write_observations(conn, key, session_id, summary, operation_id)
+        events += len(observations)
+        outbox += [(memory_id, "observation", 1) for memory_id in observations]
         for memory_id, kind, version in outbox:
             await conn.execute(
                 "INSERT INTO projection_outbox (tenant_id, subject_id, memory_id, memory_kind, version, operation_id) "
                 "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
                 (tenant_id, subject_id, memory_id, kind, version, operation_id))
         outcome = CommitOutcome(operation_id=operation_id, events_appended=events, facts_written=facts_written,
-                                episode_written=episode_written, outbox_rows=len(outbox))
+                                episode_written=episode_written, observations_written=len(observations),
+                                outbox_rows=len(outbox))
         await record_succeeded(conn, tenant_id=tenant_id, subject_id=subject_id, operation_id=operation_id,
                                kind="commit", req_hash=req_hash, result=outcome)
     return outcome
+
+
+async def _write_episode(conn: psycopg.AsyncConnection, key: SubjectKey, session_id: str,
+                         importance: ImportanceResult, summary: SummaryResult, happened_at: datetime,
+                         operation_id: str) -> bool:
+    """The session's episode, once (an episode is written by the first commit of its session)."""
+    memory_id = key.memory_id("episode", session_id)
+    if not summary.sentences or await aggregate_version(conn, key.tenant_id, memory_id) > 0:
+        return False
+    source_ids = sorted({mid for s in summary.sentences for mid in s.source_message_ids})
+    sentences = [s.model_dump() for s in summary.sentences]
+    payload = {"summary": summary.text, "importance": importance.importance, "session_id": session_id,
+               "sentences": sentences}
+    await append_event(conn, key, memory_id=memory_id, namespace="episode", name=session_id,
+                       event_type="MemoryCreated", version=1, occurred_at=happened_at, payload=payload,
+                       source_message_ids=source_ids, extractor=None, operation_id=operation_id)
+    await conn.execute(
+        """
+        INSERT INTO episodes (memory_id, tenant_id, subject_id, session_id, version, summary, sentences, importance,
+                              happened_at, source_message_ids, operation_id)
+        VALUES (%s, %s, %s, %s, 1, %s, %s, %s, %s, %s, %s)
+        ON CONFLICT (memory_id) DO NOTHING
+        """,
+        (memory_id, key.tenant_id, key.subject_id, session_id, summary.text, Jsonb(sentences),
+         importance.importance, happened_at, source_ids, operation_id))
+    await index_item(conn, tenant_id=key.tenant_id, subject_id=key.subject_id, memory_id=memory_id, kind="episode",
+                     version=1, text=summary.text, happened_at=happened_at)
+    return True
+
+
+async def _write_observations(conn: psycopg.AsyncConnection, key: SubjectKey, session_id: str,
+                              summary: SummaryResult, operation_id: str) -> list[uuid.UUID]:
+    """One observation per noted message, each once; returns the ids written now."""
+    written: list[uuid.UUID] = []
+    for note in summary.observations:
+        message_id = note.source_message_ids[0]
+        memory_id = key.memory_id("observation", f"{session_id}\x1f{message_id}")
+        if await aggregate_version(conn, key.tenant_id, memory_id) > 0:
+            continue
+        await append_event(conn, key, memory_id=memory_id, namespace="observation", name=f"{session_id}/{message_id}",
+                           event_type="MemoryCreated", version=1, occurred_at=note.happened_at,
+                           payload={"text": note.text, "session_id": session_id},
+                           source_message_ids=note.source_message_ids, extractor=None, operation_id=operation_id)
+        await conn.execute(
+            """
+            INSERT INTO observations (memory_id, tenant_id, subject_id, session_id, message_id, text, happened_at,
+                                      source_message_ids, operation_id)
+            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
+            ON CONFLICT (memory_id) DO NOTHING
+            """,
+            (memory_id, key.tenant_id, key.subject_id, session_id, message_id, note.text, note.happened_at,
+             note.source_message_ids, operation_id))
+        await index_item(conn, tenant_id=key.tenant_id, subject_id=key.subject_id, memory_id=memory_id,
+                         kind="observation", version=1, text=note.text, happened_at=note.happened_at)
+        written.append(memory_id)
+    return written
 
 
 async def list_facts(pool: AsyncConnectionPool, tenant_id: str, subject_id: str, *, as_of: datetime | None = None,

@@ -103,9 +103,18 @@ class SummarySentence(BaseModel):
     source_message_ids: list[str] = Field(min_length=1)
 
 
+class Observation(BaseModel):
+    """A compact note of one message (speaker, informative sentences, resolved dates)."""
+
+    text: str
+    source_message_ids: list[str] = Field(min_length=1)
+    happened_at: datetime
+
+
 class SummaryResult(ProviderResult):
     sentences: list[SummarySentence]
     token_count: int
+    observations: list[Observation] = Field(default_factory=list)
 
     @property
     def text(self) -> str:
@@ -212,6 +221,7 @@ class CommitOutcome(BaseModel):
     events_appended: int
     facts_written: int
     episode_written: bool
+    observations_written: int = 0
     outbox_rows: int
     refused_reason: str | None = None
 

@@ -17,8 +17,8 @@ from agent_memory.providers.base import Embedder
 BATCH_SIZE = 64
 
 
-def memory_text(kind: str, namespace: str, key: str, value: str) -> str:
-    return value if kind == "episode" else f"{namespace} {key.replace('_', ' ')}: {value}"
+def memory_text(kind: str, namespace: str, key: str | None, value: str) -> str:
+    return f"{namespace} {key.replace('_', ' ')}: {value}" if kind == "fact" and key else value
 
 
 async def pending_rows(pool: AsyncConnectionPool, tenant_id: str, subject_id: str) -> list[tuple]:
@@ -27,13 +27,16 @@ async def pending_rows(pool: AsyncConnectionPool, tenant_id: str, subject_id: st
         cur = await conn.execute(
             """
             SELECT o.memory_id, o.memory_kind, o.version,
-                   CASE o.memory_kind WHEN 'episode' THEN e.summary ELSE f.value END,
-                   coalesce(f.namespace, 'episode'), coalesce(f.key, e.session_id)
+                   CASE o.memory_kind WHEN 'episode' THEN e.summary WHEN 'observation' THEN ob.text
+                        ELSE f.value END,
+                   coalesce(f.namespace, o.memory_kind), f.key
               FROM projection_outbox o
               LEFT JOIN facts f ON o.memory_kind = 'fact' AND f.tenant_id = o.tenant_id
                                AND f.memory_id = o.memory_id AND f.version = o.version
               LEFT JOIN episodes e ON o.memory_kind = 'episode' AND e.tenant_id = o.tenant_id
                                   AND e.memory_id = o.memory_id AND e.version = o.version
+              LEFT JOIN observations ob ON o.memory_kind = 'observation' AND ob.tenant_id = o.tenant_id
+                                       AND ob.memory_id = o.memory_id AND ob.version = o.version
              WHERE o.tenant_id = %s AND o.subject_id = %s AND o.processed_at IS NULL
              ORDER BY o.created_at, o.memory_id
              LIMIT %s

@@ -8,7 +8,8 @@ from agent_memory.db import tenant_transaction
 from tests.sessions import session
 
 TENANT_TABLES = {"sessions", "messages", "memory_events", "facts", "episodes", "memory_vectors",
-                 "projection_outbox", "operations", "subject_keys", "tombstones", "erasure_requests"}
+                 "projection_outbox", "operations", "subject_keys", "tombstones", "erasure_requests",
+                 "observations", "memory_search"}
 
 
 async def test_app_role_is_not_superuser_and_rls_is_forced(services):

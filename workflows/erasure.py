@@ -19,6 +19,8 @@ ERASURE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coeff
 STEP_TIMEOUT = timedelta(minutes=2)
 # A residue found by the scan sends the deletions round again, at most this often.
 MAX_ERASE_ROUNDS = 3
+# Runs started before observations and the lexical index existed erase these stores only.
+STORES_BEFORE_OBSERVATIONS = ("working_memory", "vectors", "outbox", "episodes", "facts", "operations", "messages")
 
 
 @workflow.defn
@@ -42,8 +44,9 @@ class ErasureWorkflow:
         step = ErasureStepInput(tenant_id=request.tenant_id, subject_id=request.subject_id,
                                 request_id=request.request_id)
         residue: dict[str, int] = {}
+        stores = STORES if workflow.patched("erase-observations-and-search-index") else STORES_BEFORE_OBSERVATIONS
         for _ in range(MAX_ERASE_ROUNDS):
-            for store in STORES:
+            for store in stores:
                 self._progress.step = f"erase {store}"
                 await workflow.execute_activity_method(
                     ErasureActivities.erase_store, step.model_copy(update={"store": store}),

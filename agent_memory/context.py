@@ -1,0 +1,138 @@
+"""Context assembly: the memory items that go into a prompt, packed into a token budget.
+
+Candidates come from two index projections — BM25 over `memory_search` and cosine distance over
+`memory_vectors` — fused by reciprocal rank. Every candidate is re-read from its relational row
+(same version, valid at the as-of time, subject not tombstoned) before it may enter the context,
+and every item says which evidence messages its text draws on.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+import psycopg
+from pgvector import Vector
+from psycopg_pool import AsyncConnectionPool
+from pydantic import BaseModel
+
+from agent_memory.db import tenant_transaction
+from agent_memory.lexical import bm25_search
+from agent_memory.providers.base import Embedder, estimate_tokens
+from agent_memory.timeexpr import format_day
+
+DEFAULT_TOKEN_BUDGET = 1200
+CANDIDATES = 150
+RRF_K = 60  # reciprocal-rank fusion constant (Cormack et al. 2009); damps the head of each list
+LEXICAL_WEIGHT, VECTOR_WEIGHT = 1.0, 0.6
+
+Kind = Literal["fact", "episode", "observation"]
+
+
+class ContextItem(BaseModel):
+    kind: Kind
+    memory_id: str
+    text: str
+    cited_message_ids: list[str]
+    score: float
+    happened_at: datetime | None = None
+
+
+class AssembledContext(BaseModel):
+    query: str
+    items: list[ContextItem]
+    text: str
+    tokens: int
+    budget: int
+
+
+def fuse(*ranked: tuple[float, list[tuple[str, str, int]]]) -> dict[tuple[str, str, int], float]:
+    """Weighted reciprocal-rank fusion of ranked (memory_id, kind, version) lists."""
+    scores: dict[tuple[str, str, int], float] = {}
+    for weight, hits in ranked:
+        for rank, hit in enumerate(hits):
+            scores[hit] = scores.get(hit, 0.0) + weight / (RRF_K + rank + 1)
+    return scores
+
+
+def pack(items: list[ContextItem], budget: int) -> list[ContextItem]:
+    """Greedy by score: take each item that still fits and adds evidence not already cited."""
+    chosen: list[ContextItem] = []
+    cited: set[str] = set()
+    used = 0
+    for item in items:
+        if item.cited_message_ids and set(item.cited_message_ids) <= cited:
+            continue  # says nothing the context does not already hold
+        cost = estimate_tokens(item.text) + 1  # +1: the newline between items
+        if used + cost <= budget:
+            chosen.append(item)
+            cited.update(item.cited_message_ids)
+            used += cost
+    return chosen
+
+
+async def _vector_hits(conn: psycopg.AsyncConnection, embedder: Embedder, tenant_id: str, subject_id: str,
+                       query: str) -> list[tuple[str, str, int]]:
+    embedded = await embedder.embed([query])
+    # Filtered HNSW scans keep going until enough rows pass the filter (pgvector >= 0.8).
+    await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+    cur = await conn.execute(
+        "SELECT memory_id::text, memory_kind, version FROM memory_vectors "
+        "WHERE tenant_id = %s AND subject_id = %s AND model = %s ORDER BY embedding <=> %s LIMIT %s",
+        (tenant_id, subject_id, embedded.model, Vector(embedded.vectors[0]), CANDIDATES))
+    return [tuple(row) for row in await cur.fetchall()]
+
+
+async def _load_items(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str,
+                      scores: dict[tuple[str, str, int], float], as_of: datetime | None) -> list[ContextItem]:
+    """Re-read each candidate from its relational row; stale, superseded or future ones drop out."""
+    ids = {kind: [mid for mid, k, _ in scores if k == kind] for kind in ("fact", "episode", "observation")}
+    items: list[ContextItem] = []
+    cur = await conn.execute(
+        "SELECT memory_id::text, version, text, happened_at, source_message_ids FROM observations "
+        "WHERE tenant_id = %s AND subject_id = %s AND memory_id = ANY(%s::uuid[]) "
+        "AND happened_at <= coalesce(%s::timestamptz, 'infinity')", (tenant_id, subject_id, ids["observation"], as_of))
+    for mid, version, text, happened_at, sources in await cur.fetchall():
+        if (key := (mid, "observation", version)) in scores:
+            items.append(ContextItem(kind="observation", memory_id=mid, text=f"[{format_day(happened_at)}] {text}",
+                                     cited_message_ids=sources, score=scores[key], happened_at=happened_at))
+    cur = await conn.execute(
+        "SELECT memory_id::text, version, summary, happened_at, source_message_ids FROM episodes "
+        "WHERE tenant_id = %s AND subject_id = %s AND memory_id = ANY(%s::uuid[]) "
+        "AND happened_at <= coalesce(%s::timestamptz, 'infinity')", (tenant_id, subject_id, ids["episode"], as_of))
+    for mid, version, summary, happened_at, sources in await cur.fetchall():
+        if (key := (mid, "episode", version)) in scores:
+            items.append(ContextItem(kind="episode", memory_id=mid,
+                                     text=f"[{format_day(happened_at)}] Session summary: {summary}",
+                                     cited_message_ids=sources, score=scores[key], happened_at=happened_at))
+    cur = await conn.execute(
+        "SELECT memory_id::text, version, namespace, key, value, valid_from, evidence_message_ids FROM facts "
+        "WHERE tenant_id = %s AND subject_id = %s AND memory_id = ANY(%s::uuid[]) AND status IN ('active', 'closed') "
+        "AND valid_from <= coalesce(%s::timestamptz, now()) "
+        "AND (valid_to IS NULL OR valid_to > coalesce(%s::timestamptz, now()))",
+        (tenant_id, subject_id, ids["fact"], as_of, as_of))
+    for mid, version, namespace, key_, value, valid_from, sources in await cur.fetchall():
+        if (key := (mid, "fact", version)) in scores:
+            items.append(ContextItem(kind="fact", memory_id=mid,
+                                     text=f"Fact: {namespace} {key_.replace('_', ' ')}: {value} "
+                                          f"(since {format_day(valid_from)})",
+                                     cited_message_ids=sources, score=scores[key], happened_at=valid_from))
+    return items
+
+
+async def assemble_context(pool: AsyncConnectionPool, embedder: Embedder, tenant_id: str, subject_id: str,
+                           query: str, *, as_of: datetime | None = None,
+                           token_budget: int = DEFAULT_TOKEN_BUDGET) -> AssembledContext:
+    async with tenant_transaction(pool, tenant_id) as conn:
+        cur = await conn.execute("SELECT 1 FROM tombstones WHERE tenant_id = %s AND subject_id = %s",
+                                 (tenant_id, subject_id))
+        if await cur.fetchone() is not None:  # erased: nothing may reach a prompt
+            return AssembledContext(query=query, items=[], text="", tokens=0, budget=token_budget)
+        lexical = await bm25_search(conn, tenant_id, subject_id, query, as_of=as_of, limit=CANDIDATES)
+        vector = await _vector_hits(conn, embedder, tenant_id, subject_id, query)
+        scores = fuse((LEXICAL_WEIGHT, [(m, k, v) for m, k, v, _ in lexical]), (VECTOR_WEIGHT, vector))
+        items = await _load_items(conn, tenant_id, subject_id, scores, as_of)
+    items.sort(key=lambda i: (-i.score, i.memory_id))
+    chosen = pack(items, token_budget)
+    text = "\n".join(i.text for i in chosen)
+    return AssembledContext(query=query, items=chosen, text=text, tokens=estimate_tokens(text), budget=token_budget)

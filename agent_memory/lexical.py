@@ -1,0 +1,70 @@
+"""The lexical index: Okapi BM25 computed in Postgres over `memory_search`.
+
+Postgres' English configuration stems and drops stop words; Chinese text is indexed as
+character bigrams appended to the searchable text, since no built-in parser segments it.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import datetime
+
+import psycopg
+
+CJK_RUN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
+WORD = re.compile(r"\w+")
+K1, B = 1.2, 0.75
+
+
+def search_text(text: str) -> str:
+    bigrams = [run[i:i + 2] for run in CJK_RUN.findall(text) for i in range(max(1, len(run) - 1))]
+    return f"{text} {' '.join(bigrams)}" if bigrams else text
+
+
+def term_count(text: str) -> int:
+    return max(1, len(WORD.findall(CJK_RUN.sub(" ", text))) + sum(len(r) for r in CJK_RUN.findall(text)))
+
+
+async def index_item(conn: psycopg.AsyncConnection, *, tenant_id: str, subject_id: str, memory_id: uuid.UUID,
+                     kind: str, version: int, text: str, happened_at: datetime) -> None:
+    await conn.execute(
+        """
+        INSERT INTO memory_search (tenant_id, subject_id, memory_id, memory_kind, version, search_text, term_count,
+                                   happened_at)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
+        ON CONFLICT (tenant_id, memory_id, version) DO NOTHING
+        """, (tenant_id, subject_id, memory_id, kind, version, search_text(text), term_count(text), happened_at))
+
+
+async def bm25_search(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, query: str, *,
+                      as_of: datetime | None, limit: int) -> list[tuple[str, str, int, float]]:
+    """(memory_id, kind, version, score) of the subject's items best matching `query`."""
+    cur = await conn.execute(
+        """
+        WITH q AS (
+            SELECT DISTINCT lexeme FROM unnest(to_tsvector('english', %(query)s))
+        ), docs AS (
+            SELECT memory_id, memory_kind, version, tsv, term_count FROM memory_search
+             WHERE tenant_id = %(tenant)s AND subject_id = %(subject)s
+               AND happened_at <= coalesce(%(as_of)s::timestamptz, 'infinity')
+        ), stats AS (
+            SELECT count(*)::float8 AS n, greatest(avg(term_count), 1)::float8 AS avgdl FROM docs
+        ), postings AS (
+            SELECT d.memory_id, d.memory_kind, d.version, d.term_count, t.lexeme,
+                   coalesce(array_length(t.positions, 1), 1)::float8 AS tf
+              FROM docs d, unnest(d.tsv) AS t
+             WHERE t.lexeme IN (SELECT lexeme FROM q)
+        ), df AS (
+            SELECT lexeme, count(*)::float8 AS df FROM postings GROUP BY lexeme
+        )
+        SELECT p.memory_id::text, p.memory_kind, p.version,
+               sum(ln(1 + (s.n - df.df + 0.5) / (df.df + 0.5))
+                   * p.tf * (%(k1)s + 1) / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.term_count / s.avgdl))) AS score
+          FROM postings p JOIN df USING (lexeme) CROSS JOIN stats s
+         GROUP BY p.memory_id, p.memory_kind, p.version
+         ORDER BY score DESC, p.memory_id
+         LIMIT %(limit)s
+        """, {"query": search_text(query), "tenant": tenant_id, "subject": subject_id, "as_of": as_of,
+              "k1": K1, "b": B, "limit": limit})
+    return [(mid, kind, version, float(score)) for mid, kind, version, score in await cur.fetchall()]
