@@ -81,6 +81,14 @@ def build_parser() -> argparse.ArgumentParser:
     facts.add_argument("--as-of", type=_time)
     facts.add_argument("--history", metavar="KEY", help="namespace/key or key, e.g. location/home_city")
     facts.add_argument("--json", action="store_true")
+    ev = sub.add_parser("eval", help="evaluate context assembly on a benchmark against a BM25 baseline")
+    bench = ev.add_subparsers(dest="benchmark", required=True)
+    loc = bench.add_parser("locomo", help="LoCoMo-format dir: sessions.jsonl, questions.jsonl[, adversarial]")
+    loc.add_argument("--data", required=True, type=Path, metavar="DIR")
+    loc.add_argument("--json", action="store_true", help="one JSON document instead of the table")
+    loc.add_argument("--dump", type=Path, metavar="FILE.jsonl", help="one line per question: contexts, citations")
+    loc.add_argument("--limit-conversations", type=int, metavar="N")
+    loc.add_argument("--budget", type=int, default=1200, help="context token budget (default 1200)")
     return parser
 
 
@@ -126,6 +134,10 @@ async def _command(args: argparse.Namespace, settings: Settings) -> int:
         async with open_stack(settings, start=False) as services:
             await _run_worker_until_signal(services, f"worker polling task queue {settings.task_queue}")
         return 0
+    if args.command == "eval":
+        from agent_memory.evaluation.locomo import eval_command
+
+        return await eval_command(args, settings)
     if args.command == "demo":
         from agent_memory.demo import run_demo
 

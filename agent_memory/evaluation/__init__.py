@@ -1,0 +1,1 @@
+"""Evaluations of recall against benchmarks (LoCoMo) and baselines (BM25)."""
