@@ -8,7 +8,7 @@ import hashlib
 from psycopg_pool import AsyncConnectionPool
 from temporalio import activity
 
-from activities.errors import permanent_errors
+from activities.errors import temporal_failures
 from agent_memory.conflicts import decide
 from agent_memory.crypto import KeyWrapper
 from agent_memory.db import tenant_transaction
@@ -75,25 +75,25 @@ class ConsolidationActivities:
         return StepOutcome(operation_id=operation_id, count=count, reused=reused)
 
     @activity.defn
-    @permanent_errors
+    @temporal_failures
     async def extract_facts(self, step: StepInput) -> StepOutcome:
         return await self._provider_step(step, "extract", self.extractor, ExtractionResult,
                                          lambda messages: self.extractor.extract(messages))
 
     @activity.defn
-    @permanent_errors
+    @temporal_failures
     async def score_importance(self, step: StepInput) -> StepOutcome:
         return await self._provider_step(step, "importance", self.scorer, ImportanceResult,
                                          lambda messages: self.scorer.score(messages))
 
     @activity.defn
-    @permanent_errors
+    @temporal_failures
     async def summarize_session(self, step: StepInput) -> StepOutcome:
         return await self._provider_step(step, "summary", self.summarizer, SummaryResult,
                                          lambda messages: self.summarizer.summarize(messages))
 
     @activity.defn
-    @permanent_errors
+    @temporal_failures
     async def check_conflicts(self, step: ConflictPlanInput) -> StepOutcome:
         """Decide each extracted fact against the current facts; the plan is recorded so the
         commit applies exactly what was decided, guarded by the versions it was decided on."""
@@ -111,7 +111,7 @@ class ConsolidationActivities:
         return StepOutcome(operation_id=operation_id, count=len(result.decisions), reused=reused)
 
     @activity.defn
-    @permanent_errors
+    @temporal_failures
     async def commit_consolidation(self, step: CommitInput) -> CommitOutcome:
         load = self.recorder.load
         messages = await self._session(StepInput(tenant_id=step.tenant_id, subject_id=step.subject_id,
@@ -127,6 +127,6 @@ class ConsolidationActivities:
             happened_at=max(m.created_at for m in messages))
 
     @activity.defn
-    @permanent_errors
+    @temporal_failures
     async def project_vectors(self, step: ProjectionInput) -> ProjectionOutcome:
         return await project_vectors(self.pool, self.recorder, self.embedder, step.tenant_id, step.subject_id)

@@ -7,7 +7,7 @@ from pydantic import BaseModel
 from redis.asyncio import Redis
 from temporalio import activity
 
-from activities.errors import permanent_errors
+from activities.errors import temporal_failures
 from agent_memory import erasure
 from agent_memory.models import ErasureInput, ErasureReceipt, ErasureStepInput, StoreCount
 
@@ -30,32 +30,32 @@ class ErasureActivities:
         self.redis = redis
 
     @activity.defn
-    @permanent_errors
+    @temporal_failures
     async def begin_erasure(self, request: ErasureInput) -> erasure.ErasureStarted:
         return await erasure.begin_erasure(self.pool, request.tenant_id, request.subject_id, request.request_id,
                                            request.reason)
 
     @activity.defn
-    @permanent_errors
+    @temporal_failures
     async def erase_store(self, step: ErasureStepInput) -> StoreCount:
         removed = await erasure.erase_store(self.pool, self.redis, step.tenant_id, step.subject_id,
                                             step.request_id, step.store)
         return StoreCount(store=step.store, removed=removed)
 
     @activity.defn
-    @permanent_errors
+    @temporal_failures
     async def shred_subject_key(self, step: ErasureStepInput) -> StoreCount:
         shredded = await erasure.shred_subject_key(self.pool, step.tenant_id, step.subject_id, step.request_id)
         return StoreCount(store="subject_key", removed=int(shredded))
 
     @activity.defn
-    @permanent_errors
+    @temporal_failures
     async def verify_erasure(self, step: ErasureStepInput) -> ResidueReport:
         residue = await erasure.scan_residue(self.pool, self.redis, step.tenant_id, step.subject_id)
         return ResidueReport(residue=residue, total=sum(residue.values()))
 
     @activity.defn
-    @permanent_errors
+    @temporal_failures
     async def complete_erasure(self, step: CompleteErasureInput) -> ErasureReceipt:
         return await erasure.complete_erasure(self.pool, step.tenant_id, step.subject_id, step.request_id,
                                               step.residue)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import functools
+from datetime import timedelta
 from typing import Awaitable, Callable, TypeVar
 
 from temporalio.exceptions import ApplicationError
 
 from agent_memory.memory_store import VersionConflictError
 from agent_memory.operations import OperationMismatchError, SubjectErasedError
+from agent_memory.providers.errors import ProviderOutputInvalid, ProviderPermanentError, ProviderRetryableError
 
 T = TypeVar("T")
 
@@ -18,10 +20,13 @@ PERMANENT = {
     VersionConflictError: "VersionConflict",
     OperationMismatchError: "OperationMismatch",
     LookupError: "NotFound",
+    ProviderPermanentError: "ProviderPermanent",
+    # The raw text is in the failed operation's record; another sample is not our call to make.
+    ProviderOutputInvalid: "ProviderOutputInvalid",
 }
 
 
-def permanent_errors(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
+def temporal_failures(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
     @functools.wraps(fn)
     async def wrapper(*args, **kwargs) -> T:
         try:
@@ -29,5 +34,8 @@ def permanent_errors(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable
         except tuple(PERMANENT) as exc:
             kind = next(name for cls, name in PERMANENT.items() if isinstance(exc, cls))
             raise ApplicationError(str(exc), type=kind, non_retryable=True) from exc
+        except ProviderRetryableError as exc:  # the retry policy retries, after the server's hint if any
+            delay = timedelta(seconds=min(exc.retry_after, 300)) if exc.retry_after else None
+            raise ApplicationError(str(exc), type="ProviderRetryable", next_retry_delay=delay) from exc
 
     return wrapper

@@ -18,7 +18,7 @@ from agent_memory.evidence import MessageConflictError, SessionOwnerError
 from agent_memory.ingest import InputError, read_sessions
 from agent_memory.models import FactRow, check_identifier
 from agent_memory.operations import SubjectErasedError
-from agent_memory.providers.offline import offline_providers
+from agent_memory.providers.openai_compat import providers_for
 from agent_memory.settings import Settings
 
 USER_ERRORS = (InputError, MessageConflictError, SessionOwnerError, SubjectErasedError, ValueError, LookupError)
@@ -150,7 +150,7 @@ async def _command(args: argparse.Namespace, settings: Settings) -> int:
         return 0
 
     async with open_stack(settings, start=False) as services:
-        client = MemoryClient(services, offline_providers().embedder)
+        client = MemoryClient(services, providers_for(services.settings).embedder)
         if args.command == "ingest":
             sessions = read_sessions(args.file)
             for session in sessions:

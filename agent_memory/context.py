@@ -8,6 +8,7 @@ and every item says which evidence messages its text draws on.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Literal
 
@@ -19,12 +20,14 @@ from pydantic import BaseModel
 from agent_memory.db import tenant_transaction
 from agent_memory.lexical import bm25_search
 from agent_memory.providers.base import Embedder, estimate_tokens
+from agent_memory.recall import embed_query
 from agent_memory.timeexpr import format_day
 
 DEFAULT_TOKEN_BUDGET = 1200
 CANDIDATES = 150
 RRF_K = 60  # reciprocal-rank fusion constant (Cormack et al. 2009); damps the head of each list
 LEXICAL_WEIGHT, VECTOR_WEIGHT = 1.0, 0.6
+FOCUS = 1.0
 
 Kind = Literal["fact", "episode", "observation"]
 
@@ -44,6 +47,37 @@ class AssembledContext(BaseModel):
     text: str
     tokens: int
     budget: int
+
+
+_WORD = re.compile(r"\w+")
+_SENTENCE = re.compile(r"(?<=[.!?。！？])\s*|\s(?=\[photo:)")
+_QUERY_STOP = frozenset("a an the of in on at to and or is was were are be for with by do does did what when where "
+                        "who whom which why how has have had her his she he they it its their them this that "
+                        "about from as would could should will can".split())
+
+
+def _stem(word: str) -> str:
+    for suffix in ("ing", "ed", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+def _terms(text: str) -> set[str]:
+    return {_stem(w) for w in _WORD.findall(text.lower()) if w not in _QUERY_STOP}
+
+
+def focus(body: str, query_terms: set[str], speaker_terms: set[str]) -> str:
+    """Keep the sentences of a note that share a word with the query (names aside); a note that
+    matched on meaning alone keeps its first sentence. Fewer tokens per item, more items."""
+    sentences = [x for x in _SENTENCE.split(body) if x.strip()]
+    if len(sentences) <= 1:
+        return body
+    wanted = query_terms - speaker_terms
+    hits = [i for i, x in enumerate(sentences) if _terms(x) & wanted] or [0]
+    # The sentence after a match often carries the answer ("What did she paint? ... It was a sunset.").
+    keep = sorted({j for i in hits for j in (i, i + 1) if j < len(sentences)})
+    return " ".join(sentences[j] for j in keep)
 
 
 def fuse(*ranked: tuple[float, list[tuple[str, str, int]]]) -> dict[tuple[str, str, int], float]:
@@ -73,7 +107,7 @@ def pack(items: list[ContextItem], budget: int) -> list[ContextItem]:
 
 async def _vector_hits(conn: psycopg.AsyncConnection, embedder: Embedder, tenant_id: str, subject_id: str,
                        query: str) -> list[tuple[str, str, int]]:
-    embedded = await embedder.embed([query])
+    embedded = await embed_query(embedder, query)
     # Filtered HNSW scans keep going until enough rows pass the filter (pgvector >= 0.8).
     await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
     cur = await conn.execute(
@@ -83,7 +117,7 @@ async def _vector_hits(conn: psycopg.AsyncConnection, embedder: Embedder, tenant
     return [tuple(row) for row in await cur.fetchall()]
 
 
-async def _load_items(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str,
+async def _load_items(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, query: str,
                       scores: dict[tuple[str, str, int], float], as_of: datetime | None) -> list[ContextItem]:
     """Re-read each candidate from its relational row; stale, superseded or future ones drop out."""
     ids = {kind: [mid for mid, k, _ in scores if k == kind] for kind in ("fact", "episode", "observation")}
@@ -92,8 +126,11 @@ async def _load_items(conn: psycopg.AsyncConnection, tenant_id: str, subject_id:
         "SELECT memory_id::text, version, text, happened_at, source_message_ids FROM observations "
         "WHERE tenant_id = %s AND subject_id = %s AND memory_id = ANY(%s::uuid[]) "
         "AND happened_at <= coalesce(%s::timestamptz, 'infinity')", (tenant_id, subject_id, ids["observation"], as_of))
+    query_terms = _terms(query)
     for mid, version, text, happened_at, sources in await cur.fetchall():
         if (key := (mid, "observation", version)) in scores:
+            speaker, _, body = text.partition(": ")
+            text = f"{speaker}: {focus(body, query_terms, _terms(speaker))}" if FOCUS else text
             items.append(ContextItem(kind="observation", memory_id=mid, text=f"[{format_day(happened_at)}] {text}",
                                      cited_message_ids=sources, score=scores[key], happened_at=happened_at))
     cur = await conn.execute(
@@ -131,7 +168,7 @@ async def assemble_context(pool: AsyncConnectionPool, embedder: Embedder, tenant
         lexical = await bm25_search(conn, tenant_id, subject_id, query, as_of=as_of, limit=CANDIDATES)
         vector = await _vector_hits(conn, embedder, tenant_id, subject_id, query)
         scores = fuse((LEXICAL_WEIGHT, [(m, k, v) for m, k, v, _ in lexical]), (VECTOR_WEIGHT, vector))
-        items = await _load_items(conn, tenant_id, subject_id, scores, as_of)
+        items = await _load_items(conn, tenant_id, subject_id, query, scores, as_of)
     items.sort(key=lambda i: (-i.score, i.memory_id))
     chosen = pack(items, token_budget)
     text = "\n".join(i.text for i in chosen)

@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from agent_memory.client import MemoryClient, RunSummary
 from agent_memory.ingest import parse_session_line
 from agent_memory.models import ConsolidationResult, ErasureReceipt, FactRow, Session
-from agent_memory.providers.offline import offline_providers
+from agent_memory.providers.openai_compat import providers_for
 from agent_memory.recall import RecallResult
 from agent_memory.services import Services
 
@@ -64,7 +64,7 @@ async def run_demo(services: Services) -> DemoReport:
 
     run_id = uuid.uuid4().hex[:8]
     subject = f"lin-{run_id}"
-    client = MemoryClient(services, offline_providers().embedder)
+    client = MemoryClient(services, providers_for(services.settings).embedder)
     async with build_worker(services):
         consolidations = []
         for session in sample_sessions(run_id):

@@ -73,6 +73,7 @@ class ProviderResult(BaseModel):
     provider_request_id: str | None = None
     input_tokens: int = 0
     output_tokens: int = 0
+    cost_usd: float = 0.0
 
 
 class ExtractedFact(BaseModel):

@@ -68,16 +68,17 @@ async def record_succeeded(conn: psycopg.AsyncConnection, *, tenant_id: str, sub
     await conn.execute(
         """
         INSERT INTO operations (tenant_id, operation_id, subject_id, kind, request_hash, status, result,
-                                provider, provider_request_id, input_tokens, output_tokens, attempts)
-        VALUES (%s, %s, %s, %s, %s, 'succeeded', %s, %s, %s, %s, %s, 1)
+                                provider, provider_request_id, input_tokens, output_tokens, cost_usd, attempts)
+        VALUES (%s, %s, %s, %s, %s, 'succeeded', %s, %s, %s, %s, %s, %s, 1)
         ON CONFLICT (tenant_id, operation_id) DO UPDATE
            SET status = 'succeeded', result = EXCLUDED.result, provider = EXCLUDED.provider,
                provider_request_id = EXCLUDED.provider_request_id, input_tokens = EXCLUDED.input_tokens,
-               output_tokens = EXCLUDED.output_tokens, error = NULL, updated_at = now()
+               output_tokens = EXCLUDED.output_tokens, cost_usd = EXCLUDED.cost_usd, error = NULL,
+               updated_at = now()
          WHERE operations.status <> 'succeeded'
         """,
         (tenant_id, operation_id, subject_id, kind, req_hash, Jsonb(result.model_dump(mode="json")),
-         meta.provider or None, meta.provider_request_id, meta.input_tokens, meta.output_tokens),
+         meta.provider or None, meta.provider_request_id, meta.input_tokens, meta.output_tokens, meta.cost_usd),
     )
 
 
@@ -109,11 +110,14 @@ class OperationRecorder:
         try:
             result = await call()
         except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            if raw := getattr(exc, "raw_text", None):  # what the model said, for the operator
+                error += f"\nraw output: {raw[:16000]}"
             async with tenant_transaction(self._pool, tenant_id) as conn:
                 await conn.execute(
                     "UPDATE operations SET status = 'failed', error = %s, updated_at = now() "
                     "WHERE tenant_id = %s AND operation_id = %s AND status <> 'succeeded'",
-                    (f"{type(exc).__name__}: {exc}"[:4000], tenant_id, operation_id))
+                    (error, tenant_id, operation_id))
             raise
         async with tenant_transaction(self._pool, tenant_id) as conn:
             await ensure_not_erased(conn, tenant_id, subject_id)

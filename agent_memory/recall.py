@@ -11,11 +11,28 @@ from datetime import datetime
 from pgvector import Vector
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from agent_memory.db import tenant_transaction
 from agent_memory.memory_store import list_facts
-from agent_memory.models import FactRow
+from agent_memory.models import EmbeddingResult, FactRow
 from agent_memory.providers.base import Embedder
+from agent_memory.providers.errors import ProviderRetryableError
+
+
+async def embed_query(embedder: Embedder, text: str) -> EmbeddingResult:
+    """Query embedding on the read path: outside workflows, so tenacity owns the retries,
+    waiting as long as the server asked (Retry-After) when it did."""
+    def wait(state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        hinted = getattr(exc, "retry_after", None)
+        return min(hinted, 10.0) if hinted else wait_exponential(multiplier=0.2, max=5)(state)
+
+    async for attempt in AsyncRetrying(retry=retry_if_exception_type(ProviderRetryableError), wait=wait,
+                                       stop=stop_after_attempt(4), reraise=True):
+        with attempt:
+            return await embedder.embed([text])
+    raise AssertionError("unreachable")
 
 
 class RecalledEpisode(BaseModel):
@@ -40,7 +57,7 @@ class RecallResult(BaseModel):
 async def recall(pool: AsyncConnectionPool, embedder: Embedder, tenant_id: str, subject_id: str, query: str, *,
                  limit: int = 5, as_of: datetime | None = None) -> RecallResult:
     facts = await list_facts(pool, tenant_id, subject_id, as_of=as_of)
-    embedded = await embedder.embed([query])
+    embedded = await embed_query(embedder, query)
     embedding = embedded.vectors[0]
     async with tenant_transaction(pool, tenant_id) as conn:
         # Filtered HNSW scans keep going until enough rows pass the filter (pgvector >= 0.8).

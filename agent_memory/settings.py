@@ -17,6 +17,9 @@ ENV_VARS = (
     "DATABASE_URL",
     "DATABASE_ADMIN_URL",
     "REDIS_URL",
+    "AGENT_MEMORY_PROVIDER", "OPENAI_BASE_URL", "OPENAI_API_KEY", "AGENT_MEMORY_CHAT_MODEL",
+    "AGENT_MEMORY_EMBEDDING_MODEL", "AGENT_MEMORY_PROVIDER_TIMEOUT",
+    "AGENT_MEMORY_INPUT_PRICE_PER_1K", "AGENT_MEMORY_OUTPUT_PRICE_PER_1K",
 )
 
 
@@ -31,6 +34,14 @@ class Settings:
     database_admin_url: str | None = None  # owner role, used for migrations only
     redis_url: str | None = None
     master_key: str | None = None  # base64 32 bytes wrapping the per-subject keys
+    provider: str = "offline"  # offline | openai-compatible
+    openai_base_url: str | None = None  # None: https://api.openai.com/v1
+    openai_api_key: str | None = field(default=None, repr=False)
+    chat_model: str | None = None
+    embedding_model: str | None = None
+    provider_timeout_seconds: float = 60.0
+    input_price_per_1k: float = 0.0  # USD, for the cost estimate
+    output_price_per_1k: float = 0.0
     extra: dict = field(default_factory=dict)
 
     @classmethod
@@ -47,6 +58,14 @@ class Settings:
             database_admin_url=env.get("DATABASE_ADMIN_URL") or None,
             redis_url=env.get("REDIS_URL") or None,
             master_key=env.get("AGENT_MEMORY_MASTER_KEY") or None,
+            provider=env.get("AGENT_MEMORY_PROVIDER") or "offline",
+            openai_base_url=env.get("OPENAI_BASE_URL") or None,
+            openai_api_key=env.get("OPENAI_API_KEY") or None,
+            chat_model=env.get("AGENT_MEMORY_CHAT_MODEL") or None,
+            embedding_model=env.get("AGENT_MEMORY_EMBEDDING_MODEL") or None,
+            provider_timeout_seconds=float(env.get("AGENT_MEMORY_PROVIDER_TIMEOUT") or 60),
+            input_price_per_1k=float(env.get("AGENT_MEMORY_INPUT_PRICE_PER_1K") or 0),
+            output_price_per_1k=float(env.get("AGENT_MEMORY_OUTPUT_PRICE_PER_1K") or 0),
         )
 
     def with_services(self, **changes) -> "Settings":

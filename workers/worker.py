@@ -6,7 +6,8 @@ from temporalio.worker import Worker
 
 from activities.consolidation import ConsolidationActivities
 from activities.erasure import ErasureActivities
-from agent_memory.providers.offline import OfflineProviders, offline_providers
+from agent_memory.providers.offline import OfflineProviders
+from agent_memory.providers.openai_compat import ProviderBundle, providers_for
 from agent_memory.services import Services
 from workflows.consolidation import ConsolidationWorkflow
 from workflows.erasure import ErasureWorkflow
@@ -15,8 +16,8 @@ WORKFLOWS = [ConsolidationWorkflow, ErasureWorkflow]
 
 
 def build_worker(services: Services, *, task_queue: str | None = None,
-                 providers: OfflineProviders | None = None) -> Worker:
-    providers = providers or offline_providers()
+                 providers: OfflineProviders | ProviderBundle | None = None) -> Worker:
+    providers = providers or providers_for(services.settings)
     consolidation = ConsolidationActivities(services.pool, services.wrapper, providers.extractor, providers.scorer,
                                             providers.summarizer, providers.embedder)
     erasure = ErasureActivities(services.pool, services.redis)

@@ -468,7 +468,7 @@ async def run_locomo_eval(services, data_dir: Path | str, *, budget: int = 1200,
     queue), assemble a context per question, score it and the BM25 baseline."""
     from agent_memory.client import MemoryClient
     from agent_memory.context import assemble_context
-    from agent_memory.providers.offline import offline_providers
+    from agent_memory.providers.openai_compat import providers_for
     from workers.worker import build_worker
 
     if budget < 1:
@@ -479,7 +479,7 @@ async def run_locomo_eval(services, data_dir: Path | str, *, budget: int = 1200,
     started = time.monotonic()
     tenant = f"eval-{uuid.uuid4().hex[:8]}"
     task_queue = task_queue or f"agent-memory-{tenant}"
-    embedder = offline_providers().embedder
+    embedder = providers_for(services.settings).embedder
     client = MemoryClient(services, embedder, task_queue=task_queue)
     sessions_total = sum(len(c.sessions) for c in data.conversations)
 

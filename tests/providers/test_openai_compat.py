@@ -1,0 +1,453 @@
+"""The OpenAI-compatible providers against a real local HTTP server, through the real openai client."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import pickle
+import socket
+import time
+from datetime import datetime, timedelta, timezone
+from email.utils import format_datetime
+from types import SimpleNamespace
+
+import pytest
+
+from agent_memory.models import Message, ProviderResult
+from agent_memory.providers.base import EMBEDDING_DIMENSIONS, estimate_tokens
+from agent_memory.providers.errors import (
+    ProviderOutputInvalid,
+    ProviderPermanentError,
+    ProviderRetryableError,
+    parse_retry_after,
+)
+from agent_memory.providers.offline import OfflineProviders
+from agent_memory.providers.openai_compat import (
+    ExtractionOut,
+    OpenAICompatibleConfig,
+    ProviderBundle,
+    TokenPrices,
+    estimate_cost,
+    extract_json,
+    openai_providers,
+    providers_for,
+    strict_json_schema,
+)
+from tests.providers.openai_server import FakeOpenAIServer, Reply, chat_completion, embeddings, error_body
+
+CHAT = "/v1/chat/completions"
+EMBED = "/v1/embeddings"
+WEDNESDAY = datetime(2024, 5, 8, 10, 0, tzinfo=timezone.utc)
+
+
+def msg(mid: str, content: str, *, role: str = "user", minutes: int = 0) -> Message:
+    return Message(message_id=mid, turn_index=minutes, role=role, content=content,
+                   created_at=WEDNESDAY + timedelta(minutes=minutes))
+
+
+MESSAGES = [
+    msg("m1", "My name is Ana and I live in Lisbon."),
+    msg("m2", "Nice to meet you, Ana!", role="assistant", minutes=1),
+    msg("m3", "I'm flying to Tokyo tomorrow, back on Friday.", minutes=2),
+]
+
+
+def fact(**overrides) -> dict:
+    base = {"namespace": "location", "key": "home_city", "value": "Lisbon", "claim_type": "explicit",
+            "permanence": "permanent", "valid_until": None, "confidence": 0.9,
+            "evidence_message_ids": ["m1"], "observed_at": "2024-05-08T10:00:00Z"}
+    return base | overrides
+
+
+def unit_vector(i: int) -> list[float]:
+    v = [0.0] * EMBEDDING_DIMENSIONS
+    v[i % EMBEDDING_DIMENSIONS] = 1.0
+    return v
+
+
+@pytest.fixture
+def server():
+    with FakeOpenAIServer() as s:
+        yield s
+
+
+def config_for(server: FakeOpenAIServer, **overrides) -> OpenAICompatibleConfig:
+    fields = dict(base_url=server.base_url, api_key="sk-test-secret", chat_model="test-chat",
+                  embedding_model="test-embed", timeout_seconds=5.0, input_price_per_1k=0.5,
+                  output_price_per_1k=1.5, embedding_price_per_1k=0.02)
+    return OpenAICompatibleConfig(**(fields | overrides))
+
+
+@pytest.fixture
+async def providers(server):
+    bundle = openai_providers(config_for(server))
+    yield bundle
+    await bundle.aclose()
+
+
+# --- success paths -------------------------------------------------------------------------------
+
+
+async def test_extract_sends_a_strict_schema_and_records_usage(server, providers):
+    content = json.dumps({"facts": [fact(), fact(namespace="profile", key="name", value="Ana")]})
+    server.reply(Reply(body=chat_completion(content, prompt_tokens=120, completion_tokens=40),
+                       headers={"x-request-id": "req_abc123"}))
+    result = await providers.extractor.extract(MESSAGES)
+
+    assert [(f.namespace, f.key, f.value) for f in result.facts] == [("location", "home_city", "Lisbon"),
+                                                                     ("profile", "name", "Ana")]
+    assert result.facts[0].evidence_message_ids == ["m1"] and result.facts[0].observed_at == WEDNESDAY
+    assert result.provider == "openai-compatible:test-chat"
+    assert result.provider_request_id == "req_abc123"
+    assert (result.input_tokens, result.output_tokens) == (120, 40)
+    assert result.extractor == providers.extractor.name == "openai-compatible-extractor"
+    assert result.extractor_version == providers.extractor.version == "1-test-chat"
+    assert estimate_cost(result, providers.extractor.config.chat_prices) == pytest.approx(0.12)
+    assert server.count() == 1
+
+    sent = server.last
+    assert sent.path == CHAT and sent.headers["authorization"] == "Bearer sk-test-secret"
+    assert sent.body["model"] == "test-chat" and sent.body["temperature"] == 0
+    fmt = sent.body["response_format"]
+    assert fmt["type"] == "json_schema" and fmt["json_schema"]["strict"] is True
+    assert fmt["json_schema"]["schema"] == strict_json_schema(ExtractionOut)
+    prompt = sent.body["messages"][-1]["content"]
+    for m in MESSAGES:  # ids and times are given so the model can cite and resolve dates
+        assert json.dumps(m.message_id) in prompt and m.created_at.isoformat() in prompt
+    assert "user" in sent.body["messages"][0]["content"]
+
+
+@pytest.mark.parametrize("wrap", [
+    lambda j: f"```json\n{j}\n```",
+    lambda j: f"Sure! Here are the facts:\n\n```json\n{j}\n```\nLet me know if you need more.",
+    lambda j: f"Here you go: {j} -- hope this helps {{not json}}",
+    lambda j: f"<think>the user said {{maybe}} [x]</think>\n{j}",
+    lambda j: f"Facts (see [note 1]):\n```\n{j}\n```",
+], ids=["fence", "fence-and-chatter", "chatter", "think-block", "bare-fence"])
+async def test_extract_tolerates_fences_and_chatter(server, providers, wrap):
+    server.reply(chat_completion(wrap(json.dumps({"facts": [fact(value="Lisbon {old town}")]}))))
+    result = await providers.extractor.extract(MESSAGES)
+    assert [f.value for f in result.facts] == ["Lisbon {old town}"]
+
+
+async def test_extract_accepts_a_bare_list_of_facts(server, providers):
+    server.reply(chat_completion(json.dumps([fact()])))
+    assert len((await providers.extractor.extract(MESSAGES)).facts) == 1
+
+
+async def test_extract_checks_citations_and_times(server, providers):
+    facts = [
+        fact(key="unknown_id", evidence_message_ids=["m1", "m99"]),  # cites an id not in the input: dropped
+        fact(namespace="profile", key="greeting", evidence_message_ids=["m2"]),  # assistant only: dropped
+        fact(namespace="Travel", key="Trip City", value="Tokyo", permanence="temporary",
+             valid_until="2024-05-10T23:59:00", evidence_message_ids=["m3", "m3"],
+             observed_at="2031-01-01T00:00:00Z"),  # naive until, invented observation time
+        fact(key="home_city", valid_until="2024-06-01T00:00:00Z", observed_at=None),  # permanent: no end
+    ]
+    server.reply(chat_completion(json.dumps({"facts": facts})))
+    result = await providers.extractor.extract(MESSAGES)
+
+    assert [(f.namespace, f.key) for f in result.facts] == [("travel", "trip_city"), ("location", "home_city")]
+    trip, home = result.facts
+    assert trip.evidence_message_ids == ["m3"]
+    assert trip.observed_at == MESSAGES[2].created_at  # outside the conversation: the evidence time
+    assert trip.valid_until == datetime(2024, 5, 10, 23, 59, tzinfo=timezone.utc)
+    assert home.valid_until is None and home.observed_at == MESSAGES[0].created_at
+
+
+async def test_score_importance(server, providers):
+    server.reply(chat_completion('{"importance": 8, "rationale": "A move and a trip."}',
+                                 completion_id="chatcmpl-imp", prompt_tokens=90, completion_tokens=12))
+    result = await providers.scorer.score(MESSAGES)
+    assert (result.importance, result.rationale) == (8, "A move and a trip.")
+    assert result.provider_request_id == "chatcmpl-imp"  # no x-request-id header: the response id
+    assert (result.input_tokens, result.output_tokens) == (90, 12)
+    assert server.last.body["response_format"]["json_schema"]["name"] == "importance"
+
+
+async def test_summarize_validates_sources_and_caps_tokens(server, providers):
+    sentences = [
+        {"text": "Ana lives in Lisbon.", "source_message_ids": ["m1", "m42"]},  # m42 removed
+        {"text": "The assistant invented this.", "source_message_ids": ["m77"]},  # no valid source: dropped
+        {"text": "Ana flies to Tokyo on Thursday and returns Friday.", "source_message_ids": ["m3"]},
+        {"text": "word " * 200, "source_message_ids": ["m3"]},  # over the cap: dropped from the end
+    ]
+    server.reply(Reply(body=chat_completion("```json\n" + json.dumps({"sentences": sentences}) + "\n```"),
+                       headers={"x-request-id": "req_sum"}))
+    result = await providers.summarizer.summarize(MESSAGES, token_cap=40)
+    assert [s.source_message_ids for s in result.sentences] == [["m1"], ["m3"]]
+    assert result.text == "Ana lives in Lisbon. Ana flies to Tokyo on Thursday and returns Friday."
+    assert result.token_count == estimate_tokens(result.text) <= 40
+    assert result.provider_request_id == "req_sum"
+    assert "40 tokens" in server.last.body["messages"][0]["content"]
+
+
+async def test_summary_sentence_longer_than_the_cap_is_cut(server, providers):
+    server.reply(chat_completion(json.dumps({"sentences": [
+        {"text": "Ana " + "really " * 50 + "likes Lisbon.", "source_message_ids": ["m1"]}]})))
+    result = await providers.summarizer.summarize(MESSAGES, token_cap=10)
+    assert len(result.sentences) == 1 and 0 < result.token_count <= 10
+
+
+async def test_embed(server, providers):
+    server.reply(Reply(body=embeddings([unit_vector(1), unit_vector(2)], prompt_tokens=6),
+                       headers={"x-request-id": "req_emb"}))
+    result = await providers.embedder.embed(["hello", "world"])
+    assert result.vectors == [unit_vector(1), unit_vector(2)]
+    assert providers.embedder.dimensions == EMBEDDING_DIMENSIONS
+    assert result.provider == "openai-compatible:test-embed" and result.model == "test-embed-384"
+    assert (result.provider_request_id, result.input_tokens, result.output_tokens) == ("req_emb", 6, 0)
+    body = server.last.body
+    assert body == {"model": "test-embed", "input": ["hello", "world"], "dimensions": EMBEDDING_DIMENSIONS,
+                    "encoding_format": "float"}
+    assert server.count(EMBED) == 1
+
+
+async def test_embed_nothing_makes_no_request(server, providers):
+    assert (await providers.embedder.embed([])).vectors == []
+    assert server.count() == 0
+
+
+@pytest.mark.parametrize("body, error", [
+    (embeddings([unit_vector(1)[:100]]), "100 dimensions, expected 384"),
+    (embeddings([unit_vector(1)]), "1 embeddings for 2 inputs"),
+    (embeddings([["x"] * EMBEDDING_DIMENSIONS, unit_vector(2)]), "not a list of numbers"),
+])
+async def test_embed_rejects_bad_vectors(server, providers, body, error):
+    server.reply(body)
+    with pytest.raises(ProviderOutputInvalid) as caught:
+        await providers.embedder.embed(["a", "b"] if "2 inputs" in error or "numbers" in error else ["a"])
+    assert any(error in e for e in caught.value.errors)
+    assert caught.value.raw_text  # the response text is kept for debugging
+
+
+async def test_embed_without_dimensions_parameter(server):
+    bundle = openai_providers(config_for(server, send_dimensions=False))
+    try:
+        server.reply(embeddings([unit_vector(3)]))
+        assert (await bundle.embedder.embed(["x"])).vectors == [unit_vector(3)]
+        assert "dimensions" not in server.last.body
+    finally:
+        await bundle.aclose()
+
+
+async def test_json_object_mode_puts_the_schema_in_the_prompt(server):
+    bundle = openai_providers(config_for(server, response_format="json_object", temperature=None))
+    try:
+        server.reply(chat_completion('{"importance": 3, "rationale": "small talk"}'))
+        assert (await bundle.scorer.score(MESSAGES)).importance == 3
+        sent = server.last.body
+        assert sent["response_format"] == {"type": "json_object"} and "temperature" not in sent
+        assert '"importance"' in sent["messages"][0]["content"]
+    finally:
+        await bundle.aclose()
+
+
+# --- failures --------------------------------------------------------------------------------------
+
+
+async def test_429_is_retryable_with_the_retry_after_header(server, providers):
+    server.reply(Reply(status=429, headers={"Retry-After": "7"},
+                       body=error_body("Rate limit reached", type_="requests", code="rate_limit_exceeded")))
+    with pytest.raises(ProviderRetryableError) as caught:
+        await providers.extractor.extract(MESSAGES)
+    assert caught.value.retry_after == 7.0 and caught.value.status_code == 429
+    assert "429" in str(caught.value) and "rate_limit_exceeded" in str(caught.value)
+    assert server.count() == 1  # the client does not retry
+
+
+async def test_retry_after_ms_wins(server, providers):
+    server.reply(Reply(status=429, headers={"retry-after-ms": "1500", "Retry-After": "9"}, body=error_body("slow")))
+    with pytest.raises(ProviderRetryableError) as caught:
+        await providers.embedder.embed(["x"])
+    assert caught.value.retry_after == 1.5
+    assert server.count() == 1
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 408, 409])
+async def test_server_errors_are_retryable(server, providers, status):
+    server.reply(Reply(status=status, body=error_body("boom", type_="server_error")))
+    with pytest.raises(ProviderRetryableError) as caught:
+        await providers.scorer.score(MESSAGES)
+    assert caught.value.status_code == status and caught.value.retry_after is None
+    assert server.count() == 1
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
+async def test_other_client_errors_are_permanent(server, providers, status):
+    server.reply(Reply(status=status, body=error_body("nope", code="bad")))
+    with pytest.raises(ProviderPermanentError) as caught:
+        await providers.summarizer.summarize(MESSAGES)
+    assert caught.value.status_code == status and f"HTTP {status}" in str(caught.value)
+    assert server.count() == 1
+
+
+async def test_timeout_is_retryable_and_not_retried(server):
+    bundle = openai_providers(config_for(server, timeout_seconds=0.5))
+    try:
+        server.reply(Reply(delay=5.0, body=chat_completion('{"importance": 5, "rationale": "late"}')))
+        started = time.monotonic()
+        with pytest.raises(ProviderRetryableError, match="timed out"):
+            await bundle.scorer.score(MESSAGES)
+        assert time.monotonic() - started < 3.0
+        assert server.count() == 1
+    finally:
+        await bundle.aclose()
+
+
+async def test_connection_refused_is_retryable():
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    bundle = openai_providers(OpenAICompatibleConfig(base_url=f"http://127.0.0.1:{port}/v1", api_key="k",
+                                                     chat_model="c", embedding_model="e", timeout_seconds=2))
+    try:
+        with pytest.raises(ProviderRetryableError, match="connection"):
+            await bundle.embedder.embed(["x"])
+    finally:
+        await bundle.aclose()
+
+
+async def test_malformed_json_is_invalid_output_with_the_raw_text(server, providers):
+    raw = 'Sure! {"facts": [{"namespace": "location", "key": "home_city", "value": "Lis'
+    server.reply(chat_completion(raw, finish_reason="length"))
+    with pytest.raises(ProviderOutputInvalid) as caught:
+        await providers.extractor.extract(MESSAGES)
+    assert caught.value.raw_text == raw
+    assert "finish_reason=length" in caught.value.errors[-1]
+    assert "Lis" not in str(caught.value)  # the output stays out of messages that reach Temporal
+    assert server.count() == 1
+
+
+@pytest.mark.parametrize("content, field", [
+    (json.dumps({"facts": [fact(claim_type="rumour")]}), "facts.0.claim_type"),
+    (json.dumps({"facts": [fact(confidence=1.7)]}), "facts.0.confidence"),
+    (json.dumps({"facts": [fact(evidence_message_ids=[])]}), "facts.0.evidence_message_ids"),
+    (json.dumps({"items": []}), "facts"),
+])
+async def test_schema_invalid_json_is_invalid_output(server, providers, content, field):
+    server.reply(chat_completion(content))
+    with pytest.raises(ProviderOutputInvalid) as caught:
+        await providers.extractor.extract(MESSAGES)
+    assert caught.value.raw_text == content
+    assert any(e.startswith(field) for e in caught.value.errors), caught.value.errors
+
+
+async def test_importance_out_of_range_is_invalid(server, providers):
+    server.reply(chat_completion('{"importance": 42, "rationale": "very"}'))
+    with pytest.raises(ProviderOutputInvalid, match="importance"):
+        await providers.scorer.score(MESSAGES)
+
+
+async def test_refusal_and_empty_content_are_invalid(server, providers):
+    server.reply(chat_completion(None, refusal="I can't help with that."), chat_completion(""))
+    with pytest.raises(ProviderOutputInvalid, match="refused"):
+        await providers.scorer.score(MESSAGES)
+    with pytest.raises(ProviderOutputInvalid, match="empty"):
+        await providers.scorer.score(MESSAGES)
+    assert server.count() == 2
+
+
+# --- helpers ---------------------------------------------------------------------------------------
+
+
+def test_parse_retry_after_forms():
+    now = time.time()
+    date = format_datetime(datetime.fromtimestamp(now + 30, timezone.utc), usegmt=True)
+    assert parse_retry_after({"retry-after": date}, now=now) == pytest.approx(30, abs=1)
+    assert parse_retry_after({"retry-after": "0.25"}) == 0.25
+    assert parse_retry_after({"retry-after": "soon"}) is None
+    assert parse_retry_after({"retry-after": "-3"}) is None
+    assert parse_retry_after({}) is None
+
+
+def test_extract_json_edge_cases():
+    assert extract_json('  {"a": "}{"}  ') == {"a": "}{"}
+    assert extract_json('Answer: [1, 2] and {"b": 1}') == [1, 2]
+    assert extract_json('bad {x} then {"ok": "a\\"}"}') == {"ok": 'a"}'}
+    with pytest.raises(ProviderOutputInvalid) as caught:
+        extract_json("no json here")
+    assert caught.value.raw_text == "no json here"
+
+
+def test_strict_schema_closes_every_object():
+    def walk(node):
+        if isinstance(node, dict):
+            if "properties" in node:
+                assert node["additionalProperties"] is False
+                assert set(node["required"]) == set(node["properties"])
+            assert "default" not in node
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    schema = strict_json_schema(ExtractionOut)
+    walk(schema)
+    fact_props = schema["$defs"]["FactOut"]["properties"]
+    assert {"namespace", "key", "value", "claim_type", "permanence", "valid_until", "confidence",
+            "evidence_message_ids", "observed_at"} == set(fact_props)
+
+
+def test_estimate_cost():
+    assert estimate_cost(ProviderResult(input_tokens=2000, output_tokens=500), TokenPrices(0.5, 1.5)) == 1.75
+    assert estimate_cost(SimpleNamespace(prompt_tokens=1000, completion_tokens=1000), (0.1, 0.2)) == \
+        pytest.approx(0.3)
+    assert estimate_cost(None, TokenPrices(1, 1)) == 0.0
+    assert estimate_cost({"prompt_tokens": 10}, TokenPrices()) == 0.0
+
+
+def test_config_hides_the_key_and_never_retries():
+    config = OpenAICompatibleConfig(base_url="http://h/v1", api_key="sk-secret", chat_model="c",
+                                    embedding_model="e", timeout_seconds=3)
+    assert "sk-secret" not in repr(config)
+    client = config.client()
+    assert client.max_retries == 0 and client.timeout == 3
+    with pytest.raises(ValueError):
+        OpenAICompatibleConfig(base_url="http://h/v1", api_key="", chat_model="", embedding_model="e")
+
+
+def test_errors_survive_pickling():
+    for exc in (ProviderRetryableError("slow", 7.0, status_code=429), ProviderPermanentError("bad", status_code=400),
+                ProviderOutputInvalid("raw", ["x: y"])):
+        again = pickle.loads(pickle.dumps(exc))
+        assert type(again) is type(exc) and str(again) == str(exc) and again.__dict__ == exc.__dict__
+
+
+async def test_providers_for_settings():
+    assert isinstance(providers_for(SimpleNamespace(provider="offline")), OfflineProviders)
+    assert isinstance(providers_for(SimpleNamespace()), OfflineProviders)
+    settings = SimpleNamespace(provider="openai-compatible", openai_base_url="http://127.0.0.1:9/v1",
+                               openai_api_key=None, chat_model="llama3.1", embedding_model="nomic-embed-text",
+                               provider_timeout_seconds=30.0, input_price_per_1k=0.0, output_price_per_1k=0.0)
+    bundle = providers_for(settings)
+    try:
+        assert isinstance(bundle, ProviderBundle)
+        assert bundle.extractor.config.chat_model == "llama3.1" and bundle.embedder.version == "1-nomic-embed-text-384"
+    finally:
+        await bundle.aclose()
+    with pytest.raises(ValueError, match="unknown provider"):
+        providers_for(SimpleNamespace(provider="magic"))
+
+
+async def test_concurrent_calls_share_one_client(server, providers):
+    answers = {
+        "fact_extraction": {"facts": [fact()]},
+        "importance": {"importance": 6, "rationale": "plans"},
+        "session_summary": {"sentences": [{"text": "Ana lives in Lisbon.", "source_message_ids": ["m1"]}]},
+    }
+
+    def route(request):
+        if request.path == EMBED:
+            return embeddings([unit_vector(i) for i, _ in enumerate(request.body["input"])])
+        name = request.body["response_format"]["json_schema"]["name"]
+        return chat_completion(json.dumps(answers[name]), completion_id=f"chatcmpl-{name}")
+
+    server.responder = route
+    extraction, importance, summary, vectors = await asyncio.gather(
+        providers.extractor.extract(MESSAGES), providers.scorer.score(MESSAGES),
+        providers.summarizer.summarize(MESSAGES), providers.embedder.embed(["a", "b", "c"]))
+    assert extraction.facts[0].value == "Lisbon" and extraction.provider_request_id == "chatcmpl-fact_extraction"
+    assert importance.importance == 6 and summary.text == "Ana lives in Lisbon." and len(vectors.vectors) == 3
+    assert server.count(CHAT) == 3 and server.count(EMBED) == 1

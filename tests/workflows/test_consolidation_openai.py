@@ -1,0 +1,85 @@
+"""Consolidation through the OpenAI-compatible providers, against a local server that speaks
+the API (real sockets, the real openai client) and the real Temporal and Postgres."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from agent_memory.db import tenant_transaction
+from agent_memory.providers.base import EMBEDDING_DIMENSIONS
+from agent_memory.providers.openai_compat import OpenAICompatibleConfig, openai_providers
+from tests.providers.openai_server import FakeOpenAIServer, Reply, chat_completion, embeddings, error_body
+from tests.sessions import session
+
+S = session("s-oa", "2024-03-01T09:00:00Z", "Hi, my name is Lin Wei.", "I live in Hangzhou.")
+
+
+def route(req):
+    """Answers like a model would: cites the ids and times it was shown."""
+    if req.path.endswith("embeddings"):
+        return embeddings([[1.0] + [0.0] * (EMBEDDING_DIMENSIONS - 1) for _ in req.body["input"]])
+    name = req.body["response_format"]["json_schema"]["name"]
+    lines = [json.loads(line) for line in req.body["messages"][-1]["content"].splitlines()[1:]]
+    if name == "fact_extraction":
+        return chat_completion(json.dumps({"facts": [{
+            "namespace": "location", "key": "home_city", "value": "Hangzhou", "claim_type": "explicit",
+            "permanence": "permanent", "valid_until": None, "confidence": 0.95,
+            "evidence_message_ids": [lines[1]["id"]], "observed_at": lines[1]["time"]}]}),
+            prompt_tokens=120, completion_tokens=40)
+    if name == "importance":
+        return chat_completion('{"importance": 5, "rationale": "home city"}')
+    return chat_completion(json.dumps({"sentences": [{"text": "Lin Wei lives in Hangzhou.",
+                                                      "source_message_ids": [lines[1]["id"]]}]}))
+
+
+def bundle_for(server):
+    return openai_providers(OpenAICompatibleConfig(base_url=server.base_url, api_key="k", chat_model="test-chat",
+                                                   embedding_model="test-embed", timeout_seconds=5))
+
+
+async def _operations(services, tenant):
+    async with tenant_transaction(services.pool, tenant) as conn:
+        cur = await conn.execute("SELECT kind, provider, input_tokens, attempts, status, error FROM operations "
+                                 "WHERE tenant_id = %s ORDER BY kind", (tenant,))
+        return await cur.fetchall()
+
+
+async def test_429_is_retried_after_retry_after_and_usage_is_recorded(client, services, tenant, running_worker):
+    with FakeOpenAIServer() as server:
+        server.responder = route
+        server.reply(Reply(status=429, headers={"Retry-After": "2"}, body=error_body("slow down"),
+                           path="/v1/chat/completions"))
+        bundle = bundle_for(server)
+        async with running_worker(providers=bundle):
+            await client.append_messages(tenant, "lin", S)
+            started = time.monotonic()
+            result = await client.consolidation_result(await client.end_session(tenant, "lin", S.session_id))
+            elapsed = time.monotonic() - started
+        await bundle.aclose()
+    assert result.facts_written == 1 and result.episode_written
+    assert elapsed >= 2.0  # the server's Retry-After became the next retry delay
+    assert [(f.key, f.value) for f in await client.facts(tenant, "lin")] == [("home_city", "Hangzhou")]
+    ops = {row[0]: row for row in await _operations(services, tenant)}
+    assert ops["extract"][1:5] == ("openai-compatible:test-chat", 120, 2, "succeeded")
+
+
+async def test_schema_invalid_output_fails_non_retryably_and_keeps_the_raw_text(client, services, tenant,
+                                                                               running_worker):
+    with FakeOpenAIServer() as server:
+        server.responder = lambda req: chat_completion('Sure! ```json\n{"facts": [{"namespace": 3}]}\n```')
+        bundle = bundle_for(server)
+        async with running_worker(providers=bundle):
+            await client.append_messages(tenant, "lin", S)
+            handle = await client.end_session(tenant, "lin", S.session_id)
+            try:
+                await client.consolidation_result(handle)
+                raise AssertionError("the workflow should have failed")
+            except Exception as err:  # WorkflowFailureError → ActivityError → ApplicationError
+                assert getattr(err.cause.cause, "type", None) == "ProviderOutputInvalid"
+        await bundle.aclose()
+        assert len(server.requests) == 1  # not retried: the same prompt would give the same output
+    (kind, _, _, attempts, status, error), = await _operations(services, tenant)
+    assert (kind, attempts, status) == ("extract", 1, "failed")
+    assert '{"facts": [{"namespace": 3}]}' in error  # the raw output, for the operator
+    assert await client.facts(tenant, "lin", history=True) == []
