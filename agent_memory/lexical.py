@@ -27,14 +27,16 @@ def term_count(text: str) -> int:
 
 
 async def index_item(conn: psycopg.AsyncConnection, *, tenant_id: str, subject_id: str, memory_id: uuid.UUID,
-                     kind: str, version: int, text: str, happened_at: datetime) -> None:
+                     kind: str, version: int, text: str, happened_at: datetime, hint: str | None = None) -> None:
+    """Index an item's text; `hint` (e.g. the question a message answers) is searchable too."""
+    indexed = f"{text} {hint}" if hint else text
     await conn.execute(
         """
         INSERT INTO memory_search (tenant_id, subject_id, memory_id, memory_kind, version, search_text, term_count,
                                    happened_at)
         VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
         ON CONFLICT (tenant_id, memory_id, version) DO NOTHING
-        """, (tenant_id, subject_id, memory_id, kind, version, search_text(text), term_count(text), happened_at))
+        """, (tenant_id, subject_id, memory_id, kind, version, search_text(indexed), term_count(indexed), happened_at))
 
 
 async def bm25_search(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, query: str, *,

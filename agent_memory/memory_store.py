@@ -220,7 +220,7 @@ async def _write_observations(conn: psycopg.AsyncConnection, key: SubjectKey, se
             continue
         await append_event(conn, key, memory_id=memory_id, namespace="observation", name=f"{session_id}/{message_id}",
                            event_type="MemoryCreated", version=1, occurred_at=note.happened_at,
-                           payload={"text": note.text, "session_id": session_id},
+                           payload={"text": note.text, "answers": note.answers, "session_id": session_id},
                            source_message_ids=note.source_message_ids, extractor=None, operation_id=operation_id)
         await conn.execute(
             """
@@ -232,7 +232,8 @@ async def _write_observations(conn: psycopg.AsyncConnection, key: SubjectKey, se
             (memory_id, key.tenant_id, key.subject_id, session_id, message_id, note.text, note.happened_at,
              note.source_message_ids, operation_id))
         await index_item(conn, tenant_id=key.tenant_id, subject_id=key.subject_id, memory_id=memory_id,
-                         kind="observation", version=1, text=note.text, happened_at=note.happened_at)
+                         kind="observation", version=1, text=note.text, hint=note.answers,
+                         happened_at=note.happened_at)
         written.append(memory_id)
     return written
 

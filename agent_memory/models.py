@@ -110,6 +110,9 @@ class Observation(BaseModel):
     text: str
     source_message_ids: list[str] = Field(min_length=1)
     happened_at: datetime
+    # The question this message answers, for the lexical index only: it helps find the answer by
+    # the question's words, but is never shown, because the note cites only its own message.
+    answers: str | None = None
 
 
 class SummaryResult(ProviderResult):

@@ -58,5 +58,18 @@ def write_observation(message: Message) -> Observation | None:
                        happened_at=message.created_at)
 
 
+def _question_answered(previous: Message | None, message: Message) -> str | None:
+    """The other speaker's question just before this message, if there was one."""
+    if previous is None or previous.speaker == message.speaker:
+        return None
+    questions = [s for s in _SENTENCE_SPLIT.split(_IMAGE_TAG.sub("", previous.content)) if s.strip().endswith(("?", "？"))]
+    return " ".join(questions)[:300] or None
+
+
 def write_observations(messages: list[Message]) -> list[Observation]:
-    return [o for o in (write_observation(m) for m in messages) if o is not None]
+    notes: list[Observation] = []
+    for previous, message in zip([None, *messages], messages):
+        note = write_observation(message)
+        if note is not None:
+            notes.append(note.model_copy(update={"answers": _question_answered(previous, message)}))
+    return notes

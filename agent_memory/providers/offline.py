@@ -525,7 +525,7 @@ def _truncate(prefix: str, text: str, cap: int) -> str:
 
 class ExtractiveSummarizer:
     name = "extractive-summarizer"
-    version = "2"  # 2: observations (one note per informative message)
+    version = "3"  # 2: observations; 3: observations carry the question they answer
 
     async def summarize(self, messages: list[Message], *, token_cap: int = SUMMARY_TOKEN_CAP) -> SummaryResult:
         candidates: list[tuple[int, str, str, Message]] = []  # (order, prefix, sentence, message)
