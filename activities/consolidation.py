@@ -13,7 +13,8 @@ from agent_memory.conflicts import decide
 from agent_memory.crypto import KeyWrapper
 from agent_memory.db import tenant_transaction
 from agent_memory.evidence import load_session
-from agent_memory.memory_store import commit_consolidation, current_facts
+from agent_memory.faults import after_record, fault_point
+from agent_memory.memory_store import commit_consolidation, current_candidates, current_facts
 from agent_memory.models import (
     CommitInput,
     CommitOutcome,
@@ -51,6 +52,7 @@ class ConsolidationActivities:
         self.summarizer = summarizer
         self.embedder = embedder
         self.recorder = OperationRecorder(pool)
+        self.recorder.after_record = after_record  # fault points of the crash suite; off unless configured
 
     async def _session(self, step: StepInput) -> list[Message]:
         async with tenant_transaction(self.pool, step.tenant_id) as conn:
@@ -102,12 +104,14 @@ class ConsolidationActivities:
         async def plan() -> ConflictPlan:
             async with tenant_transaction(self.pool, step.tenant_id) as conn:
                 current = await current_facts(conn, step.tenant_id, step.subject_id)
-            return ConflictPlan(decisions=decide(extraction.facts, current))
+                held = await current_candidates(conn, step.tenant_id, step.subject_id)
+            return ConflictPlan(decisions=decide(extraction.facts, current, held))
 
         operation_id = f"plan/{step.session_id}/{step.round}"
         result, reused = await self.recorder.run(
             tenant_id=step.tenant_id, subject_id=step.subject_id, operation_id=operation_id, kind="plan",
             request=step.model_dump(), result_type=ConflictPlan, call=plan)
+        fault_point("after_plan")
         return StepOutcome(operation_id=operation_id, count=len(result.decisions), reused=reused)
 
     @activity.defn
@@ -116,7 +120,7 @@ class ConsolidationActivities:
         load = self.recorder.load
         messages = await self._session(StepInput(tenant_id=step.tenant_id, subject_id=step.subject_id,
                                                  session_id=step.session_id))
-        return await commit_consolidation(
+        outcome = await commit_consolidation(
             self.pool, self.wrapper, tenant_id=step.tenant_id, subject_id=step.subject_id,
             session_id=step.session_id, operation_id=f"commit/{step.session_id}/{request_hash(step.model_dump())[:16]}",
             request=step.model_dump(),
@@ -125,6 +129,8 @@ class ConsolidationActivities:
             importance=await load(step.tenant_id, step.importance_operation_id, ImportanceResult),
             summary=await load(step.tenant_id, step.summary_operation_id, SummaryResult),
             happened_at=max(m.created_at for m in messages))
+        fault_point("after_commit")
+        return outcome
 
     @activity.defn
     @temporal_failures

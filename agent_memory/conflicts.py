@@ -2,17 +2,38 @@
 
 Pure functions over plain data, so the decision is deterministic for the same inputs and can
 be re-made when an optimistic version check fails at commit time.
+
+Order of the gates:
+1. Dedup: the same value restated (normalised text, then similarity for keys derived from the
+   value, such as preferences) confirms the current fact: evidence is added, no new row.
+2. Candidate area: an inference or a low-confidence statement is held as a candidate. A
+   candidate said again in a later session is corroborated and promoted.
+3. Hard rules: a model inference never overrides a user's explicit statement or a safety
+   constraint (allergies, diet restrictions).
+4. Otherwise the new value and the current one are ranked by support
+   S = ws·Rs + wc·Rc + wt·Rt + wf·Rf (source reliability, confirmation, recency, relevance);
+   the new value supersedes when it ranks at least as high, else it waits as a candidate.
 """
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from dataclasses import dataclass
+from datetime import datetime
 
 from agent_memory.models import ExtractedFact, FactDecision
 
 # Below this an explicit statement is kept as a candidate rather than a current fact.
 MIN_CURRENT_CONFIDENCE = 0.5
+# Recency weighs most: a user's fresh statement of a changed state (a move) must beat an older
+# value however often that was confirmed; reliability of the source comes next.
+WEIGHTS = {"source": 0.35, "confirmation": 0.10, "recency": 0.35, "relevance": 0.20}
+# Namespaces whose key is derived from the value ("preference/hiking"): restatements can use a
+# slightly different wording and hence a different key.
+VALUE_KEYED_NAMESPACES = frozenset({"preference", "dislike"})
+SAFETY_NAMESPACES = frozenset({"diet"})
+SIMILARITY_THRESHOLD = 0.5
 
 
 @dataclass(frozen=True)
@@ -22,6 +43,17 @@ class CurrentFact:
     value: str
     version: int  # the aggregate's current version
     claim_type: str
+    confidence: float = 1.0
+    evidence_count: int = 1
+    observed_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    namespace: str
+    key: str
+    value: str
+    evidence_message_ids: tuple[str, ...]
 
 
 def normalise_value(value: str) -> str:
@@ -29,26 +61,83 @@ def normalise_value(value: str) -> str:
     return " ".join(text.split()).rstrip(".!。！")
 
 
-def decide(extracted: list[ExtractedFact], current: dict[tuple[str, str], CurrentFact]) -> list[FactDecision]:
+def _tokens(value: str) -> set[str]:
+    text = normalise_value(value)
+    cjk = re.findall(r"[\u3400-\u9fff]+", text)
+    words = set(re.findall(r"[^\W\d_]+|\d+", re.sub(r"[\u3400-\u9fff]+", " ", text)))
+    return words | {run[i:i + 2] for run in cjk for i in range(max(1, len(run) - 1))}
+
+
+def similarity(a: str, b: str) -> float:
+    """Containment-aware overlap: 'hiking' vs 'hiking on weekends' is 1.0."""
+    ta, tb = _tokens(a), _tokens(b)
+    if not ta or not tb:
+        return 0.0
+    return len(ta & tb) / min(len(ta), len(tb))
+
+
+def support(claim_type: str, confidence: float, evidence_count: int, is_newest: bool) -> float:
+    reliability = 1.0 if claim_type == "explicit" else 0.4
+    confirmation = min(1.0, evidence_count / 3)
+    recency = 1.0 if is_newest else 0.5
+    return (WEIGHTS["source"] * reliability + WEIGHTS["confirmation"] * confirmation
+            + WEIGHTS["recency"] * recency + WEIGHTS["relevance"] * confidence)
+
+
+def _similar_current(fact: ExtractedFact, current: dict[tuple[str, str], CurrentFact]) -> CurrentFact | None:
+    if fact.namespace not in VALUE_KEYED_NAMESPACES:
+        return None
+    scored = [(similarity(fact.value, c.value), c.key, c) for (ns, _), c in current.items() if ns == fact.namespace]
+    best = max(scored, default=None, key=lambda t: (t[0], t[1]))
+    return best[2] if best and best[0] >= SIMILARITY_THRESHOLD else None
+
+
+def decide(extracted: list[ExtractedFact], current: dict[tuple[str, str], CurrentFact],
+           candidates: dict[tuple[str, str, str], Candidate] | None = None) -> list[FactDecision]:
     """One decision per extracted fact, in order; later facts see earlier decisions."""
+    candidates = candidates or {}
     decisions: list[FactDecision] = []
     state = dict(current)
     for index, fact in enumerate(extracted):
-        ident = (fact.namespace, fact.key)
-        existing = state.get(ident)
+        existing = state.get((fact.namespace, fact.key)) or _similar_current(fact, state)
+        namespace, key = (existing.namespace, existing.key) if existing else (fact.namespace, fact.key)
         expected = existing.version if existing else 0
-        if fact.claim_type == "inference" or fact.confidence < MIN_CURRENT_CONFIDENCE:
-            action, reason = "candidate", (
-                "model inference" if fact.claim_type == "inference" else f"confidence {fact.confidence:.2f} below "
-                f"{MIN_CURRENT_CONFIDENCE}")
+        low = fact.claim_type == "inference" or fact.confidence < MIN_CURRENT_CONFIDENCE
+        held = candidates.get((fact.namespace, fact.key, normalise_value(fact.value)))
+        promoted_from: list[str] = []
+        if existing and normalise_value(existing.value) == normalise_value(fact.value):
+            action, reason = "confirm", "restated: evidence added to the current fact"
+        elif existing and existing.key != fact.key:
+            action, reason = "confirm", f"restated as {fact.value!r}: similar to {existing.value!r}"
+        elif low and held is not None:
+            promoted_from = list(held.evidence_message_ids)
+            action = "promote" if existing is None else "supersede"
+            reason = "candidate corroborated in a later session"
+        elif low:
+            action, reason = "candidate", ("model inference" if fact.claim_type == "inference"
+                                           else f"confidence {fact.confidence:.2f} below {MIN_CURRENT_CONFIDENCE}")
         elif existing is None:
             action, reason = "create", "no current fact for this key"
-        elif normalise_value(existing.value) == normalise_value(fact.value):
-            action, reason = "confirm", "restated: evidence added to the current fact"
+        elif fact.claim_type == "inference" and (existing.claim_type == "explicit"
+                                                  or fact.namespace in SAFETY_NAMESPACES):
+            action, reason = "candidate", "hard rule: an inference never overrides an explicit statement or a safety constraint"
         else:
-            action, reason = "supersede", f"new value replaces {existing.value!r} (explicit statement, newer)"
-        decisions.append(FactDecision(action=action, namespace=fact.namespace, key=fact.key, value=fact.value,
-                                      expected_version=expected, reason=reason, fact_index=index))
-        if action in ("create", "supersede", "confirm"):
-            state[ident] = CurrentFact(fact.namespace, fact.key, fact.value, expected + 1, fact.claim_type)
+            is_newer = existing.observed_at is None or fact.observed_at >= existing.observed_at
+            new = support(fact.claim_type, fact.confidence, len(fact.evidence_message_ids), is_newer)
+            old = support(existing.claim_type, existing.confidence, existing.evidence_count, not is_newer)
+            if new >= old:
+                action, reason = "supersede", (f"{fact.value!r} replaces {existing.value!r} "
+                                               f"(support {new:.2f} ≥ {old:.2f})")
+            else:
+                action, reason = "candidate", f"weaker than the current {existing.value!r} ({new:.2f} < {old:.2f})"
+        if action != "confirm":
+            namespace, key = fact.namespace, fact.key
+        decisions.append(FactDecision(action=action, namespace=namespace, key=key, value=fact.value,
+                                      expected_version=expected if action != "candidate" else 0, reason=reason,
+                                      fact_index=index, promoted_candidate_evidence=promoted_from))
+        if action != "candidate":
+            kept = existing.value if action == "confirm" and existing else fact.value
+            evidence = (existing.evidence_count if existing else 0) + len(fact.evidence_message_ids)
+            state[(namespace, key)] = CurrentFact(namespace, key, kept, expected + 1, fact.claim_type,
+                                                  fact.confidence, evidence, fact.observed_at)
     return decisions

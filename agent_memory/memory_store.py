@@ -15,7 +15,7 @@ from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from agent_memory.conflicts import CurrentFact
+from agent_memory.conflicts import Candidate, CurrentFact, normalise_value
 from agent_memory.crypto import KeyWrapper, SubjectKey
 from agent_memory.db import tenant_transaction
 from agent_memory.lexical import index_item
@@ -56,13 +56,27 @@ async def current_facts(conn: psycopg.AsyncConnection, tenant_id: str, subject_i
     """Active facts with their aggregate's latest version (confirmations bump the version)."""
     cur = await conn.execute(
         """
-        SELECT f.namespace, f.key, f.value, f.claim_type,
+        SELECT f.namespace, f.key, f.value,
                (SELECT max(e.aggregate_version) FROM memory_events e
-                 WHERE e.tenant_id = f.tenant_id AND e.memory_id = f.memory_id) AS version
+                 WHERE e.tenant_id = f.tenant_id AND e.memory_id = f.memory_id) AS version,
+               f.claim_type, f.confidence, cardinality(f.evidence_message_ids), f.valid_from
           FROM facts f
          WHERE f.tenant_id = %s AND f.subject_id = %s AND f.status = 'active'
         """, (tenant_id, subject_id))
-    return {(ns, key): CurrentFact(ns, key, value, version, claim) for ns, key, value, claim, version in await cur.fetchall()}
+    return {(row[0], row[1]): CurrentFact(*row) for row in await cur.fetchall()}
+
+
+async def current_candidates(conn: psycopg.AsyncConnection, tenant_id: str,
+                             subject_id: str) -> dict[tuple[str, str, str], Candidate]:
+    """The candidate area: held values, by (namespace, key, normalised value)."""
+    cur = await conn.execute(
+        "SELECT namespace, key, value, evidence_message_ids FROM facts "
+        "WHERE tenant_id = %s AND subject_id = %s AND status = 'candidate'", (tenant_id, subject_id))
+    return {(ns, k, normalise_value(v)): Candidate(ns, k, v, tuple(ev)) for ns, k, v, ev in await cur.fetchall()}
+
+
+def candidate_name(namespace: str, key: str, value: str) -> str:
+    return f"{namespace}/{key}\x1f{normalise_value(value)}"
 
 
 async def aggregate_version(conn: psycopg.AsyncConnection, tenant_id: str, memory_id: uuid.UUID) -> int:
@@ -110,8 +124,9 @@ async def commit_consolidation(pool: AsyncConnectionPool, wrapper: KeyWrapper, *
         for decision in plan.decisions:
             fact = extraction.facts[decision.fact_index]
             kind = "candidate" if decision.action == "candidate" else "fact"
-            name = f"{decision.key}\x1f{fact.value}" if kind == "candidate" else decision.key
-            memory_id = key.memory_id(kind, f"{decision.namespace}/{name}")
+            name = candidate_name(decision.namespace, decision.key, fact.value) if kind == "candidate" \
+                else f"{decision.namespace}/{decision.key}"
+            memory_id = key.memory_id(kind, name)
             current = await aggregate_version(conn, tenant_id, memory_id)
             if kind == "fact" and current != decision.expected_version:
                 raise VersionConflictError(f"{decision.namespace}/{decision.key}: expected version "
@@ -125,11 +140,15 @@ async def commit_consolidation(pool: AsyncConnectionPool, wrapper: KeyWrapper, *
                        "valid_until": fact.valid_until.isoformat() if fact.valid_until else None,
                        "session_id": session_id}
             event_type = "MemoryCreated" if version == 1 else "MemoryUpdated"
+            evidence = [*decision.promoted_candidate_evidence,
+                        *(i for i in fact.evidence_message_ids if i not in decision.promoted_candidate_evidence)]
             await append_event(conn, key, memory_id=memory_id, namespace=decision.namespace, name=name,
                                event_type=event_type, version=version, occurred_at=fact.observed_at, payload=payload,
-                               source_message_ids=fact.evidence_message_ids, extractor=extractor,
-                               operation_id=operation_id)
+                               source_message_ids=evidence, extractor=extractor, operation_id=operation_id)
             events += 1
+            if decision.promoted_candidate_evidence:
+                events += await _close_candidate(conn, key, decision.namespace, decision.key, fact.value,
+                                                 fact.observed_at, operation_id)
             if decision.action == "confirm":
                 await conn.execute(
                     "UPDATE facts SET evidence_message_ids = evidence_message_ids || %s::text[] "
@@ -153,7 +172,7 @@ async def commit_consolidation(pool: AsyncConnectionPool, wrapper: KeyWrapper, *
                  decision.key, fact.value, version, "candidate" if kind == "candidate" else "active",
                  fact.observed_at, fact.valid_until, fact.valid_until, fact.confidence, fact.claim_type, fact.permanence,
                  "user_statement" if fact.claim_type == "explicit" else "model_inference",
-                 fact.evidence_message_ids, operation_id))
+                 evidence, operation_id))
             facts_written += 1
             if kind == "fact":
                 await index_item(conn, tenant_id=tenant_id, subject_id=subject_id, memory_id=memory_id, kind="fact",
@@ -179,6 +198,24 @@ async def commit_consolidation(pool: AsyncConnectionPool, wrapper: KeyWrapper, *
         await record_succeeded(conn, tenant_id=tenant_id, subject_id=subject_id, operation_id=operation_id,
                                kind="commit", req_hash=req_hash, result=outcome)
     return outcome
+
+
+async def _close_candidate(conn: psycopg.AsyncConnection, key: SubjectKey, namespace: str, fact_key: str,
+                           value: str, closed_at: datetime, operation_id: str) -> int:
+    """A promoted candidate leaves the candidate area (its evidence now backs the current fact)."""
+    name = candidate_name(namespace, fact_key, value)
+    memory_id = key.memory_id("candidate", name)
+    version = await aggregate_version(conn, key.tenant_id, memory_id)
+    if version == 0:
+        return 0
+    await append_event(conn, key, memory_id=memory_id, namespace=namespace, name=name, event_type="MemoryClosed",
+                       version=version + 1, occurred_at=closed_at, payload={"reason": "promoted to current fact"},
+                       source_message_ids=[], extractor=None, operation_id=operation_id)
+    await conn.execute(
+        "UPDATE facts SET status = 'closed', valid_to = %s, superseded_at = now(), close_reason = %s "
+        "WHERE tenant_id = %s AND memory_id = %s AND status = 'candidate'",
+        (closed_at, "promoted to current fact", key.tenant_id, memory_id))
+    return 1
 
 
 async def _write_episode(conn: psycopg.AsyncConnection, key: SubjectKey, session_id: str,

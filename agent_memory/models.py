@@ -53,11 +53,28 @@ class Message(BaseModel):
     image_caption: str | None = None
     created_at: datetime
 
+    @field_validator("message_id", "speaker", "content", "image_caption")
+    @classmethod
+    def _storable(cls, v: str | None) -> str | None:
+        return storable_text(v)
+
+    @field_validator("turn_index")
+    @classmethod
+    def _turn_in_range(cls, v: int) -> int:
+        if v > MAX_TURN_INDEX:
+            raise ValueError(f"turn_index must be at most {MAX_TURN_INDEX}")
+        return v
+
 
 class Session(BaseModel):
     session_id: str = Field(min_length=1, max_length=200)
     started_at: datetime | None = None
     messages: list[Message] = Field(min_length=1)
+
+    @field_validator("session_id")
+    @classmethod
+    def _storable(cls, v: str) -> str:
+        return storable_text(v)
 
 
 # --- provider outputs (recorded as operation results) ------------------------------------------
@@ -197,13 +214,15 @@ class ConflictPlanInput(BaseModel):
 
 
 class FactDecision(BaseModel):
-    action: Literal["create", "supersede", "confirm", "candidate"]
+    action: Literal["create", "supersede", "confirm", "candidate", "promote"]
     namespace: str
     key: str
     value: str
     expected_version: int  # version of the current fact the decision was made against (0: none)
     reason: str
     fact_index: int  # index into the recorded extraction result
+    # Evidence of the candidate this decision promotes (corroborated in a later session).
+    promoted_candidate_evidence: list[str] = Field(default_factory=list)
 
 
 class ConflictPlan(BaseModel):
@@ -299,3 +318,92 @@ class ErasureReceipt(BaseModel):
 class ErasureProgress(BaseModel):
     step: str
     stores_done: list[str] = Field(default_factory=list)
+
+
+# --- rebuild of the projections from the event log ---------------------------------------------
+
+
+class RebuildInput(BaseModel):
+    tenant_id: str
+    subject_id: str | None = None  # None: every subject of the tenant
+    request_id: str
+    force: bool = False  # swap the rebuilt tables in even when the digests are equal
+
+
+class RebuildSubjectInput(BaseModel):
+    tenant_id: str
+    subject_id: str
+    force: bool = False
+
+
+class SubjectListInput(BaseModel):
+    tenant_id: str
+
+
+class SubjectList(BaseModel):
+    subjects: list[str]
+
+
+class SubjectRebuild(BaseModel):
+    """One subject: the live projection's digest against the one rebuilt from the event log."""
+
+    subject: str
+    live_digest: str
+    rebuilt_digest: str
+    equal: bool  # the live projection equalled the rebuilt one (before any repair)
+    rows: int  # rows of the rebuilt projection
+    skipped_erased: bool = False  # tombstoned or key shredded: nothing replayed, nothing written
+    repaired: bool = False  # rebuilt tables were swapped in (digests differed, or forced)
+    events: int = 0
+    tables_differing: list[str] = Field(default_factory=list)
+    rows_by_table: dict[str, int] = Field(default_factory=dict)
+    live_rows_by_table: dict[str, int] = Field(default_factory=dict)
+    vectors_from_operations: int = 0  # taken from recorded embed operations (no provider call)
+    vectors_kept: int = 0  # live vectors of a replayed item under a model with no recorded operation
+    vectors_missing: int = 0  # replayed items still without a vector (in flight: the vector projection's)
+    vectors_reembedded: int = 0  # lost with no recorded embedding: embedded once (recorded), then rebuilt
+    unmatched_operations: int = 0  # recorded embeddings of a text the replay does not produce
+    elapsed_ms: int = 0
+
+
+class RebuildProgress(BaseModel):
+    step: str
+    subjects_total: int = 0
+    subjects_done: int = 0
+    mismatched: int = 0
+    skipped_erased: int = 0
+    rows: int = 0
+
+
+class RebuildResult(BaseModel):
+    workflow_id: str
+    tenant_id: str
+    subject_id: str | None
+    force: bool
+    subjects: list[SubjectRebuild]
+    subjects_total: int
+    subjects_equal: int
+    subjects_repaired: int
+    skipped_erased: int
+    rows: int
+    events: int
+    all_equal: bool  # every subject that was replayed matched its live projection
+
+
+# --- storable evidence text (validated at the edge, so ingest names the line and nothing is half-written) ---
+
+MAX_TURN_INDEX = 2**31 - 1  # a Postgres integer
+
+
+def storable_text(value: str | None) -> str | None:
+    """Postgres text holds no NUL character and Unicode text no lone surrogate (e.g. a JSON
+    "\\ud800" escape): refuse them here rather than fail half-way through a write."""
+    if value is None:
+        return None
+    if "\x00" in value:
+        raise ValueError("contains a NUL character (\\u0000), which cannot be stored; remove it")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("contains a lone UTF-16 surrogate, which is not valid Unicode text; fix the encoding") from None
+    return value

@@ -29,6 +29,7 @@ from agent_memory.models import (
 )
 from agent_memory.providers.base import EMBEDDING_DIMENSIONS, SUMMARY_TOKEN_CAP, estimate_tokens
 from agent_memory.providers.notes import write_observations
+from agent_memory.timeexpr import find_time_mentions
 
 _CJK = "\u3400-\u9fff\uf900-\ufaff"
 _IMAGE_TAG = re.compile(r"\s*\[image:[^\]]*\]")
@@ -362,6 +363,21 @@ def _read(rule: _Rule, m: re.Match[str]) -> tuple[str, str, tuple[int, int]] | N
     return rule.key.format(slug=_slug(value)), value, (m.start(), end)
 
 
+# One value per meaning across languages, so "我吃素" confirms "I'm vegetarian" rather than
+# superseding it.
+_CANONICAL_VALUES = {"吃素": "vegetarian", "素食": "vegetarian", "纯素": "vegan"}
+
+
+def _observed_at(sentence: str, written_at: datetime, *, temporary: bool) -> datetime:
+    """When the stated change happened: "I moved here last month" happened last month. Only
+    past times count for lasting facts; a trip may start in the future ("next week")."""
+    for mention in find_time_mentions(sentence, written_at):
+        start = datetime.combine(mention.day, time(0), tzinfo=written_at.tzinfo)
+        if start < written_at or temporary:
+            return start
+    return written_at
+
+
 def _message_facts(message: Message) -> list[ExtractedFact]:
     text = _prepare(message.content)
     if _JOKE_SKIP.search(text):
@@ -390,11 +406,12 @@ def _message_facts(message: Message) -> list[ExtractedFact]:
                 if _blocked(sentence, m.start()):
                     continue
                 fact = ExtractedFact(
-                    namespace=rule.namespace, key=key, value=value,
+                    namespace=rule.namespace, key=key, value=_CANONICAL_VALUES.get(value, value),
                     permanence="temporary" if rule.temporary else "permanent",
                     valid_until=_trip_until(sentence, message.created_at) if rule.temporary else None,
                     confidence=min(rule.confidence, confidence_cap),
-                    evidence_message_ids=[message.message_id], observed_at=message.created_at,
+                    evidence_message_ids=[message.message_id],
+                    observed_at=_observed_at(sentence, message.created_at, temporary=rule.temporary),
                 )
                 found.append((sentence_index, m.start(), fact))
     return [f for _, _, f in sorted(found, key=lambda t: (t[0], t[1]))]
@@ -418,7 +435,7 @@ def _extract_facts(messages: list[Message], subject_role: str) -> list[Extracted
 
 class RuleFactExtractor:
     name = "rule-extractor"
-    version = "1"
+    version = "2"  # 2: canonical diet values, observed_at from resolved time expressions
 
     async def extract(self, messages: list[Message], *, subject_role: str = "user") -> ExtractionResult:
         return ExtractionResult(provider=self.name, extractor=self.name, extractor_version=self.version,
