@@ -9,6 +9,7 @@ from temporalio import activity
 
 from activities.errors import temporal_failures
 from agent_memory import erasure
+from agent_memory.faults import fault_point
 from agent_memory.models import ErasureInput, ErasureReceipt, ErasureStepInput, StoreCount
 
 
@@ -40,6 +41,7 @@ class ErasureActivities:
     async def erase_store(self, step: ErasureStepInput) -> StoreCount:
         removed = await erasure.erase_store(self.pool, self.redis, step.tenant_id, step.subject_id,
                                             step.request_id, step.store)
+        fault_point(f"mid_erasure:{step.store}")
         return StoreCount(store=step.store, removed=removed)
 
     @activity.defn

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from datetime import timedelta
 from typing import Awaitable, Callable, TypeVar
 
+from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from agent_memory.memory_store import VersionConflictError
@@ -26,9 +28,23 @@ PERMANENT = {
 }
 
 
+# Activities heartbeat this often while they run, so a worker that dies is noticed after the
+# workflows' heartbeat timeout instead of the (longer) start-to-close timeout.
+HEARTBEAT_INTERVAL_SECONDS = 5.0
+
+
+async def _heartbeat_until_cancelled() -> None:
+    while True:
+        activity.heartbeat()
+        await asyncio.sleep(HEARTBEAT_INTERVAL_SECONDS)
+
+
 def temporal_failures(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
+    """Heartbeats while the activity runs, and maps domain errors to Temporal failures."""
+
     @functools.wraps(fn)
     async def wrapper(*args, **kwargs) -> T:
+        beat = asyncio.create_task(_heartbeat_until_cancelled()) if activity.in_activity() else None
         try:
             return await fn(*args, **kwargs)
         except tuple(PERMANENT) as exc:
@@ -37,5 +53,8 @@ def temporal_failures(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitabl
         except ProviderRetryableError as exc:  # the retry policy retries, after the server's hint if any
             delay = timedelta(seconds=min(exc.retry_after, 300)) if exc.retry_after else None
             raise ApplicationError(str(exc), type="ProviderRetryable", next_retry_delay=delay) from exc
+        finally:
+            if beat is not None:
+                beat.cancel()
 
     return wrapper

@@ -14,14 +14,15 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from agent_memory.client import MemoryClient
-from agent_memory.evidence import MessageConflictError, SessionOwnerError
+from agent_memory.evidence import AppendConflictError, MessageConflictError, SessionOwnerError
 from agent_memory.ingest import InputError, read_sessions
 from agent_memory.models import FactRow, check_identifier
 from agent_memory.operations import SubjectErasedError
 from agent_memory.providers.openai_compat import providers_for
 from agent_memory.settings import Settings
 
-USER_ERRORS = (InputError, MessageConflictError, SessionOwnerError, SubjectErasedError, ValueError, LookupError)
+USER_ERRORS = (InputError, MessageConflictError, AppendConflictError, SessionOwnerError, SubjectErasedError,
+               ValueError, LookupError)
 
 
 def _identifier(field: str):
@@ -43,8 +44,16 @@ def _time(value: str) -> datetime:
     return parsed
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors in one line (no usage block; control characters of arguments escaped), exit 2."""
+
+    def error(self, message: str):
+        message = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="agent-memory", description=__doc__)
+    parser = _Parser(prog="agent-memory", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
     sub.add_parser("up", help="start the embedded stack and a worker; Ctrl-C stops everything")
@@ -72,6 +81,13 @@ def build_parser() -> argparse.ArgumentParser:
     erase.add_argument("--request-id", type=_identifier("request id"))
     erase.add_argument("--wait", action="store_true")
     erase.add_argument("--json", action="store_true")
+    rebuild = scoped(sub.add_parser("rebuild", help="rebuild projections from the event log and compare digests"),
+                     subject=False)
+    rebuild.add_argument("--subject", type=_identifier("subject"), help="one subject (default: every subject)")
+    rebuild.add_argument("--force", action="store_true", help="swap the rebuilt tables in even when equal")
+    rebuild.add_argument("--request-id", type=_identifier("request id"))
+    rebuild.add_argument("--wait", action="store_true")
+    rebuild.add_argument("--json", action="store_true")
     rec = scoped(sub.add_parser("recall", help="current facts and the episodes nearest the query"))
     rec.add_argument("query")
     rec.add_argument("--limit", type=int, default=5)
@@ -81,14 +97,22 @@ def build_parser() -> argparse.ArgumentParser:
     facts.add_argument("--as-of", type=_time)
     facts.add_argument("--history", metavar="KEY", help="namespace/key or key, e.g. location/home_city")
     facts.add_argument("--json", action="store_true")
+    stats = scoped(sub.add_parser("stats", help="operator counters of a tenant (leak-filter drops)"), subject=False)
+    stats.add_argument("--json", action="store_true")
     ev = sub.add_parser("eval", help="evaluate context assembly on a benchmark against a BM25 baseline")
     bench = ev.add_subparsers(dest="benchmark", required=True)
+    probes = bench.add_parser("probes", help="the write-gate probe set (current and as-of accuracy)")
+    probes.add_argument("--json", action="store_true")
     loc = bench.add_parser("locomo", help="LoCoMo-format dir: sessions.jsonl, questions.jsonl[, adversarial]")
     loc.add_argument("--data", required=True, type=Path, metavar="DIR")
     loc.add_argument("--json", action="store_true", help="one JSON document instead of the table")
     loc.add_argument("--dump", type=Path, metavar="FILE.jsonl", help="one line per question: contexts, citations")
     loc.add_argument("--limit-conversations", type=int, metavar="N")
     loc.add_argument("--budget", type=int, default=1200, help="context token budget (default 1200)")
+    chaos = sub.add_parser("chaos", help="randomized worker kills on a private embedded stack; prints the figures")
+    chaos.add_argument("--kills", type=int, default=20, help="worker kills to perform (default 20)")
+    chaos.add_argument("--seed", type=int, default=0)
+    chaos.add_argument("--json", action="store_true")
     return parser
 
 
@@ -134,10 +158,18 @@ async def _command(args: argparse.Namespace, settings: Settings) -> int:
         async with open_stack(settings, start=False) as services:
             await _run_worker_until_signal(services, f"worker polling task queue {settings.task_queue}")
         return 0
+    if args.command == "eval" and args.benchmark == "probes":
+        from agent_memory.evaluation.probes import probes_command
+
+        return await probes_command(args, settings)
     if args.command == "eval":
         from agent_memory.evaluation.locomo import eval_command
 
         return await eval_command(args, settings)
+    if args.command == "chaos":
+        from agent_memory.chaos import chaos_command
+
+        return await chaos_command(args, settings)
     if args.command == "demo":
         from agent_memory.demo import run_demo
 
@@ -167,6 +199,22 @@ async def _command(args: argparse.Namespace, settings: Settings) -> int:
                 _print_json([r.model_dump(mode="json") for r in runs])
             for r in [] if args.json else runs:
                 print(f"{r.status:<12} {r.workflow_type:<24} {r.workflow_id}  started {r.started_at}")
+        elif args.command == "rebuild":
+            handle = await client.rebuild(args.tenant, args.subject, force=args.force, request_id=args.request_id)
+            if not args.json:
+                print(f"workflow {handle.id}\n{services.settings.workflow_url(handle.id)}")
+            if args.wait or args.json:
+                result = await client.rebuild_result(handle)
+                if args.json:
+                    _print_json(result.model_dump(mode="json"))
+                else:
+                    for e in result.subjects:
+                        state = "erased (skipped)" if e.skipped_erased else ("equal" if e.equal else (
+                            f"differed in {','.join(e.tables_differing)}" + (" → repaired" if e.repaired else "")))
+                        print(f"  {e.subject:<24} {state:<40} rows {e.rows:<6} events {e.events:<6} "
+                              f"digest {e.rebuilt_digest[:16]}  {e.elapsed_ms} ms")
+                    print(f"{result.subjects_total} subjects: {result.subjects_equal} equal, "
+                          f"{result.subjects_repaired} repaired, {result.skipped_erased} erased; {result.rows} rows")
         elif args.command == "erase":
             handle = await client.erase(args.tenant, args.subject, args.reason, args.request_id)
             if not args.json:
@@ -185,6 +233,13 @@ async def _command(args: argparse.Namespace, settings: Settings) -> int:
                 print("episodes:")
                 for e in result.episodes:
                     print(f"  [{e.score:.3f}] {e.happened_at.date()} importance {e.importance}: {e.summary}")
+        elif args.command == "stats":
+            drops = await client.leak_filter_drops(args.tenant)
+            if args.json:
+                _print_json({"tenant_id": args.tenant, "leak_filter_drops": drops})
+            else:
+                print(f"leak filter drops: {drops['total']}" + "".join(
+                    f"\n  {reason}: {n}" for reason, n in drops.items() if reason != "total" and n))
         elif args.command == "facts":
             rows = await client.facts(args.tenant, args.subject, as_of=args.as_of, history=bool(args.history))
             if args.history:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import uuid
 from datetime import datetime
 
 from pydantic import BaseModel
@@ -17,6 +18,7 @@ from temporalio.common import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from agent_memory.evidence import AppendResult, append_messages
+from agent_memory.leak_filter import drop_counts
 from agent_memory.memory_store import list_facts
 from agent_memory.models import (
     ConsolidationInput,
@@ -24,6 +26,8 @@ from agent_memory.models import (
     ErasureInput,
     ErasureReceipt,
     FactRow,
+    RebuildInput,
+    RebuildResult,
     Session,
     check_identifier,
 )
@@ -67,8 +71,12 @@ class MemoryClient:
         self.embedder = embedder
         self.task_queue = task_queue or services.settings.task_queue
 
-    async def append_messages(self, tenant_id: str, subject_id: str, session: Session) -> AppendResult:
-        return await append_messages(self.services.pool, self.services.redis, tenant_id, subject_id, session)
+    async def append_messages(self, tenant_id: str, subject_id: str, session: Session, *,
+                              expected_parent: str | None = None) -> AppendResult:
+        """expected_parent: the last message id the caller saw in the session (NO_PARENT: none);
+        a different last stored message raises AppendConflictError (see evidence.append_messages)."""
+        return await append_messages(self.services.pool, self.services.redis, tenant_id, subject_id, session,
+                                     expected_parent=expected_parent)
 
     async def _start_once(self, workflow: str, arg: BaseModel, workflow_id: str,
                           attributes: list[SearchAttributePair], result_type: type) -> WorkflowHandle:
@@ -112,6 +120,26 @@ class MemoryClient:
     async def erasure_receipt(self, handle: WorkflowHandle) -> ErasureReceipt:
         return await handle.result()
 
+    async def rebuild(self, tenant_id: str, subject_id: str | None = None, *, force: bool = False,
+                      request_id: str | None = None) -> WorkflowHandle:
+        """Rebuild the projections of one subject (or every subject of the tenant) from the event
+        log and compare digests; workflow id rebuild/{tenant}/{subject or '*'}/{request}."""
+        check_identifier("tenant", tenant_id)
+        if subject_id is not None:
+            check_identifier("subject", subject_id)
+        request_id = request_id or uuid.uuid4().hex[:16]  # each rebuild is a new check
+        check_identifier("request id", request_id)
+        attributes = [SearchAttributePair(TENANT_ID, tenant_id)]
+        if subject_id is not None:
+            attributes.append(SearchAttributePair(SUBJECT_ID, subject_id))
+        return await self._start_once(
+            "RebuildWorkflow",
+            RebuildInput(tenant_id=tenant_id, subject_id=subject_id, request_id=request_id, force=force),
+            f"rebuild/{tenant_id}/{subject_id or '*'}/{request_id}", attributes, RebuildResult)
+
+    async def rebuild_result(self, handle: WorkflowHandle) -> RebuildResult:
+        return await handle.result()
+
     async def facts(self, tenant_id: str, subject_id: str, *, as_of: datetime | None = None,
                     history: bool = False) -> list[FactRow]:
         return await list_facts(self.services.pool, tenant_id, subject_id, as_of=as_of, include_history=history)
@@ -120,7 +148,13 @@ class MemoryClient:
                      as_of: datetime | None = None) -> RecallResult:
         check_identifier("tenant", tenant_id)
         check_identifier("subject", subject_id)
-        return await recall(self.services.pool, self.embedder, tenant_id, subject_id, query, limit=limit, as_of=as_of)
+        return await recall(self.services.pool, self.embedder, tenant_id, subject_id, query, limit=limit, as_of=as_of,
+                            redis=self.services.redis)
+
+    async def leak_filter_drops(self, tenant_id: str) -> dict[str, int]:
+        """The tenant's leak-filter drop counters: {"total": n, "<reason>": n, ...}."""
+        check_identifier("tenant", tenant_id)
+        return await drop_counts(self.services.redis, tenant_id)
 
     async def runs(self, tenant_id: str, subject_id: str | None = None, limit: int = 100) -> list[RunSummary]:
         runs: list[RunSummary] = []

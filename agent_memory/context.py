@@ -18,6 +18,7 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
 from agent_memory.db import tenant_transaction
+from agent_memory.leak_filter import filter_context
 from agent_memory.lexical import bm25_search
 from agent_memory.providers.base import Embedder, estimate_tokens
 from agent_memory.recall import embed_query
@@ -49,6 +50,7 @@ class AssembledContext(BaseModel):
     text: str
     tokens: int
     budget: int
+    leak_filter_dropped: int = 0  # packed items the leak filter removed (agent_memory.leak_filter)
 
 
 _WORD = re.compile(r"\w+")
@@ -161,7 +163,7 @@ async def _load_items(conn: psycopg.AsyncConnection, tenant_id: str, subject_id:
 
 async def assemble_context(pool: AsyncConnectionPool, embedder: Embedder, tenant_id: str, subject_id: str,
                            query: str, *, as_of: datetime | None = None,
-                           token_budget: int = DEFAULT_TOKEN_BUDGET) -> AssembledContext:
+                           token_budget: int = DEFAULT_TOKEN_BUDGET, redis=None) -> AssembledContext:
     async with tenant_transaction(pool, tenant_id) as conn:
         cur = await conn.execute("SELECT 1 FROM tombstones WHERE tenant_id = %s AND subject_id = %s",
                                  (tenant_id, subject_id))
@@ -172,6 +174,8 @@ async def assemble_context(pool: AsyncConnectionPool, embedder: Embedder, tenant
         scores = fuse((LEXICAL_WEIGHT, [(m, k, v) for m, k, v, _ in lexical]), (VECTOR_WEIGHT, vector))
         items = await _load_items(conn, tenant_id, subject_id, query, scores, as_of)
     items.sort(key=lambda i: (-i.score, i.memory_id))
-    chosen = pack(items, token_budget)
+    # pack, then the leak filter's last check (re-packing without what it dropped)
+    chosen, leaks = await filter_context(pool, redis, tenant_id, subject_id, items, lambda xs: pack(xs, token_budget))
     text = "\n".join(i.text for i in chosen)
-    return AssembledContext(query=query, items=chosen, text=text, tokens=estimate_tokens(text), budget=token_budget)
+    return AssembledContext(query=query, items=chosen, text=text, tokens=estimate_tokens(text), budget=token_budget,
+                            leak_filter_dropped=leaks.dropped)

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from redis.asyncio import Redis
 
 from agent_memory.db import tenant_transaction
+from agent_memory.leak_filter import register_tenant
 from agent_memory.models import Message, Session, check_identifier
 from agent_memory.operations import ensure_not_erased
 
@@ -26,10 +27,48 @@ class SessionOwnerError(Exception):
     """A session id already belongs to another subject."""
 
 
+class AppendConflictError(Exception):
+    """The session moved on since the caller last saw it: its last stored message is not the
+    caller's expected parent. Nothing of the call was written; re-read the session and retry."""
+
+    def __init__(self, tenant_id: str, session_id: str, expected_parent: str | None, actual_parent: str | None):
+        self.tenant_id = tenant_id
+        self.session_id = session_id
+        self.expected_parent = expected_parent
+        self.actual_parent = actual_parent
+        super().__init__(
+            f"append conflict on session {session_id!r}: expected parent {expected_parent or None!r}, but its last "
+            f"stored message is {actual_parent!r}; nothing was written — re-read the session and retry")
+
+
 class AppendResult(BaseModel):
     session_id: str
     inserted: int
     duplicates: int
+    last_message_id: str | None = None  # the session's parent for the next append (expected_parent)
+
+
+# expected_parent for a session that must not have any message yet.
+NO_PARENT = ""
+
+
+def session_lock_key(tenant_id: str, session_id: str) -> int:
+    """63-bit advisory lock key per (tenant, session); a different namespace than subject locks."""
+    digest = hashlib.blake2b(f"session\x1f{tenant_id}\x1f{session_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+LAST_MESSAGE_SQL = ("SELECT message_id FROM messages WHERE tenant_id = %s AND session_id = %s "
+                    "ORDER BY turn_index DESC, created_at DESC, message_id DESC LIMIT 1")
+
+
+async def last_message_id(pool: AsyncConnectionPool, tenant_id: str, session_id: str) -> str | None:
+    """The session's last message in turn order (what load_session lists last): the parent to pass
+    as expected_parent; None when the session has no message."""
+    async with tenant_transaction(pool, tenant_id) as conn:
+        cur = await conn.execute(LAST_MESSAGE_SQL, (tenant_id, session_id))
+        row = await cur.fetchone()
+    return None if row is None else row[0]
 
 
 def redis_prefix(tenant_id: str, subject_id: str) -> str:
@@ -48,15 +87,25 @@ def content_digest(message: Message) -> str:
 
 
 async def append_messages(pool: AsyncConnectionPool, redis: Redis | None, tenant_id: str, subject_id: str,
-                          session: Session) -> AppendResult:
+                          session: Session, *, expected_parent: str | None = None) -> AppendResult:
     """Append a session's messages. Re-sending a message is a no-op; a different body under the
-    same id raises MessageConflictError and nothing of the call is written."""
+    same id raises MessageConflictError and nothing of the call is written.
+
+    Appends to one session are serialised (a transaction-scoped advisory lock per session: the app
+    role has no UPDATE on `sessions`, which SELECT ... FOR UPDATE would need). `expected_parent` is
+    the id of the last message the caller saw in the session, in turn order (turn_index,
+    created_at, message_id; see `last_message_id`), or NO_PARENT ("") for a session the caller
+    believes empty; None skips the check. When the call has a new message and the session's last
+    stored message differs, AppendConflictError names the session, the expected and the actual
+    parent, and nothing is written. A call whose messages are all stored already (a retry) is an
+    idempotent no-op whatever its expected_parent."""
     check_identifier("tenant", tenant_id)
     check_identifier("subject", subject_id)
     inserted: list[Message] = []
     duplicates = 0
     async with tenant_transaction(pool, tenant_id) as conn:
         await ensure_not_erased(conn, tenant_id, subject_id)
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (session_lock_key(tenant_id, session.session_id),))
         await conn.execute(
             "INSERT INTO sessions (tenant_id, session_id, subject_id, started_at) VALUES (%s, %s, %s, %s) "
             "ON CONFLICT (tenant_id, session_id) DO NOTHING",
@@ -67,6 +116,9 @@ async def append_messages(pool: AsyncConnectionPool, redis: Redis | None, tenant
         if owner != subject_id:
             raise SessionOwnerError(f"session {session.session_id!r} belongs to another subject; "
                                     "use a new session id")
+        cur = await conn.execute(LAST_MESSAGE_SQL, (tenant_id, session.session_id))
+        row = await cur.fetchone()
+        parent = None if row is None else row[0]
         for message in session.messages:
             digest = content_digest(message)
             cur = await conn.execute(
@@ -90,9 +142,15 @@ async def append_messages(pool: AsyncConnectionPool, redis: Redis | None, tenant
                     f"message {message.message_id!r} of session {session.session_id!r} was already stored with a "
                     "different body; messages are append-only evidence, send the change under a new message id")
             duplicates += 1
+        if inserted and expected_parent is not None and (expected_parent or None) != parent:
+            raise AppendConflictError(tenant_id, session.session_id, expected_parent, parent)  # rolls back
+        cur = await conn.execute(LAST_MESSAGE_SQL, (tenant_id, session.session_id))
+        last = (await cur.fetchone())[0]
     if redis is not None and inserted:
+        await register_tenant(redis, tenant_id)
         await push_working_memory(redis, tenant_id, subject_id, session.session_id, inserted)
-    return AppendResult(session_id=session.session_id, inserted=len(inserted), duplicates=duplicates)
+    return AppendResult(session_id=session.session_id, inserted=len(inserted), duplicates=duplicates,
+                        last_message_id=last)
 
 
 async def push_working_memory(redis: Redis, tenant_id: str, subject_id: str, session_id: str,

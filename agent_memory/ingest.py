@@ -41,6 +41,9 @@ def parse_session_line(line: str, line_no: int) -> Session:
     except json.JSONDecodeError as exc:
         raise InputError(f"line {line_no}: not valid JSON ({exc.msg} at column {exc.colno}); "
                          "each line must be one JSON object describing a session") from None
+    except RecursionError:
+        raise InputError(f"line {line_no}: JSON nested too deeply; each line must be one JSON object "
+                         "describing a session") from None
     if not isinstance(data, dict):
         raise InputError(f"line {line_no}: expected a JSON object with session_id and messages, got "
                          f"{type(data).__name__}")
@@ -65,8 +68,13 @@ def read_sessions(path: Path) -> list[Session]:
         raise InputError(f"{path}: no such file")
     sessions: list[Session] = []
     ids: set[str] = set()
-    with path.open(encoding="utf-8") as f:
-        for line_no, line in enumerate(f, start=1):
+    with path.open("rb") as f:
+        for line_no, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InputError(f"line {line_no}: not UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
+                                 "save the file as UTF-8") from None
             if not line.strip():
                 continue
             session = parse_session_line(line, line_no)

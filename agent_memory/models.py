@@ -7,14 +7,14 @@ transcripts, extracted facts and vectors live in Postgres and are fetched by act
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
 # Tenants and subjects appear in workflow ids, Redis keys and search attributes, so their
 # alphabet is restricted; the error names the rule.
-IDENTIFIER_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
+IDENTIFIER_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}\Z")  # \Z: "$" would allow a final newline
 IDENTIFIER_RULE = "1-64 characters of letters, digits, '_', '.', '-', starting with a letter or digit"
 
 
@@ -65,6 +65,11 @@ class Message(BaseModel):
             raise ValueError(f"turn_index must be at most {MAX_TURN_INDEX}")
         return v
 
+    @field_validator("created_at")
+    @classmethod
+    def _time_in_range(cls, v: datetime) -> datetime:
+        return storable_time(v)
+
 
 class Session(BaseModel):
     session_id: str = Field(min_length=1, max_length=200)
@@ -75,6 +80,11 @@ class Session(BaseModel):
     @classmethod
     def _storable(cls, v: str) -> str:
         return storable_text(v)
+
+    @field_validator("started_at")
+    @classmethod
+    def _time_in_range(cls, v: datetime | None) -> datetime | None:
+        return None if v is None else storable_time(v)
 
 
 # --- provider outputs (recorded as operation results) ------------------------------------------
@@ -393,6 +403,20 @@ class RebuildResult(BaseModel):
 # --- storable evidence text (validated at the edge, so ingest names the line and nothing is half-written) ---
 
 MAX_TURN_INDEX = 2**31 - 1  # a Postgres integer
+_EARLIEST, _LATEST = datetime(1, 1, 2, tzinfo=timezone.utc), datetime(9999, 12, 30, tzinfo=timezone.utc)
+
+
+def storable_time(value: datetime) -> datetime:
+    """Within years 1-9999 in UTC too (Postgres stores +14:00 midnight of year 1 as 1 BC, which
+    Python cannot read back, so such a message would be stored and then never load)."""
+    aware = value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+    try:
+        inside = _EARLIEST <= aware <= _LATEST
+    except OverflowError:
+        inside = False
+    if not inside:
+        raise ValueError("time out of range: use a time between 0001-01-02 and 9999-12-30 (UTC)")
+    return value
 
 
 def storable_text(value: str | None) -> str | None:

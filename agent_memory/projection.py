@@ -10,6 +10,7 @@ from pgvector import Vector
 from psycopg_pool import AsyncConnectionPool
 
 from agent_memory.db import tenant_transaction
+from agent_memory.faults import fault_point
 from agent_memory.models import EmbeddingResult, ProjectionOutcome
 from agent_memory.operations import OperationRecorder, ensure_not_erased
 from agent_memory.providers.base import Embedder
@@ -76,6 +77,7 @@ async def project_vectors(pool: AsyncConnectionPool, recorder: OperationRecorder
                     "WHERE tenant_id = %s AND memory_id = %s AND version = %s",
                     (tenant_id, memory_id, version))
                 done += 1
+            fault_point("mid_projection", when=memory_id == rows[0][0])
     return ProjectionOutcome(vectors_upserted=upserted, outbox_done=done, skipped=skipped)
 
 

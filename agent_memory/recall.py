@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from agent_memory.db import tenant_transaction
+from agent_memory.leak_filter import filter_items
 from agent_memory.memory_store import list_facts
 from agent_memory.models import EmbeddingResult, FactRow
 from agent_memory.providers.base import Embedder
@@ -52,10 +53,11 @@ class RecallResult(BaseModel):
     facts: list[FactRow]
     episodes: list[RecalledEpisode]
     stale_hits_dropped: int  # vector hits whose row was gone, replaced or tombstoned
+    leak_filter_dropped: int = 0  # facts and episodes the leak filter removed (agent_memory.leak_filter)
 
 
 async def recall(pool: AsyncConnectionPool, embedder: Embedder, tenant_id: str, subject_id: str, query: str, *,
-                 limit: int = 5, as_of: datetime | None = None) -> RecallResult:
+                 limit: int = 5, as_of: datetime | None = None, redis=None) -> RecallResult:
     facts = await list_facts(pool, tenant_id, subject_id, as_of=as_of)
     embedded = await embed_query(embedder, query)
     embedding = embedded.vectors[0]
@@ -90,5 +92,11 @@ async def recall(pool: AsyncConnectionPool, embedder: Embedder, tenant_id: str, 
                                             happened_at=row[3], source_message_ids=row[4], score=float(score)))
             if len(episodes) == limit:
                 break
+    # Last check: nothing that names another subject or tenant reaches the caller.
+    facts, fact_leaks = await filter_items(pool, redis, tenant_id, subject_id, facts, text_of=lambda f: f.value,
+                                           cited_of=lambda f: f.evidence_message_ids, id_of=lambda f: f.memory_id)
+    episodes, episode_leaks = await filter_items(pool, redis, tenant_id, subject_id, episodes,
+                                                 text_of=lambda e: e.summary, cited_of=lambda e: e.source_message_ids,
+                                                 id_of=lambda e: e.memory_id)
     return RecallResult(tenant_id=tenant_id, subject_id=subject_id, query=query, facts=facts, episodes=episodes,
-                        stale_hits_dropped=dropped)
+                        stale_hits_dropped=dropped, leak_filter_dropped=fact_leaks.dropped + episode_leaks.dropped)

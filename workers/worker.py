@@ -6,13 +6,15 @@ from temporalio.worker import Worker
 
 from activities.consolidation import ConsolidationActivities
 from activities.erasure import ErasureActivities
+from activities.rebuild import RebuildActivities
 from agent_memory.providers.offline import OfflineProviders
 from agent_memory.providers.openai_compat import ProviderBundle, providers_for
 from agent_memory.services import Services
 from workflows.consolidation import ConsolidationWorkflow
 from workflows.erasure import ErasureWorkflow
+from workflows.rebuild import RebuildWorkflow
 
-WORKFLOWS = [ConsolidationWorkflow, ErasureWorkflow]
+WORKFLOWS = [ConsolidationWorkflow, ErasureWorkflow, RebuildWorkflow]
 
 
 def build_worker(services: Services, *, task_queue: str | None = None,
@@ -21,6 +23,7 @@ def build_worker(services: Services, *, task_queue: str | None = None,
     consolidation = ConsolidationActivities(services.pool, services.wrapper, providers.extractor, providers.scorer,
                                             providers.summarizer, providers.embedder)
     erasure = ErasureActivities(services.pool, services.redis)
+    rebuild = RebuildActivities(services.pool, services.wrapper, providers.embedder)
     return Worker(
         services.temporal,
         task_queue=task_queue or services.settings.task_queue,
@@ -37,5 +40,7 @@ def build_worker(services: Services, *, task_queue: str | None = None,
             erasure.shred_subject_key,
             erasure.verify_erasure,
             erasure.complete_erasure,
+            rebuild.list_subjects_to_rebuild,
+            rebuild.rebuild_subject,
         ],
     )

@@ -37,6 +37,8 @@ PROJECTION_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_co
 PROVIDER_TIMEOUT = timedelta(minutes=2)
 WRITE_TIMEOUT = timedelta(seconds=60)
 PROJECTION_TIMEOUT = timedelta(minutes=5)
+# Activities heartbeat every 5 s (activities/errors.py): a dead worker is noticed this fast.
+HEARTBEAT_TIMEOUT = timedelta(seconds=20)
 MAX_CONFLICT_ROUNDS = 5
 
 
@@ -69,13 +71,13 @@ class ConsolidationWorkflow:
         self._progress.step = "extract_facts"
         extraction = await workflow.execute_activity_method(
             ConsolidationActivities.extract_facts, step,
-            start_to_close_timeout=PROVIDER_TIMEOUT, retry_policy=PROVIDER_RETRY)
+            start_to_close_timeout=PROVIDER_TIMEOUT, heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=PROVIDER_RETRY)
         self._progress.facts_extracted = extraction.count
 
         self._progress.step = "score_importance"
         importance = await workflow.execute_activity_method(
             ConsolidationActivities.score_importance, step,
-            start_to_close_timeout=PROVIDER_TIMEOUT, retry_policy=PROVIDER_RETRY)
+            start_to_close_timeout=PROVIDER_TIMEOUT, heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=PROVIDER_RETRY)
 
         commit = None
         for round_ in range(MAX_CONFLICT_ROUNDS):
@@ -83,14 +85,14 @@ class ConsolidationWorkflow:
             plan = await workflow.execute_activity_method(
                 ConsolidationActivities.check_conflicts,
                 ConflictPlanInput(**step.model_dump(), extraction_operation_id=extraction.operation_id, round=round_),
-                start_to_close_timeout=WRITE_TIMEOUT, retry_policy=WRITE_RETRY)
+                start_to_close_timeout=WRITE_TIMEOUT, heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=WRITE_RETRY)
             self._progress.decisions = plan.count
 
             if round_ == 0:
                 self._progress.step = "summarize_session"
                 summary = await workflow.execute_activity_method(
                     ConsolidationActivities.summarize_session, step,
-                    start_to_close_timeout=PROVIDER_TIMEOUT, retry_policy=PROVIDER_RETRY)
+                    start_to_close_timeout=PROVIDER_TIMEOUT, heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=PROVIDER_RETRY)
 
             self._progress.step = "commit_consolidation"
             try:
@@ -99,7 +101,7 @@ class ConsolidationWorkflow:
                     CommitInput(**step.model_dump(), extraction_operation_id=extraction.operation_id,
                                 plan_operation_id=plan.operation_id, importance_operation_id=importance.operation_id,
                                 summary_operation_id=summary.operation_id),
-                    start_to_close_timeout=WRITE_TIMEOUT, retry_policy=WRITE_RETRY)
+                    start_to_close_timeout=WRITE_TIMEOUT, heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=WRITE_RETRY)
                 break
             except ActivityError as err:
                 if _failure_type(err) != "VersionConflict":
@@ -115,7 +117,7 @@ class ConsolidationWorkflow:
         projection = await workflow.execute_activity_method(
             ConsolidationActivities.project_vectors,
             ProjectionInput(tenant_id=request.tenant_id, subject_id=request.subject_id),
-            start_to_close_timeout=PROJECTION_TIMEOUT, retry_policy=PROJECTION_RETRY)
+            start_to_close_timeout=PROJECTION_TIMEOUT, heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=PROJECTION_RETRY)
         self._progress.vectors_upserted = projection.vectors_upserted
         self._progress.step = "done"
         return self._result(request, commit=commit, vectors=projection.vectors_upserted)

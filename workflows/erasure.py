@@ -17,6 +17,8 @@ with workflow.unsafe.imports_passed_through():
 ERASURE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
                             maximum_interval=timedelta(minutes=1), maximum_attempts=50)
 STEP_TIMEOUT = timedelta(minutes=2)
+# Activities heartbeat every 5 s (activities/errors.py): a dead worker is noticed this fast.
+HEARTBEAT_TIMEOUT = timedelta(seconds=20)
 # A residue found by the scan sends the deletions round again, at most this often.
 MAX_ERASE_ROUNDS = 3
 # Runs started before observations and the lexical index existed erase these stores only.
@@ -36,7 +38,7 @@ class ErasureWorkflow:
     async def run(self, request: ErasureInput) -> ErasureReceipt:
         self._progress.step = "tombstone"
         started = await workflow.execute_activity_method(
-            ErasureActivities.begin_erasure, request, start_to_close_timeout=STEP_TIMEOUT, retry_policy=ERASURE_RETRY)
+            ErasureActivities.begin_erasure, request, start_to_close_timeout=STEP_TIMEOUT, heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=ERASURE_RETRY)
         if started.completed_receipt is not None:
             self._progress.step = "done (already completed)"
             return started.completed_receipt
@@ -50,16 +52,16 @@ class ErasureWorkflow:
                 self._progress.step = f"erase {store}"
                 await workflow.execute_activity_method(
                     ErasureActivities.erase_store, step.model_copy(update={"store": store}),
-                    start_to_close_timeout=STEP_TIMEOUT, retry_policy=ERASURE_RETRY)
+                    start_to_close_timeout=STEP_TIMEOUT, heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=ERASURE_RETRY)
                 if store not in self._progress.stores_done:
                     self._progress.stores_done.append(store)
             self._progress.step = "shred subject key"
             await workflow.execute_activity_method(
-                ErasureActivities.shred_subject_key, step, start_to_close_timeout=STEP_TIMEOUT,
+                ErasureActivities.shred_subject_key, step, start_to_close_timeout=STEP_TIMEOUT, heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 retry_policy=ERASURE_RETRY)
             self._progress.step = "verify"
             report = await workflow.execute_activity_method(
-                ErasureActivities.verify_erasure, step, start_to_close_timeout=STEP_TIMEOUT,
+                ErasureActivities.verify_erasure, step, start_to_close_timeout=STEP_TIMEOUT, heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 retry_policy=ERASURE_RETRY)
             residue = report.residue
             if report.total == 0:
@@ -73,6 +75,6 @@ class ErasureWorkflow:
             ErasureActivities.complete_erasure,
             CompleteErasureInput(tenant_id=request.tenant_id, subject_id=request.subject_id,
                                  request_id=request.request_id, residue=residue),
-            start_to_close_timeout=STEP_TIMEOUT, retry_policy=ERASURE_RETRY)
+            start_to_close_timeout=STEP_TIMEOUT, heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=ERASURE_RETRY)
         self._progress.step = "done"
         return receipt

@@ -16,6 +16,7 @@ They implement the protocols of `base` with the `openai` package:
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import logging
 import math
@@ -219,6 +220,9 @@ def _balanced_end(text: str, start: int) -> int | None:
     return None
 
 
+MAX_JSON_STARTS = 16
+
+
 def extract_json(text: str) -> Any:
     """The JSON payload of a model's reply: the whole text, else the first ```json fence, else the
     first balanced object/array that parses. Raises ProviderOutputInvalid(raw_text, errors)."""
@@ -230,15 +234,16 @@ def extract_json(text: str) -> Any:
     for candidate in candidates:
         try:
             return json.loads(candidate)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: absurdly deep nesting
             pass
-    for match in re.finditer(r"[{\[]", body):
+    # Only the first few openings are tried: scanning from every "{" is quadratic in the length.
+    for match in itertools.islice(re.finditer(r"[{\[]", body), MAX_JSON_STARTS):
         end = _balanced_end(body, match.start())
         if end is None:
             continue
         try:
             return json.loads(body[match.start():end])
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
     raise ProviderOutputInvalid(raw, ["no parseable JSON object or array in the output"])
 
@@ -436,7 +441,9 @@ class _ChatProvider(_OpenAICompatibleBase):
         refusal = getattr(choice.message, "refusal", None)
         if refusal:
             raise ProviderOutputInvalid(refusal, ["the model refused the task"])
-        text = choice.message.content or ""
+        content = choice.message.content
+        # A non-conforming server may send a number or a list: that is invalid output, not a crash.
+        text = content if isinstance(content, str) else ("" if content is None else json.dumps(content, default=str))
         try:
             payload = extract_json(text)
         except ProviderOutputInvalid as exc:

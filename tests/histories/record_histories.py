@@ -1,9 +1,14 @@
-"""Re-record the checked-in workflow histories (run when a workflow changes on purpose):
-python -m tests.histories.record_histories"""
+"""Record workflow histories for the replay tests:
+python -m tests.histories.record_histories [NAME.json ...]   (default: all current names)
+
+Histories of older workflow versions (erasure-v1.json: before observations and the lexical
+index, now behind workflow.patched) are kept and never re-recorded: they prove old runs still
+replay. After a change to a workflow's steps, add a new name rather than overwriting."""
 
 from __future__ import annotations
 
 import asyncio
+import sys
 import tempfile
 from pathlib import Path
 
@@ -18,7 +23,10 @@ from workers.worker import build_worker
 HERE = Path(__file__).parent
 
 
-async def main() -> None:
+async def main(only: set[str] | None = None) -> None:
+    def keep(name: str) -> bool:
+        return not only or name in only
+
     with tempfile.TemporaryDirectory() as home:
         settings = Settings.from_env({"AGENT_MEMORY_HOME": home})
         async with open_stack(settings, start=True, ports=Ports.free()) as services:
@@ -28,11 +36,17 @@ async def main() -> None:
                     "s1", "2024-03-01T09:00:00Z", "My name is Lin.", "I live in Hangzhou.", "我不吃辣。"))
                 handle = await client.end_session("acme", "lin", "s1")
                 await handle.result()
-                (HERE / "consolidation.json").write_text((await handle.fetch_history()).to_json())
+                if keep("consolidation.json"):
+                    (HERE / "consolidation.json").write_text((await handle.fetch_history()).to_json())
+                rebuild = await client.rebuild("acme", request_id="recorded")  # every subject: rebuild/acme/*/recorded
+                await rebuild.result()
+                if keep("rebuild.json"):
+                    (HERE / "rebuild.json").write_text((await rebuild.fetch_history()).to_json())
                 erase = await client.erase("acme", "lin", reason="recorded history")
                 await erase.result()
-                (HERE / "erasure.json").write_text((await erase.fetch_history()).to_json())
+                if keep("erasure-v2.json"):
+                    (HERE / "erasure-v2.json").write_text((await erase.fetch_history()).to_json())
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(main(set(sys.argv[1:])))

@@ -15,7 +15,9 @@ HISTORIES = Path(__file__).parent.parent / "histories"
 
 
 @pytest.mark.parametrize("name, workflow_id", [("consolidation.json", "consolidate/acme/s1"),
-                                               ("erasure.json", "erase/acme/lin")])
+                                               ("erasure-v1.json", "erase/acme/lin"),
+                                               ("erasure-v2.json", "erase/acme/lin"),
+                                               ("rebuild.json", "rebuild/acme/*/recorded")])
 async def test_recorded_history_replays(name, workflow_id):
     history = WorkflowHistory.from_json(workflow_id, (HISTORIES / name).read_text())
     replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)

@@ -1,0 +1,255 @@
+"""The leak filter: the last check before memory items reach a caller or a prompt.
+
+Row-level security already confines every query to one tenant and every read filters on the
+subject. This filter is defence in depth against *text* that names someone else — a summary that
+merged two people, a prompt-injected note, a planted row. An item is dropped when
+
+- it cites evidence messages that are not the subject's own (``foreign_evidence``), or
+- its text mentions an identifier that does not belong to the subject and does not occur in the
+  subject's own evidence messages (content, speaker, image caption):
+  - another subject id of the same tenant (``foreign_subject``; looked up in ``sessions``),
+  - another tenant's id (``foreign_tenant``; tenants register a salted digest of their id in
+    Redis when they append messages, so the registry does not list tenant names),
+  - an e-mail address (``email``) or a phone number (``phone``, compared digits-only).
+
+What occurs in the subject's own evidence is legitimate by construction (the subject's friends'
+names, their own e-mail address, a colleague's phone number they dictated), so the filter only
+drops what the subject's memory could not have learnt from the subject. The subject's own id and
+tenant id are always allowed.
+
+Drops are counted in Redis, in one hash (an operator reads it with ``agent-memory stats --tenant T``
+or ``HGETALL am:metrics:leak_filter_drops``)::
+
+    am:metrics:leak_filter_drops   field "{tenant}"           total drops of the tenant
+                                   field "{tenant}:{reason}"  drops per reason
+
+One hash rather than a key per tenant: a key ``am:metrics:leak_filter_drops:{tenant}`` would fall
+under the prefix ``am:{tenant}:{subject}:`` of tenant "metrics", subject "leak_filter_drops", and
+that subject's erasure would delete (and report as residue) every tenant's counter. Counts carry
+no content; a log line names the memory id and the reason only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Sequence, TypeVar
+
+from psycopg_pool import AsyncConnectionPool
+from redis.asyncio import Redis
+
+from agent_memory.db import tenant_transaction
+
+log = logging.getLogger(__name__)
+
+METRICS_KEY = "am:metrics:leak_filter_drops"
+TENANT_REGISTRY_KEY = "am:registry:tenant_digests"
+REASONS = ("foreign_evidence", "foreign_subject", "foreign_tenant", "email", "phone")
+
+T = TypeVar("T")
+
+_EMAIL = re.compile(r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}")
+# A run of digits with the separators phone numbers are written with (one line, no letters).
+_PHONE = re.compile(r"(?<![\w+])\+?\(?\d[\d ().\-]{5,}\d(?![\w])")
+_NOT_PHONE = (re.compile(r"^\d{4}[-./]\d{1,2}[-./]\d{1,2}$"),  # 2024-05-01
+              re.compile(r"^\d{1,2}[-./]\d{1,2}[-./]\d{4}$"),  # 01.05.2024
+              re.compile(r"^\d{4} ?- ?\d{4}$"))  # 2019-2023
+# Identifier-shaped runs (the alphabet of check_identifier); trailing punctuation is also tried off.
+_RUN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
+_NON_DIGIT = re.compile(r"\D+")
+# Rendering prefixes of context items ("[1 May 2024] ", "Session summary: ", "Fact: ns key: ...").
+_DAY_PREFIX = re.compile(r"^\[[^\]]*\]\s*")
+_FACT_TEXT = re.compile(r"^Fact: .*?: (?P<value>.*) \(since [^)]*\)$", re.S)
+
+
+def tenant_digest(tenant_id: str) -> str:
+    return hashlib.sha256(f"agent-memory/tenant\x1f{tenant_id}".encode()).hexdigest()[:32]
+
+
+async def register_tenant(redis: Redis, tenant_id: str) -> None:
+    """Called on append: lets other tenants' filters recognise this tenant's id in text."""
+    await redis.sadd(TENANT_REGISTRY_KEY, tenant_digest(tenant_id))
+
+
+def phone_digits(text: str) -> list[str]:
+    found = []
+    for match in _PHONE.finditer(text):
+        raw = match.group(0).strip()
+        if any(p.match(raw) for p in _NOT_PHONE):
+            continue
+        digits = _NON_DIGIT.sub("", raw)
+        # a bare run of digits is a phone number only from 10 digits (not an amount like 1500000)
+        if 7 <= len(digits) <= 15 and (len(digits) >= 10 or digits != raw):
+            found.append(digits)
+    return found
+
+
+def emails(text: str) -> list[str]:
+    return [m.group(0).lower().rstrip(".") for m in _EMAIL.finditer(text)]
+
+
+def identifier_tokens(text: str) -> set[str]:
+    tokens: set[str] = set()
+    for run in _RUN.findall(_EMAIL.sub(" ", text)):
+        for candidate in (run, run.rstrip("._-")):
+            if candidate and len(candidate) <= 64:
+                tokens.add(candidate)
+    return tokens
+
+
+def context_item_text(item) -> str:
+    """The part of a rendered context item that came from memory (not the rendering template)."""
+    text = _DAY_PREFIX.sub("", item.text)
+    if item.kind == "fact":
+        match = _FACT_TEXT.match(text)
+        return match.group("value") if match else text
+    if item.kind == "episode" and text.startswith("Session summary: "):
+        return text[len("Session summary: "):]
+    return text
+
+
+@dataclass
+class LeakReport:
+    dropped: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)
+    dropped_ids: list[str] = field(default_factory=list)
+
+    def add(self, reason: str, memory_id: str) -> None:
+        self.dropped += 1
+        self.reasons[reason] = self.reasons.get(reason, 0) + 1
+        self.dropped_ids.append(memory_id)
+
+    def merge(self, other: "LeakReport") -> None:
+        self.dropped += other.dropped
+        for reason, n in other.reasons.items():
+            self.reasons[reason] = self.reasons.get(reason, 0) + n
+        self.dropped_ids.extend(other.dropped_ids)
+
+
+@dataclass
+class _Markers:
+    tokens: set[str]
+    emails: list[str]
+    phones: list[str]
+    cited: list[str]
+
+
+class _Evidence:
+    """The subject's own evidence, loaded only when some item carries a marker to check."""
+
+    def __init__(self, rows: Iterable[tuple[str | None, ...]]):
+        texts = [" ".join(part for part in row if part) for row in rows]
+        self.tokens = {t.lower() for text in texts for t in identifier_tokens(text)}
+        self.lowered = "\n".join(texts).lower()
+        self.digits = [_NON_DIGIT.sub("", text) for text in texts]
+
+    def has_token(self, token: str) -> bool:
+        return token.lower() in self.tokens
+
+    def has_email(self, email: str) -> bool:
+        return email in self.lowered
+
+    def has_phone(self, digits: str) -> bool:
+        return any(digits in d for d in self.digits)
+
+
+async def filter_items(pool: AsyncConnectionPool, redis: Redis | None, tenant_id: str, subject_id: str,
+                       items: Sequence[T], *, text_of: Callable[[T], str], cited_of: Callable[[T], list[str]],
+                       id_of: Callable[[T], str]) -> tuple[list[T], LeakReport]:
+    """Keep the items that mention nothing foreign to the subject; count and log the drops.
+    Without `redis`, other tenants' ids are not recognised and drops are not counted in Redis."""
+    report = LeakReport()
+    if not items:
+        return list(items), report
+    markers = []
+    for item in items:
+        text = text_of(item) or ""
+        markers.append(_Markers(identifier_tokens(text), emails(text), phone_digits(text),
+                                [c for c in cited_of(item) or []]))
+    all_tokens = set().union(*(m.tokens for m in markers)) - {subject_id, tenant_id}
+    all_cited = sorted({c for m in markers for c in m.cited})
+
+    foreign_tenants: set[str] = set()
+    if redis is not None and all_tokens:
+        ordered = sorted(all_tokens)
+        flags = await redis.smismember(TENANT_REGISTRY_KEY, [tenant_digest(t) for t in ordered])
+        foreign_tenants = {t for t, hit in zip(ordered, flags) if hit}
+
+    async with tenant_transaction(pool, tenant_id) as conn:
+        other_subjects: set[str] = set()
+        if all_tokens:
+            cur = await conn.execute(
+                "SELECT DISTINCT subject_id FROM sessions WHERE tenant_id = %s AND subject_id = ANY(%s) "
+                "AND subject_id <> %s", (tenant_id, sorted(all_tokens), subject_id))
+            other_subjects = {row[0] for row in await cur.fetchall()}
+        own_cited: set[str] = set()
+        if all_cited:
+            cur = await conn.execute(
+                "SELECT DISTINCT message_id FROM messages WHERE tenant_id = %s AND subject_id = %s "
+                "AND message_id = ANY(%s)", (tenant_id, subject_id, all_cited))
+            own_cited = {row[0] for row in await cur.fetchall()}
+        evidence: _Evidence | None = None
+        if other_subjects or foreign_tenants or any(m.emails or m.phones for m in markers):
+            cur = await conn.execute(
+                "SELECT content, speaker, image_caption FROM messages WHERE tenant_id = %s AND subject_id = %s",
+                (tenant_id, subject_id))
+            evidence = _Evidence(await cur.fetchall())
+
+    kept: list[T] = []
+    for item, m in zip(items, markers):
+        reason = None
+        if any(c not in own_cited for c in m.cited):
+            reason = "foreign_evidence"
+        elif evidence is not None:
+            if any(t in other_subjects and not evidence.has_token(t) for t in m.tokens):
+                reason = "foreign_subject"
+            elif any(t in foreign_tenants and not evidence.has_token(t) for t in m.tokens):
+                reason = "foreign_tenant"
+            elif any(not evidence.has_email(e) for e in m.emails):
+                reason = "email"
+            elif any(not evidence.has_phone(p) for p in m.phones):
+                reason = "phone"
+        if reason is None:
+            kept.append(item)
+        else:
+            report.add(reason, id_of(item))
+            log.warning("leak filter dropped memory %s of tenant %s: %s", id_of(item), tenant_id, reason)
+    if report.dropped and redis is not None:
+        await count_drops(redis, tenant_id, report)
+    return kept, report
+
+
+async def count_drops(redis: Redis, tenant_id: str, report: LeakReport) -> None:
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.hincrby(METRICS_KEY, tenant_id, report.dropped)
+        for reason, n in report.reasons.items():
+            pipe.hincrby(METRICS_KEY, f"{tenant_id}:{reason}", n)
+        await pipe.execute()
+
+
+async def drop_counts(redis: Redis, tenant_id: str) -> dict[str, int]:
+    """{"total": n, "<reason>": n, ...} for a tenant (zeros when nothing was dropped)."""
+    fields = [tenant_id] + [f"{tenant_id}:{r}" for r in REASONS]
+    values = await redis.hmget(METRICS_KEY, fields)
+    counts = {"total": int(values[0] or 0)}
+    counts.update({r: int(v or 0) for r, v in zip(REASONS, values[1:])})
+    return counts
+
+
+async def filter_context(pool: AsyncConnectionPool, redis: Redis | None, tenant_id: str, subject_id: str,
+                         candidates: list[T], pack: Callable[[list[T]], list[T]]) -> tuple[list[T], LeakReport]:
+    """Pack, filter what was packed, and re-pack without the dropped items until the packed set is
+    clean: the budget is filled with clean items and only items that would have been shown count."""
+    total = LeakReport()
+    remaining = list(candidates)
+    while True:
+        chosen = pack(remaining)
+        kept, report = await filter_items(pool, redis, tenant_id, subject_id, chosen, text_of=context_item_text,
+                                          cited_of=lambda i: i.cited_message_ids, id_of=lambda i: i.memory_id)
+        if not report.dropped:
+            return kept, total
+        total.merge(report)
+        dropped = set(report.dropped_ids)
+        remaining = [i for i in remaining if i.memory_id not in dropped]

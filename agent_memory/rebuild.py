@@ -1,0 +1,522 @@
+"""Rebuild of a subject's projections from the event log, proved by a content hash.
+
+The event log (`memory_events`) is the source of truth; facts, episodes, observations, the
+lexical index (`memory_search`) and the vector projection (`memory_vectors`) are derived from
+it. `rebuild_subject` replays the subject's events (decrypted with the subject key) into
+scratch tables exactly as `memory_store.commit_consolidation` writes the live rows, hashes the
+live and the rebuilt rows with the same query (`projection_digest`), and swaps the differing
+tables in — in the same transaction, under the exclusive subject lock — only when the digests
+differ (or when forced). Vectors are never re-computed by the provider when an `embed/...`
+operation is recorded: the recorded result is reused; a live vector whose (memory, version,
+model) still matches a replayed item is kept; an item whose vector and recorded embedding are
+both lost (and that is not in flight in the outbox) is embedded once, as a recorded operation,
+before the locked pass.
+
+An erased subject (tombstone, or its key shredded) is skipped: tombstones win over replay.
+recorded_at / superseded_at / created_at are bookkeeping timestamps: excluded from the digest
+and carried over from the live rows when a table is swapped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import psycopg
+from cryptography.exceptions import InvalidTag
+from pgvector import Vector
+from psycopg import sql
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
+
+from agent_memory.crypto import KeyWrapper
+from agent_memory.db import lock_subject, tenant_transaction
+from agent_memory.lexical import search_text, term_count
+from agent_memory.memory_store import subject_key
+from agent_memory.models import EmbeddingResult, SubjectRebuild
+from agent_memory.operations import OperationRecorder, SubjectErasedError, request_hash
+from agent_memory.projection import memory_text
+from agent_memory.providers.base import Embedder
+
+# The projections, in swap order (derived-most first, like erasure), each with the columns the
+# digest covers. Timestamps of bookkeeping (recorded_at, superseded_at, created_at) are left out.
+DIGEST_COLUMNS: dict[str, tuple[str, ...]] = {
+    "facts": ("fact_id::text", "memory_id::text", "namespace", "key", "value", "version", "status", "valid_from",
+              "valid_to", "valid_until", "confidence", "claim_type", "permanence", "source_kind",
+              "evidence_message_ids", "close_reason", "operation_id"),
+    "episodes": ("memory_id::text", "session_id", "version", "summary", "sentences", "importance", "happened_at",
+                 "source_message_ids", "operation_id"),
+    "observations": ("memory_id::text", "session_id", "message_id", "version", "text", "happened_at",
+                     "source_message_ids", "operation_id"),
+    "memory_search": ("memory_id::text", "memory_kind", "version", "search_text", "term_count", "happened_at"),
+    "memory_vectors": ("memory_id::text", "memory_kind", "version", "model", "embedding::real[]"),
+}
+TABLES: tuple[str, ...] = tuple(DIGEST_COLUMNS)
+# Columns written when a rebuilt table is swapped in (memory_search.tsv is generated).
+WRITE_COLUMNS: dict[str, tuple[str, ...]] = {
+    "facts": ("fact_id", "tenant_id", "subject_id", "memory_id", "namespace", "key", "value", "version", "status",
+              "valid_from", "valid_to", "valid_until", "recorded_at", "superseded_at", "confidence", "claim_type",
+              "permanence", "source_kind", "evidence_message_ids", "close_reason", "operation_id"),
+    "episodes": ("memory_id", "tenant_id", "subject_id", "session_id", "version", "summary", "sentences",
+                 "importance", "happened_at", "source_message_ids", "operation_id", "recorded_at"),
+    "observations": ("memory_id", "tenant_id", "subject_id", "session_id", "message_id", "version", "text",
+                     "happened_at", "source_message_ids", "operation_id", "recorded_at"),
+    "memory_search": ("tenant_id", "subject_id", "memory_id", "memory_kind", "version", "search_text", "term_count",
+                      "happened_at"),
+    "memory_vectors": ("tenant_id", "subject_id", "memory_id", "memory_kind", "version", "model", "embedding",
+                       "created_at"),
+}
+# Scratch copies live in the rebuilding transaction only.
+SCRATCH: dict[str, str] = {t: f"rebuild_{t}" for t in TABLES}
+EMBEDDING_DECIMALS = 6
+
+
+class EventLogError(Exception):
+    """The subject's event log cannot be replayed (unreadable payload, gap, unknown event)."""
+
+
+class SwapVerificationError(EventLogError):
+    """The projection swapped in does not hash to the rebuilt digest (the swap is rolled back)."""
+
+
+# --- digest ----------------------------------------------------------------------------------
+
+
+def _canonical(value, *, embedding: bool = False):
+    if isinstance(value, datetime):
+        return value.astimezone(timezone.utc).isoformat()
+    if isinstance(value, list):
+        if embedding:
+            return [f"{round(float(x), EMBEDDING_DECIMALS):.{EMBEDDING_DECIMALS}f}" for x in value]
+        return [_canonical(v) for v in value]
+    if isinstance(value, float):
+        return repr(value)
+    return value
+
+
+async def _table_digests(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str,
+                         tables: dict[str, str] | None = None) -> tuple[dict[str, str], dict[str, int]]:
+    """Per table: sha256 of the sorted canonical rows, and the row count."""
+    digests: dict[str, str] = {}
+    counts: dict[str, int] = {}
+    for table, columns in DIGEST_COLUMNS.items():
+        name = (tables or {}).get(table, table)
+        query = sql.SQL("SELECT {} FROM {} WHERE tenant_id = %s AND subject_id = %s").format(
+            sql.SQL(", ").join(sql.SQL(c) for c in columns), sql.Identifier(name))
+        cur = await conn.execute(query, (tenant_id, subject_id))
+        lines = sorted(
+            json.dumps([_canonical(v, embedding=(table == "memory_vectors" and i == len(columns) - 1))
+                        for i, v in enumerate(row)], ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+            for row in await cur.fetchall())
+        h = hashlib.sha256()
+        for line in lines:
+            h.update(line.encode())
+            h.update(b"\n")
+        digests[table], counts[table] = h.hexdigest(), len(lines)
+    return digests, counts
+
+
+def combine_digests(digests: dict[str, str]) -> str:
+    return hashlib.sha256("".join(f"{t}:{digests[t]}\n" for t in TABLES).encode()).hexdigest()
+
+
+async def projection_digest(conn_or_pool: psycopg.AsyncConnection | AsyncConnectionPool, tenant_id: str,
+                            subject_id: str) -> str:
+    """sha256 over a canonical, sorted serialization of the subject's projection rows (facts,
+    episodes, observations, lexical index, vectors rounded to 6 decimals). A connection must
+    already be in a tenant-scoped transaction."""
+    if isinstance(conn_or_pool, AsyncConnectionPool):
+        async with tenant_transaction(conn_or_pool, tenant_id) as conn:
+            digests, _ = await _table_digests(conn, tenant_id, subject_id)
+    else:
+        digests, _ = await _table_digests(conn_or_pool, tenant_id, subject_id)
+    return combine_digests(digests)
+
+
+# --- replay ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Event:
+    memory_id: uuid.UUID
+    namespace: str
+    event_type: str
+    version: int
+    occurred_at: datetime
+    source_message_ids: list[str]
+    operation_id: str
+    payload: dict
+
+
+@dataclass(frozen=True)
+class VectorItem:
+    """One row the vector projection embeds (an outbox row of the live write path)."""
+
+    memory_id: uuid.UUID
+    kind: str
+    version: int
+    text: str
+    operation_id: str
+
+
+@dataclass
+class Replayed:
+    facts: list[dict] = field(default_factory=list)
+    episodes: list[dict] = field(default_factory=list)
+    observations: list[dict] = field(default_factory=list)
+    search: list[dict] = field(default_factory=list)
+    vector_items: list[VectorItem] = field(default_factory=list)
+    events: int = 0
+
+
+def _parse_time(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value)
+
+
+def _search_row(memory_id: uuid.UUID, kind: str, version: int, text: str, happened_at: datetime) -> dict:
+    return {"memory_id": memory_id, "memory_kind": kind, "version": version, "search_text": search_text(text),
+            "term_count": term_count(text), "happened_at": happened_at}
+
+
+def replay_events(events: list[Event]) -> Replayed:
+    """Recompute the projection rows from decrypted events, as commit_consolidation writes them.
+
+    Events are applied per memory in aggregate_version order. A fact event's `action` says what
+    the commit did: create/promote/candidate insert a row; supersede closes the active row
+    (valid_to = least(valid_to, observed_at), close_reason) and inserts the new version; confirm
+    appends its evidence to the active row and writes no row (it only bumps the version). A
+    MemoryClosed event closes a candidate row (promoted). Anything else is refused, so the
+    rebuild fails loudly rather than diverging silently from the write path.
+    """
+    out = Replayed(events=len(events))
+    ordered = sorted(events, key=lambda e: (str(e.memory_id), e.version))
+    facts_by_memory: dict[uuid.UUID, list[dict]] = {}
+    last_version: dict[uuid.UUID, int] = {}
+    for ev in ordered:
+        if ev.version != last_version.get(ev.memory_id, 0) + 1:
+            raise EventLogError(f"memory {ev.memory_id}: version {ev.version} follows "
+                                f"{last_version.get(ev.memory_id, 0)} (gap or duplicate in the log)")
+        last_version[ev.memory_id] = ev.version
+        p = ev.payload
+        if ev.event_type == "MemoryClosed" and ev.memory_id in facts_by_memory:
+            # A promoted candidate leaves the candidate area: closed at the promotion (no least()).
+            for row in facts_by_memory[ev.memory_id]:
+                if row["status"] == "candidate":
+                    row.update(status="closed", valid_to=ev.occurred_at, close_reason=p.get("reason"))
+        elif "action" in p:
+            _apply_fact(out, facts_by_memory.setdefault(ev.memory_id, []), ev)
+        elif ev.namespace == "episode" and "summary" in p:
+            if ev.version != 1:
+                raise EventLogError(f"episode {ev.memory_id}: unexpected version {ev.version}")
+            out.episodes.append({
+                "memory_id": ev.memory_id, "session_id": p["session_id"], "version": 1, "summary": p["summary"],
+                "sentences": p["sentences"], "importance": p["importance"], "happened_at": ev.occurred_at,
+                "source_message_ids": list(ev.source_message_ids), "operation_id": ev.operation_id})
+            out.search.append(_search_row(ev.memory_id, "episode", 1, p["summary"], ev.occurred_at))
+            out.vector_items.append(VectorItem(ev.memory_id, "episode", 1, p["summary"], ev.operation_id))
+        elif ev.namespace == "observation" and "text" in p:
+            if ev.version != 1:
+                raise EventLogError(f"observation {ev.memory_id}: unexpected version {ev.version}")
+            out.observations.append({
+                "memory_id": ev.memory_id, "session_id": p["session_id"], "message_id": ev.source_message_ids[0],
+                "version": 1, "text": p["text"], "happened_at": ev.occurred_at,
+                "source_message_ids": list(ev.source_message_ids), "operation_id": ev.operation_id})
+            out.search.append(_search_row(ev.memory_id, "observation", 1, p["text"], ev.occurred_at))
+            out.vector_items.append(VectorItem(ev.memory_id, "observation", 1, p["text"], ev.operation_id))
+        else:
+            raise EventLogError(f"memory {ev.memory_id} v{ev.version}: cannot replay a {ev.event_type} event "
+                                f"in namespace {ev.namespace!r}")
+    for rows in facts_by_memory.values():
+        out.facts.extend(rows)
+    return out
+
+
+def _apply_fact(out: Replayed, rows: list[dict], ev: Event) -> None:
+    p = ev.payload
+    action = p["action"]
+    active = next((r for r in rows if r["status"] == "active"), None)
+    if action == "confirm":
+        if active is not None:
+            active["evidence_message_ids"] = active["evidence_message_ids"] + list(ev.source_message_ids)
+        return
+    if action == "supersede" and active is not None:
+        # least() ignores NULL: an open interval closes at the new observation.
+        active["valid_to"] = ev.occurred_at if active["valid_to"] is None else min(active["valid_to"], ev.occurred_at)
+        active["status"] = "closed"
+        active["close_reason"] = p["reason"]
+    if action not in ("create", "supersede", "candidate", "promote"):
+        raise EventLogError(f"fact {ev.memory_id} v{ev.version}: unknown action {action!r}")
+    if any(r["version"] == ev.version for r in rows):
+        return  # ON CONFLICT (tenant_id, memory_id, version) DO NOTHING
+    valid_until = _parse_time(p.get("valid_until"))
+    rows.append({
+        "fact_id": uuid.uuid5(ev.memory_id, f"fact-{ev.version}"), "memory_id": ev.memory_id,
+        "namespace": p["namespace"], "key": p["key"], "value": p["value"], "version": ev.version,
+        "status": "candidate" if action == "candidate" else "active", "valid_from": ev.occurred_at,
+        "valid_to": valid_until, "valid_until": valid_until, "confidence": p["confidence"],
+        "claim_type": p["claim_type"], "permanence": p["permanence"],
+        "source_kind": "user_statement" if p["claim_type"] == "explicit" else "model_inference",
+        "evidence_message_ids": list(ev.source_message_ids), "close_reason": None, "operation_id": ev.operation_id})
+    if action != "candidate":
+        out.search.append(_search_row(ev.memory_id, "fact", ev.version,
+                                      f"{p['namespace']} {p['key'].replace('_', ' ')}: {p['value']}", ev.occurred_at))
+    # Candidates are projected as vectors too (memory_kind 'fact'), like the live outbox.
+    out.vector_items.append(VectorItem(ev.memory_id, "fact", ev.version,
+                                       memory_text("fact", p["namespace"], p["key"], p["value"]), ev.operation_id))
+
+
+async def is_erased(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str) -> bool:
+    cur = await conn.execute("SELECT 1 FROM tombstones WHERE tenant_id = %s AND subject_id = %s",
+                             (tenant_id, subject_id))
+    return await cur.fetchone() is not None
+
+
+async def replay_subject(conn: psycopg.AsyncConnection, wrapper: KeyWrapper, tenant_id: str,
+                         subject_id: str) -> Replayed | None:
+    """Read the subject's events in order, decrypt them with the subject key and recompute the
+    projection rows. None when the subject is erased (tombstone) or its key is shredded."""
+    if await is_erased(conn, tenant_id, subject_id):
+        return None
+    cur = await conn.execute(
+        "SELECT memory_id, namespace, event_type, aggregate_version, occurred_at, source_message_ids, operation_id, "
+        "payload_ciphertext, payload_nonce FROM memory_events WHERE tenant_id = %s AND subject_id = %s "
+        "ORDER BY memory_id, aggregate_version", (tenant_id, subject_id))
+    raw = await cur.fetchall()
+    key = await subject_key(conn, wrapper, tenant_id, subject_id, create=False)
+    if key is None:
+        return None if raw else Replayed()  # shredded: unreadable, so nothing can be rebuilt
+    events = []
+    for memory_id, namespace, event_type, version, occurred_at, sources, operation_id, ciphertext, nonce in raw:
+        if ciphertext is None or nonce is None:
+            raise EventLogError(f"memory {memory_id} v{version}: payload missing")
+        try:
+            payload = key.decrypt(bytes(ciphertext), bytes(nonce))
+        except InvalidTag as exc:
+            raise EventLogError(f"memory {memory_id} v{version}: payload does not decrypt") from exc
+        events.append(Event(memory_id, namespace, event_type, version, occurred_at, list(sources), operation_id,
+                            payload))
+    return replay_events(events)
+
+
+# --- scratch tables, vectors, swap -----------------------------------------------------------
+
+
+async def _create_scratch(conn: psycopg.AsyncConnection) -> None:
+    for table, scratch in SCRATCH.items():
+        await conn.execute(sql.SQL("CREATE TEMP TABLE {} (LIKE {} INCLUDING DEFAULTS) ON COMMIT DROP").format(
+            sql.Identifier(scratch), sql.Identifier(table)))
+    await conn.execute("CREATE TEMP TABLE rebuild_items (memory_id uuid, memory_kind text, version integer, "
+                       "operation_id text, has_vector boolean NOT NULL DEFAULT false) ON COMMIT DROP")
+
+
+async def _insert(conn: psycopg.AsyncConnection, table: str, tenant_id: str, subject_id: str, rows: list[dict],
+                  extra: dict | None = None) -> None:
+    if not rows:
+        return
+    columns = ["tenant_id", "subject_id", *rows[0]]
+    query = sql.SQL("INSERT INTO {} ({}) VALUES ({})").format(
+        sql.Identifier(table), sql.SQL(", ").join(map(sql.Identifier, columns)),
+        sql.SQL(", ").join(sql.Placeholder() * len(columns)))
+    async with conn.cursor() as cur:
+        await cur.executemany(query, [(tenant_id, subject_id, *(
+            Jsonb(v) if k == "sentences" else v for k, v in row.items())) for row in rows])
+
+
+def _model_splits(tag: str) -> list[tuple[str, str]]:
+    """`{name}-{version}` with dashes possibly in both: every split point."""
+    return [(tag[:i], tag[i + 1:]) for i in range(len(tag)) if tag[i] == "-"]
+
+
+async def _recorded_embeddings(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str,
+                               items: list[VectorItem]) -> tuple[list[dict], int]:
+    """Vectors from recorded embed operations whose request is this item's rebuilt text.
+    Per (memory, version, model) the earliest record wins, as the live upsert does nothing on
+    conflict. Returns (rows, recorded operations that did not match the rebuilt text)."""
+    by_key = {(str(i.memory_id), i.version): i for i in items}
+    cur = await conn.execute(
+        "SELECT operation_id, request_hash, result FROM operations WHERE tenant_id = %s AND subject_id = %s "
+        "AND kind = 'embed' AND status = 'succeeded' ORDER BY created_at, operation_id", (tenant_id, subject_id))
+    rows: dict[tuple, dict] = {}
+    unmatched = 0
+    for operation_id, req_hash, result in await cur.fetchall():
+        parts = operation_id.split("/", 3)
+        if len(parts) != 4 or not parts[2].isdigit():
+            continue
+        item = by_key.get((parts[1], int(parts[2])))
+        if item is None:
+            continue  # an embedding of a memory version the log does not project
+        if not any(request_hash({"text": item.text, "model": name, "version": version}) == req_hash
+                   for name, version in _model_splits(parts[3])):
+            unmatched += 1
+            continue
+        embedding = EmbeddingResult.model_validate(result)
+        rows.setdefault((item.memory_id, item.version, embedding.model), {
+            "memory_id": item.memory_id, "memory_kind": item.kind, "version": item.version,
+            "model": embedding.model, "embedding": Vector(embedding.vectors[0])})
+    return list(rows.values()), unmatched
+
+
+async def _build_scratch(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str,
+                         replayed: Replayed) -> dict[str, int]:
+    await _create_scratch(conn)
+    await _insert(conn, SCRATCH["facts"], tenant_id, subject_id, replayed.facts)
+    await _insert(conn, SCRATCH["episodes"], tenant_id, subject_id, replayed.episodes)
+    await _insert(conn, SCRATCH["observations"], tenant_id, subject_id, replayed.observations)
+    await _insert(conn, SCRATCH["memory_search"], tenant_id, subject_id, replayed.search)
+    vectors, unmatched = await _recorded_embeddings(conn, tenant_id, subject_id, replayed.vector_items)
+    await _insert(conn, SCRATCH["memory_vectors"], tenant_id, subject_id, vectors)
+    async with conn.cursor() as cur:
+        await cur.executemany("INSERT INTO rebuild_items (memory_id, memory_kind, version, operation_id) "
+                              "VALUES (%s, %s, %s, %s)",
+                              [(i.memory_id, i.kind, i.version, i.operation_id) for i in replayed.vector_items])
+    # A live vector of a replayed item under a model with no recorded operation is kept as is.
+    cur = await conn.execute(
+        """
+        INSERT INTO rebuild_memory_vectors (tenant_id, subject_id, memory_id, memory_kind, version, model, embedding)
+        SELECT l.tenant_id, l.subject_id, l.memory_id, l.memory_kind, l.version, l.model, l.embedding
+          FROM memory_vectors l
+          JOIN rebuild_items i ON i.memory_id = l.memory_id AND i.version = l.version AND i.memory_kind = l.memory_kind
+         WHERE l.tenant_id = %s AND l.subject_id = %s
+           AND NOT EXISTS (SELECT 1 FROM rebuild_memory_vectors r
+                            WHERE r.memory_id = l.memory_id AND r.version = l.version AND r.model = l.model)
+        """, (tenant_id, subject_id))
+    kept = cur.rowcount
+    await conn.execute("UPDATE rebuild_items i SET has_vector = true WHERE EXISTS "
+                       "(SELECT 1 FROM rebuild_memory_vectors r WHERE r.memory_id = i.memory_id "
+                       "AND r.version = i.version)")
+    cur = await conn.execute("SELECT count(*) FROM rebuild_items WHERE NOT has_vector")
+    missing = (await cur.fetchone())[0]
+    # Bookkeeping timestamps are carried over from the live rows (they are not derivable).
+    await conn.execute(
+        """
+        UPDATE rebuild_facts s SET recorded_at = l.recorded_at,
+               superseded_at = CASE WHEN s.status = 'closed' THEN coalesce(l.superseded_at, now()) END
+          FROM facts l WHERE l.tenant_id = %s AND l.fact_id = s.fact_id
+        """, (tenant_id,))
+    await conn.execute("UPDATE rebuild_facts SET superseded_at = now() WHERE status = 'closed' "
+                       "AND superseded_at IS NULL")
+    for table in ("episodes", "observations"):
+        await conn.execute(sql.SQL("UPDATE {} s SET recorded_at = l.recorded_at FROM {} l "
+                                   "WHERE l.tenant_id = %s AND l.memory_id = s.memory_id").format(
+            sql.Identifier(SCRATCH[table]), sql.Identifier(table)), (tenant_id,))
+    await conn.execute("UPDATE rebuild_memory_vectors s SET created_at = l.created_at FROM memory_vectors l "
+                       "WHERE l.tenant_id = %s AND l.memory_id = s.memory_id AND l.version = s.version "
+                       "AND l.model = s.model", (tenant_id,))
+    return {"from_operations": len(vectors), "kept": kept, "missing": missing, "unmatched_operations": unmatched}
+
+
+async def _swap(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, tables: list[str]) -> None:
+    for table in tables:
+        await conn.execute(sql.SQL("DELETE FROM {} WHERE tenant_id = %s AND subject_id = %s").format(
+            sql.Identifier(table)), (tenant_id, subject_id))
+        columns = sql.SQL(", ").join(map(sql.Identifier, WRITE_COLUMNS[table]))
+        await conn.execute(sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {}").format(
+            sql.Identifier(table), columns, columns, sql.Identifier(SCRATCH[table])))
+    # The outbox follows the rebuilt projection: every replayed item has its row, processed when
+    # it has a vector, pending (for the vector projection to embed) when it has none.
+    await conn.execute(
+        """
+        INSERT INTO projection_outbox (tenant_id, subject_id, memory_id, memory_kind, version, operation_id,
+                                       processed_at)
+        SELECT %s, %s, memory_id, memory_kind, version, operation_id, CASE WHEN has_vector THEN now() END
+          FROM rebuild_items
+        ON CONFLICT (tenant_id, memory_id, version) DO UPDATE
+           SET processed_at = CASE WHEN EXCLUDED.processed_at IS NULL THEN NULL
+                                   ELSE coalesce(projection_outbox.processed_at, EXCLUDED.processed_at) END
+        """, (tenant_id, subject_id))
+
+
+def embed_operation_id(memory_id: uuid.UUID, version: int, embedder: Embedder) -> str:
+    """The vector projection's operation id (projection.project_vectors), so either one reuses
+    what the other recorded."""
+    return f"embed/{memory_id}/{version}/{embedder.name}-{embedder.version}"
+
+
+async def embed_missing(pool: AsyncConnectionPool, wrapper: KeyWrapper, recorder: OperationRecorder,
+                        embedder: Embedder, tenant_id: str, subject_id: str) -> int:
+    """Embed replayed items that have no vector, no recorded embedding and no pending outbox row
+    (a pending row is in flight: the vector projection owns it). Each is a recorded operation,
+    so the provider is called at most once per item however often this runs."""
+    async with tenant_transaction(pool, tenant_id) as conn:
+        replayed = await replay_subject(conn, wrapper, tenant_id, subject_id)
+        if not replayed or not replayed.vector_items:
+            return 0
+        items = {(i.memory_id, i.version): i for i in replayed.vector_items}
+        cur = await conn.execute(
+            """
+            SELECT i.memory_id, i.version FROM unnest(%(ids)s::uuid[], %(versions)s::int[]) AS i(memory_id, version)
+             WHERE NOT EXISTS (SELECT 1 FROM memory_vectors v WHERE v.tenant_id = %(t)s
+                                  AND v.memory_id = i.memory_id AND v.version = i.version)
+               AND NOT EXISTS (SELECT 1 FROM operations o WHERE o.tenant_id = %(t)s AND o.kind = 'embed'
+                                  AND o.status = 'succeeded'
+                                  AND o.operation_id LIKE 'embed/' || i.memory_id || '/' || i.version || '/%%')
+               AND NOT EXISTS (SELECT 1 FROM projection_outbox b WHERE b.tenant_id = %(t)s
+                                  AND b.memory_id = i.memory_id AND b.version = i.version AND b.processed_at IS NULL)
+            """, {"ids": [k[0] for k in items], "versions": [k[1] for k in items], "t": tenant_id})
+        missing = [items[(memory_id, version)] for memory_id, version in await cur.fetchall()]
+    for item in missing:
+        await recorder.run(
+            tenant_id=tenant_id, subject_id=subject_id,
+            operation_id=embed_operation_id(item.memory_id, item.version, embedder), kind="embed",
+            request={"text": item.text, "model": embedder.name, "version": embedder.version},
+            result_type=EmbeddingResult, call=lambda text=item.text: embedder.embed([text]))
+    return len(missing)
+
+
+async def rebuild_subject(pool: AsyncConnectionPool, wrapper: KeyWrapper, tenant_id: str, subject_id: str, *,
+                          force: bool = False, recorder: OperationRecorder | None = None,
+                          embedder: Embedder | None = None) -> SubjectRebuild:
+    """Replay, compare, and repair one subject, all in one transaction under the exclusive
+    subject lock (commits and erasure wait; the result is a consistent snapshot). With an
+    embedder, replayed items whose vector is lost with no recorded embedding are embedded first
+    (recorded), so the rebuilt projection has them and the swap puts them back."""
+    started = time.monotonic()
+    reembedded = 0
+    if recorder is not None and embedder is not None:
+        try:
+            reembedded = await embed_missing(pool, wrapper, recorder, embedder, tenant_id, subject_id)
+        except SubjectErasedError:
+            pass  # erased meanwhile: the locked pass below sees the tombstone and skips the subject
+    async with tenant_transaction(pool, tenant_id) as conn:
+        await lock_subject(conn, tenant_id, subject_id, exclusive=True)
+        live, counts = await _table_digests(conn, tenant_id, subject_id)
+        live_digest = combine_digests(live)
+        replayed = await replay_subject(conn, wrapper, tenant_id, subject_id)
+        if replayed is None:
+            # Tombstones win: nothing is replayed or written; the rebuilt projection is empty.
+            empty = combine_digests({t: hashlib.sha256(b"").hexdigest() for t in TABLES})
+            return SubjectRebuild(subject=subject_id, live_digest=live_digest, rebuilt_digest=empty,
+                                  equal=live_digest == empty, rows=0, skipped_erased=True,
+                                  elapsed_ms=int((time.monotonic() - started) * 1000))
+        vectors = await _build_scratch(conn, tenant_id, subject_id, replayed)
+        rebuilt, rebuilt_counts = await _table_digests(conn, tenant_id, subject_id, SCRATCH)
+        rebuilt_digest = combine_digests(rebuilt)
+        differing = [t for t in TABLES if live[t] != rebuilt[t]]
+        to_swap = list(TABLES) if force else differing
+        if to_swap:
+            await _swap(conn, tenant_id, subject_id, to_swap)
+            after, _ = await _table_digests(conn, tenant_id, subject_id)
+            if combine_digests(after) != rebuilt_digest:  # rolls the swap back
+                raise SwapVerificationError(f"subject {subject_id}: the swapped-in projection does not hash to "
+                                            f"the rebuilt digest {rebuilt_digest}")
+    return SubjectRebuild(
+        subject=subject_id, live_digest=live_digest, rebuilt_digest=rebuilt_digest,
+        equal=live_digest == rebuilt_digest, rows=sum(rebuilt_counts.values()), repaired=bool(to_swap),
+        events=replayed.events, tables_differing=differing, rows_by_table=rebuilt_counts, live_rows_by_table=counts,
+        vectors_from_operations=vectors["from_operations"], vectors_kept=vectors["kept"],
+        vectors_missing=vectors["missing"], vectors_reembedded=reembedded,
+        unmatched_operations=vectors["unmatched_operations"],
+        elapsed_ms=int((time.monotonic() - started) * 1000))
+
+
+async def list_subjects(pool: AsyncConnectionPool, tenant_id: str) -> list[str]:
+    """Every subject of the tenant with events, projection rows or a tombstone."""
+    parts = [sql.SQL("SELECT subject_id FROM {} WHERE tenant_id = %(t)s").format(sql.Identifier(t))
+             for t in ("memory_events", *TABLES, "tombstones")]
+    async with tenant_transaction(pool, tenant_id) as conn:
+        cur = await conn.execute(sql.SQL(" UNION ").join(parts) + sql.SQL(" ORDER BY 1"), {"t": tenant_id})
+        return [row[0] for row in await cur.fetchall()]

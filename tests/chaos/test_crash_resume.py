@@ -1,0 +1,190 @@
+"""Crash and resume on the real stack: the worker process SIGKILLs itself at a fault point, is
+restarted without the fault, and the memory must come out as if nothing had happened — no
+duplicates, no lost session, one provider call per request, the same content as a crash-free
+run of the same input in another tenant. Then Postgres and the Temporal server are restarted
+under a running workflow (on a private stack, so the session's shared stack is not disturbed).
+
+After a kill, the worker's orphaned activity attempt is failed by id (WorkerSupervisor): that
+is what its start-to-close timeout does, 1–5 minutes later with the production timeouts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import uuid
+
+import pytest
+
+from agent_memory.chaos import (
+    SUBJECT,
+    ScenarioOutcome,
+    WorkerSupervisor,
+    demo_sessions,
+    duplicate_counts,
+    lost_sessions,
+    mismatches,
+    projection_digest,
+    run_scenario,
+    worker_env,
+)
+from agent_memory.client import MemoryClient
+from agent_memory.db import tenant_transaction
+from agent_memory.faults import hits, parse_faults
+from agent_memory.providers.offline import OfflineProviders, offline_providers
+from agent_memory.services import Services, migrate
+from agent_memory.settings import Settings
+from workers.embedded import EmbeddedStack, Ports
+from workers.worker import build_worker
+
+WORKER = [sys.executable, "-m", "tests.chaos.worker_main"]
+# Three sessions (EN and ZH, a move that supersedes the home city, a trip that must not), erased
+# at the end. `@N`: the Nth time the point is reached, i.e. in the Nth session.
+KILLS = ["after_record:extract", "after_record:summary@2", "after_plan@2", "after_commit@2", "mid_projection@2",
+         "mid_erasure:facts", "mid_erasure:messages"]
+
+
+@pytest.fixture(scope="module")
+def chaos_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("chaos")
+
+
+async def scenario(services, chaos_dir, tenant: str, fault: str | None = None):
+    state_dir = chaos_dir / f"faults-{tenant}"
+    provider_log = chaos_dir / "provider-calls.log"
+    env = worker_env(services.settings, task_queue=f"chaos-{tenant}", provider_log=provider_log, state_dir=state_dir)
+    supervisor = await WorkerSupervisor(services.temporal, env, chaos_dir / f"worker-{tenant}.log",
+                                        argv=WORKER).start(fault)  # restarted without the fault
+    try:
+        outcome = await run_scenario(services, supervisor, tenant, provider_log=provider_log, timeout=90)
+    finally:
+        await supervisor.stop()
+    return outcome, supervisor, state_dir
+
+
+def assert_clean(outcome: ScenarioOutcome) -> None:
+    assert outcome.workflows_failed == 0, outcome.errors
+    assert outcome.workflows_completed == 4  # three consolidations and the erasure
+    assert set(outcome.duplicates.values()) == {0}, outcome.duplicates
+    assert set(outcome.erased_duplicates.values()) == {0}, outcome.erased_duplicates
+    assert outcome.lost == []
+    assert outcome.repeated == 0, {k: n for k, n in outcome.calls.items() if n > 1}
+    assert outcome.receipt["residue_total"] == 0 and outcome.receipt["key_shredded"]
+
+
+@pytest.fixture(scope="module")
+async def reference(services, chaos_dir) -> ScenarioOutcome:
+    """The same input, crash-free, in its own tenant."""
+    outcome, supervisor, _ = await scenario(services, chaos_dir, f"ref-{uuid.uuid4().hex[:8]}")
+    assert supervisor.kills == []
+    assert_clean(outcome)
+    assert len(outcome.contents["episodes"]) == 3
+    # Hangzhou, then Shanghai: the move closed the first interval; the trip did not touch it.
+    cities = [row[2] for row in outcome.contents["facts"] if row[:2] == ["location", "home_city"]]
+    assert sorted(cities) == ["Hangzhou", "Shanghai"]
+    assert {k.split(":")[0] for k in outcome.calls} == {"extract", "importance", "summary", "embed"}
+    return outcome
+
+
+@pytest.mark.parametrize("fault", KILLS)
+async def test_a_worker_killed_at_a_fault_point_resumes_without_a_trace(fault, services, chaos_dir, reference):
+    outcome, supervisor, state_dir = await scenario(services, chaos_dir, f"crash-{uuid.uuid4().hex[:8]}", fault)
+
+    (point, nth), = parse_faults(fault).items()
+    assert supervisor.kills == [fault], supervisor.log_tail()  # died there once, by SIGKILL, and came back
+    assert supervisor.orphans_failed == 1  # inside an activity: its attempt was left running
+    assert hits(state_dir, point) >= nth
+    assert_clean(outcome)
+    assert outcome.calls == reference.calls  # each request reached the provider exactly once
+    assert mismatches(outcome, reference) == []
+
+
+# --- infrastructure restarts under a running workflow, on a private stack ----------------------
+
+class GatedSummarizer:
+    """The offline summarizer, holding the call for one session until the test opens the gate:
+    the workflow is then provably mid-way (extraction, importance and plan recorded)."""
+
+    def __init__(self, inner, session_id: str):
+        self.inner, self.session_id = inner, session_id
+        self.name, self.version = inner.name, inner.version
+        self.entered, self.gate = asyncio.Event(), asyncio.Event()
+
+    async def summarize(self, messages, **kwargs):
+        if messages and messages[0].message_id.startswith(f"{self.session_id}:"):
+            self.entered.set()
+            await self.gate.wait()
+        return await self.inner.summarize(messages, **kwargs)
+
+
+@pytest.fixture(scope="module")
+async def own_stack(tmp_path_factory):
+    home = tmp_path_factory.mktemp("own-stack")
+    stack = EmbeddedStack(home, Ports.free())
+    settings = await asyncio.to_thread(stack.start, Settings.from_env({"AGENT_MEMORY_HOME": str(home)}))
+    try:
+        await migrate(settings, app_password=stack.app_password)
+        services = await Services.open(settings)
+        try:
+            yield stack, services
+        finally:
+            await services.close()
+    finally:
+        await asyncio.to_thread(stack.stop)
+
+
+async def stop(stack: EmbeddedStack, name: str) -> None:
+    await asyncio.to_thread(getattr(stack, f"_stop_{name}"))
+    stack.started.remove(name)
+
+
+async def start(stack: EmbeddedStack, name: str) -> None:
+    """Start it again: the same port, the same data (Postgres data dir, Temporal's file DB)."""
+    await asyncio.to_thread(getattr(stack, f"_start_{name}"))
+
+
+@pytest.mark.parametrize("service", ["postgres", "temporal"])
+async def test_a_workflow_survives_a_restart_of(service, own_stack, reference):
+    stack, services = own_stack
+    p = offline_providers()
+    gated = GatedSummarizer(p.summarizer, "s2")
+    task_queue = f"restart-{uuid.uuid4()}"
+    tenant = f"restart-{service}-{uuid.uuid4().hex[:6]}"
+    client = MemoryClient(services, p.embedder, task_queue=task_queue)
+    sessions = demo_sessions()
+    for s in sessions:
+        await client.append_messages(tenant, SUBJECT, s)
+    worker = build_worker(services, task_queue=task_queue,
+                          providers=OfflineProviders(p.extractor, p.scorer, gated, p.embedder))
+    async with worker:
+        await asyncio.wait_for(client.consolidation_result(await client.end_session(tenant, SUBJECT, "s1")), 60)
+        handle = await client.end_session(tenant, SUBJECT, "s2")
+        await asyncio.wait_for(gated.entered.wait(), 60)
+        before = stack._state(service)
+        await stop(stack, service)  # Postgres: pg_ctl -m fast; Temporal: SIGTERM
+        if service == "postgres":
+            # The summary returns while the database is down: recording it fails, and the
+            # activity retries until Postgres is back.
+            gated.gate.set()
+            await asyncio.sleep(2)
+            await start(stack, service)
+        else:
+            # The activity completes to the restarted server (the attempt is in its file DB).
+            await start(stack, service)
+            gated.gate.set()
+        after = stack._state(service)
+        assert after["pid"] != before["pid"] and after["port"] == before["port"]
+        second = await asyncio.wait_for(client.consolidation_result(handle), 90)
+        third = await asyncio.wait_for(client.consolidation_result(await client.end_session(tenant, SUBJECT, "s3")),
+                                       60)
+    assert second.session_id == "s2" and third.episode_written
+    await services.pool.check()  # drop connections that died with the old Postgres
+    assert set((await duplicate_counts(services.pool, tenant, SUBJECT)).values()) == {0}
+    assert await lost_sessions(services.pool, tenant, SUBJECT) == []
+    assert await projection_digest(services.pool, tenant, SUBJECT) == reference.digest
+    async with tenant_transaction(services.pool, tenant) as conn:
+        cur = await conn.execute("SELECT attempts FROM operations WHERE tenant_id = %s AND operation_id LIKE %s",
+                                 (tenant, "summary/s2/%"))
+        (attempts,), = await cur.fetchall()
+    # Postgres: the held summary could not be recorded while the database was down and ran again.
+    assert attempts >= 2 if service == "postgres" else attempts == 1

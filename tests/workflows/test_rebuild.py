@@ -1,0 +1,232 @@
+"""Rebuild of the projections from the event log ("prove it survives") on the real stack."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from datetime import datetime, timezone
+
+import psycopg
+
+from agent_memory.db import tenant_transaction
+from agent_memory.rebuild import Event, projection_digest, replay_events
+from tests.sessions import session
+from tests.test_cli import run_cli
+from workflows.rebuild import RebuildWorkflow
+
+HANGZHOU = session("r-hz", "2024-03-01T09:00:00Z", "Hi, my name is Lin Wei.", "I live in Hangzhou.",
+                   ("assistant", "Nice to meet you."), "I'm allergic to peanuts.")
+TRIP = session("r-trip", "2024-04-10T20:00:00Z", "我下周去北京出差三天。", "我不吃辣。")
+MOVE = session("r-move", "2024-06-02T18:30:00Z", "I moved to Shanghai last month.", "I live in Shanghai now.")
+AGAIN = session("r-again", "2024-07-01T08:00:00Z", "I live in Shanghai.", "I'm allergic to peanuts.")
+
+
+async def _consolidate(client, tenant, subject, *sessions):
+    for s in sessions:
+        await client.append_messages(tenant, subject, s)
+        result = await client.consolidation_result(await client.end_session(tenant, subject, s.session_id))
+        assert result.refused_reason is None
+
+
+async def _scalar(services, tenant, query, *params):
+    async with tenant_transaction(services.pool, tenant) as conn:
+        cur = await conn.execute(query, params)
+        return (await cur.fetchone())[0]
+
+
+async def _admin(services, tenant, *statements):
+    """Corrupt the projection behind the application's back, as the owner role."""
+    async with await psycopg.AsyncConnection.connect(services.settings.database_admin_url) as conn:
+        await conn.execute("SELECT set_config('app.tenant_id', %s, false)", (tenant,))
+        for statement, params in statements:
+            cur = await conn.execute(statement, params)
+            assert cur.rowcount == 1, statement
+        await conn.commit()
+
+
+async def test_rebuild_proves_equality_repairs_corruption_and_is_stable(client, services, tenant, running_worker):
+    subject = "lin"
+    async with running_worker():
+        await _consolidate(client, tenant, subject, HANGZHOU, TRIP, MOVE, AGAIN)
+        history = await client.facts(tenant, subject, history=True)
+        assert [(f.value, f.status) for f in history if f.key == "home_city"] == [
+            ("Hangzhou", "closed"), ("Shanghai", "active")]  # a move: superseded
+        shanghai = next(f for f in history if f.value == "Shanghai")
+        assert len(shanghai.evidence_message_ids) > 1 and "r-again:1" in shanghai.evidence_message_ids  # confirmed
+        assert any(f.permanence == "temporary" and f.valid_to for f in history)  # the trip
+        embeds = await _scalar(services, tenant, "SELECT count(*) FROM operations WHERE tenant_id = %s "
+                               "AND kind = 'embed'", tenant)
+        digest = await projection_digest(services.pool, tenant, subject)
+
+        started = time.monotonic()
+        handle = await client.rebuild(tenant)  # every subject of the tenant
+        first = await client.rebuild_result(handle)
+        elapsed = time.monotonic() - started
+        assert handle.id.startswith(f"rebuild/{tenant}/*/")
+        assert (await handle.query(RebuildWorkflow.progress)).step == "done"
+        [entry] = first.subjects
+        assert entry.subject == subject and entry.equal and not entry.repaired and not entry.skipped_erased
+        assert entry.live_digest == entry.rebuilt_digest == digest
+        assert entry.rows == sum(entry.live_rows_by_table.values()) > 20
+        assert entry.rows_by_table == entry.live_rows_by_table
+        assert entry.vectors_from_operations == entry.rows_by_table["memory_vectors"] and entry.vectors_missing == 0
+        assert first.all_equal and first.subjects_equal == 1 and first.rows == entry.rows
+
+        # Corrupt: a fact's value, a vector and a lexical index row.
+        await _admin(services, tenant,
+                     ("UPDATE facts SET value = 'Atlantis' WHERE tenant_id = %s AND subject_id = %s "
+                      "AND key = 'home_city' AND status = 'active'", (tenant, subject)),
+                     ("DELETE FROM memory_vectors WHERE ctid = (SELECT ctid FROM memory_vectors "
+                      "WHERE tenant_id = %s AND subject_id = %s LIMIT 1)", (tenant, subject)),
+                     ("DELETE FROM memory_search WHERE ctid = (SELECT ctid FROM memory_search "
+                      "WHERE tenant_id = %s AND subject_id = %s AND memory_kind = 'episode' LIMIT 1)",
+                      (tenant, subject)))
+        assert await projection_digest(services.pool, tenant, subject) != digest
+
+        second = await client.rebuild_result(await client.rebuild(tenant, subject))
+        [repair] = second.subjects
+        assert not repair.equal and repair.repaired and not second.all_equal
+        assert repair.rebuilt_digest == digest != repair.live_digest
+        assert repair.tables_differing == ["facts", "memory_search", "memory_vectors"]
+        assert await projection_digest(services.pool, tenant, subject) == digest
+        current = {f.key: f.value for f in await client.facts(tenant, subject)}
+        assert current["home_city"] == "Shanghai"
+        # The deleted vector came back from its recorded embed operation: no provider call.
+        assert await _scalar(services, tenant, "SELECT count(*) FROM operations WHERE tenant_id = %s "
+                             "AND kind = 'embed'", tenant) == embeds
+        assert repair.vectors_reembedded == 0
+
+        third = await client.rebuild_result(await client.rebuild(tenant, subject))
+        assert third.all_equal and third.subjects[0].equal and not third.subjects[0].repaired
+        assert third.subjects[0].live_digest == digest
+
+        # --force swaps everything in anyway; the digest does not move.
+        forced = await client.rebuild_result(await client.rebuild(tenant, subject, force=True))
+        assert forced.subjects[0].equal and forced.subjects[0].repaired
+        assert await projection_digest(services.pool, tenant, subject) == digest
+        recalled = await client.recall(tenant, subject, "where does Lin live now, Shanghai?")
+        assert {f.value for f in recalled.facts} >= {"Shanghai", "peanuts"}
+    print(f"\nrebuild: {entry.rows} rows from {entry.events} events in {entry.elapsed_ms} ms "
+          f"(workflow {elapsed:.2f} s)")
+
+
+async def test_erased_subject_stays_erased_after_rebuild(client, services, tenant, running_worker):
+    async with running_worker():
+        await _consolidate(client, tenant, "zoe", session("rz1", "2024-02-01T08:00:00Z", "My name is Zoe.",
+                                                          "I live in Berlin.", "I have a dog named Rex."))
+        await _consolidate(client, tenant, "max", session("rm1", "2024-02-01T09:00:00Z", "I live in Paris."))
+        await client.erasure_receipt(await client.erase(tenant, "zoe", reason="GDPR art. 17"))
+
+        for force in (False, True):
+            handle = await client.rebuild(tenant, force=force)
+            result = await client.rebuild_result(handle)
+            by_subject = {e.subject: e for e in result.subjects}
+            assert set(by_subject) == {"max", "zoe"}
+            zoe = by_subject["zoe"]
+            assert zoe.skipped_erased and zoe.rows == 0 and zoe.events == 0 and not zoe.repaired
+            assert zoe.equal and zoe.live_digest == zoe.rebuilt_digest  # nothing of zoe is live
+            assert by_subject["max"].equal and not by_subject["max"].skipped_erased
+            assert result.skipped_erased == 1 and result.all_equal
+        one = await client.rebuild_result(await client.rebuild(tenant, "zoe"))
+        assert one.subjects[0].skipped_erased
+
+    assert await client.facts(tenant, "zoe", history=True) == []
+    for table in ("facts", "episodes", "observations", "memory_search", "memory_vectors"):
+        assert await _scalar(services, tenant, f"SELECT count(*) FROM {table} WHERE tenant_id = %s "
+                             "AND subject_id = 'zoe'", tenant) == 0
+    described = await handle.describe()
+    attrs = {k.name: v for k, v in described.typed_search_attributes}
+    assert attrs.get("TenantId") == tenant
+    subject_run = await client.services.temporal.get_workflow_handle(one.workflow_id).describe()
+    assert {k.name: v for k, v in subject_run.typed_search_attributes}.get("SubjectId") == "zoe"
+
+
+async def test_rebuild_from_the_cli(services, tenant, running_worker, task_queue, client):
+    async with running_worker():
+        await _consolidate(client, tenant, "kim", session("rk1", "2024-01-01T10:00:00Z", "I live in Kyoto."))
+        out = await asyncio.to_thread(run_cli, services, "rebuild", "--tenant", tenant, "--subject", "kim", "--json",
+                                      task_queue=task_queue)
+        text = await asyncio.to_thread(run_cli, services, "rebuild", "--tenant", tenant, "--wait",
+                                       task_queue=task_queue)
+    assert text.returncode == 0, text.stderr
+    assert f"workflow rebuild/{tenant}/*/" in text.stdout and "1 subjects: 1 equal, 0 repaired" in text.stdout
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["workflow_id"].startswith(f"rebuild/{tenant}/kim/")
+    assert result["all_equal"] and result["subjects"][0]["rows"] > 0
+
+
+def test_replay_closes_with_least_and_keeps_temporary_ends():
+    """Pure replay: supersede closes at least(valid_to, observed_at); a temporary fact ends at
+    valid_until; confirm appends evidence and writes no row; candidates are not indexed."""
+    import uuid
+
+    t = lambda d: datetime(2024, 1, d, tzinfo=timezone.utc)  # noqa: E731
+    trip, city, guess = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    fact = {"namespace": "travel", "key": "trip_city", "claim_type": "explicit", "permanence": "temporary",
+            "confidence": 0.9, "session_id": "s", "reason": "r"}
+    events = [
+        Event(trip, "travel", "MemoryCreated", 1, t(1), ["m1"], "op1",
+              {**fact, "value": "Beijing", "action": "create", "valid_until": t(10).isoformat()}),
+        Event(trip, "travel", "MemoryUpdated", 2, t(20), ["m2"], "op2",
+              {**fact, "value": "Tokyo", "action": "supersede", "valid_until": None, "reason": "moved on"}),
+        Event(city, "location", "MemoryCreated", 1, t(1), ["m3"], "op1",
+              {**fact, "namespace": "location", "key": "home_city", "value": "Rome", "action": "create",
+               "permanence": "permanent", "valid_until": None}),
+        Event(city, "location", "MemoryUpdated", 2, t(5), ["m4"], "op3",
+              {**fact, "namespace": "location", "key": "home_city", "value": "rome", "action": "confirm",
+               "permanence": "permanent", "valid_until": None}),
+        Event(guess, "diet", "MemoryCreated", 1, t(2), ["m5"], "op1",
+              {**fact, "namespace": "diet", "key": "vegan", "value": "yes", "action": "candidate",
+               "claim_type": "inference", "valid_until": None}),
+    ]
+    out = replay_events(events)
+    rows = {(r["memory_id"], r["version"]): r for r in out.facts}
+    assert rows[(trip, 1)]["valid_to"] == t(10) and rows[(trip, 1)]["status"] == "closed"  # least(10, 20)
+    assert rows[(trip, 1)]["close_reason"] == "moved on" and rows[(trip, 2)]["status"] == "active"
+    assert rows[(city, 1)]["evidence_message_ids"] == ["m3", "m4"] and (city, 2) not in rows
+    assert rows[(guess, 1)]["status"] == "candidate" and rows[(guess, 1)]["source_kind"] == "model_inference"
+    assert sorted((s["memory_id"] == guess, s["version"]) for s in out.search) == [(False, 1), (False, 1), (False, 2)]
+    assert len(out.vector_items) == 4  # candidates are embedded too, as the live outbox does
+
+
+async def test_vector_without_recorded_embedding_is_reembedded_once(client, services, tenant, running_worker):
+    subject = "ana"
+    async with running_worker():
+        await _consolidate(client, tenant, subject, session("ra1", "2024-01-01T10:00:00Z", "I live in Lisbon."))
+        digest = await projection_digest(services.pool, tenant, subject)
+        # Lose a vector and its recorded embedding: the rebuild cannot take it from the log.
+        async with await psycopg.AsyncConnection.connect(services.settings.database_admin_url) as conn:
+            cur = await conn.execute("SELECT memory_id, version FROM memory_vectors WHERE tenant_id = %s "
+                                     "AND subject_id = %s AND memory_kind = 'fact'", (tenant, subject))
+            memory_id, version = await cur.fetchone()
+            await conn.execute("DELETE FROM memory_vectors WHERE tenant_id = %s AND memory_id = %s",
+                               (tenant, memory_id))
+            await conn.execute("DELETE FROM operations WHERE tenant_id = %s AND operation_id LIKE %s",
+                               (tenant, f"embed/{memory_id}/{version}/%"))
+            await conn.commit()
+        result = await client.rebuild_result(await client.rebuild(tenant, subject))
+    [entry] = result.subjects
+    assert not entry.equal and entry.repaired and entry.tables_differing == ["memory_vectors"]
+    assert entry.vectors_missing == 0 and entry.vectors_reembedded == 1
+    assert entry.rebuilt_digest == digest  # the same vector, embedded again (deterministic embedder)
+    assert await projection_digest(services.pool, tenant, subject) == digest
+    assert await _scalar(services, tenant, "SELECT count(*) FROM operations WHERE tenant_id = %s "
+                         "AND operation_id LIKE %s", tenant, f"embed/{memory_id}/{version}/%") == 1
+    assert await _scalar(services, tenant, "SELECT count(*) FROM projection_outbox WHERE tenant_id = %s "
+                         "AND processed_at IS NULL", tenant) == 0
+
+
+async def test_rebuild_replays_a_promoted_candidate(client, services, tenant, running_worker):
+    subject = "pia"
+    async with running_worker():
+        await _consolidate(client, tenant, subject, session("rp1", "2024-01-01T10:00:00Z", "I live in Oslo lol"),
+                           session("rp2", "2024-02-01T10:00:00Z", "I live in Oslo lol"))
+        async with tenant_transaction(services.pool, tenant) as conn:
+            cur = await conn.execute("SELECT status, close_reason FROM facts WHERE tenant_id = %s AND subject_id = %s "
+                                     "AND key = 'home_city' ORDER BY status", (tenant, subject))
+            rows = await cur.fetchall()
+        result = await client.rebuild_result(await client.rebuild(tenant, subject))
+    assert ("closed", "promoted to current fact") in rows and ("active", None) in rows
+    assert result.all_equal and not result.subjects[0].repaired

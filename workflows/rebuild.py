@@ -1,0 +1,76 @@
+"""Rebuild of a tenant's (or one subject's) projections from the event log, with proof.
+
+list subjects → per subject: replay the events, hash the rebuilt and the live projection,
+swap the rebuilt tables in where they differ. History carries subject ids, digests and counts.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from activities.rebuild import RebuildActivities
+    from agent_memory.models import (
+        RebuildInput,
+        RebuildProgress,
+        RebuildResult,
+        RebuildSubjectInput,
+        SubjectListInput,
+        SubjectRebuild,
+    )
+
+# Reads and one transaction per subject: fast retries for transient database errors.
+REBUILD_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
+                            maximum_interval=timedelta(seconds=30), maximum_attempts=10)
+LIST_TIMEOUT = timedelta(seconds=60)
+# One subject's replay, comparison and swap (and any re-embedding of vectors left missing).
+SUBJECT_TIMEOUT = timedelta(minutes=10)
+# Activities heartbeat every 5 s (activities/errors.py): a dead worker is noticed this fast.
+HEARTBEAT_TIMEOUT = timedelta(seconds=20)
+
+
+@workflow.defn
+class RebuildWorkflow:
+    def __init__(self) -> None:
+        self._progress = RebuildProgress(step="starting")
+
+    @workflow.query
+    def progress(self) -> RebuildProgress:
+        return self._progress
+
+    @workflow.run
+    async def run(self, request: RebuildInput) -> RebuildResult:
+        if request.subject_id:
+            subjects = [request.subject_id]
+        else:
+            self._progress.step = "list_subjects"
+            listed = await workflow.execute_activity_method(
+                RebuildActivities.list_subjects_to_rebuild, SubjectListInput(tenant_id=request.tenant_id),
+                start_to_close_timeout=LIST_TIMEOUT, heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=REBUILD_RETRY)
+            subjects = listed.subjects
+        self._progress.subjects_total = len(subjects)
+
+        entries: list[SubjectRebuild] = []
+        for subject in subjects:
+            self._progress.step = f"rebuild_subject {subject}"
+            entry = await workflow.execute_activity_method(
+                RebuildActivities.rebuild_subject,
+                RebuildSubjectInput(tenant_id=request.tenant_id, subject_id=subject, force=request.force),
+                start_to_close_timeout=SUBJECT_TIMEOUT, heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=REBUILD_RETRY)
+            entries.append(entry)
+            self._progress.subjects_done += 1
+            self._progress.rows += entry.rows
+            self._progress.mismatched += int(not entry.equal and not entry.skipped_erased)
+            self._progress.skipped_erased += int(entry.skipped_erased)
+        self._progress.step = "done"
+
+        replayed = [e for e in entries if not e.skipped_erased]
+        return RebuildResult(
+            workflow_id=workflow.info().workflow_id, tenant_id=request.tenant_id, subject_id=request.subject_id,
+            force=request.force, subjects=entries, subjects_total=len(entries),
+            subjects_equal=sum(e.equal for e in replayed), subjects_repaired=sum(e.repaired for e in entries),
+            skipped_erased=len(entries) - len(replayed), rows=sum(e.rows for e in entries),
+            events=sum(e.events for e in entries), all_equal=all(e.equal for e in replayed))
