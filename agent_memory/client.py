@@ -3,24 +3,28 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from pydantic import BaseModel
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 from temporalio.common import (
-    SearchAttributeKey,
     SearchAttributePair,
     TypedSearchAttributes,
     WorkflowIDConflictPolicy,
     WorkflowIDReusePolicy,
 )
 from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
 
+from agent_memory.corrections import write_fact
 from agent_memory.evidence import AppendResult, append_messages
 from agent_memory.leak_filter import drop_counts
 from agent_memory.memory_store import list_facts
 from agent_memory.models import (
+    CommitOutcome,
+    SessionIdleInput,
     ConsolidationInput,
     ConsolidationResult,
     ErasureInput,
@@ -31,13 +35,16 @@ from agent_memory.models import (
     Session,
     check_identifier,
 )
+from agent_memory.operations import OperationRecorder
+from agent_memory.projection import project_vectors
 from agent_memory.providers.base import Embedder
 from agent_memory.recall import RecallResult, recall
+from agent_memory.search_attributes import SESSION_ID, SUBJECT_ID, TENANT_ID
 from agent_memory.services import Services
 
-TENANT_ID = SearchAttributeKey.for_keyword("TenantId")
-SUBJECT_ID = SearchAttributeKey.for_keyword("SubjectId")
-SESSION_ID = SearchAttributeKey.for_keyword("SessionId")
+log = logging.getLogger(__name__)
+# A session with no new message for this long is consolidated as if its end hook had fired.
+DEFAULT_IDLE_TIMEOUT = timedelta(minutes=10)
 
 
 class RunSummary(BaseModel):
@@ -65,18 +72,41 @@ def visibility_query(tenant_id: str, subject_id: str | None = None) -> str:
     return query
 
 
+def idle_workflow_id(tenant_id: str, session_id: str) -> str:
+    return f"idle/{tenant_id}/{session_id}"
+
+
 class MemoryClient:
-    def __init__(self, services: Services, embedder: Embedder, *, task_queue: str | None = None):
+    def __init__(self, services: Services, embedder: Embedder, *, task_queue: str | None = None,
+                 idle_timeout: timedelta | None = DEFAULT_IDLE_TIMEOUT):
+        """idle_timeout: consolidate a session after this long without messages (None: only the
+        session-end hook consolidates)."""
         self.services = services
         self.embedder = embedder
         self.task_queue = task_queue or services.settings.task_queue
+        self.idle_timeout = idle_timeout
 
     async def append_messages(self, tenant_id: str, subject_id: str, session: Session, *,
                               expected_parent: str | None = None) -> AppendResult:
         """expected_parent: the last message id the caller saw in the session (NO_PARENT: none);
-        a different last stored message raises AppendConflictError (see evidence.append_messages)."""
-        return await append_messages(self.services.pool, self.services.redis, tenant_id, subject_id, session,
-                                     expected_parent=expected_parent)
+        a different last stored message raises AppendConflictError (see evidence.append_messages).
+        New messages restart the session's idle timer."""
+        result = await append_messages(self.services.pool, self.services.redis, tenant_id, subject_id, session,
+                                       expected_parent=expected_parent)
+        if self.idle_timeout is not None and result.inserted:
+            await self._touch_idle_timer(tenant_id, subject_id, session.session_id)
+        return result
+
+    async def _touch_idle_timer(self, tenant_id: str, subject_id: str, session_id: str) -> None:
+        """Signal-with-start: the first message starts the timer, later ones restart it."""
+        await self.services.temporal.start_workflow(
+            "SessionIdleWorkflow",
+            SessionIdleInput(tenant_id=tenant_id, subject_id=subject_id, session_id=session_id,
+                             idle_seconds=self.idle_timeout.total_seconds()),
+            id=idle_workflow_id(tenant_id, session_id), task_queue=self.task_queue, start_signal="touch",
+            search_attributes=TypedSearchAttributes([
+                SearchAttributePair(TENANT_ID, tenant_id), SearchAttributePair(SUBJECT_ID, subject_id),
+                SearchAttributePair(SESSION_ID, session_id)]))
 
     async def _start_once(self, workflow: str, arg: BaseModel, workflow_id: str,
                           attributes: list[SearchAttributePair], result_type: type) -> WorkflowHandle:
@@ -94,6 +124,11 @@ class MemoryClient:
         """The session-end hook: one consolidation per session, however often it fires."""
         check_identifier("tenant", tenant_id)
         check_identifier("subject", subject_id)
+        try:  # the idle timer has nothing left to do
+            await self.services.temporal.get_workflow_handle(idle_workflow_id(tenant_id, session_id)).signal("end")
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
         return await self._start_once(
             "ConsolidationWorkflow",
             ConsolidationInput(tenant_id=tenant_id, subject_id=subject_id, session_id=session_id),
@@ -139,6 +174,23 @@ class MemoryClient:
 
     async def rebuild_result(self, handle: WorkflowHandle) -> RebuildResult:
         return await handle.result()
+
+    async def write_fact(self, tenant_id: str, subject_id: str, namespace: str, key: str, value: str, *,
+                         expected_version: int, evidence_message_ids: list[str],
+                         observed_at: datetime | None = None) -> CommitOutcome:
+        """A live write (the user states a fact directly), conditional on the fact's version.
+        Its vector is projected right away; should that fail, the outbox keeps it for the next
+        projection of the subject, while facts and the lexical index are already current."""
+        outcome = await write_fact(self.services.pool, self.services.wrapper, tenant_id=tenant_id,
+                                   subject_id=subject_id, namespace=namespace, key=key, value=value,
+                                   expected_version=expected_version, evidence_message_ids=evidence_message_ids,
+                                   observed_at=observed_at)
+        try:
+            await project_vectors(self.services.pool, OperationRecorder(self.services.pool), self.embedder,
+                                  tenant_id, subject_id)
+        except Exception as exc:  # the outbox row stays pending; nothing is lost
+            log.warning("vector projection after a live write deferred: %s", exc)
+        return outcome
 
     async def facts(self, tenant_id: str, subject_id: str, *, as_of: datetime | None = None,
                     history: bool = False) -> list[FactRow]:

@@ -431,3 +431,18 @@ def storable_text(value: str | None) -> str | None:
     except UnicodeEncodeError:
         raise ValueError("contains a lone UTF-16 surrogate, which is not valid Unicode text; fix the encoding") from None
     return value
+
+
+# --- the idle timer of a session ------------------------------------------------------------------
+
+
+class SessionIdleInput(BaseModel):
+    tenant_id: str
+    subject_id: str
+    session_id: str
+    idle_seconds: float = Field(default=600, gt=0)
+
+
+class SessionIdleResult(BaseModel):
+    outcome: str
+    consolidation_workflow_id: str | None = None

@@ -13,8 +13,9 @@ from agent_memory.services import Services
 from workflows.consolidation import ConsolidationWorkflow
 from workflows.erasure import ErasureWorkflow
 from workflows.rebuild import RebuildWorkflow
+from workflows.session_idle import SessionIdleWorkflow
 
-WORKFLOWS = [ConsolidationWorkflow, ErasureWorkflow, RebuildWorkflow]
+WORKFLOWS = [ConsolidationWorkflow, ErasureWorkflow, RebuildWorkflow, SessionIdleWorkflow]
 
 
 def build_worker(services: Services, *, task_queue: str | None = None,

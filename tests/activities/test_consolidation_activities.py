@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.consolidation import ConsolidationActivities
 from agent_memory.db import tenant_transaction
+from agent_memory.memory_store import list_facts
 from agent_memory.models import CommitInput, ConflictPlanInput, StepInput
 from agent_memory.providers.offline import RuleFactExtractor, offline_providers
 from tests.sessions import session
@@ -99,3 +102,50 @@ async def test_commit_is_idempotent_and_guards_versions(client, services, tenant
     await env.run(acts.commit_consolidation, await commit_input("c", round_=1))
     cities = [(f.value, f.version) for f in await client.facts(tenant, "lin", history=True) if f.key == "home_city"]
     assert cities == [("Hangzhou", 1), ("Shanghai", 2), ("Suzhou", 3)]
+
+
+async def test_a_live_write_between_plan_and_commit_makes_the_consolidation_re_decide(client, services, tenant):
+    acts = make_activities(services)
+    env = ActivityEnvironment()
+    await client.append_messages(tenant, "lin", session("a", "2024-03-01T09:00:00Z", "I live in Hangzhou."))
+    await client.append_messages(tenant, "lin", session("b", "2024-05-01T09:00:00Z", "I moved to Shanghai."))
+    step_a = StepInput(tenant_id=tenant, subject_id="lin", session_id="a")
+    step_b = StepInput(tenant_id=tenant, subject_id="lin", session_id="b")
+
+    async def commit(step: StepInput, round_: int = 0):
+        extraction = await env.run(acts.extract_facts, step)
+        plan = await env.run(acts.check_conflicts, ConflictPlanInput(
+            **step.model_dump(), extraction_operation_id=extraction.operation_id, round=round_))
+        importance = await env.run(acts.score_importance, step)
+        summary = await env.run(acts.summarize_session, step)
+        return await env.run(acts.commit_consolidation, CommitInput(
+            **step.model_dump(), extraction_operation_id=extraction.operation_id,
+            plan_operation_id=plan.operation_id, importance_operation_id=importance.operation_id,
+            summary_operation_id=summary.operation_id))
+
+    await commit(step_a)
+    # Session b is planned against version 1 (Hangzhou)…
+    extraction = await env.run(acts.extract_facts, step_b)
+    plan = await env.run(acts.check_conflicts, ConflictPlanInput(
+        **step_b.model_dump(), extraction_operation_id=extraction.operation_id))
+    # …then the user corrects the city live, at version 1 → 2.
+    await client.write_fact(tenant, "lin", "location", "home_city", "Suzhou", expected_version=1,
+                            evidence_message_ids=["a:1"], observed_at=datetime(2024, 6, 1, tzinfo=timezone.utc))
+    with pytest.raises(Exception) as stale:  # a second writer at the same version loses
+        await client.write_fact(tenant, "lin", "location", "home_city", "Ningbo", expected_version=1,
+                                evidence_message_ids=["a:1"])
+    assert "expected version 1, found 2" in str(stale.value)
+    importance = await env.run(acts.score_importance, step_b)
+    summary = await env.run(acts.summarize_session, step_b)
+    with pytest.raises(ApplicationError) as err:
+        await env.run(acts.commit_consolidation, CommitInput(
+            **step_b.model_dump(), extraction_operation_id=extraction.operation_id,
+            plan_operation_id=plan.operation_id, importance_operation_id=importance.operation_id,
+            summary_operation_id=summary.operation_id))
+    assert err.value.type == "VersionConflict"
+    await commit(step_b, round_=1)  # re-read, re-decide: the older statement must not win
+    current = {f.key: f for f in await client.facts(tenant, "lin", as_of=datetime(2024, 7, 1, tzinfo=timezone.utc))}
+    assert current["home_city"].value == "Suzhou" and current["home_city"].version == 2
+    held = [f for f in await list_facts(services.pool, tenant, "lin", include_history=True, include_candidates=True)
+            if f.status == "candidate"]
+    assert [(f.key, f.value) for f in held] == [("home_city", "Shanghai")]  # kept, with its evidence, as a candidate

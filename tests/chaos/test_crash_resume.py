@@ -5,7 +5,7 @@ run of the same input in another tenant. Then Postgres and the Temporal server a
 under a running workflow (on a private stack, so the session's shared stack is not disturbed).
 
 After a kill, the worker's orphaned activity attempt is failed by id (WorkerSupervisor): that
-is what its start-to-close timeout does, 1–5 minutes later with the production timeouts.
+is what the workflows' 20-second heartbeat timeout does in production, only sooner.
 """
 
 from __future__ import annotations

@@ -70,10 +70,13 @@ async def test_runs_lists_workflows_with_the_ui_visibility_query(client, tenant,
         await client.consolidation_result(handle)
     for _ in range(50):  # visibility is eventually consistent
         runs = await client.runs(tenant, "ana")
-        if runs and runs[0].status == "COMPLETED":
+        if {r.workflow_type: r.status for r in runs}.get("ConsolidationWorkflow") == "COMPLETED":
             break
         await asyncio.sleep(0.2)
-    assert [(r.workflow_id, r.status) for r in runs] == [(f"consolidate/{tenant}/s-ana", "COMPLETED")]
+    # The consolidation (done) and the session's idle timer (stopped by the end hook).
+    assert sorted((r.workflow_id, r.workflow_type) for r in runs) == [
+        (f"consolidate/{tenant}/s-ana", "ConsolidationWorkflow"), (f"idle/{tenant}/s-ana", "SessionIdleWorkflow")]
+    assert {r.workflow_type: r.status for r in runs}["ConsolidationWorkflow"] == "COMPLETED"
     assert await client.runs(tenant, "someone-else") == []
     described = await handle.describe()
     attrs = {k.name: v for k, v in described.typed_search_attributes}

@@ -1,0 +1,45 @@
+"""The idle timer: a session with no new message for the idle timeout is consolidated without
+its end hook; the hook and the timer never start two consolidations."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from agent_memory.client import MemoryClient, idle_workflow_id
+from agent_memory.providers.offline import offline_providers
+from tests.sessions import session
+
+
+async def test_an_idle_session_is_consolidated_without_its_end_hook(services, tenant, task_queue, running_worker):
+    client = MemoryClient(services, offline_providers().embedder, task_queue=task_queue,
+                          idle_timeout=timedelta(seconds=2))
+    async with running_worker():
+        await client.append_messages(tenant, "lin", session("s1", "2024-01-01T09:00:00Z", "I live in Oslo."))
+        await asyncio.sleep(1)
+        # A new message restarts the idle clock: nothing may be consolidated before it runs out.
+        await client.append_messages(tenant, "lin", session("s1", "2024-01-01T09:00:00Z", "I live in Oslo.",
+                                                            "I love jazz."))
+        await asyncio.sleep(1.2)
+        assert await client.facts(tenant, "lin") == []
+        idle = services.temporal.get_workflow_handle(idle_workflow_id(tenant, "s1"))
+        outcome = await asyncio.wait_for(idle.result(), timeout=30)
+        assert outcome["outcome"] == "idle: consolidation started"
+        consolidation = services.temporal.get_workflow_handle(outcome["consolidation_workflow_id"])
+        result = await asyncio.wait_for(consolidation.result(), timeout=60)
+        assert result["facts_written"] == 2
+        # The end hook arriving late attaches to the same consolidation.
+        late = await client.end_session(tenant, "lin", "s1")
+        assert (await late.describe()).run_id == (await consolidation.describe()).run_id
+    assert sorted(f.key for f in await client.facts(tenant, "lin")) == ["home_city", "jazz"]
+
+
+async def test_the_end_hook_stops_the_idle_timer(services, tenant, task_queue, running_worker):
+    client = MemoryClient(services, offline_providers().embedder, task_queue=task_queue,
+                          idle_timeout=timedelta(minutes=10))
+    async with running_worker():
+        await client.append_messages(tenant, "ana", session("s2", "2024-01-01T09:00:00Z", "I live in Rome."))
+        await client.consolidation_result(await client.end_session(tenant, "ana", "s2"))
+        idle = services.temporal.get_workflow_handle(idle_workflow_id(tenant, "s2"))
+        outcome = await asyncio.wait_for(idle.result(), timeout=30)
+    assert outcome["outcome"] == "ended by the session-end hook"

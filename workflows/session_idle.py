@@ -1,0 +1,69 @@
+"""The idle timer of a session: when no message arrives for the idle timeout (10 minutes by
+default), the session is treated as ended and its consolidation starts — the same workflow id
+the session-end hook uses, so whichever comes first wins and the other attaches."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
+
+with workflow.unsafe.imports_passed_through():
+    from agent_memory.models import ConsolidationInput, SessionIdleInput, SessionIdleResult
+    from agent_memory.search_attributes import SESSION_ID, SUBJECT_ID, TENANT_ID
+    from workflows.consolidation import ConsolidationWorkflow
+
+# Signals are history events: a very chatty session starts afresh now and then.
+MAX_TOUCHES_PER_RUN = 1000
+
+
+@workflow.defn
+class SessionIdleWorkflow:
+    def __init__(self) -> None:
+        self._touched = False
+        self._ended = False
+        self._touches = 0
+
+    @workflow.signal
+    def touch(self) -> None:
+        """A message arrived: the idle clock starts again."""
+        self._touched = True
+        self._touches += 1
+
+    @workflow.signal
+    def end(self) -> None:
+        """The session-end hook fired: consolidation is already under way."""
+        self._ended = True
+
+    @workflow.run
+    async def run(self, request: SessionIdleInput) -> SessionIdleResult:
+        idle = timedelta(seconds=request.idle_seconds)
+        while True:
+            self._touched = False
+            try:
+                await workflow.wait_condition(lambda: self._touched or self._ended, timeout=idle)
+            except asyncio.TimeoutError:
+                break
+            if self._ended:
+                return SessionIdleResult(outcome="ended by the session-end hook")
+            if self._touches >= MAX_TOUCHES_PER_RUN:
+                workflow.continue_as_new(request)
+        consolidation_id = f"consolidate/{request.tenant_id}/{request.session_id}"
+        try:
+            await workflow.start_child_workflow(
+                ConsolidationWorkflow.run,
+                ConsolidationInput(tenant_id=request.tenant_id, subject_id=request.subject_id,
+                                   session_id=request.session_id),
+                id=consolidation_id,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+                search_attributes=TypedSearchAttributes([
+                    SearchAttributePair(TENANT_ID, request.tenant_id),
+                    SearchAttributePair(SUBJECT_ID, request.subject_id),
+                    SearchAttributePair(SESSION_ID, request.session_id)]))
+        except WorkflowAlreadyStartedError:
+            return SessionIdleResult(outcome="consolidation already started", consolidation_workflow_id=consolidation_id)
+        return SessionIdleResult(outcome="idle: consolidation started", consolidation_workflow_id=consolidation_id)
