@@ -18,10 +18,8 @@ import hashlib
 import json
 import os
 import random
-import shutil
 import signal
 import sys
-import tempfile
 import time
 import uuid
 from collections import Counter
@@ -624,22 +622,15 @@ async def run_campaign(services, *, kills: int, seed: int, work_dir: Path,
 async def chaos_command(args, settings: Settings) -> int:
     """`agent-memory chaos`: on its own embedded stack (free ports; a temporary home unless
     AGENT_MEMORY_HOME is set), never on configured services."""
-    from workers.embedded import Ports
-    from workers.runtime import open_stack
+    from workers.runtime import scratch_stack
 
-    temp_home = None if os.environ.get("AGENT_MEMORY_HOME") else tempfile.mkdtemp(prefix="agent-memory-chaos-")
-    home = Path(temp_home) if temp_home else settings.home
-    own = Settings.from_env({"AGENT_MEMORY_HOME": str(home)})
     say = (lambda _: None) if args.json else (lambda line: print(line, file=sys.stderr, flush=True))
-    try:
-        async with open_stack(own, start=True, ports=Ports.free()) as services:
-            say(f"chaos: embedded stack under {home}")
-            report = await run_campaign(services, kills=args.kills, seed=args.seed,
-                                        work_dir=home / "chaos" / f"seed-{args.seed}-{uuid.uuid4().hex[:6]}",
-                                        progress=say)
-    finally:
-        if temp_home:
-            shutil.rmtree(temp_home, ignore_errors=True)
+    async with scratch_stack(settings, "chaos", embedded_only=True) as services:
+        home = services.settings.home
+        say(f"chaos: embedded stack under {home}")
+        report = await run_campaign(services, kills=args.kills, seed=args.seed,
+                                    work_dir=home / "chaos" / f"seed-{args.seed}-{uuid.uuid4().hex[:6]}",
+                                    progress=say)
     if args.json:
         print(json.dumps(report.model_dump(mode="json"), indent=2, ensure_ascii=False))
     else:

@@ -4,7 +4,11 @@ connections, and optionally an in-process worker."""
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
+import tempfile
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import AsyncIterator
 
 from agent_memory.services import Services, migrate
@@ -37,3 +41,19 @@ async def open_stack(settings: Settings, *, start: bool, ports: Ports | None = N
             await services.close()
     finally:
         await asyncio.to_thread(stack.stop)
+
+
+@asynccontextmanager
+async def scratch_stack(settings: Settings, purpose: str, *, embedded_only: bool = False) -> AsyncIterator[Services]:
+    """A stack for a one-off job (eval, probes, chaos): free ports, so it never collides with a
+    running `agent-memory up`, under a temporary home removed afterwards unless
+    AGENT_MEMORY_HOME is set. embedded_only ignores configured service URLs."""
+    temp_home = None if os.environ.get("AGENT_MEMORY_HOME") else Path(tempfile.mkdtemp(prefix=f"agent-memory-{purpose}-"))
+    home = temp_home or settings.home
+    own = Settings.from_env({"AGENT_MEMORY_HOME": str(home)}) if embedded_only else settings.with_services(home=home)
+    try:
+        async with open_stack(own, start=True, ports=Ports.free()) as services:
+            yield services
+    finally:
+        if temp_home is not None:
+            shutil.rmtree(temp_home, ignore_errors=True)

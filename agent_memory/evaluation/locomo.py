@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import bisect
 import json
-import os
 import re
 import sys
 import time
@@ -550,28 +549,16 @@ async def run_locomo_eval(services, data_dir: Path | str, *, budget: int = 1200,
 
 async def eval_command(args, settings) -> int:
     """The CLI: always free ports; its own temporary home unless AGENT_MEMORY_HOME is set."""
-    import shutil
-    import tempfile
-
-    from workers.embedded import Ports
-    from workers.runtime import open_stack
+    from workers.runtime import scratch_stack
 
     if args.benchmark != "locomo":  # argparse only offers locomo today
         raise ValueError(f"unknown benchmark {args.benchmark!r}")
     if args.budget < 1 or (args.limit_conversations is not None and args.limit_conversations < 1):
         raise ValueError("--budget and --limit-conversations must be positive")
     load_locomo(args.data)  # fail on bad data before starting any server
-    temp_home = None
-    if not os.environ.get("AGENT_MEMORY_HOME"):
-        temp_home = Path(tempfile.mkdtemp(prefix="agent-memory-eval-"))
-        settings = settings.with_services(home=temp_home)
-    try:
-        async with open_stack(settings, start=True, ports=Ports.free()) as services:
-            report = await run_locomo_eval(services, args.data, budget=args.budget,
-                                           limit_conversations=args.limit_conversations, dump=args.dump)
-    finally:
-        if temp_home is not None:
-            shutil.rmtree(temp_home, ignore_errors=True)
+    async with scratch_stack(settings, "eval") as services:
+        report = await run_locomo_eval(services, args.data, budget=args.budget,
+                                       limit_conversations=args.limit_conversations, dump=args.dump)
     if args.json:
         print(json.dumps(report.model_dump(mode="json"), indent=2, ensure_ascii=False))
     else:

@@ -132,23 +132,9 @@ async def run_probes(services, *, task_queue: str | None = None, concurrency: in
 
 
 async def probes_command(args, settings) -> int:
-    import shutil
-    import tempfile
-    import os
-    from pathlib import Path
+    from workers.runtime import scratch_stack
 
-    from workers.embedded import Ports
-    from workers.runtime import open_stack
-
-    temp_home = None
-    if not os.environ.get("AGENT_MEMORY_HOME"):
-        temp_home = Path(tempfile.mkdtemp(prefix="agent-memory-probes-"))
-        settings = settings.with_services(home=temp_home)
-    try:
-        async with open_stack(settings, start=True, ports=Ports.free()) as services:
-            report = await run_probes(services)
-    finally:
-        if temp_home is not None:
-            shutil.rmtree(temp_home, ignore_errors=True)
+    async with scratch_stack(settings, "probes") as services:
+        report = await run_probes(services)
     print(json.dumps(report.model_dump(mode="json"), indent=2, ensure_ascii=False) if args.json else report.render())
     return 0 if not report.failures else 1
