@@ -96,6 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
     facts = scoped(sub.add_parser("facts", help="current facts, facts as of a time, or one key's history"))
     facts.add_argument("--as-of", type=_time)
     facts.add_argument("--history", metavar="KEY", help="namespace/key or key, e.g. location/home_city")
+    facts.add_argument("--candidates", action="store_true",
+                       help="also the candidate area: inferred or unconfirmed facts, with their evidence")
     facts.add_argument("--json", action="store_true")
     stats = scoped(sub.add_parser("stats", help="operator counters of a tenant (leak-filter drops)"), subject=False)
     stats.add_argument("--json", action="store_true")
@@ -122,8 +124,9 @@ def _print_json(data) -> None:
 
 def format_fact(f: FactRow) -> str:
     until = f.valid_to.isoformat() if f.valid_to else "now"
+    status = "" if f.status == "active" else f"  ({f.status})"
     return (f"{f.namespace}/{f.key} = {f.value!r}  [{f.valid_from.isoformat()} → {until}]  v{f.version} "
-            f"confidence {f.confidence:.2f}  evidence {','.join(f.evidence_message_ids)}")
+            f"confidence {f.confidence:.2f}  evidence {','.join(f.evidence_message_ids)}{status}")
 
 
 async def _run_worker_until_signal(services, announce: str) -> None:
@@ -241,7 +244,8 @@ async def _command(args: argparse.Namespace, settings: Settings) -> int:
                 print(f"leak filter drops: {drops['total']}" + "".join(
                     f"\n  {reason}: {n}" for reason, n in drops.items() if reason != "total" and n))
         elif args.command == "facts":
-            rows = await client.facts(args.tenant, args.subject, as_of=args.as_of, history=bool(args.history))
+            rows = await client.facts(args.tenant, args.subject, as_of=args.as_of, history=bool(args.history),
+                                      candidates=args.candidates)
             if args.history:
                 ns, _, key = args.history.rpartition("/")
                 rows = [r for r in rows if r.key == key and (not ns or r.namespace == ns)]

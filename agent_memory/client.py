@@ -193,8 +193,9 @@ class MemoryClient:
         return outcome
 
     async def facts(self, tenant_id: str, subject_id: str, *, as_of: datetime | None = None,
-                    history: bool = False) -> list[FactRow]:
-        return await list_facts(self.services.pool, tenant_id, subject_id, as_of=as_of, include_history=history)
+                    history: bool = False, candidates: bool = False) -> list[FactRow]:
+        return await list_facts(self.services.pool, tenant_id, subject_id, as_of=as_of, include_history=history,
+                                include_candidates=candidates)
 
     async def recall(self, tenant_id: str, subject_id: str, query: str, *, limit: int = 5,
                      as_of: datetime | None = None) -> RecallResult:

@@ -212,7 +212,7 @@ async def _close_candidate(conn: psycopg.AsyncConnection, key: SubjectKey, names
                        version=version + 1, occurred_at=closed_at, payload={"reason": "promoted to current fact"},
                        source_message_ids=[], extractor=None, operation_id=operation_id)
     await conn.execute(
-        "UPDATE facts SET status = 'closed', valid_to = %s, superseded_at = now(), close_reason = %s "
+        "UPDATE facts SET status = 'promoted', valid_to = %s, superseded_at = now(), close_reason = %s "
         "WHERE tenant_id = %s AND memory_id = %s AND status = 'candidate'",
         (closed_at, "promoted to current fact", key.tenant_id, memory_id))
     return 1
@@ -282,7 +282,7 @@ async def list_facts(pool: AsyncConnectionPool, tenant_id: str, subject_id: str,
     params: list = [tenant_id, subject_id]
     statuses = ["active", "closed"] if include_history or as_of else ["active"]
     if include_candidates:
-        statuses.append("candidate")
+        statuses += ["candidate", "promoted"]
     where.append("status = ANY(%s)")
     params.append(statuses)
     if not include_history:

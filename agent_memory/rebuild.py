@@ -206,7 +206,7 @@ def replay_events(events: list[Event]) -> Replayed:
             # A promoted candidate leaves the candidate area: closed at the promotion (no least()).
             for row in facts_by_memory[ev.memory_id]:
                 if row["status"] == "candidate":
-                    row.update(status="closed", valid_to=ev.occurred_at, close_reason=p.get("reason"))
+                    row.update(status="promoted", valid_to=ev.occurred_at, close_reason=p.get("reason"))
         elif "action" in p:
             _apply_fact(out, facts_by_memory.setdefault(ev.memory_id, []), ev)
         elif ev.namespace == "episode" and "summary" in p:
@@ -394,10 +394,10 @@ async def _build_scratch(conn: psycopg.AsyncConnection, tenant_id: str, subject_
     await conn.execute(
         """
         UPDATE rebuild_facts s SET recorded_at = l.recorded_at,
-               superseded_at = CASE WHEN s.status = 'closed' THEN coalesce(l.superseded_at, now()) END
+               superseded_at = CASE WHEN s.status IN ('closed', 'promoted') THEN coalesce(l.superseded_at, now()) END
           FROM facts l WHERE l.tenant_id = %s AND l.fact_id = s.fact_id
         """, (tenant_id,))
-    await conn.execute("UPDATE rebuild_facts SET superseded_at = now() WHERE status = 'closed' "
+    await conn.execute("UPDATE rebuild_facts SET superseded_at = now() WHERE status IN ('closed', 'promoted') "
                        "AND superseded_at IS NULL")
     for table in ("episodes", "observations"):
         await conn.execute(sql.SQL("UPDATE {} s SET recorded_at = l.recorded_at FROM {} l "

@@ -228,5 +228,5 @@ async def test_rebuild_replays_a_promoted_candidate(client, services, tenant, ru
                                      "AND key = 'home_city' ORDER BY status", (tenant, subject))
             rows = await cur.fetchall()
         result = await client.rebuild_result(await client.rebuild(tenant, subject))
-    assert ("closed", "promoted to current fact") in rows and ("active", None) in rows
+    assert ("promoted", "promoted to current fact") in rows and ("active", None) in rows
     assert result.all_equal and not result.subjects[0].repaired
