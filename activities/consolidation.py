@@ -4,6 +4,7 @@ return counts and operation ids (never transcripts) to the workflow."""
 from __future__ import annotations
 
 import hashlib
+from datetime import datetime
 
 from psycopg_pool import AsyncConnectionPool
 from temporalio import activity
@@ -12,7 +13,7 @@ from activities.errors import temporal_failures
 from agent_memory.conflicts import decide
 from agent_memory.crypto import KeyWrapper
 from agent_memory.db import tenant_transaction
-from agent_memory.evidence import load_session
+from agent_memory.evidence import load_session, unconsolidated_messages
 from agent_memory.faults import after_record, fault_point
 from agent_memory.memory_store import commit_consolidation, current_candidates, current_facts
 from agent_memory.models import (
@@ -54,17 +55,18 @@ class ConsolidationActivities:
         self.recorder = OperationRecorder(pool)
         self.recorder.after_record = after_record  # fault points of the crash suite; off unless configured
 
-    async def _session(self, step: StepInput) -> list[Message]:
+    async def _session(self, step: StepInput) -> tuple[list[Message], datetime | None]:
         async with tenant_transaction(self.pool, step.tenant_id) as conn:
             # An erased subject's messages are gone; say so rather than "session not found".
             await ensure_not_erased(conn, step.tenant_id, step.subject_id)
-        owner, messages = await load_session(self.pool, step.tenant_id, step.session_id)
+        owner, messages, newest = await load_session(self.pool, step.tenant_id, step.session_id,
+                                                     through=step.through)
         if owner != step.subject_id:
             raise LookupError(f"session {step.session_id!r} does not belong to subject {step.subject_id!r}")
-        return messages
+        return messages, newest
 
     async def _provider_step(self, step: StepInput, kind: str, provider, result_type, call) -> StepOutcome:
-        messages = await self._session(step)
+        messages, newest = await self._session(step)
         digest = messages_digest(messages)
         operation_id = f"{kind}/{step.session_id}/{provider.name}-{provider.version}/{digest}"
         result, reused = await self.recorder.run(
@@ -74,7 +76,7 @@ class ConsolidationActivities:
             result_type=result_type, call=lambda: call(messages))
         count = len(result.facts) if isinstance(result, ExtractionResult) else (
             len(result.sentences) if isinstance(result, SummaryResult) else 1)
-        return StepOutcome(operation_id=operation_id, count=count, reused=reused)
+        return StepOutcome(operation_id=operation_id, count=count, reused=reused, through=newest)
 
     @activity.defn
     @temporal_failures
@@ -99,7 +101,8 @@ class ConsolidationActivities:
     async def check_conflicts(self, step: ConflictPlanInput) -> StepOutcome:
         """Decide each extracted fact against the current facts; the plan is recorded so the
         commit applies exactly what was decided, guarded by the versions it was decided on."""
-        extraction = await self.recorder.load(step.tenant_id, step.extraction_operation_id, ExtractionResult)
+        extraction = await self.recorder.load(step.tenant_id, step.subject_id, step.extraction_operation_id,
+                                              ExtractionResult)
 
         async def plan() -> ConflictPlan:
             async with tenant_transaction(self.pool, step.tenant_id) as conn:
@@ -107,7 +110,9 @@ class ConsolidationActivities:
                 held = await current_candidates(conn, step.tenant_id, step.subject_id)
             return ConflictPlan(decisions=decide(extraction.facts, current, held))
 
-        operation_id = f"plan/{step.session_id}/{step.round}"
+        # Keyed on the extraction: a later run over more messages makes its own plan.
+        extraction_key = request_hash({"extraction": step.extraction_operation_id})[:16]
+        operation_id = f"plan/{step.session_id}/{extraction_key}/{step.round}"
         result, reused = await self.recorder.run(
             tenant_id=step.tenant_id, subject_id=step.subject_id, operation_id=operation_id, kind="plan",
             request=step.model_dump(), result_type=ConflictPlan, call=plan)
@@ -118,19 +123,26 @@ class ConsolidationActivities:
     @temporal_failures
     async def commit_consolidation(self, step: CommitInput) -> CommitOutcome:
         load = self.recorder.load
-        messages = await self._session(StepInput(tenant_id=step.tenant_id, subject_id=step.subject_id,
-                                                 session_id=step.session_id))
+        messages, _ = await self._session(StepInput(tenant_id=step.tenant_id, subject_id=step.subject_id,
+                                                    session_id=step.session_id, through=step.through))
         outcome = await commit_consolidation(
             self.pool, self.wrapper, tenant_id=step.tenant_id, subject_id=step.subject_id,
             session_id=step.session_id, operation_id=f"commit/{step.session_id}/{request_hash(step.model_dump())[:16]}",
             request=step.model_dump(),
-            extraction=await load(step.tenant_id, step.extraction_operation_id, ExtractionResult),
-            plan=await load(step.tenant_id, step.plan_operation_id, ConflictPlan),
-            importance=await load(step.tenant_id, step.importance_operation_id, ImportanceResult),
-            summary=await load(step.tenant_id, step.summary_operation_id, SummaryResult),
-            happened_at=max(m.created_at for m in messages))
+            extraction=await load(step.tenant_id, step.subject_id, step.extraction_operation_id, ExtractionResult),
+            plan=await load(step.tenant_id, step.subject_id, step.plan_operation_id, ConflictPlan),
+            importance=await load(step.tenant_id, step.subject_id, step.importance_operation_id, ImportanceResult),
+            summary=await load(step.tenant_id, step.subject_id, step.summary_operation_id, SummaryResult),
+            happened_at=max(m.created_at for m in messages), through=step.through)
         fault_point("after_commit")
         return outcome
+
+    @activity.defn
+    @temporal_failures
+    async def count_unconsolidated(self, step: StepInput) -> StepOutcome:
+        """How many of the session's messages no successful consolidation has covered yet."""
+        count = await unconsolidated_messages(self.pool, step.tenant_id, step.session_id)
+        return StepOutcome(operation_id="", count=count)
 
     @activity.defn
     @temporal_failures

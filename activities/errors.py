@@ -7,9 +7,11 @@ import functools
 from datetime import timedelta
 from typing import Awaitable, Callable, TypeVar
 
+import psycopg
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from agent_memory.erasure import ErasureRequestConflictError
 from agent_memory.memory_store import VersionConflictError
 from agent_memory.operations import OperationMismatchError, SubjectErasedError
 from agent_memory.providers.errors import ProviderOutputInvalid, ProviderPermanentError, ProviderRetryableError
@@ -19,6 +21,7 @@ T = TypeVar("T")
 # Permanent: retrying cannot help. The workflow decides what to do with each type.
 PERMANENT = {
     SubjectErasedError: "SubjectErased",
+    ErasureRequestConflictError: "ErasureRequestConflict",
     VersionConflictError: "VersionConflict",
     OperationMismatchError: "OperationMismatch",
     LookupError: "NotFound",
@@ -50,6 +53,10 @@ def temporal_failures(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitabl
         except tuple(PERMANENT) as exc:
             kind = next(name for cls, name in PERMANENT.items() if isinstance(exc, cls))
             raise ApplicationError(str(exc), type=kind, non_retryable=True) from exc
+        except psycopg.DataError as exc:
+            # Its message quotes the offending value (possibly a transcript): keep it out of history.
+            raise ApplicationError(f"a value could not be stored (SQLSTATE {exc.sqlstate})", type="UnstorableValue",
+                                   non_retryable=True) from None
         except ProviderRetryableError as exc:  # the retry policy retries, after the server's hint if any
             delay = timedelta(seconds=min(exc.retry_after, 300)) if exc.retry_after else None
             raise ApplicationError(str(exc), type="ProviderRetryable", next_retry_delay=delay) from exc

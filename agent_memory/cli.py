@@ -11,7 +11,11 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
+import psycopg
 from pydantic import ValidationError
+from redis.exceptions import RedisError
+from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import TemporalError
 
 from agent_memory.client import MemoryClient
 from agent_memory.evidence import AppendConflictError, MessageConflictError, SessionOwnerError
@@ -93,6 +97,11 @@ def build_parser() -> argparse.ArgumentParser:
     rec.add_argument("--limit", type=int, default=5)
     rec.add_argument("--as-of", type=_time)
     rec.add_argument("--json", action="store_true")
+    ctx = scoped(sub.add_parser("context", help="the prompt context for a query: cited items within a token budget"))
+    ctx.add_argument("query")
+    ctx.add_argument("--budget", type=int, default=1200, help="token budget (default 1200)")
+    ctx.add_argument("--as-of", type=_time)
+    ctx.add_argument("--json", action="store_true")
     facts = scoped(sub.add_parser("facts", help="current facts, facts as of a time, or one key's history"))
     facts.add_argument("--as-of", type=_time)
     facts.add_argument("--history", metavar="KEY", help="namespace/key or key, e.g. location/home_city")
@@ -129,6 +138,12 @@ def format_fact(f: FactRow) -> str:
             f"confidence {f.confidence:.2f}  evidence {','.join(f.evidence_message_ids)}{status}")
 
 
+def format_context(assembled) -> str:
+    lines = [f"{item.text}   ⟨{item.kind}; cites {', '.join(item.cited_message_ids)}⟩" for item in assembled.items]
+    lines.append(f"({len(assembled.items)} items, ~{assembled.tokens} of {assembled.budget} tokens)")
+    return "\n".join(lines)
+
+
 async def _run_worker_until_signal(services, announce: str) -> None:
     from workers.worker import build_worker
 
@@ -151,7 +166,7 @@ async def _command(args: argparse.Namespace, settings: Settings) -> int:
             s = services.settings
             await _run_worker_until_signal(services, (
                 f"agent-memory is up (home {s.home})\n  Temporal  {s.temporal_address}  UI {s.ui_url}\n"
-                f"  Postgres  {s.database_url.split('@')[-1]}\n  Redis     {s.redis_url}\n"
+                f"  Postgres  {s.database_url.split('@')[-1]}\n  Redis     {s.redis_url.split('@')[-1]}\n"
                 f"  worker    task queue {s.task_queue}\nCtrl-C stops everything."))
         return 0
     if args.command == "worker":
@@ -236,6 +251,15 @@ async def _command(args: argparse.Namespace, settings: Settings) -> int:
                 print("episodes:")
                 for e in result.episodes:
                     print(f"  [{e.score:.3f}] {e.happened_at.date()} importance {e.importance}: {e.summary}")
+        elif args.command == "context":
+            if args.budget < 1:
+                raise ValueError("--budget must be a positive number of tokens")
+            assembled = await client.context(args.tenant, args.subject, args.query, as_of=args.as_of,
+                                             token_budget=args.budget)
+            if args.json:
+                _print_json(assembled.model_dump(mode="json"))
+            else:
+                print(format_context(assembled))
         elif args.command == "stats":
             drops = await client.leak_filter_drops(args.tenant)
             if args.json:
@@ -265,8 +289,15 @@ def main(argv: list[str] | None = None) -> int:
     except (*USER_ERRORS, ValidationError) as exc:
         print(f"agent-memory {args.command}: error: {exc}", file=sys.stderr)
         return 2
-    except RuntimeError as exc:  # services missing or failing to start
-        print(f"agent-memory {args.command}: error: {exc}", file=sys.stderr)
+    except WorkflowFailureError as exc:  # --wait on a run that failed: say why, in one line
+        cause = exc.cause
+        while getattr(cause, "cause", None) is not None:
+            cause = cause.cause
+        print(f"agent-memory {args.command}: error: the workflow failed: {cause or exc}", file=sys.stderr)
+        return 1
+    except (RuntimeError, TemporalError, RedisError, psycopg.Error, OSError) as exc:  # a service is missing or failing
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"agent-memory {args.command}: error: {first_line}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -18,8 +18,9 @@ from temporalio.common import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from agent_memory.context import DEFAULT_TOKEN_BUDGET, AssembledContext, assemble_context
 from agent_memory.corrections import write_fact
-from agent_memory.evidence import AppendResult, append_messages
+from agent_memory.evidence import AppendResult, append_messages, unconsolidated_messages
 from agent_memory.leak_filter import drop_counts
 from agent_memory.memory_store import list_facts
 from agent_memory.models import (
@@ -109,13 +110,16 @@ class MemoryClient:
                 SearchAttributePair(SESSION_ID, session_id)]))
 
     async def _start_once(self, workflow: str, arg: BaseModel, workflow_id: str,
-                          attributes: list[SearchAttributePair], result_type: type) -> WorkflowHandle:
-        """Start, or attach to the run that already has this id (running or finished)."""
+                          attributes: list[SearchAttributePair], result_type: type,
+                          reuse: WorkflowIDReusePolicy = WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+                          ) -> WorkflowHandle:
+        """Start, or attach to the run that already has this id: a running one always, a closed
+        one unless it failed (then it runs again) or `reuse` allows a new run."""
         try:
             return await self.services.temporal.start_workflow(
                 workflow, arg, id=workflow_id, task_queue=self.task_queue,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                id_reuse_policy=reuse,
                 search_attributes=TypedSearchAttributes(attributes), result_type=result_type)
         except WorkflowAlreadyStartedError:
             return self.services.temporal.get_workflow_handle(workflow_id, result_type=result_type)
@@ -129,12 +133,17 @@ class MemoryClient:
         except RPCError as exc:
             if exc.status != RPCStatusCode.NOT_FOUND:
                 raise
+        # Messages no consolidation has covered (the session went on after a run finished) get a
+        # new run under the same id; otherwise the hook attaches to the existing run.
+        pending = await unconsolidated_messages(self.services.pool, tenant_id, session_id)
         return await self._start_once(
             "ConsolidationWorkflow",
             ConsolidationInput(tenant_id=tenant_id, subject_id=subject_id, session_id=session_id),
             consolidation_workflow_id(tenant_id, session_id),
             [SearchAttributePair(TENANT_ID, tenant_id), SearchAttributePair(SUBJECT_ID, subject_id),
-             SearchAttributePair(SESSION_ID, session_id)], ConsolidationResult)
+             SearchAttributePair(SESSION_ID, session_id)], ConsolidationResult,
+            reuse=(WorkflowIDReusePolicy.ALLOW_DUPLICATE if pending
+                   else WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY))
 
     async def consolidation_result(self, handle: WorkflowHandle) -> ConsolidationResult:
         return await handle.result()
@@ -196,6 +205,15 @@ class MemoryClient:
                     history: bool = False, candidates: bool = False) -> list[FactRow]:
         return await list_facts(self.services.pool, tenant_id, subject_id, as_of=as_of, include_history=history,
                                 include_candidates=candidates)
+
+    async def context(self, tenant_id: str, subject_id: str, query: str, *, as_of: datetime | None = None,
+                      token_budget: int = DEFAULT_TOKEN_BUDGET) -> AssembledContext:
+        """What goes into the prompt: the memory items most relevant to the query (facts, notes,
+        episode summaries), each citing its evidence, packed into the token budget."""
+        check_identifier("tenant", tenant_id)
+        check_identifier("subject", subject_id)
+        return await assemble_context(self.services.pool, self.embedder, tenant_id, subject_id, query, as_of=as_of,
+                                      token_budget=token_budget, redis=self.services.redis)
 
     async def recall(self, tenant_id: str, subject_id: str, query: str, *, limit: int = 5,
                      as_of: datetime | None = None) -> RecallResult:

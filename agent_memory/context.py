@@ -18,6 +18,7 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
 from agent_memory.db import tenant_transaction
+from agent_memory.fact_text import fact_text
 from agent_memory.leak_filter import filter_context
 from agent_memory.lexical import bm25_search
 from agent_memory.providers.base import Embedder, estimate_tokens
@@ -30,6 +31,9 @@ RRF_K = 60  # reciprocal-rank fusion constant (Cormack et al. 2009); damps the h
 # The offline hashing embedder is near-lexical, so the vector list mostly breaks BM25's ties;
 # measured on locomo-dev (README), 0.3 beat 0, 0.6 and 1.0.
 LEXICAL_WEIGHT, VECTOR_WEIGHT = 1.0, 0.3
+# A matching fact is the distilled, current truth: it outranks the notes it was drawn from,
+# which may be out of date ("I live in Hangzhou" before the move).
+FACT_PRIOR = 2.0
 FOCUS_NOTES = True  # trim long notes to their query-matching sentences
 
 Kind = Literal["fact", "episode", "observation"]
@@ -38,7 +42,8 @@ Kind = Literal["fact", "episode", "observation"]
 class ContextItem(BaseModel):
     kind: Kind
     memory_id: str
-    text: str
+    text: str  # as rendered for the prompt
+    content: str  # the memory's own words (a fact's value, a note, a summary), without the rendering
     cited_message_ids: list[str]
     score: float
     happened_at: datetime | None = None
@@ -136,6 +141,7 @@ async def _load_items(conn: psycopg.AsyncConnection, tenant_id: str, subject_id:
             speaker, _, body = text.partition(": ")
             text = f"{speaker}: {focus(body, query_terms, _terms(speaker))}" if FOCUS_NOTES else text
             items.append(ContextItem(kind="observation", memory_id=mid, text=f"[{format_day(happened_at)}] {text}",
+                                     content=text,
                                      cited_message_ids=sources, score=scores[key], happened_at=happened_at))
     cur = await conn.execute(
         "SELECT memory_id::text, version, summary, happened_at, source_message_ids FROM episodes "
@@ -143,7 +149,7 @@ async def _load_items(conn: psycopg.AsyncConnection, tenant_id: str, subject_id:
         "AND happened_at <= coalesce(%s::timestamptz, 'infinity')", (tenant_id, subject_id, ids["episode"], as_of))
     for mid, version, summary, happened_at, sources in await cur.fetchall():
         if (key := (mid, "episode", version)) in scores:
-            items.append(ContextItem(kind="episode", memory_id=mid,
+            items.append(ContextItem(kind="episode", memory_id=mid, content=summary,
                                      text=f"[{format_day(happened_at)}] Session summary: {summary}",
                                      cited_message_ids=sources, score=scores[key], happened_at=happened_at))
     cur = await conn.execute(
@@ -154,10 +160,10 @@ async def _load_items(conn: psycopg.AsyncConnection, tenant_id: str, subject_id:
         (tenant_id, subject_id, ids["fact"], as_of, as_of))
     for mid, version, namespace, key_, value, valid_from, sources in await cur.fetchall():
         if (key := (mid, "fact", version)) in scores:
-            items.append(ContextItem(kind="fact", memory_id=mid,
-                                     text=f"Fact: {namespace} {key_.replace('_', ' ')}: {value} "
-                                          f"(since {format_day(valid_from)})",
-                                     cited_message_ids=sources, score=scores[key], happened_at=valid_from))
+            items.append(ContextItem(kind="fact", memory_id=mid, content=value,
+                                     text=f"Fact (since {format_day(valid_from)}): {fact_text(namespace, key_, value)}",
+                                     cited_message_ids=sources, score=scores[key] * FACT_PRIOR,
+                                     happened_at=valid_from))
     return items
 
 

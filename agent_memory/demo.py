@@ -11,6 +11,7 @@ from agent_memory.client import MemoryClient, RunSummary
 from agent_memory.ingest import parse_session_line
 from agent_memory.models import ConsolidationResult, ErasureReceipt, FactRow, Session
 from agent_memory.providers.openai_compat import providers_for
+from agent_memory.context import AssembledContext
 from agent_memory.recall import RecallResult
 from agent_memory.services import Services
 
@@ -26,12 +27,13 @@ class DemoReport(BaseModel):
     facts_history: list[FactRow]
     current_facts: list[FactRow]
     recall: RecallResult
+    context: AssembledContext
     runs: list[RunSummary]
     erasure: ErasureReceipt
     facts_after_erasure: int
 
     def render(self) -> str:
-        from agent_memory.cli import format_fact
+        from agent_memory.cli import format_context, format_fact
 
         lines = [f"agent-memory demo — tenant {self.tenant_id}, subject {self.subject_id}", "",
                  "Consolidation workflows:"]
@@ -43,6 +45,8 @@ class DemoReport(BaseModel):
         lines += ["", f"Recall for {self.recall.query!r}:"]
         lines += [f"  [{e.score:.3f}] {e.happened_at.date()} importance {e.importance}: {e.summary}"
                   for e in self.recall.episodes]
+        lines += ["", f"Prompt context for {self.context.query!r} (budget {self.context.budget} tokens):"]
+        lines += ["  " + line for line in format_context(self.context).splitlines()]
         lines += ["", f"Temporal UI: {self.ui_url}  (search: TenantId = '{self.tenant_id}')"]
         lines += [f"  {r.status:<10} {r.workflow_id}" for r in self.runs]
         e = self.erasure
@@ -75,10 +79,12 @@ async def run_demo(services: Services) -> DemoReport:
         history = await client.facts(DEMO_TENANT, subject, history=True)
         current = await client.facts(DEMO_TENANT, subject)
         recalled = await client.recall(DEMO_TENANT, subject, DEMO_QUERY)
+        context = await client.context(DEMO_TENANT, subject, DEMO_QUERY, token_budget=300)
         runs = await client.runs(DEMO_TENANT, subject)
         receipt = await client.erasure_receipt(
             await client.erase(DEMO_TENANT, subject, reason="demo: user asked to be forgotten"))
         after = await client.facts(DEMO_TENANT, subject, history=True)
     return DemoReport(tenant_id=DEMO_TENANT, subject_id=subject, ui_url=services.settings.ui_url or "",
                       consolidations=consolidations, facts_history=history, current_facts=current, recall=recalled,
+                      context=context,
                       runs=runs, erasure=receipt, facts_after_erasure=len(after))

@@ -30,7 +30,12 @@ SQL_STORES: dict[str, tuple[str, ...]] = {
     "operations": ("operations",),
     "messages": ("messages", "sessions"),
 }
-STORES: tuple[str, ...] = ("working_memory", *SQL_STORES)
+# Last: the event log's clear-text metadata (the payloads are crypto-shredded with the key).
+STORES: tuple[str, ...] = ("working_memory", *SQL_STORES, "event_metadata")
+
+
+class ErasureRequestConflictError(Exception):
+    """The request id is taken by an erasure of another subject."""
 
 
 class ErasureStarted(BaseModel):
@@ -58,7 +63,8 @@ async def begin_erasure(pool: AsyncConnectionPool, tenant_id: str, subject_id: s
             "WHERE r.tenant_id = %s AND r.request_id = %s", (tenant_id, request_id))
         requested_at, tombstoned_at, status, receipt, owner = await cur.fetchone()
     if owner != subject_id:
-        raise ValueError(f"erasure request {request_id!r} already exists for another subject; use a new request id")
+        raise ErasureRequestConflictError(f"erasure request {request_id!r} already exists for another subject; "
+                                          "use a new request id")
     return ErasureStarted(requested_at=requested_at, tombstoned_at=tombstoned_at,
                           completed_receipt=ErasureReceipt.model_validate(receipt) if status == "completed" else None)
 
@@ -93,11 +99,13 @@ async def erase_store(pool: AsyncConnectionPool, redis: Redis, tenant_id: str, s
         if keys:
             await redis.delete(*keys)
         return len(keys) if recorded is None else recorded
-    tables = SQL_STORES[store]
     async with tenant_transaction(pool, tenant_id) as conn:
         recorded = await _recorded_count(conn, tenant_id, request_id, store)
         removed = 0
-        for table in tables:
+        if store == "event_metadata":
+            cur = await conn.execute("SELECT redact_subject_events(%s, %s)", (tenant_id, subject_id))
+            removed = (await cur.fetchone())[0]
+        for table in SQL_STORES.get(store, ()):
             cur = await conn.execute(
                 sql.SQL("DELETE FROM {} WHERE tenant_id = %s AND subject_id = %s").format(sql.Identifier(table)),
                 (tenant_id, subject_id))
@@ -140,6 +148,9 @@ async def scan_residue(pool: AsyncConnectionPool, redis: Redis, tenant_id: str, 
             "SELECT count(*) FROM memory_events e JOIN subject_keys k USING (tenant_id, subject_id) "
             "WHERE e.tenant_id = %s AND e.subject_id = %s", (tenant_id, subject_id))
         residue["readable_events"] = (await cur.fetchone())[0]
+        cur = await conn.execute("SELECT count(*) FROM memory_events WHERE tenant_id = %s AND subject_id = %s "
+                                 "AND operation_id <> 'erased'", (tenant_id, subject_id))
+        residue["event_metadata"] = (await cur.fetchone())[0]
     return residue
 
 

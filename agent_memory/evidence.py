@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import datetime
 
 from psycopg.rows import class_row
 from psycopg_pool import AsyncConnectionPool
@@ -146,9 +147,11 @@ async def append_messages(pool: AsyncConnectionPool, redis: Redis | None, tenant
             raise AppendConflictError(tenant_id, session.session_id, expected_parent, parent)  # rolls back
         cur = await conn.execute(LAST_MESSAGE_SQL, (tenant_id, session.session_id))
         last = (await cur.fetchone())[0]
-    if redis is not None and inserted:
-        await register_tenant(redis, tenant_id)
-        await push_working_memory(redis, tenant_id, subject_id, session.session_id, inserted)
+        if redis is not None and inserted:
+            # Still holding the shared subject lock: an erasure (exclusive lock) either waits for
+            # this push and then deletes it, or came first and this call was refused.
+            await register_tenant(redis, tenant_id)
+            await push_working_memory(redis, tenant_id, subject_id, session.session_id, inserted)
     return AppendResult(session_id=session.session_id, inserted=len(inserted), duplicates=duplicates,
                         last_message_id=last)
 
@@ -168,8 +171,10 @@ async def recent_messages(redis: Redis, tenant_id: str, subject_id: str, session
     return [Message.model_validate_json(item) for item in raw]
 
 
-async def load_session(pool: AsyncConnectionPool, tenant_id: str, session_id: str) -> tuple[str, list[Message]]:
-    """The session's owner and its messages in turn order."""
+async def load_session(pool: AsyncConnectionPool, tenant_id: str, session_id: str, *,
+                       through: datetime | None = None) -> tuple[str, list[Message], datetime | None]:
+    """The session's owner, its messages in turn order (only those recorded at or before
+    `through`, when given) and when the newest of them was recorded."""
     async with tenant_transaction(pool, tenant_id) as conn:
         cur = await conn.execute("SELECT subject_id FROM sessions WHERE tenant_id = %s AND session_id = %s",
                                  (tenant_id, session_id))
@@ -179,7 +184,27 @@ async def load_session(pool: AsyncConnectionPool, tenant_id: str, session_id: st
         async with conn.cursor(row_factory=class_row(Message)) as mcur:
             await mcur.execute(
                 "SELECT message_id, turn_index, role, speaker, content, image_caption, created_at FROM messages "
-                "WHERE tenant_id = %s AND session_id = %s ORDER BY turn_index, created_at, message_id",
-                (tenant_id, session_id))
+                "WHERE tenant_id = %s AND session_id = %s AND recorded_at <= coalesce(%s::timestamptz, 'infinity') "
+                "ORDER BY turn_index, created_at, message_id",
+                (tenant_id, session_id, through))
             messages = await mcur.fetchall()
-    return row[0], messages
+        cur = await conn.execute(
+            "SELECT max(recorded_at) FROM messages WHERE tenant_id = %s AND session_id = %s "
+            "AND recorded_at <= coalesce(%s::timestamptz, 'infinity')", (tenant_id, session_id, through))
+        newest = (await cur.fetchone())[0]
+    return row[0], messages, newest
+
+
+async def unconsolidated_messages(pool: AsyncConnectionPool, tenant_id: str, session_id: str) -> int:
+    """Messages of the session recorded after everything its successful consolidations covered."""
+    async with tenant_transaction(pool, tenant_id) as conn:
+        cur = await conn.execute(
+            """
+            SELECT count(*) FROM messages m
+             WHERE m.tenant_id = %(t)s AND m.session_id = %(s)s
+               AND m.recorded_at > coalesce(
+                   (SELECT max((o.result ->> 'through')::timestamptz) FROM operations o
+                     WHERE o.tenant_id = %(t)s AND o.kind = 'commit' AND o.status = 'succeeded'
+                       AND o.result ->> 'session_id' = %(s)s), '-infinity')
+            """, {"t": tenant_id, "s": session_id})
+        return (await cur.fetchone())[0]

@@ -59,9 +59,6 @@ _NOT_PHONE = (re.compile(r"^\d{4}[-./]\d{1,2}[-./]\d{1,2}$"),  # 2024-05-01
 # Identifier-shaped runs (the alphabet of check_identifier); trailing punctuation is also tried off.
 _RUN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
 _NON_DIGIT = re.compile(r"\D+")
-# Rendering prefixes of context items ("[1 May 2024] ", "Session summary: ", "Fact: ns key: ...").
-_DAY_PREFIX = re.compile(r"^\[[^\]]*\]\s*")
-_FACT_TEXT = re.compile(r"^Fact: .*?: (?P<value>.*) \(since [^)]*\)$", re.S)
 
 
 def tenant_digest(tenant_id: str) -> str:
@@ -101,13 +98,7 @@ def identifier_tokens(text: str) -> set[str]:
 
 def context_item_text(item) -> str:
     """The part of a rendered context item that came from memory (not the rendering template)."""
-    text = _DAY_PREFIX.sub("", item.text)
-    if item.kind == "fact":
-        match = _FACT_TEXT.match(text)
-        return match.group("value") if match else text
-    if item.kind == "episode" and text.startswith("Session summary: "):
-        return text[len("Session summary: "):]
-    return text
+    return item.content
 
 
 @dataclass
@@ -164,9 +155,12 @@ async def filter_items(pool: AsyncConnectionPool, redis: Redis | None, tenant_id
     if not items:
         return list(items), report
     markers = []
+    # The subject's own tenant and subject ids are never foreign, nor a phone number ("t-0141473…").
+    own_ids = re.compile("|".join(rf"(?<![\w.-]){re.escape(i)}(?![\w.-])" for i in (tenant_id, subject_id)))
     for item in items:
         text = text_of(item) or ""
-        markers.append(_Markers(identifier_tokens(text), emails(text), phone_digits(text),
+        contacts = own_ids.sub(" ", text)
+        markers.append(_Markers(identifier_tokens(text), emails(contacts), phone_digits(contacts),
                                 [c for c in cited_of(item) or []]))
     all_tokens = set().union(*(m.tokens for m in markers)) - {subject_id, tenant_id}
     all_cited = sorted({c for m in markers for c in m.cited})

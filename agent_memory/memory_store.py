@@ -18,6 +18,7 @@ from psycopg_pool import AsyncConnectionPool
 from agent_memory.conflicts import Candidate, CurrentFact, normalise_value
 from agent_memory.crypto import KeyWrapper, SubjectKey
 from agent_memory.db import tenant_transaction
+from agent_memory.fact_text import fact_text
 from agent_memory.lexical import index_item
 from agent_memory.models import (
     CommitOutcome,
@@ -104,13 +105,14 @@ async def append_event(conn: psycopg.AsyncConnection, key: SubjectKey, *, memory
              event_type, ciphertext, nonce, version, occurred_at, actor, source_message_ids,
              extractor[0] if extractor else None, extractor[1] if extractor else None, operation_id))
     except UniqueViolation as exc:
-        raise VersionConflictError(f"{namespace}/{name} already has version {version}") from exc
+        # Ids and versions only: the name may hold a value, and this message reaches workflow history.
+        raise VersionConflictError(f"memory {memory_id} already has version {version}") from exc
 
 
 async def commit_consolidation(pool: AsyncConnectionPool, wrapper: KeyWrapper, *, tenant_id: str, subject_id: str,
                                session_id: str, operation_id: str, request: dict, extraction: ExtractionResult,
                                plan: ConflictPlan, importance: ImportanceResult, summary: SummaryResult,
-                               happened_at: datetime) -> CommitOutcome:
+                               happened_at: datetime, through: datetime | None = None) -> CommitOutcome:
     req_hash = request_hash(request)
     async with tenant_transaction(pool, tenant_id) as conn:
         await ensure_not_erased(conn, tenant_id, subject_id)
@@ -129,8 +131,8 @@ async def commit_consolidation(pool: AsyncConnectionPool, wrapper: KeyWrapper, *
             memory_id = key.memory_id(kind, name)
             current = await aggregate_version(conn, tenant_id, memory_id)
             if kind == "fact" and current != decision.expected_version:
-                raise VersionConflictError(f"{decision.namespace}/{decision.key}: expected version "
-                                           f"{decision.expected_version}, found {current}")
+                raise VersionConflictError(f"memory {memory_id}: expected version {decision.expected_version}, "
+                                           f"found {current}")
             if kind == "candidate" and current > 0:
                 continue  # the same candidate was already recorded by an earlier session
             version = current + 1
@@ -176,8 +178,8 @@ async def commit_consolidation(pool: AsyncConnectionPool, wrapper: KeyWrapper, *
             facts_written += 1
             if kind == "fact":
                 await index_item(conn, tenant_id=tenant_id, subject_id=subject_id, memory_id=memory_id, kind="fact",
-                                 version=version, text=f"{decision.namespace} {decision.key.replace('_', ' ')}: "
-                                 f"{fact.value}", happened_at=fact.observed_at)
+                                 version=version, text=fact_text(decision.namespace, decision.key, fact.value),
+                                 happened_at=fact.observed_at)
             outbox.append((memory_id, "fact", version))
         episode_written = await _write_episode(conn, key, session_id, importance, summary, happened_at,
                                                operation_id)
@@ -192,7 +194,8 @@ async def commit_consolidation(pool: AsyncConnectionPool, wrapper: KeyWrapper, *
                 "INSERT INTO projection_outbox (tenant_id, subject_id, memory_id, memory_kind, version, operation_id) "
                 "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
                 (tenant_id, subject_id, memory_id, kind, version, operation_id))
-        outcome = CommitOutcome(operation_id=operation_id, events_appended=events, facts_written=facts_written,
+        outcome = CommitOutcome(operation_id=operation_id, session_id=session_id, through=through,
+                                events_appended=events, facts_written=facts_written,
                                 episode_written=episode_written, observations_written=len(observations),
                                 outbox_rows=len(outbox))
         await record_succeeded(conn, tenant_id=tenant_id, subject_id=subject_id, operation_id=operation_id,
@@ -278,7 +281,10 @@ async def _write_observations(conn: psycopg.AsyncConnection, key: SubjectKey, se
 async def list_facts(pool: AsyncConnectionPool, tenant_id: str, subject_id: str, *, as_of: datetime | None = None,
                      include_history: bool = False, include_candidates: bool = False) -> list[FactRow]:
     """Current facts, or those valid at `as_of`, or every interval with `include_history`."""
-    where = ["tenant_id = %s", "subject_id = %s"]
+    # An erased subject shows nothing, even while its erasure is still deleting.
+    where = ["tenant_id = %s", "subject_id = %s",
+             "NOT EXISTS (SELECT 1 FROM tombstones t WHERE t.tenant_id = facts.tenant_id "
+             "AND t.subject_id = facts.subject_id)"]
     params: list = [tenant_id, subject_id]
     statuses = ["active", "closed"] if include_history or as_of else ["active"]
     if include_candidates:

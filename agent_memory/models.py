@@ -207,18 +207,23 @@ class StepInput(BaseModel):
     tenant_id: str
     subject_id: str
     session_id: str
+    # The run's message set: those recorded up to this time (set by the first step), so every
+    # step of one run sees the same messages however many arrive meanwhile.
+    through: datetime | None = None
 
 
 class StepOutcome(BaseModel):
     operation_id: str
     count: int = 0
     reused: bool = False  # True when the recorded result was returned without a provider call
+    through: datetime | None = None  # when the newest message the step saw was recorded
 
 
 class ConflictPlanInput(BaseModel):
     tenant_id: str
     subject_id: str
     session_id: str
+    through: datetime | None = None
     extraction_operation_id: str
     round: int = 0  # bumped when the commit found a newer version: re-read and re-decide
 
@@ -243,6 +248,7 @@ class CommitInput(BaseModel):
     tenant_id: str
     subject_id: str
     session_id: str
+    through: datetime | None = None
     extraction_operation_id: str
     plan_operation_id: str
     importance_operation_id: str
@@ -251,6 +257,8 @@ class CommitInput(BaseModel):
 
 class CommitOutcome(BaseModel):
     operation_id: str
+    session_id: str = ""
+    through: datetime | None = None  # messages recorded up to here are consolidated
     events_appended: int
     facts_written: int
     episode_written: bool

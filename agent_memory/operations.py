@@ -7,8 +7,10 @@ recorded result back and the provider is not called again.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+from datetime import timedelta
 from typing import Awaitable, Callable, TypeVar
 
 import psycopg
@@ -82,6 +84,12 @@ async def record_succeeded(conn: psycopg.AsyncConnection, *, tenant_id: str, sub
     )
 
 
+# How long a claimed provider call may run before another attempt may take it over; above the
+# providers' own timeouts, below the activities' start-to-close timeouts.
+CLAIM_LEASE = timedelta(seconds=90)
+CLAIM_POLL_SECONDS = 0.5
+
+
 class OperationRecorder:
     """Runs effectful calls at most once per operation id, scoped to a tenant."""
 
@@ -92,27 +100,39 @@ class OperationRecorder:
 
     async def run(self, *, tenant_id: str, subject_id: str, operation_id: str, kind: str, request: dict,
                   result_type: type[R], call: Callable[[], Awaitable[R]]) -> tuple[R, bool]:
-        """Return (result, reused). `call` runs only when no successful record exists."""
+        """Return (result, reused). `call` runs at most once per operation id at a time, and only
+        when no successful record exists."""
         req_hash = request_hash(request)
-        async with tenant_transaction(self._pool, tenant_id) as conn:
-            await ensure_not_erased(conn, tenant_id, subject_id)
-            existing = await recorded_result(conn, tenant_id, operation_id, req_hash, result_type)
-            if existing is not None:
-                return existing, True
-            await conn.execute(
-                """
-                INSERT INTO operations (tenant_id, operation_id, subject_id, kind, request_hash, status, attempts)
-                VALUES (%s, %s, %s, %s, %s, 'started', 1)
-                ON CONFLICT (tenant_id, operation_id) DO UPDATE
-                   SET attempts = operations.attempts + 1, updated_at = now()
-                """,
-                (tenant_id, operation_id, subject_id, kind, req_hash))
+        while True:
+            async with tenant_transaction(self._pool, tenant_id) as conn:
+                await ensure_not_erased(conn, tenant_id, subject_id)
+                existing = await recorded_result(conn, tenant_id, operation_id, req_hash, result_type)
+                if existing is not None:
+                    return existing, True
+                # Claim the call. A live claim of another attempt (a concurrent projection, an
+                # attempt the server gave up on that still runs) is waited for, not duplicated;
+                # a claim older than the lease belongs to an attempt that died mid-call.
+                cur = await conn.execute(
+                    """
+                    INSERT INTO operations (tenant_id, operation_id, subject_id, kind, request_hash, status, attempts)
+                    VALUES (%s, %s, %s, %s, %s, 'started', 1)
+                    ON CONFLICT (tenant_id, operation_id) DO UPDATE
+                       SET attempts = operations.attempts + 1, status = 'started', updated_at = now()
+                     WHERE operations.status <> 'started' OR operations.updated_at < now() - %s
+                    RETURNING operation_id
+                    """,
+                    (tenant_id, operation_id, subject_id, kind, req_hash, CLAIM_LEASE))
+                if await cur.fetchone() is not None:
+                    break
+            await asyncio.sleep(CLAIM_POLL_SECONDS)
         try:
             result = await call()
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
             if raw := getattr(exc, "raw_text", None):  # what the model said, for the operator
                 error += f"\nraw output: {raw[:16000]}"
+            # Postgres text holds no NUL and no lone surrogate; the record must not fail on them.
+            error = error.replace("\x00", "\\u0000").encode("utf-8", "replace").decode("utf-8")
             async with tenant_transaction(self._pool, tenant_id) as conn:
                 await conn.execute(
                     "UPDATE operations SET status = 'failed', error = %s, updated_at = now() "
@@ -127,8 +147,9 @@ class OperationRecorder:
             await self.after_record(operation_id)
         return result, False
 
-    async def load(self, tenant_id: str, operation_id: str, result_type: type[R]) -> R:
+    async def load(self, tenant_id: str, subject_id: str, operation_id: str, result_type: type[R]) -> R:
         async with tenant_transaction(self._pool, tenant_id) as conn:
+            await ensure_not_erased(conn, tenant_id, subject_id)  # erasure deleted the results
             cur = await conn.execute(
                 "SELECT result FROM operations WHERE tenant_id = %s AND operation_id = %s AND status = 'succeeded'",
                 (tenant_id, operation_id))

@@ -10,16 +10,23 @@ from pgvector import Vector
 from psycopg_pool import AsyncConnectionPool
 
 from agent_memory.db import tenant_transaction
+from agent_memory.fact_text import fact_text
 from agent_memory.faults import fault_point
 from agent_memory.models import EmbeddingResult, ProjectionOutcome
-from agent_memory.operations import OperationRecorder, ensure_not_erased
+from agent_memory.operations import OperationRecorder, ensure_not_erased, request_hash
 from agent_memory.providers.base import Embedder
 
 BATCH_SIZE = 64
 
 
 def memory_text(kind: str, namespace: str, key: str | None, value: str) -> str:
-    return f"{namespace} {key.replace('_', ' ')}: {value}" if kind == "fact" and key else value
+    return fact_text(namespace, key, value) if kind == "fact" and key else value
+
+
+def embed_operation_id(memory_id, version: int, embedder: Embedder, text: str) -> str:
+    """One embedding per (memory, version, model, text): a change in how a memory reads makes a
+    new operation, never a mismatch with one recorded for the old text."""
+    return f"embed/{memory_id}/{version}/{embedder.name}-{embedder.version}/{request_hash({'text': text})[:12]}"
 
 
 async def pending_rows(pool: AsyncConnectionPool, tenant_id: str, subject_id: str) -> list[tuple]:
@@ -54,7 +61,7 @@ async def project_vectors(pool: AsyncConnectionPool, recorder: OperationRecorder
                 text = memory_text(kind, namespace, key, value)
                 embedding, _ = await recorder.run(
                     tenant_id=tenant_id, subject_id=subject_id,
-                    operation_id=f"embed/{memory_id}/{version}/{embedder.name}-{embedder.version}",
+                    operation_id=embed_operation_id(memory_id, version, embedder, text),
                     kind="embed", request={"text": text, "model": embedder.name, "version": embedder.version},
                     result_type=EmbeddingResult, call=lambda text=text: embedder.embed([text]))
             async with tenant_transaction(pool, tenant_id) as conn:

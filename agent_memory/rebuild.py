@@ -35,11 +35,12 @@ from psycopg_pool import AsyncConnectionPool
 
 from agent_memory.crypto import KeyWrapper
 from agent_memory.db import lock_subject, tenant_transaction
+from agent_memory.fact_text import fact_text
 from agent_memory.lexical import search_text, term_count
 from agent_memory.memory_store import subject_key
 from agent_memory.models import EmbeddingResult, SubjectRebuild
 from agent_memory.operations import OperationRecorder, SubjectErasedError, request_hash
-from agent_memory.projection import memory_text
+from agent_memory.projection import embed_operation_id, memory_text
 from agent_memory.providers.base import Embedder
 
 # The projections, in swap order (derived-most first, like erasure), each with the columns the
@@ -263,7 +264,7 @@ def _apply_fact(out: Replayed, rows: list[dict], ev: Event) -> None:
         "evidence_message_ids": list(ev.source_message_ids), "close_reason": None, "operation_id": ev.operation_id})
     if action != "candidate":
         out.search.append(_search_row(ev.memory_id, "fact", ev.version,
-                                      f"{p['namespace']} {p['key'].replace('_', ' ')}: {p['value']}", ev.occurred_at))
+                                      fact_text(p['namespace'], p['key'], p['value']), ev.occurred_at))
     # Candidates are projected as vectors too (memory_kind 'fact'), like the live outbox.
     out.vector_items.append(VectorItem(ev.memory_id, "fact", ev.version,
                                        memory_text("fact", p["namespace"], p["key"], p["value"]), ev.operation_id))
@@ -343,7 +344,8 @@ async def _recorded_embeddings(conn: psycopg.AsyncConnection, tenant_id: str, su
     rows: dict[tuple, dict] = {}
     unmatched = 0
     for operation_id, req_hash, result in await cur.fetchall():
-        parts = operation_id.split("/", 3)
+        # embed/{memory id}/{version}/{model}/{text digest} (projection.embed_operation_id)
+        parts = operation_id.rpartition("/")[0].split("/", 3)
         if len(parts) != 4 or not parts[2].isdigit():
             continue
         item = by_key.get((parts[1], int(parts[2])))
@@ -430,12 +432,6 @@ async def _swap(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, 
         """, (tenant_id, subject_id))
 
 
-def embed_operation_id(memory_id: uuid.UUID, version: int, embedder: Embedder) -> str:
-    """The vector projection's operation id (projection.project_vectors), so either one reuses
-    what the other recorded."""
-    return f"embed/{memory_id}/{version}/{embedder.name}-{embedder.version}"
-
-
 async def embed_missing(pool: AsyncConnectionPool, wrapper: KeyWrapper, recorder: OperationRecorder,
                         embedder: Embedder, tenant_id: str, subject_id: str) -> int:
     """Embed replayed items that have no vector, no recorded embedding and no pending outbox row
@@ -461,7 +457,7 @@ async def embed_missing(pool: AsyncConnectionPool, wrapper: KeyWrapper, recorder
     for item in missing:
         await recorder.run(
             tenant_id=tenant_id, subject_id=subject_id,
-            operation_id=embed_operation_id(item.memory_id, item.version, embedder), kind="embed",
+            operation_id=embed_operation_id(item.memory_id, item.version, embedder, item.text), kind="embed",
             request={"text": item.text, "model": embedder.name, "version": embedder.version},
             result_type=EmbeddingResult, call=lambda text=item.text: embedder.embed([text]))
     return len(missing)

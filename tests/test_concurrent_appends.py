@@ -80,7 +80,7 @@ async def test_many_appenders_on_one_session_lose_nothing_and_every_conflict_is_
     await asyncio.gather(*(appender(k) for k in range(appenders)))
 
     total = appenders * batches_each * batch_size
-    owner, messages = await load_session(services.pool, tenant, sid)
+    owner, messages, _ = await load_session(services.pool, tenant, sid)
     assert owner == SUBJECT and len(messages) == total == await message_count(services, tenant)
     assert sorted(m.message_id for m in messages) == sorted(
         f"a{k}-b{b}-m{i}" for k in range(appenders) for b in range(batches_each) for i in range(batch_size))

@@ -73,6 +73,8 @@ class ConsolidationWorkflow:
             ConsolidationActivities.extract_facts, step,
             start_to_close_timeout=PROVIDER_TIMEOUT, heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=PROVIDER_RETRY)
         self._progress.facts_extracted = extraction.count
+        # Every later step works on the messages the extraction saw, however many arrive meanwhile.
+        step = step.model_copy(update={"through": extraction.through})
 
         self._progress.step = "score_importance"
         importance = await workflow.execute_activity_method(

@@ -21,8 +21,10 @@ STEP_TIMEOUT = timedelta(minutes=2)
 HEARTBEAT_TIMEOUT = timedelta(seconds=20)
 # A residue found by the scan sends the deletions round again, at most this often.
 MAX_ERASE_ROUNDS = 3
-# Runs started before observations and the lexical index existed erase these stores only.
+# Runs started before observations and the lexical index existed erase these stores only; runs
+# started before event metadata was redacted, all but that.
 STORES_BEFORE_OBSERVATIONS = ("working_memory", "vectors", "outbox", "episodes", "facts", "operations", "messages")
+STORES_BEFORE_EVENT_METADATA = tuple(store for store in STORES if store != "event_metadata")
 
 
 @workflow.defn
@@ -46,7 +48,12 @@ class ErasureWorkflow:
         step = ErasureStepInput(tenant_id=request.tenant_id, subject_id=request.subject_id,
                                 request_id=request.request_id)
         residue: dict[str, int] = {}
-        stores = STORES if workflow.patched("erase-observations-and-search-index") else STORES_BEFORE_OBSERVATIONS
+        if workflow.patched("erase-event-metadata"):
+            stores = STORES
+        elif workflow.patched("erase-observations-and-search-index"):
+            stores = STORES_BEFORE_EVENT_METADATA
+        else:
+            stores = STORES_BEFORE_OBSERVATIONS
         for _ in range(MAX_ERASE_ROUNDS):
             for store in stores:
                 self._progress.step = f"erase {store}"

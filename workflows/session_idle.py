@@ -8,16 +8,20 @@ import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
+from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
-    from agent_memory.models import ConsolidationInput, SessionIdleInput, SessionIdleResult
+    from activities.consolidation import ConsolidationActivities
+    from agent_memory.models import ConsolidationInput, SessionIdleInput, SessionIdleResult, StepInput
     from agent_memory.search_attributes import SESSION_ID, SUBJECT_ID, TENANT_ID
     from workflows.consolidation import ConsolidationWorkflow
 
 # Signals are history events: a very chatty session starts afresh now and then.
 MAX_TOUCHES_PER_RUN = 1000
+CHECK_TIMEOUT = timedelta(seconds=30)
+CHECK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
+                          maximum_interval=timedelta(seconds=30), maximum_attempts=10)
 
 
 @workflow.defn
@@ -52,13 +56,20 @@ class SessionIdleWorkflow:
             if self._touches >= MAX_TOUCHES_PER_RUN:
                 workflow.continue_as_new(request)
         consolidation_id = f"consolidate/{request.tenant_id}/{request.session_id}"
+        pending = await workflow.execute_activity_method(
+            ConsolidationActivities.count_unconsolidated,
+            StepInput(tenant_id=request.tenant_id, subject_id=request.subject_id, session_id=request.session_id),
+            start_to_close_timeout=CHECK_TIMEOUT, retry_policy=CHECK_RETRY)
+        if pending.count == 0:
+            return SessionIdleResult(outcome="nothing new to consolidate", consolidation_workflow_id=consolidation_id)
         try:
+            # A closed run of this id covered older messages; these new ones get a new run.
             await workflow.start_child_workflow(
                 ConsolidationWorkflow.run,
                 ConsolidationInput(tenant_id=request.tenant_id, subject_id=request.subject_id,
                                    session_id=request.session_id),
                 id=consolidation_id,
-                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
                 parent_close_policy=workflow.ParentClosePolicy.ABANDON,
                 search_attributes=TypedSearchAttributes([
                     SearchAttributePair(TENANT_ID, request.tenant_id),

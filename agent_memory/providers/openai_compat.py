@@ -40,6 +40,7 @@ from agent_memory.models import (
     ProviderResult,
     SummaryResult,
     SummarySentence,
+    storable_text,
 )
 from agent_memory.providers.base import (
     EMBEDDING_DIMENSIONS,
@@ -248,7 +249,23 @@ def extract_json(text: str) -> Any:
     raise ProviderOutputInvalid(raw, ["no parseable JSON object or array in the output"])
 
 
+def _unstorable(payload: Any) -> str | None:
+    """The first string Postgres could not store (NUL, lone surrogate), as a reason."""
+    if isinstance(payload, str):
+        try:
+            storable_text(payload)
+        except ValueError as exc:
+            return str(exc)
+    elif isinstance(payload, dict):
+        return next((r for v in [*payload.keys(), *payload.values()] if (r := _unstorable(v))), None)
+    elif isinstance(payload, list):
+        return next((r for v in payload if (r := _unstorable(v))), None)
+    return None
+
+
 def _validate(raw: str, payload: Any, model: type[M]) -> M:
+    if reason := _unstorable(payload):  # refuse before anything is recorded, not half-way
+        raise ProviderOutputInvalid(raw, [f"a value {reason}"])
     fields = list(model.model_fields)
     if isinstance(payload, list) and len(fields) == 1:  # a bare list where {"facts": [...]} was asked
         payload = {fields[0]: payload}

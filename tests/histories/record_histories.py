@@ -2,14 +2,16 @@
 python -m tests.histories.record_histories [NAME.json ...]   (default: all current names)
 
 Histories of older workflow versions (erasure-v1.json: before observations and the lexical
-index, now behind workflow.patched) are kept and never re-recorded: they prove old runs still
-replay. After a change to a workflow's steps, add a new name rather than overwriting."""
+index; erasure-v2.json: before event metadata was redacted; both behind workflow.patched) are
+kept and never re-recorded: they prove old runs still replay. After a change to a workflow's
+steps, add a new name rather than overwriting."""
 
 from __future__ import annotations
 
 import asyncio
 import sys
 import tempfile
+from datetime import timedelta
 from pathlib import Path
 
 from agent_memory.client import MemoryClient
@@ -44,8 +46,19 @@ async def main(only: set[str] | None = None) -> None:
                     (HERE / "rebuild.json").write_text((await rebuild.fetch_history()).to_json())
                 erase = await client.erase("acme", "lin", reason="recorded history")
                 await erase.result()
-                if keep("erasure-v2.json"):
-                    (HERE / "erasure-v2.json").write_text((await erase.fetch_history()).to_json())
+                if keep("erasure-v3.json"):
+                    (HERE / "erasure-v3.json").write_text((await erase.fetch_history()).to_json())
+            # The idle timer: no end hook, the timer runs out and starts the consolidation.
+            idle_client = MemoryClient(services, offline_providers().embedder, task_queue="record-histories",
+                                       idle_timeout=timedelta(seconds=1))
+            async with build_worker(services, task_queue="record-histories"):
+                await idle_client.append_messages("acme", "ana", session("s2", "2024-03-02T09:00:00Z",
+                                                                          "I live in Rome."))
+                idle = services.temporal.get_workflow_handle("idle/acme/s2")
+                await idle.result()
+                await services.temporal.get_workflow_handle("consolidate/acme/s2").result()
+                if keep("session-idle.json"):
+                    (HERE / "session-idle.json").write_text((await idle.fetch_history()).to_json())
 
 
 if __name__ == "__main__":

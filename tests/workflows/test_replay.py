@@ -17,6 +17,8 @@ HISTORIES = Path(__file__).parent.parent / "histories"
 @pytest.mark.parametrize("name, workflow_id", [("consolidation.json", "consolidate/acme/s1"),
                                                ("erasure-v1.json", "erase/acme/lin"),
                                                ("erasure-v2.json", "erase/acme/lin"),
+                                               ("erasure-v3.json", "erase/acme/lin"),
+                                               ("session-idle.json", "idle/acme/s2"),
                                                ("rebuild.json", "rebuild/acme/*/recorded")])
 async def test_recorded_history_replays(name, workflow_id):
     history = WorkflowHistory.from_json(workflow_id, (HISTORIES / name).read_text())
