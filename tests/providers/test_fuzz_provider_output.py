@@ -328,3 +328,13 @@ async def test_the_worker_keeps_consolidating_after_a_poisoned_output(client, se
     assert good.facts_written == 1 and good.episode_written
     assert [(f.key, f.value) for f in await client.facts(tenant, "lin")] == [("home_city", "Hangzhou")]
     assert await client.facts(tenant, "mallory", history=True) == []
+
+
+@pytest.mark.parametrize("value", ["Lis\u0000bon", "\ud800"], ids=["nul", "lone-surrogate"])
+def test_a_value_postgres_cannot_store_is_invalid_output_not_a_failed_write(value):
+    from agent_memory.providers.openai_compat import SummaryOut, _validate
+
+    payload = {"sentences": [{"text": f"Lin lives in {value}.", "source_message_ids": ["m1"]}]}
+    with pytest.raises(ProviderOutputInvalid) as err:
+        _validate("raw", payload, SummaryOut)
+    assert "cannot be stored" in " ".join(err.value.errors) or "surrogate" in " ".join(err.value.errors)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+from temporalio.client import WorkflowFailureError
+
 from agent_memory.db import tenant_transaction
 from tests.sessions import session
 from workflows.consolidation import ConsolidationWorkflow
@@ -82,3 +84,32 @@ async def test_runs_lists_workflows_with_the_ui_visibility_query(client, tenant,
     attrs = {k.name: v for k, v in described.typed_search_attributes}
     assert {k: attrs.get(k) for k in ("TenantId", "SubjectId", "SessionId")} == {
         "TenantId": tenant, "SubjectId": "ana", "SessionId": "s-ana"}
+
+
+async def test_a_failed_run_and_a_resumed_session_are_consolidated_again(client, tenant, running_worker):
+    async with running_worker():
+        # The hook fired before the messages were stored: that run fails for good…
+        early = await client.end_session(tenant, "eve", "s-late")
+        try:
+            await client.consolidation_result(early)
+            raise AssertionError("a run over a missing session should fail")
+        except WorkflowFailureError:
+            pass
+        failed_run = (await early.describe()).run_id
+        # …and does not block the session: once the messages are there, the hook runs again.
+        await client.append_messages(tenant, "eve", session("s-late", "2024-01-01T10:00:00Z", "I live in Lima."))
+        retried = await client.end_session(tenant, "eve", "s-late")
+        assert (await client.consolidation_result(retried)).facts_written == 1
+        done_run = (await retried.describe()).run_id
+        assert done_run != failed_run
+        # The same hook again, nothing new: it attaches to the finished run.
+        again = await client.end_session(tenant, "eve", "s-late")
+        assert (await again.describe()).run_id == done_run
+        # The session goes on after its consolidation: the new messages get a run of their own.
+        await client.append_messages(tenant, "eve", session("s-late", "2024-01-01T10:00:00Z", "I live in Lima.",
+                                                            "I moved to Quito."))
+        resumed = await client.end_session(tenant, "eve", "s-late")
+        await client.consolidation_result(resumed)
+        assert (await resumed.describe()).run_id not in (done_run, failed_run)
+    history = [(f.value, f.version) for f in await client.facts(tenant, "eve", history=True)]
+    assert history == [("Lima", 1), ("Quito", 2)]

@@ -50,6 +50,12 @@ async def test_erasure_removes_everything_and_returns_the_same_receipt(client, s
                                  (tenant, subject))
         keys = (await cur.fetchone())[0]
     assert events == ciphertexts > 0 and keys == 0  # the log stays, as unreadable ciphertext
+    async with tenant_transaction(services.pool, tenant) as conn:
+        cur = await conn.execute("SELECT DISTINCT namespace, operation_id, source_message_ids FROM memory_events "
+                                 "WHERE tenant_id = %s AND subject_id = %s", (tenant, subject))
+        # …and with nothing in the clear: no namespace, no session-naming operation, no message ids.
+        assert await cur.fetchall() == [("erased", "erased", [])]
+    assert receipt.removed["event_metadata"] == events
 
     # The other subject keeps everything.
     assert [f.value for f in await client.facts(tenant, other)] == ["Paris"]
