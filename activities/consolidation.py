@@ -33,6 +33,7 @@ from agent_memory.models import (
 from agent_memory.operations import OperationRecorder, ensure_not_erased, request_hash
 from agent_memory.projection import project_vectors
 from agent_memory.providers.base import Embedder, FactExtractor, ImportanceScorer, Summarizer
+from agent_memory.providers.notes import write_observations
 
 
 def messages_digest(messages: list[Message]) -> str:
@@ -93,8 +94,15 @@ class ConsolidationActivities:
     @activity.defn
     @temporal_failures
     async def summarize_session(self, step: StepInput) -> StepOutcome:
-        return await self._provider_step(step, "summary", self.summarizer, SummaryResult,
-                                         lambda messages: self.summarizer.summarize(messages))
+        async def summarize(messages: list[Message]) -> SummaryResult:
+            summary = await self.summarizer.summarize(messages)
+            # Notes are a deterministic rewrite of the messages, not a model's output: a provider
+            # that writes none (a remote model's summary) still gets them, recorded with its result.
+            if not summary.observations:
+                summary = summary.model_copy(update={"observations": write_observations(messages)})
+            return summary
+
+        return await self._provider_step(step, "summary", self.summarizer, SummaryResult, summarize)
 
     @activity.defn
     @temporal_failures

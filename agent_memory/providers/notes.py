@@ -32,8 +32,14 @@ def _content_words(sentence: str) -> list[str]:
     return [w for w in _WORD.findall(sentence.lower()) if w not in _FUNCTION_WORDS and len(w) > 2]
 
 
+# A greeting or interjection opening a sentence ("Hi, my name is Lin."): judged without it.
+_OPENER = re.compile(r"^(?:hi|hey|hello|wow|woah|whoa|oh|ah|aw+|omg|yay|haha|lol|ok|okay|yeah|yep|yes|well|so)"
+                     r"(?:\s+\w+)?\s*[,!.]+\s*", re.I)
+
+
 def informative(sentence: str) -> bool:
     """Whether a sentence says something worth remembering (not a greeting or a reaction)."""
+    sentence = _OPENER.sub("", sentence.strip(), count=1) or sentence
     if _CJK.search(sentence):
         return len(_CJK.findall(sentence)) >= 4 and not re.match(r"^(?:谢谢|哈哈|好的|嗯|哦|太好了|没问题)", sentence)
     words = _content_words(sentence)

@@ -542,7 +542,7 @@ def _truncate(prefix: str, text: str, cap: int) -> str:
 
 class ExtractiveSummarizer:
     name = "extractive-summarizer"
-    version = "3"  # 2: observations; 3: observations carry the question they answer
+    version = "4"  # 2: observations; 3: with the question they answer; 4: greetings no longer hide statements
 
     async def summarize(self, messages: list[Message], *, token_cap: int = SUMMARY_TOKEN_CAP) -> SummaryResult:
         candidates: list[tuple[int, str, str, Message]] = []  # (order, prefix, sentence, message)

@@ -62,6 +62,10 @@ async def test_429_is_retried_after_retry_after_and_usage_is_recorded(client, se
     assert [(f.key, f.value) for f in await client.facts(tenant, "lin")] == [("home_city", "Hangzhou")]
     ops = {row[0]: row for row in await _operations(services, tenant)}
     assert ops["extract"][1:5] == ("openai-compatible:test-chat", 120, 2, "succeeded")
+    async with tenant_transaction(services.pool, tenant) as conn:  # notes, though the model wrote none
+        cur = await conn.execute("SELECT source_message_ids FROM observations WHERE tenant_id = %s "
+                                 "ORDER BY message_id", (tenant,))
+        assert [row[0] for row in await cur.fetchall()] == [["s-oa:1"], ["s-oa:2"]]
 
 
 async def test_schema_invalid_output_fails_non_retryably_and_keeps_the_raw_text(client, services, tenant,
