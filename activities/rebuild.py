@@ -24,7 +24,8 @@ class RebuildActivities:
     @activity.defn
     @temporal_failures
     async def list_subjects_to_rebuild(self, request: SubjectListInput) -> SubjectList:
-        return SubjectList(subjects=await rebuild.list_subjects(self.pool, request.tenant_id))
+        return SubjectList(subjects=await rebuild.list_subjects(self.pool, request.tenant_id,
+                                                                after=request.after_subject, limit=request.limit))
 
     @activity.defn
     @temporal_failures

@@ -346,6 +346,11 @@ class RebuildInput(BaseModel):
     subject_id: str | None = None  # None: every subject of the tenant
     request_id: str
     force: bool = False  # swap the rebuilt tables in even when the digests are equal
+    # A tenant-wide rebuild goes through the subjects a page at a time, continuing as a new run
+    # after each page: the last subject done, and what the earlier runs found.
+    subjects_per_run: int = Field(default=200, ge=1)
+    after_subject: str | None = None
+    carried: "RebuildResult | None" = None
 
 
 class RebuildSubjectInput(BaseModel):
@@ -356,6 +361,8 @@ class RebuildSubjectInput(BaseModel):
 
 class SubjectListInput(BaseModel):
     tenant_id: str
+    after_subject: str | None = None
+    limit: int | None = None
 
 
 class SubjectList(BaseModel):
@@ -406,6 +413,9 @@ class RebuildResult(BaseModel):
     rows: int
     events: int
     all_equal: bool  # every subject that was replayed matched its live projection
+
+
+RebuildInput.model_rebuild()
 
 
 # --- storable evidence text (validated at the edge, so ingest names the line and nothing is half-written) ---

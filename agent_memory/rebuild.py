@@ -509,10 +509,14 @@ async def rebuild_subject(pool: AsyncConnectionPool, wrapper: KeyWrapper, tenant
         elapsed_ms=int((time.monotonic() - started) * 1000))
 
 
-async def list_subjects(pool: AsyncConnectionPool, tenant_id: str) -> list[str]:
-    """Every subject of the tenant with events, projection rows or a tombstone."""
+async def list_subjects(pool: AsyncConnectionPool, tenant_id: str, *, after: str | None = None,
+                        limit: int | None = None) -> list[str]:
+    """Subjects of the tenant with events, projection rows or a tombstone, in id order: those
+    after `after`, at most `limit` (a keyset page)."""
     parts = [sql.SQL("SELECT subject_id FROM {} WHERE tenant_id = %(t)s").format(sql.Identifier(t))
              for t in ("memory_events", *TABLES, "tombstones")]
+    query = (sql.SQL("SELECT subject_id FROM (") + sql.SQL(" UNION ").join(parts)
+             + sql.SQL(") s WHERE subject_id > %(after)s ORDER BY 1 LIMIT %(limit)s"))
     async with tenant_transaction(pool, tenant_id) as conn:
-        cur = await conn.execute(sql.SQL(" UNION ").join(parts) + sql.SQL(" ORDER BY 1"), {"t": tenant_id})
+        cur = await conn.execute(query, {"t": tenant_id, "after": after or "", "limit": limit})
         return [row[0] for row in await cur.fetchall()]

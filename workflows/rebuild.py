@@ -30,6 +30,10 @@ LIST_TIMEOUT = timedelta(seconds=60)
 SUBJECT_TIMEOUT = timedelta(minutes=10)
 # Activities heartbeat every 5 s (activities/errors.py): a dead worker is noticed this fast.
 HEARTBEAT_TIMEOUT = timedelta(seconds=20)
+# A tenant-wide rebuild continues as a new run after each page of subjects (request
+# .subjects_per_run), so history stays small; past this many, the result lists only the subjects
+# that were not equal or were repaired (the totals count them all).
+LISTED_SUBJECTS_MAX = 200
 
 
 @workflow.defn
@@ -43,14 +47,18 @@ class RebuildWorkflow:
 
     @workflow.run
     async def run(self, request: RebuildInput) -> RebuildResult:
+        more = False
         if request.subject_id:
             subjects = [request.subject_id]
         else:
             self._progress.step = "list_subjects"
             listed = await workflow.execute_activity_method(
-                RebuildActivities.list_subjects_to_rebuild, SubjectListInput(tenant_id=request.tenant_id),
+                RebuildActivities.list_subjects_to_rebuild,
+                SubjectListInput(tenant_id=request.tenant_id, after_subject=request.after_subject,
+                                 limit=request.subjects_per_run),
                 start_to_close_timeout=LIST_TIMEOUT, heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=REBUILD_RETRY)
             subjects = listed.subjects
+            more = len(subjects) == request.subjects_per_run
         self._progress.subjects_total = len(subjects)
 
         entries: list[SubjectRebuild] = []
@@ -65,12 +73,28 @@ class RebuildWorkflow:
             self._progress.rows += entry.rows
             self._progress.mismatched += int(not entry.equal and not entry.skipped_erased)
             self._progress.skipped_erased += int(entry.skipped_erased)
+        result = self._totals(request, entries)
+        if more:
+            self._progress.step = "continue with the next subjects"
+            workflow.continue_as_new(request.model_copy(update={"after_subject": subjects[-1], "carried": result}))
         self._progress.step = "done"
+        return result
 
+    @staticmethod
+    def _totals(request: RebuildInput, entries: list[SubjectRebuild]) -> RebuildResult:
+        """This run's subjects added to what the earlier runs of the chain found."""
+        carried = request.carried
         replayed = [e for e in entries if not e.skipped_erased]
+        listed = (carried.subjects if carried else []) + entries
+        if len(listed) > LISTED_SUBJECTS_MAX:
+            listed = [e for e in listed if not e.equal or e.repaired]  # the ones an operator must see
         return RebuildResult(
             workflow_id=workflow.info().workflow_id, tenant_id=request.tenant_id, subject_id=request.subject_id,
-            force=request.force, subjects=entries, subjects_total=len(entries),
-            subjects_equal=sum(e.equal for e in replayed), subjects_repaired=sum(e.repaired for e in entries),
-            skipped_erased=len(entries) - len(replayed), rows=sum(e.rows for e in entries),
-            events=sum(e.events for e in entries), all_equal=all(e.equal for e in replayed))
+            force=request.force, subjects=listed,
+            subjects_total=len(entries) + (carried.subjects_total if carried else 0),
+            subjects_equal=sum(e.equal for e in replayed) + (carried.subjects_equal if carried else 0),
+            subjects_repaired=sum(e.repaired for e in entries) + (carried.subjects_repaired if carried else 0),
+            skipped_erased=len(entries) - len(replayed) + (carried.skipped_erased if carried else 0),
+            rows=sum(e.rows for e in entries) + (carried.rows if carried else 0),
+            events=sum(e.events for e in entries) + (carried.events if carried else 0),
+            all_equal=all(e.equal for e in replayed) and (carried.all_equal if carried else True))

@@ -230,3 +230,18 @@ async def test_rebuild_replays_a_promoted_candidate(client, services, tenant, ru
         result = await client.rebuild_result(await client.rebuild(tenant, subject))
     assert ("promoted", "promoted to current fact") in rows and ("active", None) in rows
     assert result.all_equal and not result.subjects[0].repaired
+
+
+async def test_a_tenant_wide_rebuild_pages_through_subjects_in_runs(client, tenant, running_worker):
+    subjects = ["ada", "bo", "cy", "di", "ed"]
+    async with running_worker():
+        for n, subject in enumerate(subjects):
+            await _consolidate(client, tenant, subject,
+                               session(f"page-{n}", "2024-01-01T10:00:00Z", f"I live in City{n}."))
+        handle = await client.rebuild(tenant, subjects_per_run=2)  # 5 subjects: runs of 2, 2 and 1
+        result = await client.rebuild_result(handle)
+    assert result.subjects_total == 5 and result.subjects_equal == 5 and result.all_equal
+    assert [e.subject for e in result.subjects] == subjects
+    started = [e.workflow_execution_started_event_attributes async for e in handle.fetch_history_events()
+               if e.HasField("workflow_execution_started_event_attributes")]  # of the latest run
+    assert started[0].continued_execution_run_id  # it continued an earlier run of the chain
