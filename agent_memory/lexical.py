@@ -17,6 +17,11 @@ WORD = re.compile(r"\w+")
 K1, B = 1.2, 0.75
 
 
+def indexed_text(text: str, hint: str | None = None) -> str:
+    """What the index holds for an item: its text, plus a hint (the question a note answers)."""
+    return f"{text} {hint}" if hint else text
+
+
 def search_text(text: str) -> str:
     bigrams = [run[i:i + 2] for run in CJK_RUN.findall(text) for i in range(max(1, len(run) - 1))]
     return f"{text} {' '.join(bigrams)}" if bigrams else text
@@ -29,7 +34,7 @@ def term_count(text: str) -> int:
 async def index_item(conn: psycopg.AsyncConnection, *, tenant_id: str, subject_id: str, memory_id: uuid.UUID,
                      kind: str, version: int, text: str, happened_at: datetime, hint: str | None = None) -> None:
     """Index an item's text; `hint` (e.g. the question a message answers) is searchable too."""
-    indexed = f"{text} {hint}" if hint else text
+    indexed = indexed_text(text, hint)
     await conn.execute(
         """
         INSERT INTO memory_search (tenant_id, subject_id, memory_id, memory_kind, version, search_text, term_count,

@@ -36,7 +36,7 @@ from psycopg_pool import AsyncConnectionPool
 from agent_memory.crypto import KeyWrapper
 from agent_memory.db import lock_subject, tenant_transaction
 from agent_memory.fact_text import fact_text
-from agent_memory.lexical import search_text, term_count
+from agent_memory.lexical import indexed_text, search_text, term_count
 from agent_memory.memory_store import subject_key
 from agent_memory.models import EmbeddingResult, SubjectRebuild
 from agent_memory.operations import OperationRecorder, SubjectErasedError, request_hash
@@ -178,9 +178,11 @@ def _parse_time(value: str | None) -> datetime | None:
     return None if value is None else datetime.fromisoformat(value)
 
 
-def _search_row(memory_id: uuid.UUID, kind: str, version: int, text: str, happened_at: datetime) -> dict:
-    return {"memory_id": memory_id, "memory_kind": kind, "version": version, "search_text": search_text(text),
-            "term_count": term_count(text), "happened_at": happened_at}
+def _search_row(memory_id: uuid.UUID, kind: str, version: int, text: str, happened_at: datetime,
+                hint: str | None = None) -> dict:
+    indexed = indexed_text(text, hint)  # as lexical.index_item writes it
+    return {"memory_id": memory_id, "memory_kind": kind, "version": version, "search_text": search_text(indexed),
+            "term_count": term_count(indexed), "happened_at": happened_at}
 
 
 def replay_events(events: list[Event]) -> Replayed:
@@ -226,7 +228,8 @@ def replay_events(events: list[Event]) -> Replayed:
                 "memory_id": ev.memory_id, "session_id": p["session_id"], "message_id": ev.source_message_ids[0],
                 "version": 1, "text": p["text"], "happened_at": ev.occurred_at,
                 "source_message_ids": list(ev.source_message_ids), "operation_id": ev.operation_id})
-            out.search.append(_search_row(ev.memory_id, "observation", 1, p["text"], ev.occurred_at))
+            out.search.append(_search_row(ev.memory_id, "observation", 1, p["text"], ev.occurred_at,
+                                          p.get("answers")))
             out.vector_items.append(VectorItem(ev.memory_id, "observation", 1, p["text"], ev.operation_id))
         else:
             raise EventLogError(f"memory {ev.memory_id} v{ev.version}: cannot replay a {ev.event_type} event "

@@ -236,8 +236,10 @@ async def test_a_tenant_wide_rebuild_pages_through_subjects_in_runs(client, tena
     subjects = ["ada", "bo", "cy", "di", "ed"]
     async with running_worker():
         for n, subject in enumerate(subjects):
+            # A question answered: the note is indexed with it, and the replay must index it alike.
             await _consolidate(client, tenant, subject,
-                               session(f"page-{n}", "2024-01-01T10:00:00Z", f"I live in City{n}."))
+                               session(f"page-{n}", "2024-01-01T10:00:00Z", ("assistant", "Where do you live?"),
+                                       f"I live in City{n}."))
         handle = await client.rebuild(tenant, subjects_per_run=2)  # 5 subjects: runs of 2, 2 and 1
         result = await client.rebuild_result(handle)
     assert result.subjects_total == 5 and result.subjects_equal == 5 and result.all_equal
