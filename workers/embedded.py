@@ -60,8 +60,19 @@ def wait_for_port(port: int, name: str, log_file: Path, timeout: float = 90.0) -
         if port_open(port):
             return
         time.sleep(0.2)
-    tail = log_file.read_text(errors="replace")[-2000:] if log_file.exists() else ""
-    raise RuntimeError(f"{name} did not open port {port} within {timeout:.0f}s; log {log_file}:\n{tail}")
+    raise RuntimeError(f"{name} did not open port {port} within {timeout:.0f}s: {last_error(log_file)} "
+                       f"(log: {log_file})")
+
+
+def last_error(log_file: Path, extra: str = "") -> str:
+    """The line of a server log that says why it stopped, for a one-line error."""
+    text = (log_file.read_text(errors="replace")[-8000:] if log_file.exists() else "") + "\n" + extra
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for marker in ("already in use", "FATAL", "ERROR", "Error", "error", "panic"):
+        found = [line for line in lines if marker in line]
+        if found:
+            return found[-1]
+    return lines[-1] if lines else "no output"
 
 
 def pid_alive(pid: int) -> bool:
@@ -310,8 +321,7 @@ class EmbeddedStack:
             res = self._pg_run("pg_ctl", "-D", str(data), "-w", "-t", "60", "-l", str(log_file), "-o",
                                f"-h 127.0.0.1 -p {port} -k {data} -c max_connections=200", "start")
             if res.returncode != 0:
-                raise RuntimeError(f"PostgreSQL did not start:\n{res.stdout}\n{res.stderr}\n"
-                                   f"{log_file.read_text(errors='replace')[-2000:]}")
+                raise RuntimeError(f"PostgreSQL did not start: {last_error(log_file, res.stderr)} (log: {log_file})")
             pid = int((data / "postmaster.pid").read_text().split()[0])
             self._save_state("postgres", pid=pid, port=port)
             self.started.append("postgres")
