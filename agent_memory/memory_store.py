@@ -23,7 +23,6 @@ from agent_memory.lexical import index_item
 from agent_memory.models import (
     CommitOutcome,
     ConflictPlan,
-    EpisodeRow,
     ExtractionResult,
     FactRow,
     ImportanceResult,
@@ -299,14 +298,4 @@ async def list_facts(pool: AsyncConnectionPool, tenant_id: str, subject_id: str,
     async with tenant_transaction(pool, tenant_id) as conn:
         async with conn.cursor(row_factory=class_row(FactRow)) as cur:
             await cur.execute(query, params)
-            return await cur.fetchall()
-
-
-async def list_episodes(pool: AsyncConnectionPool, tenant_id: str, subject_id: str) -> list[EpisodeRow]:
-    async with tenant_transaction(pool, tenant_id) as conn:
-        async with conn.cursor(row_factory=class_row(EpisodeRow)) as cur:
-            await cur.execute(
-                "SELECT memory_id::text, tenant_id, subject_id, session_id, version, summary, importance, happened_at, "
-                "source_message_ids FROM episodes WHERE tenant_id = %s AND subject_id = %s ORDER BY happened_at",
-                (tenant_id, subject_id))
             return await cur.fetchall()

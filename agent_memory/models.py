@@ -180,18 +180,6 @@ class FactRow(BaseModel):
     evidence_message_ids: list[str]
 
 
-class EpisodeRow(BaseModel):
-    memory_id: str
-    tenant_id: str
-    subject_id: str
-    session_id: str
-    version: int
-    summary: str
-    importance: int
-    happened_at: datetime
-    source_message_ids: list[str]
-
-
 # --- workflow and activity payloads --------------------------------------------------------------
 
 

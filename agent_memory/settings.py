@@ -30,10 +30,10 @@ class Settings:
     temporal_address: str | None = None  # None: the embedded dev server
     temporal_namespace: str = "default"
     ui_url: str | None = None
-    database_url: str | None = None  # the application role (RLS applies)
-    database_admin_url: str | None = None  # owner role, used for migrations only
-    redis_url: str | None = None
-    master_key: str | None = None  # base64 32 bytes wrapping the per-subject keys
+    database_url: str | None = field(default=None, repr=False)  # the application role (RLS applies)
+    database_admin_url: str | None = field(default=None, repr=False)  # owner role, used for migrations only
+    redis_url: str | None = field(default=None, repr=False)
+    master_key: str | None = field(default=None, repr=False)  # base64 32 bytes wrapping the per-subject keys
     provider: str = "offline"  # offline | openai-compatible
     openai_base_url: str | None = None  # None: https://api.openai.com/v1
     openai_api_key: str | None = field(default=None, repr=False)
@@ -42,7 +42,6 @@ class Settings:
     provider_timeout_seconds: float = 60.0
     input_price_per_1k: float = 0.0  # USD, for the cost estimate
     output_price_per_1k: float = 0.0
-    extra: dict = field(default_factory=dict)
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> "Settings":
