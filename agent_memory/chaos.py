@@ -23,14 +23,15 @@ import sys
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel
 from psycopg_pool import AsyncConnectionPool
+from pydantic import BaseModel
 from temporalio import activity
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import PendingActivityState
@@ -38,11 +39,14 @@ from temporalio.api.workflowservice.v1 import ResetStickyTaskQueueRequest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
-from agent_memory.db import tenant_transaction
+from agent_memory.db import fetch_one, tenant_transaction
 from agent_memory.erasure import STORES
 from agent_memory.faults import FAULTS_ENV, STATE_ENV, hits
 from agent_memory.models import Session
 from agent_memory.settings import ENV_VARS, Settings
+
+if TYPE_CHECKING:
+    from agent_memory.providers.openai_compat import ProviderBundle
 
 PROVIDER_LOG_ENV = "AGENT_MEMORY_PROVIDER_LOG"
 CONSOLIDATION_POINTS = ("after_record:extract", "after_record:importance", "after_record:summary",
@@ -51,15 +55,18 @@ ERASURE_POINTS = tuple(f"mid_erasure:{store}" for store in STORES)
 KILL_POINTS = CONSOLIDATION_POINTS + ERASURE_POINTS
 SUBJECT = "lin"
 ERASURE_REASON = "chaos: erase after consolidation"
+_REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 # --- the worker process -------------------------------------------------------------------------
 
 def _tenant_in_activity() -> str:
     try:
-        return activity.info().workflow_id.split("/")[1]  # consolidate/{tenant}/{session}
-    except (RuntimeError, IndexError):
+        workflow_id = activity.info().workflow_id
+    except RuntimeError:  # not in an activity
         return "-"
+    parts = (workflow_id or "").split("/")  # consolidate/{tenant}/{session}; None: a standalone activity
+    return parts[1] if len(parts) > 1 else "-"
 
 
 class _Logged:
@@ -115,19 +122,12 @@ class LoggedEmbedder(_Logged):
         return await self._inner.embed(texts)
 
 
-@dataclass
-class LoggedProviders:
-    extractor: Any
-    scorer: Any
-    summarizer: Any
-    embedder: Any
-
-
-def logged_providers(log_path: str | os.PathLike) -> LoggedProviders:
+def logged_providers(log_path: str | os.PathLike) -> ProviderBundle:
     from agent_memory.providers.offline import offline_providers
+    from agent_memory.providers.openai_compat import ProviderBundle
 
     p, log = offline_providers(), str(log_path)
-    return LoggedProviders(LoggedExtractor(p.extractor, "extract", log), LoggedScorer(p.scorer, "importance", log),
+    return ProviderBundle(LoggedExtractor(p.extractor, "extract", log), LoggedScorer(p.scorer, "importance", log),
                            LoggedSummarizer(p.summarizer, "summary", log), LoggedEmbedder(p.embedder, "embed", log))
 
 
@@ -228,51 +228,56 @@ class WorkerSupervisor:
         self._died: asyncio.Future | None = None
         self._watcher: asyncio.Task | None = None
 
-    async def start(self, faults: str | None = None) -> "WorkerSupervisor":
-        self._died = asyncio.get_running_loop().create_future()
-        await self._spawn(faults)
-        self._watcher = asyncio.create_task(self._watch())
+    async def start(self, faults: str | None = None) -> WorkerSupervisor:
+        self._died = died = asyncio.get_running_loop().create_future()
+        proc = await self._spawn(faults)
+        self._watcher = asyncio.create_task(self._watch(proc, died))
         return self
 
-    async def _spawn(self, faults: str | None) -> None:
+    async def _spawn(self, faults: str | None) -> asyncio.subprocess.Process:
         env = dict(self.env)
         env.pop(FAULTS_ENV, None)
         if faults:
             env[FAULTS_ENV] = faults
         self.faults = faults
-        with open(self.log_file, "ab") as out:
+        # The child needs a real file descriptor; appending to a local log file is not worth a thread.
+        with open(self.log_file, "ab") as out:  # noqa: ASYNC230
             self.proc = await asyncio.create_subprocess_exec(
                 *self.argv, env=env, stdout=out, stderr=asyncio.subprocess.STDOUT, stdin=asyncio.subprocess.DEVNULL,
-                cwd=str(Path(__file__).resolve().parents[1]), start_new_session=True)
+                cwd=str(_REPO_ROOT), start_new_session=True)
+        return self.proc
 
-    async def _watch(self) -> None:
+    async def _watch(self, proc: asyncio.subprocess.Process, died: asyncio.Future) -> None:
         try:
             while True:
-                code = await self.proc.wait()
+                code = await proc.wait()
                 if self._stopping:
                     return
                 if code != -signal.SIGKILL:
                     raise WorkerDied(f"the worker exited with {code}; log {self.log_file}:\n{self.log_tail()}")
                 self.kills.append(self.faults or "?")
                 self.orphans_failed += await fail_orphaned_activities(self.client, self.active)
-                await self._spawn(self.next_faults())
+                proc = await self._spawn(self.next_faults())
         except Exception as exc:
-            if not self._died.done():
-                self._died.set_exception(exc)
+            if not died.done():
+                died.set_exception(exc)
 
     def log_tail(self, chars: int = 3000) -> str:
         return self.log_file.read_text(errors="replace")[-chars:] if self.log_file.exists() else ""
 
     async def result(self, handle: WorkflowHandle, timeout: float = 120.0):
         """The workflow's result, restarting the worker as often as it is killed meanwhile."""
+        died = self._died
+        if died is None:
+            raise RuntimeError("start() the supervisor before waiting for a result")
         self.active.add(handle.id)
         waiter = asyncio.ensure_future(handle.result())
         try:
-            done, _ = await asyncio.wait({waiter, self._died}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait({waiter, died}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
             if waiter in done:
                 return waiter.result()
-            if self._died in done:
-                self._died.result()
+            if died in done:
+                died.result()
             raise TimeoutError(f"workflow {handle.id} did not finish within {timeout:.0f}s; worker log:\n"
                                f"{self.log_tail()}")
         finally:
@@ -286,7 +291,7 @@ class WorkerSupervisor:
             self.proc.send_signal(signal.SIGTERM)
             try:
                 await asyncio.wait_for(self.proc.wait(), 20)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 self.proc.kill()
                 await self.proc.wait()
         if self._watcher:
@@ -298,7 +303,7 @@ class WorkerSupervisor:
 
 def _plain(value):
     if isinstance(value, datetime):
-        return value.astimezone(timezone.utc).isoformat()
+        return value.astimezone(UTC).isoformat()
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     return value
@@ -362,11 +367,11 @@ async def duplicate_counts(pool: AsyncConnectionPool, tenant_id: str, subject_id
                 f"SELECT coalesce(sum(n - 1), 0) FROM (SELECT count(*) AS n FROM {table} "
                 f"WHERE tenant_id = %s AND subject_id = %s GROUP BY {key} HAVING count(*) > 1) d",
                 (tenant_id, subject_id))
-            counts[name] = int((await cur.fetchone())[0])
+            counts[name] = int((await fetch_one(cur))[0])
         cur = await conn.execute(
             "SELECT count(*) FROM facts WHERE tenant_id = %s AND subject_id = %s AND cardinality(evidence_message_ids) "
             "> (SELECT count(DISTINCT m) FROM unnest(evidence_message_ids) m)", (tenant_id, subject_id))
-        counts["fact_evidence"] = (await cur.fetchone())[0]
+        counts["fact_evidence"] = (await fetch_one(cur))[0]
     return counts
 
 
@@ -409,7 +414,7 @@ def comparable(result: BaseModel) -> dict:
     counts only what it upserted itself)."""
     data = result.model_dump(mode="json")
     for name in ("workflow_id", "tenant_id", "subject_id", "vectors_upserted", "request_id", "requested_at",
-                 "tombstoned_at", "completed_at"):
+                 "tombstoned_at", "completed_at", "compaction_ticket"):
         data.pop(name, None)
     return data
 
@@ -563,7 +568,7 @@ async def run_campaign(services, *, kills: int, seed: int, work_dir: Path,
                        progress: Callable[[str], None] = lambda _: None) -> CampaignReport:
     started = time.monotonic()
     rng = random.Random(seed)
-    work_dir.mkdir(parents=True, exist_ok=True)
+    await asyncio.to_thread(work_dir.mkdir, parents=True, exist_ok=True)
     provider_log = work_dir / "provider-calls.log"
     run_id = f"{seed}-{uuid.uuid4().hex[:6]}"
     task_queue = f"chaos-{run_id}"
@@ -614,7 +619,7 @@ async def run_campaign(services, *, kills: int, seed: int, work_dir: Path,
         report.problems += [f"round {report.rounds} ({', '.join(supervisor.kills) or 'no kill'}): {p}"
                             for p in problems]
         progress(f"round {report.rounds}: killed at {supervisor.kills or 'nothing'}; "
-                 f"{'ok' if not problems else problems}")
+                 f"{problems or 'ok'}")
     report.wall_seconds = round(time.monotonic() - started, 1)
     return report
 

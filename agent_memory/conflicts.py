@@ -22,7 +22,7 @@ import unicodedata
 from dataclasses import dataclass
 from datetime import datetime
 
-from agent_memory.models import ExtractedFact, FactDecision
+from agent_memory.models import ExtractedFact, FactAction, FactDecision
 
 # Below this an explicit statement is kept as a candidate rather than a current fact.
 MIN_CURRENT_CONFIDENCE = 0.5
@@ -105,6 +105,7 @@ def decide(extracted: list[ExtractedFact], current: dict[tuple[str, str], Curren
         low = fact.claim_type == "inference" or fact.confidence < MIN_CURRENT_CONFIDENCE
         held = candidates.get((fact.namespace, fact.key, normalise_value(fact.value)))
         promoted_from: list[str] = []
+        action: FactAction
         if existing and normalise_value(existing.value) == normalise_value(fact.value):
             action, reason = "confirm", "restated: evidence added to the current fact"
         elif existing and existing.key != fact.key:

@@ -8,10 +8,10 @@ from importlib import resources
 from pydantic import BaseModel
 
 from agent_memory.client import MemoryClient, RunSummary
+from agent_memory.context import AssembledContext
 from agent_memory.ingest import parse_session_line
 from agent_memory.models import ConsolidationResult, ErasureReceipt, FactRow, Session
 from agent_memory.providers.openai_compat import providers_for
-from agent_memory.context import AssembledContext
 from agent_memory.recall import RecallResult
 from agent_memory.services import Services
 

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from agent_memory.models import Session
 
@@ -27,7 +28,7 @@ class InputError(ValueError):
     """Bad input, explained in one line: where, what, and how to fix it."""
 
 
-def _describe(err: dict) -> str:
+def _describe(err: ErrorDetails) -> str:
     where = ".".join(str(p) for p in err["loc"]) or "line"
     hint = FIX_HINTS.get(err["type"], "")
     if where.endswith("message_id") and err["type"] == "missing":
@@ -68,21 +69,22 @@ def read_sessions(path: Path) -> list[Session]:
         raise InputError(f"{path}: no such file")
     sessions: list[Session] = []
     ids: set[str] = set()
-    with path.open("rb") as f:
-        for line_no, raw in enumerate(f, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise InputError(f"line {line_no}: not UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
-                                 "save the file as UTF-8") from None
-            if not line.strip():
-                continue
-            session = parse_session_line(line, line_no)
-            if session.session_id in ids:
-                raise InputError(f"line {line_no}: session {session.session_id!r} appears twice in the file; "
-                                 "put all its messages on one line")
-            ids.add(session.session_id)
-            sessions.append(session)
+    # Lines end at \n, \r\n or a lone \r, as an editor (and Python's text mode) counts them, so
+    # the line number in an error is the one the user sees. Bytes first: a non-UTF-8 line is named.
+    for line_no, raw in enumerate(path.read_bytes().splitlines(), start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputError(f"line {line_no}: not UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
+                             "save the file as UTF-8") from None
+        if not line.strip():
+            continue
+        session = parse_session_line(line, line_no)
+        if session.session_id in ids:
+            raise InputError(f"line {line_no}: session {session.session_id!r} appears twice in the file; "
+                             "put all its messages on one line")
+        ids.add(session.session_id)
+        sessions.append(session)
     if not sessions:
         raise InputError(f"{path}: no sessions found; expected one JSON session per line")
     return sessions

@@ -34,8 +34,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence, TypeVar
+from typing import Protocol, TypeVar
 
 from psycopg_pool import AsyncConnectionPool
 from redis.asyncio import Redis
@@ -49,6 +50,16 @@ TENANT_REGISTRY_KEY = "am:registry:tenant_digests"
 REASONS = ("foreign_evidence", "foreign_subject", "foreign_tenant", "email", "phone")
 
 T = TypeVar("T")
+
+
+class ContextLike(Protocol):
+    """What filter_context needs of a context item (agent_memory.context.ContextItem)."""
+    memory_id: str
+    content: str
+    cited_message_ids: list[str]
+
+
+C = TypeVar("C", bound=ContextLike)
 
 _EMAIL = re.compile(r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}")
 # A run of digits with the separators phone numbers are written with (one line, no letters).
@@ -96,7 +107,7 @@ def identifier_tokens(text: str) -> set[str]:
     return tokens
 
 
-def context_item_text(item) -> str:
+def context_item_text(item: ContextLike) -> str:
     """The part of a rendered context item that came from memory (not the rendering template)."""
     return item.content
 
@@ -112,7 +123,7 @@ class LeakReport:
         self.reasons[reason] = self.reasons.get(reason, 0) + 1
         self.dropped_ids.append(memory_id)
 
-    def merge(self, other: "LeakReport") -> None:
+    def merge(self, other: LeakReport) -> None:
         self.dropped += other.dropped
         for reason, n in other.reasons.items():
             self.reasons[reason] = self.reasons.get(reason, 0) + n
@@ -169,7 +180,7 @@ async def filter_items(pool: AsyncConnectionPool, redis: Redis | None, tenant_id
     if redis is not None and all_tokens:
         ordered = sorted(all_tokens)
         flags = await redis.smismember(TENANT_REGISTRY_KEY, [tenant_digest(t) for t in ordered])
-        foreign_tenants = {t for t, hit in zip(ordered, flags) if hit}
+        foreign_tenants = {t for t, hit in zip(ordered, flags, strict=True) if hit}
 
     async with tenant_transaction(pool, tenant_id) as conn:
         other_subjects: set[str] = set()
@@ -192,7 +203,7 @@ async def filter_items(pool: AsyncConnectionPool, redis: Redis | None, tenant_id
             evidence = _Evidence(await cur.fetchall())
 
     kept: list[T] = []
-    for item, m in zip(items, markers):
+    for item, m in zip(items, markers, strict=True):
         reason = None
         if any(c not in own_cited for c in m.cited):
             reason = "foreign_evidence"
@@ -225,15 +236,15 @@ async def count_drops(redis: Redis, tenant_id: str, report: LeakReport) -> None:
 
 async def drop_counts(redis: Redis, tenant_id: str) -> dict[str, int]:
     """{"total": n, "<reason>": n, ...} for a tenant (zeros when nothing was dropped)."""
-    fields = [tenant_id] + [f"{tenant_id}:{r}" for r in REASONS]
+    fields = [tenant_id, *(f"{tenant_id}:{r}" for r in REASONS)]
     values = await redis.hmget(METRICS_KEY, fields)
     counts = {"total": int(values[0] or 0)}
-    counts.update({r: int(v or 0) for r, v in zip(REASONS, values[1:])})
+    counts.update({r: int(v or 0) for r, v in zip(REASONS, values[1:], strict=True)})
     return counts
 
 
 async def filter_context(pool: AsyncConnectionPool, redis: Redis | None, tenant_id: str, subject_id: str,
-                         candidates: list[T], pack: Callable[[list[T]], list[T]]) -> tuple[list[T], LeakReport]:
+                         candidates: list[C], pack: Callable[[list[C]], list[C]]) -> tuple[list[C], LeakReport]:
     """Pack, filter what was packed, and re-pack without the dropped items until the packed set is
     clean: the budget is filled with clean items and only items that would have been shown count."""
     total = LeakReport()

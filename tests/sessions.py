@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from agent_memory.models import Message, Session
 
 
 def session(session_id: str, start: str, *lines: str | tuple[str, str]) -> Session:
     """Lines are user messages, or (role, text) pairs; message ids are '{session_id}:{n}'."""
-    t0 = datetime.fromisoformat(start.replace("Z", "+00:00")).astimezone(timezone.utc)
+    t0 = datetime.fromisoformat(start.replace("Z", "+00:00")).astimezone(UTC)
     messages = []
     for i, line in enumerate(lines):
         role, text = line if isinstance(line, tuple) else ("user", line)

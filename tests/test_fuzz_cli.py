@@ -89,7 +89,7 @@ def test_tenant_and_subject_are_parsed_or_refused_in_one_line(command, tenant, s
 
 
 @SETTINGS
-@given(argv=st.lists(st.one_of(values, st.sampled_from(sorted(COMMANDS) + ["--tenant", "--subject", "--as-of",
+@given(argv=st.lists(st.one_of(values, st.sampled_from([*sorted(COMMANDS), "--tenant", "--subject", "--as-of",
                                                                              "--limit", "--json", "eval", "locomo",
                                                                              "2024-05-01", "--wait", "demo"])),
                      max_size=8))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import tempfile
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -51,7 +51,7 @@ json_values = st.recursive(json_scalars, lambda c: st.lists(c, max_size=4) | st.
                            max_leaves=12)
 times = st.one_of(
     st.datetimes(min_value=datetime(1900, 1, 1), max_value=datetime(2200, 1, 1),
-                 timezones=st.sampled_from([timezone.utc, timezone(timedelta(hours=14)),
+                 timezones=st.sampled_from([UTC, timezone(timedelta(hours=14)),
                                             timezone(timedelta(hours=-12, minutes=-30))])).map(datetime.isoformat),
     st.sampled_from(["2024-05-01T10:00:00Z", "2024-05-01", "2024-05-01T10:00:00", "yesterday", "", "2024-13-01T00:00Z",
                      "0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-12:00"]),
@@ -172,7 +172,7 @@ def test_a_file_is_read_whole_or_refused_at_its_first_bad_line(file_lines, newli
 @pytest.mark.parametrize("line", ["[" * 100_000,
                                   '{"session_id": "s", "messages": ' + "[" * 50_000 + "]" * 50_000 + "}"])
 def test_deeply_nested_json_gets_an_input_error(line):
-    with pytest.raises(InputError, match="^line 7: "):
+    with pytest.raises(InputError, match=r"^line 7: "):
         parse_session_line(line, 7)
 
 
@@ -180,7 +180,7 @@ def test_a_file_that_is_not_utf8_gets_an_input_error_naming_the_line(tmp_path):
     path = tmp_path / "latin1.jsonl"
     path.write_bytes(b'{"session_id": "ok", "messages": [{"message_id": "m1", "turn_index": 0, "role": "user", '
                      b'"content": "hi", "created_at": "2024-01-01T00:00:00Z"}]}\n{"session_id": "caf\xe9"}\n')
-    with pytest.raises(InputError, match="^line 2: "):
+    with pytest.raises(InputError, match=r"^line 2: "):
         read_sessions(path)
 
 
@@ -236,7 +236,8 @@ async def test_what_parses_is_stored_whole_or_not_at_all(services, calls):
         changed = [m for m in session.messages if m.message_id in stored
                    and content_digest(stored[m.message_id]) != content_digest(m)]
         try:
-            result = await append_messages(services.pool, services.redis, tenant, "subj", session)
+            result = await append_messages(services.pool, services.redis, tenant, "subj", session,
+                                           subject_digest=services.keyring.subject_digest(tenant, "subj"))
         except MessageConflictError:
             assert changed  # refused only for a changed body, and then nothing of the call was written
             assert await counts(services, tenant) == before

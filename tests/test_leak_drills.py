@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from psycopg import sql
 
@@ -69,7 +69,7 @@ async def test_the_same_subject_id_in_two_tenants_never_mixes(client, services, 
         def values(facts):
             return {f.value for f in facts}
         assert "Oslo" in values(await client.facts(a, SUBJECT)) and "Rome" in values(await client.facts(b, SUBJECT))
-        for mine, theirs, words in ((a, b, ("Rome", "Rex")), (b, a, ("Oslo", "Pixel"))):
+        for mine, _theirs, words in ((a, b, ("Rome", "Rex")), (b, a, ("Oslo", "Pixel"))):
             recalled = await client.recall(mine, SUBJECT, QUERY)
             dumped = recalled.model_dump_json()
             assert recalled.facts and not any(w in dumped for w in words), (mine, dumped)
@@ -139,7 +139,7 @@ async def plant_fact(services, tenant: str, subject: str, value: str, evidence: 
 async def plant_observation(services, tenant: str, subject: str, session_id: str, text: str,
                             evidence: list[str]) -> str:
     memory_id = uuid.uuid4()
-    happened = datetime(2024, 3, 1, 12, tzinfo=timezone.utc)
+    happened = datetime(2024, 3, 1, 12, tzinfo=UTC)
     async with tenant_transaction(services.pool, tenant) as conn:
         await conn.execute(
             "INSERT INTO observations (memory_id, tenant_id, subject_id, session_id, message_id, text, happened_at, "

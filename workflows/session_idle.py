@@ -4,7 +4,6 @@ the session-end hook uses, so whichever comes first wins and the other attaches.
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
@@ -49,7 +48,7 @@ class SessionIdleWorkflow:
             self._touched = False
             try:
                 await workflow.wait_condition(lambda: self._touched or self._ended, timeout=idle)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 break
             if self._ended:
                 return SessionIdleResult(outcome="ended by the session-end hook")

@@ -9,8 +9,8 @@ import math
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from agent_memory.providers.base import estimate_tokens
 
@@ -59,8 +59,10 @@ class BM25:
         if not self.n or not self.avgdl:
             return out
         for term in query:
-            idf = self.idf.get(term)
-            for i, f in self.postings.get(term, ()):
+            if term not in self.postings:
+                continue
+            idf = self.idf[term]
+            for i, f in self.postings[term]:
                 norm = self.k1 * (1 - self.b + self.b * self.lengths[i] / self.avgdl)
                 out[i] += idf * f * (self.k1 + 1) / (f + norm)
         return out

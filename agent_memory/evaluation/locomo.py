@@ -16,10 +16,12 @@ import sys
 import time
 import unicodedata
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
+from itertools import pairwise
 from pathlib import Path
-from typing import Any, Iterable, TextIO
+from typing import Any, TextIO
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -64,7 +66,7 @@ class LocomoData:
     questions: list[LocomoQuestion]
     adversarial: list[LocomoQuestion] | None  # None: no questions_adversarial.jsonl
 
-    def limited(self, n: int | None) -> "LocomoData":
+    def limited(self, n: int | None) -> LocomoData:
         if n is None:
             return self
         keep = self.conversations[:n]
@@ -75,7 +77,7 @@ class LocomoData:
 
 
 def _utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
 
 
 def _jsonl(path: Path) -> Iterable[tuple[int, str]]:
@@ -127,7 +129,7 @@ def load_sessions(path: Path) -> list[Conversation]:
     result = []
     for cid, sessions in conversations.items():
         sessions.sort(key=lambda s: s[0])
-        for (a, line_a, _), (b, line_b, _) in zip(sessions, sessions[1:]):
+        for (a, line_a, _), (b, line_b, _) in pairwise(sessions):
             if a == b:
                 raise InputError(f"{path}, line {line_b}: conversation {cid!r} has session_index {b} twice "
                                  f"(also line {line_a})")
@@ -334,6 +336,10 @@ class EvalReport(BaseModel):
         def d(v: float | None) -> str:
             return "     -" if v is None else f"{v:+6.3f}"
 
+        def cells(m: Metrics) -> str:
+            return " ".join([f(m.evidence_all_in_context).rjust(6), f(m.mean_evidence_fraction).rjust(7),
+                             f(m.answer_token_coverage).rjust(7)])
+
         head = "ev.all ev.frac ans.cov"
         lines = [f"LoCoMo eval — {len(self.conversations)} conversations, {self.sessions} sessions, "
                  f"{self.messages} messages, context budget {self.budget} tokens (tenant {self.tenant_id})",
@@ -345,9 +351,7 @@ class EvalReport(BaseModel):
             label = r.name if r.category == "overall" else f"{r.category} {r.name}"
             if r.category == str(ADVERSARIAL_CATEGORY):
                 label += "*"
-            cells = lambda m: " ".join([f(m.evidence_all_in_context).rjust(6), f(m.mean_evidence_fraction).rjust(7),
-                                        f(m.answer_token_coverage).rjust(7)])
-            dl = " ".join([d(r.delta[k]).rjust(w) for k, w in zip(METRICS, (6, 7, 7))])
+            dl = " ".join([d(r.delta[k]).rjust(w) for k, w in zip(METRICS, (6, 7, 7), strict=True)])
             lines.append(f"{label:<17}{r.system.questions:>5}  {cells(r.system)}  {cells(r.bm25)}  {dl}")
         o = self.row("overall")
         lines += ["",
@@ -519,7 +523,7 @@ async def run_locomo_eval(services, data_dir: Path | str, *, budget: int = 1200,
     answered = await _bounded(concurrency, [question_job(q) for q in questions], bar.advance)
     bar.close()
     if dump is not None:
-        with Path(dump).open("w", encoding="utf-8") as f:
+        with Path(dump).open("w", encoding="utf-8") as f:  # noqa: ASYNC230 - a one-off local dump after the run
             for q, context, bm25, _, _ in answered:
                 f.write(_dump_line(q, context, bm25) + "\n")
 

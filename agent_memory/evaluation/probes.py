@@ -8,19 +8,19 @@ import asyncio
 import json
 import uuid
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from importlib import resources
 
 from pydantic import BaseModel
 
 from agent_memory.client import MemoryClient
 from agent_memory.memory_store import list_facts
-from agent_memory.models import Message, Session
+from agent_memory.models import Message, Role, Session
 
 
 class ProbeCase(BaseModel):
     id: str
-    sessions: list[tuple[str, list[str | tuple[str, str]]]]
+    sessions: list[tuple[str, list[str | tuple[Role, str]]]]
     current: dict[str, str | None] = {}
     as_of: list[tuple[str, str, str | None]] = []
     history: dict[str, int] = {}  # key → number of rows (restatements must not add rows)
@@ -28,11 +28,14 @@ class ProbeCase(BaseModel):
     candidates: dict[str, str] = {}  # key → value held in the candidate area
 
 
+ProbeValue = str | int | None
+
+
 class ProbeFailure(BaseModel):
     case: str
     check: str
-    expected: str | int | None
-    actual: str | int | None
+    expected: ProbeValue
+    actual: ProbeValue
 
 
 class ProbeReport(BaseModel):
@@ -57,7 +60,7 @@ def load_probes() -> list[ProbeCase]:
 
 
 def _day(value: str) -> datetime:
-    return datetime.fromisoformat(value).replace(hour=9, tzinfo=timezone.utc)
+    return datetime.fromisoformat(value).replace(hour=9, tzinfo=UTC)
 
 
 def case_sessions(case: ProbeCase) -> list[Session]:
@@ -66,7 +69,11 @@ def case_sessions(case: ProbeCase) -> list[Session]:
         start, sid = _day(day), f"{case.id}-{n}"
         messages = []
         for i, line in enumerate(lines):
-            role, text = (line[0], line[1]) if isinstance(line, (list, tuple)) else ("user", line)
+            role: Role
+            if isinstance(line, tuple):
+                role, text = line
+            else:
+                role, text = "user", line
             messages.append(Message(message_id=f"{sid}:{i + 1}", turn_index=i, role=role,
                                     speaker="User" if role == "user" else "Assistant", content=text,
                                     created_at=start + timedelta(minutes=i)))
@@ -74,7 +81,8 @@ def case_sessions(case: ProbeCase) -> list[Session]:
     return sessions
 
 
-async def _run_case(client: MemoryClient, tenant: str, case: ProbeCase) -> list[tuple[str, str, object, object]]:
+async def _run_case(client: MemoryClient, tenant: str,
+                    case: ProbeCase) -> list[tuple[str, str, ProbeValue, ProbeValue]]:
     """(kind, check, expected, actual) for every expectation of the case."""
     subject = case.id
     for session in case_sessions(case):
@@ -89,7 +97,8 @@ async def _run_case(client: MemoryClient, tenant: str, case: ProbeCase) -> list[
     candidates = {f"{f.namespace}/{f.key}": f.value for f in rows if f.status == "candidate"}
     evidence = {f"{f.namespace}/{f.key}": len(f.evidence_message_ids) for f in rows
                 if f.status == "active"}
-    results = [("current", f"current {key}", want, current.get(key)) for key, want in case.current.items()]
+    results: list[tuple[str, str, ProbeValue, ProbeValue]] = [
+        ("current", f"current {key}", want, current.get(key)) for key, want in case.current.items()]
     for day, key, want in case.as_of:
         facts = await list_facts(pool, tenant, subject, as_of=_day(day))
         got = next((f.value for f in facts if f"{f.namespace}/{f.key}" == key), None)
@@ -101,8 +110,8 @@ async def _run_case(client: MemoryClient, tenant: str, case: ProbeCase) -> list[
 
 
 async def run_probes(services, *, task_queue: str | None = None, concurrency: int = 8) -> ProbeReport:
-    from workers.worker import build_worker
     from agent_memory.providers.openai_compat import providers_for
+    from workers.worker import build_worker
 
     queue = task_queue or f"probes-{uuid.uuid4().hex[:8]}"
     tenant = f"probes-{uuid.uuid4().hex[:8]}"
@@ -118,7 +127,9 @@ async def run_probes(services, *, task_queue: str | None = None, concurrency: in
     started = loop.time()
     async with build_worker(services, task_queue=queue):
         outcomes = await asyncio.gather(*(one(c) for c in cases))
-    checks, passed, failures = Counter(), Counter(), []
+    checks: Counter[str] = Counter()
+    passed: Counter[str] = Counter()
+    failures: list[ProbeFailure] = []
     for case_id, results in outcomes:
         for kind, check, want, got in results:
             checks[kind] += 1

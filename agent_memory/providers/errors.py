@@ -17,7 +17,8 @@ from __future__ import annotations
 import email.utils
 import math
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 _MAX_DETAIL = 300

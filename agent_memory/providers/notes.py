@@ -74,7 +74,7 @@ def _question_answered(previous: Message | None, message: Message) -> str | None
 
 def write_observations(messages: list[Message]) -> list[Observation]:
     notes: list[Observation] = []
-    for previous, message in zip([None, *messages], messages):
+    for previous, message in zip([None, *messages], messages, strict=False):  # previous runs one behind
         note = write_observation(message)
         if note is not None:
             notes.append(note.model_copy(update={"answers": _question_answered(previous, message)}))

@@ -13,10 +13,10 @@ import math
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from functools import lru_cache
-from typing import Callable
 
 from agent_memory.models import (
     EmbeddingResult,
@@ -567,7 +567,7 @@ class ExtractiveSummarizer:
 
         chosen: list[tuple[int, str, str, Message]] = []
         for candidate in ranked:  # greedy by salience; re-estimate the whole text, the estimate is not additive
-            if estimate_tokens(joined(chosen + [candidate])) <= token_cap:
+            if estimate_tokens(joined([*chosen, candidate])) <= token_cap:
                 chosen.append(candidate)
         if not chosen:
             order, prefix, sentence, message = ranked[0]

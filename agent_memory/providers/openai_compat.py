@@ -22,9 +22,10 @@ import logging
 import math
 import re
 import struct
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Awaitable, Callable, Literal, Mapping, NamedTuple, TypeVar
+from datetime import UTC, datetime
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from openai import AsyncOpenAI, OpenAIError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -60,20 +61,20 @@ from agent_memory.providers.errors import (
 
 __all__ = [
     "OpenAICompatibleConfig",
+    "OpenAICompatibleEmbedder",
     "OpenAICompatibleExtractor",
     "OpenAICompatibleImportanceScorer",
     "OpenAICompatibleSummarizer",
-    "OpenAICompatibleEmbedder",
     "ProviderBundle",
-    "TokenPrices",
-    "estimate_cost",
-    "extract_json",
-    "strict_json_schema",
-    "openai_providers",
-    "providers_for",
     "ProviderOutputInvalid",
     "ProviderPermanentError",
     "ProviderRetryableError",
+    "TokenPrices",
+    "estimate_cost",
+    "extract_json",
+    "openai_providers",
+    "providers_for",
+    "strict_json_schema",
 ]
 
 log = logging.getLogger(__name__)
@@ -133,7 +134,7 @@ class OpenAICompatibleConfig:
                 f"embedding_model={self.embedding_model!r}, timeout_seconds={self.timeout_seconds})")
 
     @classmethod
-    def from_settings(cls, settings: Any) -> "OpenAICompatibleConfig":
+    def from_settings(cls, settings: Any) -> OpenAICompatibleConfig:
         """From agent_memory.settings.Settings once it carries the provider fields (see report)."""
         return cls(
             base_url=settings.openai_base_url or "https://api.openai.com/v1",
@@ -380,7 +381,7 @@ def _aligned(value: datetime | None, reference: datetime) -> datetime | None:
     if reference.tzinfo is not None and value.tzinfo is None:
         return value.replace(tzinfo=reference.tzinfo)
     if reference.tzinfo is None and value.tzinfo is not None:
-        return value.astimezone(timezone.utc).replace(tzinfo=None)
+        return value.astimezone(UTC).replace(tzinfo=None)
     return value
 
 

@@ -8,7 +8,7 @@ import json
 import math
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -81,7 +81,7 @@ def test_conversation_bm25_sees_only_messages_before_asked_at_and_cites_them():
         _message("D1:2", "Sam", "What a lovely bird.", "2024-01-01T10:00:00Z"),
         _message("D2:1", "Lin", "The parrot learned to talk.", "2024-03-01T10:00:00Z"),
     ])
-    early = baseline.context("parrot?", datetime(2024, 2, 1, tzinfo=timezone.utc), 100)
+    early = baseline.context("parrot?", datetime(2024, 2, 1, tzinfo=UTC), 100)
     assert early.message_ids == ["D1:1"]
     assert early.text == "Lin: I adopted a parrot."
     late = baseline.context("parrot?", None, 100)
@@ -140,7 +140,7 @@ def test_aggregate_skips_questions_without_evidence_or_answer_tokens():
 def test_build_rows_per_category_overall_and_adversarial_apart():
     def q(category: int) -> LocomoQuestion:
         return LocomoQuestion(conversation_id="c", question_id=f"q{category}", question="?", answer="x",
-                              category=category, evidence_message_ids=["m"], asked_at=datetime.now(timezone.utc))
+                              category=category, evidence_message_ids=["m"], asked_at=datetime.now(UTC))
 
     hit = QuestionScore(evidence_all_in_context=True, evidence_fraction=1.0, answer_token_coverage=1.0,
                         context_tokens=1)
@@ -268,7 +268,7 @@ def test_malformed_data_names_file_and_line(locomo_dir, file, rows, expected):
 def test_missing_directory_and_file(tmp_path):
     with pytest.raises(InputError, match="not a directory"):
         load_locomo(tmp_path / "nope")
-    with pytest.raises(InputError, match="sessions.jsonl: no such file"):
+    with pytest.raises(InputError, match=r"sessions\.jsonl: no such file"):
         load_locomo(tmp_path)
 
 

@@ -15,9 +15,10 @@ from __future__ import annotations
 import json
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 PATHS = ("/v1/chat/completions", "/v1/embeddings")
 
@@ -133,7 +134,7 @@ class FakeOpenAIServer:
 
     # --- scripting -------------------------------------------------------------------------------
 
-    def reply(self, *replies: Reply | dict) -> "FakeOpenAIServer":
+    def reply(self, *replies: Reply | dict) -> FakeOpenAIServer:
         """Queue replies in order; a dict is a 200 JSON body."""
         with self._lock:
             for r in replies:
@@ -179,7 +180,7 @@ class FakeOpenAIServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def start(self) -> "FakeOpenAIServer":
+    def start(self) -> FakeOpenAIServer:
         self._thread.start()
         return self
 
@@ -189,7 +190,7 @@ class FakeOpenAIServer:
         self._server.server_close()
         self._thread.join(timeout=5)
 
-    def __enter__(self) -> "FakeOpenAIServer":
+    def __enter__(self) -> FakeOpenAIServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

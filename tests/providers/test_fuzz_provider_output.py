@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import pytest_asyncio
@@ -33,7 +33,7 @@ PURE = settings(max_examples=500, deadline=None, suppress_health_check=[HealthCh
                                                                         HealthCheck.data_too_large])
 HTTP = settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
 SECRET = "SECRET-TRANSCRIPT-7f3a"  # transcript text: must never end up in an exception message
-T0 = datetime(2024, 5, 8, 10, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 5, 8, 10, 0, tzinfo=UTC)
 MESSAGES = [
     Message(message_id="m1", turn_index=0, role="user", content=f"I live in Lisbon. {SECRET}", created_at=T0),
     Message(message_id="m2", turn_index=1, role="assistant", content="Nice!", created_at=T0 + timedelta(minutes=1)),
@@ -221,7 +221,7 @@ def chat_replies(draw, task: str):
 @HTTP
 @given(data=st.data(), task=st.sampled_from(["extract", "score", "summarize"]))
 async def test_chat_providers_give_a_valid_result_or_provider_output_invalid(server, bundle, data, task):
-    body, content = data.draw(chat_replies(task))
+    body, _content = data.draw(chat_replies(task))
     server.responder = lambda req: body
     try:
         if task == "extract":
@@ -252,8 +252,8 @@ def embedding_bodies(draw):
     vectors, intact = [], set()
     for i, v in enumerate(good):
         vector = draw(st.one_of(
-            st.just(v), st.just(v[:-1]), st.just(v + [0.0]), st.just([str(x) for x in v]), st.just([True] * len(v)),
-            st.just(v[:-1] + [float("inf")]), st.just("AAAA"), st.just("!!not base64!!"), st.none(), json_values))
+            st.just(v), st.just(v[:-1]), st.just([*v, 0.0]), st.just([str(x) for x in v]), st.just([True] * len(v)),
+            st.just([*v[:-1], float("inf")]), st.just("AAAA"), st.just("!!not base64!!"), st.none(), json_values))
         vectors.append(vector)
         if vector is v:
             intact.add(i)

@@ -8,7 +8,7 @@ import json
 import math
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -24,7 +24,7 @@ from agent_memory.providers.offline import (
     offline_providers,
 )
 
-WEDNESDAY = datetime(2024, 5, 8, 10, 0, tzinfo=timezone.utc)
+WEDNESDAY = datetime(2024, 5, 8, 10, 0, tzinfo=UTC)
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -138,20 +138,20 @@ def test_a_move_uses_the_home_city_key(first, second, old, new):
     assert (fact.namespace, fact.key, fact.value) == ("location", "home_city", new)
     assert fact.evidence_message_ids == ["m1", "m2"]
     # "last month" dates the move itself; without a time expression it is the message time.
-    expected = datetime(2024, 4, 1, tzinfo=timezone.utc) if "last month" in second else WEDNESDAY + timedelta(minutes=1)
+    expected = datetime(2024, 4, 1, tzinfo=UTC) if "last month" in second else WEDNESDAY + timedelta(minutes=1)
     assert fact.observed_at == expected
 
 
 @pytest.mark.parametrize(
     ("text", "city", "until"),
     [
-        ("I'm on a business trip to Tokyo next week.", "Tokyo", datetime(2024, 5, 19, 23, 59, 59, tzinfo=timezone.utc)),
-        ("I'm traveling to Paris for 3 days", "Paris", datetime(2024, 5, 11, 23, 59, 59, tzinfo=timezone.utc)),
-        ("I'm visiting Rome for 5 days", "Rome", datetime(2024, 5, 13, 23, 59, 59, tzinfo=timezone.utc)),
-        ("I'm on a trip to Lisbon until May 20.", "Lisbon", datetime(2024, 5, 20, 23, 59, 59, tzinfo=timezone.utc)),
+        ("I'm on a business trip to Tokyo next week.", "Tokyo", datetime(2024, 5, 19, 23, 59, 59, tzinfo=UTC)),
+        ("I'm traveling to Paris for 3 days", "Paris", datetime(2024, 5, 11, 23, 59, 59, tzinfo=UTC)),
+        ("I'm visiting Rome for 5 days", "Rome", datetime(2024, 5, 13, 23, 59, 59, tzinfo=UTC)),
+        ("I'm on a trip to Lisbon until May 20.", "Lisbon", datetime(2024, 5, 20, 23, 59, 59, tzinfo=UTC)),
         ("I'm on a work trip in Chicago", "Chicago", None),
-        ("我下周去上海出差三天", "上海", datetime(2024, 5, 16, 23, 59, 59, tzinfo=timezone.utc)),
-        ("我这周在北京出差", "北京", datetime(2024, 5, 12, 23, 59, 59, tzinfo=timezone.utc)),
+        ("我下周去上海出差三天", "上海", datetime(2024, 5, 16, 23, 59, 59, tzinfo=UTC)),
+        ("我这周在北京出差", "北京", datetime(2024, 5, 12, 23, 59, 59, tzinfo=UTC)),
         ("我要去大理旅游", "大理", None),
     ],
 )
@@ -342,7 +342,7 @@ def embed(texts):
 
 
 def cosine(a, b):
-    return sum(x * y for x, y in zip(a, b))
+    return sum(x * y for x, y in zip(a, b, strict=True))
 
 
 def test_embeddings_shape_norm_and_empty_text():

@@ -7,7 +7,7 @@ import json
 import pickle
 import socket
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from types import SimpleNamespace
 
@@ -37,7 +37,7 @@ from tests.providers.openai_server import FakeOpenAIServer, Reply, chat_completi
 
 CHAT = "/v1/chat/completions"
 EMBED = "/v1/embeddings"
-WEDNESDAY = datetime(2024, 5, 8, 10, 0, tzinfo=timezone.utc)
+WEDNESDAY = datetime(2024, 5, 8, 10, 0, tzinfo=UTC)
 
 
 def msg(mid: str, content: str, *, role: str = "user", minutes: int = 0) -> Message:
@@ -151,7 +151,7 @@ async def test_extract_checks_citations_and_times(server, providers):
     trip, home = result.facts
     assert trip.evidence_message_ids == ["m3"]
     assert trip.observed_at == MESSAGES[2].created_at  # outside the conversation: the evidence time
-    assert trip.valid_until == datetime(2024, 5, 10, 23, 59, tzinfo=timezone.utc)
+    assert trip.valid_until == datetime(2024, 5, 10, 23, 59, tzinfo=UTC)
     assert home.valid_until is None and home.observed_at == MESSAGES[0].created_at
 
 
@@ -353,7 +353,7 @@ async def test_refusal_and_empty_content_are_invalid(server, providers):
 
 def test_parse_retry_after_forms():
     now = time.time()
-    date = format_datetime(datetime.fromtimestamp(now + 30, timezone.utc), usegmt=True)
+    date = format_datetime(datetime.fromtimestamp(now + 30, UTC), usegmt=True)
     assert parse_retry_after({"retry-after": date}, now=now) == pytest.approx(30, abs=1)
     assert parse_retry_after({"retry-after": "0.25"}) == 0.25
     assert parse_retry_after({"retry-after": "soon"}) is None
