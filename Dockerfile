@@ -31,12 +31,14 @@ ENV PATH="/opt/venv/bin:$PATH" \
     PYTHONDONTWRITEBYTECODE=1 \
     AGENT_MEMORY_HOME=/data
 
-# Non-root user; /data is its home for agent-memory state (mount a volume there).
+# Non-root user; /data is its home for agent-memory state, /keys its key directory (mount a
+# volume on each; a new named volume takes these owners and modes).
 RUN groupadd --system --gid 10001 agentmemory \
     && useradd --system --uid 10001 --gid agentmemory --home-dir /data --no-create-home \
        --shell /usr/sbin/nologin agentmemory \
-    && mkdir -p /data \
-    && chown agentmemory:agentmemory /data
+    && mkdir -p /data /keys \
+    && chown agentmemory:agentmemory /data /keys \
+    && chmod 0700 /data /keys
 
 COPY --from=build /opt/venv /opt/venv
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import hmac
+import secrets
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib import resources
-from typing import AsyncIterator
+from typing import TypeVar
 
 import psycopg
 from pgvector.psycopg import register_vector_async
@@ -59,6 +63,18 @@ async def lock_subject(conn: psycopg.AsyncConnection, tenant_id: str, subject_id
     await conn.execute(sql.SQL("SELECT {}(%s)").format(sql.Identifier(fn)), (subject_lock_key(tenant_id, subject_id),))
 
 
+Row = TypeVar("Row")
+
+
+async def fetch_one(cur: psycopg.AsyncCursor[Row]) -> Row:
+    """The row of a query that returns one by construction (an aggregate, or a row this transaction
+    wrote or locked); no row means a broken invariant, not an empty result."""
+    row = await cur.fetchone()
+    if row is None:
+        raise RuntimeError("the query returned no row where one must exist")
+    return row
+
+
 def migration_files() -> list[tuple[str, str]]:
     folder = resources.files("agent_memory") / "migrations"
     names = sorted(p.name for p in folder.iterdir() if p.name.endswith(".sql"))
@@ -92,9 +108,48 @@ async def apply_migrations(admin_url: str) -> list[str]:
     return applied
 
 
-async def set_app_role_password(admin_url: str, password: str) -> None:
-    """Let the application role log in (embedded stack; production provisions it itself)."""
+async def pending_migrations(database_url: str) -> list[str]:
+    """Packaged migrations the database has not applied, read with the application role.
+
+    A database from before migration 007 (which lets the app role read schema_migrations), or
+    one never migrated, counts as having applied nothing."""
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        try:
+            cur = await conn.execute("SELECT name FROM schema_migrations")
+            applied = {name for (name,) in await cur.fetchall()}
+        except (psycopg.errors.UndefinedTable, psycopg.errors.InsufficientPrivilege):
+            applied = set()
+    return [name for name, _ in migration_files() if name not in applied]
+
+
+SCRAM_ITERATIONS = 4096
+
+
+def scram_sha256_verifier(password: str, *, salt: bytes | None = None, iterations: int = SCRAM_ITERATIONS) -> str:
+    """The SCRAM-SHA-256 verifier PostgreSQL stores for `password` (RFC 5802, RFC 7677):
+    `SCRAM-SHA-256$<iterations>:<salt>$<StoredKey>:<ServerKey>`, all base64. The server stores a
+    password given in this form as it is, so the plaintext never reaches it (nor its logs)."""
+    if not (password.isascii() and password.isprintable()):
+        # PostgreSQL SASLpreps other passwords first; the generated ones are URL-safe ASCII.
+        raise ValueError("the password must be printable ASCII to be hashed client-side")
+    salt = secrets.token_bytes(16) if salt is None else salt
+    salted = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, iterations)
+    stored_key = hashlib.sha256(hmac.digest(salted, b"Client Key", "sha256")).digest()
+    server_key = hmac.digest(salted, b"Server Key", "sha256")
+
+    def b64(data: bytes) -> str:
+        return base64.b64encode(data).decode()
+
+    return f"SCRAM-SHA-256${iterations}:{b64(salt)}${b64(stored_key)}:{b64(server_key)}"
+
+
+async def set_app_role_password(admin_url: str, password: str) -> str:
+    """Let the application role log in (embedded stack; production provisions it itself).
+
+    Sends only a SCRAM verifier computed here, never the plaintext; returns the verifier."""
+    verifier = scram_sha256_verifier(password)
     async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as conn:
         await conn.execute(
-            sql.SQL("ALTER ROLE {} WITH LOGIN PASSWORD {}").format(sql.Identifier(APP_ROLE), sql.Literal(password))
+            sql.SQL("ALTER ROLE {} WITH LOGIN PASSWORD {}").format(sql.Identifier(APP_ROLE), sql.Literal(verifier))
         )
+    return verifier

@@ -122,6 +122,12 @@ def worker(compose_services) -> dict:
 
 
 @pytest.fixture(scope="module")
+def migrate_service(compose_services) -> dict:
+    assert "migrate" in compose_services, "no one-shot `migrate` service"
+    return compose_services["migrate"]
+
+
+@pytest.fixture(scope="module")
 def setup_service(compose_services) -> tuple[str, dict]:
     found = [name for name in SETUP_SERVICES if name in compose_services]
     assert found, f"no Temporal setup service (one of {SETUP_SERVICES})"
@@ -157,13 +163,15 @@ def test_services_exist(compose_services, setup_service):
     assert setup_service[1]["image"].startswith("temporalio/admin-tools:")
 
 
-def test_worker_sets_only_settings_env_vars(worker):
-    env = environment(worker)
-    assert env, "the worker sets no environment"
+@pytest.mark.parametrize("name", ["worker", "migrate"])
+def test_agent_memory_services_set_only_settings_env_vars(compose_services, name):
+    service = compose_services[name]
+    env = environment(service)
+    assert env, f"{name} sets no environment"
     unknown = sorted(set(env) - set(ENV_VARS))
-    assert not unknown, f"worker sets variables agent_memory.settings does not read: {unknown}"
+    assert not unknown, f"{name} sets variables agent_memory.settings does not read: {unknown}"
     # env_file would smuggle in variables this test cannot see.
-    assert "env_file" not in worker
+    assert "env_file" not in service
 
 
 def test_worker_is_built_from_the_repo_dockerfile_and_runs_worker(worker):
@@ -185,9 +193,29 @@ def test_worker_waits_for_its_services(worker, setup_service):
     depends = worker.get("depends_on") or {}
     if isinstance(depends, list):
         depends = {name: {"condition": "service_started"} for name in depends}
-    assert {"postgres", "redis", "temporal", setup_service[0]} <= set(depends)
+    assert {"postgres", "redis", "temporal", setup_service[0], "migrate"} <= set(depends)
     assert depends["postgres"].get("condition") == "service_healthy"
     assert depends[setup_service[0]].get("condition") == "service_completed_successfully"
+    # The worker never migrates: it starts once the one-shot migration has succeeded.
+    assert depends["migrate"].get("condition") == "service_completed_successfully"
+
+
+def test_migrations_run_once_in_the_migrate_service_with_the_owner_url(worker, migrate_service):
+    # The same image as the worker, running `agent-memory migrate` once.
+    assert migrate_service.get("build") == worker.get("build")
+    assert "entrypoint" not in migrate_service
+    assert argv(migrate_service.get("command")) == ["migrate"]
+    assert str(migrate_service.get("restart")) == "no"
+    depends = migrate_service.get("depends_on") or {}
+    assert isinstance(depends, dict) and depends["postgres"]["condition"] == "service_healthy"
+
+    migrate_settings = Settings.from_env({k: interpolate(v) for k, v in environment(migrate_service).items()})
+    admin = urlsplit(migrate_settings.database_admin_url or "")
+    assert admin.username and admin.username != APP_ROLE, "migrations need the owner, not the app role"
+    assert admin.hostname == "postgres" and admin.path == f"/{DATABASE_NAME}" and admin.password
+    # The worker holds only the application role's credentials.
+    assert "DATABASE_ADMIN_URL" not in environment(worker)
+    assert not any("agent_memory_owner" in value or "OWNER_PASSWORD" in value for value in environment(worker).values())
 
 
 def test_dockerfile_entrypoint_is_agent_memory():
@@ -227,30 +255,33 @@ def test_settings_from_the_worker_environment(worker):
     env = {key: interpolate(value) for key, value in environment(worker).items()}
     settings = Settings.from_env(env)
     assert settings.temporal_address == "temporal:7233"
-    assert settings.database_url and settings.redis_url and settings.database_admin_url
-    assert settings.master_key
+    assert settings.database_url and settings.redis_url
+    # Rotatable keys in their own volume, not in the environment and not beside the database.
+    assert settings.key_dir is not None and settings.master_key is None
+    assert any(v.split(":")[1] == str(settings.key_dir) for v in worker.get("volumes", []))
+    assert settings.database_admin_url is None, "the worker must not hold the owner role's URL"
 
-    app, admin = urlsplit(settings.database_url), urlsplit(settings.database_admin_url)
-    assert app.scheme in ("postgresql", "postgres") and admin.scheme == app.scheme
+    app = urlsplit(settings.database_url)
+    assert app.scheme in ("postgresql", "postgres")
     assert app.username == APP_ROLE, "DATABASE_URL must use the RLS-confined application role"
-    assert admin.username and admin.username != APP_ROLE, "migrations need the owner, not the app role"
-    assert app.hostname == admin.hostname == "postgres"
-    assert app.path == admin.path == f"/{DATABASE_NAME}"
-    assert app.password and admin.password
+    assert app.hostname == "postgres" and app.path == f"/{DATABASE_NAME}" and app.password
 
     redis = urlsplit(settings.redis_url)
     assert redis.scheme == "redis" and redis.hostname == "redis"
+    assert redis.password, "Redis requires a password (requirepass); REDIS_URL must carry it"
 
 
-def test_database_passwords_are_the_ones_postgres_provisions(worker, compose_services, init_scripts):
-    worker_env, postgres_env = environment(worker), environment(compose_services["postgres"])
+@pytest.mark.parametrize("service, key", [("worker", "DATABASE_URL"), ("migrate", "DATABASE_URL"),
+                                          ("migrate", "DATABASE_ADMIN_URL")])
+def test_database_passwords_are_the_ones_postgres_provisions(compose_services, init_scripts, service, key):
+    postgres_env = environment(compose_services["postgres"])
     scripts = "\n".join(p.read_text(encoding="utf-8") for p in init_scripts)
-    for key in ("DATABASE_URL", "DATABASE_ADMIN_URL"):
-        m = re.fullmatch(r"postgres(?:ql)?://[^:@/]+:(?P<password>\$\{(?P<var>\w+)[^}]*\})@.+", worker_env[key])
-        assert m, f"{key} takes no password from an interpolated variable"
-        # Same variable, same default: otherwise a fresh deployment cannot log in.
-        assert postgres_env.get(m["var"]) == m["password"], f"postgres is not given {m['var']} as {key} uses it"
-        assert m["var"] in scripts, f"no init script reads {m['var']}"
+    m = re.fullmatch(r"postgres(?:ql)?://[^:@/]+:(?P<password>\$\{(?P<var>\w+)[^}]*\})@.+",
+                     environment(compose_services[service])[key])
+    assert m, f"{service}'s {key} takes no password from an interpolated variable"
+    # Same variable, same required-variable form: otherwise a fresh deployment cannot log in.
+    assert postgres_env.get(m["var"]) == m["password"], f"postgres is not given {m['var']} as {key} uses it"
+    assert m["var"] in scripts, f"no init script reads {m['var']}"
 
 
 def test_postgres_init_script_provisions_database_role_and_extension(compose_services, init_scripts):
@@ -295,11 +326,48 @@ def test_temporal_uses_its_own_databases_on_the_same_postgres(compose_services, 
 def test_temporal_ui_and_redis(compose_services):
     ui = compose_services["temporal-ui"]
     assert environment(ui)["TEMPORAL_ADDRESS"] == "temporal:7233"
-    assert "8233:8080" in [str(p) for p in ui.get("ports") or []]
+    # The UI has no login: published on loopback only (an authenticating proxy goes in front).
+    assert "127.0.0.1:8233:8080" in [str(p) for p in ui.get("ports") or []]
     redis = compose_services["redis"]
     command = argv(redis.get("command"))
     assert "--appendonly" in command and command[command.index("--appendonly") + 1] == "yes"
     assert any(str(v).endswith(":/data") for v in redis.get("volumes") or [])
+
+
+def test_redis_requires_the_password_the_worker_sends(compose_services, worker):
+    command = argv(compose_services["redis"].get("command"))
+    assert "--requirepass" in command, "Redis runs without a password"
+    required = command[command.index("--requirepass") + 1]
+    m = re.fullmatch(r"redis://:(?P<password>\$\{\w+[^}]*\})@redis:6379/\d+", environment(worker)["REDIS_URL"])
+    assert m and m["password"] == required, "REDIS_URL does not carry the password Redis requires"
+    assert "REDIS_PASSWORD" in " ".join(argv(compose_services["redis"]["healthcheck"]["test"]))
+
+
+def test_every_published_port_is_loopback_only(compose_services):
+    for name, service in compose_services.items():
+        for port in service.get("ports") or []:
+            host_ip = port.get("host_ip") if isinstance(port, dict) else str(port).split(":")[0]
+            assert host_ip == "127.0.0.1", f"{name} publishes {port} beyond this host"
+
+
+SECRET_NAME = re.compile(r"PASSWORD|PWD|(^|_)KEY$|SECRET|TOKEN")
+
+
+def test_secrets_have_no_defaults_and_are_required():
+    text = COMPOSE_FILE.read_text(encoding="utf-8")
+    assert "change-me" not in text.lower(), "a placeholder password remains"
+    uses = [m for m in _INTERPOLATION.finditer(text) if m.group("name") or m.group("bare")]
+    secrets = {m.group("name") or m.group("bare") for m in uses if SECRET_NAME.search(m.group("name") or m.group("bare"))}
+    assert {"POSTGRES_PASSWORD", "AGENT_MEMORY_OWNER_PASSWORD", "AGENT_MEMORY_APP_PASSWORD", "TEMPORAL_DB_PASSWORD",
+            "REDIS_PASSWORD"} <= secrets
+    header = text.split("\nname:", 1)[0]
+    for m in uses:
+        name = m.group("name") or m.group("bare")
+        if name in secrets:
+            # ${VAR:?message}: compose refuses to start when it is unset or empty; never a default.
+            assert m.group("op") == ":?", f"{m.group(0)}: use ${{{name}:?set {name}: see the top of this file}}"
+            assert m.group("arg").startswith(f"set {name}"), m.group(0)
+            assert name in header, f"the top of docker-compose.yml does not explain {name}"
 
 
 def test_interpolation_helper():

@@ -1,13 +1,37 @@
-"""The embedded stack launcher: reuse, stale pid files, and stopping only what it started."""
+"""The embedded stack launcher: reuse, stale pid files, and stopping only what it started; its
+files private, its servers on loopback only, Redis behind a password."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import os
+import shutil
+import socket
+import stat
+import struct
+import subprocess
+from pathlib import Path
 
 import psycopg
+import pytest
 
 from agent_memory.settings import Settings
-from workers.embedded import EmbeddedStack, Ports, pid_alive, port_open
+from workers.embedded import (
+    ACL_MASK,
+    ACL_XATTR,
+    POSTGRES_SYSTEM_USER,
+    EmbeddedStack,
+    Ports,
+    acl_with_user_search,
+    can_traverse,
+    grant_search,
+    pid_alive,
+    port_open,
+    postgres_system_user,
+    read_acl,
+)
+from workers.runtime import open_stack
 
 
 def test_up_reuses_running_servers_and_survives_a_stale_pid_file(tmp_path):
@@ -48,3 +72,155 @@ def test_up_reuses_running_servers_and_survives_a_stale_pid_file(tmp_path):
 
 def test_pid_alive_detects_dead_processes():
     assert not pid_alive(999_999)
+
+
+# --- a fresh stack under a private parent: file modes, listening sockets, Redis auth ---------------
+
+@pytest.fixture(scope="module")
+async def private_stack(tmp_path_factory):
+    """A whole embedded stack (Temporal, Postgres, Redis, migrated) whose home does not exist yet,
+    under a 0o700 parent: as root, Postgres runs as another user that must reach its data."""
+    parent = tmp_path_factory.mktemp("private-parent")
+    parent.chmod(0o700)
+    home = parent / "stack" / "home"
+    before = {p: p.stat().st_mode for p in home.parents if p.exists()}
+    settings = Settings.from_env({"AGENT_MEMORY_HOME": str(home)})
+    async with open_stack(settings, start=True, ports=Ports.free()) as services:
+        yield home, before, services
+
+
+def test_no_file_of_the_stack_is_readable_or_writable_by_others(private_stack):
+    home, before, _ = private_stack
+    assert (home / "postgres" / "PG_VERSION").exists() and (home / "temporal.db").exists()
+    wide = []
+    for root, dirs, files in os.walk(home):  # the postgres data directory included
+        for name in [*dirs, *files]:
+            path = Path(root) / name
+            mode = path.lstat().st_mode
+            if not stat.S_ISLNK(mode) and mode & 0o007:
+                wide.append(f"{stat.filemode(mode)} {path}")
+    assert stat.S_IMODE(home.stat().st_mode) & 0o007 == 0
+    assert not wide, "world-accessible under the stack home:\n" + "\n".join(wide)
+    for name in ("secrets.json", "temporal.db"):
+        assert stat.S_IMODE((home / name).stat().st_mode) == 0o600, name
+    for name in ("run", "logs", "redis"):
+        assert stat.S_IMODE((home / name).stat().st_mode) & 0o077 in (0, 0o010), name  # 0o010: an ACL mask
+    for parent, mode in before.items():
+        gained = parent.stat().st_mode & ~mode
+        assert not gained & 0o006, f"{parent} gained {stat.filemode(parent.stat().st_mode)} (was {stat.filemode(mode)})"
+    # The initdb password file is gone.
+    assert not list(home.glob(".initdb-*"))
+
+
+def _listening_inodes() -> dict[int, tuple[str, int]]:
+    """inode -> (address, port) of every listening TCP socket, from /proc/net/tcp and tcp6."""
+    found = {}
+    for table, family in (("/proc/net/tcp", socket.AF_INET), ("/proc/net/tcp6", socket.AF_INET6)):
+        if not os.path.exists(table):
+            continue
+        with open(table) as f:
+            next(f)
+            for line in f:
+                fields = line.split()
+                local, state, inode = fields[1], fields[3], int(fields[9])
+                if state != "0A":  # TCP_LISTEN
+                    continue
+                address_hex, port_hex = local.split(":")
+                raw = bytes.fromhex(address_hex)
+                # The kernel prints the address as 32-bit words in host (little-endian) order.
+                words = [raw[i:i + 4][::-1] for i in range(0, len(raw), 4)]
+                found[inode] = (socket.inet_ntop(family, b"".join(words)), int(port_hex, 16))
+    return found
+
+
+def _listening_of(pid: int, listening: dict[int, tuple[str, int]]) -> list[tuple[str, int]]:
+    sockets = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inode = int(target[len("socket:["):-1])
+            if inode in listening:
+                sockets.append(listening[inode])
+    return sockets
+
+
+def test_every_server_listens_on_loopback_only(private_stack):
+    home, _, _ = private_stack
+    listening = _listening_inodes()
+    states = {name: json.loads((home / "run" / f"{name}.json").read_text()) for name in ("postgres", "redis", "temporal")}
+    for name, state in states.items():
+        sockets = _listening_of(state["pid"], listening)
+        assert state["port"] in {port for _, port in sockets}, f"{name} does not listen on its port"
+        public = [(address, port) for address, port in sockets if not ipaddress.ip_address(address).is_loopback]
+        assert not public, f"{name} listens beyond loopback: {public}"
+    # The Temporal Web UI is served by the same process, on loopback too.
+    temporal_ports = {port for _, port in _listening_of(states["temporal"]["pid"], listening)}
+    assert states["temporal"]["ui_port"] in temporal_ports
+
+
+async def test_redis_refuses_unauthenticated_clients(private_stack):
+    home, _, services = private_stack
+    port = json.loads((home / "run" / "redis.json").read_text())["port"]
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
+        conn.sendall(b"PING\r\n")
+        reply = conn.recv(200)
+    assert reply.startswith(b"-NOAUTH"), reply
+    # The stack's own URL carries the password from secrets.json.
+    password = json.loads((home / "secrets.json").read_text())["redis"]
+    assert f":{password}@" in services.settings.redis_url
+    assert await services.redis.ping()
+
+
+# --- the postgres user's search permission: a POSIX ACL entry for that user only -------------------
+
+def test_acl_entry_bytes_keep_the_mode_and_add_search_for_one_user(tmp_path):
+    directory = tmp_path / "d"
+    directory.mkdir(mode=0o750)
+    directory.chmod(0o750)
+    value = acl_with_user_search(directory, 4242)
+    version, = struct.unpack_from("<I", value)
+    entries = [struct.unpack_from("<HHI", value, offset) for offset in range(4, len(value), 8)]
+    undefined = 0xFFFFFFFF
+    assert version == 2
+    assert entries == [(0x01, 0o7, undefined), (0x02, 0o1, 4242), (0x04, 0o5, undefined),
+                       (0x10, 0o5, undefined), (0x20, 0o0, undefined)]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root runs Postgres as another user")
+@pytest.mark.parametrize("how", ["grant_search", "xattr"])
+def test_the_postgres_user_may_search_but_not_list_and_nobody_else_gains(tmp_path, how):
+    uid, gid = postgres_system_user()  # creates the system user if need be
+    for above in [*reversed(tmp_path.parents), tmp_path]:  # as the stack does for its home
+        if not can_traverse(above, uid, gid):
+            grant_search(above, POSTGRES_SYSTEM_USER, uid)
+    directory = tmp_path / "private"
+    directory.mkdir(mode=0o700)
+    directory.chmod(0o700)
+    (directory / "inner").mkdir(mode=0o755)
+    assert not can_traverse(directory, uid, gid)
+    if how == "xattr":
+        try:
+            os.setxattr(directory, ACL_XATTR, acl_with_user_search(directory, uid))
+        except OSError as exc:
+            pytest.skip(f"no POSIX ACLs on {tmp_path}: {exc}")
+    elif grant_search(directory, POSTGRES_SYSTEM_USER, uid) == "o+x":
+        assert directory.stat().st_mode & 0o006 == 0  # the fallback: search for others, never read
+        pytest.skip(f"no POSIX ACLs on {tmp_path}")
+    mode = directory.stat().st_mode
+    assert mode & 0o007 == 0, stat.filemode(mode)  # nothing for others
+    assert can_traverse(directory, uid, gid)
+    assert not can_traverse(directory, 65534, 65534)  # nobody
+    acl = read_acl(directory)
+    if acl is not None:
+        assert any(tag == ACL_MASK for tag, _, _ in acl)
+
+    def as_user(uid: int, gid: int, *argv: str) -> int:
+        return subprocess.run(list(argv), user=uid, group=gid, extra_groups=[], cwd="/",
+                              capture_output=True).returncode
+
+    shell = shutil.which("sh") or "/bin/sh"
+    assert as_user(uid, gid, shell, "-c", f"cd '{directory}/inner'") == 0
+    assert as_user(uid, gid, shell, "-c", f"ls '{directory}'") != 0  # search, not read

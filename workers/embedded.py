@@ -6,6 +6,7 @@ started is already running under the same home, and stopped only by whoever star
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -13,8 +14,11 @@ import secrets
 import shutil
 import signal
 import socket
+import stat
+import struct
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from importlib.util import find_spec
@@ -28,6 +32,9 @@ SEARCH_ATTRIBUTES = ("TenantId", "SubjectId", "SessionId")
 # PostgreSQL refuses to run as root; as root we run it as this system user.
 POSTGRES_SYSTEM_USER = "embedded_postgres"
 DATABASE_NAME = "agent_memory"
+# Everything the stack and its servers create is for its owner only (the postgres user, as root).
+PRIVATE_UMASK = 0o077
+SECRET_NAMES = ("postgres", "app", "redis")
 
 
 @dataclass(frozen=True)
@@ -38,7 +45,7 @@ class Ports:
     redis: int = 56379
 
     @classmethod
-    def free(cls) -> "Ports":
+    def free(cls) -> Ports:
         return cls(*(free_port() for _ in range(4)))
 
 
@@ -131,20 +138,32 @@ class EmbeddedStack:
     def log_dir(self) -> Path:
         return self.home / "logs"
 
+    @property
+    def postgres_log_dir(self) -> Path:
+        """Owned by the postgres user (as root), which writes its log there."""
+        return self.log_dir / "postgres"
+
+    @property
+    def postgres_log(self) -> Path:
+        return self.postgres_log_dir / "postgres.log"
+
     # --- public ----------------------------------------------------------------------------
 
-    def start(self, settings: Settings) -> Settings:
-        """Start (or reuse) every service whose URL is not configured; return resolved settings."""
-        self.home.mkdir(parents=True, exist_ok=True)
-        self.run_dir.mkdir(exist_ok=True)
-        self.log_dir.mkdir(exist_ok=True)
+    def start(self, settings: Settings, *, only: tuple[str, ...] = ("postgres", "redis", "temporal")) -> Settings:
+        """Start (or reuse) every service (of `only`) whose URL is not configured; return resolved
+        settings. The home and everything in it are private to the user running the stack."""
+        for directory in (self.home, self.run_dir, self.log_dir):
+            _private_dir(directory)
+        for name in ("secrets.json", "master.key", "temporal.db", "temporal.db-wal", "temporal.db-shm",
+                     "redis/dump.rdb", *(f"logs/{n}.log" for n in ("temporal", "redis", "postgres"))):
+            _narrow(self.home / name)  # written by an older version, maybe wider
         changes: dict = {}
-        if not settings.database_url:
+        if "postgres" in only and not settings.database_url:
             admin_url, app_url = self._start_postgres()
             changes.update(database_url=app_url, database_admin_url=admin_url)
-        if not settings.redis_url:
+        if "redis" in only and not settings.redis_url:
             changes["redis_url"] = self._start_redis()
-        if not settings.temporal_address:
+        if "temporal" in only and not settings.temporal_address:
             address, ui = self._start_temporal()
             changes.update(temporal_address=address, ui_url=settings.ui_url or ui)
         return settings.with_services(**changes)
@@ -182,14 +201,16 @@ class EmbeddedStack:
         return None
 
     def _save_state(self, name: str, **state) -> None:
-        (self.run_dir / f"{name}.json").write_text(json.dumps(state))
+        _write_private(self.run_dir / f"{name}.json", json.dumps(state))
 
     def _spawn(self, name: str, argv: list[str], **kwargs) -> subprocess.Popen:
         log_file = self.log_dir / f"{name}.log"
-        out = open(log_file, "ab")
-        # A new session: Ctrl-C in the terminal reaches us, and we stop children in order.
-        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, **kwargs)
+        # A new session: Ctrl-C in the terminal reaches us, and we stop children in order. The child
+        # keeps its own copy of the log descriptor, so ours is closed once it is started. Its umask
+        # keeps the files it creates (temporal.db, dump.rdb) private.
+        with _open_private_log(log_file) as out:
+            return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True, umask=PRIVATE_UMASK, **kwargs)
 
     def _terminate(self, name: str, grace: float = 15.0) -> None:
         state_path = self.run_dir / f"{name}.json"
@@ -215,7 +236,8 @@ class EmbeddedStack:
                 raise RuntimeError(f"port {port} is taken by another process; set TEMPORAL_ADDRESS to use it, "
                                    "or stop it")
             argv = [temporal_binary(), "server", "start-dev", "--db-filename", str(self.home / "temporal.db"),
-                    "--ip", "127.0.0.1", "--port", str(port), "--ui-port", str(ui_port), "--log-level", "warn"]
+                    "--ip", "127.0.0.1", "--port", str(port), "--ui-ip", "127.0.0.1", "--ui-port", str(ui_port),
+                    "--log-level", "warn"]
             for attr in SEARCH_ATTRIBUTES:
                 argv += ["--search-attribute", f"{attr}=Keyword"]
             proc = self._spawn("temporal", argv)
@@ -231,19 +253,25 @@ class EmbeddedStack:
     # --- Redis -----------------------------------------------------------------------------
 
     def _start_redis(self) -> str:
+        password = self._secrets()["redis"]
         state = self._state("redis")
+        if state is not None and not state.get("auth"):
+            raise RuntimeError(f"the Redis running under {self.home} has no password (an older agent-memory started "
+                               f"it): stop it (pid {state['pid']}) and start again")
         if state is None:
             port = self.ports.redis
-            data = self.home / "redis"
-            data.mkdir(exist_ok=True)
-            argv = [redis_binary(), "--bind", "127.0.0.1", "--port", str(port), "--dir", str(data),
+            data = _private_dir(self.home / "redis")
+            # The password goes in a private config file, not on the command line (ps shows that).
+            config = self.run_dir / "redis.conf"
+            _write_private(config, f"requirepass {password}\n")
+            argv = [redis_binary(), str(config), "--bind", "127.0.0.1", "--port", str(port), "--dir", str(data),
                     "--daemonize", "no", "--save", "60 1", "--appendonly", "no", "--protected-mode", "yes"]
             proc = self._spawn("redis", argv)
             wait_for_port(port, "Redis", self.log_dir / "redis.log")
-            state = {"pid": proc.pid, "port": port}
+            state = {"pid": proc.pid, "port": port, "auth": True}
             self._save_state("redis", **state)
             self.started.append("redis")
-        return f"redis://127.0.0.1:{state['port']}/0"
+        return f"redis://:{password}@127.0.0.1:{state['port']}/0"
 
     def _stop_redis(self) -> None:
         self._terminate("redis")
@@ -253,36 +281,67 @@ class EmbeddedStack:
     def _pg_run(self, tool: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
         # As root, drop to the postgres user entirely: its own group and no supplementary groups,
         # or root's group bits would decide access to directories like pytest's 0o705 ones.
-        ids = ({"user": POSTGRES_SYSTEM_USER, "group": POSTGRES_SYSTEM_USER, "extra_groups": []}
-               if os.geteuid() == 0 else {})
+        as_root = os.geteuid() == 0
+        user = POSTGRES_SYSTEM_USER if as_root else None
         return subprocess.run([str(postgres_bin_dir() / tool), *args], capture_output=True, text=True,
-                              timeout=timeout, cwd="/", **ids)
+                              timeout=timeout, cwd="/", user=user, group=user,
+                              extra_groups=[] if as_root else None, umask=PRIVATE_UMASK)
 
     def _secrets(self) -> dict:
+        """The stack's generated passwords (0o600 secrets.json); ones added since it was created
+        (Redis's) are generated on first use."""
         path = self.home / "secrets.json"
         if not path.exists():
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as f:
-                json.dump({"postgres": secrets.token_urlsafe(24), "app": secrets.token_urlsafe(24)}, f)
-        return json.loads(path.read_text())
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:  # another process is creating it
+                time.sleep(0.2)
+            else:
+                with os.fdopen(fd, "w") as f:
+                    json.dump({name: secrets.token_urlsafe(24) for name in SECRET_NAMES}, f)
+        current = json.loads(path.read_text())
+        missing = [name for name in SECRET_NAMES if name not in current]
+        if missing:
+            current.update({name: secrets.token_urlsafe(24) for name in missing})
+            _write_private(path, json.dumps(current))
+        return current
 
     def _prepare_postgres_dirs(self, data: Path) -> None:
-        if os.geteuid() != 0:
+        """The data and log directories, 0o700. As root, PostgreSQL runs as POSTGRES_SYSTEM_USER:
+        they are its own, and it gets search (x) permission, for that user only (a POSIX ACL
+        entry), on each directory above them and its binaries that it cannot traverse yet."""
+        for directory in (data, self.postgres_log_dir):
+            _private_dir(directory)
+        owner = postgres_system_user()
+        if owner is None:
             return
-        import pwd
+        uid, gid = owner
+        above = [*reversed(data.resolve().parents), *reversed(self.postgres_log_dir.resolve().parents),
+                 *reversed(postgres_bin_dir().parents), postgres_bin_dir()]
+        for path in dict.fromkeys(above):
+            if not can_traverse(path, uid, gid):
+                grant_search(path, POSTGRES_SYSTEM_USER, uid)
+        for directory in (data, self.postgres_log_dir):
+            os.chown(directory, uid, gid)
 
-        if not _user_exists(POSTGRES_SYSTEM_USER):
-            subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
-                            POSTGRES_SYSTEM_USER], check=True, capture_output=True)
-        entry = pwd.getpwnam(POSTGRES_SYSTEM_USER)
-        # The postgres user must traverse to its data directory and read the binaries.
-        for path in [*reversed(data.parents), *reversed(postgres_bin_dir().parents)]:
-            mode = path.stat().st_mode
-            if (mode & 0o005) != 0o005:
-                path.chmod(mode | 0o005)
-        data.mkdir(exist_ok=True)
-        os.chown(data, entry.pw_uid, entry.pw_gid)
-        data.chmod(0o700)
+    def _initdb(self, data: Path, password: str) -> None:
+        # The password file lives in a fresh 0o700 directory of the postgres user, removed afterwards.
+        pw_dir = Path(tempfile.mkdtemp(prefix=".initdb-", dir=self.home))
+        try:
+            pwfile = pw_dir / "pwfile"
+            fd = os.open(pwfile, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(password + "\n")
+            owner = postgres_system_user()
+            if owner is not None:
+                for path in (pw_dir, pwfile):
+                    os.chown(path, *owner)
+            res = self._pg_run("initdb", "-D", str(data), "-U", "postgres", "--auth=scram-sha-256",
+                               f"--pwfile={pwfile}", "--encoding=UTF8", "--locale=C")
+        finally:
+            shutil.rmtree(pw_dir, ignore_errors=True)
+        if res.returncode != 0:
+            raise RuntimeError(f"initdb failed:\n{res.stdout}\n{res.stderr}")
 
     def _start_postgres(self) -> tuple[str, str]:
         pw = self._secrets()
@@ -292,34 +351,15 @@ class EmbeddedStack:
         if state is None:
             self._prepare_postgres_dirs(data)
             if not (data / "PG_VERSION").exists():
-                pwfile = self.run_dir / "pgpass.tmp"
-                pwfile.write_text(pw["postgres"] + "\n")
-                if os.geteuid() == 0:
-                    import pwd
-
-                    entry = pwd.getpwnam(POSTGRES_SYSTEM_USER)
-                    os.chown(pwfile, entry.pw_uid, entry.pw_gid)
-                    self.run_dir.chmod(0o755)
-                pwfile.chmod(0o600)
-                try:
-                    res = self._pg_run("initdb", "-D", str(data), "-U", "postgres", "--auth=scram-sha-256",
-                                       f"--pwfile={pwfile}", "--encoding=UTF8", "--locale=C")
-                finally:
-                    pwfile.unlink(missing_ok=True)
-                if res.returncode != 0:
-                    raise RuntimeError(f"initdb failed:\n{res.stdout}\n{res.stderr}")
+                self._initdb(data, pw["postgres"])
             if port_open(port):
                 raise RuntimeError(f"port {port} is taken by another process; set DATABASE_URL to use it, or stop it")
-            log_file = self.log_dir / "postgres.log"
-            log_file.touch()
-            if os.geteuid() == 0:
-                import pwd
-
-                entry = pwd.getpwnam(POSTGRES_SYSTEM_USER)
-                os.chown(log_file, entry.pw_uid, entry.pw_gid)
-            # pg_ctl removes a stale postmaster.pid itself when its process is gone.
+            log_file = self.postgres_log
+            # pg_ctl removes a stale postmaster.pid itself when its process is gone. The socket in
+            # the (0o700) data directory is for its owner only, like everything else there.
             res = self._pg_run("pg_ctl", "-D", str(data), "-w", "-t", "60", "-l", str(log_file), "-o",
-                               f"-h 127.0.0.1 -p {port} -k {data} -c max_connections=200", "start")
+                               f"-h 127.0.0.1 -p {port} -k {data} -c unix_socket_permissions=0700 "
+                               "-c max_connections=200", "start")
             if res.returncode != 0:
                 raise RuntimeError(f"PostgreSQL did not start: {last_error(log_file, res.stderr)} (log: {log_file})")
             pid = int((data / "postmaster.pid").read_text().split()[0])
@@ -332,11 +372,12 @@ class EmbeddedStack:
 
     def _ensure_database(self, port: int, pw: dict) -> None:
         import psycopg
+        from psycopg import sql
 
         with psycopg.connect(f"postgresql://postgres:{pw['postgres']}@127.0.0.1:{port}/postgres",
                              autocommit=True) as conn:
             if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE_NAME,)).fetchone() is None:
-                conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DATABASE_NAME)))
 
     def _stop_postgres(self) -> None:
         data = self.home / "postgres"
@@ -344,6 +385,19 @@ class EmbeddedStack:
         if res.returncode != 0:
             self._terminate("postgres")
         (self.run_dir / "postgres.json").unlink(missing_ok=True)
+
+
+def postgres_system_user() -> tuple[int, int] | None:
+    """(uid, gid) PostgreSQL runs as when we are root (creating the system user once), else None."""
+    if os.geteuid() != 0:
+        return None
+    import pwd
+
+    if not _user_exists(POSTGRES_SYSTEM_USER):
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
+                        POSTGRES_SYSTEM_USER], check=True, capture_output=True)
+    entry = pwd.getpwnam(POSTGRES_SYSTEM_USER)
+    return entry.pw_uid, entry.pw_gid
 
 
 def _user_exists(name: str) -> bool:
@@ -354,3 +408,126 @@ def _user_exists(name: str) -> bool:
         return True
     except KeyError:
         return False
+
+
+# --- private files ---------------------------------------------------------------------------------
+
+def _private_dir(path: Path) -> Path:
+    """Create `path` (and missing parents) 0o700; an existing one of ours loses its other bits
+    and group read/write. Group x stays: on a directory with an ACL those bits are the mask,
+    which lets the postgres user's search entry through."""
+    for directory in [*reversed(path.parents), path]:
+        if not directory.exists():
+            directory.mkdir(mode=0o700, exist_ok=True)
+    st = path.stat()
+    if st.st_uid == os.geteuid() and st.st_mode & 0o067:
+        path.chmod(stat.S_IMODE(st.st_mode) & 0o710)
+    return path
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Replace `path` with `text`, readable by its owner only (never briefly wider)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        os.fchmod(f.fileno(), 0o600)
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def _open_private_log(path: Path):
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.fchmod(fd, 0o600)  # a log from an older version may be wider
+    return os.fdopen(fd, "ab")
+
+
+def _narrow(path: Path) -> None:
+    """Drop group and other bits of a file the stack or its servers created, if it exists."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return
+    if mode & 0o077:
+        path.chmod(mode & 0o700)
+
+
+# --- letting the postgres user reach its files (as root): POSIX ACLs ------------------------------
+
+ACL_XATTR = "system.posix_acl_access"
+ACL_VERSION = 2
+ACL_USER_OBJ, ACL_USER, ACL_GROUP_OBJ, ACL_GROUP, ACL_MASK, ACL_OTHER = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20
+ACL_UNDEFINED_ID = 0xFFFFFFFF
+_ACL_ENTRY = struct.Struct("<HHI")  # tag, perm, id
+
+
+def read_acl(path: Path) -> list[tuple[int, int, int]] | None:
+    """The access ACL of `path` as (tag, perm, id) entries, or None when it has only mode bits."""
+    try:
+        raw = os.getxattr(path, ACL_XATTR)
+    except OSError:
+        return None
+    if len(raw) < 4 or struct.unpack_from("<I", raw)[0] != ACL_VERSION or (len(raw) - 4) % _ACL_ENTRY.size:
+        return None
+    return [_ACL_ENTRY.unpack_from(raw, offset) for offset in range(4, len(raw), _ACL_ENTRY.size)]
+
+
+def can_traverse(path: Path, uid: int, gid: int) -> bool:
+    """Whether a process with this uid and (only) this gid may search directory `path`
+    (the POSIX ACL access check, mode bits when there is no ACL)."""
+    st = path.stat()
+    if uid == 0 or st.st_uid == uid:
+        return uid == 0 or bool(st.st_mode & 0o100)
+    acl = read_acl(path)
+    if acl is None:
+        return bool(st.st_mode & (0o010 if st.st_gid == gid else 0o001))
+    mask = next((perm for tag, perm, _ in acl if tag == ACL_MASK), 0o7)
+    named = [perm for tag, perm, id_ in acl if tag == ACL_USER and id_ == uid]
+    if named:
+        return bool(named[0] & mask & 1)
+    groups = [perm for tag, perm, id_ in acl
+              if (tag == ACL_GROUP_OBJ and st.st_gid == gid) or (tag == ACL_GROUP and id_ == gid)]
+    if groups:
+        return any(perm & mask & 1 for perm in groups)
+    return bool(st.st_mode & 0o001)
+
+
+def acl_with_user_search(path: Path, uid: int) -> bytes:
+    """The `system.posix_acl_access` value of `path` plus search (x) for user `uid`: its current
+    entries (or those of its mode bits), a USER entry for uid, and a MASK letting that x through
+    without widening anything else; sorted by tag, then id."""
+    mode = path.stat().st_mode
+    current = read_acl(path) or [(ACL_USER_OBJ, (mode >> 6) & 7, ACL_UNDEFINED_ID),
+                                 (ACL_GROUP_OBJ, (mode >> 3) & 7, ACL_UNDEFINED_ID),
+                                 (ACL_OTHER, mode & 7, ACL_UNDEFINED_ID)]
+    entries = {(tag, id_): perm for tag, perm, id_ in current}
+    entries[(ACL_USER, uid)] = entries.get((ACL_USER, uid), 0) | 1
+    old_mask = entries.get((ACL_MASK, ACL_UNDEFINED_ID))
+    # Without a mask the group bits were GROUP_OBJ's: keep them as the mask, plus x.
+    entries[(ACL_MASK, ACL_UNDEFINED_ID)] = (entries[(ACL_GROUP_OBJ, ACL_UNDEFINED_ID)] if old_mask is None
+                                             else old_mask) | 1
+    body = b"".join(_ACL_ENTRY.pack(tag, perm, id_) for (tag, id_), perm in sorted(entries.items()))
+    return struct.pack("<I", ACL_VERSION) + body
+
+
+def grant_search(path: Path, user: str, uid: int) -> str:
+    """Let `user`, and only that user, search directory `path`: `setfacl -m u:USER:x` when the
+    binary exists, else the ACL xattr written directly; where the filesystem has no ACLs, o+x
+    (search, never read) with a warning. Returns how it was done."""
+    setfacl = shutil.which("setfacl")
+    if setfacl:
+        res = subprocess.run([setfacl, "-m", f"u:{user}:x", str(path)], capture_output=True, text=True)
+        if res.returncode == 0:
+            return "setfacl"
+        reason = res.stderr.strip() or f"setfacl exited {res.returncode}"
+    else:
+        try:
+            os.setxattr(path, ACL_XATTR, acl_with_user_search(path, uid))
+            return "xattr"
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTSUP, errno.EOPNOTSUPP, errno.EINVAL):
+                raise
+            reason = exc.strerror or str(exc)
+    path.chmod(path.stat().st_mode | 0o001)
+    log.warning("%s: no POSIX ACL support (%s); added o+x (search, not read) so %s can reach its files",
+                path, reason, user)
+    return "o+x"

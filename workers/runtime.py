@@ -7,11 +7,11 @@ import asyncio
 import os
 import shutil
 import tempfile
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import AsyncIterator
 
-from agent_memory.services import Services, migrate
+from agent_memory.services import Services, check_schema, migrate
 from agent_memory.settings import Settings
 from workers.embedded import EmbeddedStack, Ports
 
@@ -24,8 +24,10 @@ class StackNotRunningError(RuntimeError):
 async def open_stack(settings: Settings, *, start: bool, ports: Ports | None = None) -> AsyncIterator[Services]:
     """Services on the configured URLs, else on the embedded stack under settings.home.
 
-    With start=False only an already running stack is used. Servers this call started are
-    stopped when it ends; servers it reused are left running."""
+    With start=False only an already running stack is used and nothing is migrated: a schema
+    behind the code is refused (run `agent-memory migrate`). With start=True (`up`, demo, tests,
+    scratch stacks) pending migrations are applied first. Servers this call started are stopped
+    when it ends; servers it reused are left running."""
     stack = EmbeddedStack(settings.home, ports or Ports())
     try:
         resolved = await asyncio.to_thread(stack.start if start else stack.running, settings)
@@ -33,12 +35,36 @@ async def open_stack(settings: Settings, *, start: bool, ports: Ports | None = N
             raise StackNotRunningError(
                 "no agent-memory stack is running here: start one with `agent-memory up` in another terminal, "
                 "or set TEMPORAL_ADDRESS, DATABASE_URL and REDIS_URL")
-        await migrate(resolved, app_password=stack.app_password)
+        if start:
+            await migrate(resolved, app_password=stack.app_password)
+        await check_schema(resolved)
         services = await Services.open(resolved)
         try:
             yield services
         finally:
             await services.close()
+    finally:
+        await asyncio.to_thread(stack.stop)
+
+
+async def migrate_database(settings: Settings) -> list[str]:
+    """`agent-memory migrate`: apply pending migrations as the owner role (DATABASE_ADMIN_URL),
+    or on the embedded PostgreSQL under settings.home (reused if running, else started and
+    stopped again), whose app role also gets its password. Returns the migrations applied."""
+    if settings.database_url or settings.database_admin_url:
+        if not settings.database_admin_url:
+            raise RuntimeError("DATABASE_ADMIN_URL is not set: migrations run as the owner role; set it to the "
+                               "owner's URL for `agent-memory migrate`")
+        applied = await migrate(settings)
+        if settings.database_url:
+            await check_schema(settings)  # the app role logs in and sees the schema current
+        return applied
+    stack = EmbeddedStack(settings.home, Ports())
+    try:
+        resolved = await asyncio.to_thread(stack.start, settings, only=("postgres",))
+        applied = await migrate(resolved, app_password=stack.app_password)
+        await check_schema(resolved)
+        return applied
     finally:
         await asyncio.to_thread(stack.stop)
 

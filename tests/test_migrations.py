@@ -1,0 +1,132 @@
+"""Migrations run once, as the owner (`agent-memory migrate`, or `up`); every other command and
+the worker only check, as the app role, that the schema is current. The app role's password
+reaches PostgreSQL only as a SCRAM-SHA-256 verifier."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import subprocess
+import sys
+import uuid
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+from psycopg import sql
+
+from agent_memory.db import APP_ROLE, migration_files, scram_sha256_verifier, set_app_role_password
+from agent_memory.settings import ENV_VARS
+from workers.embedded import EmbeddedStack
+
+
+def cli(env_extra: dict[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ENV_VARS} | env_extra
+    return subprocess.run([sys.executable, "-m", "agent_memory.cli", *args], env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def with_database(url: str, database: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{database}"))
+
+
+def test_scram_verifier_matches_rfc_7677():
+    # RFC 7677 section 3: user "user", password "pencil"; the server's signature and the client's
+    # proof of that exchange must follow from the StoredKey and ServerKey computed here.
+    salt = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
+    verifier = scram_sha256_verifier("pencil", salt=salt)
+    method, _, rest = verifier.partition("$")
+    params, _, keys = rest.partition("$")
+    iterations, b64_salt = params.split(":")
+    stored_key, server_key = (base64.b64decode(k) for k in keys.split(":"))
+    assert (method, iterations, b64_salt) == ("SCRAM-SHA-256", "4096", "W22ZaJ0SNY7soEsUEjb6gQ==")
+    nonce = "rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0"
+    auth_message = (f"n=user,r=rOprNGfwEbeRWgbNEkqO,r={nonce},s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096,"
+                    f"c=biws,r={nonce}").encode()
+    server_signature = hmac.digest(server_key, auth_message, "sha256")
+    assert base64.b64encode(server_signature).decode() == "6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
+    proof = base64.b64decode("dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=")
+    client_key = bytes(a ^ b for a, b in zip(proof, hmac.digest(stored_key, auth_message, "sha256"), strict=True))
+    assert hashlib.sha256(client_key).digest() == stored_key
+    # A fresh 16-byte salt each time.
+    one, two = scram_sha256_verifier("pencil"), scram_sha256_verifier("pencil")
+    assert one != two and len(base64.b64decode(one.split("$")[1].split(":")[1])) == 16
+
+
+async def test_the_app_password_reaches_postgres_only_as_a_verifier(services):
+    admin_url, app_url = services.settings.database_admin_url, services.settings.database_url
+    password = urlsplit(app_url).password
+    # Log every statement of this admin session to the server log, as DDL logging would.
+    logged_url = f"{admin_url}?options=-c%20log_statement%3Dall"
+    log_file = EmbeddedStack(services.settings.home).postgres_log
+    offset = log_file.stat().st_size
+    verifier = await set_app_role_password(logged_url, password)
+
+    assert verifier.startswith("SCRAM-SHA-256$4096:")
+    async with await psycopg.AsyncConnection.connect(admin_url) as admin:
+        cur = await admin.execute("SELECT rolpassword FROM pg_authid WHERE rolname = %s", (APP_ROLE,))
+        assert (await cur.fetchone())[0] == verifier
+    async with await psycopg.AsyncConnection.connect(app_url) as app:  # the app still logs in with it
+        cur = await app.execute("SELECT current_user")
+        assert (await cur.fetchone())[0] == APP_ROLE
+
+    logged = log_file.read_bytes()[offset:].decode(errors="replace")
+    assert "ALTER ROLE" in logged and verifier in logged, "the statement was not logged: the check proves nothing"
+    assert password not in logged, "the plaintext password reached the server log"
+
+
+async def test_commands_and_the_worker_refuse_a_schema_behind_and_migrate_brings_it_current(services, tmp_path):
+    """A database never migrated: `facts` and `worker` (given the owner's URL too) migrate nothing
+    and say to run `agent-memory migrate`; that command then brings it current."""
+    database = f"behind_{uuid.uuid4().hex[:10]}"
+    admin_url = services.settings.database_admin_url
+    async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as admin:
+        await admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
+    try:
+        env = {"AGENT_MEMORY_HOME": str(tmp_path), "TEMPORAL_ADDRESS": services.settings.temporal_address,
+               "REDIS_URL": services.settings.redis_url,
+               "DATABASE_URL": with_database(services.settings.database_url, database),
+               "DATABASE_ADMIN_URL": with_database(admin_url, database)}
+        for args in (["facts", "--tenant", "t", "--subject", "s", "--json"], ["worker"]):
+            out = cli(env, *args, timeout=90)
+            assert out.returncode == 1, (args, out.stdout, out.stderr)
+            assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+            assert "schema is behind" in out.stderr and "run `agent-memory migrate`" in out.stderr, out.stderr
+        async with await psycopg.AsyncConnection.connect(with_database(admin_url, database)) as conn:
+            cur = await conn.execute("SELECT to_regclass('schema_migrations')")
+            assert (await cur.fetchone())[0] is None, "a command other than migrate applied migrations"
+
+        migrated = cli(env, "migrate")
+        assert migrated.returncode == 0, migrated.stderr
+        assert f"applied {len(migration_files())} migration(s)" in migrated.stdout
+        assert cli(env, "migrate").stdout.strip() == "the schema is up to date"
+        facts = cli(env, "facts", "--tenant", "t", "--subject", "s", "--json")
+        assert facts.returncode == 0, facts.stderr
+        assert facts.stdout.strip() == "[]"
+
+        # Without the owner's URL, migrate says what to set.
+        no_admin = cli({k: v for k, v in env.items() if k != "DATABASE_ADMIN_URL"}, "migrate")
+        assert no_admin.returncode == 1 and "DATABASE_ADMIN_URL" in no_admin.stderr
+    finally:
+        async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as admin:
+            await admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database)))
+
+
+async def test_migrate_on_the_embedded_stack_sets_the_app_password_as_a_verifier(services):
+    admin_url = services.settings.database_admin_url
+
+    async def stored() -> str:
+        async with await psycopg.AsyncConnection.connect(admin_url) as admin:
+            cur = await admin.execute("SELECT rolpassword FROM pg_authid WHERE rolname = %s", (APP_ROLE,))
+            return (await cur.fetchone())[0]
+
+    before = await stored()
+    out = cli({"AGENT_MEMORY_HOME": str(services.settings.home)}, "migrate")  # reuses the running Postgres
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "the schema is up to date"
+    after = await stored()
+    assert after.startswith("SCRAM-SHA-256$4096:") and after != before  # set again, with a fresh salt
+    async with await psycopg.AsyncConnection.connect(services.settings.database_url) as app:
+        await app.execute("SELECT 1")
