@@ -11,10 +11,10 @@ from temporalio import activity
 
 from activities.errors import temporal_failures
 from agent_memory.conflicts import decide
-from agent_memory.crypto import KeyWrapper
 from agent_memory.db import tenant_transaction
 from agent_memory.evidence import load_session, unconsolidated_messages
 from agent_memory.faults import after_record, fault_point
+from agent_memory.keyring import KeyRing
 from agent_memory.memory_store import commit_consolidation, current_candidates, current_facts
 from agent_memory.models import (
     CommitInput,
@@ -45,21 +45,22 @@ def messages_digest(messages: list[Message]) -> str:
 
 
 class ConsolidationActivities:
-    def __init__(self, pool: AsyncConnectionPool, wrapper: KeyWrapper, extractor: FactExtractor,
+    def __init__(self, pool: AsyncConnectionPool, keyring: KeyRing, extractor: FactExtractor,
                  scorer: ImportanceScorer, summarizer: Summarizer, embedder: Embedder):
         self.pool = pool
-        self.wrapper = wrapper
+        self.keyring = keyring
         self.extractor = extractor
         self.scorer = scorer
         self.summarizer = summarizer
         self.embedder = embedder
-        self.recorder = OperationRecorder(pool)
+        self.recorder = OperationRecorder(pool, keyring)
         self.recorder.after_record = after_record  # fault points of the crash suite; off unless configured
 
     async def _session(self, step: StepInput) -> tuple[list[Message], datetime | None]:
         async with tenant_transaction(self.pool, step.tenant_id) as conn:
             # An erased subject's messages are gone; say so rather than "session not found".
-            await ensure_not_erased(conn, step.tenant_id, step.subject_id)
+            await ensure_not_erased(conn, step.tenant_id, step.subject_id,
+                                    self.keyring.subject_digest(step.tenant_id, step.subject_id))
         owner, messages, newest = await load_session(self.pool, step.tenant_id, step.session_id,
                                                      through=step.through)
         if owner != step.subject_id:
@@ -134,7 +135,7 @@ class ConsolidationActivities:
         messages, _ = await self._session(StepInput(tenant_id=step.tenant_id, subject_id=step.subject_id,
                                                     session_id=step.session_id, through=step.through))
         outcome = await commit_consolidation(
-            self.pool, self.wrapper, tenant_id=step.tenant_id, subject_id=step.subject_id,
+            self.pool, self.keyring, tenant_id=step.tenant_id, subject_id=step.subject_id,
             session_id=step.session_id, operation_id=f"commit/{step.session_id}/{request_hash(step.model_dump())[:16]}",
             request=step.model_dump(),
             extraction=await load(step.tenant_id, step.subject_id, step.extraction_operation_id, ExtractionResult),

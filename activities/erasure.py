@@ -10,6 +10,7 @@ from temporalio import activity
 from activities.errors import temporal_failures
 from agent_memory import erasure
 from agent_memory.faults import fault_point
+from agent_memory.keyring import KeyRing
 from agent_memory.models import ErasureInput, ErasureReceipt, ErasureStepInput, StoreCount
 
 
@@ -26,20 +27,21 @@ class CompleteErasureInput(BaseModel):
 
 
 class ErasureActivities:
-    def __init__(self, pool: AsyncConnectionPool, redis: Redis):
+    def __init__(self, pool: AsyncConnectionPool, redis: Redis, keyring: KeyRing):
         self.pool = pool
         self.redis = redis
+        self.keyring = keyring
 
     @activity.defn
     @temporal_failures
     async def begin_erasure(self, request: ErasureInput) -> erasure.ErasureStarted:
-        return await erasure.begin_erasure(self.pool, request.tenant_id, request.subject_id, request.request_id,
-                                           request.reason)
+        return await erasure.begin_erasure(self.pool, self.keyring, request.tenant_id, request.subject_id,
+                                           request.request_id, request.reason)
 
     @activity.defn
     @temporal_failures
     async def erase_store(self, step: ErasureStepInput) -> StoreCount:
-        removed = await erasure.erase_store(self.pool, self.redis, step.tenant_id, step.subject_id,
+        removed = await erasure.erase_store(self.pool, self.redis, self.keyring, step.tenant_id, step.subject_id,
                                             step.request_id, step.store)
         fault_point(f"mid_erasure:{step.store}")
         return StoreCount(store=step.store, removed=removed)
@@ -59,5 +61,5 @@ class ErasureActivities:
     @activity.defn
     @temporal_failures
     async def complete_erasure(self, step: CompleteErasureInput) -> ErasureReceipt:
-        return await erasure.complete_erasure(self.pool, step.tenant_id, step.subject_id, step.request_id,
-                                              step.residue)
+        return await erasure.complete_erasure(self.pool, self.keyring, step.tenant_id, step.subject_id,
+                                              step.request_id, step.residue)

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Awaitable, Callable, TypeVar
+from typing import TypeVar
 
 import psycopg
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from agent_memory.crypto import KeyUnavailableError, RotationUnsupportedError
 from agent_memory.erasure import ErasureRequestConflictError
 from agent_memory.memory_store import VersionConflictError
 from agent_memory.operations import OperationMismatchError, SubjectErasedError
@@ -19,9 +21,11 @@ from agent_memory.providers.errors import ProviderOutputInvalid, ProviderPermane
 T = TypeVar("T")
 
 # Permanent: retrying cannot help. The workflow decides what to do with each type.
-PERMANENT = {
+PERMANENT: dict[type[Exception], str] = {
     SubjectErasedError: "SubjectErased",
     ErasureRequestConflictError: "ErasureRequestConflict",
+    KeyUnavailableError: "KeyUnavailable",
+    RotationUnsupportedError: "RotationUnsupported",
     VersionConflictError: "VersionConflict",
     OperationMismatchError: "OperationMismatch",
     LookupError: "NotFound",

@@ -8,18 +8,18 @@ from temporalio.exceptions import ApplicationError
 
 from activities.errors import temporal_failures
 from agent_memory import rebuild
-from agent_memory.crypto import KeyWrapper
+from agent_memory.keyring import KeyRing
 from agent_memory.models import RebuildSubjectInput, SubjectList, SubjectListInput, SubjectRebuild
 from agent_memory.operations import OperationRecorder
 from agent_memory.providers.base import Embedder
 
 
 class RebuildActivities:
-    def __init__(self, pool: AsyncConnectionPool, wrapper: KeyWrapper, embedder: Embedder):
+    def __init__(self, pool: AsyncConnectionPool, keyring: KeyRing, embedder: Embedder):
         self.pool = pool
-        self.wrapper = wrapper
+        self.keyring = keyring
         self.embedder = embedder
-        self.recorder = OperationRecorder(pool)
+        self.recorder = OperationRecorder(pool, keyring)
 
     @activity.defn
     @temporal_failures
@@ -31,7 +31,7 @@ class RebuildActivities:
     @temporal_failures
     async def rebuild_subject(self, step: RebuildSubjectInput) -> SubjectRebuild:
         try:
-            return await rebuild.rebuild_subject(self.pool, self.wrapper, step.tenant_id, step.subject_id,
+            return await rebuild.rebuild_subject(self.pool, self.keyring, step.tenant_id, step.subject_id,
                                                  force=step.force, recorder=self.recorder, embedder=self.embedder)
         except rebuild.EventLogError as exc:  # a corrupt log does not heal by retrying
             raise ApplicationError(str(exc), type="EventLogUnreadable", non_retryable=True) from exc

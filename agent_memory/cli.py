@@ -18,15 +18,17 @@ from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import TemporalError
 
 from agent_memory.client import MemoryClient
+from agent_memory.erasure import ErasureRequestConflictError
 from agent_memory.evidence import AppendConflictError, MessageConflictError, SessionOwnerError
 from agent_memory.ingest import InputError, read_sessions
-from agent_memory.models import FactRow, check_identifier
+from agent_memory.keyring import list_keks
+from agent_memory.models import ErasureStatus, FactRow, check_identifier
 from agent_memory.operations import SubjectErasedError
 from agent_memory.providers.openai_compat import providers_for
 from agent_memory.settings import Settings
 
 USER_ERRORS = (InputError, MessageConflictError, AppendConflictError, SessionOwnerError, SubjectErasedError,
-               ValueError, LookupError)
+               ErasureRequestConflictError, ValueError, LookupError)
 
 
 def _identifier(field: str):
@@ -62,6 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("up", help="start the embedded stack and a worker; Ctrl-C stops everything")
     sub.add_parser("worker", help="run only a worker against configured services (production)")
+    sub.add_parser("migrate", help="apply database migrations as the owner role (DATABASE_ADMIN_URL, or the "
+                                   "embedded PostgreSQL); other commands only check the schema is current")
     demo = sub.add_parser("demo", help="the whole flow on bundled sample sessions")
     demo.add_argument("--json", action="store_true")
 
@@ -120,6 +124,34 @@ def build_parser() -> argparse.ArgumentParser:
     loc.add_argument("--dump", type=Path, metavar="FILE.jsonl", help="one line per question: contexts, citations")
     loc.add_argument("--limit-conversations", type=int, metavar="N")
     loc.add_argument("--budget", type=int, default=1200, help="context token budget (default 1200)")
+    bench_parser = sub.add_parser("bench", help="benchmarks on a private embedded stack; they print figures")
+    bench_sub = bench_parser.add_subparsers(dest="bench_name", required=True)
+    bench_erasure = bench_sub.add_parser("erasure", help="cost of physical compaction and key rotation")
+    bench_erasure.add_argument("--memories", type=int, default=10_000, help="memories to store (default 10000)")
+    bench_erasure.add_argument("--per-subject", type=int, default=10, help="memories per subject (default 10)")
+    bench_erasure.add_argument("--erase", type=int, default=5, help="subjects to erase first (default 5)")
+    bench_erasure.add_argument("--json", action="store_true")
+    keys = sub.add_parser("keys", help="key-encryption keys: rotate (re-wrap every subject key, destroy the old KEK), "
+                                       "status")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    rotate = keys_sub.add_parser("rotate", help="rotate now (the daily Schedule rotates only after erasures)")
+    rotate.add_argument("--if-needed", action="store_true",
+                        help="only when a subject key was shredded since the last rotation (the Schedule's mode)")
+    rotate.add_argument("--json", action="store_true")
+    keys_status = keys_sub.add_parser("status", help="every KEK: state, shredded keys it still covers")
+    keys_status.add_argument("--json", action="store_true")
+    erasure = sub.add_parser("erasure", help="an erasure request as it stands now")
+    erasure_sub = erasure.add_subparsers(dest="erasure_command", required=True)
+    erasure_status = scoped(erasure_sub.add_parser(
+        "status", help="receipt, whether the shred is irreversible yet (key rotation), whether compacted"),
+        subject=False)
+    erasure_status.add_argument("--request-id", required=True, type=_identifier("request id"))
+    erasure_status.add_argument("--subject", type=_identifier("subject"),
+                                help="the erased subject, to show its id in the receipt (kept only as a digest)")
+    erasure_status.add_argument("--json", action="store_true")
+    compact = sub.add_parser("compact", help="physical compaction of what erasures deleted (the hourly Schedule)")
+    compact.add_argument("--all", action="store_true", help="every erasure table, even with no pending ticket")
+    compact.add_argument("--json", action="store_true")
     chaos = sub.add_parser("chaos", help="randomized worker kills on a private embedded stack; prints the figures")
     chaos.add_argument("--kills", type=int, default=20, help="worker kills to perform (default 20)")
     chaos.add_argument("--seed", type=int, default=0)
@@ -138,6 +170,23 @@ def format_fact(f: FactRow) -> str:
             f"confidence {f.confidence:.2f}  evidence {','.join(f.evidence_message_ids)}{status}")
 
 
+def format_erasure_status(status: ErasureStatus) -> str:
+    lines = [f"request {status.request_id}: {status.status} (requested {status.requested_at:%Y-%m-%d %H:%M:%S})",
+             f"  reason: {status.reason}"]
+    if status.receipt is not None:
+        r = status.receipt
+        lines.append(f"  residue {r.residue_total}; removed " + ", ".join(f"{k} {v}" for k, v in r.removed.items()))
+        lines.append(f"  subject key shredded: {r.key_shredded} (wrapped by KEK {status.key_wrapped_by})")
+    lines.append("  shred irreversible: " + (
+        f"yes, since {status.shred_irreversible_at:%Y-%m-%d %H:%M:%S} (rotation to {status.shred_irreversible_by_rotation})"
+        if status.shred_irreversible and status.shred_irreversible_at else
+        "not yet: a copy of the wrapped key in WAL or a backup decrypts until the next key rotation"))
+    lines.append("  compacted: " + (f"yes, {status.compacted_at:%Y-%m-%d %H:%M:%S} ({status.compaction_id})"
+                                    if status.compacted and status.compacted_at else
+                                    "not yet (the hourly compaction Schedule, or agent-memory compact)"))
+    return "\n".join(lines)
+
+
 def format_context(assembled) -> str:
     lines = [f"{item.text}   ⟨{item.kind}; cites {', '.join(item.cited_message_ids)}⟩" for item in assembled.items]
     lines.append(f"({len(assembled.items)} items, ~{assembled.tokens} of {assembled.budget} tokens)")
@@ -145,6 +194,7 @@ def format_context(assembled) -> str:
 
 
 async def _run_worker_until_signal(services, announce: str) -> None:
+    from workers.schedules import ensure_schedules
     from workers.worker import build_worker
 
     stop = asyncio.Event()
@@ -153,6 +203,9 @@ async def _run_worker_until_signal(services, announce: str) -> None:
         loop.add_signal_handler(sig, stop.set)
     worker = build_worker(services)
     async with worker:
+        # Key rotation and compaction run as Schedules, visible in the UI's Schedules tab.
+        await ensure_schedules(services.temporal, services.settings.task_queue,
+                               keys_rotatable=services.keyring.provider.rotatable)
         print(announce, flush=True)
         await stop.wait()
         print("stopping…", flush=True)
@@ -164,10 +217,17 @@ async def _command(args: argparse.Namespace, settings: Settings) -> int:
     if args.command == "up":
         async with open_stack(settings, start=True) as services:
             s = services.settings
+            assert s.database_url and s.redis_url  # start=True: the embedded stack filled them in
             await _run_worker_until_signal(services, (
                 f"agent-memory is up (home {s.home})\n  Temporal  {s.temporal_address}  UI {s.ui_url}\n"
                 f"  Postgres  {s.database_url.split('@')[-1]}\n  Redis     {s.redis_url.split('@')[-1]}\n"
                 f"  worker    task queue {s.task_queue}\nCtrl-C stops everything."))
+        return 0
+    if args.command == "migrate":
+        from workers.runtime import migrate_database
+
+        applied = await migrate_database(settings)
+        print(f"applied {len(applied)} migration(s): {', '.join(applied)}" if applied else "the schema is up to date")
         return 0
     if args.command == "worker":
         if not (settings.temporal_address and settings.database_url and settings.redis_url):
@@ -184,6 +244,10 @@ async def _command(args: argparse.Namespace, settings: Settings) -> int:
         from agent_memory.evaluation.locomo import eval_command
 
         return await eval_command(args, settings)
+    if args.command == "bench":
+        from agent_memory.evaluation.erasure_bench import bench_command
+
+        return await bench_command(args, settings)
     if args.command == "chaos":
         from agent_memory.chaos import chaos_command
 
@@ -215,24 +279,24 @@ async def _command(args: argparse.Namespace, settings: Settings) -> int:
             runs = await client.runs(args.tenant, args.subject)
             if args.json:
                 _print_json([r.model_dump(mode="json") for r in runs])
-            for r in [] if args.json else runs:
-                print(f"{r.status:<12} {r.workflow_type:<24} {r.workflow_id}  started {r.started_at}")
+            for run in [] if args.json else runs:
+                print(f"{run.status:<12} {run.workflow_type:<24} {run.workflow_id}  started {run.started_at}")
         elif args.command == "rebuild":
             handle = await client.rebuild(args.tenant, args.subject, force=args.force, request_id=args.request_id)
             if not args.json:
                 print(f"workflow {handle.id}\n{services.settings.workflow_url(handle.id)}")
             if args.wait or args.json:
-                result = await client.rebuild_result(handle)
+                rebuilt = await client.rebuild_result(handle)
                 if args.json:
-                    _print_json(result.model_dump(mode="json"))
+                    _print_json(rebuilt.model_dump(mode="json"))
                 else:
-                    for e in result.subjects:
+                    for e in rebuilt.subjects:
                         state = "erased (skipped)" if e.skipped_erased else ("equal" if e.equal else (
                             f"differed in {','.join(e.tables_differing)}" + (" → repaired" if e.repaired else "")))
                         print(f"  {e.subject:<24} {state:<40} rows {e.rows:<6} events {e.events:<6} "
                               f"digest {e.rebuilt_digest[:16]}  {e.elapsed_ms} ms")
-                    print(f"{result.subjects_total} subjects: {result.subjects_equal} equal, "
-                          f"{result.subjects_repaired} repaired, {result.skipped_erased} erased; {result.rows} rows")
+                    print(f"{rebuilt.subjects_total} subjects: {rebuilt.subjects_equal} equal, "
+                          f"{rebuilt.subjects_repaired} repaired, {rebuilt.skipped_erased} erased; {rebuilt.rows} rows")
         elif args.command == "erase":
             handle = await client.erase(args.tenant, args.subject, args.reason, args.request_id)
             if not args.json:
@@ -240,17 +304,52 @@ async def _command(args: argparse.Namespace, settings: Settings) -> int:
             if args.wait or args.json:
                 receipt = await client.erasure_receipt(handle)
                 _print_json(receipt.model_dump(mode="json"))
-        elif args.command == "recall":
-            result = await client.recall(args.tenant, args.subject, args.query, limit=args.limit, as_of=args.as_of)
+        elif args.command == "erasure":
+            status = await client.erasure_status(args.tenant, args.request_id, args.subject)
             if args.json:
-                _print_json(result.model_dump(mode="json"))
+                _print_json(status.model_dump(mode="json"))
+            else:
+                print(format_erasure_status(status))
+        elif args.command == "keys" and args.keys_command == "rotate":
+            rotation = await client.rotate_keys(force=not args.if_needed)
+            if args.json:
+                _print_json(rotation.model_dump(mode="json"))
+            elif not rotation.rotated:
+                print(f"nothing to rotate: no subject key was shredded under {rotation.new_kek_id} since it became "
+                      "active (omit --if-needed to rotate anyway)")
+            else:
+                print(f"active key-encryption key {rotation.new_kek_id}: re-wrapped {rotation.rewrapped_subject_keys} "
+                      f"subject keys and {rotation.reencrypted_reasons} erasure reasons; destroyed "
+                      f"{', '.join(rotation.destroyed_kek_ids) or 'none'} ({rotation.shreds_made_irreversible} "
+                      f"shreds now irreversible) in {rotation.elapsed_seconds:.2f} s")
+        elif args.command == "keys":
+            keks = await list_keks(services.pool)
+            if args.json:
+                _print_json([k.model_dump(mode="json") for k in keks])
+            for k in [] if args.json else keks:
+                print(f"{k.kek_id:<32} {k.state:<10} created {k.created_at:%Y-%m-%d %H:%M}  shredded keys "
+                      f"{k.shredded_keys}" + (f"  destroyed {k.destroyed_at:%Y-%m-%d %H:%M} by {k.destroyed_by}"
+                                              if k.destroyed_at else ""))
+        elif args.command == "compact":
+            compaction = await client.compact(force=args.all)
+            if args.json:
+                _print_json(compaction.model_dump(mode="json"))
+            else:
+                for t in compaction.tables:
+                    print(f"  {t.table:<20} {t.seconds:>8.2f} s  {t.size_before_bytes:>12,} → {t.size_after_bytes:,} bytes")
+                print(f"{compaction.compaction_id}: {compaction.tickets} erasure tickets, {len(compaction.tables)} tables, "
+                      f"redis {compaction.redis or 'untouched'}, {compaction.elapsed_seconds:.2f} s")
+        elif args.command == "recall":
+            recalled = await client.recall(args.tenant, args.subject, args.query, limit=args.limit, as_of=args.as_of)
+            if args.json:
+                _print_json(recalled.model_dump(mode="json"))
             else:
                 print("facts:")
-                for f in result.facts:
+                for f in recalled.facts:
                     print("  " + format_fact(f))
                 print("episodes:")
-                for e in result.episodes:
-                    print(f"  [{e.score:.3f}] {e.happened_at.date()} importance {e.importance}: {e.summary}")
+                for ep in recalled.episodes:
+                    print(f"  [{ep.score:.3f}] {ep.happened_at.date()} importance {ep.importance}: {ep.summary}")
         elif args.command == "context":
             if args.budget < 1:
                 raise ValueError("--budget must be a positive number of tokens")
@@ -275,8 +374,8 @@ async def _command(args: argparse.Namespace, settings: Settings) -> int:
                 rows = [r for r in rows if r.key == key and (not ns or r.namespace == ns)]
             if args.json:
                 _print_json([r.model_dump(mode="json") for r in rows])
-            for r in [] if args.json else rows:
-                print(format_fact(r))
+            for fact in [] if args.json else rows:
+                print(format_fact(fact))
     return 0
 
 
@@ -291,8 +390,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except WorkflowFailureError as exc:  # --wait on a run that failed: say why, in one line
         cause = exc.cause
-        while getattr(cause, "cause", None) is not None:
-            cause = cause.cause
+        while (inner := getattr(cause, "cause", None)) is not None:  # Temporal failures chain by .cause
+            cause = inner
         print(f"agent-memory {args.command}: error: the workflow failed: {cause or exc}", file=sys.stderr)
         return 1
     except (RuntimeError, TemporalError, RedisError, psycopg.Error, OSError) as exc:  # a service is missing or failing

@@ -18,22 +18,26 @@ from temporalio.common import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from agent_memory.compaction import CompactionInput, CompactionResult
 from agent_memory.context import DEFAULT_TOKEN_BUDGET, AssembledContext, assemble_context
 from agent_memory.corrections import write_fact
+from agent_memory.erasure import check_reason, erasure_status, register_erasure_request
 from agent_memory.evidence import AppendResult, append_messages, unconsolidated_messages
+from agent_memory.keyring import KeyRotationInput, RotationResult
 from agent_memory.leak_filter import drop_counts
 from agent_memory.memory_store import list_facts
 from agent_memory.models import (
     CommitOutcome,
-    SessionIdleInput,
     ConsolidationInput,
     ConsolidationResult,
     ErasureInput,
     ErasureReceipt,
+    ErasureStatus,
     FactRow,
     RebuildInput,
     RebuildResult,
     Session,
+    SessionIdleInput,
     check_identifier,
 )
 from agent_memory.operations import OperationRecorder
@@ -93,17 +97,19 @@ class MemoryClient:
         a different last stored message raises AppendConflictError (see evidence.append_messages).
         New messages restart the session's idle timer."""
         result = await append_messages(self.services.pool, self.services.redis, tenant_id, subject_id, session,
+                                       subject_digest=self.services.keyring.subject_digest(tenant_id, subject_id),
                                        expected_parent=expected_parent)
         if self.idle_timeout is not None and result.inserted:
-            await self._touch_idle_timer(tenant_id, subject_id, session.session_id)
+            await self._touch_idle_timer(tenant_id, subject_id, session.session_id, self.idle_timeout)
         return result
 
-    async def _touch_idle_timer(self, tenant_id: str, subject_id: str, session_id: str) -> None:
+    async def _touch_idle_timer(self, tenant_id: str, subject_id: str, session_id: str,
+                                idle_timeout: timedelta) -> None:
         """Signal-with-start: the first message starts the timer, later ones restart it."""
         await self.services.temporal.start_workflow(
             "SessionIdleWorkflow",
             SessionIdleInput(tenant_id=tenant_id, subject_id=subject_id, session_id=session_id,
-                             idle_seconds=self.idle_timeout.total_seconds()),
+                             idle_seconds=idle_timeout.total_seconds()),
             id=idle_workflow_id(tenant_id, session_id), task_queue=self.task_queue, start_signal="touch",
             search_attributes=TypedSearchAttributes([
                 SearchAttributePair(TENANT_ID, tenant_id), SearchAttributePair(SUBJECT_ID, subject_id),
@@ -149,19 +155,44 @@ class MemoryClient:
         return await handle.result()
 
     async def erase(self, tenant_id: str, subject_id: str, reason: str, request_id: str | None = None) -> WorkflowHandle:
+        """Start (or attach to) the erasure of a subject. The request and its reason (encrypted)
+        are recorded in Postgres first: workflow history carries ids only. A request id already
+        used for another subject raises ErasureRequestConflictError and nothing is written."""
         check_identifier("tenant", tenant_id)
         check_identifier("subject", subject_id)
-        if not reason.strip():
-            raise ValueError("reason is empty: say why the subject is erased (it goes on the receipt)")
+        check_reason(reason)
         request_id = request_id or erasure_request_id(tenant_id, subject_id, reason)
         check_identifier("request id", request_id)
+        await register_erasure_request(self.services.pool, self.services.keyring, tenant_id, subject_id, request_id,
+                                       reason)
         return await self._start_once(
             "ErasureWorkflow",
-            ErasureInput(tenant_id=tenant_id, subject_id=subject_id, request_id=request_id, reason=reason),
+            ErasureInput(tenant_id=tenant_id, subject_id=subject_id, request_id=request_id),
             f"erase/{tenant_id}/{subject_id}/{request_id}",
             [SearchAttributePair(TENANT_ID, tenant_id), SearchAttributePair(SUBJECT_ID, subject_id)], ErasureReceipt)
 
     async def erasure_receipt(self, handle: WorkflowHandle) -> ErasureReceipt:
+        return await handle.result()
+
+    async def erasure_status(self, tenant_id: str, request_id: str, subject_id: str | None = None) -> ErasureStatus:
+        """The request now: receipt, whether the shred is irreversible yet, whether compacted."""
+        check_identifier("tenant", tenant_id)
+        check_identifier("request id", request_id)
+        return await erasure_status(self.services.pool, self.services.keyring, tenant_id, request_id, subject_id)
+
+    async def rotate_keys(self, *, force: bool = True) -> RotationResult:
+        """Run a key rotation now, as a workflow (the daily Schedule runs the same one)."""
+        handle = await self.services.temporal.start_workflow(
+            "KeyRotationWorkflow", KeyRotationInput(force=force), id=f"key-rotation/manual-{uuid.uuid4().hex[:12]}",
+            task_queue=self.task_queue, result_type=RotationResult)
+        return await handle.result()
+
+    async def compact(self, *, force: bool = False) -> CompactionResult:
+        """Run physical compaction now, as a workflow (the hourly Schedule runs the same one)."""
+        handle = await self.services.temporal.start_workflow(
+            "PhysicalCompactionWorkflow", CompactionInput(force=force),
+            id=f"physical-compaction/manual-{uuid.uuid4().hex[:12]}", task_queue=self.task_queue,
+            result_type=CompactionResult)
         return await handle.result()
 
     async def rebuild(self, tenant_id: str, subject_id: str | None = None, *, force: bool = False,
@@ -191,12 +222,12 @@ class MemoryClient:
         """A live write (the user states a fact directly), conditional on the fact's version.
         Its vector is projected right away; should that fail, the outbox keeps it for the next
         projection of the subject, while facts and the lexical index are already current."""
-        outcome = await write_fact(self.services.pool, self.services.wrapper, tenant_id=tenant_id,
+        outcome = await write_fact(self.services.pool, self.services.keyring, tenant_id=tenant_id,
                                    subject_id=subject_id, namespace=namespace, key=key, value=value,
                                    expected_version=expected_version, evidence_message_ids=evidence_message_ids,
                                    observed_at=observed_at)
         try:
-            await project_vectors(self.services.pool, OperationRecorder(self.services.pool), self.embedder,
+            await project_vectors(self.services.pool, OperationRecorder(self.services.pool, self.services.keyring), self.embedder,
                                   tenant_id, subject_id)
         except Exception as exc:  # the outbox row stays pending; nothing is lost
             log.warning("vector projection after a live write deferred: %s", exc)

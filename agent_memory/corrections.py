@@ -9,17 +9,18 @@ conflict, re-reads and re-decides.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from psycopg_pool import AsyncConnectionPool
 
-from agent_memory.crypto import KeyWrapper
+from agent_memory.keyring import KeyRing
 from agent_memory.memory_store import commit_consolidation
 from agent_memory.models import (
     CommitOutcome,
     ConflictPlan,
     ExtractedFact,
     ExtractionResult,
+    FactAction,
     FactDecision,
     ImportanceResult,
     SummaryResult,
@@ -30,7 +31,7 @@ from agent_memory.operations import request_hash
 LIVE_SESSION = "live-write"
 
 
-async def write_fact(pool: AsyncConnectionPool, wrapper: KeyWrapper, *, tenant_id: str, subject_id: str,
+async def write_fact(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_id: str, subject_id: str,
                      namespace: str, key: str, value: str, expected_version: int,
                      evidence_message_ids: list[str], observed_at: datetime | None = None) -> CommitOutcome:
     """Set namespace/key to value if the fact is still at expected_version (0: no fact yet);
@@ -42,17 +43,17 @@ async def write_fact(pool: AsyncConnectionPool, wrapper: KeyWrapper, *, tenant_i
         raise ValueError("value is empty: to end a fact, erase or supersede it with a new value")
     if not evidence_message_ids:
         raise ValueError("evidence_message_ids is empty: cite the message in which the user said it")
-    observed = observed_at or datetime.now(timezone.utc)
+    observed = observed_at or datetime.now(UTC)
     fact = ExtractedFact(namespace=namespace, key=key, value=value, claim_type="explicit", confidence=1.0,
                          evidence_message_ids=evidence_message_ids, observed_at=observed)
-    action = "create" if expected_version == 0 else "supersede"
+    action: FactAction = "create" if expected_version == 0 else "supersede"
     plan = ConflictPlan(decisions=[FactDecision(action=action, namespace=namespace, key=key, value=value,
                                                 expected_version=expected_version, fact_index=0,
                                                 reason="live write: the user stated it directly")])
     request = {"namespace": namespace, "key": key, "value": value, "expected_version": expected_version,
                "evidence": evidence_message_ids, "observed_at": observed.isoformat(), "subject": subject_id}
     return await commit_consolidation(
-        pool, wrapper, tenant_id=tenant_id, subject_id=subject_id, session_id=LIVE_SESSION,
+        pool, keyring, tenant_id=tenant_id, subject_id=subject_id, session_id=LIVE_SESSION,
         operation_id=f"live/{request_hash(request)[:24]}", request=request,
         extraction=ExtractionResult(provider="user", extractor="live-write", extractor_version="1", facts=[fact]),
         plan=plan, importance=ImportanceResult(importance=1), summary=SummaryResult(sentences=[], token_count=0),

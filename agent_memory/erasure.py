@@ -1,22 +1,29 @@
 """Erasure of a subject from every store, with a tombstone first and a residue scan last.
 
 Each store's removed count is recorded in the erasure request the first time it is erased, so a
-retried or repeated request reports the same receipt.
+retried or repeated request reports the same receipt. What erasure keeps (the tombstone, the
+request and its receipt, the shredded event rows) names the subject only by its keyed digest
+once the erasure completes; the reason is stored encrypted under the active key-encryption key.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+import uuid
+from datetime import UTC, datetime
 
+import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 from redis.asyncio import Redis
 
-from agent_memory.db import lock_subject, tenant_transaction
+from agent_memory.compaction import ERASURE_TABLES, request_compaction
+from agent_memory.crypto import decrypt_reason
+from agent_memory.db import fetch_one, lock_subject, tenant_transaction
 from agent_memory.evidence import redis_prefix
-from agent_memory.models import ErasureReceipt
+from agent_memory.keyring import KeyRing
+from agent_memory.models import ErasureReceipt, ErasureStatus
 
 # Order matters: derived projections first, evidence last, so a crash midway leaves nothing
 # derived without its source. Each entry: store name → SQL tables deleted for the subject.
@@ -32,6 +39,16 @@ SQL_STORES: dict[str, tuple[str, ...]] = {
 }
 # Last: the event log's clear-text metadata (the payloads are crypto-shredded with the key).
 STORES: tuple[str, ...] = ("working_memory", *SQL_STORES, "event_metadata")
+MAX_REASON_CHARS = 1000
+
+PHYSICAL_HORIZON = (
+    "Rows are deleted at once and unreadable to every query. Their bytes stay in table and index pages "
+    "and in planner statistics until the compaction ticket is done (VACUUM FULL + fresh statistics of "
+    "every table erasure touched, Redis AOF/RDB rewrite). Copies in PostgreSQL WAL, WAL archives, base "
+    "backups and replicas remain until those age out (checkpoint_timeout, max_wal_size, wal_keep_size "
+    "and your archive/backup retention). Event payloads in any such copy become undecryptable when the "
+    "key-encryption key that wrapped the subject key is destroyed by the next key rotation "
+    "(shred_irreversible_at); plaintext projections in old WAL or backups are not covered by that.")
 
 
 class ErasureRequestConflictError(Exception):
@@ -44,39 +61,76 @@ class ErasureStarted(BaseModel):
     completed_receipt: ErasureReceipt | None = None
 
 
-async def begin_erasure(pool: AsyncConnectionPool, tenant_id: str, subject_id: str, request_id: str,
-                        reason: str) -> ErasureStarted:
-    """Register the request and write the tombstone (exclusive subject lock: in-flight writers
-    finish first, later ones see the tombstone)."""
+def check_reason(reason: str) -> str:
+    if not reason.strip():
+        raise ValueError("reason is empty: say why the subject is erased (a ticket reference is best)")
+    if len(reason) > MAX_REASON_CHARS:
+        raise ValueError(f"reason is {len(reason)} characters; the limit is {MAX_REASON_CHARS}: "
+                         "give a short reason or a ticket reference")
+    if "\x00" in reason:
+        raise ValueError("reason contains a NUL character: remove it")
+    return reason
+
+
+async def register_erasure_request(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id: str, subject_id: str,
+                                   request_id: str, reason: str | None) -> None:
+    """Record the request (reason encrypted) before any workflow runs, so neither the reason nor
+    a request id clash reaches workflow history. A request id already used for another subject
+    is refused and nothing is written."""
+    digest = keyring.subject_digest(tenant_id, subject_id)
     async with tenant_transaction(pool, tenant_id) as conn:
-        await lock_subject(conn, tenant_id, subject_id, exclusive=True)
-        await conn.execute(
-            "INSERT INTO erasure_requests (tenant_id, request_id, subject_id, reason, status) "
-            "VALUES (%s, %s, %s, %s, 'started') ON CONFLICT (tenant_id, request_id) DO NOTHING",
-            (tenant_id, request_id, subject_id, reason))
-        await conn.execute(
-            "INSERT INTO tombstones (tenant_id, subject_id, request_id) VALUES (%s, %s, %s) "
-            "ON CONFLICT (tenant_id, subject_id) DO NOTHING", (tenant_id, subject_id, request_id))
-        cur = await conn.execute(
-            "SELECT r.requested_at, t.created_at, r.status, r.receipt, r.subject_id FROM erasure_requests r "
-            "JOIN tombstones t ON t.tenant_id = r.tenant_id AND t.subject_id = r.subject_id "
-            "WHERE r.tenant_id = %s AND r.request_id = %s", (tenant_id, request_id))
-        requested_at, tombstoned_at, status, receipt, owner = await cur.fetchone()
-    if owner != subject_id:
+        await _insert_request(conn, keyring, tenant_id, subject_id, digest, request_id, reason)
+
+
+async def _insert_request(conn: psycopg.AsyncConnection, keyring: KeyRing, tenant_id: str, subject_id: str,
+                          digest: str, request_id: str, reason: str | None) -> None:
+    ciphertext = nonce = kek_id = None
+    if reason is not None:
+        ciphertext, nonce, kek_id = await keyring.encrypt_reason(conn, tenant_id, request_id, check_reason(reason))
+    await conn.execute(
+        "INSERT INTO erasure_requests (tenant_id, request_id, subject_id, subject_digest, reason_ciphertext, "
+        "reason_nonce, reason_kek_id, status) VALUES (%s, %s, %s, %s, %s, %s, %s, 'started') "
+        "ON CONFLICT (tenant_id, request_id) DO NOTHING",
+        (tenant_id, request_id, subject_id, digest, ciphertext, nonce, kek_id))
+    cur = await conn.execute("SELECT subject_digest, subject_id FROM erasure_requests "
+                             "WHERE tenant_id = %s AND request_id = %s", (tenant_id, request_id))
+    owner_digest, owner = await fetch_one(cur)
+    if (owner_digest or owner) not in (digest, subject_id):
         raise ErasureRequestConflictError(f"erasure request {request_id!r} already exists for another subject; "
                                           "use a new request id")
-    return ErasureStarted(requested_at=requested_at, tombstoned_at=tombstoned_at,
-                          completed_receipt=ErasureReceipt.model_validate(receipt) if status == "completed" else None)
 
 
-async def _recorded_count(conn, tenant_id: str, request_id: str, store: str) -> int | None:
+async def begin_erasure(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id: str, subject_id: str,
+                        request_id: str, reason: str | None) -> ErasureStarted:
+    """Check the request and write the tombstone (exclusive subject lock: in-flight writers
+    finish first, later ones see the tombstone). A clash is raised before the tombstone."""
+    digest = keyring.subject_digest(tenant_id, subject_id)
+    async with tenant_transaction(pool, tenant_id) as conn:
+        await lock_subject(conn, tenant_id, subject_id, exclusive=True)
+        await _insert_request(conn, keyring, tenant_id, subject_id, digest, request_id, reason)
+        await conn.execute(
+            "INSERT INTO tombstones (tenant_id, subject_id, subject_digest, request_id) VALUES (%s, %s, %s, %s) "
+            "ON CONFLICT (tenant_id, subject_digest) DO NOTHING", (tenant_id, subject_id, digest, request_id))
+        cur = await conn.execute(
+            "SELECT r.requested_at, t.created_at, r.status, r.receipt FROM erasure_requests r "
+            "JOIN tombstones t ON t.tenant_id = r.tenant_id AND t.subject_digest = r.subject_digest "
+            "WHERE r.tenant_id = %s AND r.request_id = %s", (tenant_id, request_id))
+        requested_at, tombstoned_at, status, receipt = await fetch_one(cur)
+    completed = None
+    if status == "completed":
+        completed = ErasureReceipt.model_validate({**receipt, "subject_id": subject_id})
+    return ErasureStarted(requested_at=requested_at, tombstoned_at=tombstoned_at, completed_receipt=completed)
+
+
+async def _recorded_count(conn: psycopg.AsyncConnection, tenant_id: str, request_id: str, store: str) -> int | None:
     cur = await conn.execute("SELECT receipt -> 'removed' -> %s FROM erasure_requests "
                              "WHERE tenant_id = %s AND request_id = %s", (store, tenant_id, request_id))
     row = await cur.fetchone()
     return None if row is None or row[0] is None else int(row[0])
 
 
-async def _record_count(conn, tenant_id: str, request_id: str, store: str, removed: int) -> None:
+async def _record_count(conn: psycopg.AsyncConnection, tenant_id: str, request_id: str, store: str,
+                        removed: int) -> None:
     await conn.execute(
         "UPDATE erasure_requests SET receipt = jsonb_set(coalesce(receipt, '{\"removed\": {}}'::jsonb), "
         "ARRAY['removed', %s], %s) WHERE tenant_id = %s AND request_id = %s",
@@ -87,8 +141,8 @@ async def _subject_redis_keys(redis: Redis, tenant_id: str, subject_id: str) -> 
     return [key async for key in redis.scan_iter(match=f"{redis_prefix(tenant_id, subject_id)}*", count=500)]
 
 
-async def erase_store(pool: AsyncConnectionPool, redis: Redis, tenant_id: str, subject_id: str, request_id: str,
-                      store: str) -> int:
+async def erase_store(pool: AsyncConnectionPool, redis: Redis, keyring: KeyRing, tenant_id: str, subject_id: str,
+                      request_id: str, store: str) -> int:
     """Remove the subject from one store; return the count removed by the first successful pass."""
     if store == "working_memory":
         keys = await _subject_redis_keys(redis, tenant_id, subject_id)
@@ -103,8 +157,14 @@ async def erase_store(pool: AsyncConnectionPool, redis: Redis, tenant_id: str, s
         recorded = await _recorded_count(conn, tenant_id, request_id, store)
         removed = 0
         if store == "event_metadata":
-            cur = await conn.execute("SELECT redact_subject_events(%s, %s)", (tenant_id, subject_id))
-            removed = (await cur.fetchone())[0]
+            # Allowed by a column grant and a restrictive policy: only rows of a subject whose
+            # erasure is running, and only to exactly these values (migration 006).
+            cur = await conn.execute(
+                "UPDATE memory_events SET subject_id = %s, namespace = 'erased', source_message_ids = '{}', "
+                "operation_id = 'erased', extractor_name = NULL, extractor_version = NULL, "
+                "occurred_at = 'epoch'::timestamptz WHERE tenant_id = %s AND subject_id = %s",
+                (keyring.subject_digest(tenant_id, subject_id), tenant_id, subject_id))
+            removed = cur.rowcount
         for table in SQL_STORES.get(store, ()):
             cur = await conn.execute(
                 sql.SQL("DELETE FROM {} WHERE tenant_id = %s AND subject_id = %s").format(sql.Identifier(table)),
@@ -117,14 +177,22 @@ async def erase_store(pool: AsyncConnectionPool, redis: Redis, tenant_id: str, s
 
 
 async def shred_subject_key(pool: AsyncConnectionPool, tenant_id: str, subject_id: str, request_id: str) -> bool:
-    """Delete the subject's data key: every event payload of the subject becomes unreadable."""
+    """Delete the subject's data key: every event payload of the subject becomes unreadable.
+    The KEK that wrapped it is noted: old copies of the wrapped key (WAL, backups) stay
+    decryptable until a rotation destroys that KEK."""
     async with tenant_transaction(pool, tenant_id) as conn:
-        cur = await conn.execute("DELETE FROM subject_keys WHERE tenant_id = %s AND subject_id = %s",
+        cur = await conn.execute("DELETE FROM subject_keys WHERE tenant_id = %s AND subject_id = %s RETURNING kek_id",
                                  (tenant_id, subject_id))
+        deleted = await cur.fetchone()
+        if deleted is not None:
+            await conn.execute("UPDATE erasure_requests SET shred_kek_id = %s WHERE tenant_id = %s AND request_id = %s",
+                               (deleted[0], tenant_id, request_id))
+            await conn.execute("UPDATE key_encryption_keys SET shredded_keys = shredded_keys + 1 WHERE kek_id = %s",
+                               (deleted[0],))
         recorded = await _recorded_count(conn, tenant_id, request_id, "subject_key")
         if recorded is None:
-            await _record_count(conn, tenant_id, request_id, "subject_key", cur.rowcount)
-            return cur.rowcount > 0
+            await _record_count(conn, tenant_id, request_id, "subject_key", int(deleted is not None))
+            return deleted is not None
         return recorded > 0
 
 
@@ -138,40 +206,77 @@ async def scan_residue(pool: AsyncConnectionPool, redis: Redis, tenant_id: str, 
                 cur = await conn.execute(
                     sql.SQL("SELECT count(*) FROM {} WHERE tenant_id = %s AND subject_id = %s").format(
                         sql.Identifier(table)), (tenant_id, subject_id))
-                total += (await cur.fetchone())[0]
+                total += (await fetch_one(cur))[0]
             residue[store] = total
         cur = await conn.execute("SELECT count(*) FROM subject_keys WHERE tenant_id = %s AND subject_id = %s",
                                  (tenant_id, subject_id))
-        residue["subject_key"] = (await cur.fetchone())[0]
-        # Events stay as ciphertext; with the key gone, none of them is readable.
-        cur = await conn.execute(
-            "SELECT count(*) FROM memory_events e JOIN subject_keys k USING (tenant_id, subject_id) "
-            "WHERE e.tenant_id = %s AND e.subject_id = %s", (tenant_id, subject_id))
-        residue["readable_events"] = (await cur.fetchone())[0]
-        cur = await conn.execute("SELECT count(*) FROM memory_events WHERE tenant_id = %s AND subject_id = %s "
-                                 "AND operation_id <> 'erased'", (tenant_id, subject_id))
-        residue["event_metadata"] = (await cur.fetchone())[0]
+        residue["subject_key"] = (await fetch_one(cur))[0]
+        # Events stay as ciphertext (under the digest); with the key gone, none is readable.
+        cur = await conn.execute("SELECT count(*) FROM memory_events e WHERE e.tenant_id = %s AND e.subject_id = %s",
+                                 (tenant_id, subject_id))
+        residue["event_metadata"] = (await fetch_one(cur))[0]
     return residue
 
 
-async def complete_erasure(pool: AsyncConnectionPool, tenant_id: str, subject_id: str, request_id: str,
-                           residue: dict[str, int]) -> ErasureReceipt:
+async def complete_erasure(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id: str, subject_id: str,
+                           request_id: str, residue: dict[str, int]) -> ErasureReceipt:
+    """Write the receipt, drop the clear subject id from what is kept, and ask for compaction."""
+    digest = keyring.subject_digest(tenant_id, subject_id)
     async with tenant_transaction(pool, tenant_id) as conn:
         cur = await conn.execute(
-            "SELECT r.reason, r.requested_at, t.created_at, r.status, r.receipt FROM erasure_requests r "
-            "JOIN tombstones t ON t.tenant_id = r.tenant_id AND t.subject_id = r.subject_id "
+            "SELECT r.requested_at, t.created_at, r.status, r.receipt, r.shred_kek_id FROM erasure_requests r "
+            "JOIN tombstones t ON t.tenant_id = r.tenant_id AND t.subject_digest = r.subject_digest "
             "WHERE r.tenant_id = %s AND r.request_id = %s FOR UPDATE OF r", (tenant_id, request_id))
-        reason, requested_at, tombstoned_at, status, stored = await cur.fetchone()
+        requested_at, tombstoned_at, status, stored, shred_kek_id = await fetch_one(cur)
         if status == "completed":
-            return ErasureReceipt.model_validate(stored)
+            return ErasureReceipt.model_validate({**stored, "subject_id": subject_id})
         removed = dict((stored or {}).get("removed", {}))
+        ticket = await request_compaction(conn, ERASURE_TABLES)
         receipt = ErasureReceipt(
-            request_id=request_id, tenant_id=tenant_id, subject_id=subject_id, reason=reason,
+            request_id=request_id, tenant_id=tenant_id, subject_id=subject_id,
             removed={k: v for k, v in removed.items() if k != "subject_key"}, residue=residue,
             residue_total=sum(residue.values()), key_shredded=residue.get("subject_key") == 0,
-            requested_at=requested_at, tombstoned_at=tombstoned_at, completed_at=datetime.now(timezone.utc))
+            key_wrapped_by=shred_kek_id, requested_at=requested_at, tombstoned_at=tombstoned_at,
+            completed_at=datetime.now(UTC), compaction_ticket=str(ticket), physical_horizon=PHYSICAL_HORIZON)
+        kept = receipt.model_dump(mode="json") | {"subject_id": digest}
         await conn.execute(
-            "UPDATE erasure_requests SET status = 'completed', completed_at = %s, receipt = %s "
-            "WHERE tenant_id = %s AND request_id = %s",
-            (receipt.completed_at, Jsonb(receipt.model_dump(mode="json")), tenant_id, request_id))
+            "UPDATE erasure_requests SET status = 'completed', completed_at = %s, receipt = %s, subject_id = NULL, "
+            "compaction_ticket = %s WHERE tenant_id = %s AND request_id = %s",
+            (receipt.completed_at, Jsonb(kept), ticket, tenant_id, request_id))
+        await conn.execute("UPDATE tombstones SET subject_id = NULL WHERE tenant_id = %s AND subject_digest = %s",
+                           (tenant_id, digest))
     return receipt
+
+
+async def erasure_status(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id: str, request_id: str,
+                         subject_id: str | None = None) -> ErasureStatus:
+    """The request as it stands now: the receipt, whether the shred has become irreversible
+    (the KEK that wrapped the key was destroyed) and whether compaction has run."""
+    async with tenant_transaction(pool, tenant_id) as conn:
+        cur = await conn.execute(
+            "SELECT r.status, r.receipt, r.requested_at, r.completed_at, r.reason_ciphertext, r.reason_nonce, "
+            "r.reason_kek_id, r.reason, r.shred_kek_id, k.state, k.destroyed_at, k.destroyed_by, c.compacted_at, "
+            "c.compaction_id, r.subject_digest FROM erasure_requests r "
+            "LEFT JOIN key_encryption_keys k ON k.kek_id = r.shred_kek_id "
+            "LEFT JOIN compaction_tickets c ON c.ticket_id = r.compaction_ticket "
+            "WHERE r.tenant_id = %s AND r.request_id = %s", (tenant_id, request_id))
+        row = await cur.fetchone()
+    if row is None:
+        raise LookupError(f"no erasure request {request_id!r} in tenant {tenant_id!r}: check the request id")
+    (status, receipt, requested_at, completed_at, reason_ct, reason_nonce, reason_kek, legacy_reason, shred_kek,
+     kek_state, destroyed_at, destroyed_by, compacted_at, compaction_id, digest) = row
+    reason = legacy_reason
+    if reason_ct is not None:
+        reason = decrypt_reason(keyring.kek(reason_kek), tenant_id, request_id, bytes(reason_ct), bytes(reason_nonce))
+    if receipt is not None and subject_id is not None and digest == keyring.subject_digest(tenant_id, subject_id):
+        receipt = {**receipt, "subject_id": subject_id}
+    return ErasureStatus(
+        request_id=request_id, tenant_id=tenant_id, status=status, reason=reason, requested_at=requested_at,
+        completed_at=completed_at, receipt=ErasureReceipt.model_validate(receipt) if status == "completed" else None,
+        key_wrapped_by=shred_kek, shred_irreversible=kek_state == "destroyed",
+        shred_irreversible_at=destroyed_at, shred_irreversible_by_rotation=destroyed_by,
+        compacted=compacted_at is not None, compacted_at=compacted_at, compaction_id=compaction_id)
+
+
+def new_request_id() -> str:
+    return uuid.uuid4().hex[:16]

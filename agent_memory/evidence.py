@@ -11,7 +11,7 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 from redis.asyncio import Redis
 
-from agent_memory.db import tenant_transaction
+from agent_memory.db import fetch_one, tenant_transaction
 from agent_memory.leak_filter import register_tenant
 from agent_memory.models import Message, Session, check_identifier
 from agent_memory.operations import ensure_not_erased
@@ -88,7 +88,7 @@ def content_digest(message: Message) -> str:
 
 
 async def append_messages(pool: AsyncConnectionPool, redis: Redis | None, tenant_id: str, subject_id: str,
-                          session: Session, *, expected_parent: str | None = None) -> AppendResult:
+                          session: Session, *, subject_digest: str, expected_parent: str | None = None) -> AppendResult:
     """Append a session's messages. Re-sending a message is a no-op; a different body under the
     same id raises MessageConflictError and nothing of the call is written.
 
@@ -105,7 +105,7 @@ async def append_messages(pool: AsyncConnectionPool, redis: Redis | None, tenant
     inserted: list[Message] = []
     duplicates = 0
     async with tenant_transaction(pool, tenant_id) as conn:
-        await ensure_not_erased(conn, tenant_id, subject_id)
+        await ensure_not_erased(conn, tenant_id, subject_id, subject_digest)
         await conn.execute("SELECT pg_advisory_xact_lock(%s)", (session_lock_key(tenant_id, session.session_id),))
         await conn.execute(
             "INSERT INTO sessions (tenant_id, session_id, subject_id, started_at) VALUES (%s, %s, %s, %s) "
@@ -113,7 +113,7 @@ async def append_messages(pool: AsyncConnectionPool, redis: Redis | None, tenant
             (tenant_id, session.session_id, subject_id, session.started_at))
         cur = await conn.execute("SELECT subject_id FROM sessions WHERE tenant_id = %s AND session_id = %s",
                                  (tenant_id, session.session_id))
-        owner = (await cur.fetchone())[0]
+        owner = (await fetch_one(cur))[0]
         if owner != subject_id:
             raise SessionOwnerError(f"session {session.session_id!r} belongs to another subject; "
                                     "use a new session id")
@@ -138,7 +138,7 @@ async def append_messages(pool: AsyncConnectionPool, redis: Redis | None, tenant
             cur = await conn.execute(
                 "SELECT content_sha256 FROM messages WHERE tenant_id = %s AND session_id = %s AND message_id = %s",
                 (tenant_id, session.session_id, message.message_id))
-            if (await cur.fetchone())[0] != digest:
+            if (await fetch_one(cur))[0] != digest:
                 raise MessageConflictError(
                     f"message {message.message_id!r} of session {session.session_id!r} was already stored with a "
                     "different body; messages are append-only evidence, send the change under a new message id")
@@ -146,7 +146,7 @@ async def append_messages(pool: AsyncConnectionPool, redis: Redis | None, tenant
         if inserted and expected_parent is not None and (expected_parent or None) != parent:
             raise AppendConflictError(tenant_id, session.session_id, expected_parent, parent)  # rolls back
         cur = await conn.execute(LAST_MESSAGE_SQL, (tenant_id, session.session_id))
-        last = (await cur.fetchone())[0]
+        last = (await fetch_one(cur))[0]
         if redis is not None and inserted:
             # Still holding the shared subject lock: an erasure (exclusive lock) either waits for
             # this push and then deletes it, or came first and this call was refused.
@@ -191,7 +191,7 @@ async def load_session(pool: AsyncConnectionPool, tenant_id: str, session_id: st
         cur = await conn.execute(
             "SELECT max(recorded_at) FROM messages WHERE tenant_id = %s AND session_id = %s "
             "AND recorded_at <= coalesce(%s::timestamptz, 'infinity')", (tenant_id, session_id, through))
-        newest = (await cur.fetchone())[0]
+        newest = (await fetch_one(cur))[0]
     return row[0], messages, newest
 
 
@@ -207,4 +207,4 @@ async def unconsolidated_messages(pool: AsyncConnectionPool, tenant_id: str, ses
                      WHERE o.tenant_id = %(t)s AND o.kind = 'commit' AND o.status = 'succeeded'
                        AND o.result ->> 'session_id' = %(s)s), '-infinity')
             """, {"t": tenant_id, "s": session_id})
-        return (await cur.fetchone())[0]
+        return (await fetch_one(cur))[0]

@@ -16,9 +16,10 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from agent_memory.conflicts import Candidate, CurrentFact, normalise_value
-from agent_memory.crypto import KeyWrapper, SubjectKey
-from agent_memory.db import tenant_transaction
+from agent_memory.crypto import SubjectKey, event_aad
+from agent_memory.db import fetch_one, tenant_transaction
 from agent_memory.fact_text import fact_text
+from agent_memory.keyring import KeyRing
 from agent_memory.lexical import index_item
 from agent_memory.models import (
     CommitOutcome,
@@ -39,17 +40,9 @@ FACT_COLUMNS = ("fact_id::text, memory_id::text, tenant_id, subject_id, namespac
                 "valid_to, recorded_at, confidence, claim_type, permanence, source_kind, status, evidence_message_ids")
 
 
-async def subject_key(conn: psycopg.AsyncConnection, wrapper: KeyWrapper, tenant_id: str, subject_id: str,
+async def subject_key(conn: psycopg.AsyncConnection, keyring: KeyRing, tenant_id: str, subject_id: str,
                       *, create: bool) -> SubjectKey | None:
-    if create:
-        wrapped, nonce = wrapper.new_wrapped(tenant_id, subject_id)
-        await conn.execute(
-            "INSERT INTO subject_keys (tenant_id, subject_id, wrapped_key, wrap_nonce) VALUES (%s, %s, %s, %s) "
-            "ON CONFLICT (tenant_id, subject_id) DO NOTHING", (tenant_id, subject_id, wrapped, nonce))
-    cur = await conn.execute("SELECT wrapped_key, wrap_nonce FROM subject_keys WHERE tenant_id = %s AND subject_id = %s",
-                             (tenant_id, subject_id))
-    row = await cur.fetchone()
-    return None if row is None else wrapper.unwrap(tenant_id, subject_id, bytes(row[0]), bytes(row[1]))
+    return await keyring.subject_key(conn, tenant_id, subject_id, create=create)
 
 
 async def current_facts(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str) -> dict[tuple[str, str], CurrentFact]:
@@ -82,23 +75,25 @@ def candidate_name(namespace: str, key: str, value: str) -> str:
 async def aggregate_version(conn: psycopg.AsyncConnection, tenant_id: str, memory_id: uuid.UUID) -> int:
     cur = await conn.execute("SELECT coalesce(max(aggregate_version), 0) FROM memory_events "
                              "WHERE tenant_id = %s AND memory_id = %s", (tenant_id, memory_id))
-    return (await cur.fetchone())[0]
+    return (await fetch_one(cur))[0]
 
 
 async def append_event(conn: psycopg.AsyncConnection, key: SubjectKey, *, memory_id: uuid.UUID, namespace: str,
                        name: str, event_type: str, version: int, occurred_at: datetime, payload: dict,
                        source_message_ids: list[str], extractor: tuple[str, str] | None, operation_id: str,
                        actor: str = "consolidation") -> None:
-    ciphertext, nonce = key.encrypt(payload)
     # Deterministic event id: a replayed commit cannot append the same event twice.
     event_id = uuid.uuid5(memory_id, f"{version}")
+    ciphertext, nonce = key.encrypt(payload, event_aad(key.tenant_id, key.subject_id, event_id, memory_id, version,
+                                                       event_type))
     try:
         await conn.execute(
             """
             INSERT INTO memory_events (event_id, tenant_id, subject_id, memory_id, namespace, key_digest, event_type,
                                        payload_ciphertext, payload_nonce, aggregate_version, occurred_at, actor,
-                                       source_message_ids, extractor_name, extractor_version, operation_id)
-            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+                                       source_message_ids, extractor_name, extractor_version, operation_id,
+                                       aad_version)
+            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 2)
             """,
             (event_id, key.tenant_id, key.subject_id, memory_id, namespace, key.digest(f"{namespace}/{name}"),
              event_type, ciphertext, nonce, version, occurred_at, actor, source_message_ids,
@@ -108,17 +103,18 @@ async def append_event(conn: psycopg.AsyncConnection, key: SubjectKey, *, memory
         raise VersionConflictError(f"memory {memory_id} already has version {version}") from exc
 
 
-async def commit_consolidation(pool: AsyncConnectionPool, wrapper: KeyWrapper, *, tenant_id: str, subject_id: str,
+async def commit_consolidation(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_id: str, subject_id: str,
                                session_id: str, operation_id: str, request: dict, extraction: ExtractionResult,
                                plan: ConflictPlan, importance: ImportanceResult, summary: SummaryResult,
                                happened_at: datetime, through: datetime | None = None) -> CommitOutcome:
     req_hash = request_hash(request)
     async with tenant_transaction(pool, tenant_id) as conn:
-        await ensure_not_erased(conn, tenant_id, subject_id)
+        await ensure_not_erased(conn, tenant_id, subject_id, keyring.subject_digest(tenant_id, subject_id))
         done = await recorded_result(conn, tenant_id, operation_id, req_hash, CommitOutcome)
         if done is not None:
             return done
-        key = await subject_key(conn, wrapper, tenant_id, subject_id, create=True)
+        key = await subject_key(conn, keyring, tenant_id, subject_id, create=True)
+        assert key is not None  # create=True: the row was just inserted, or was already there
         extractor = (extraction.extractor, extraction.extractor_version)
         events = facts_written = 0
         outbox: list[tuple[uuid.UUID, str, int]] = []

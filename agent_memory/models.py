@@ -7,8 +7,8 @@ transcripts, extracted facts and vectors live in Postgres and are fetched by act
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
-from typing import Literal
+from datetime import UTC, datetime
+from typing import Literal, overload
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -44,13 +44,17 @@ class Scope(BaseModel):
 # --- evidence -------------------------------------------------------------------------------
 
 
+Role = Literal["user", "assistant", "system", "tool"]
+
+
 class Message(BaseModel):
     message_id: str = Field(min_length=1, max_length=200)
     turn_index: int = Field(ge=0)
-    role: Literal["user", "assistant", "system", "tool"]
-    speaker: str | None = None
+    role: Role
+    # Bounded: an unbounded caption once poisoned a session's consolidation for good.
+    speaker: str | None = Field(default=None, max_length=200)
     content: str = Field(max_length=100_000)
-    image_caption: str | None = None
+    image_caption: str | None = Field(default=None, max_length=4_000)
     created_at: datetime
 
     @field_validator("message_id", "speaker", "content", "image_caption")
@@ -216,8 +220,11 @@ class ConflictPlanInput(BaseModel):
     round: int = 0  # bumped when the commit found a newer version: re-read and re-decide
 
 
+FactAction = Literal["create", "supersede", "confirm", "candidate", "promote"]
+
+
 class FactDecision(BaseModel):
-    action: Literal["create", "supersede", "confirm", "candidate", "promote"]
+    action: FactAction
     namespace: str
     key: str
     value: str
@@ -292,7 +299,9 @@ class ErasureInput(BaseModel):
     tenant_id: str
     subject_id: str
     request_id: str
-    reason: str
+    # Runs started before the reason was stored encrypted carry it here; new runs find it in
+    # Postgres (registered by the client), so it never enters workflow history.
+    reason: str | None = None
 
 
 class ErasureStepInput(BaseModel):
@@ -311,14 +320,37 @@ class ErasureReceipt(BaseModel):
     request_id: str
     tenant_id: str
     subject_id: str
-    reason: str
+    reason: str | None = None  # receipts written before reasons were encrypted carried it
     removed: dict[str, int]
     residue: dict[str, int]
     residue_total: int
     key_shredded: bool
+    # The key-encryption key that wrapped the shredded subject key: until a rotation destroys it,
+    # an old copy of the wrapped key (WAL, backup) could still decrypt the payloads.
+    key_wrapped_by: str | None = None
+    shred_irreversible_after: str = "the next key rotation (agent-memory keys rotate, or the daily Schedule)"
     requested_at: datetime
     tombstoned_at: datetime
     completed_at: datetime
+    compaction_ticket: str | None = None
+    physical_horizon: str | None = None
+
+
+class ErasureStatus(BaseModel):
+    request_id: str
+    tenant_id: str
+    status: str
+    reason: str | None
+    requested_at: datetime
+    completed_at: datetime | None
+    receipt: ErasureReceipt | None
+    key_wrapped_by: str | None
+    shred_irreversible: bool
+    shred_irreversible_at: datetime | None
+    shred_irreversible_by_rotation: str | None
+    compacted: bool
+    compacted_at: datetime | None
+    compaction_id: str | None
 
 
 class ErasureProgress(BaseModel):
@@ -338,7 +370,7 @@ class RebuildInput(BaseModel):
     # after each page: the last subject done, and what the earlier runs found.
     subjects_per_run: int = Field(default=200, ge=1)
     after_subject: str | None = None
-    carried: "RebuildResult | None" = None
+    carried: RebuildResult | None = None
 
 
 class RebuildSubjectInput(BaseModel):
@@ -409,13 +441,13 @@ RebuildInput.model_rebuild()
 # --- storable evidence text (validated at the edge, so ingest names the line and nothing is half-written) ---
 
 MAX_TURN_INDEX = 2**31 - 1  # a Postgres integer
-_EARLIEST, _LATEST = datetime(1, 1, 2, tzinfo=timezone.utc), datetime(9999, 12, 30, tzinfo=timezone.utc)
+_EARLIEST, _LATEST = datetime(1, 1, 2, tzinfo=UTC), datetime(9999, 12, 30, tzinfo=UTC)
 
 
 def storable_time(value: datetime) -> datetime:
     """Within years 1-9999 in UTC too (Postgres stores +14:00 midnight of year 1 as 1 BC, which
     Python cannot read back, so such a message would be stored and then never load)."""
-    aware = value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+    aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
     try:
         inside = _EARLIEST <= aware <= _LATEST
     except OverflowError:
@@ -425,6 +457,10 @@ def storable_time(value: datetime) -> datetime:
     return value
 
 
+@overload
+def storable_text(value: str) -> str: ...
+@overload
+def storable_text(value: None) -> None: ...
 def storable_text(value: str | None) -> str | None:
     """Postgres text holds no NUL character and Unicode text no lone surrogate (e.g. a JSON
     "\\ud800" escape): refuse them here rather than fail half-way through a write."""

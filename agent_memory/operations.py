@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Awaitable, Callable, TypeVar
+from typing import TypeVar
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -19,6 +20,7 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
 from agent_memory.db import lock_subject, tenant_transaction
+from agent_memory.keyring import KeyRing
 from agent_memory.models import ProviderResult
 
 R = TypeVar("R", bound=BaseModel)
@@ -41,11 +43,13 @@ def request_hash(request: dict) -> str:
     return hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).hexdigest()
 
 
-async def ensure_not_erased(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str) -> None:
-    """Take the shared subject lock and refuse if the subject is tombstoned."""
+async def ensure_not_erased(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, digest: str) -> None:
+    """Take the shared subject lock and refuse if the subject is tombstoned. A completed
+    erasure keeps only the subject's keyed digest (`KeyRing.subject_digest`); legacy tombstones
+    and running erasures also carry the clear id."""
     await lock_subject(conn, tenant_id, subject_id, exclusive=False)
-    cur = await conn.execute("SELECT 1 FROM tombstones WHERE tenant_id = %s AND subject_id = %s",
-                             (tenant_id, subject_id))
+    cur = await conn.execute("SELECT 1 FROM tombstones WHERE tenant_id = %s AND (subject_digest = %s OR subject_id = %s)",
+                             (tenant_id, digest, subject_id))
     if await cur.fetchone() is not None:
         raise SubjectErasedError(tenant_id, subject_id)
 
@@ -93,8 +97,9 @@ CLAIM_POLL_SECONDS = 0.5
 class OperationRecorder:
     """Runs effectful calls at most once per operation id, scoped to a tenant."""
 
-    def __init__(self, pool: AsyncConnectionPool):
+    def __init__(self, pool: AsyncConnectionPool, keyring: KeyRing):
         self._pool = pool
+        self.keyring = keyring
         # Test hook for the crash suite: called after a result is recorded, before returning.
         self.after_record: Callable[[str], Awaitable[None]] | None = None
 
@@ -105,7 +110,7 @@ class OperationRecorder:
         req_hash = request_hash(request)
         while True:
             async with tenant_transaction(self._pool, tenant_id) as conn:
-                await ensure_not_erased(conn, tenant_id, subject_id)
+                await ensure_not_erased(conn, tenant_id, subject_id, self.keyring.subject_digest(tenant_id, subject_id))
                 existing = await recorded_result(conn, tenant_id, operation_id, req_hash, result_type)
                 if existing is not None:
                     return existing, True
@@ -140,7 +145,7 @@ class OperationRecorder:
                     (error, tenant_id, operation_id))
             raise
         async with tenant_transaction(self._pool, tenant_id) as conn:
-            await ensure_not_erased(conn, tenant_id, subject_id)
+            await ensure_not_erased(conn, tenant_id, subject_id, self.keyring.subject_digest(tenant_id, subject_id))
             await record_succeeded(conn, tenant_id=tenant_id, subject_id=subject_id, operation_id=operation_id,
                                    kind=kind, req_hash=req_hash, result=result)
         if self.after_record is not None:
@@ -149,7 +154,8 @@ class OperationRecorder:
 
     async def load(self, tenant_id: str, subject_id: str, operation_id: str, result_type: type[R]) -> R:
         async with tenant_transaction(self._pool, tenant_id) as conn:
-            await ensure_not_erased(conn, tenant_id, subject_id)  # erasure deleted the results
+            # erasure deleted the results
+            await ensure_not_erased(conn, tenant_id, subject_id, self.keyring.subject_digest(tenant_id, subject_id))
             cur = await conn.execute(
                 "SELECT result FROM operations WHERE tenant_id = %s AND operation_id = %s AND status = 'succeeded'",
                 (tenant_id, operation_id))

@@ -6,6 +6,8 @@ the provider call and before the upsert resumes without calling the embedder aga
 
 from __future__ import annotations
 
+from functools import partial
+
 from pgvector import Vector
 from psycopg_pool import AsyncConnectionPool
 
@@ -63,9 +65,10 @@ async def project_vectors(pool: AsyncConnectionPool, recorder: OperationRecorder
                     tenant_id=tenant_id, subject_id=subject_id,
                     operation_id=embed_operation_id(memory_id, version, embedder, text),
                     kind="embed", request={"text": text, "model": embedder.name, "version": embedder.version},
-                    result_type=EmbeddingResult, call=lambda text=text: embedder.embed([text]))
+                    result_type=EmbeddingResult, call=partial(embedder.embed, [text]))
             async with tenant_transaction(pool, tenant_id) as conn:
-                await ensure_not_erased(conn, tenant_id, subject_id)
+                await ensure_not_erased(conn, tenant_id, subject_id,
+                                        recorder.keyring.subject_digest(tenant_id, subject_id))
                 if value is not None:
                     cur = await conn.execute(
                         """

@@ -19,12 +19,14 @@ and carried over from the live rows when a table is swapped.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
+from functools import partial
 
 import psycopg
 from cryptography.exceptions import InvalidTag
@@ -33,9 +35,10 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from agent_memory.crypto import KeyWrapper
-from agent_memory.db import lock_subject, tenant_transaction
+from agent_memory.crypto import event_aad
+from agent_memory.db import fetch_one, lock_subject, tenant_transaction
 from agent_memory.fact_text import fact_text
+from agent_memory.keyring import KeyRing
 from agent_memory.lexical import indexed_text, search_text, term_count
 from agent_memory.memory_store import subject_key
 from agent_memory.models import EmbeddingResult, SubjectRebuild
@@ -89,7 +92,7 @@ class SwapVerificationError(EventLogError):
 
 def _canonical(value, *, embedding: bool = False):
     if isinstance(value, datetime):
-        return value.astimezone(timezone.utc).isoformat()
+        return value.astimezone(UTC).isoformat()
     if isinstance(value, list):
         if embedding:
             return [f"{round(float(x), EMBEDDING_DECIMALS):.{EMBEDDING_DECIMALS}f}" for x in value]
@@ -273,32 +276,37 @@ def _apply_fact(out: Replayed, rows: list[dict], ev: Event) -> None:
                                        memory_text("fact", p["namespace"], p["key"], p["value"]), ev.operation_id))
 
 
-async def is_erased(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str) -> bool:
-    cur = await conn.execute("SELECT 1 FROM tombstones WHERE tenant_id = %s AND subject_id = %s",
-                             (tenant_id, subject_id))
+async def is_erased(conn: psycopg.AsyncConnection, keyring: KeyRing, tenant_id: str, subject_id: str) -> bool:
+    # `subject_id` may itself be the digest of an erased subject (a tenant-wide rebuild lists it so).
+    cur = await conn.execute("SELECT 1 FROM tombstones WHERE tenant_id = %s "
+                             "AND (subject_digest = ANY(%s) OR subject_id = %s)",
+                             (tenant_id, [keyring.subject_digest(tenant_id, subject_id), subject_id], subject_id))
     return await cur.fetchone() is not None
 
 
-async def replay_subject(conn: psycopg.AsyncConnection, wrapper: KeyWrapper, tenant_id: str,
+async def replay_subject(conn: psycopg.AsyncConnection, keyring: KeyRing, tenant_id: str,
                          subject_id: str) -> Replayed | None:
     """Read the subject's events in order, decrypt them with the subject key and recompute the
     projection rows. None when the subject is erased (tombstone) or its key is shredded."""
-    if await is_erased(conn, tenant_id, subject_id):
+    if await is_erased(conn, keyring, tenant_id, subject_id):
         return None
     cur = await conn.execute(
         "SELECT memory_id, namespace, event_type, aggregate_version, occurred_at, source_message_ids, operation_id, "
-        "payload_ciphertext, payload_nonce FROM memory_events WHERE tenant_id = %s AND subject_id = %s "
+        "payload_ciphertext, payload_nonce, event_id, aad_version FROM memory_events WHERE tenant_id = %s AND subject_id = %s "
         "ORDER BY memory_id, aggregate_version", (tenant_id, subject_id))
     raw = await cur.fetchall()
-    key = await subject_key(conn, wrapper, tenant_id, subject_id, create=False)
+    key = await subject_key(conn, keyring, tenant_id, subject_id, create=False)
     if key is None:
         return None if raw else Replayed()  # shredded: unreadable, so nothing can be rebuilt
     events = []
-    for memory_id, namespace, event_type, version, occurred_at, sources, operation_id, ciphertext, nonce in raw:
+    for (memory_id, namespace, event_type, version, occurred_at, sources, operation_id, ciphertext, nonce, event_id,
+         aad_version) in raw:
         if ciphertext is None or nonce is None:
             raise EventLogError(f"memory {memory_id} v{version}: payload missing")
+        aad = key.legacy_aad() if aad_version == 1 else event_aad(tenant_id, subject_id, event_id, memory_id, version,
+                                                                    event_type)
         try:
-            payload = key.decrypt(bytes(ciphertext), bytes(nonce))
+            payload = key.decrypt(bytes(ciphertext), bytes(nonce), aad)
         except InvalidTag as exc:
             raise EventLogError(f"memory {memory_id} v{version}: payload does not decrypt") from exc
         events.append(Event(memory_id, namespace, event_type, version, occurred_at, list(sources), operation_id,
@@ -394,7 +402,7 @@ async def _build_scratch(conn: psycopg.AsyncConnection, tenant_id: str, subject_
                        "(SELECT 1 FROM rebuild_memory_vectors r WHERE r.memory_id = i.memory_id "
                        "AND r.version = i.version)")
     cur = await conn.execute("SELECT count(*) FROM rebuild_items WHERE NOT has_vector")
-    missing = (await cur.fetchone())[0]
+    missing = (await fetch_one(cur))[0]
     # Bookkeeping timestamps are carried over from the live rows (they are not derivable).
     await conn.execute(
         """
@@ -435,13 +443,13 @@ async def _swap(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, 
         """, (tenant_id, subject_id))
 
 
-async def embed_missing(pool: AsyncConnectionPool, wrapper: KeyWrapper, recorder: OperationRecorder,
+async def embed_missing(pool: AsyncConnectionPool, keyring: KeyRing, recorder: OperationRecorder,
                         embedder: Embedder, tenant_id: str, subject_id: str) -> int:
     """Embed replayed items that have no vector, no recorded embedding and no pending outbox row
     (a pending row is in flight: the vector projection owns it). Each is a recorded operation,
     so the provider is called at most once per item however often this runs."""
     async with tenant_transaction(pool, tenant_id) as conn:
-        replayed = await replay_subject(conn, wrapper, tenant_id, subject_id)
+        replayed = await replay_subject(conn, keyring, tenant_id, subject_id)
         if not replayed or not replayed.vector_items:
             return 0
         items = {(i.memory_id, i.version): i for i in replayed.vector_items}
@@ -462,11 +470,11 @@ async def embed_missing(pool: AsyncConnectionPool, wrapper: KeyWrapper, recorder
             tenant_id=tenant_id, subject_id=subject_id,
             operation_id=embed_operation_id(item.memory_id, item.version, embedder, item.text), kind="embed",
             request={"text": item.text, "model": embedder.name, "version": embedder.version},
-            result_type=EmbeddingResult, call=lambda text=item.text: embedder.embed([text]))
+            result_type=EmbeddingResult, call=partial(embedder.embed, [item.text]))
     return len(missing)
 
 
-async def rebuild_subject(pool: AsyncConnectionPool, wrapper: KeyWrapper, tenant_id: str, subject_id: str, *,
+async def rebuild_subject(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id: str, subject_id: str, *,
                           force: bool = False, recorder: OperationRecorder | None = None,
                           embedder: Embedder | None = None) -> SubjectRebuild:
     """Replay, compare, and repair one subject, all in one transaction under the exclusive
@@ -476,15 +484,14 @@ async def rebuild_subject(pool: AsyncConnectionPool, wrapper: KeyWrapper, tenant
     started = time.monotonic()
     reembedded = 0
     if recorder is not None and embedder is not None:
-        try:
-            reembedded = await embed_missing(pool, wrapper, recorder, embedder, tenant_id, subject_id)
-        except SubjectErasedError:
-            pass  # erased meanwhile: the locked pass below sees the tombstone and skips the subject
+        # Erased meanwhile: the locked pass below sees the tombstone and skips the subject.
+        with contextlib.suppress(SubjectErasedError):
+            reembedded = await embed_missing(pool, keyring, recorder, embedder, tenant_id, subject_id)
     async with tenant_transaction(pool, tenant_id) as conn:
         await lock_subject(conn, tenant_id, subject_id, exclusive=True)
         live, counts = await _table_digests(conn, tenant_id, subject_id)
         live_digest = combine_digests(live)
-        replayed = await replay_subject(conn, wrapper, tenant_id, subject_id)
+        replayed = await replay_subject(conn, keyring, tenant_id, subject_id)
         if replayed is None:
             # Tombstones win: nothing is replayed or written; the rebuilt projection is empty.
             empty = combine_digests({t: hashlib.sha256(b"").hexdigest() for t in TABLES})
@@ -515,9 +522,12 @@ async def rebuild_subject(pool: AsyncConnectionPool, wrapper: KeyWrapper, tenant
 async def list_subjects(pool: AsyncConnectionPool, tenant_id: str, *, after: str | None = None,
                         limit: int | None = None) -> list[str]:
     """Subjects of the tenant with events, projection rows or a tombstone, in id order: those
-    after `after`, at most `limit` (a keyset page)."""
-    parts = [sql.SQL("SELECT subject_id FROM {} WHERE tenant_id = %(t)s").format(sql.Identifier(t))
-             for t in ("memory_events", *TABLES, "tombstones")]
+    after `after`, at most `limit` (a keyset page). An erased subject is listed by its keyed
+    digest ('erased:…'): erasure keeps no clear id."""
+    parts: list[sql.Composable] = [
+        sql.SQL("SELECT subject_id FROM {} WHERE tenant_id = %(t)s").format(sql.Identifier(t))
+        for t in ("memory_events", *TABLES)]
+    parts.append(sql.SQL("SELECT coalesce(subject_digest, subject_id) FROM tombstones WHERE tenant_id = %(t)s"))
     query = (sql.SQL("SELECT subject_id FROM (") + sql.SQL(" UNION ").join(parts)
              + sql.SQL(") s WHERE subject_id > %(after)s ORDER BY 1 LIMIT %(limit)s"))
     async with tenant_transaction(pool, tenant_id) as conn:

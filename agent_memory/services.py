@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from redis.asyncio import Redis
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import TLSConfig
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
-from agent_memory.crypto import KeyWrapper, load_master_key
-from agent_memory.db import apply_migrations, open_pool, set_app_role_password
+from agent_memory.crypto import key_provider_for
+from agent_memory.db import apply_migrations, open_pool, pending_migrations, set_app_role_password
+from agent_memory.keyring import KeyRing
 from agent_memory.settings import Settings
 
 
@@ -23,13 +27,42 @@ def _retrying() -> AsyncRetrying:
                          reraise=True)
 
 
+def _read_pem(variable: str, path: str | None) -> bytes | None:
+    if not path:
+        return None
+    try:
+        return Path(path).expanduser().read_bytes()
+    except OSError as exc:
+        raise ValueError(f"{variable}={path} cannot be read ({exc.strerror}): point it at a PEM file") from None
+
+
+def temporal_connect_options(settings: Settings) -> dict[str, Any]:
+    """Keyword arguments for Client.connect: the namespace and, for a hosted Temporal, TLS
+    (TEMPORAL_TLS_CERT + TEMPORAL_TLS_KEY for mTLS, TEMPORAL_TLS_CA, TEMPORAL_TLS_SERVER_NAME)
+    and TEMPORAL_API_KEY. Reads the PEM files; opens no connection."""
+    cert, key = settings.temporal_tls_cert, settings.temporal_tls_key
+    if bool(cert) != bool(key):
+        given, missing = ("TEMPORAL_TLS_CERT", "TEMPORAL_TLS_KEY") if cert else ("TEMPORAL_TLS_KEY", "TEMPORAL_TLS_CERT")
+        raise ValueError(f"{given} is set but {missing} is not: mTLS needs both the client certificate and its key")
+    options: dict[str, Any] = {"namespace": settings.temporal_namespace, "data_converter": pydantic_data_converter}
+    if cert or settings.temporal_tls_ca or settings.temporal_tls_server_name:
+        options["tls"] = TLSConfig(client_cert=_read_pem("TEMPORAL_TLS_CERT", cert),
+                                   client_private_key=_read_pem("TEMPORAL_TLS_KEY", key),
+                                   server_root_ca_cert=_read_pem("TEMPORAL_TLS_CA", settings.temporal_tls_ca),
+                                   domain=settings.temporal_tls_server_name)
+    if settings.temporal_api_key:
+        options["api_key"] = settings.temporal_api_key
+        options.setdefault("tls", True)  # an API key is never sent in the clear
+    return options
+
+
 async def connect_temporal(settings: Settings) -> Client:
     if not settings.temporal_address:
         raise RuntimeError("TEMPORAL_ADDRESS is not set and no embedded server was started")
+    options = temporal_connect_options(settings)
     async for attempt in _retrying():
         with attempt:
-            return await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace,
-                                        data_converter=pydantic_data_converter)
+            return await Client.connect(settings.temporal_address, **options)
     raise AssertionError("unreachable")
 
 
@@ -55,6 +88,19 @@ async def migrate(settings: Settings, *, app_password: str | None = None) -> lis
     return applied
 
 
+async def check_schema(settings: Settings) -> None:
+    """Refuse to run on a schema older than this code: compares schema_migrations (read as the
+    app role) with the packaged migrations. Only `agent-memory migrate` (or `up`) applies them."""
+    if not settings.database_url:
+        raise RuntimeError("DATABASE_URL is not set and no embedded PostgreSQL was started")
+    async for attempt in _retrying():
+        with attempt:
+            pending = await pending_migrations(settings.database_url)
+    if pending:
+        raise RuntimeError(f"the database schema is behind this agent-memory ({len(pending)} migration(s) not "
+                           f"applied: {', '.join(pending)}): run `agent-memory migrate`")
+
+
 def connect_redis(settings: Settings) -> Redis:
     if not settings.redis_url:
         raise RuntimeError("REDIS_URL is not set and no embedded Redis was started")
@@ -67,16 +113,23 @@ class Services:
     pool: AsyncConnectionPool
     redis: Redis
     temporal: Client
-    wrapper: KeyWrapper
+    keyring: KeyRing
 
     @classmethod
-    async def open(cls, settings: Settings) -> "Services":
+    async def open(cls, settings: Settings) -> Services:
         pool = await connect_pool(settings)
         redis = connect_redis(settings)
         await redis.ping()
         temporal = await connect_temporal(settings)
-        wrapper = KeyWrapper(load_master_key(settings.master_key, settings.home))
-        return cls(settings=settings, pool=pool, redis=redis, temporal=temporal, wrapper=wrapper)
+        keyring = KeyRing(key_provider_for(settings.master_key, settings.key_dir, settings.home,
+                                           settings.identifier_key))
+        try:
+            await keyring.ensure_ready(pool)  # refuses to start without the keys the database needs
+        except BaseException:
+            await redis.aclose()
+            await pool.close()
+            raise
+        return cls(settings=settings, pool=pool, redis=redis, temporal=temporal, keyring=keyring)
 
     async def close(self) -> None:
         await self.redis.aclose()

@@ -11,9 +11,13 @@ ENV_VARS = (
     "AGENT_MEMORY_HOME",
     "AGENT_MEMORY_TASK_QUEUE",
     "AGENT_MEMORY_MASTER_KEY",
+    "AGENT_MEMORY_IDENTIFIER_KEY",
+    "AGENT_MEMORY_KEY_DIR",
     "AGENT_MEMORY_UI_URL",
     "TEMPORAL_ADDRESS",
     "TEMPORAL_NAMESPACE",
+    "TEMPORAL_TLS_CERT", "TEMPORAL_TLS_KEY", "TEMPORAL_TLS_CA", "TEMPORAL_TLS_SERVER_NAME",
+    "TEMPORAL_API_KEY",
     "DATABASE_URL",
     "DATABASE_ADMIN_URL",
     "REDIS_URL",
@@ -29,11 +33,22 @@ class Settings:
     task_queue: str = "agent-memory"
     temporal_address: str | None = None  # None: the embedded dev server
     temporal_namespace: str = "default"
+    # A hosted Temporal: mTLS client certificate and key (PEM file paths, both or neither), the CA
+    # and server name to verify it by, and/or an API key (sent over TLS).
+    temporal_tls_cert: str | None = None
+    temporal_tls_key: str | None = None
+    temporal_tls_ca: str | None = None
+    temporal_tls_server_name: str | None = None
+    temporal_api_key: str | None = field(default=None, repr=False)
     ui_url: str | None = None
     database_url: str | None = field(default=None, repr=False)  # the application role (RLS applies)
     database_admin_url: str | None = field(default=None, repr=False)  # owner role, used for migrations only
     redis_url: str | None = field(default=None, repr=False)
-    master_key: str | None = field(default=None, repr=False)  # base64 32 bytes wrapping the per-subject keys
+    # Key-encryption keys: AGENT_MEMORY_MASTER_KEY (`base64` or `id:base64,…`, with
+    # AGENT_MEMORY_IDENTIFIER_KEY) or a private key directory (default home/keys; rotatable).
+    master_key: str | None = field(default=None, repr=False)
+    identifier_key: str | None = field(default=None, repr=False)
+    key_dir: Path | None = None
     provider: str = "offline"  # offline | openai-compatible
     openai_base_url: str | None = None  # None: https://api.openai.com/v1
     openai_api_key: str | None = field(default=None, repr=False)
@@ -44,7 +59,7 @@ class Settings:
     output_price_per_1k: float = 0.0
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> "Settings":
+    def from_env(cls, env: dict[str, str] | None = None) -> Settings:
         env = dict(os.environ if env is None else env)
         home = Path(env.get("AGENT_MEMORY_HOME") or "./.agent-memory").expanduser().resolve()
         return cls(
@@ -52,11 +67,18 @@ class Settings:
             task_queue=env.get("AGENT_MEMORY_TASK_QUEUE") or "agent-memory",
             temporal_address=env.get("TEMPORAL_ADDRESS") or None,
             temporal_namespace=env.get("TEMPORAL_NAMESPACE") or "default",
+            temporal_tls_cert=env.get("TEMPORAL_TLS_CERT") or None,
+            temporal_tls_key=env.get("TEMPORAL_TLS_KEY") or None,
+            temporal_tls_ca=env.get("TEMPORAL_TLS_CA") or None,
+            temporal_tls_server_name=env.get("TEMPORAL_TLS_SERVER_NAME") or None,
+            temporal_api_key=env.get("TEMPORAL_API_KEY") or None,
             ui_url=env.get("AGENT_MEMORY_UI_URL") or None,
             database_url=env.get("DATABASE_URL") or None,
             database_admin_url=env.get("DATABASE_ADMIN_URL") or None,
             redis_url=env.get("REDIS_URL") or None,
             master_key=env.get("AGENT_MEMORY_MASTER_KEY") or None,
+            identifier_key=env.get("AGENT_MEMORY_IDENTIFIER_KEY") or None,
+            key_dir=Path(env["AGENT_MEMORY_KEY_DIR"]).expanduser().resolve() if env.get("AGENT_MEMORY_KEY_DIR") else None,
             provider=env.get("AGENT_MEMORY_PROVIDER") or "offline",
             openai_base_url=env.get("OPENAI_BASE_URL") or None,
             openai_api_key=env.get("OPENAI_API_KEY") or None,
@@ -67,7 +89,7 @@ class Settings:
             output_price_per_1k=float(env.get("AGENT_MEMORY_OUTPUT_PRICE_PER_1K") or 0),
         )
 
-    def with_services(self, **changes) -> "Settings":
+    def with_services(self, **changes) -> Settings:
         return replace(self, **changes)
 
     def workflow_url(self, workflow_id: str) -> str:

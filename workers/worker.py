@@ -6,25 +6,30 @@ from temporalio.worker import Worker
 
 from activities.consolidation import ConsolidationActivities
 from activities.erasure import ErasureActivities
+from activities.maintenance import MaintenanceActivities
 from activities.rebuild import RebuildActivities
 from agent_memory.providers.offline import OfflineProviders
 from agent_memory.providers.openai_compat import ProviderBundle, providers_for
 from agent_memory.services import Services
 from workflows.consolidation import ConsolidationWorkflow
 from workflows.erasure import ErasureWorkflow
+from workflows.maintenance import KeyRotationWorkflow, PhysicalCompactionWorkflow
 from workflows.rebuild import RebuildWorkflow
 from workflows.session_idle import SessionIdleWorkflow
 
-WORKFLOWS = [ConsolidationWorkflow, ErasureWorkflow, RebuildWorkflow, SessionIdleWorkflow]
+WORKFLOWS = [ConsolidationWorkflow, ErasureWorkflow, RebuildWorkflow, SessionIdleWorkflow, KeyRotationWorkflow,
+             PhysicalCompactionWorkflow]
 
 
 def build_worker(services: Services, *, task_queue: str | None = None,
                  providers: OfflineProviders | ProviderBundle | None = None) -> Worker:
     providers = providers or providers_for(services.settings)
-    consolidation = ConsolidationActivities(services.pool, services.wrapper, providers.extractor, providers.scorer,
+    consolidation = ConsolidationActivities(services.pool, services.keyring, providers.extractor, providers.scorer,
                                             providers.summarizer, providers.embedder)
-    erasure = ErasureActivities(services.pool, services.redis)
-    rebuild = RebuildActivities(services.pool, services.wrapper, providers.embedder)
+    erasure = ErasureActivities(services.pool, services.redis, services.keyring)
+    assert services.settings.database_url is not None
+    maintenance = MaintenanceActivities(services.pool, services.redis, services.keyring, services.settings.database_url)
+    rebuild = RebuildActivities(services.pool, services.keyring, providers.embedder)
     return Worker(
         services.temporal,
         task_queue=task_queue or services.settings.task_queue,
@@ -44,5 +49,7 @@ def build_worker(services: Services, *, task_queue: str | None = None,
             erasure.complete_erasure,
             rebuild.list_subjects_to_rebuild,
             rebuild.rebuild_subject,
+            maintenance.rotate_key_encryption_key,
+            maintenance.compact_erased_data,
         ],
     )

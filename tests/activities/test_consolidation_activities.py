@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from temporalio.exceptions import ApplicationError
@@ -34,7 +34,7 @@ class Crash(Exception):
 
 def make_activities(services, extractor=None) -> ConsolidationActivities:
     p = offline_providers()
-    return ConsolidationActivities(services.pool, services.wrapper, extractor or p.extractor, p.scorer,
+    return ConsolidationActivities(services.pool, services.keyring, extractor or p.extractor, p.scorer,
                                    p.summarizer, p.embedder)
 
 
@@ -130,7 +130,7 @@ async def test_a_live_write_between_plan_and_commit_makes_the_consolidation_re_d
         **step_b.model_dump(), extraction_operation_id=extraction.operation_id))
     # …then the user corrects the city live, at version 1 → 2.
     await client.write_fact(tenant, "lin", "location", "home_city", "Suzhou", expected_version=1,
-                            evidence_message_ids=["a:1"], observed_at=datetime(2024, 6, 1, tzinfo=timezone.utc))
+                            evidence_message_ids=["a:1"], observed_at=datetime(2024, 6, 1, tzinfo=UTC))
     with pytest.raises(Exception) as stale:  # a second writer at the same version loses
         await client.write_fact(tenant, "lin", "location", "home_city", "Ningbo", expected_version=1,
                                 evidence_message_ids=["a:1"])
@@ -144,7 +144,7 @@ async def test_a_live_write_between_plan_and_commit_makes_the_consolidation_re_d
             summary_operation_id=summary.operation_id))
     assert err.value.type == "VersionConflict"
     await commit(step_b, round_=1)  # re-read, re-decide: the older statement must not win
-    current = {f.key: f for f in await client.facts(tenant, "lin", as_of=datetime(2024, 7, 1, tzinfo=timezone.utc))}
+    current = {f.key: f for f in await client.facts(tenant, "lin", as_of=datetime(2024, 7, 1, tzinfo=UTC))}
     assert current["home_city"].value == "Suzhou" and current["home_city"].version == 2
     held = [f for f in await list_facts(services.pool, tenant, "lin", include_history=True, include_candidates=True)
             if f.status == "candidate"]

@@ -42,19 +42,33 @@ async def test_erasure_removes_everything_and_returns_the_same_receipt(client, s
     assert await client.facts(tenant, subject, history=True) == []
     assert (await client.recall(tenant, subject, "Berlin dog")).episodes == []
     assert await recent_messages(services.redis, tenant, subject, "z1") == []
+    digest = services.keyring.subject_digest(tenant, subject)
     async with tenant_transaction(services.pool, tenant) as conn:
         cur = await conn.execute("SELECT count(*), count(payload_ciphertext) FROM memory_events "
-                                 "WHERE tenant_id = %s AND subject_id = %s", (tenant, subject))
+                                 "WHERE tenant_id = %s AND subject_id = %s", (tenant, digest))
         events, ciphertexts = await cur.fetchone()
         cur = await conn.execute("SELECT count(*) FROM subject_keys WHERE tenant_id = %s AND subject_id = %s",
                                  (tenant, subject))
         keys = (await cur.fetchone())[0]
     assert events == ciphertexts > 0 and keys == 0  # the log stays, as unreadable ciphertext
     async with tenant_transaction(services.pool, tenant) as conn:
-        cur = await conn.execute("SELECT DISTINCT namespace, operation_id, source_message_ids FROM memory_events "
-                                 "WHERE tenant_id = %s AND subject_id = %s", (tenant, subject))
-        # …and with nothing in the clear: no namespace, no session-naming operation, no message ids.
-        assert await cur.fetchall() == [("erased", "erased", [])]
+        cur = await conn.execute("SELECT DISTINCT namespace, operation_id, source_message_ids, occurred_at "
+                                 "FROM memory_events WHERE tenant_id = %s AND subject_id = %s", (tenant, digest))
+        # …and with nothing in the clear: no namespace, no session-naming operation, no message
+        # ids, no observation times, and the subject named only by its keyed digest.
+        rows = await cur.fetchall()
+        assert [r[:3] for r in rows] == [("erased", "erased", [])] and rows[0][3].year == 1970
+        # What erasure keeps (tombstone, request, receipt) holds no clear subject id and no reason.
+        cur = await conn.execute("SELECT count(*) FROM memory_events WHERE tenant_id = %s AND subject_id = %s",
+                                 (tenant, subject))
+        assert (await cur.fetchone())[0] == 0
+        cur = await conn.execute("SELECT subject_id, subject_digest FROM tombstones WHERE tenant_id = %s", (tenant,))
+        assert await cur.fetchall() == [(None, digest)]
+        cur = await conn.execute("SELECT subject_id, reason, receipt::text, reason_ciphertext IS NOT NULL "
+                                 "FROM erasure_requests WHERE tenant_id = %s", (tenant,))
+        kept_subject, clear_reason, kept_receipt, encrypted = await cur.fetchone()
+        assert kept_subject is None and clear_reason is None and encrypted
+        assert subject not in kept_receipt.replace(digest, "") and "GDPR" not in kept_receipt
     assert receipt.removed["event_metadata"] == events
 
     # The other subject keeps everything.

@@ -1,0 +1,29 @@
+"""Maintenance activities run by Schedules: key rotation and physical compaction."""
+
+from __future__ import annotations
+
+from psycopg_pool import AsyncConnectionPool
+from redis.asyncio import Redis
+from temporalio import activity
+
+from activities.errors import temporal_failures
+from agent_memory.compaction import CompactionInput, CompactionResult, compact_pending
+from agent_memory.keyring import KeyRing, KeyRotationInput, RotationResult
+
+
+class MaintenanceActivities:
+    def __init__(self, pool: AsyncConnectionPool, redis: Redis, keyring: KeyRing, database_url: str):
+        self.pool = pool
+        self.redis = redis
+        self.keyring = keyring
+        self.database_url = database_url
+
+    @activity.defn
+    @temporal_failures
+    async def rotate_key_encryption_key(self, request: KeyRotationInput) -> RotationResult:
+        return await self.keyring.rotate(self.pool, force=request.force)
+
+    @activity.defn
+    @temporal_failures
+    async def compact_erased_data(self, request: CompactionInput) -> CompactionResult:
+        return await compact_pending(self.pool, self.redis, self.database_url, force=request.force)

@@ -1,0 +1,159 @@
+"""Physical compaction after erasure: what DELETE leaves behind, removed.
+
+A deleted row stays in its heap page (VACUUM only marks the space free; the bytes stay until
+reused), in index pages (GIN never drops entry keys on vacuum) and in `pg_statistic` (ANALYZE
+keeps old statistics when it samples no rows). `VACUUM (FULL, ANALYZE)` rewrites a table and all
+its indexes into new files (the old ones are truncated at commit), and clearing a table's
+column statistics first means no erased value survives there even when the table is now empty.
+Redis keeps deleted keys in its append-only file and RDB snapshot until they are rewritten.
+
+VACUUM FULL takes an ACCESS EXCLUSIVE lock for as long as it copies the table, so it is kept off
+the erasure's critical path: an erasure files a ticket (table names only), and the compaction
+Schedule compacts every pending ticket in one batch. It runs as the NOLOGIN role
+agent_memory_maintainer (MAINTAIN privilege only), switched to for this job alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from datetime import UTC, datetime
+
+import psycopg
+from psycopg import sql
+from psycopg_pool import AsyncConnectionPool
+from pydantic import BaseModel
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
+
+MAINTAINER_ROLE = "agent_memory_maintainer"
+# Every table an erasure deletes from or rewrites (event redaction and the cleared subject ids
+# of requests and tombstones leave dead tuples too).
+ERASURE_TABLES: tuple[str, ...] = (
+    "memory_vectors", "memory_search", "projection_outbox", "observations", "episodes", "facts", "operations",
+    "messages", "sessions", "subject_keys", "memory_events", "erasure_requests", "tombstones")
+# Arbitrary constant: one compaction at a time.
+COMPACTION_LOCK_ID = 7_331_004_214
+
+
+class CompactionInput(BaseModel):
+    # True: compact every erasure table even with no pending ticket (an operator's choice).
+    force: bool = False
+
+
+class TableCompaction(BaseModel):
+    table: str
+    seconds: float
+    size_before_bytes: int
+    size_after_bytes: int
+
+
+class CompactionResult(BaseModel):
+    compaction_id: str
+    tickets: int
+    tables: list[TableCompaction]
+    redis: dict[str, str]
+    elapsed_seconds: float
+
+
+async def request_compaction(conn: psycopg.AsyncConnection, tables: tuple[str, ...]) -> uuid.UUID:
+    """File a ticket inside the caller's transaction; returns its id for the receipt."""
+    ticket = uuid.uuid4()
+    await conn.execute("INSERT INTO compaction_tickets (ticket_id, tables) VALUES (%s, %s)", (ticket, list(tables)))
+    return ticket
+
+
+async def pending_tickets(pool: AsyncConnectionPool) -> list[tuple[uuid.UUID, list[str]]]:
+    async with pool.connection() as conn:
+        cur = await conn.execute("SELECT ticket_id, tables FROM compaction_tickets WHERE compacted_at IS NULL "
+                                 "ORDER BY requested_at LIMIT 10000")
+        rows = await cur.fetchall()
+        await conn.commit()
+    return [(row[0], list(row[1])) for row in rows]
+
+
+async def compact_pending(pool: AsyncConnectionPool, redis: Redis, database_url: str, *,
+                          force: bool = False) -> CompactionResult:
+    """Compact every table named by a pending ticket (all erasure tables with force=True), then
+    mark those tickets done. Re-running after a crash compacts again; that is only slower."""
+    started = time.monotonic()
+    compaction_id = datetime.now(UTC).strftime("compaction-%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:6]
+    tickets = await pending_tickets(pool)
+    wanted = set(ERASURE_TABLES) if force else {t for _, ts in tickets for t in ts}
+    tables = [t for t in ERASURE_TABLES if t in wanted]  # only known names reach SQL
+    done: list[TableCompaction] = []
+    if tables:
+        # VACUUM cannot run inside a transaction: a connection of its own, in autocommit.
+        async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+            await conn.execute("SELECT pg_advisory_lock(%s)", (COMPACTION_LOCK_ID,))
+            await conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(MAINTAINER_ROLE)))
+            for table in tables:
+                done.append(await _compact_table(conn, table))
+            # ANALYZE replaced the statistics rows; the old versions (holding sampled values) are
+            # dead tuples of pg_statistic until it is rewritten too (MAINTAIN on it, granted by migration 006).
+            await conn.execute("VACUUM (FULL) pg_catalog.pg_statistic")
+            await conn.execute("RESET ROLE")
+    redis_report = await compact_redis(redis) if (tickets or force) else {}
+    if tickets:
+        async with pool.connection() as conn:
+            await conn.execute("UPDATE compaction_tickets SET compacted_at = now(), compaction_id = %s "
+                               "WHERE ticket_id = ANY(%s)", (compaction_id, [t for t, _ in tickets]))
+            await conn.commit()
+    return CompactionResult(compaction_id=compaction_id, tickets=len(tickets), tables=done, redis=redis_report,
+                            elapsed_seconds=round(time.monotonic() - started, 3))
+
+
+async def _compact_table(conn: psycopg.AsyncConnection, table: str) -> TableCompaction:
+    started = time.monotonic()
+    ident = sql.Identifier("public", table)
+    size_before = await _size(conn, table)
+    cur = await conn.execute(
+        "SELECT attname FROM pg_catalog.pg_attribute WHERE attrelid = %s::regclass AND attnum > 0 "
+        "AND NOT attisdropped", (f"public.{table}",))
+    for (column,) in await cur.fetchall():
+        await conn.execute("SELECT pg_catalog.pg_clear_attribute_stats('public', %s, %s, false)", (table, column))
+    await conn.execute(sql.SQL("VACUUM (FULL, ANALYZE) {}").format(ident))
+    return TableCompaction(table=table, seconds=round(time.monotonic() - started, 3), size_before_bytes=size_before,
+                           size_after_bytes=await _size(conn, table))
+
+
+async def _size(conn: psycopg.AsyncConnection, table: str) -> int:
+    cur = await conn.execute("SELECT pg_catalog.pg_total_relation_size(%s::regclass)", (f"public.{table}",))
+    row = await cur.fetchone()
+    return int(row[0]) if row else 0
+
+
+async def compact_redis(redis: Redis) -> dict[str, str]:
+    """Rewrite Redis' persistence files so deleted keys leave them: the AOF where it is on, the
+    RDB snapshot where saving is configured. A server that forbids CONFIG says so."""
+    report: dict[str, str] = {}
+    try:
+        config = await redis.config_get("appendonly") | await redis.config_get("save")
+    except ResponseError as exc:
+        return {"error": f"CONFIG GET refused ({exc}); rewrite the AOF/RDB on the server yourself"}
+    if config.get("appendonly") == "yes":
+        await redis.bgrewriteaof()
+        report["aof"] = "rewritten" if await _wait_persistence(redis, "aof_rewrite_in_progress") else "rewrite running"
+    else:
+        report["aof"] = "off"
+    if config.get("save"):
+        try:
+            await redis.bgsave()
+            report["rdb"] = "rewritten" if await _wait_persistence(redis, "rdb_bgsave_in_progress") else "snapshot running"
+        except ResponseError as exc:  # a save already in progress
+            report["rdb"] = f"snapshot not started: {exc}"
+    else:
+        report["rdb"] = "off"
+    return report
+
+
+async def _wait_persistence(redis: Redis, flag: str, timeout: float = 60.0) -> bool:
+    """Wait (bounded) for a background rewrite to finish; False if it is still running."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+        info = await redis.info("persistence")
+        if not int(info.get(flag, 0)) and not int(info.get("aof_rewrite_scheduled", 0)):
+            return True
+    return False

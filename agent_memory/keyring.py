@@ -1,0 +1,280 @@
+"""Key-encryption keys in use: which one wraps new subject keys, loading and creating subject
+keys, and rotation (re-wrap every live subject key under a new KEK, then destroy the old KEK).
+
+The database records KEK ids and states (`key_encryption_keys`); the bytes stay in the key
+provider. A process refuses to start when the database names a KEK its provider lacks, instead
+of wrapping new keys under a stray one.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import datetime
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+from pydantic import BaseModel
+
+from agent_memory.crypto import (
+    LEGACY_KEK_ID,
+    KeyProvider,
+    KeyUnavailableError,
+    SubjectKey,
+    decrypt_reason,
+    encrypt_reason,
+    kek_check_value,
+    kek_matches,
+    subject_digest,
+    unwrap_subject_key,
+    wrap_subject_key,
+)
+from agent_memory.db import fetch_one
+
+# Arbitrary constants: serialise first registration and rotation across processes.
+KEYRING_LOCK_ID = 7_331_004_212
+ROTATION_LOCK_ID = 7_331_004_213
+REWRAP_BATCH = 500
+ROTATOR_ROLE = "agent_memory_key_rotator"
+
+
+class KeyRotationInput(BaseModel):
+    # False: rotate only when a subject key was shredded since the last rotation (the Schedule).
+    force: bool = False
+
+
+class RotationResult(BaseModel):
+    new_kek_id: str
+    rewrapped_subject_keys: int
+    reencrypted_reasons: int
+    destroyed_kek_ids: list[str]
+    shreds_made_irreversible: int
+    elapsed_seconds: float
+    rotated: bool = True  # False: nothing to do (no shred since the last rotation, not forced)
+
+
+class KeyRing:
+    """The key provider plus what the database says about its keys."""
+
+    def __init__(self, provider: KeyProvider):
+        self.provider = provider
+
+    def kek(self, kek_id: str) -> bytes:
+        key = self.provider.kek(kek_id)
+        if key is None:
+            raise KeyUnavailableError(f"key-encryption key {kek_id!r} is not in the key provider")
+        return key
+
+    def subject_digest(self, tenant_id: str, subject_id: str) -> str:
+        return subject_digest(self.provider.identifier_key(), tenant_id, subject_id)
+
+    async def ensure_ready(self, pool: AsyncConnectionPool) -> str:
+        """Register a first KEK when there is none; refuse when the database needs one we lack.
+        Returns the active KEK id."""
+        async with pool.connection() as conn:
+            async with conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (KEYRING_LOCK_ID,))
+                cur = await conn.execute("SELECT kek_id, state, check_nonce, check_ciphertext "
+                                         "FROM key_encryption_keys WHERE state <> 'destroyed'")
+                rows = await cur.fetchall()
+                if not rows:
+                    kek_id = await self._register_first(conn)
+                    rows = [(kek_id, "active", None, None)]
+                for kek_id, _state, nonce, ciphertext in rows:
+                    key = self.provider.kek(kek_id)
+                    if key is None:
+                        raise KeyUnavailableError(
+                            f"the database's subject keys are wrapped by key-encryption key {kek_id!r}, which this "
+                            "process's key provider does not hold (AGENT_MEMORY_KEY_DIR / AGENT_MEMORY_MASTER_KEY); "
+                            "refusing to start rather than wrap new keys under another key")
+                    if nonce is not None and not kek_matches(key, bytes(nonce), bytes(ciphertext)):
+                        raise KeyUnavailableError(
+                            f"key-encryption key {kek_id!r} in the key provider is not the one the database "
+                            "registered; refusing to start")
+                self.provider.identifier_key()  # created with the first KEK, then must stay
+                return next(kek_id for kek_id, state, *_ in rows if state == "active")
+
+    async def _register_first(self, conn: psycopg.AsyncConnection) -> str:
+        # Subject keys wrapped before KEK ids existed need the old master key as 'legacy'.
+        await conn.execute("SELECT set_config('role', %s, true)", (ROTATOR_ROLE,))
+        cur = await conn.execute("SELECT EXISTS (SELECT 1 FROM subject_keys WHERE kek_id = %s)", (LEGACY_KEK_ID,))
+        has_legacy = (await fetch_one(cur))[0]
+        await conn.execute("RESET role")
+        if has_legacy:
+            kek_id = LEGACY_KEK_ID
+            self.kek(kek_id)  # raises if the old master key is missing
+        elif getattr(self.provider, "newest", None):
+            kek_id = self.provider.newest  # type: ignore[attr-defined]
+        else:
+            kek_id = self.provider.create_kek()
+        nonce, check = kek_check_value(self.kek(kek_id))
+        await conn.execute("INSERT INTO key_encryption_keys (kek_id, state, check_nonce, check_ciphertext) "
+                           "VALUES (%s, 'active', %s, %s)", (kek_id, nonce, check))
+        return kek_id
+
+    async def active_kek_for_update(self, conn: psycopg.AsyncConnection) -> tuple[str, bytes]:
+        """The KEK that wraps new keys, share-locked until the transaction ends: a rotation
+        cannot retire it between our read and our insert."""
+        cur = await conn.execute("SELECT kek_id FROM key_encryption_keys WHERE state = 'active' FOR SHARE")
+        row = await cur.fetchone()
+        if row is None:
+            raise KeyUnavailableError("no active key-encryption key is registered: run `agent-memory migrate` "
+                                      "and start a worker once")
+        return row[0], self.kek(row[0])
+
+    async def subject_key(self, conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str,
+                          *, create: bool) -> SubjectKey | None:
+        """The subject's data key (unwrapped), created under the active KEK when asked."""
+        cur = await conn.execute("SELECT kek_id, wrapped_key, wrap_nonce FROM subject_keys "
+                                 "WHERE tenant_id = %s AND subject_id = %s", (tenant_id, subject_id))
+        row = await cur.fetchone()
+        if row is None and create:
+            kek_id, kek = await self.active_kek_for_update(conn)
+            wrapped, nonce = wrap_subject_key(kek, tenant_id, subject_id, os.urandom(32))
+            await conn.execute(
+                "INSERT INTO subject_keys (tenant_id, subject_id, wrapped_key, wrap_nonce, kek_id) "
+                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (tenant_id, subject_id) DO NOTHING",
+                (tenant_id, subject_id, wrapped, nonce, kek_id))
+            cur = await conn.execute("SELECT kek_id, wrapped_key, wrap_nonce FROM subject_keys "
+                                     "WHERE tenant_id = %s AND subject_id = %s", (tenant_id, subject_id))
+            row = await cur.fetchone()
+        if row is None:
+            return None
+        kek_id, wrapped, nonce = row
+        return unwrap_subject_key(self.kek(kek_id), tenant_id, subject_id, bytes(wrapped), bytes(nonce))
+
+    async def encrypt_reason(self, conn: psycopg.AsyncConnection, tenant_id: str, request_id: str,
+                             reason: str) -> tuple[bytes, bytes, str]:
+        kek_id, kek = await self.active_kek_for_update(conn)
+        ciphertext, nonce = encrypt_reason(kek, tenant_id, request_id, reason)
+        return ciphertext, nonce, kek_id
+
+    # --- rotation ------------------------------------------------------------------------------
+
+    async def rotate(self, pool: AsyncConnectionPool, *, force: bool = True) -> RotationResult:
+        """Re-wrap every live subject key and erasure reason under a new KEK, then destroy the
+        retired KEKs. Safe to re-run after a crash: it resumes with the keys not yet re-wrapped.
+        With force=False it rotates only when a subject key was shredded since the last one."""
+        started = time.monotonic()
+        async with pool.connection() as lock_conn:
+            await lock_conn.execute("SELECT pg_advisory_lock(%s)", (ROTATION_LOCK_ID,))
+            await lock_conn.commit()
+            try:
+                return await self._rotate_locked(pool, force=force, started=started)
+            finally:
+                await lock_conn.execute("SELECT pg_advisory_unlock(%s)", (ROTATION_LOCK_ID,))
+                await lock_conn.commit()
+
+    async def _rotate_locked(self, pool: AsyncConnectionPool, *, force: bool, started: float) -> RotationResult:
+        async with pool.connection() as conn:
+            cur = await conn.execute("SELECT kek_id, shredded_keys FROM key_encryption_keys WHERE state = 'active'")
+            active = await cur.fetchone()
+            cur = await conn.execute("SELECT count(*) FROM key_encryption_keys WHERE state = 'retiring'")
+            resuming = (await fetch_one(cur))[0] > 0
+            await conn.commit()
+        if active is None:
+            raise KeyUnavailableError("no active key-encryption key is registered: start a worker once first")
+        if not (force or resuming or active[1] > 0):
+            return RotationResult(new_kek_id=active[0], rewrapped_subject_keys=0, reencrypted_reasons=0,
+                                  destroyed_kek_ids=[], shreds_made_irreversible=0,
+                                  elapsed_seconds=round(time.monotonic() - started, 3), rotated=False)
+        if resuming:
+            new_id = active[0]  # a crashed rotation already switched; finish its re-wrap
+        else:
+            new_id = self.provider.create_kek()
+            nonce, check = kek_check_value(self.kek(new_id))
+            async with pool.connection() as conn, conn.transaction():
+                # Waits for transactions that share-locked the old KEK to wrap a key under it.
+                await conn.execute("UPDATE key_encryption_keys SET state = 'retiring', retired_at = now() "
+                                   "WHERE state = 'active'")
+                await conn.execute("INSERT INTO key_encryption_keys (kek_id, state, check_nonce, check_ciphertext) "
+                                   "VALUES (%s, 'active', %s, %s)", (new_id, nonce, check))
+        new_kek = self.kek(new_id)
+        rewrapped = await self._rewrap(pool, new_id, new_kek)
+        reasons = await self._reencrypt_reasons(pool, new_id, new_kek)
+        destroyed, irreversible = await self._destroy_retired(pool, new_id)
+        return RotationResult(new_kek_id=new_id, rewrapped_subject_keys=rewrapped, reencrypted_reasons=reasons,
+                              destroyed_kek_ids=destroyed, shreds_made_irreversible=irreversible,
+                              elapsed_seconds=round(time.monotonic() - started, 3))
+
+    async def _rewrap(self, pool: AsyncConnectionPool, new_id: str, new_kek: bytes) -> int:
+        total = 0
+        while True:
+            async with pool.connection() as conn, conn.transaction():
+                await conn.execute("SELECT set_config('role', %s, true)", (ROTATOR_ROLE,))
+                cur = await conn.execute(
+                    "SELECT tenant_id, subject_id, kek_id, wrapped_key, wrap_nonce FROM subject_keys "
+                    "WHERE kek_id <> %s LIMIT %s FOR UPDATE SKIP LOCKED", (new_id, REWRAP_BATCH))
+                rows = await cur.fetchall()
+                for tenant_id, subject_id, kek_id, wrapped, nonce in rows:
+                    key = unwrap_subject_key(self.kek(kek_id), tenant_id, subject_id, bytes(wrapped), bytes(nonce))
+                    new_wrapped, new_nonce = wrap_subject_key(new_kek, tenant_id, subject_id, key.key)
+                    await conn.execute("UPDATE subject_keys SET kek_id = %s, wrapped_key = %s, wrap_nonce = %s "
+                                       "WHERE tenant_id = %s AND subject_id = %s",
+                                       (new_id, new_wrapped, new_nonce, tenant_id, subject_id))
+            total += len(rows)
+            if len(rows) < REWRAP_BATCH:
+                return total
+
+    async def _reencrypt_reasons(self, pool: AsyncConnectionPool, new_id: str, new_kek: bytes) -> int:
+        total = 0
+        while True:
+            async with pool.connection() as conn, conn.transaction():
+                await conn.execute("SELECT set_config('role', %s, true)", (ROTATOR_ROLE,))
+                cur = await conn.execute(
+                    "SELECT tenant_id, request_id, reason_kek_id, reason_ciphertext, reason_nonce FROM erasure_requests "
+                    "WHERE reason_kek_id <> %s LIMIT %s FOR UPDATE SKIP LOCKED", (new_id, REWRAP_BATCH))
+                rows = await cur.fetchall()
+                for tenant_id, request_id, kek_id, ciphertext, nonce in rows:
+                    reason = decrypt_reason(self.kek(kek_id), tenant_id, request_id, bytes(ciphertext), bytes(nonce))
+                    new_ct, new_nonce = encrypt_reason(new_kek, tenant_id, request_id, reason)
+                    await conn.execute("UPDATE erasure_requests SET reason_kek_id = %s, reason_ciphertext = %s, "
+                                       "reason_nonce = %s WHERE tenant_id = %s AND request_id = %s",
+                                       (new_id, new_ct, new_nonce, tenant_id, request_id))
+            total += len(rows)
+            if len(rows) < REWRAP_BATCH:
+                return total
+
+    async def _destroy_retired(self, pool: AsyncConnectionPool, new_id: str) -> tuple[list[str], int]:
+        destroyed: list[str] = []
+        irreversible = 0
+        async with pool.connection() as conn:
+            cur = await conn.execute("SELECT kek_id, shredded_keys FROM key_encryption_keys WHERE state = 'retiring'")
+            retiring = await cur.fetchall()
+            await conn.commit()
+        for kek_id, shredded in retiring:
+            async with pool.connection() as conn, conn.transaction():
+                await conn.execute("SELECT set_config('role', %s, true)", (ROTATOR_ROLE,))
+                cur = await conn.execute(
+                    "SELECT (SELECT count(*) FROM subject_keys WHERE kek_id = %s)"
+                    " + (SELECT count(*) FROM erasure_requests WHERE reason_kek_id = %s)", (kek_id, kek_id))
+                still_used = (await fetch_one(cur))[0]
+                await conn.execute("RESET role")
+                if still_used:  # a key written under it after the scan: the next run finishes it
+                    continue
+                self.provider.destroy_kek(kek_id)
+                await conn.execute("UPDATE key_encryption_keys SET state = 'destroyed', destroyed_at = now(), "
+                                   "destroyed_by = %s WHERE kek_id = %s", (new_id, kek_id))
+            destroyed.append(kek_id)
+            irreversible += shredded
+        return destroyed, irreversible
+
+
+class KekStatus(BaseModel):
+    kek_id: str
+    state: str
+    shredded_keys: int
+    created_at: datetime
+    retired_at: datetime | None
+    destroyed_at: datetime | None
+    destroyed_by: str | None
+
+
+async def list_keks(pool: AsyncConnectionPool) -> list[KekStatus]:
+    async with pool.connection() as conn:
+        cur = await conn.execute("SELECT kek_id, state, shredded_keys, created_at, retired_at, destroyed_at, "
+                                 "destroyed_by FROM key_encryption_keys ORDER BY created_at")
+        rows = await cur.fetchall()
+        await conn.commit()
+    return [KekStatus(kek_id=r[0], state=r[1], shredded_keys=r[2], created_at=r[3], retired_at=r[4],
+                      destroyed_at=r[5], destroyed_by=r[6]) for r in rows]

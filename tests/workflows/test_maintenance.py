@@ -1,0 +1,46 @@
+"""The maintenance Schedules on the real dev server: created once, visible, and their runs work."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import timedelta
+
+from temporalio.client import ScheduleActionStartWorkflow
+
+from workers.schedules import COMPACTION_SCHEDULE, KEY_ROTATION_SCHEDULE, ensure_schedules
+
+
+async def test_schedules_are_created_once_and_a_triggered_run_completes(services, running_worker, task_queue):
+    temporal = services.temporal
+    for schedule_id in (KEY_ROTATION_SCHEDULE, COMPACTION_SCHEDULE):  # a fresh start for this test
+        with contextlib.suppress(Exception):  # not there yet
+            await temporal.get_schedule_handle(schedule_id).delete()
+    assert await ensure_schedules(temporal, task_queue, keys_rotatable=False) == [COMPACTION_SCHEDULE]
+    assert await ensure_schedules(temporal, task_queue) == [KEY_ROTATION_SCHEDULE]
+    assert await ensure_schedules(temporal, task_queue) == []  # idempotent: an operator's edits survive
+
+    rotation = await temporal.get_schedule_handle(KEY_ROTATION_SCHEDULE).describe()
+    assert rotation.schedule.spec.intervals[0].every == timedelta(days=1)
+    compaction = temporal.get_schedule_handle(COMPACTION_SCHEDULE)
+    described = await compaction.describe()
+    action = described.schedule.action
+    assert isinstance(action, ScheduleActionStartWorkflow) and action.workflow == "PhysicalCompactionWorkflow"
+    assert described.schedule.spec.intervals[0].every == timedelta(hours=1)
+
+    async with running_worker():
+        await compaction.trigger()
+        for _ in range(300):
+            described = await compaction.describe()
+            recent = described.info.recent_actions
+            if recent:
+                run = temporal.get_workflow_handle(recent[-1].action.workflow_id,
+                                                   first_execution_run_id=recent[-1].action.first_execution_run_id)
+                result = await run.result()
+                assert result["compaction_id"].startswith("compaction-")
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError("the triggered compaction never ran")
+    for schedule_id in (KEY_ROTATION_SCHEDULE, COMPACTION_SCHEDULE):
+        await temporal.get_schedule_handle(schedule_id).delete()
