@@ -52,7 +52,9 @@ class DemoReport(BaseModel):
         e = self.erasure
         lines += ["", f"Erasure receipt {e.request_id}: removed {e.removed}", f"  residue {e.residue_total} "
                   f"{e.residue}, key shredded: {e.key_shredded}, completed {e.completed_at.isoformat()}",
-                  f"  facts readable after erasure: {self.facts_after_erasure}"]
+                  f"  facts readable after erasure: {self.facts_after_erasure}",
+                  f"  shred irreversible after {e.shred_irreversible_after} (KEK {e.key_wrapped_by}); "
+                  f"physical compaction: ticket {e.compaction_ticket} (hourly, or `agent-memory compact`)"]
         return "\n".join(lines)
 
 
