@@ -10,7 +10,6 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.erasure import CompleteErasureInput, ErasureActivities
-    from agent_memory.erasure import STORES
     from agent_memory.models import ErasureInput, ErasureProgress, ErasureReceipt, ErasureStepInput
 
 # Erasure is a legal obligation: keep retrying transient failures for a long time.
@@ -21,10 +20,15 @@ STEP_TIMEOUT = timedelta(minutes=2)
 HEARTBEAT_TIMEOUT = timedelta(seconds=20)
 # A residue found by the scan sends the deletions round again, at most this often.
 MAX_ERASE_ROUNDS = 3
-# Runs started before observations and the lexical index existed erase these stores only; runs
-# started before event metadata was redacted, all but that.
-STORES_BEFORE_OBSERVATIONS = ("working_memory", "vectors", "outbox", "episodes", "facts", "operations", "messages")
-STORES_BEFORE_EVENT_METADATA = tuple(store for store in STORES if store != "event_metadata")
+# Frozen step lists, one per workflow version, written out rather than derived from the live
+# STORES: a store added later must not change what an old run's history replays. Runs started
+# before observations and the lexical index existed erase the first list; runs started before
+# event metadata was redacted, the second; current runs, the third (tests check it equals STORES).
+STORES_BEFORE_OBSERVATIONS: tuple[str, ...] = (
+    "working_memory", "vectors", "outbox", "episodes", "facts", "operations", "messages")
+STORES_BEFORE_EVENT_METADATA: tuple[str, ...] = (
+    "working_memory", "vectors", "search_index", "outbox", "observations", "episodes", "facts", "operations", "messages")
+STORES_WITH_EVENT_METADATA: tuple[str, ...] = (*STORES_BEFORE_EVENT_METADATA, "event_metadata")
 
 
 @workflow.defn
@@ -49,7 +53,7 @@ class ErasureWorkflow:
                                 request_id=request.request_id)
         residue: dict[str, int] = {}
         if workflow.patched("erase-event-metadata"):
-            stores = STORES
+            stores = STORES_WITH_EVENT_METADATA
         elif workflow.patched("erase-observations-and-search-index"):
             stores = STORES_BEFORE_EVENT_METADATA
         else:

@@ -88,3 +88,16 @@ async def test_erased_subject_is_never_resurrected(client, tenant, running_worke
     assert result.refused_reason == "subject erased"
     assert result.events_appended == 0
     assert await client.facts(tenant, subject, history=True) == []
+
+
+def test_the_current_step_list_is_frozen_and_covers_every_store():
+    """A new store needs a new frozen list behind workflow.patched(); old lists never change,
+    or old histories stop replaying."""
+    from agent_memory.erasure import STORES
+    from workflows.erasure import STORES_BEFORE_EVENT_METADATA, STORES_BEFORE_OBSERVATIONS, STORES_WITH_EVENT_METADATA
+
+    assert STORES_WITH_EVENT_METADATA == STORES
+    assert STORES_BEFORE_EVENT_METADATA == ("working_memory", "vectors", "search_index", "outbox", "observations",
+                                            "episodes", "facts", "operations", "messages")
+    assert STORES_BEFORE_OBSERVATIONS == ("working_memory", "vectors", "outbox", "episodes", "facts", "operations",
+                                          "messages")
