@@ -16,6 +16,7 @@ agent_memory_maintainer (MAINTAIN privilege only), switched to for this job alon
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 import uuid
 from datetime import UTC, datetime
@@ -47,6 +48,9 @@ class TableCompaction(BaseModel):
     seconds: float
     size_before_bytes: int
     size_after_bytes: int
+    # Deleted rows VACUUM FULL had to copy because a snapshot older than their deletion still
+    # exists (a long transaction, pg_dump, a standby's feedback): they are still in the files.
+    dead_rows_kept: int = 0
 
 
 class CompactionResult(BaseModel):
@@ -55,6 +59,10 @@ class CompactionResult(BaseModel):
     tables: list[TableCompaction]
     redis: dict[str, str]
     elapsed_seconds: float
+    # Tickets are closed only when nothing erased can be left: no dead row kept, every Redis
+    # file rewritten (or off). Otherwise they stay pending for the next run, which says why.
+    tickets_closed: int = 0
+    deferred_because: str | None = None
 
 
 async def request_compaction(conn: psycopg.AsyncConnection, tables: tuple[str, ...]) -> uuid.UUID:
@@ -83,28 +91,57 @@ async def compact_pending(pool: AsyncConnectionPool, redis: Redis, database_url:
     wanted = set(ERASURE_TABLES) if force else {t for _, ts in tickets for t in ts}
     tables = [t for t in ERASURE_TABLES if t in wanted]  # only known names reach SQL
     done: list[TableCompaction] = []
+    statistics_kept = 0
     if tables:
         # VACUUM cannot run inside a transaction: a connection of its own, in autocommit.
         async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
             await conn.execute("SELECT pg_advisory_lock(%s)", (COMPACTION_LOCK_ID,))
             await conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(MAINTAINER_ROLE)))
+            kept = _DeadRowsKept()
+            conn.add_notice_handler(kept)
             for table in tables:
-                done.append(await _compact_table(conn, table))
+                done.append(await _compact_table(conn, table, kept))
             # ANALYZE replaced the statistics rows; the old versions (holding sampled values) are
             # dead tuples of pg_statistic until it is rewritten too (MAINTAIN on it, granted by migration 006).
-            await conn.execute("VACUUM (FULL) pg_catalog.pg_statistic")
+            kept.count = 0
+            await conn.execute("VACUUM (FULL, VERBOSE) pg_catalog.pg_statistic")
+            statistics_kept = kept.count
             await conn.execute("RESET ROLE")
     redis_report = await compact_redis(redis) if (tickets or force) else {}
-    if tickets:
+    reasons = [f"{t.table} kept {t.dead_rows_kept} deleted rows" for t in done if t.dead_rows_kept]
+    if statistics_kept:
+        reasons.append(f"pg_statistic kept {statistics_kept} old rows")
+    if reasons:
+        reasons.insert(0, "a snapshot older than the deletions exists (long transaction, pg_dump, standby feedback)")
+    reasons += [f"redis {name}: {state}" for name, state in redis_report.items() if state not in ("rewritten", "off")]
+    closed = 0
+    if tickets and not reasons:
         async with pool.connection() as conn:
             await conn.execute("UPDATE compaction_tickets SET compacted_at = now(), compaction_id = %s "
                                "WHERE ticket_id = ANY(%s)", (compaction_id, [t for t, _ in tickets]))
             await conn.commit()
+        closed = len(tickets)
     return CompactionResult(compaction_id=compaction_id, tickets=len(tickets), tables=done, redis=redis_report,
-                            elapsed_seconds=round(time.monotonic() - started, 3))
+                            elapsed_seconds=round(time.monotonic() - started, 3), tickets_closed=closed,
+                            deferred_because="; ".join(reasons) or None)
 
 
-async def _compact_table(conn: psycopg.AsyncConnection, table: str) -> TableCompaction:
+class _DeadRowsKept:
+    """Counts what VACUUM VERBOSE reports it could not remove ("N dead row versions cannot be
+    removed yet"): rows deleted after the oldest snapshot, still copied into the new files."""
+
+    PATTERN = re.compile(r"(\d+) dead row versions cannot be removed yet")
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, diagnostic: psycopg.errors.Diagnostic) -> None:
+        for text in (diagnostic.message_primary, diagnostic.message_detail):
+            if text and (match := self.PATTERN.search(text)):
+                self.count += int(match.group(1))
+
+
+async def _compact_table(conn: psycopg.AsyncConnection, table: str, kept: _DeadRowsKept) -> TableCompaction:
     started = time.monotonic()
     ident = sql.Identifier("public", table)
     size_before = await _size(conn, table)
@@ -113,9 +150,10 @@ async def _compact_table(conn: psycopg.AsyncConnection, table: str) -> TableComp
         "AND NOT attisdropped", (f"public.{table}",))
     for (column,) in await cur.fetchall():
         await conn.execute("SELECT pg_catalog.pg_clear_attribute_stats('public', %s, %s, false)", (table, column))
-    await conn.execute(sql.SQL("VACUUM (FULL, ANALYZE) {}").format(ident))
+    kept.count = 0
+    await conn.execute(sql.SQL("VACUUM (FULL, ANALYZE, VERBOSE) {}").format(ident))
     return TableCompaction(table=table, seconds=round(time.monotonic() - started, 3), size_before_bytes=size_before,
-                           size_after_bytes=await _size(conn, table))
+                           size_after_bytes=await _size(conn, table), dead_rows_kept=kept.count)
 
 
 async def _size(conn: psycopg.AsyncConnection, table: str) -> int:
@@ -133,15 +171,18 @@ async def compact_redis(redis: Redis) -> dict[str, str]:
     except ResponseError as exc:
         return {"error": f"CONFIG GET refused ({exc}); rewrite the AOF/RDB on the server yourself"}
     if config.get("appendonly") == "yes":
+        await _wait_persistence(redis, "aof_rewrite_in_progress")  # one already running predates the deletions
         await redis.bgrewriteaof()
         report["aof"] = "rewritten" if await _wait_persistence(redis, "aof_rewrite_in_progress") else "rewrite running"
     else:
         report["aof"] = "off"
     if config.get("save"):
+        # A save already running was forked before the deletions: let it finish, then save anew.
+        await _wait_persistence(redis, "rdb_bgsave_in_progress")
         try:
             await redis.bgsave()
             report["rdb"] = "rewritten" if await _wait_persistence(redis, "rdb_bgsave_in_progress") else "snapshot running"
-        except ResponseError as exc:  # a save already in progress
+        except ResponseError as exc:
             report["rdb"] = f"snapshot not started: {exc}"
     else:
         report["rdb"] = "off"

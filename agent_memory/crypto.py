@@ -66,7 +66,17 @@ class KeyProvider(Protocol):
 
     def destroy_kek(self, kek_id: str) -> None: ...
 
-    def identifier_key(self) -> bytes: ...
+    def identifier_key(self, *, create: bool = False) -> bytes | None: ...
+
+    def payload_key(self) -> bytes: ...
+
+
+def _fsync_dir(directory: Path) -> None:
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
 
 
 def _write_private(path: Path, data: str) -> None:
@@ -75,6 +85,7 @@ def _write_private(path: Path, data: str) -> None:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
+    _fsync_dir(path.parent)  # a key that wraps data must survive a power loss once written
 
 
 class FileKeyProvider:
@@ -120,14 +131,22 @@ class FileKeyProvider:
             f.flush()
             os.fsync(f.fileno())
         path.unlink()
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        _fsync_dir(path.parent)
 
-    def identifier_key(self) -> bytes:
+    def identifier_key(self, *, create: bool = False) -> bytes | None:
+        """None when missing, unless `create` (only before any digest exists: KeyRing decides)."""
         path = self.directory / "identifier.key"
+        if not path.exists():
+            if not create:
+                return None
+            with contextlib.suppress(FileExistsError):  # another process created it first
+                _write_private(path, base64.b64encode(os.urandom(32)).decode())
+        return decode_key(path.read_text(), str(path))
+
+    def payload_key(self) -> bytes:
+        """Encrypts Temporal payloads; created on first use. Losing it makes the histories of
+        runs still in flight unreadable, nothing stored in Postgres."""
+        path = self.directory / "payload.key"
         if not path.exists():
             with contextlib.suppress(FileExistsError):  # another process created it first
                 _write_private(path, base64.b64encode(os.urandom(32)).decode())
@@ -141,7 +160,7 @@ class EnvKeyProvider:
 
     rotatable = False
 
-    def __init__(self, master_keys: str, identifier_key: str | None):
+    def __init__(self, master_keys: str, identifier_key: str | None, payload_key: str | None = None):
         self._keks: dict[str, bytes] = {}
         for i, item in enumerate(part.strip() for part in master_keys.split(",") if part.strip()):
             kek_id, sep, value = item.rpartition(":")
@@ -157,6 +176,7 @@ class EnvKeyProvider:
             raise ValueError("AGENT_MEMORY_IDENTIFIER_KEY must be set with AGENT_MEMORY_MASTER_KEY (it digests erased "
                              f"subject ids in tombstones and must never change); {_GENERATE_HINT}")
         self._identifier = decode_key(identifier_key, "AGENT_MEMORY_IDENTIFIER_KEY")
+        self._payload = decode_key(payload_key, "AGENT_MEMORY_PAYLOAD_KEY") if payload_key else None
 
     @property
     def newest(self) -> str:
@@ -173,8 +193,18 @@ class EnvKeyProvider:
     def destroy_kek(self, kek_id: str) -> None:
         self.create_kek()
 
-    def identifier_key(self) -> bytes:
+    def identifier_key(self, *, create: bool = False) -> bytes | None:
         return self._identifier
+
+    def payload_key(self) -> bytes:
+        if self._payload is None:
+            raise ValueError("AGENT_MEMORY_PAYLOAD_KEY must be set with AGENT_MEMORY_MASTER_KEY (it encrypts what "
+                             f"Temporal stores); {_GENERATE_HINT}")
+        return self._payload
+
+
+def identifier_check_value(identifier_key: bytes) -> str:
+    return hmac.new(identifier_key, b"agent-memory identifier key check", hashlib.sha256).hexdigest()
 
 
 def kek_check_value(kek: bytes) -> tuple[bytes, bytes]:
@@ -255,9 +285,9 @@ def decrypt_reason(kek: bytes, tenant_id: str, request_id: str, ciphertext: byte
 
 
 def key_provider_for(master_key: str | None, key_dir: Path | None, home: Path,
-                     identifier_key: str | None = None) -> KeyProvider:
+                     identifier_key: str | None = None, payload_key: str | None = None) -> KeyProvider:
     """AGENT_MEMORY_MASTER_KEY (environment) wins; else the key directory (default home/keys),
     which also reads a pre-rotation home/master.key as KEK 'legacy'."""
     if master_key:
-        return EnvKeyProvider(master_key, identifier_key)
+        return EnvKeyProvider(master_key, identifier_key, payload_key)
     return FileKeyProvider(key_dir or home / "keys", legacy_master=home / "master.key")

@@ -48,7 +48,12 @@ PHYSICAL_HORIZON = (
     "backups and replicas remain until those age out (checkpoint_timeout, max_wal_size, wal_keep_size "
     "and your archive/backup retention). Event payloads in any such copy become undecryptable when the "
     "key-encryption key that wrapped the subject key is destroyed by the next key rotation "
-    "(shred_irreversible_at); plaintext projections in old WAL or backups are not covered by that.")
+    "(shred_irreversible_at); plaintext projections in old WAL or backups are not covered by that. "
+    "Compaction is done only when no snapshot older than the erasure remains (it waits otherwise). "
+    "Temporal keeps the workflow ids and search attributes (tenant, subject) until its retention "
+    "removes the runs; their payloads are encrypted under the deployment's payload key.")
+NO_ROTATION = ("never by agent-memory: the key-encryption keys come from the environment; replace "
+               "AGENT_MEMORY_MASTER_KEY with a new key and re-wrap (or use a key directory or a KMS)")
 
 
 class ErasureRequestConflictError(Exception):
@@ -237,7 +242,8 @@ async def complete_erasure(pool: AsyncConnectionPool, keyring: KeyRing, tenant_i
             removed={k: v for k, v in removed.items() if k != "subject_key"}, residue=residue,
             residue_total=sum(residue.values()), key_shredded=residue.get("subject_key") == 0,
             key_wrapped_by=shred_kek_id, requested_at=requested_at, tombstoned_at=tombstoned_at,
-            completed_at=datetime.now(UTC), compaction_ticket=str(ticket), physical_horizon=PHYSICAL_HORIZON)
+            completed_at=datetime.now(UTC), compaction_ticket=str(ticket), physical_horizon=PHYSICAL_HORIZON,
+            **({} if keyring.provider.rotatable else {"shred_irreversible_after": NO_ROTATION}))
         kept = receipt.model_dump(mode="json") | {"subject_id": digest}
         await conn.execute(
             "UPDATE erasure_requests SET status = 'completed', completed_at = %s, receipt = %s, subject_id = NULL, "

@@ -23,6 +23,7 @@ from agent_memory.crypto import (
     SubjectKey,
     decrypt_reason,
     encrypt_reason,
+    identifier_check_value,
     kek_check_value,
     kek_matches,
     subject_digest,
@@ -58,6 +59,7 @@ class KeyRing:
 
     def __init__(self, provider: KeyProvider):
         self.provider = provider
+        self._identifier: bytes | None = None
 
     def kek(self, kek_id: str) -> bytes:
         key = self.provider.kek(kek_id)
@@ -65,8 +67,18 @@ class KeyRing:
             raise KeyUnavailableError(f"key-encryption key {kek_id!r} is not in the key provider")
         return key
 
+    def identifier_key(self) -> bytes:
+        if self._identifier is None:
+            key = self.provider.identifier_key()
+            if key is None:
+                raise KeyUnavailableError("the identifier key is missing from the key provider: restore it "
+                                          "(identifier.key / AGENT_MEMORY_IDENTIFIER_KEY); without it erased "
+                                          "subjects could come back")
+            self._identifier = key
+        return self._identifier
+
     def subject_digest(self, tenant_id: str, subject_id: str) -> str:
-        return subject_digest(self.provider.identifier_key(), tenant_id, subject_id)
+        return subject_digest(self.identifier_key(), tenant_id, subject_id)
 
     async def ensure_ready(self, pool: AsyncConnectionPool) -> str:
         """Register a first KEK when there is none; refuse when the database needs one we lack.
@@ -80,8 +92,10 @@ class KeyRing:
                 if not rows:
                     kek_id = await self._register_first(conn)
                     rows = [(kek_id, "active", None, None)]
-                for kek_id, _state, nonce, ciphertext in rows:
+                for kek_id, state, nonce, ciphertext in rows:
                     key = self.provider.kek(kek_id)
+                    if key is None and state == "retiring" and not await self._still_wraps(conn, kek_id):
+                        continue  # a rotation died after destroying it: the next rotation records that
                     if key is None:
                         raise KeyUnavailableError(
                             f"the database's subject keys are wrapped by key-encryption key {kek_id!r}, which this "
@@ -91,8 +105,34 @@ class KeyRing:
                         raise KeyUnavailableError(
                             f"key-encryption key {kek_id!r} in the key provider is not the one the database "
                             "registered; refusing to start")
-                self.provider.identifier_key()  # created with the first KEK, then must stay
+                await self._check_identifier_key(conn)
                 return next(kek_id for kek_id, state, *_ in rows if state == "active")
+
+    async def _check_identifier_key(self, conn: psycopg.AsyncConnection) -> None:
+        """Created once, with the first start; afterwards it must be the registered one, or
+        tombstones (keyed digests) would stop matching and erased subjects could come back."""
+        cur = await conn.execute("SELECT check_value FROM identifier_key_check")
+        row = await cur.fetchone()
+        key = self.provider.identifier_key(create=row is None)
+        if key is None:
+            raise KeyUnavailableError("the identifier key is missing from the key provider, but the database has "
+                                      "digests made with it: restore identifier.key (or AGENT_MEMORY_IDENTIFIER_KEY); "
+                                      "refusing to start, or erased subjects could come back")
+        if row is None:
+            await conn.execute("INSERT INTO identifier_key_check (check_value) VALUES (%s)",
+                               (identifier_check_value(key),))
+        elif row[0] != identifier_check_value(key):
+            raise KeyUnavailableError("the identifier key in the key provider is not the one the database registered; "
+                                      "refusing to start, or erased subjects could come back")
+        self._identifier = key
+
+    async def _still_wraps(self, conn: psycopg.AsyncConnection, kek_id: str) -> bool:
+        await conn.execute("SELECT set_config('role', %s, true)", (ROTATOR_ROLE,))
+        cur = await conn.execute("SELECT EXISTS (SELECT 1 FROM subject_keys WHERE kek_id = %s) "
+                                 "OR EXISTS (SELECT 1 FROM erasure_requests WHERE reason_kek_id = %s)", (kek_id, kek_id))
+        used = bool((await fetch_one(cur))[0])
+        await conn.execute("RESET role")
+        return used
 
     async def _register_first(self, conn: psycopg.AsyncConnection) -> str:
         # Subject keys wrapped before KEK ids existed need the old master key as 'legacy'.
@@ -108,8 +148,10 @@ class KeyRing:
         else:
             kek_id = self.provider.create_kek()
         nonce, check = kek_check_value(self.kek(kek_id))
+        await conn.execute("SELECT set_config('role', %s, true)", (ROTATOR_ROLE,))
         await conn.execute("INSERT INTO key_encryption_keys (kek_id, state, check_nonce, check_ciphertext) "
                            "VALUES (%s, 'active', %s, %s)", (kek_id, nonce, check))
+        await conn.execute("RESET role")
         return kek_id
 
     async def active_kek_for_update(self, conn: psycopg.AsyncConnection) -> tuple[str, bytes]:
@@ -184,6 +226,7 @@ class KeyRing:
             new_id = self.provider.create_kek()
             nonce, check = kek_check_value(self.kek(new_id))
             async with pool.connection() as conn, conn.transaction():
+                await conn.execute("SELECT set_config('role', %s, true)", (ROTATOR_ROLE,))
                 # Waits for transactions that share-locked the old KEK to wrap a key under it.
                 await conn.execute("UPDATE key_encryption_keys SET state = 'retiring', retired_at = now() "
                                    "WHERE state = 'active'")
@@ -249,7 +292,6 @@ class KeyRing:
                     "SELECT (SELECT count(*) FROM subject_keys WHERE kek_id = %s)"
                     " + (SELECT count(*) FROM erasure_requests WHERE reason_kek_id = %s)", (kek_id, kek_id))
                 still_used = (await fetch_one(cur))[0]
-                await conn.execute("RESET role")
                 if still_used:  # a key written under it after the scan: the next run finishes it
                     continue
                 self.provider.destroy_kek(kek_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,12 +12,14 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from redis.asyncio import Redis
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter
 from temporalio.service import TLSConfig
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
-from agent_memory.crypto import key_provider_for
+from agent_memory.crypto import KeyProvider, key_provider_for
 from agent_memory.db import apply_migrations, open_pool, pending_migrations, set_app_role_password
 from agent_memory.keyring import KeyRing
+from agent_memory.payload_codec import encrypted_data_converter
 from agent_memory.settings import Settings
 
 
@@ -36,7 +39,8 @@ def _read_pem(variable: str, path: str | None) -> bytes | None:
         raise ValueError(f"{variable}={path} cannot be read ({exc.strerror}): point it at a PEM file") from None
 
 
-def temporal_connect_options(settings: Settings) -> dict[str, Any]:
+def temporal_connect_options(settings: Settings,
+                             data_converter: DataConverter = pydantic_data_converter) -> dict[str, Any]:
     """Keyword arguments for Client.connect: the namespace and, for a hosted Temporal, TLS
     (TEMPORAL_TLS_CERT + TEMPORAL_TLS_KEY for mTLS, TEMPORAL_TLS_CA, TEMPORAL_TLS_SERVER_NAME)
     and TEMPORAL_API_KEY. Reads the PEM files; opens no connection."""
@@ -44,7 +48,7 @@ def temporal_connect_options(settings: Settings) -> dict[str, Any]:
     if bool(cert) != bool(key):
         given, missing = ("TEMPORAL_TLS_CERT", "TEMPORAL_TLS_KEY") if cert else ("TEMPORAL_TLS_KEY", "TEMPORAL_TLS_CERT")
         raise ValueError(f"{given} is set but {missing} is not: mTLS needs both the client certificate and its key")
-    options: dict[str, Any] = {"namespace": settings.temporal_namespace, "data_converter": pydantic_data_converter}
+    options: dict[str, Any] = {"namespace": settings.temporal_namespace, "data_converter": data_converter}
     if cert or settings.temporal_tls_ca or settings.temporal_tls_server_name:
         options["tls"] = TLSConfig(client_cert=_read_pem("TEMPORAL_TLS_CERT", cert),
                                    client_private_key=_read_pem("TEMPORAL_TLS_KEY", key),
@@ -56,10 +60,17 @@ def temporal_connect_options(settings: Settings) -> dict[str, Any]:
     return options
 
 
-async def connect_temporal(settings: Settings) -> Client:
+def payload_converter(settings: Settings, provider: KeyProvider) -> DataConverter:
+    """pydantic_data_converter with every payload encrypted under the deployment's payload key."""
+    key = provider.payload_key()
+    key_id = "p-" + hashlib.sha256(key).hexdigest()[:12]
+    return encrypted_data_converter(key_id, key, accept_plaintext=settings.accept_plaintext_payloads)
+
+
+async def connect_temporal(settings: Settings, data_converter: DataConverter) -> Client:
     if not settings.temporal_address:
         raise RuntimeError("TEMPORAL_ADDRESS is not set and no embedded server was started")
-    options = temporal_connect_options(settings)
+    options = temporal_connect_options(settings, data_converter)
     async for attempt in _retrying():
         with attempt:
             return await Client.connect(settings.temporal_address, **options)
@@ -120,9 +131,10 @@ class Services:
         pool = await connect_pool(settings)
         redis = connect_redis(settings)
         await redis.ping()
-        temporal = await connect_temporal(settings)
-        keyring = KeyRing(key_provider_for(settings.master_key, settings.key_dir, settings.home,
-                                           settings.identifier_key))
+        provider = key_provider_for(settings.master_key, settings.key_dir, settings.home, settings.identifier_key,
+                                    settings.payload_key)
+        temporal = await connect_temporal(settings, payload_converter(settings, provider))
+        keyring = KeyRing(provider)
         try:
             await keyring.ensure_ready(pool)  # refuses to start without the keys the database needs
         except BaseException:

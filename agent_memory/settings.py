@@ -12,6 +12,8 @@ ENV_VARS = (
     "AGENT_MEMORY_TASK_QUEUE",
     "AGENT_MEMORY_MASTER_KEY",
     "AGENT_MEMORY_IDENTIFIER_KEY",
+    "AGENT_MEMORY_PAYLOAD_KEY",
+    "AGENT_MEMORY_ACCEPT_PLAINTEXT_PAYLOADS",
     "AGENT_MEMORY_KEY_DIR",
     "AGENT_MEMORY_UI_URL",
     "TEMPORAL_ADDRESS",
@@ -48,6 +50,9 @@ class Settings:
     # AGENT_MEMORY_IDENTIFIER_KEY) or a private key directory (default home/keys; rotatable).
     master_key: str | None = field(default=None, repr=False)
     identifier_key: str | None = field(default=None, repr=False)
+    payload_key: str | None = field(default=None, repr=False)  # encrypts Temporal payloads (environment keys)
+    # Upgrade only: let workers decode runs started before payloads were encrypted.
+    accept_plaintext_payloads: bool = False
     key_dir: Path | None = None
     provider: str = "offline"  # offline | openai-compatible
     openai_base_url: str | None = None  # None: https://api.openai.com/v1
@@ -78,6 +83,9 @@ class Settings:
             redis_url=env.get("REDIS_URL") or None,
             master_key=env.get("AGENT_MEMORY_MASTER_KEY") or None,
             identifier_key=env.get("AGENT_MEMORY_IDENTIFIER_KEY") or None,
+            payload_key=env.get("AGENT_MEMORY_PAYLOAD_KEY") or None,
+            accept_plaintext_payloads=(env.get("AGENT_MEMORY_ACCEPT_PLAINTEXT_PAYLOADS") or "").lower() in ("1", "true",
+                                                                                                          "yes"),
             key_dir=Path(env["AGENT_MEMORY_KEY_DIR"]).expanduser().resolve() if env.get("AGENT_MEMORY_KEY_DIR") else None,
             provider=env.get("AGENT_MEMORY_PROVIDER") or "offline",
             openai_base_url=env.get("OPENAI_BASE_URL") or None,

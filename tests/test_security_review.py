@@ -76,19 +76,36 @@ async def test_planted_temp_objects_never_run_and_change_nothing(client, service
                                 "source_message_ids = '{}', extractor_name = NULL, extractor_version = NULL, "
                                 "occurred_at = 'epoch', subject_id = 'erased:x' WHERE subject_id = %s", (other,))
         assert cur.rowcount == 0
-        cur = await app.execute("INSERT INTO public.erasure_requests (tenant_id, request_id, subject_id, status) "
-                                "VALUES (%s, 'attack2', %s, 'started')", (tenant, victim))
+        # A started request alone (no tombstone) opens nothing: the events stay append-only.
+        await app.execute("INSERT INTO public.erasure_requests (tenant_id, request_id, subject_id, status) "
+                          "VALUES (%s, 'attack2', %s, 'started')", (tenant, victim))
+        cur = await app.execute("UPDATE public.memory_events SET namespace = 'erased', operation_id = 'erased', "
+                                "source_message_ids = '{}', extractor_name = NULL, extractor_version = NULL, "
+                                "occurred_at = 'epoch', subject_id = 'erased:x' WHERE subject_id = %s", (victim,))
+        assert cur.rowcount == 0
+        # With a tombstone too (an erasure the app may start), only the redacted values pass.
+        await app.execute("INSERT INTO public.tombstones (tenant_id, subject_id, subject_digest, request_id) "
+                          "VALUES (%s, %s, 'erased:attack', 'attack2')", (tenant, victim))
         with pytest.raises(psycopg.errors.InsufficientPrivilege):  # WITH CHECK: only the redacted values
             await app.execute("UPDATE public.memory_events SET namespace = 'rewritten' WHERE subject_id = %s",
                               (victim,))
+        # A tombstone without a digest (written before digests existed) cannot be lifted.
+        await app.execute("INSERT INTO public.tombstones (tenant_id, subject_id, request_id) "
+                          "VALUES (%s, 'legacy-dave', 'old')", (tenant,))
+        cur = await app.execute("UPDATE public.tombstones SET subject_id = NULL WHERE subject_id = 'legacy-dave'")
+        assert cur.rowcount == 0
         for statement in ("ALTER TABLE public.memory_events NO FORCE ROW LEVEL SECURITY",
                           "DELETE FROM public.tombstones", "UPDATE public.subject_keys SET wrapped_key = 'x'",
-                          "UPDATE public.memory_events SET actor = 'x'", "SET ROLE postgres"):
+                          "UPDATE public.memory_events SET actor = 'x'", "SET ROLE postgres",
+                          "UPDATE public.key_encryption_keys SET state = 'destroyed'",
+                          "INSERT INTO public.key_encryption_keys VALUES ('forged', 'active', '', '')"):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 await app.execute(statement)
         cur = await app.execute("SELECT count(*) FROM pg_temp.pwned_log")
         assert (await cur.fetchone())[0] == 0  # the planted function never ran
-        await app.execute("DELETE FROM public.erasure_requests WHERE request_id IN ('attack', 'attack2')")
+    async with await _admin(services) as admin:  # the attacker's leftovers (the app may not delete them)
+        await admin.execute("DELETE FROM erasure_requests WHERE tenant_id = %s", (tenant,))
+        await admin.execute("DELETE FROM tombstones WHERE tenant_id = %s", (tenant,))
     async with tenant_transaction(services.pool, tenant) as conn:
         cur = await conn.execute("SELECT count(*) FROM memory_events WHERE namespace = 'erased'")
         assert (await cur.fetchone())[0] == 0  # nothing changed
@@ -186,6 +203,46 @@ async def test_a_process_without_the_registered_key_refuses_to_start(services, t
         await Services.open(services.settings.with_services(key_dir=forged, master_key=None))
 
 
+async def test_a_lost_or_changed_identifier_key_refuses_to_start(services, tmp_path):
+    """Tombstones match by keyed digest: a process with a new identifier key would let erased
+    subjects back in (the review made one by deleting identifier.key)."""
+    source = services.keyring.provider.directory  # type: ignore[attr-defined]
+    for name, change in (("lost", None), ("changed", "B" * 43 + "=")):
+        copy = tmp_path / name
+        copy.mkdir(mode=0o700)
+        for key_file in source.glob("*.key"):
+            if key_file.name != "identifier.key":
+                (copy / key_file.name).write_text(key_file.read_text())
+        if change:
+            (copy / "identifier.key").write_text(change)
+        with pytest.raises(KeyUnavailableError, match="erased subjects could come back"):
+            await Services.open(services.settings.with_services(key_dir=copy, master_key=None))
+        assert change or not (copy / "identifier.key").exists()  # not recreated
+
+
+async def test_a_rotation_that_died_after_destroying_the_old_key_is_finished_by_the_next(client, services,
+                                                                                       running_worker):
+    """Crash between deleting the retired KEK's file and recording it: processes still start
+    (the KEK wraps nothing any more) and the next rotation records the destruction."""
+    from agent_memory.crypto import kek_check_value
+
+    provider = services.keyring.provider
+    dead = provider.create_kek()
+    nonce, check = kek_check_value(provider.kek(dead))
+    async with await _admin(services) as admin:
+        await admin.execute("INSERT INTO key_encryption_keys (kek_id, state, check_nonce, check_ciphertext) "
+                            "VALUES (%s, 'retiring', %s, %s)", (dead, nonce, check))
+    provider.destroy_kek(dead)
+    reopened = await Services.open(services.settings)  # starts: the missing KEK wraps no key
+    await reopened.close()
+    async with running_worker():
+        finished = await client.rotate_keys(force=False)
+    assert dead in finished.destroyed_kek_ids
+    async with await _admin(services) as admin:
+        cur = await admin.execute("SELECT state FROM key_encryption_keys WHERE kek_id = %s", (dead,))
+        assert (await cur.fetchone())[0] == "destroyed"
+
+
 def test_key_files_are_private_and_destroyed_keys_leave_no_file(tmp_path):
     provider = FileKeyProvider(tmp_path / "keys")
     kek_id = provider.create_kek()
@@ -195,6 +252,9 @@ def test_key_files_are_private_and_destroyed_keys_leave_no_file(tmp_path):
     provider.destroy_kek(kek_id)
     assert not path.exists() and provider.kek(kek_id) is None
     keyring = KeyRing(provider)
+    with pytest.raises(KeyUnavailableError, match="identifier key is missing"):  # never made up silently
+        keyring.subject_digest("t", "alice")
+    assert provider.identifier_key(create=True) is not None
     assert keyring.subject_digest("t", "alice") == keyring.subject_digest("t", "alice") != \
         keyring.subject_digest("t", "bob")
 
@@ -246,14 +306,26 @@ async def test_erasure_and_compaction_leave_no_plaintext_in_pages_statistics_or_
                 assert await _statistics_containing(admin, [*words, subject])
             await services.redis.bgrewriteaof()
 
+            # A snapshot older than the erasure (a long report, pg_dump): VACUUM FULL must copy the
+            # deleted rows, so the compaction may not claim it is done.
+            old_snapshot = await psycopg.AsyncConnection.connect(services.settings.database_url)
+            await old_snapshot.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            await old_snapshot.execute("SELECT 1")
             receipt = await client.erasure_receipt(await client.erase(tenant, subject, reason="compaction test"))
             assert receipt.residue_total == 0 and receipt.compaction_ticket
             assert "WAL" in (receipt.physical_horizon or "")
+            deferred = await client.compact()
+            assert deferred.tickets >= 1 and deferred.tickets_closed == 0
+            assert "snapshot older than the deletions" in (deferred.deferred_because or "")
+            assert any(t.dead_rows_kept for t in deferred.tables)
             status = await client.erasure_status(tenant, receipt.request_id, subject)
             assert not status.compacted
+            await old_snapshot.close()
+
             compaction = await client.compact()
-            assert compaction.tickets >= 1 and {t.table for t in compaction.tables} >= {"messages", "memory_search"}
-            assert compaction.redis.get("aof") == "rewritten"
+            assert compaction.deferred_because is None and compaction.tickets_closed == compaction.tickets >= 1
+            assert {t.table for t in compaction.tables} >= {"messages", "memory_search"}
+            assert compaction.redis == {"aof": "rewritten", "rdb": "rewritten"}
             status = await client.erasure_status(tenant, receipt.request_id, subject)
             assert status.compacted and status.compaction_id == compaction.compaction_id
 
@@ -355,3 +427,46 @@ async def test_erasure_status_key_rotation_and_compaction_from_the_cli(client, s
     missing = await asyncio.to_thread(run_cli, services, "erasure", "status", "--tenant", tenant, "--request-id",
                                       "nope")
     assert missing.returncode == 2 and "no erasure request 'nope'" in missing.stderr
+
+
+async def test_a_workflow_started_without_the_payload_key_never_runs_and_histories_are_ciphertext(
+        client, services, tenant, running_worker, task_queue):
+    """The review's exploit: any local user can reach the dev server (it authenticates nobody)
+    and started an erasure of someone else's subject. Payloads are now encrypted: such a run's
+    input does not decode, so the worker never executes a step; histories are ciphertext."""
+    import asyncio
+
+    from temporalio.client import Client, WorkflowExecutionStatus
+    from temporalio.contrib.pydantic import pydantic_data_converter
+
+    from agent_memory.models import ErasureInput
+    from agent_memory.payload_codec import ENCODING
+
+    outsider = await Client.connect(services.settings.temporal_address, data_converter=pydantic_data_converter)
+    await client.append_messages(tenant, "bob", session("o1", "2024-01-01T00:00:00Z", "I live in Oulu."))
+    async with running_worker():
+        forged = await outsider.start_workflow(
+            "ErasureWorkflow", ErasureInput(tenant_id=tenant, subject_id="bob", request_id="evil"),
+            id=f"evil-{uuid.uuid4().hex[:8]}", task_queue=task_queue)
+        await asyncio.sleep(3)
+        assert (await forged.describe()).status == WorkflowExecutionStatus.RUNNING  # stuck at its first task
+        async with tenant_transaction(services.pool, tenant) as conn:
+            cur = await conn.execute("SELECT count(*) FROM messages WHERE subject_id = 'bob'")
+            assert (await cur.fetchone())[0] == 1
+            cur = await conn.execute("SELECT count(*) FROM tombstones")
+            assert (await cur.fetchone())[0] == 0
+        await forged.terminate("test: forged run")
+
+        handle = await client.erase(tenant, "bob", reason="a reason nobody else may read")
+        receipt = await handle.result()
+        assert receipt.residue_total == 0
+    with pytest.raises(Exception):  # noqa: B017 - whatever the converter raises, it cannot decode
+        await outsider.get_workflow_handle(handle.id).result()
+    payloads = []
+    async for event in outsider.get_workflow_handle(handle.id).fetch_history_events():
+        for attributes in (event.workflow_execution_started_event_attributes.input,
+                           event.activity_task_scheduled_event_attributes.input,
+                           event.activity_task_completed_event_attributes.result,
+                           event.workflow_execution_completed_event_attributes.result):
+            payloads += list(attributes.payloads)
+    assert len(payloads) > 10 and all(p.metadata["encoding"] == ENCODING for p in payloads)

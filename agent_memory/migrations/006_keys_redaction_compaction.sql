@@ -26,7 +26,9 @@ GRANT USAGE ON SCHEMA public TO agent_memory_key_rotator, agent_memory_maintaine
 
 -- 1. The definer function ran caller-planted code (temp relations shadow `public`) with its
 --    owner's rights. Redaction is now an ordinary column grant bounded by a restrictive policy:
---    only rows of a subject whose erasure is in progress, and only to the redacted values.
+--    only rows of a tombstoned subject whose erasure is in progress, and only to the redacted
+--    values. (Against someone holding the app's credentials this bounds, not forbids: they can
+--    erase a subject of the tenant, which is the app's right.)
 DROP FUNCTION public.redact_subject_events(text, text);
 
 -- Payload AAD version: 1 = tenant|subject (legacy); 2 binds tenant, subject, event id, memory id,
@@ -41,7 +43,9 @@ CREATE POLICY redact_erasing_subject_only ON public.memory_events AS RESTRICTIVE
     TO agent_memory_app
     USING (EXISTS (SELECT 1 FROM public.erasure_requests r
                     WHERE r.tenant_id = memory_events.tenant_id AND r.subject_id = memory_events.subject_id
-                      AND r.status = 'started'))
+                      AND r.status = 'started')
+           AND EXISTS (SELECT 1 FROM public.tombstones t
+                        WHERE t.tenant_id = memory_events.tenant_id AND t.subject_id = memory_events.subject_id))
     WITH CHECK (namespace = 'erased' AND operation_id = 'erased' AND source_message_ids = '{}'
                 AND extractor_name IS NULL AND extractor_version IS NULL
                 AND subject_id LIKE 'erased:%' AND occurred_at = 'epoch'::timestamptz);
@@ -63,10 +67,21 @@ CREATE TABLE public.key_encryption_keys (
     destroyed_by     text
 );
 CREATE UNIQUE INDEX key_encryption_keys_one_active ON public.key_encryption_keys ((true)) WHERE state = 'active';
-GRANT SELECT, INSERT ON public.key_encryption_keys TO agent_memory_app;
-GRANT UPDATE (state, shredded_keys, retired_at, destroyed_at, destroyed_by) ON public.key_encryption_keys
-    TO agent_memory_app;
-GRANT SELECT ON public.key_encryption_keys TO agent_memory_key_rotator;
+-- Only the rotator registers and retires KEKs; the app reads them and counts its shreds.
+GRANT SELECT ON public.key_encryption_keys TO agent_memory_app;
+GRANT UPDATE (shredded_keys) ON public.key_encryption_keys TO agent_memory_app;
+GRANT SELECT, INSERT ON public.key_encryption_keys TO agent_memory_key_rotator;
+GRANT UPDATE (state, retired_at, destroyed_at, destroyed_by) ON public.key_encryption_keys
+    TO agent_memory_key_rotator;
+
+-- The identifier key digests erased subject ids; a process with another one would let erased
+-- subjects back in, so its HMAC check value is registered once and compared at every start.
+CREATE TABLE public.identifier_key_check (
+    singleton   boolean     PRIMARY KEY DEFAULT true CHECK (singleton),
+    check_value text        NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT now()
+);
+GRANT SELECT, INSERT ON public.identifier_key_check TO agent_memory_app;
 
 -- Keys wrapped before KEK ids existed carry the id 'legacy' (the old master.key or
 -- AGENT_MEMORY_MASTER_KEY); the first rotation re-wraps them and destroys it.
@@ -91,7 +106,7 @@ CREATE INDEX tombstones_subject ON public.tombstones (tenant_id, subject_id);
 -- The clear id is kept while the erasure runs (projections join on it), then cleared.
 GRANT UPDATE (subject_id) ON public.tombstones TO agent_memory_app;
 CREATE POLICY clear_subject_only ON public.tombstones AS RESTRICTIVE FOR UPDATE TO agent_memory_app
-    USING (true) WITH CHECK (subject_id IS NULL);
+    USING (subject_digest IS NOT NULL) WITH CHECK (subject_id IS NULL);
 
 -- The reason is free text: stored encrypted under the active KEK (re-encrypted by rotation),
 -- never in the clear and never in workflow history.
