@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from datetime import datetime
 
 import psycopg
+from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
@@ -241,39 +243,42 @@ class KeyRing:
                               elapsed_seconds=round(time.monotonic() - started, 3))
 
     async def _rewrap(self, pool: AsyncConnectionPool, new_id: str, new_kek: bytes) -> int:
-        total = 0
-        while True:
-            async with pool.connection() as conn, conn.transaction():
-                await conn.execute("SELECT set_config('role', %s, true)", (ROTATOR_ROLE,))
-                cur = await conn.execute(
-                    "SELECT tenant_id, subject_id, kek_id, wrapped_key, wrap_nonce FROM subject_keys "
-                    "WHERE kek_id <> %s LIMIT %s FOR UPDATE SKIP LOCKED", (new_id, REWRAP_BATCH))
-                rows = await cur.fetchall()
-                for tenant_id, subject_id, kek_id, wrapped, nonce in rows:
-                    key = unwrap_subject_key(self.kek(kek_id), tenant_id, subject_id, bytes(wrapped), bytes(nonce))
-                    new_wrapped, new_nonce = wrap_subject_key(new_kek, tenant_id, subject_id, key.key)
-                    await conn.execute("UPDATE subject_keys SET kek_id = %s, wrapped_key = %s, wrap_nonce = %s "
-                                       "WHERE tenant_id = %s AND subject_id = %s",
-                                       (new_id, new_wrapped, new_nonce, tenant_id, subject_id))
-            total += len(rows)
-            if len(rows) < REWRAP_BATCH:
-                return total
+        def reseal(kek: bytes, tenant_id: str, subject_id: str, wrapped: bytes, nonce: bytes) -> tuple[bytes, bytes]:
+            key = unwrap_subject_key(kek, tenant_id, subject_id, wrapped, nonce)
+            return wrap_subject_key(new_kek, tenant_id, subject_id, key.key)
+
+        return await self._reseal_table(pool, "subject_keys", ("subject_id", "kek_id", "wrapped_key", "wrap_nonce"),
+                                        new_id, reseal)
 
     async def _reencrypt_reasons(self, pool: AsyncConnectionPool, new_id: str, new_kek: bytes) -> int:
+        def reseal(kek: bytes, tenant_id: str, request_id: str, ciphertext: bytes, nonce: bytes) -> tuple[bytes, bytes]:
+            reason = decrypt_reason(kek, tenant_id, request_id, ciphertext, nonce)
+            return encrypt_reason(new_kek, tenant_id, request_id, reason)
+
+        return await self._reseal_table(
+            pool, "erasure_requests", ("request_id", "reason_kek_id", "reason_ciphertext", "reason_nonce"), new_id,
+            reseal)
+
+    async def _reseal_table(self, pool: AsyncConnectionPool, table: str, columns: tuple[str, str, str, str],
+                            new_id: str, reseal: Callable[[bytes, str, str, bytes, bytes], tuple[bytes, bytes]]) -> int:
+        """Re-encrypt, in batches of one transaction each, every row of `table` whose KEK is not
+        `new_id` (all tenants: as the rotator role). columns: (row id, KEK id, ciphertext, nonce)
+        beside tenant_id. A row locked meanwhile is skipped; the retired KEK then stays until the
+        next rotation finishes it."""
+        ident, kek_col, ct_col, nonce_col = (sql.Identifier(c) for c in columns)
+        select = sql.SQL("SELECT tenant_id, {}, {}, {}, {} FROM {} WHERE {} <> %s LIMIT %s FOR UPDATE SKIP LOCKED").format(
+            ident, kek_col, ct_col, nonce_col, sql.Identifier(table), kek_col)
+        update = sql.SQL("UPDATE {} SET {} = %s, {} = %s, {} = %s WHERE tenant_id = %s AND {} = %s").format(
+            sql.Identifier(table), kek_col, ct_col, nonce_col, ident)
         total = 0
         while True:
             async with pool.connection() as conn, conn.transaction():
                 await conn.execute("SELECT set_config('role', %s, true)", (ROTATOR_ROLE,))
-                cur = await conn.execute(
-                    "SELECT tenant_id, request_id, reason_kek_id, reason_ciphertext, reason_nonce FROM erasure_requests "
-                    "WHERE reason_kek_id <> %s LIMIT %s FOR UPDATE SKIP LOCKED", (new_id, REWRAP_BATCH))
+                cur = await conn.execute(select, (new_id, REWRAP_BATCH))
                 rows = await cur.fetchall()
-                for tenant_id, request_id, kek_id, ciphertext, nonce in rows:
-                    reason = decrypt_reason(self.kek(kek_id), tenant_id, request_id, bytes(ciphertext), bytes(nonce))
-                    new_ct, new_nonce = encrypt_reason(new_kek, tenant_id, request_id, reason)
-                    await conn.execute("UPDATE erasure_requests SET reason_kek_id = %s, reason_ciphertext = %s, "
-                                       "reason_nonce = %s WHERE tenant_id = %s AND request_id = %s",
-                                       (new_id, new_ct, new_nonce, tenant_id, request_id))
+                for tenant_id, row_id, kek_id, ciphertext, nonce in rows:
+                    new_ct, new_nonce = reseal(self.kek(kek_id), tenant_id, row_id, bytes(ciphertext), bytes(nonce))
+                    await conn.execute(update, (new_id, new_ct, new_nonce, tenant_id, row_id))
             total += len(rows)
             if len(rows) < REWRAP_BATCH:
                 return total
