@@ -16,12 +16,11 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+import yaml  # pyyaml is a dev dependency: a missing one must fail, not skip
 
-yaml = pytest.importorskip("yaml")
-
-from agent_memory.db import APP_ROLE  # noqa: E402
-from agent_memory.settings import ENV_VARS, Settings  # noqa: E402
-from workers.embedded import DATABASE_NAME, SEARCH_ATTRIBUTES  # noqa: E402
+from agent_memory.db import APP_ROLE
+from agent_memory.settings import ENV_VARS, Settings
+from workers.embedded import DATABASE_NAME, SEARCH_ATTRIBUTES
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
