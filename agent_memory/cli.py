@@ -296,7 +296,9 @@ async def _command(args: argparse.Namespace, settings: Settings) -> int:
                         print(f"  {e.subject:<24} {state:<40} rows {e.rows:<6} events {e.events:<6} "
                               f"digest {e.rebuilt_digest[:16]}  {e.elapsed_ms} ms")
                     print(f"{rebuilt.subjects_total} subjects: {rebuilt.subjects_equal} equal, "
-                          f"{rebuilt.subjects_repaired} repaired, {rebuilt.skipped_erased} erased; {rebuilt.rows} rows")
+                          f"{rebuilt.subjects_repaired} repaired, {rebuilt.skipped_erased} erased; {rebuilt.rows} rows"
+                          + (f" ({rebuilt.subjects_not_listed} more subjects counted, not listed)"
+                             if rebuilt.subjects_not_listed else ""))
         elif args.command == "erase":
             handle = await client.erase(args.tenant, args.subject, args.reason, args.request_id)
             if not args.json:

@@ -196,7 +196,8 @@ class MemoryClient:
         return await handle.result()
 
     async def rebuild(self, tenant_id: str, subject_id: str | None = None, *, force: bool = False,
-                      request_id: str | None = None, subjects_per_run: int = 200) -> WorkflowHandle:
+                      request_id: str | None = None, subjects_per_run: int = 200,
+                      listed_max: int = 200) -> WorkflowHandle:
         """Rebuild the projections of one subject (or every subject of the tenant) from the event
         log and compare digests; workflow id rebuild/{tenant}/{subject or '*'}/{request}."""
         check_identifier("tenant", tenant_id)
@@ -210,7 +211,7 @@ class MemoryClient:
         return await self._start_once(
             "RebuildWorkflow",
             RebuildInput(tenant_id=tenant_id, subject_id=subject_id, request_id=request_id, force=force,
-                         subjects_per_run=subjects_per_run),
+                         subjects_per_run=subjects_per_run, listed_max=listed_max),
             f"rebuild/{tenant_id}/{subject_id or '*'}/{request_id}", attributes, RebuildResult)
 
     async def rebuild_result(self, handle: WorkflowHandle) -> RebuildResult:

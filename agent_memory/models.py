@@ -371,6 +371,9 @@ class RebuildInput(BaseModel):
     subjects_per_run: int = Field(default=200, ge=1)
     after_subject: str | None = None
     carried: RebuildResult | None = None
+    # At most this many subject entries travel in the result (and across continue-as-new): the
+    # ones an operator must see first; the totals count every subject. Bounds the payload.
+    listed_max: int = Field(default=200, ge=0, le=1000)
 
 
 class RebuildSubjectInput(BaseModel):
@@ -433,6 +436,7 @@ class RebuildResult(BaseModel):
     rows: int
     events: int
     all_equal: bool  # every subject that was replayed matched its live projection
+    subjects_not_listed: int = 0  # subjects counted in the totals but left out of `subjects`
 
 
 RebuildInput.model_rebuild()

@@ -31,9 +31,9 @@ SUBJECT_TIMEOUT = timedelta(minutes=10)
 # Activities heartbeat every 5 s (activities/errors.py): a dead worker is noticed this fast.
 HEARTBEAT_TIMEOUT = timedelta(seconds=20)
 # A tenant-wide rebuild continues as a new run after each page of subjects (request
-# .subjects_per_run), so history stays small; past this many, the result lists only the subjects
-# that were not equal or were repaired (the totals count them all).
-LISTED_SUBJECTS_MAX = 200
+# .subjects_per_run), so history stays small. The result carried from run to run lists at most
+# request.listed_max subjects — those that differed or were repaired first — and counts the rest,
+# so a forced rebuild of 5,000 subjects stays far below the 2 MB payload limit.
 
 
 @workflow.defn
@@ -86,8 +86,11 @@ class RebuildWorkflow:
         carried = request.carried
         replayed = [e for e in entries if not e.skipped_erased]
         listed = (carried.subjects if carried else []) + entries
-        if len(listed) > LISTED_SUBJECTS_MAX:
-            listed = [e for e in listed if not e.equal or e.repaired]  # the ones an operator must see
+        if len(listed) > request.listed_max:
+            # The ones an operator must see (differed, then repaired) first, stably.
+            listed = sorted(listed, key=lambda e: (e.equal, not e.repaired))
+        not_listed = max(0, len(listed) - request.listed_max) + (carried.subjects_not_listed if carried else 0)
+        listed = listed[:request.listed_max]
         return RebuildResult(
             workflow_id=workflow.info().workflow_id, tenant_id=request.tenant_id, subject_id=request.subject_id,
             force=request.force, subjects=listed,
@@ -97,4 +100,5 @@ class RebuildWorkflow:
             skipped_erased=len(entries) - len(replayed) + (carried.skipped_erased if carried else 0),
             rows=sum(e.rows for e in entries) + (carried.rows if carried else 0),
             events=sum(e.events for e in entries) + (carried.events if carried else 0),
-            all_equal=all(e.equal for e in replayed) and (carried.all_equal if carried else True))
+            all_equal=all(e.equal for e in replayed) and (carried.all_equal if carried else True),
+            subjects_not_listed=not_listed)

@@ -250,6 +250,23 @@ async def test_a_tenant_wide_rebuild_pages_through_subjects_in_runs(client, tena
     assert started[0].continued_execution_run_id  # it continued an earlier run of the chain
 
 
+async def test_a_forced_tenant_wide_rebuild_carries_a_bounded_result(client, tenant, running_worker):
+    """A forced rebuild repairs every subject; the result carried across continue-as-new used to
+    list them all (3.1 MB at 5,000 subjects, past the 2 MB payload limit: the chain stalled)."""
+    subjects = [f"s{n}" for n in range(7)]
+    async with running_worker():
+        for n, subject in enumerate(subjects):
+            await _consolidate(client, tenant, subject, session(f"bound-{n}", "2024-01-01T10:00:00Z",
+                                                                 f"I live in Town{n}."))
+        handle = await client.rebuild(tenant, force=True, subjects_per_run=2, listed_max=3)
+        result = await client.rebuild_result(handle)
+    assert result.subjects_total == 7 and result.subjects_repaired == 7 and result.all_equal
+    assert len(result.subjects) == 3 and result.subjects_not_listed == 4
+    async for event in handle.fetch_history_events():  # every run of the chain started small
+        if event.HasField("workflow_execution_started_event_attributes"):
+            assert sum(len(p.data) for p in event.workflow_execution_started_event_attributes.input.payloads) < 20_000
+
+
 async def test_the_demo_sessions_rebuild_to_the_same_projection(client, tenant, running_worker):
     """Everything the write path does on realistic input (EN and ZH, a move, a trip, a restated
     preference, questions answered) is reproduced by the replay, byte for byte in the digest."""
