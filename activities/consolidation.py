@@ -30,7 +30,7 @@ from agent_memory.models import (
     StepOutcome,
     SummaryResult,
 )
-from agent_memory.operations import OperationRecorder, ensure_not_erased, request_hash
+from agent_memory.operations import OperationRecorder, RecordNotFoundError, ensure_not_erased, request_hash
 from agent_memory.projection import project_vectors
 from agent_memory.providers.base import Embedder, FactExtractor, ImportanceScorer, Summarizer
 from agent_memory.providers.notes import write_observations
@@ -64,7 +64,7 @@ class ConsolidationActivities:
         owner, messages, newest = await load_session(self.pool, step.tenant_id, step.session_id,
                                                      through=step.through)
         if owner != step.subject_id:
-            raise LookupError(f"session {step.session_id!r} does not belong to subject {step.subject_id!r}")
+            raise RecordNotFoundError(f"session {step.session_id!r} does not belong to subject {step.subject_id!r}")
         return messages, newest
 
     async def _provider_step(self, step: StepInput, kind: str, provider, result_type, call) -> StepOutcome:

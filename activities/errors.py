@@ -15,7 +15,7 @@ from temporalio.exceptions import ApplicationError
 from agent_memory.crypto import KeyUnavailableError, RotationUnsupportedError
 from agent_memory.erasure import ErasureRequestConflictError
 from agent_memory.memory_store import VersionConflictError
-from agent_memory.operations import OperationMismatchError, SubjectErasedError
+from agent_memory.operations import OperationMismatchError, RecordNotFoundError, SubjectErasedError
 from agent_memory.providers.errors import ProviderOutputInvalid, ProviderPermanentError, ProviderRetryableError
 
 T = TypeVar("T")
@@ -28,7 +28,9 @@ PERMANENT: dict[type[Exception], str] = {
     RotationUnsupportedError: "RotationUnsupported",
     VersionConflictError: "VersionConflict",
     OperationMismatchError: "OperationMismatch",
-    LookupError: "NotFound",
+    # Only the domain's own "not found"; a KeyError or IndexError is a bug: retried, so a fixed
+    # deployment heals the run, and never reported as a missing record.
+    RecordNotFoundError: "NotFound",
     ProviderPermanentError: "ProviderPermanent",
     # The raw text is in the failed operation's record; another sample is not our call to make.
     ProviderOutputInvalid: "ProviderOutputInvalid",

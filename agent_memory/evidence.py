@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 from agent_memory.db import fetch_one, tenant_transaction
 from agent_memory.leak_filter import register_tenant
 from agent_memory.models import Message, Session, check_identifier
-from agent_memory.operations import ensure_not_erased
+from agent_memory.operations import RecordNotFoundError, ensure_not_erased
 
 WORKING_MEMORY_TTL_SECONDS = 4 * 3600
 WORKING_MEMORY_MAX_MESSAGES = 50
@@ -180,7 +180,7 @@ async def load_session(pool: AsyncConnectionPool, tenant_id: str, session_id: st
                                  (tenant_id, session_id))
         row = await cur.fetchone()
         if row is None:
-            raise LookupError(f"session {session_id!r} has no messages in tenant {tenant_id!r}")
+            raise RecordNotFoundError(f"session {session_id!r} has no messages in tenant {tenant_id!r}")
         async with conn.cursor(row_factory=class_row(Message)) as mcur:
             await mcur.execute(
                 "SELECT message_id, turn_index, role, speaker, content, image_caption, created_at FROM messages "

@@ -35,6 +35,11 @@ class SubjectErasedError(Exception):
         self.subject_id = subject_id
 
 
+class RecordNotFoundError(LookupError):
+    """A record the caller named (a session, an operation's result) does not exist: permanent.
+    Distinct from LookupError in general, whose KeyError/IndexError mean a bug, not bad input."""
+
+
 class OperationMismatchError(Exception):
     """The same operation id was used for a different request."""
 
@@ -161,5 +166,5 @@ class OperationRecorder:
                 (tenant_id, operation_id))
             row = await cur.fetchone()
         if row is None:
-            raise LookupError(f"operation {operation_id} has no recorded result")
+            raise RecordNotFoundError(f"operation {operation_id} has no recorded result")
         return result_type.model_validate(row[0])
