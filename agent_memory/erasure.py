@@ -8,7 +8,6 @@ once the erasure completes; the reason is stored encrypted under the active key-
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime
 
 import psycopg
@@ -282,7 +281,3 @@ async def erasure_status(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id:
         key_wrapped_by=shred_kek, shred_irreversible=kek_state == "destroyed",
         shred_irreversible_at=destroyed_at, shred_irreversible_by_rotation=destroyed_by,
         compacted=compacted_at is not None, compacted_at=compacted_at, compaction_id=compaction_id)
-
-
-def new_request_id() -> str:
-    return uuid.uuid4().hex[:16]
