@@ -24,16 +24,18 @@ with workflow.unsafe.imports_passed_through():
         StepInput,
     )
 
-# Model calls: a few patient attempts; the recorded operation makes each retry free of a
-# second call once a result exists.
+# Transient failures are retried without an attempt cap, at a capped interval: an outage of the
+# model provider or of Postgres must not fail a consolidation. Permanent failures are raised as
+# non-retryable types (activities/errors.py) and end the retries at once.
+# Model calls: the recorded operation makes each retry free of a second call once a result exists.
 PROVIDER_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
-                             maximum_interval=timedelta(seconds=30), maximum_attempts=6)
+                             maximum_interval=timedelta(minutes=2), maximum_attempts=0)
 # Database writes: fast retries for transient errors (restarts, serialisation).
 WRITE_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=500), backoff_coefficient=2.0,
-                          maximum_interval=timedelta(seconds=10), maximum_attempts=10)
-# The vector projection can lag; it keeps trying longer without blocking the facts.
+                          maximum_interval=timedelta(seconds=30), maximum_attempts=0)
+# The vector projection can lag; it keeps trying without blocking the facts.
 PROJECTION_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
-                               maximum_interval=timedelta(seconds=60), maximum_attempts=20)
+                               maximum_interval=timedelta(seconds=60), maximum_attempts=0)
 PROVIDER_TIMEOUT = timedelta(minutes=2)
 WRITE_TIMEOUT = timedelta(seconds=60)
 PROJECTION_TIMEOUT = timedelta(minutes=5)

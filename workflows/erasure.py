@@ -12,9 +12,10 @@ with workflow.unsafe.imports_passed_through():
     from activities.erasure import CompleteErasureInput, ErasureActivities
     from agent_memory.models import ErasureInput, ErasureProgress, ErasureReceipt, ErasureStepInput
 
-# Erasure is a legal obligation: keep retrying transient failures for a long time.
+# Erasure is a legal obligation: transient failures are retried until they pass (no attempt
+# cap, a capped interval); permanent ones are non-retryable types.
 ERASURE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
-                            maximum_interval=timedelta(minutes=1), maximum_attempts=50)
+                            maximum_interval=timedelta(minutes=1), maximum_attempts=0)
 STEP_TIMEOUT = timedelta(minutes=2)
 # Activities heartbeat every 5 s (activities/errors.py): a dead worker is noticed this fast.
 HEARTBEAT_TIMEOUT = timedelta(seconds=20)

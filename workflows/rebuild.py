@@ -22,9 +22,10 @@ with workflow.unsafe.imports_passed_through():
         SubjectRebuild,
     )
 
-# Reads and one transaction per subject: fast retries for transient database errors.
+# Reads and one transaction per subject: transient database errors retried without an attempt
+# cap, at a capped interval.
 REBUILD_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
-                            maximum_interval=timedelta(seconds=30), maximum_attempts=10)
+                            maximum_interval=timedelta(seconds=30), maximum_attempts=0)
 LIST_TIMEOUT = timedelta(seconds=60)
 # One subject's replay, comparison and swap (and any re-embedding of vectors left missing).
 SUBJECT_TIMEOUT = timedelta(minutes=10)

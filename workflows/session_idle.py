@@ -19,8 +19,9 @@ with workflow.unsafe.imports_passed_through():
 # Signals are history events: a very chatty session starts afresh now and then.
 MAX_TOUCHES_PER_RUN = 1000
 CHECK_TIMEOUT = timedelta(seconds=30)
+# An outage must not drop the idle timer: retried without an attempt cap, at a capped interval.
 CHECK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
-                          maximum_interval=timedelta(seconds=30), maximum_attempts=10)
+                          maximum_interval=timedelta(seconds=30), maximum_attempts=0)
 
 
 @workflow.defn

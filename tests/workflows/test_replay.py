@@ -26,3 +26,24 @@ async def test_recorded_history_replays(name, workflow_id):
     result = await replayer.replay_workflow(history, raise_on_replay_failure=True)
     assert result.replay_failure is None
     assert len(history.events) > 10  # a real run, not an empty file
+
+
+def test_every_retry_preset_retries_transient_failures_without_an_attempt_cap():
+    """A one-minute Postgres or provider outage must not fail a run: transient failures retry
+    until they pass at a capped interval; permanent ones end retries as non-retryable types."""
+    from temporalio.common import RetryPolicy
+
+    import workflows.consolidation
+    import workflows.erasure
+    import workflows.maintenance
+    import workflows.rebuild
+    import workflows.session_idle
+
+    presets = {f"{module.__name__}.{name}": value
+               for module in (workflows.consolidation, workflows.erasure, workflows.maintenance, workflows.rebuild,
+                              workflows.session_idle)
+               for name, value in vars(module).items() if isinstance(value, RetryPolicy)}
+    assert len(presets) >= 7
+    for name, policy in presets.items():
+        assert policy.maximum_attempts == 0, f"{name} gives up after {policy.maximum_attempts} attempts"
+        assert policy.maximum_interval is not None and policy.maximum_interval.total_seconds() <= 120, name
