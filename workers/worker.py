@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.consolidation import ConsolidationActivities
 from activities.erasure import ErasureActivities
@@ -16,6 +17,11 @@ from workflows.erasure import ErasureWorkflow
 from workflows.maintenance import KeyRotationWorkflow, PhysicalCompactionWorkflow
 from workflows.rebuild import RebuildWorkflow
 from workflows.session_idle import SessionIdleWorkflow
+
+# Client libraries that activity modules import (workflows import those modules for method
+# references only): passed through the sandbox, never re-imported per workflow run, never used
+# by workflow code. Without this the sandbox warns about their lazy submodule imports.
+PASSTHROUGH_MODULES = ("redis", "psycopg", "psycopg_pool", "pgvector", "cryptography", "openai", "httpx", "tenacity")
 
 WORKFLOWS = [ConsolidationWorkflow, ErasureWorkflow, RebuildWorkflow, SessionIdleWorkflow, KeyRotationWorkflow,
              PhysicalCompactionWorkflow]
@@ -34,6 +40,8 @@ def build_worker(services: Services, *, task_queue: str | None = None,
         services.temporal,
         task_queue=task_queue or services.settings.task_queue,
         workflows=WORKFLOWS,
+        workflow_runner=SandboxedWorkflowRunner(
+            restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)),
         activities=[
             consolidation.extract_facts,
             consolidation.score_importance,
