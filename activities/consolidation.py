@@ -4,9 +4,12 @@ return counts and operation ids (never transcripts) to the workflow."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Awaitable, Callable
 from datetime import datetime
+from typing import TypeVar
 
 from psycopg_pool import AsyncConnectionPool
+from pydantic import BaseModel
 from temporalio import activity
 
 from activities.errors import temporal_failures
@@ -44,6 +47,9 @@ def messages_digest(messages: list[Message]) -> str:
     return h.hexdigest()[:24]
 
 
+
+R = TypeVar("R", bound=BaseModel)
+
 class ConsolidationActivities:
     def __init__(self, pool: AsyncConnectionPool, keyring: KeyRing, extractor: FactExtractor,
                  scorer: ImportanceScorer, summarizer: Summarizer, embedder: Embedder):
@@ -67,7 +73,8 @@ class ConsolidationActivities:
             raise RecordNotFoundError(f"session {step.session_id!r} does not belong to subject {step.subject_id!r}")
         return messages, newest
 
-    async def _provider_step(self, step: StepInput, kind: str, provider, result_type, call) -> StepOutcome:
+    async def _provider_step(self, step: StepInput, kind: str, provider: FactExtractor | ImportanceScorer | Summarizer,
+                             result_type: type[R], call: Callable[[list[Message]], Awaitable[R]]) -> StepOutcome:
         messages, newest = await self._session(step)
         digest = messages_digest(messages)
         operation_id = f"{kind}/{step.session_id}/{provider.name}-{provider.version}/{digest}"

@@ -6,7 +6,7 @@ import asyncio
 import functools
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 from temporalio import activity
@@ -52,7 +52,7 @@ def temporal_failures(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitabl
     """Heartbeats while the activity runs, and maps domain errors to Temporal failures."""
 
     @functools.wraps(fn)
-    async def wrapper(*args, **kwargs) -> T:
+    async def wrapper(*args: Any, **kwargs: Any) -> T:
         beat = asyncio.create_task(_heartbeat_until_cancelled()) if activity.in_activity() else None
         try:
             return await fn(*args, **kwargs)

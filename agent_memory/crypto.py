@@ -25,7 +25,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
@@ -242,13 +242,14 @@ class SubjectKey:
     def legacy_aad(self) -> bytes:
         return f"{self.tenant_id}\x1f{self.subject_id}".encode()
 
-    def encrypt(self, payload: dict, aad: bytes) -> tuple[bytes, bytes]:
+    def encrypt(self, payload: dict[str, Any], aad: bytes) -> tuple[bytes, bytes]:
         nonce = os.urandom(12)
         data = json.dumps(payload, sort_keys=True, default=str).encode()
         return AESGCM(self.key).encrypt(nonce, data, aad), nonce
 
-    def decrypt(self, ciphertext: bytes, nonce: bytes, aad: bytes) -> dict:
-        return json.loads(AESGCM(self.key).decrypt(nonce, ciphertext, aad))
+    def decrypt(self, ciphertext: bytes, nonce: bytes, aad: bytes) -> dict[str, Any]:
+        payload: dict[str, Any] = json.loads(AESGCM(self.key).decrypt(nonce, ciphertext, aad))
+        return payload
 
     def digest(self, text: str) -> str:
         return hmac.new(self.key, text.encode(), hashlib.sha256).hexdigest()

@@ -141,7 +141,7 @@ async def _record_count(conn: psycopg.AsyncConnection, tenant_id: str, request_i
         (store, Jsonb(removed), tenant_id, request_id))
 
 
-async def _subject_redis_keys(redis: Redis, tenant_id: str, subject_id: str) -> list:
+async def _subject_redis_keys(redis: Redis, tenant_id: str, subject_id: str) -> list[str]:
     return [key async for key in redis.scan_iter(match=f"{redis_prefix(tenant_id, subject_id)}*", count=500)]
 
 

@@ -207,4 +207,4 @@ async def unconsolidated_messages(pool: AsyncConnectionPool, tenant_id: str, ses
                      WHERE o.tenant_id = %(t)s AND o.kind = 'commit' AND o.status = 'succeeded'
                        AND o.result ->> 'session_id' = %(s)s), '-infinity')
             """, {"t": tenant_id, "s": session_id})
-        return (await fetch_one(cur))[0]
+        return int((await fetch_one(cur))[0])

@@ -108,7 +108,8 @@ class KeyRing:
                             f"key-encryption key {kek_id!r} in the key provider is not the one the database "
                             "registered; refusing to start")
                 await self._check_identifier_key(conn)
-                return next(kek_id for kek_id, state, *_ in rows if state == "active")
+                active: str = next(kek_id for kek_id, state, *_ in rows if state == "active")
+                return active
 
     async def _check_identifier_key(self, conn: psycopg.AsyncConnection) -> None:
         """Created once, with the first start; afterwards it must be the registered one, or

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Any
 
 import psycopg
 from psycopg.errors import UniqueViolation
@@ -75,11 +76,11 @@ def candidate_name(namespace: str, key: str, value: str) -> str:
 async def aggregate_version(conn: psycopg.AsyncConnection, tenant_id: str, memory_id: uuid.UUID) -> int:
     cur = await conn.execute("SELECT coalesce(max(aggregate_version), 0) FROM memory_events "
                              "WHERE tenant_id = %s AND memory_id = %s", (tenant_id, memory_id))
-    return (await fetch_one(cur))[0]
+    return int((await fetch_one(cur))[0])
 
 
 async def append_event(conn: psycopg.AsyncConnection, key: SubjectKey, *, memory_id: uuid.UUID, namespace: str,
-                       name: str, event_type: str, version: int, occurred_at: datetime, payload: dict,
+                       name: str, event_type: str, version: int, occurred_at: datetime, payload: dict[str, Any],
                        source_message_ids: list[str], extractor: tuple[str, str] | None, operation_id: str,
                        actor: str = "consolidation") -> None:
     # Deterministic event id: a replayed commit cannot append the same event twice.
@@ -104,7 +105,7 @@ async def append_event(conn: psycopg.AsyncConnection, key: SubjectKey, *, memory
 
 
 async def commit_consolidation(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_id: str, subject_id: str,
-                               session_id: str, operation_id: str, request: dict, extraction: ExtractionResult,
+                               session_id: str, operation_id: str, request: dict[str, Any], extraction: ExtractionResult,
                                plan: ConflictPlan, importance: ImportanceResult, summary: SummaryResult,
                                happened_at: datetime, through: datetime | None = None) -> CommitOutcome:
     req_hash = request_hash(request)
@@ -280,7 +281,7 @@ async def list_facts(pool: AsyncConnectionPool, tenant_id: str, subject_id: str,
     where = ["tenant_id = %s", "subject_id = %s",
              "NOT EXISTS (SELECT 1 FROM tombstones t WHERE t.tenant_id = facts.tenant_id "
              "AND t.subject_id = facts.subject_id)"]
-    params: list = [tenant_id, subject_id]
+    params: list[Any] = [tenant_id, subject_id]
     statuses = ["active", "closed"] if include_history or as_of else ["active"]
     if include_candidates:
         statuses += ["candidate", "promoted"]

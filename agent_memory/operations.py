@@ -12,7 +12,7 @@ import hashlib
 import json
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -44,7 +44,7 @@ class OperationMismatchError(Exception):
     """The same operation id was used for a different request."""
 
 
-def request_hash(request: dict) -> str:
+def request_hash(request: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -108,7 +108,7 @@ class OperationRecorder:
         # Test hook for the crash suite: called after a result is recorded, before returning.
         self.after_record: Callable[[str], Awaitable[None]] | None = None
 
-    async def run(self, *, tenant_id: str, subject_id: str, operation_id: str, kind: str, request: dict,
+    async def run(self, *, tenant_id: str, subject_id: str, operation_id: str, kind: str, request: dict[str, Any],
                   result_type: type[R], call: Callable[[], Awaitable[R]]) -> tuple[R, bool]:
         """Return (result, reused). `call` runs at most once per operation id at a time, and only
         when no successful record exists."""

@@ -7,6 +7,7 @@ the provider call and before the upsert resumes without calling the embedder aga
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 from pgvector import Vector
 from psycopg_pool import AsyncConnectionPool
@@ -25,13 +26,13 @@ def memory_text(kind: str, namespace: str, key: str | None, value: str) -> str:
     return fact_text(namespace, key, value) if kind == "fact" and key else value
 
 
-def embed_operation_id(memory_id, version: int, embedder: Embedder, text: str) -> str:
+def embed_operation_id(memory_id: object, version: int, embedder: Embedder, text: str) -> str:
     """One embedding per (memory, version, model, text): a change in how a memory reads makes a
     new operation, never a mismatch with one recorded for the old text."""
     return f"embed/{memory_id}/{version}/{embedder.name}-{embedder.version}/{request_hash({'text': text})[:12]}"
 
 
-async def pending_rows(pool: AsyncConnectionPool, tenant_id: str, subject_id: str) -> list[tuple]:
+async def pending_rows(pool: AsyncConnectionPool, tenant_id: str, subject_id: str) -> list[tuple[Any, ...]]:
     """Outbox rows still to project, joined to the text of the row they point at (None if gone)."""
     async with tenant_transaction(pool, tenant_id) as conn:
         cur = await conn.execute(

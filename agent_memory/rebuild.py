@@ -27,6 +27,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
+from typing import Any
 
 import psycopg
 from cryptography.exceptions import InvalidTag
@@ -90,7 +91,7 @@ class SwapVerificationError(EventLogError):
 # --- digest ----------------------------------------------------------------------------------
 
 
-def _canonical(value, *, embedding: bool = False):
+def _canonical(value: Any, *, embedding: bool = False) -> Any:
     if isinstance(value, datetime):
         return value.astimezone(UTC).isoformat()
     if isinstance(value, list):
@@ -153,7 +154,7 @@ class Event:
     occurred_at: datetime
     source_message_ids: list[str]
     operation_id: str
-    payload: dict
+    payload: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -169,10 +170,10 @@ class VectorItem:
 
 @dataclass
 class Replayed:
-    facts: list[dict] = field(default_factory=list)
-    episodes: list[dict] = field(default_factory=list)
-    observations: list[dict] = field(default_factory=list)
-    search: list[dict] = field(default_factory=list)
+    facts: list[dict[str, Any]] = field(default_factory=list)
+    episodes: list[dict[str, Any]] = field(default_factory=list)
+    observations: list[dict[str, Any]] = field(default_factory=list)
+    search: list[dict[str, Any]] = field(default_factory=list)
     vector_items: list[VectorItem] = field(default_factory=list)
     events: int = 0
 
@@ -182,7 +183,7 @@ def _parse_time(value: str | None) -> datetime | None:
 
 
 def _search_row(memory_id: uuid.UUID, kind: str, version: int, text: str, happened_at: datetime,
-                hint: str | None = None) -> dict:
+                hint: str | None = None) -> dict[str, Any]:
     indexed = indexed_text(text, hint)  # as lexical.index_item writes it
     return {"memory_id": memory_id, "memory_kind": kind, "version": version, "search_text": search_text(indexed),
             "term_count": term_count(indexed), "happened_at": happened_at}
@@ -200,7 +201,7 @@ def replay_events(events: list[Event]) -> Replayed:
     """
     out = Replayed(events=len(events))
     ordered = sorted(events, key=lambda e: (str(e.memory_id), e.version))
-    facts_by_memory: dict[uuid.UUID, list[dict]] = {}
+    facts_by_memory: dict[uuid.UUID, list[dict[str, Any]]] = {}
     last_version: dict[uuid.UUID, int] = {}
     for ev in ordered:
         if ev.version != last_version.get(ev.memory_id, 0) + 1:
@@ -242,7 +243,7 @@ def replay_events(events: list[Event]) -> Replayed:
     return out
 
 
-def _apply_fact(out: Replayed, rows: list[dict], ev: Event) -> None:
+def _apply_fact(out: Replayed, rows: list[dict[str, Any]], ev: Event) -> None:
     p = ev.payload
     action = p["action"]
     active = next((r for r in rows if r["status"] == "active"), None)
@@ -325,8 +326,8 @@ async def _create_scratch(conn: psycopg.AsyncConnection) -> None:
                        "operation_id text, has_vector boolean NOT NULL DEFAULT false) ON COMMIT DROP")
 
 
-async def _insert(conn: psycopg.AsyncConnection, table: str, tenant_id: str, subject_id: str, rows: list[dict],
-                  extra: dict | None = None) -> None:
+async def _insert(conn: psycopg.AsyncConnection, table: str, tenant_id: str, subject_id: str, rows: list[dict[str, Any]],
+                  extra: dict[str, Any] | None = None) -> None:
     if not rows:
         return
     columns = ["tenant_id", "subject_id", *rows[0]]
@@ -344,7 +345,7 @@ def _model_splits(tag: str) -> list[tuple[str, str]]:
 
 
 async def _recorded_embeddings(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str,
-                               items: list[VectorItem]) -> tuple[list[dict], int]:
+                               items: list[VectorItem]) -> tuple[list[dict[str, Any]], int]:
     """Vectors from recorded embed operations whose request is this item's rebuilt text.
     Per (memory, version, model) the earliest record wins, as the live upsert does nothing on
     conflict. Returns (rows, recorded operations that did not match the rebuilt text)."""
@@ -352,7 +353,7 @@ async def _recorded_embeddings(conn: psycopg.AsyncConnection, tenant_id: str, su
     cur = await conn.execute(
         "SELECT operation_id, request_hash, result FROM operations WHERE tenant_id = %s AND subject_id = %s "
         "AND kind = 'embed' AND status = 'succeeded' ORDER BY created_at, operation_id", (tenant_id, subject_id))
-    rows: dict[tuple, dict] = {}
+    rows: dict[tuple[Any, ...], dict[str, Any]] = {}
     unmatched = 0
     for operation_id, req_hash, result in await cur.fetchall():
         # embed/{memory id}/{version}/{model}/{text digest} (projection.embed_operation_id)

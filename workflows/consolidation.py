@@ -16,6 +16,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.consolidation import ConsolidationActivities
     from agent_memory.models import (
         CommitInput,
+        CommitOutcome,
         ConflictPlanInput,
         ConsolidationInput,
         ConsolidationProgress,
@@ -126,7 +127,7 @@ class ConsolidationWorkflow:
         self._progress.step = "done"
         return self._result(request, commit=commit, vectors=projection.vectors_upserted)
 
-    def _result(self, request: ConsolidationInput, *, commit=None, vectors: int = 0,
+    def _result(self, request: ConsolidationInput, *, commit: CommitOutcome | None = None, vectors: int = 0,
                 refused_reason: str | None = None) -> ConsolidationResult:
         return ConsolidationResult(
             workflow_id=workflow.info().workflow_id, tenant_id=request.tenant_id, subject_id=request.subject_id,
