@@ -75,7 +75,9 @@ class RebuildWorkflow:
             self._progress.mismatched += int(not entry.equal and not entry.skipped_erased)
             self._progress.skipped_erased += int(entry.skipped_erased)
         result = self._totals(request, entries)
-        if more:
+        # Runs recorded before paging existed listed every subject in one run and never continued:
+        # replaying one that happened to list exactly a page must not continue either.
+        if more and workflow.patched("rebuild-pages-with-continue-as-new"):
             self._progress.step = "continue with the next subjects"
             workflow.continue_as_new(request.model_copy(update={"after_subject": subjects[-1], "carried": result}))
         self._progress.step = "done"
