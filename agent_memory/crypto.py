@@ -185,13 +185,14 @@ class EnvKeyProvider:
     def kek(self, kek_id: str) -> bytes | None:
         return self._keks.get(kek_id)
 
+    _CANNOT_ROTATE = ("keys come from AGENT_MEMORY_MASTER_KEY, which agent-memory cannot change: rotate with a key "
+                      "directory (AGENT_MEMORY_KEY_DIR) or a KMS key provider")
+
     def create_kek(self) -> str:
-        raise RotationUnsupportedError(
-            "keys come from AGENT_MEMORY_MASTER_KEY, which agent-memory cannot change: rotate with a key directory "
-            "(AGENT_MEMORY_KEY_DIR) or a KMS key provider")
+        raise RotationUnsupportedError(self._CANNOT_ROTATE)
 
     def destroy_kek(self, kek_id: str) -> None:
-        self.create_kek()
+        raise RotationUnsupportedError(self._CANNOT_ROTATE)
 
     def identifier_key(self, *, create: bool = False) -> bytes | None:
         return self._identifier
