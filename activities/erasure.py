@@ -8,7 +8,7 @@ from redis.asyncio import Redis
 from temporalio import activity
 
 from activities.errors import temporal_failures
-from agent_memory import erasure
+from agent_memory import contract, erasure
 from agent_memory.faults import fault_point
 from agent_memory.keyring import KeyRing
 from agent_memory.models import ErasureInput, ErasureReceipt, ErasureStepInput, StoreCount
@@ -32,13 +32,13 @@ class ErasureActivities:
         self.redis = redis
         self.keyring = keyring
 
-    @activity.defn
+    @activity.defn(name=contract.BEGIN_ERASURE)
     @temporal_failures
     async def begin_erasure(self, request: ErasureInput) -> erasure.ErasureStarted:
         return await erasure.begin_erasure(self.pool, self.keyring, request.tenant_id, request.subject_id,
                                            request.request_id, request.reason)
 
-    @activity.defn
+    @activity.defn(name=contract.ERASE_STORE)
     @temporal_failures
     async def erase_store(self, step: ErasureStepInput) -> StoreCount:
         removed = await erasure.erase_store(self.pool, self.redis, self.keyring, step.tenant_id, step.subject_id,
@@ -46,19 +46,19 @@ class ErasureActivities:
         fault_point(f"mid_erasure:{step.store}")
         return StoreCount(store=step.store, removed=removed)
 
-    @activity.defn
+    @activity.defn(name=contract.SHRED_SUBJECT_KEY)
     @temporal_failures
     async def shred_subject_key(self, step: ErasureStepInput) -> StoreCount:
         shredded = await erasure.shred_subject_key(self.pool, step.tenant_id, step.subject_id, step.request_id)
         return StoreCount(store="subject_key", removed=int(shredded))
 
-    @activity.defn
+    @activity.defn(name=contract.VERIFY_ERASURE)
     @temporal_failures
     async def verify_erasure(self, step: ErasureStepInput) -> ResidueReport:
         residue = await erasure.scan_residue(self.pool, self.redis, step.tenant_id, step.subject_id)
         return ResidueReport(residue=residue, total=sum(residue.values()))
 
-    @activity.defn
+    @activity.defn(name=contract.COMPLETE_ERASURE)
     @temporal_failures
     async def complete_erasure(self, step: CompleteErasureInput) -> ErasureReceipt:
         return await erasure.complete_erasure(self.pool, self.keyring, step.tenant_id, step.subject_id,

@@ -7,6 +7,7 @@ from redis.asyncio import Redis
 from temporalio import activity
 
 from activities.errors import temporal_failures
+from agent_memory import contract
 from agent_memory.compaction import CompactionInput, CompactionResult, compact_pending
 from agent_memory.keyring import KeyRing, KeyRotationInput, RotationResult
 
@@ -18,12 +19,12 @@ class MaintenanceActivities:
         self.keyring = keyring
         self.database_url = database_url
 
-    @activity.defn
+    @activity.defn(name=contract.ROTATE_KEY_ENCRYPTION_KEY)
     @temporal_failures
     async def rotate_key_encryption_key(self, request: KeyRotationInput) -> RotationResult:
         return await self.keyring.rotate(self.pool, force=request.force)
 
-    @activity.defn
+    @activity.defn(name=contract.COMPACT_ERASED_DATA)
     @temporal_failures
     async def compact_erased_data(self, request: CompactionInput) -> CompactionResult:
         return await compact_pending(self.pool, self.redis, self.database_url, force=request.force)

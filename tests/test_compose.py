@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml  # pyyaml is a dev dependency: a missing one must fail, not skip
 
+from agent_memory import contract
 from agent_memory.db import APP_ROLE
 from agent_memory.settings import ENV_VARS, Settings
 from workers.embedded import DATABASE_NAME, SEARCH_ATTRIBUTES
@@ -159,10 +160,11 @@ def test_services_exist(compose_services, setup_service):
     assert compose_services["temporal"]["image"].startswith("temporalio/auto-setup:")
     assert compose_services["temporal-ui"]["image"].startswith("temporalio/ui:")
     assert compose_services["redis"]["image"].startswith("redis:7")
-    assert setup_service[1]["image"].startswith("temporalio/admin-tools:")
+    # The search attributes are registered by agent-memory itself, from the worker's image.
+    assert setup_service[1].get("build") == compose_services["worker"].get("build")
 
 
-@pytest.mark.parametrize("name", ["worker", "migrate"])
+@pytest.mark.parametrize("name", ["worker", "migrate", "temporal-setup"])
 def test_agent_memory_services_set_only_settings_env_vars(compose_services, name):
     service = compose_services[name]
     env = environment(service)
@@ -236,18 +238,24 @@ def test_dockerfile_entrypoint_is_agent_memory():
     assert users[-1].split(":")[0] not in ("root", "0")
 
 
-def test_setup_registers_the_search_attributes(setup_service):
-    name, service = setup_service
-    # admin-tools' own entrypoint only sleeps: the service must replace it to run anything.
-    assert argv(service.get("entrypoint")), f"{name} keeps the image's sleeping entrypoint"
-    script = "\n".join(argv(service.get("entrypoint")) + argv(service.get("command")))
-    script = script.replace("\\\n", " ")
-    creates = [line for line in script.splitlines() if "search-attribute create" in line]
-    for attr in SEARCH_ATTRIBUTES:
-        matching = [line for line in creates if re.search(rf"--name[ =]{attr}\b", line)]
-        assert matching, f"{name} does not create search attribute {attr}"
-        assert all(re.search(r"--type[ =]Keyword\b", line) for line in matching), attr
-        assert all("temporal:7233" in line for line in matching), attr
+def test_setup_registers_the_search_attributes(setup_service, worker):
+    _, service = setup_service
+    # `agent-memory register-search-attributes` (the Dockerfile's entrypoint) registers the
+    # registry of agent_memory/contract.py: no list of attributes to keep in step here.
+    assert "entrypoint" not in service
+    assert argv(service.get("command")) == ["register-search-attributes"]
+    assert str(service.get("restart", "no")).split(":")[0] in ("no", "on-failure"), "a one-shot must not loop"
+    from agent_memory.cli import build_parser
+
+    assert build_parser().parse_args(["register-search-attributes"]).command == "register-search-attributes"
+    depends = service.get("depends_on") or {}
+    assert "temporal" in depends
+    settings = Settings.from_env({k: interpolate(v) for k, v in environment(service).items()})
+    assert settings.temporal_address == "temporal:7233"
+    assert settings.temporal_namespace == Settings.from_env({k: interpolate(v) for k, v in
+                                                             environment(worker).items()}).temporal_namespace
+    # The names the embedded dev server registers are the registry's too.
+    assert tuple(SEARCH_ATTRIBUTES) == tuple(key.name for key in contract.SEARCH_ATTRIBUTES)
 
 
 def test_settings_from_the_worker_environment(worker):

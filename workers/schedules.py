@@ -19,12 +19,14 @@ from temporalio.client import (
     ScheduleState,
 )
 
+from agent_memory import contract
 from agent_memory.compaction import CompactionInput
 from agent_memory.keyring import KeyRotationInput
-from workflows.maintenance import KeyRotationWorkflow, PhysicalCompactionWorkflow
+from agent_memory.projection_models import ProjectionSweepInput
 
-KEY_ROTATION_SCHEDULE = "agent-memory/key-rotation"
-COMPACTION_SCHEDULE = "agent-memory/physical-compaction"
+KEY_ROTATION_SCHEDULE = contract.KEY_ROTATION_SCHEDULE_ID
+COMPACTION_SCHEDULE = contract.COMPACTION_SCHEDULE_ID
+PROJECTION_SWEEP_SCHEDULE = contract.PROJECTION_SWEEP_SCHEDULE_ID
 
 
 @dataclass(frozen=True)
@@ -37,12 +39,16 @@ class ScheduleDefinition:
 
 
 SCHEDULES = (
-    ScheduleDefinition(KEY_ROTATION_SCHEDULE, KeyRotationWorkflow.__name__, KeyRotationInput(force=False),
+    ScheduleDefinition(KEY_ROTATION_SCHEDULE, contract.KEY_ROTATION_WORKFLOW, KeyRotationInput(force=False),
                        timedelta(days=1), "Rotates the key-encryption key when subject keys were shredded since the "
                        "last rotation: old copies of shredded keys (WAL, backups) become undecryptable."),
-    ScheduleDefinition(COMPACTION_SCHEDULE, PhysicalCompactionWorkflow.__name__, CompactionInput(force=False),
+    ScheduleDefinition(COMPACTION_SCHEDULE, contract.PHYSICAL_COMPACTION_WORKFLOW, CompactionInput(force=False),
                        timedelta(hours=1), "VACUUM FULL + fresh statistics of the tables erasures touched, and a "
                        "Redis AOF/RDB rewrite, for every erasure since the last run."),
+    ScheduleDefinition(PROJECTION_SWEEP_SCHEDULE, contract.PROJECTION_SWEEP_WORKFLOW, ProjectionSweepInput(),
+                       timedelta(hours=1), "Wakes the projector of every subject with outbox rows due (pending, next "
+                       "attempt passed, not dead-lettered), in every tenant: a stuck vector is retried without a "
+                       "new consolidation of its subject."),
 )
 
 
@@ -59,7 +65,7 @@ async def ensure_schedules(client: Client, task_queue: str, *, keys_rotatable: b
                 definition.schedule_id,
                 Schedule(
                     action=ScheduleActionStartWorkflow(
-                        definition.workflow, definition.argument, id=definition.schedule_id + "/run",
+                        definition.workflow, definition.argument, id=contract.scheduled_workflow_id(definition.schedule_id),
                         task_queue=task_queue),
                     spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=definition.every)]),
                     # A run still going when the next is due (a long VACUUM FULL) is not doubled.

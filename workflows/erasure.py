@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.erasure import CompleteErasureInput, ErasureActivities
+    from agent_memory import contract
     from agent_memory.models import ErasureInput, ErasureProgress, ErasureReceipt, ErasureStepInput
 
 # Erasure is a legal obligation: transient failures are retried until they pass (no attempt
-# cap, a capped interval); permanent ones are non-retryable types.
-ERASURE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
-                            maximum_interval=timedelta(minutes=1), maximum_attempts=0)
-STEP_TIMEOUT = timedelta(minutes=2)
-# Activities heartbeat every 5 s (activities/errors.py): a dead worker is noticed this fast.
-HEARTBEAT_TIMEOUT = timedelta(seconds=20)
+# cap, a capped interval); permanent ones are non-retryable types (contract.ERASURE_STEP).
 # A residue found by the scan sends the deletions round again, at most this often.
 MAX_ERASE_ROUNDS = 3
 # Frozen step lists, one per workflow version, written out rather than derived from the live
@@ -32,7 +25,7 @@ STORES_BEFORE_EVENT_METADATA: tuple[str, ...] = (
 STORES_WITH_EVENT_METADATA: tuple[str, ...] = (*STORES_BEFORE_EVENT_METADATA, "event_metadata")
 
 
-@workflow.defn
+@workflow.defn(name=contract.ERASURE_WORKFLOW)
 class ErasureWorkflow:
     def __init__(self) -> None:
         self._progress = ErasureProgress(step="starting")
@@ -45,7 +38,7 @@ class ErasureWorkflow:
     async def run(self, request: ErasureInput) -> ErasureReceipt:
         self._progress.step = "tombstone"
         started = await workflow.execute_activity_method(
-            ErasureActivities.begin_erasure, request, start_to_close_timeout=STEP_TIMEOUT, heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=ERASURE_RETRY)
+            ErasureActivities.begin_erasure, request, **contract.ERASURE_STEP.options())
         if started.completed_receipt is not None:
             self._progress.step = "done (already completed)"
             return started.completed_receipt
@@ -64,29 +57,27 @@ class ErasureWorkflow:
                 self._progress.step = f"erase {store}"
                 await workflow.execute_activity_method(
                     ErasureActivities.erase_store, step.model_copy(update={"store": store}),
-                    start_to_close_timeout=STEP_TIMEOUT, heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=ERASURE_RETRY)
+                    **contract.ERASURE_STEP.options())
                 if store not in self._progress.stores_done:
                     self._progress.stores_done.append(store)
             self._progress.step = "shred subject key"
             await workflow.execute_activity_method(
-                ErasureActivities.shred_subject_key, step, start_to_close_timeout=STEP_TIMEOUT, heartbeat_timeout=HEARTBEAT_TIMEOUT,
-                retry_policy=ERASURE_RETRY)
+                ErasureActivities.shred_subject_key, step, **contract.ERASURE_STEP.options())
             self._progress.step = "verify"
             report = await workflow.execute_activity_method(
-                ErasureActivities.verify_erasure, step, start_to_close_timeout=STEP_TIMEOUT, heartbeat_timeout=HEARTBEAT_TIMEOUT,
-                retry_policy=ERASURE_RETRY)
+                ErasureActivities.verify_erasure, step, **contract.ERASURE_STEP.options())
             residue = report.residue
             if report.total == 0:
                 break
         else:
             raise ApplicationError(f"residue remains after {MAX_ERASE_ROUNDS} rounds: {residue}",
-                                   type="ErasureResidue", non_retryable=True)
+                                   type=contract.ErrorType.ERASURE_RESIDUE, non_retryable=True)
 
         self._progress.step = "receipt"
         receipt = await workflow.execute_activity_method(
             ErasureActivities.complete_erasure,
             CompleteErasureInput(tenant_id=request.tenant_id, subject_id=request.subject_id,
                                  request_id=request.request_id, residue=residue),
-            start_to_close_timeout=STEP_TIMEOUT, heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=ERASURE_RETRY)
+            **contract.ERASURE_STEP.options())
         self._progress.step = "done"
         return receipt

@@ -6,13 +6,11 @@ swap the rebuilt tables in where they differ. History carries subject ids, diges
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from activities.rebuild import RebuildActivities
+    from agent_memory import contract
     from agent_memory.models import (
         RebuildInput,
         RebuildProgress,
@@ -23,21 +21,15 @@ with workflow.unsafe.imports_passed_through():
     )
 
 # Reads and one transaction per subject: transient database errors retried without an attempt
-# cap, at a capped interval.
-REBUILD_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
-                            maximum_interval=timedelta(seconds=30), maximum_attempts=0)
-LIST_TIMEOUT = timedelta(seconds=60)
-# One subject's replay, comparison and swap (and any re-embedding of vectors left missing).
-SUBJECT_TIMEOUT = timedelta(minutes=10)
-# Activities heartbeat every 5 s (activities/errors.py): a dead worker is noticed this fast.
-HEARTBEAT_TIMEOUT = timedelta(seconds=20)
+# cap, at a capped interval (contract.REBUILD_LIST, contract.REBUILD_SUBJECT_STEP: one subject's
+# replay, comparison and swap, and any re-embedding of vectors left missing).
 # A tenant-wide rebuild continues as a new run after each page of subjects (request
 # .subjects_per_run), so history stays small. The result carried from run to run lists at most
 # request.listed_max subjects — those that differed or were repaired first — and counts the rest,
 # so a forced rebuild of 5,000 subjects stays far below the 2 MB payload limit.
 
 
-@workflow.defn
+@workflow.defn(name=contract.REBUILD_WORKFLOW)
 class RebuildWorkflow:
     def __init__(self) -> None:
         self._progress = RebuildProgress(step="starting")
@@ -57,7 +49,7 @@ class RebuildWorkflow:
                 RebuildActivities.list_subjects_to_rebuild,
                 SubjectListInput(tenant_id=request.tenant_id, after_subject=request.after_subject,
                                  limit=request.subjects_per_run),
-                start_to_close_timeout=LIST_TIMEOUT, heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=REBUILD_RETRY)
+                **contract.REBUILD_LIST.options())
             subjects = listed.subjects
             more = len(subjects) == request.subjects_per_run
         self._progress.subjects_total = len(subjects)
@@ -68,7 +60,7 @@ class RebuildWorkflow:
             entry = await workflow.execute_activity_method(
                 RebuildActivities.rebuild_subject,
                 RebuildSubjectInput(tenant_id=request.tenant_id, subject_id=subject, force=request.force),
-                start_to_close_timeout=SUBJECT_TIMEOUT, heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=REBUILD_RETRY)
+                **contract.REBUILD_SUBJECT_STEP.options())
             entries.append(entry)
             self._progress.subjects_done += 1
             self._progress.rows += entry.rows

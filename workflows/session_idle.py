@@ -7,37 +7,34 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
     from activities.consolidation import ConsolidationActivities
+    from agent_memory import contract
+    from agent_memory.contract import SESSION_ID, SUBJECT_ID, TENANT_ID
     from agent_memory.models import ConsolidationInput, SessionIdleInput, SessionIdleResult, StepInput
-    from agent_memory.search_attributes import SESSION_ID, SUBJECT_ID, TENANT_ID
     from workflows.consolidation import ConsolidationWorkflow
 
 # Signals are history events: a very chatty session starts afresh now and then.
 MAX_TOUCHES_PER_RUN = 1000
-CHECK_TIMEOUT = timedelta(seconds=30)
-# An outage must not drop the idle timer: retried without an attempt cap, at a capped interval.
-CHECK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
-                          maximum_interval=timedelta(seconds=30), maximum_attempts=0)
 
 
-@workflow.defn
+@workflow.defn(name=contract.SESSION_IDLE_WORKFLOW)
 class SessionIdleWorkflow:
     def __init__(self) -> None:
         self._touched = False
         self._ended = False
         self._touches = 0
 
-    @workflow.signal
+    @workflow.signal(name=contract.SIGNAL_TOUCH)
     def touch(self) -> None:
         """A message arrived: the idle clock starts again."""
         self._touched = True
         self._touches += 1
 
-    @workflow.signal
+    @workflow.signal(name=contract.SIGNAL_END)
     def end(self) -> None:
         """The session-end hook fired: consolidation is already under way."""
         self._ended = True
@@ -55,11 +52,12 @@ class SessionIdleWorkflow:
                 return SessionIdleResult(outcome="ended by the session-end hook")
             if self._touches >= MAX_TOUCHES_PER_RUN:
                 workflow.continue_as_new(request)
-        consolidation_id = f"consolidate/{request.tenant_id}/{request.session_id}"
+        consolidation_id = contract.consolidation_workflow_id(request.tenant_id, request.session_id)
+        # An outage must not drop the idle timer: retried without an attempt cap (contract.IDLE_CHECK).
         pending = await workflow.execute_activity_method(
             ConsolidationActivities.count_unconsolidated,
             StepInput(tenant_id=request.tenant_id, subject_id=request.subject_id, session_id=request.session_id),
-            start_to_close_timeout=CHECK_TIMEOUT, retry_policy=CHECK_RETRY)
+            **contract.IDLE_CHECK.options())
         if pending.count == 0:
             return SessionIdleResult(outcome="nothing new to consolidate", consolidation_workflow_id=consolidation_id)
         try:

@@ -1,0 +1,272 @@
+"""The contract between clients, workflows, activities and workers, importable without worker code.
+
+Everything a running deployment depends on by value lives here, so a rename in Python cannot
+change it: the workflow and activity type names (recorded in every history), the workflow-id
+formats (id reuse and "attach to the running one" depend on them), the search attributes an
+operator filters on, the error types workflows compare against, and the activity option presets.
+
+Imports: the standard library and temporalio.common only (never workers, activities, workflows,
+temporalio.worker or temporalio.client), so the CLI, the client and the workflow sandbox can all
+import it cheaply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from enum import StrEnum
+from typing import Any, Final, TypedDict
+
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.common import RetryPolicy, SearchAttributeKey
+
+# --- Workflow type names (pinned: checked-in histories and running executions carry them) ------
+
+CONSOLIDATION_WORKFLOW: Final = "ConsolidationWorkflow"
+ERASURE_WORKFLOW: Final = "ErasureWorkflow"
+REBUILD_WORKFLOW: Final = "RebuildWorkflow"
+SESSION_IDLE_WORKFLOW: Final = "SessionIdleWorkflow"
+KEY_ROTATION_WORKFLOW: Final = "KeyRotationWorkflow"
+PHYSICAL_COMPACTION_WORKFLOW: Final = "PhysicalCompactionWorkflow"
+PROJECTOR_WORKFLOW: Final = "ProjectorWorkflow"
+PROJECTION_SWEEP_WORKFLOW: Final = "ProjectionSweepWorkflow"
+
+WORKFLOW_NAMES: Final = (CONSOLIDATION_WORKFLOW, ERASURE_WORKFLOW, REBUILD_WORKFLOW, SESSION_IDLE_WORKFLOW,
+                         KEY_ROTATION_WORKFLOW, PHYSICAL_COMPACTION_WORKFLOW, PROJECTOR_WORKFLOW,
+                         PROJECTION_SWEEP_WORKFLOW)
+
+# Signals of SessionIdleWorkflow (sent by the client by name).
+SIGNAL_TOUCH: Final = "touch"
+SIGNAL_END: Final = "end"
+# Signal of ProjectorWorkflow: rows may be due (sent with signal-with-start by commits, live
+# writes, rebuilds and the sweep).
+SIGNAL_WAKE: Final = "wake"
+
+# --- Activity type names (pinned likewise) ----------------------------------------------------
+
+# Consolidation
+EXTRACT_FACTS: Final = "extract_facts"
+SCORE_IMPORTANCE: Final = "score_importance"
+SUMMARIZE_SESSION: Final = "summarize_session"
+CHECK_CONFLICTS: Final = "check_conflicts"
+COMMIT_CONSOLIDATION: Final = "commit_consolidation"
+COUNT_UNCONSOLIDATED: Final = "count_unconsolidated"
+PROJECT_VECTORS: Final = "project_vectors"
+# Erasure
+BEGIN_ERASURE: Final = "begin_erasure"
+ERASE_STORE: Final = "erase_store"
+SHRED_SUBJECT_KEY: Final = "shred_subject_key"
+VERIFY_ERASURE: Final = "verify_erasure"
+COMPLETE_ERASURE: Final = "complete_erasure"
+# Rebuild
+LIST_SUBJECTS_TO_REBUILD: Final = "list_subjects_to_rebuild"
+REBUILD_SUBJECT: Final = "rebuild_subject"
+# Maintenance
+ROTATE_KEY_ENCRYPTION_KEY: Final = "rotate_key_encryption_key"
+COMPACT_ERASED_DATA: Final = "compact_erased_data"
+# Projection (workflows/projector.py)
+PROJECT_OUTBOX_BATCH: Final = "project_outbox_batch"
+WAKE_PROJECTOR: Final = "wake_projector"
+SWEEP_PROJECTION_OUTBOX: Final = "sweep_projection_outbox"
+
+ACTIVITY_NAMES: Final = (EXTRACT_FACTS, SCORE_IMPORTANCE, SUMMARIZE_SESSION, CHECK_CONFLICTS, COMMIT_CONSOLIDATION,
+                         COUNT_UNCONSOLIDATED, PROJECT_VECTORS, BEGIN_ERASURE, ERASE_STORE, SHRED_SUBJECT_KEY,
+                         VERIFY_ERASURE, COMPLETE_ERASURE, LIST_SUBJECTS_TO_REBUILD, REBUILD_SUBJECT,
+                         ROTATE_KEY_ENCRYPTION_KEY, COMPACT_ERASED_DATA, PROJECT_OUTBOX_BATCH, WAKE_PROJECTOR,
+                         SWEEP_PROJECTION_OUTBOX)
+
+# --- Workflow ids (formats pinned: id reuse and attaching to a running run depend on them) ------
+
+
+def consolidation_workflow_id(tenant_id: str, session_id: str) -> str:
+    """One consolidation per session: the session-end hook and the idle timer share it."""
+    return f"consolidate/{tenant_id}/{session_id}"
+
+
+def idle_workflow_id(tenant_id: str, session_id: str) -> str:
+    return f"idle/{tenant_id}/{session_id}"
+
+
+def erasure_workflow_id(tenant_id: str, subject_id: str, request_id: str) -> str:
+    return f"erase/{tenant_id}/{subject_id}/{request_id}"
+
+
+def rebuild_workflow_id(tenant_id: str, subject_id: str | None, request_id: str) -> str:
+    """`*` stands for "every subject of the tenant"."""
+    return f"rebuild/{tenant_id}/{subject_id or '*'}/{request_id}"
+
+
+def projector_workflow_id(tenant_id: str, subject_id: str) -> str:
+    """One projector per subject: every wake-up signals the running one or starts the next run."""
+    return f"projector/{tenant_id}/{subject_id}"
+
+
+def manual_key_rotation_workflow_id(token: str) -> str:
+    """A rotation an operator asked for now; `token` makes each request a new run."""
+    return f"key-rotation/manual-{token}"
+
+
+def manual_compaction_workflow_id(token: str) -> str:
+    return f"physical-compaction/manual-{token}"
+
+
+KEY_ROTATION_SCHEDULE_ID: Final = "agent-memory/key-rotation"
+COMPACTION_SCHEDULE_ID: Final = "agent-memory/physical-compaction"
+PROJECTION_SWEEP_SCHEDULE_ID: Final = "agent-memory/projection-sweep"
+
+
+def scheduled_workflow_id(schedule_id: str) -> str:
+    """The id prefix of the runs a Schedule starts (Temporal appends the scheduled time)."""
+    return f"{schedule_id}/run"
+
+
+# --- Search attributes (registered by `agent-memory up`, `agent-memory register-search-attributes`
+# and the production compose file; operators filter on them in the Temporal UI) ------------------
+
+TENANT_ID = SearchAttributeKey.for_keyword("TenantId")
+SUBJECT_ID = SearchAttributeKey.for_keyword("SubjectId")
+SESSION_ID = SearchAttributeKey.for_keyword("SessionId")
+
+SEARCH_ATTRIBUTES: Final = (TENANT_ID, SUBJECT_ID, SESSION_ID)
+SEARCH_ATTRIBUTE_NAMES: Final = tuple(key.name for key in SEARCH_ATTRIBUTES)
+
+
+def search_attribute_type_name(key: SearchAttributeKey[Any]) -> str:
+    """The type as the Temporal CLI spells it (`--search-attribute TenantId=Keyword`)."""
+    name = IndexedValueType.Name(IndexedValueType.ValueType(key.indexed_value_type)).removeprefix("INDEXED_VALUE_TYPE_")
+    return "".join(part.title() for part in name.split("_"))  # KEYWORD_LIST -> KeywordList
+
+
+# --- Error types (ApplicationError.type; values pinned: histories and workflows compare them) ---
+
+
+class ErrorType(StrEnum):
+    # Permanent: retrying cannot help (activities/errors.py maps domain errors to these).
+    SUBJECT_ERASED = "SubjectErased"
+    ERASURE_REQUEST_CONFLICT = "ErasureRequestConflict"
+    KEY_UNAVAILABLE = "KeyUnavailable"
+    ROTATION_UNSUPPORTED = "RotationUnsupported"
+    VERSION_CONFLICT = "VersionConflict"
+    OPERATION_MISMATCH = "OperationMismatch"
+    NOT_FOUND = "NotFound"
+    PROVIDER_PERMANENT = "ProviderPermanent"
+    PROVIDER_OUTPUT_INVALID = "ProviderOutputInvalid"
+    UNSTORABLE_VALUE = "UnstorableValue"
+    EVENT_LOG_UNREADABLE = "EventLogUnreadable"
+    # Raised by workflows themselves.
+    ERASURE_RESIDUE = "ErasureResidue"
+    # Transient: retried by the retry policy (after the provider's Retry-After, if any).
+    PROVIDER_RETRYABLE = "ProviderRetryable"
+
+
+# --- Activity option presets ------------------------------------------------------------------
+
+
+class ActivityOptions(TypedDict, total=False):
+    """Keyword arguments of workflow.execute_activity_method: `**preset.options()`."""
+
+    start_to_close_timeout: timedelta
+    heartbeat_timeout: timedelta
+    retry_policy: RetryPolicy
+
+
+@dataclass(frozen=True)
+class ActivityPreset:
+    """How one kind of activity is run. Transient failures are retried without an attempt cap
+    at a capped interval (an outage of Postgres or of the model provider must not fail a run);
+    the permanent error types listed end the retries at once (activities raise them as
+    non-retryable as well: the list here is the workflow's side of the same contract)."""
+
+    start_to_close: timedelta
+    heartbeat: timedelta | None
+    initial_interval: timedelta
+    maximum_interval: timedelta
+    permanent: tuple[ErrorType, ...]
+    backoff: float = 2.0
+
+    def retry_policy(self) -> RetryPolicy:
+        return RetryPolicy(initial_interval=self.initial_interval, backoff_coefficient=self.backoff,
+                           maximum_interval=self.maximum_interval, maximum_attempts=0,
+                           non_retryable_error_types=[str(t) for t in self.permanent])
+
+    def options(self) -> ActivityOptions:
+        """A fresh mapping each call (a shared dict could be mutated by one workflow for all)."""
+        options = ActivityOptions(start_to_close_timeout=self.start_to_close, retry_policy=self.retry_policy())
+        if self.heartbeat is not None:
+            options["heartbeat_timeout"] = self.heartbeat
+        return options
+
+
+# Activities heartbeat at a third of their heartbeat timeout (activities/heartbeat.py): a dead
+# worker is noticed after the heartbeat timeout instead of the (longer) start-to-close timeout.
+_HEARTBEAT = timedelta(seconds=20)
+_E = ErrorType
+
+# Model calls: the recorded operation makes each retry free of a second call once a result exists.
+PROVIDER_STEP: Final = ActivityPreset(
+    start_to_close=timedelta(minutes=2), heartbeat=_HEARTBEAT,
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=2),
+    permanent=(_E.SUBJECT_ERASED, _E.NOT_FOUND, _E.OPERATION_MISMATCH, _E.PROVIDER_PERMANENT,
+               _E.PROVIDER_OUTPUT_INVALID, _E.UNSTORABLE_VALUE, _E.KEY_UNAVAILABLE))
+# Database writes: fast retries for transient errors (restarts, serialisation).
+STORE_WRITE: Final = ActivityPreset(
+    start_to_close=timedelta(seconds=60), heartbeat=_HEARTBEAT,
+    initial_interval=timedelta(milliseconds=500), maximum_interval=timedelta(seconds=30),
+    permanent=(_E.SUBJECT_ERASED, _E.VERSION_CONFLICT, _E.NOT_FOUND, _E.OPERATION_MISMATCH, _E.UNSTORABLE_VALUE,
+               _E.KEY_UNAVAILABLE))
+# The vector projection can lag; it keeps trying without blocking the facts.
+VECTOR_PROJECTION: Final = ActivityPreset(
+    start_to_close=timedelta(minutes=5), heartbeat=_HEARTBEAT,
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=60),
+    permanent=(_E.NOT_FOUND, _E.OPERATION_MISMATCH, _E.PROVIDER_PERMANENT, _E.PROVIDER_OUTPUT_INVALID,
+               _E.UNSTORABLE_VALUE, _E.KEY_UNAVAILABLE))
+# The idle timer's short read: an outage must not drop the timer. No heartbeat (a 30 s query).
+IDLE_CHECK: Final = ActivityPreset(
+    start_to_close=timedelta(seconds=30), heartbeat=None,
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
+    permanent=(_E.NOT_FOUND, _E.UNSTORABLE_VALUE))
+# Erasure is a legal obligation: transient failures are retried until they pass.
+ERASURE_STEP: Final = ActivityPreset(
+    start_to_close=timedelta(minutes=2), heartbeat=_HEARTBEAT,
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1),
+    permanent=(_E.ERASURE_REQUEST_CONFLICT, _E.KEY_UNAVAILABLE, _E.NOT_FOUND, _E.OPERATION_MISMATCH,
+               _E.UNSTORABLE_VALUE))
+# Rebuild: reads, then one transaction per subject (replay, compare, swap, re-embed what is missing).
+REBUILD_LIST: Final = ActivityPreset(
+    start_to_close=timedelta(seconds=60), heartbeat=_HEARTBEAT,
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
+    permanent=(_E.NOT_FOUND, _E.UNSTORABLE_VALUE))
+REBUILD_SUBJECT_STEP: Final = ActivityPreset(
+    start_to_close=timedelta(minutes=10), heartbeat=_HEARTBEAT,
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
+    permanent=(_E.EVENT_LOG_UNREADABLE, _E.KEY_UNAVAILABLE, _E.NOT_FOUND, _E.OPERATION_MISMATCH,
+               _E.UNSTORABLE_VALUE))
+# Maintenance: re-wrapping is one UPDATE per subject key and VACUUM FULL copies whole tables:
+# generous bounds; a half-done rotation resumes where it stopped.
+KEY_ROTATION: Final = ActivityPreset(
+    start_to_close=timedelta(hours=2), heartbeat=timedelta(seconds=30),
+    initial_interval=timedelta(seconds=2), maximum_interval=timedelta(minutes=2),
+    permanent=(_E.KEY_UNAVAILABLE, _E.ROTATION_UNSUPPORTED))
+PHYSICAL_COMPACTION: Final = ActivityPreset(
+    start_to_close=timedelta(hours=2), heartbeat=timedelta(seconds=30),
+    initial_interval=timedelta(seconds=2), maximum_interval=timedelta(minutes=2),
+    permanent=(_E.KEY_UNAVAILABLE, _E.ROTATION_UNSUPPORTED))
+# The projector's wake-up (a signal-with-start to Temporal) and the hourly sweep that sends one
+# per subject with due outbox rows, in every tenant.
+PROJECTOR_WAKE: Final = ActivityPreset(
+    start_to_close=timedelta(seconds=30), heartbeat=_HEARTBEAT,
+    initial_interval=timedelta(milliseconds=500), maximum_interval=timedelta(seconds=30),
+    permanent=(_E.NOT_FOUND, _E.UNSTORABLE_VALUE))
+PROJECTION_SWEEP: Final = ActivityPreset(
+    start_to_close=timedelta(minutes=10), heartbeat=_HEARTBEAT,
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=60),
+    permanent=(_E.UNSTORABLE_VALUE,))
+
+ACTIVITY_PRESETS: Final[Mapping[str, ActivityPreset]] = {
+    "PROVIDER_STEP": PROVIDER_STEP, "STORE_WRITE": STORE_WRITE, "VECTOR_PROJECTION": VECTOR_PROJECTION,
+    "IDLE_CHECK": IDLE_CHECK, "ERASURE_STEP": ERASURE_STEP, "REBUILD_LIST": REBUILD_LIST,
+    "REBUILD_SUBJECT_STEP": REBUILD_SUBJECT_STEP, "KEY_ROTATION": KEY_ROTATION,
+    "PROJECTOR_WAKE": PROJECTOR_WAKE, "PROJECTION_SWEEP": PROJECTION_SWEEP,
+    "PHYSICAL_COMPACTION": PHYSICAL_COMPACTION,
+}
