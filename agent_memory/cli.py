@@ -1,4 +1,9 @@
-"""`agent-memory`: run the stack, feed sessions, inspect memory, erase subjects."""
+"""`agent-memory`: feed sessions, inspect memory, erase subjects.
+
+The library's commands, against configured services. The `agent-memory` console script
+(workers/cli.py) builds on this parser and `main`: it adds the commands that run processes (the
+embedded stack, a worker, migrations, demo, chaos, evaluation) and finds a running embedded stack,
+so this module never imports the worker, activity or workflow packages."""
 
 from __future__ import annotations
 
@@ -6,8 +11,9 @@ import argparse
 import asyncio
 import json
 import logging
-import signal
 import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime
 from pathlib import Path
 
@@ -24,11 +30,19 @@ from agent_memory.ingest import InputError, read_sessions
 from agent_memory.keyring import list_keks
 from agent_memory.models import ErasureStatus, FactRow, check_identifier
 from agent_memory.operations import SubjectErasedError
+from agent_memory.projection_models import ProjectionLag
 from agent_memory.providers.openai_compat import providers_for
+from agent_memory.services import Services, check_schema
 from agent_memory.settings import Settings
 
 USER_ERRORS = (InputError, MessageConflictError, AppendConflictError, SessionOwnerError, SubjectErasedError,
                ErasureRequestConflictError, ValueError, LookupError)
+
+SubParsers = argparse._SubParsersAction  # what add_subparsers returns; extensions add commands to it
+# A command that another layer adds (workers/cli.py: up, worker, demo, ...): parsed args, settings → exit code.
+CommandHandler = Callable[[argparse.Namespace, Settings], Awaitable[int]]
+# Opens the services the library commands use (default: the configured ones, `configured_services`).
+ServicesOpener = Callable[[Settings], AbstractAsyncContextManager[Services]]
 
 
 def _identifier(field: str):
@@ -58,22 +72,22 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="agent-memory", description=__doc__)
+def scoped(p: argparse.ArgumentParser, subject: bool = True) -> argparse.ArgumentParser:
+    """Add the --tenant (and --subject) options every tenant-scoped command takes."""
+    p.add_argument("--tenant", required=True, type=_identifier("tenant"))
+    if subject:
+        p.add_argument("--subject", required=True, type=_identifier("subject"))
+    return p
+
+
+def build_parser(*extensions: Callable[[SubParsers], object],
+                 description: str = "`agent-memory`: feed sessions, inspect memory, erase subjects.",
+                 ) -> argparse.ArgumentParser:
+    """The parser of the library commands; each extension first adds its own subcommands."""
+    parser = _Parser(prog="agent-memory", description=description)
     sub = parser.add_subparsers(dest="command", required=True)
-
-    sub.add_parser("up", help="start the embedded stack and a worker; Ctrl-C stops everything")
-    sub.add_parser("worker", help="run only a worker against configured services (production)")
-    sub.add_parser("migrate", help="apply database migrations as the owner role (DATABASE_ADMIN_URL, or the "
-                                   "embedded PostgreSQL); other commands only check the schema is current")
-    demo = sub.add_parser("demo", help="the whole flow on bundled sample sessions")
-    demo.add_argument("--json", action="store_true")
-
-    def scoped(p: argparse.ArgumentParser, subject: bool = True) -> argparse.ArgumentParser:
-        p.add_argument("--tenant", required=True, type=_identifier("tenant"))
-        if subject:
-            p.add_argument("--subject", required=True, type=_identifier("subject"))
-        return p
+    for extend in extensions:
+        extend(sub)
 
     ingest = scoped(sub.add_parser("ingest", help="append sessions from a JSONL file (one session a line)"))
     ingest.add_argument("file", type=Path)
@@ -112,25 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
     facts.add_argument("--candidates", action="store_true",
                        help="also the candidate area: inferred or unconfirmed facts, with their evidence")
     facts.add_argument("--json", action="store_true")
-    stats = scoped(sub.add_parser("stats", help="operator counters of a tenant (leak-filter drops)"), subject=False)
+    stats = scoped(sub.add_parser("stats", help="operator counters of a tenant (leak-filter drops, projection lag)"),
+                   subject=False)
     stats.add_argument("--json", action="store_true")
-    ev = sub.add_parser("eval", help="evaluate context assembly on a benchmark against a BM25 baseline")
-    bench = ev.add_subparsers(dest="benchmark", required=True)
-    probes = bench.add_parser("probes", help="the write-gate probe set (current and as-of accuracy)")
-    probes.add_argument("--json", action="store_true")
-    loc = bench.add_parser("locomo", help="LoCoMo-format dir: sessions.jsonl, questions.jsonl[, adversarial]")
-    loc.add_argument("--data", required=True, type=Path, metavar="DIR")
-    loc.add_argument("--json", action="store_true", help="one JSON document instead of the table")
-    loc.add_argument("--dump", type=Path, metavar="FILE.jsonl", help="one line per question: contexts, citations")
-    loc.add_argument("--limit-conversations", type=int, metavar="N")
-    loc.add_argument("--budget", type=int, default=1200, help="context token budget (default 1200)")
-    bench_parser = sub.add_parser("bench", help="benchmarks on a private embedded stack; they print figures")
-    bench_sub = bench_parser.add_subparsers(dest="bench_name", required=True)
-    bench_erasure = bench_sub.add_parser("erasure", help="cost of physical compaction and key rotation")
-    bench_erasure.add_argument("--memories", type=int, default=10_000, help="memories to store (default 10000)")
-    bench_erasure.add_argument("--per-subject", type=int, default=10, help="memories per subject (default 10)")
-    bench_erasure.add_argument("--erase", type=int, default=5, help="subjects to erase first (default 5)")
-    bench_erasure.add_argument("--json", action="store_true")
     keys = sub.add_parser("keys", help="key-encryption keys: rotate (re-wrap every subject key, destroy the old KEK), "
                                        "status")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
@@ -152,15 +150,21 @@ def build_parser() -> argparse.ArgumentParser:
     compact = sub.add_parser("compact", help="physical compaction of what erasures deleted (the hourly Schedule)")
     compact.add_argument("--all", action="store_true", help="every erasure table, even with no pending ticket")
     compact.add_argument("--json", action="store_true")
-    chaos = sub.add_parser("chaos", help="randomized worker kills on a private embedded stack; prints the figures")
-    chaos.add_argument("--kills", type=int, default=20, help="worker kills to perform (default 20)")
-    chaos.add_argument("--seed", type=int, default=0)
-    chaos.add_argument("--json", action="store_true")
+    sub.add_parser("register-search-attributes",
+                   help="register the workflows' search attributes in the configured Temporal namespace "
+                        "(idempotent; needs only TEMPORAL_ADDRESS and its TLS/API key settings)")
     return parser
 
 
 def _print_json(data) -> None:
     print(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+def format_projection_lag(lag: ProjectionLag) -> str:
+    age = lag.oldest_pending_age_seconds
+    return (f"projection: {lag.pending} pending ({lag.due} due now, {lag.retrying} retrying)"
+            + (f", oldest {age:.0f} s old" if age is not None else "")
+            + f", {lag.dead_letters} dead letter(s)")
 
 
 def format_fact(f: FactRow) -> str:
@@ -193,77 +197,31 @@ def format_context(assembled) -> str:
     return "\n".join(lines)
 
 
-async def _run_worker_until_signal(services, announce: str) -> None:
-    from workers.schedules import ensure_schedules
-    from workers.worker import build_worker
-
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    worker = build_worker(services)
-    async with worker:
-        # Key rotation and compaction run as Schedules, visible in the UI's Schedules tab.
-        await ensure_schedules(services.temporal, services.settings.task_queue,
-                               keys_rotatable=services.keyring.provider.rotatable)
-        print(announce, flush=True)
-        await stop.wait()
-        print("stopping…", flush=True)
+@asynccontextmanager
+async def configured_services(settings: Settings) -> AsyncIterator[Services]:
+    """The services the settings name (TEMPORAL_ADDRESS, DATABASE_URL, REDIS_URL), schema checked
+    (never migrated). The console script opens a running embedded stack instead when they are unset."""
+    if not (settings.temporal_address and settings.database_url and settings.redis_url):
+        raise RuntimeError("no services configured: set TEMPORAL_ADDRESS, DATABASE_URL and REDIS_URL, or start "
+                           "the embedded stack with `agent-memory up`")
+    await check_schema(settings)
+    services = await Services.open(settings)
+    try:
+        yield services
+    finally:
+        await services.close()
 
 
-async def _command(args: argparse.Namespace, settings: Settings) -> int:
-    from workers.runtime import open_stack
+async def _command(args: argparse.Namespace, settings: Settings, commands: Mapping[str, CommandHandler],
+                   open_services: ServicesOpener) -> int:
+    handler = commands.get(args.command)
+    if handler is not None:
+        return await handler(args, settings)
+    if args.command == "register-search-attributes":  # Temporal only: no database, no keys
+        from agent_memory.search_attributes import register_search_attributes_command
 
-    if args.command == "up":
-        async with open_stack(settings, start=True) as services:
-            s = services.settings
-            assert s.database_url and s.redis_url  # start=True: the embedded stack filled them in
-            await _run_worker_until_signal(services, (
-                f"agent-memory is up (home {s.home})\n  Temporal  {s.temporal_address}  UI {s.ui_url}\n"
-                f"  Postgres  {s.database_url.split('@')[-1]}\n  Redis     {s.redis_url.split('@')[-1]}\n"
-                f"  worker    task queue {s.task_queue}\nCtrl-C stops everything."))
-        return 0
-    if args.command == "migrate":
-        from workers.runtime import migrate_database
-
-        applied = await migrate_database(settings)
-        print(f"applied {len(applied)} migration(s): {', '.join(applied)}" if applied else "the schema is up to date")
-        return 0
-    if args.command == "worker":
-        if not (settings.temporal_address and settings.database_url and settings.redis_url):
-            raise ValueError("the worker runs against configured services: set TEMPORAL_ADDRESS, DATABASE_URL and "
-                             "REDIS_URL (or use `agent-memory up` for the embedded stack)")
-        async with open_stack(settings, start=False) as services:
-            await _run_worker_until_signal(services, f"worker polling task queue {settings.task_queue}")
-        return 0
-    if args.command == "eval" and args.benchmark == "probes":
-        from agent_memory.evaluation.probes import probes_command
-
-        return await probes_command(args, settings)
-    if args.command == "eval":
-        from agent_memory.evaluation.locomo import eval_command
-
-        return await eval_command(args, settings)
-    if args.command == "bench":
-        from agent_memory.evaluation.erasure_bench import bench_command
-
-        return await bench_command(args, settings)
-    if args.command == "chaos":
-        from agent_memory.chaos import chaos_command
-
-        return await chaos_command(args, settings)
-    if args.command == "demo":
-        from agent_memory.demo import run_demo
-
-        async with open_stack(settings, start=True) as services:
-            report = await run_demo(services)
-        if args.json:
-            _print_json(report.model_dump(mode="json"))
-        else:
-            print(report.render())
-        return 0
-
-    async with open_stack(settings, start=False) as services:
+        return await register_search_attributes_command(settings)
+    async with open_services(settings) as services:
         client = MemoryClient(services, providers_for(services.settings).embedder)
         if args.command == "ingest":
             sessions = read_sessions(args.file)
@@ -363,11 +321,14 @@ async def _command(args: argparse.Namespace, settings: Settings) -> int:
                 print(format_context(assembled))
         elif args.command == "stats":
             drops = await client.leak_filter_drops(args.tenant)
+            lag = await client.projection_lag(args.tenant)
             if args.json:
-                _print_json({"tenant_id": args.tenant, "leak_filter_drops": drops})
+                _print_json({"tenant_id": args.tenant, "leak_filter_drops": drops,
+                             "projection": lag.model_dump(mode="json", exclude={"tenant_id", "subject_id"})})
             else:
                 print(f"leak filter drops: {drops['total']}" + "".join(
                     f"\n  {reason}: {n}" for reason, n in drops.items() if reason != "total" and n))
+                print(format_projection_lag(lag))
         elif args.command == "facts":
             rows = await client.facts(args.tenant, args.subject, as_of=args.as_of, history=bool(args.history),
                                       candidates=args.candidates)
@@ -381,12 +342,16 @@ async def _command(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, parser: argparse.ArgumentParser | None = None,
+         commands: Mapping[str, CommandHandler] | None = None, open_services: ServicesOpener | None = None) -> int:
+    """Parse argv and run the command: one of `commands` (added by an extended `parser`), else a
+    library command on the services `open_services` opens (default: the configured ones). Errors
+    are one line on stderr: exit 2 for a usage or input error, 1 for a failing service."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    args = build_parser().parse_args(argv)
+    args = (parser or build_parser()).parse_args(argv)
     try:
         settings = Settings.from_env()
-        return asyncio.run(_command(args, settings))
+        return asyncio.run(_command(args, settings, commands or {}, open_services or configured_services))
     except (*USER_ERRORS, ValidationError) as exc:
         print(f"agent-memory {args.command}: error: {exc}", file=sys.stderr)
         return 2

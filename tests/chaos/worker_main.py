@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from agent_memory.chaos import worker_main
+from workers.chaos import worker_main
 
 if __name__ == "__main__":
     sys.exit(worker_main())

@@ -12,9 +12,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from agent_memory.cli import build_parser
-from agent_memory.evaluation.bm25 import BM25, pack_ranked, tokenize
-from agent_memory.evaluation.locomo import (
+from agent_memory.ingest import InputError
+from agent_memory.models import Message
+from workers.cli import build_parser
+from workers.evaluation.bm25 import BM25, pack_ranked, tokenize
+from workers.evaluation.locomo import (
     ConversationBM25,
     EvalReport,
     LocomoQuestion,
@@ -29,8 +31,6 @@ from agent_memory.evaluation.locomo import (
     run_locomo_eval,
     score_question,
 )
-from agent_memory.ingest import InputError
-from agent_memory.models import Message
 
 # --- tokenization and BM25 -----------------------------------------------------------------------
 
@@ -277,7 +277,7 @@ def test_cli_parses_eval_and_reports_bad_data_without_starting_a_stack(tmp_path)
                                       "2", "--budget", "600", "--dump", str(tmp_path / "d.jsonl")])
     assert (args.command, args.benchmark, args.json, args.limit_conversations, args.budget) == (
         "eval", "locomo", True, 2, 600)
-    out = subprocess.run([sys.executable, "-m", "agent_memory.cli", "eval", "locomo", "--data", str(tmp_path / "x")],
+    out = subprocess.run([sys.executable, "-m", "workers.cli", "eval", "locomo", "--data", str(tmp_path / "x")],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2
     assert "not a directory" in out.stderr

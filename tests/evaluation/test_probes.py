@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agent_memory.evaluation.probes import load_probes, run_probes
+from workers.evaluation.probes import load_probes, run_probes
 
 
 def test_probe_set_is_large_and_bilingual():

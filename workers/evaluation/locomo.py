@@ -25,9 +25,9 @@ from typing import Any, TextIO
 
 from pydantic import BaseModel, Field, ValidationError
 
-from agent_memory.evaluation.bm25 import BM25, pack_ranked, tokenize
 from agent_memory.ingest import InputError, parse_session_line
 from agent_memory.models import Message, Session, check_identifier
+from workers.evaluation.bm25 import BM25, pack_ranked, tokenize
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 ADVERSARIAL_CATEGORY = 5
@@ -501,6 +501,8 @@ async def run_locomo_eval(services, data_dir: Path | str, *, budget: int = 1200,
 
     async with build_worker(services, task_queue=task_queue):
         await _bounded(concurrency, [conversation_job(c) for c in data.conversations])
+        # Consolidations end at their commits; the subjects' projectors embed the vectors after.
+        await client.wait_for_projection(tenant, timeout=1800)
     bar.close()
     ingested = time.monotonic()
 
@@ -511,8 +513,8 @@ async def run_locomo_eval(services, data_dir: Path | str, *, budget: int = 1200,
 
     def question_job(q: LocomoQuestion):
         async def job():
-            context = await assemble_context(services.pool, embedder, tenant, q.conversation_id, q.question,
-                                             as_of=q.asked_at, token_budget=budget)
+            context = await assemble_context(services.pool, services.keyring, embedder, tenant, q.conversation_id,
+                                             q.question, as_of=q.asked_at, token_budget=budget)
             bm25 = baselines[q.conversation_id].context(q.question, q.asked_at, budget)
             cited = {m for item in context.items for m in item.cited_message_ids}
             return (q, context, bm25,

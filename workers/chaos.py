@@ -1,6 +1,6 @@
 """Crash-and-resume checks: a worker that kills itself at fault points, and what must hold after.
 
-- `worker_main()` (`python -m agent_memory.chaos`, or `python -m tests.chaos.worker_main`): a
+- `worker_main()` (`python -m workers.chaos`, or `python -m tests.chaos.worker_main`): a
   worker process on the configured services with the offline providers, each real provider
   call appending one line (kind, tenant, request digest) to `AGENT_MEMORY_PROVIDER_LOG`.
 - `WorkerSupervisor`: runs that process, and when it dies by SIGKILL fails its orphaned activity
@@ -38,12 +38,15 @@ from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.api.workflowservice.v1 import ResetStickyTaskQueueRequest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
 
+from agent_memory.contract import projector_workflow_id
 from agent_memory.db import fetch_one, tenant_transaction
 from agent_memory.erasure import STORES
 from agent_memory.faults import FAULTS_ENV, STATE_ENV, hits
 from agent_memory.models import Session
 from agent_memory.settings import ENV_VARS, Settings
+from agent_memory.tables import duplicate_keys
 
 if TYPE_CHECKING:
     from agent_memory.providers.openai_compat import ProviderBundle
@@ -118,7 +121,10 @@ class LoggedEmbedder(_Logged):
         self.dimensions = inner.dimensions
 
     async def embed(self, texts: list[str]):
-        self._log(hashlib.sha256("\x1e".join(texts).encode()).hexdigest()[:24])
+        # One line per text: the projector batches whatever rows are due, so a call's make-up
+        # depends on timing; a text embedded twice is what the check must catch.
+        for text in texts:
+            self._log(hashlib.sha256(text.encode()).hexdigest()[:24])
         return await self._inner.embed(texts)
 
 
@@ -190,7 +196,12 @@ async def fail_orphaned_activities(client: Client, workflow_ids) -> int:
     failed = 0
     for workflow_id in list(workflow_ids):
         handle = client.get_workflow_handle(workflow_id)
-        desc = await handle.describe()
+        try:
+            desc = await handle.describe()
+        except RPCError as exc:  # a projector that was never started (yet)
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                continue
+            raise
         if desc.status != WorkflowExecutionStatus.RUNNING:
             continue
         for pending in desc.raw_description.pending_activities:
@@ -218,7 +229,7 @@ class WorkerSupervisor:
         self.env = env
         self.log_file = log_file
         self.next_faults = next_faults
-        self.argv = argv or [sys.executable, "-m", "agent_memory.chaos"]
+        self.argv = argv or [sys.executable, "-m", "workers.chaos"]
         self.kills: list[str] = []  # the fault configuration of each process that was killed
         self.orphans_failed = 0
         self.active: set[str] = set()  # workflow ids being waited for
@@ -345,16 +356,8 @@ async def projection_digest(pool: AsyncConnectionPool, tenant_id: str, subject_i
     return hashlib.sha256(json.dumps(contents, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
-# Natural keys: a row written twice shows as a group of more than one.
-DUPLICATE_KEYS = {
-    "events": ("memory_events", "namespace, key_digest, aggregate_version"),
-    "facts": ("facts", "namespace, key, value, version"),
-    "episodes": ("episodes", "session_id"),
-    "observations": ("observations", "session_id, message_id"),
-    "vectors": ("memory_vectors", "memory_kind, memory_id, version, model"),
-    "search_index": ("memory_search", "memory_id, version"),
-    "outbox": ("projection_outbox", "memory_id, version"),
-}
+# Natural keys (from the table registry): a row written twice shows as a group of more than one.
+DUPLICATE_KEYS: dict[str, tuple[str, str]] = duplicate_keys()
 
 
 async def duplicate_counts(pool: AsyncConnectionPool, tenant_id: str, subject_id: str) -> dict[str, int]:
@@ -450,6 +453,8 @@ async def run_scenario(services, supervisor: WorkerSupervisor, tenant_id: str, *
     client = MemoryClient(services, offline_providers().embedder, task_queue=supervisor.env["AGENT_MEMORY_TASK_QUEUE"])
     outcome = ScenarioOutcome(tenant_id=tenant_id)
     sessions = sessions or demo_sessions()
+    # The subject's projector runs alongside the consolidations: its attempts are cleaned up too.
+    supervisor.active.add(projector_workflow_id(tenant_id, SUBJECT))
     for s in sessions:
         await client.append_messages(tenant_id, SUBJECT, s)
     for s in sessions:
@@ -462,6 +467,9 @@ async def run_scenario(services, supervisor: WorkerSupervisor, tenant_id: str, *
         except Exception as exc:  # a workflow that failed for good
             outcome.workflows_failed += 1
             outcome.errors.append(f"{s.session_id}: {exc!r}")
+    # Consolidations end at their commits; the subject's projector embeds the outbox after them.
+    await client.wait_for_projection(tenant_id, SUBJECT, timeout=timeout)
+    supervisor.active.discard(projector_workflow_id(tenant_id, SUBJECT))
     outcome.contents = await projection_contents(services.pool, tenant_id, SUBJECT)
     outcome.digest = await projection_digest(services.pool, tenant_id, SUBJECT)
     outcome.duplicates = await duplicate_counts(services.pool, tenant_id, SUBJECT)

@@ -88,19 +88,21 @@ async def _run_case(client: MemoryClient, tenant: str,
     for session in case_sessions(case):
         await client.append_messages(tenant, subject, session)
         await client.consolidation_result(await client.end_session(tenant, subject, session.session_id))
-    pool = client.services.pool
+    pool, keyring = client.services.pool, client.services.keyring
     # Current facts are read as of just after the last session: temporary facts (trips) end by then.
     last = _day(case.sessions[-1][0]) + timedelta(days=30)
-    current = {f"{f.namespace}/{f.key}": f.value for f in await list_facts(pool, tenant, subject, as_of=last)}
-    history = Counter(f"{f.namespace}/{f.key}" for f in await list_facts(pool, tenant, subject, include_history=True))
-    rows = await list_facts(pool, tenant, subject, include_history=True, include_candidates=True)
+    current = {f"{f.namespace}/{f.key}": f.value
+               for f in await list_facts(pool, keyring, tenant, subject, as_of=last)}
+    history = Counter(f"{f.namespace}/{f.key}"
+                      for f in await list_facts(pool, keyring, tenant, subject, include_history=True))
+    rows = await list_facts(pool, keyring, tenant, subject, include_history=True, include_candidates=True)
     candidates = {f"{f.namespace}/{f.key}": f.value for f in rows if f.status == "candidate"}
     evidence = {f"{f.namespace}/{f.key}": len(f.evidence_message_ids) for f in rows
                 if f.status == "active"}
     results: list[tuple[str, str, ProbeValue, ProbeValue]] = [
         ("current", f"current {key}", want, current.get(key)) for key, want in case.current.items()]
     for day, key, want in case.as_of:
-        facts = await list_facts(pool, tenant, subject, as_of=_day(day))
+        facts = await list_facts(pool, keyring, tenant, subject, as_of=_day(day))
         got = next((f.value for f in facts if f"{f.namespace}/{f.key}" == key), None)
         results.append(("as_of", f"{key} as of {day}", want, got))
     results += [("dedup", f"rows of {key}", want, history.get(key, 0)) for key, want in case.history.items()]

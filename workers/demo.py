@@ -7,13 +7,16 @@ from importlib import resources
 
 from pydantic import BaseModel
 
+from agent_memory.cli import format_context, format_fact
 from agent_memory.client import MemoryClient, RunSummary
 from agent_memory.context import AssembledContext
 from agent_memory.ingest import parse_session_line
 from agent_memory.models import ConsolidationResult, ErasureReceipt, FactRow, Session
+from agent_memory.projection_models import ProjectionLag
 from agent_memory.providers.openai_compat import providers_for
 from agent_memory.recall import RecallResult
 from agent_memory.services import Services
+from workers.worker import build_worker
 
 DEMO_TENANT = "demo"
 DEMO_QUERY = "where does Lin live and what should I avoid when ordering food?"
@@ -24,6 +27,7 @@ class DemoReport(BaseModel):
     subject_id: str
     ui_url: str
     consolidations: list[ConsolidationResult]
+    projection: ProjectionLag | None = None  # after waiting for the subject's projector
     facts_history: list[FactRow]
     current_facts: list[FactRow]
     recall: RecallResult
@@ -33,12 +37,13 @@ class DemoReport(BaseModel):
     facts_after_erasure: int
 
     def render(self) -> str:
-        from agent_memory.cli import format_context, format_fact
-
         lines = [f"agent-memory demo — tenant {self.tenant_id}, subject {self.subject_id}", "",
                  "Consolidation workflows:"]
         lines += [f"  {c.workflow_id}: {c.facts_extracted} facts extracted, {c.events_appended} events, "
-                  f"{c.vectors_upserted} vectors" for c in self.consolidations]
+                  f"{c.facts_written} facts written" for c in self.consolidations]
+        if self.projection is not None:
+            lines += [f"  projector/{self.tenant_id}/{self.subject_id}: vectors embedded after the commits; "
+                      f"{self.projection.pending} pending, {self.projection.dead_letters} dead letter(s)"]
         lines += ["", "Facts with validity intervals and evidence (history):"]
         lines += ["  " + format_fact(f) for f in self.facts_history]
         lines += ["", "Current facts:"] + ["  " + format_fact(f) for f in self.current_facts]
@@ -66,8 +71,6 @@ def sample_sessions(run_id: str) -> list[Session]:
 
 
 async def run_demo(services: Services) -> DemoReport:
-    from workers.worker import build_worker
-
     run_id = uuid.uuid4().hex[:8]
     subject = f"lin-{run_id}"
     client = MemoryClient(services, providers_for(services.settings).embedder)
@@ -78,6 +81,8 @@ async def run_demo(services: Services) -> DemoReport:
             # Sessions end in order, so each consolidation sees the facts of the earlier ones.
             handle = await client.end_session(DEMO_TENANT, subject, session.session_id)
             consolidations.append(await client.consolidation_result(handle))
+        # Consolidation ends at its commit; the subject's projector embeds the vectors recall uses.
+        projection = await client.wait_for_projection(DEMO_TENANT, subject, timeout=120)
         history = await client.facts(DEMO_TENANT, subject, history=True)
         current = await client.facts(DEMO_TENANT, subject)
         recalled = await client.recall(DEMO_TENANT, subject, DEMO_QUERY)
@@ -87,6 +92,6 @@ async def run_demo(services: Services) -> DemoReport:
             await client.erase(DEMO_TENANT, subject, reason="demo: user asked to be forgotten"))
         after = await client.facts(DEMO_TENANT, subject, history=True)
     return DemoReport(tenant_id=DEMO_TENANT, subject_id=subject, ui_url=services.settings.ui_url or "",
-                      consolidations=consolidations, facts_history=history, current_facts=current, recall=recalled,
+                      consolidations=consolidations, projection=projection, facts_history=history, current_facts=current, recall=recalled,
                       context=context,
                       runs=runs, erasure=receipt, facts_after_erasure=len(after))

@@ -1,0 +1,154 @@
+"""The `agent-memory` console script: the library's commands (agent_memory/cli.py) plus the ones
+that run processes — the embedded stack (`up`), a worker, migrations, the demo, evaluation,
+benchmarks and the chaos campaign. Library commands use the configured services or, when none
+are configured, a stack `agent-memory up` runs under AGENT_MEMORY_HOME."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from agent_memory import cli as core
+from agent_memory.services import Services
+from agent_memory.settings import Settings
+from workers.runtime import migrate_database, open_stack
+
+
+def add_tooling_commands(sub: core.SubParsers) -> None:
+    sub.add_parser("up", help="start the embedded stack and a worker; Ctrl-C stops everything")
+    sub.add_parser("worker", help="run only a worker against configured services (production)")
+    sub.add_parser("migrate", help="apply database migrations as the owner role (DATABASE_ADMIN_URL, or the "
+                                   "embedded PostgreSQL); other commands only check the schema is current")
+    demo = sub.add_parser("demo", help="the whole flow on bundled sample sessions")
+    demo.add_argument("--json", action="store_true")
+    ev = sub.add_parser("eval", help="evaluate context assembly on a benchmark against a BM25 baseline")
+    bench = ev.add_subparsers(dest="benchmark", required=True)
+    probes = bench.add_parser("probes", help="the write-gate probe set (current and as-of accuracy)")
+    probes.add_argument("--json", action="store_true")
+    loc = bench.add_parser("locomo", help="LoCoMo-format dir: sessions.jsonl, questions.jsonl[, adversarial]")
+    loc.add_argument("--data", required=True, type=Path, metavar="DIR")
+    loc.add_argument("--json", action="store_true", help="one JSON document instead of the table")
+    loc.add_argument("--dump", type=Path, metavar="FILE.jsonl", help="one line per question: contexts, citations")
+    loc.add_argument("--limit-conversations", type=int, metavar="N")
+    loc.add_argument("--budget", type=int, default=1200, help="context token budget (default 1200)")
+    bench_parser = sub.add_parser("bench", help="benchmarks on a private embedded stack; they print figures")
+    bench_sub = bench_parser.add_subparsers(dest="bench_name", required=True)
+    bench_erasure = bench_sub.add_parser("erasure", help="cost of physical compaction and key rotation")
+    bench_erasure.add_argument("--memories", type=int, default=10_000, help="memories to store (default 10000)")
+    bench_erasure.add_argument("--per-subject", type=int, default=10, help="memories per subject (default 10)")
+    bench_erasure.add_argument("--erase", type=int, default=5, help="subjects to erase first (default 5)")
+    bench_erasure.add_argument("--json", action="store_true")
+    chaos = sub.add_parser("chaos", help="randomized worker kills on a private embedded stack; prints the figures")
+    chaos.add_argument("--kills", type=int, default=20, help="worker kills to perform (default 20)")
+    chaos.add_argument("--seed", type=int, default=0)
+    chaos.add_argument("--json", action="store_true")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    return core.build_parser(add_tooling_commands,
+                             description="`agent-memory`: run the stack, feed sessions, inspect memory, erase subjects.")
+
+
+async def run_worker_until_signal(services: Services, announce: str) -> None:
+    from workers.schedules import ensure_schedules
+    from workers.worker import build_worker
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    worker = build_worker(services)
+    async with worker:
+        # Key rotation and compaction run as Schedules, visible in the UI's Schedules tab.
+        await ensure_schedules(services.temporal, services.settings.task_queue,
+                               keys_rotatable=services.keyring.provider.rotatable)
+        print(announce, flush=True)
+        await stop.wait()
+        print("stopping…", flush=True)
+
+
+async def _up(args: argparse.Namespace, settings: Settings) -> int:
+    async with open_stack(settings, start=True) as services:
+        s = services.settings
+        assert s.database_url and s.redis_url  # start=True: the embedded stack filled them in
+        await run_worker_until_signal(services, (
+            f"agent-memory is up (home {s.home})\n  Temporal  {s.temporal_address}  UI {s.ui_url}\n"
+            f"  Postgres  {s.database_url.split('@')[-1]}\n  Redis     {s.redis_url.split('@')[-1]}\n"
+            f"  worker    task queue {s.task_queue}\nCtrl-C stops everything."))
+    return 0
+
+
+async def _migrate(args: argparse.Namespace, settings: Settings) -> int:
+    applied = await migrate_database(settings)
+    print(f"applied {len(applied)} migration(s): {', '.join(applied)}" if applied else "the schema is up to date")
+    return 0
+
+
+async def _worker(args: argparse.Namespace, settings: Settings) -> int:
+    if not (settings.temporal_address and settings.database_url and settings.redis_url):
+        raise ValueError("the worker runs against configured services: set TEMPORAL_ADDRESS, DATABASE_URL and "
+                         "REDIS_URL (or use `agent-memory up` for the embedded stack)")
+    async with open_stack(settings, start=False) as services:
+        await run_worker_until_signal(services, f"worker polling task queue {settings.task_queue}")
+    return 0
+
+
+async def _demo(args: argparse.Namespace, settings: Settings) -> int:
+    from workers.demo import run_demo
+
+    async with open_stack(settings, start=True) as services:
+        report = await run_demo(services)
+    if args.json:
+        print(json.dumps(report.model_dump(mode="json"), indent=2, ensure_ascii=False, default=str))
+    else:
+        print(report.render())
+    return 0
+
+
+async def _eval(args: argparse.Namespace, settings: Settings) -> int:
+    if args.benchmark == "probes":
+        from workers.evaluation.probes import probes_command
+
+        return await probes_command(args, settings)
+    from workers.evaluation.locomo import eval_command
+
+    return await eval_command(args, settings)
+
+
+async def _bench(args: argparse.Namespace, settings: Settings) -> int:
+    from workers.evaluation.erasure_bench import bench_command
+
+    return await bench_command(args, settings)
+
+
+async def _chaos(args: argparse.Namespace, settings: Settings) -> int:
+    from workers.chaos import chaos_command
+
+    return await chaos_command(args, settings)
+
+
+COMMANDS: dict[str, core.CommandHandler] = {
+    "up": _up, "worker": _worker, "migrate": _migrate, "demo": _demo, "eval": _eval, "bench": _bench,
+    "chaos": _chaos,
+}
+
+
+@asynccontextmanager
+async def running_stack(settings: Settings) -> AsyncIterator[Services]:
+    """The configured services, or the embedded stack running under settings.home (never started here)."""
+    async with open_stack(settings, start=False) as services:
+        yield services
+
+
+def main(argv: list[str] | None = None) -> int:
+    return core.main(argv, parser=build_parser(), commands=COMMANDS, open_services=running_stack)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
