@@ -28,12 +28,12 @@ from pydantic import BaseModel
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
+from agent_memory.tables import erasure_tables
+
 MAINTAINER_ROLE = "agent_memory_maintainer"
 # Every table an erasure deletes from or rewrites (event redaction and the cleared subject ids
-# of requests and tombstones leave dead tuples too).
-ERASURE_TABLES: tuple[str, ...] = (
-    "memory_vectors", "memory_search", "projection_outbox", "observations", "episodes", "facts", "operations",
-    "messages", "sessions", "subject_keys", "memory_events", "erasure_requests", "tombstones")
+# of requests and tombstones leave dead tuples too), from the table registry.
+ERASURE_TABLES: tuple[str, ...] = erasure_tables()
 # Arbitrary constant: one compaction at a time.
 COMPACTION_LOCK_ID = 7_331_004_214
 

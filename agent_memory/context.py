@@ -2,8 +2,9 @@
 
 Candidates come from two index projections — BM25 over `memory_search` and cosine distance over
 `memory_vectors` — fused by reciprocal rank. Every candidate is re-read from its relational row
-(same version, valid at the as-of time, subject not tombstoned) before it may enter the context,
-and every item says which evidence messages its text draws on.
+(same version, valid at the as-of time) before it may enter the context, all in one READ
+`subject_scope` (tombstone checked once, by keyed digest or clear id, under the shared subject
+lock), and every item says which evidence messages its text draws on.
 """
 
 from __future__ import annotations
@@ -14,15 +15,17 @@ from typing import Literal
 
 import psycopg
 from pgvector import Vector
+from psycopg.rows import class_row
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
-from agent_memory.db import tenant_transaction
 from agent_memory.fact_text import fact_text
+from agent_memory.keyring import KeyRing
 from agent_memory.leak_filter import filter_context
 from agent_memory.lexical import bm25_search
 from agent_memory.providers.base import Embedder, estimate_tokens
 from agent_memory.recall import embed_query
+from agent_memory.scope import Mode, subject_scope
 from agent_memory.timeexpr import format_day
 
 DEFAULT_TOKEN_BUDGET = 1200
@@ -56,6 +59,26 @@ class AssembledContext(BaseModel):
     tokens: int
     budget: int
     leak_filter_dropped: int = 0  # packed items the leak filter removed (agent_memory.leak_filter)
+
+
+class _NoteRow(BaseModel):
+    """An observation or an episode as the context re-reads it."""
+
+    memory_id: str
+    version: int
+    text: str
+    happened_at: datetime
+    source_message_ids: list[str]
+
+
+class _FactHit(BaseModel):
+    memory_id: str
+    version: int
+    namespace: str
+    key: str
+    value: str
+    valid_from: datetime
+    evidence_message_ids: list[str]
 
 
 _WORD = re.compile(r"\w+")
@@ -131,50 +154,56 @@ async def _load_items(conn: psycopg.AsyncConnection, tenant_id: str, subject_id:
     """Re-read each candidate from its relational row; stale, superseded or future ones drop out."""
     ids = {kind: [mid for mid, k, _ in scores if k == kind] for kind in ("fact", "episode", "observation")}
     items: list[ContextItem] = []
-    cur = await conn.execute(
-        "SELECT memory_id::text, version, text, happened_at, source_message_ids FROM observations "
-        "WHERE tenant_id = %s AND subject_id = %s AND memory_id = ANY(%s::uuid[]) "
-        "AND happened_at <= coalesce(%s::timestamptz, 'infinity')", (tenant_id, subject_id, ids["observation"], as_of))
     query_terms = _terms(query)
-    for mid, version, text, happened_at, sources in await cur.fetchall():
-        if (key := (mid, "observation", version)) in scores:
-            speaker, _, body = text.partition(": ")
-            text = f"{speaker}: {focus(body, query_terms, _terms(speaker))}" if FOCUS_NOTES else text
-            items.append(ContextItem(kind="observation", memory_id=mid, text=f"[{format_day(happened_at)}] {text}",
-                                     content=text,
-                                     cited_message_ids=sources, score=scores[key], happened_at=happened_at))
-    cur = await conn.execute(
-        "SELECT memory_id::text, version, summary, happened_at, source_message_ids FROM episodes "
-        "WHERE tenant_id = %s AND subject_id = %s AND memory_id = ANY(%s::uuid[]) "
-        "AND happened_at <= coalesce(%s::timestamptz, 'infinity')", (tenant_id, subject_id, ids["episode"], as_of))
-    for mid, version, summary, happened_at, sources in await cur.fetchall():
-        if (key := (mid, "episode", version)) in scores:
-            items.append(ContextItem(kind="episode", memory_id=mid, content=summary,
-                                     text=f"[{format_day(happened_at)}] Session summary: {summary}",
-                                     cited_message_ids=sources, score=scores[key], happened_at=happened_at))
-    cur = await conn.execute(
-        "SELECT memory_id::text, version, namespace, key, value, valid_from, evidence_message_ids FROM facts "
-        "WHERE tenant_id = %s AND subject_id = %s AND memory_id = ANY(%s::uuid[]) AND status IN ('active', 'closed') "
-        "AND valid_from <= coalesce(%s::timestamptz, now()) "
-        "AND (valid_to IS NULL OR valid_to > coalesce(%s::timestamptz, now()))",
-        (tenant_id, subject_id, ids["fact"], as_of, as_of))
-    for mid, version, namespace, key_, value, valid_from, sources in await cur.fetchall():
-        if (key := (mid, "fact", version)) in scores:
-            items.append(ContextItem(kind="fact", memory_id=mid, content=value,
-                                     text=f"Fact (since {format_day(valid_from)}): {fact_text(namespace, key_, value)}",
-                                     cited_message_ids=sources, score=scores[key] * FACT_PRIOR,
-                                     happened_at=valid_from))
+    async with conn.cursor(row_factory=class_row(_NoteRow)) as notes:
+        await notes.execute(
+            "SELECT memory_id::text AS memory_id, version, text, happened_at, source_message_ids FROM observations "
+            "WHERE tenant_id = %s AND subject_id = %s AND memory_id = ANY(%s::uuid[]) "
+            "AND happened_at <= coalesce(%s::timestamptz, 'infinity')",
+            (tenant_id, subject_id, ids["observation"], as_of))
+        for note in await notes.fetchall():
+            if (key := (note.memory_id, "observation", note.version)) in scores:
+                speaker, _, body = note.text.partition(": ")
+                text = f"{speaker}: {focus(body, query_terms, _terms(speaker))}" if FOCUS_NOTES else note.text
+                items.append(ContextItem(kind="observation", memory_id=note.memory_id,
+                                         text=f"[{format_day(note.happened_at)}] {text}", content=text,
+                                         cited_message_ids=note.source_message_ids, score=scores[key],
+                                         happened_at=note.happened_at))
+        await notes.execute(
+            "SELECT memory_id::text AS memory_id, version, summary AS text, happened_at, source_message_ids "
+            "FROM episodes WHERE tenant_id = %s AND subject_id = %s AND memory_id = ANY(%s::uuid[]) "
+            "AND happened_at <= coalesce(%s::timestamptz, 'infinity')", (tenant_id, subject_id, ids["episode"], as_of))
+        for episode in await notes.fetchall():
+            if (key := (episode.memory_id, "episode", episode.version)) in scores:
+                items.append(ContextItem(kind="episode", memory_id=episode.memory_id, content=episode.text,
+                                         text=f"[{format_day(episode.happened_at)}] Session summary: {episode.text}",
+                                         cited_message_ids=episode.source_message_ids, score=scores[key],
+                                         happened_at=episode.happened_at))
+    async with conn.cursor(row_factory=class_row(_FactHit)) as facts:
+        await facts.execute(
+            "SELECT memory_id::text AS memory_id, version, namespace, key, value, valid_from, evidence_message_ids "
+            "FROM facts WHERE tenant_id = %s AND subject_id = %s AND memory_id = ANY(%s::uuid[]) "
+            "AND status IN ('active', 'closed') AND valid_from <= coalesce(%s::timestamptz, now()) "
+            "AND (valid_to IS NULL OR valid_to > coalesce(%s::timestamptz, now()))",
+            (tenant_id, subject_id, ids["fact"], as_of, as_of))
+        for fact in await facts.fetchall():
+            if (key := (fact.memory_id, "fact", fact.version)) in scores:
+                rendered = fact_text(fact.namespace, fact.key, fact.value)
+                items.append(ContextItem(
+                    kind="fact", memory_id=fact.memory_id, content=fact.value,
+                    text=f"Fact (since {format_day(fact.valid_from)}): {rendered}",
+                    cited_message_ids=fact.evidence_message_ids, score=scores[key] * FACT_PRIOR,
+                    happened_at=fact.valid_from))
     return items
 
 
-async def assemble_context(pool: AsyncConnectionPool, embedder: Embedder, tenant_id: str, subject_id: str,
-                           query: str, *, as_of: datetime | None = None,
+async def assemble_context(pool: AsyncConnectionPool, keyring: KeyRing, embedder: Embedder, tenant_id: str,
+                           subject_id: str, query: str, *, as_of: datetime | None = None,
                            token_budget: int = DEFAULT_TOKEN_BUDGET, redis=None) -> AssembledContext:
-    async with tenant_transaction(pool, tenant_id) as conn:
-        cur = await conn.execute("SELECT 1 FROM tombstones WHERE tenant_id = %s AND subject_id = %s",
-                                 (tenant_id, subject_id))
-        if await cur.fetchone() is not None:  # erased: nothing may reach a prompt
+    async with subject_scope(pool, keyring, tenant_id, subject_id, Mode.READ) as scope:
+        if scope.erased:  # erased: nothing may reach a prompt
             return AssembledContext(query=query, items=[], text="", tokens=0, budget=token_budget)
+        conn = scope.conn
         lexical = await bm25_search(conn, tenant_id, subject_id, query, as_of=as_of, limit=CANDIDATES)
         vector = await _vector_hits(conn, embedder, tenant_id, subject_id, query)
         scores = fuse((LEXICAL_WEIGHT, [(m, k, v) for m, k, v, _ in lexical]), (VECTOR_WEIGHT, vector))

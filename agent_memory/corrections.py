@@ -1,10 +1,11 @@
 """Live writes: a user (or an agent on the user's behalf) states a fact directly, outside a
 consolidation, with an expected-version condition.
 
-A live write is committed through the same transaction as consolidation (event, closed old
-interval, new row, lexical index, outbox), so it is versioned, replayable and erasable like any
-other memory. A consolidation planned against the old version fails its commit with a version
-conflict, re-reads and re-decides.
+A live write is one event (`FactCreated`, or `FactSuperseded` when a fact exists) recorded
+through the same `record_event` as a consolidation's (append to the log + apply to every
+projection), so it is versioned, replayable and erasable like any other memory. The version it
+expects is the one every read model shows (`FactRow.version`); a consolidation planned against
+the old version fails its commit with a version conflict, re-reads and re-decides.
 """
 
 from __future__ import annotations
@@ -13,22 +14,15 @@ from datetime import UTC, datetime
 
 from psycopg_pool import AsyncConnectionPool
 
+from agent_memory.events import FactCreated, FactSuperseded, MemoryEvent, VersionConflictError, memory_version
 from agent_memory.keyring import KeyRing
-from agent_memory.memory_store import commit_consolidation
-from agent_memory.models import (
-    CommitOutcome,
-    ConflictPlan,
-    ExtractedFact,
-    ExtractionResult,
-    FactAction,
-    FactDecision,
-    ImportanceResult,
-    SummaryResult,
-    check_identifier,
-)
-from agent_memory.operations import request_hash
+from agent_memory.memory_store import record_event, subject_key
+from agent_memory.models import CommitOutcome, ExtractedFact, check_identifier
+from agent_memory.operations import record_succeeded, recorded_result, request_hash
+from agent_memory.scope import Mode, subject_scope
 
 LIVE_SESSION = "live-write"
+LIVE_REASON = "live write: the user stated it directly"
 
 
 async def write_fact(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_id: str, subject_id: str,
@@ -39,22 +33,43 @@ async def write_fact(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_id: 
     outcome; without one, a repeat finds the version moved on and conflicts — never a duplicate."""
     check_identifier("tenant", tenant_id)
     check_identifier("subject", subject_id)
+    if not namespace.strip() or not key.strip():
+        raise ValueError("namespace and key must not be empty: name the fact, e.g. namespace 'location', key 'home_city'")
     if not value.strip():
         raise ValueError("value is empty: to end a fact, erase or supersede it with a new value")
     if not evidence_message_ids:
         raise ValueError("evidence_message_ids is empty: cite the message in which the user said it")
+    if expected_version < 0:
+        raise ValueError("expected_version is negative: pass 0 for a new fact, or the version a read returned")
     observed = observed_at or datetime.now(UTC)
+    # The extraction model's validation: namespace, key and value limits, evidence ids.
     fact = ExtractedFact(namespace=namespace, key=key, value=value, claim_type="explicit", confidence=1.0,
                          evidence_message_ids=evidence_message_ids, observed_at=observed)
-    action: FactAction = "create" if expected_version == 0 else "supersede"
-    plan = ConflictPlan(decisions=[FactDecision(action=action, namespace=namespace, key=key, value=value,
-                                                expected_version=expected_version, fact_index=0,
-                                                reason="live write: the user stated it directly")])
     request = {"namespace": namespace, "key": key, "value": value, "expected_version": expected_version,
                "evidence": evidence_message_ids, "observed_at": observed.isoformat(), "subject": subject_id}
-    return await commit_consolidation(
-        pool, keyring, tenant_id=tenant_id, subject_id=subject_id, session_id=LIVE_SESSION,
-        operation_id=f"live/{request_hash(request)[:24]}", request=request,
-        extraction=ExtractionResult(provider="user", extractor="live-write", extractor_version="1", facts=[fact]),
-        plan=plan, importance=ImportanceResult(importance=1), summary=SummaryResult(sentences=[], token_count=0),
-        happened_at=observed)
+    req_hash = request_hash(request)
+    operation_id = f"live/{req_hash[:24]}"
+    async with subject_scope(pool, keyring, tenant_id, subject_id, Mode.WRITE) as scope:
+        conn = scope.conn
+        done = await recorded_result(conn, tenant_id, operation_id, req_hash, CommitOutcome)
+        if done is not None:
+            return done
+        skey = await subject_key(conn, keyring, tenant_id, subject_id, create=True)
+        assert skey is not None  # create=True
+        name = f"{namespace}/{key}"
+        memory_id = skey.memory_id("fact", name)
+        current = await memory_version(conn, tenant_id, memory_id)
+        if current != expected_version:
+            raise VersionConflictError(f"memory {memory_id}: expected version {expected_version}, found {current}")
+        fields = {"namespace": fact.namespace, "key": fact.key, "value": fact.value, "claim_type": fact.claim_type,
+                  "permanence": fact.permanence, "confidence": fact.confidence, "session_id": LIVE_SESSION, "reason": LIVE_REASON}
+        payload = (FactCreated if current == 0 else FactSuperseded).model_validate(fields)
+        event = MemoryEvent(memory_id=memory_id, version=current + 1, namespace=namespace, name=name,
+                            occurred_at=observed, source_message_ids=tuple(evidence_message_ids),
+                            operation_id=operation_id, actor="user", extractor=("live-write", "1"), payload=payload)
+        await record_event(conn, skey, event)
+        outcome = CommitOutcome(operation_id=operation_id, session_id=LIVE_SESSION, events_appended=1,
+                                facts_written=1, episode_written=False, outbox_rows=1)
+        await record_succeeded(conn, tenant_id=tenant_id, subject_id=subject_id, operation_id=operation_id,
+                               kind="commit", req_hash=req_hash, result=outcome)
+    return outcome

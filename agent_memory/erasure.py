@@ -17,27 +17,24 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 from redis.asyncio import Redis
 
+from agent_memory import tables
 from agent_memory.compaction import ERASURE_TABLES, request_compaction
 from agent_memory.crypto import decrypt_reason
-from agent_memory.db import fetch_one, lock_subject, tenant_transaction
+from agent_memory.db import fetch_one, tenant_transaction
 from agent_memory.evidence import redis_prefix
 from agent_memory.keyring import KeyRing
 from agent_memory.models import ErasureReceipt, ErasureStatus
+from agent_memory.scope import Mode, subject_scope
 
-# Order matters: derived projections first, evidence last, so a crash midway leaves nothing
-# derived without its source. Each entry: store name → SQL tables deleted for the subject.
-SQL_STORES: dict[str, tuple[str, ...]] = {
-    "vectors": ("memory_vectors",),
-    "search_index": ("memory_search",),
-    "outbox": ("projection_outbox",),
-    "observations": ("observations",),
-    "episodes": ("episodes",),
-    "facts": ("facts",),
-    "operations": ("operations",),
-    "messages": ("messages", "sessions"),
-}
-# Last: the event log's clear-text metadata (the payloads are crypto-shredded with the key).
-STORES: tuple[str, ...] = ("working_memory", *SQL_STORES, "event_metadata")
+# From the table registry (agent_memory/tables.py), in its order: derived projections first,
+# evidence last, so a crash midway leaves nothing derived without its source. Each entry: store
+# name → SQL tables deleted for the subject.
+SQL_STORES: dict[str, tuple[str, ...]] = tables.erasure_sql_stores()
+# The current workflow version's steps: working memory, the deleting stores, and last the event
+# log's clear-text metadata (the payloads are crypto-shredded with the key). Old workflow
+# versions erase their own frozen lists (workflows/erasure.py); a test checks the newest one
+# equals this.
+STORES: tuple[str, ...] = tables.erasure_stores()
 MAX_REASON_CHARS = 1000
 
 PHYSICAL_HORIZON = (
@@ -109,8 +106,8 @@ async def begin_erasure(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id: 
     """Check the request and write the tombstone (exclusive subject lock: in-flight writers
     finish first, later ones see the tombstone). A clash is raised before the tombstone."""
     digest = keyring.subject_digest(tenant_id, subject_id)
-    async with tenant_transaction(pool, tenant_id) as conn:
-        await lock_subject(conn, tenant_id, subject_id, exclusive=True)
+    async with subject_scope(pool, keyring, tenant_id, subject_id, Mode.EXCLUSIVE) as scope:
+        conn = scope.conn  # already tombstoned (scope.erased): a repeat, answered from the request below
         await _insert_request(conn, keyring, tenant_id, subject_id, digest, request_id, reason)
         await conn.execute(
             "INSERT INTO tombstones (tenant_id, subject_id, subject_digest, request_id) VALUES (%s, %s, %s, %s) "

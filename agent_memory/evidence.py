@@ -14,7 +14,8 @@ from redis.asyncio import Redis
 from agent_memory.db import fetch_one, tenant_transaction
 from agent_memory.leak_filter import register_tenant
 from agent_memory.models import Message, Session, check_identifier
-from agent_memory.operations import RecordNotFoundError, ensure_not_erased
+from agent_memory.operations import RecordNotFoundError
+from agent_memory.scope import Mode, enter_subject
 
 WORKING_MEMORY_TTL_SECONDS = 4 * 3600
 WORKING_MEMORY_MAX_MESSAGES = 50
@@ -105,7 +106,7 @@ async def append_messages(pool: AsyncConnectionPool, redis: Redis | None, tenant
     inserted: list[Message] = []
     duplicates = 0
     async with tenant_transaction(pool, tenant_id) as conn:
-        await ensure_not_erased(conn, tenant_id, subject_id, subject_digest)
+        await enter_subject(conn, tenant_id, subject_id, subject_digest, Mode.WRITE)
         await conn.execute("SELECT pg_advisory_xact_lock(%s)", (session_lock_key(tenant_id, session.session_id),))
         await conn.execute(
             "INSERT INTO sessions (tenant_id, session_id, subject_id, started_at) VALUES (%s, %s, %s, %s) "

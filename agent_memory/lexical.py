@@ -7,7 +7,6 @@ character bigrams appended to the searchable text, since no built-in parser segm
 from __future__ import annotations
 
 import re
-import uuid
 from datetime import datetime
 
 import psycopg
@@ -29,19 +28,6 @@ def search_text(text: str) -> str:
 
 def term_count(text: str) -> int:
     return max(1, len(WORD.findall(CJK_RUN.sub(" ", text))) + sum(len(r) for r in CJK_RUN.findall(text)))
-
-
-async def index_item(conn: psycopg.AsyncConnection, *, tenant_id: str, subject_id: str, memory_id: uuid.UUID,
-                     kind: str, version: int, text: str, happened_at: datetime, hint: str | None = None) -> None:
-    """Index an item's text; `hint` (e.g. the question a message answers) is searchable too."""
-    indexed = indexed_text(text, hint)
-    await conn.execute(
-        """
-        INSERT INTO memory_search (tenant_id, subject_id, memory_id, memory_kind, version, search_text, term_count,
-                                   happened_at)
-        VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
-        ON CONFLICT (tenant_id, memory_id, version) DO NOTHING
-        """, (tenant_id, subject_id, memory_id, kind, version, search_text(indexed), term_count(indexed), happened_at))
 
 
 async def bm25_search(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, query: str, *,

@@ -172,7 +172,10 @@ class FactRow(BaseModel):
     namespace: str
     key: str
     value: str
+    # The memory's version: what a conditional write (write_fact's expected_version) accepts.
     version: int
+    # The version whose event opened this interval (its lexical and vector rows carry it).
+    interval_version: int
     valid_from: datetime
     valid_to: datetime | None
     recorded_at: datetime

@@ -19,20 +19,15 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
-from agent_memory.db import lock_subject, tenant_transaction
+from agent_memory.db import tenant_transaction
 from agent_memory.keyring import KeyRing
 from agent_memory.models import ProviderResult
+from agent_memory.scope import Mode, SubjectErasedError, enter_subject, subject_scope
+
+__all__ = ["OperationMismatchError", "OperationRecorder", "RecordNotFoundError", "SubjectErasedError",
+           "ensure_not_erased", "record_succeeded", "recorded_result", "request_hash"]
 
 R = TypeVar("R", bound=BaseModel)
-
-
-class SubjectErasedError(Exception):
-    """The subject has a tombstone: nothing may be written for it any more."""
-
-    def __init__(self, tenant_id: str, subject_id: str):
-        super().__init__(f"subject {subject_id!r} of tenant {tenant_id!r} was erased; writes are refused")
-        self.tenant_id = tenant_id
-        self.subject_id = subject_id
 
 
 class RecordNotFoundError(LookupError):
@@ -49,14 +44,10 @@ def request_hash(request: dict[str, Any]) -> str:
 
 
 async def ensure_not_erased(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, digest: str) -> None:
-    """Take the shared subject lock and refuse if the subject is tombstoned. A completed
-    erasure keeps only the subject's keyed digest (`KeyRing.subject_digest`); legacy tombstones
-    and running erasures also carry the clear id."""
-    await lock_subject(conn, tenant_id, subject_id, exclusive=False)
-    cur = await conn.execute("SELECT 1 FROM tombstones WHERE tenant_id = %s AND (subject_digest = %s OR subject_id = %s)",
-                             (tenant_id, digest, subject_id))
-    if await cur.fetchone() is not None:
-        raise SubjectErasedError(tenant_id, subject_id)
+    """Take the shared subject lock and refuse if the subject is tombstoned, in the caller's
+    transaction: `scope.enter_subject` in WRITE mode. New code opens `scope.subject_scope`
+    instead; this remains for callers that manage their own transaction."""
+    await enter_subject(conn, tenant_id, subject_id, digest, Mode.WRITE)
 
 
 async def recorded_result(conn: psycopg.AsyncConnection, tenant_id: str, operation_id: str,
@@ -114,8 +105,8 @@ class OperationRecorder:
         when no successful record exists."""
         req_hash = request_hash(request)
         while True:
-            async with tenant_transaction(self._pool, tenant_id) as conn:
-                await ensure_not_erased(conn, tenant_id, subject_id, self.keyring.subject_digest(tenant_id, subject_id))
+            async with subject_scope(self._pool, self.keyring, tenant_id, subject_id, Mode.WRITE) as scope:
+                conn = scope.conn
                 existing = await recorded_result(conn, tenant_id, operation_id, req_hash, result_type)
                 if existing is not None:
                     return existing, True
@@ -149,19 +140,17 @@ class OperationRecorder:
                     "WHERE tenant_id = %s AND operation_id = %s AND status <> 'succeeded'",
                     (error, tenant_id, operation_id))
             raise
-        async with tenant_transaction(self._pool, tenant_id) as conn:
-            await ensure_not_erased(conn, tenant_id, subject_id, self.keyring.subject_digest(tenant_id, subject_id))
-            await record_succeeded(conn, tenant_id=tenant_id, subject_id=subject_id, operation_id=operation_id,
+        async with subject_scope(self._pool, self.keyring, tenant_id, subject_id, Mode.WRITE) as scope:
+            await record_succeeded(scope.conn, tenant_id=tenant_id, subject_id=subject_id, operation_id=operation_id,
                                    kind=kind, req_hash=req_hash, result=result)
         if self.after_record is not None:
             await self.after_record(operation_id)
         return result, False
 
     async def load(self, tenant_id: str, subject_id: str, operation_id: str, result_type: type[R]) -> R:
-        async with tenant_transaction(self._pool, tenant_id) as conn:
-            # erasure deleted the results
-            await ensure_not_erased(conn, tenant_id, subject_id, self.keyring.subject_digest(tenant_id, subject_id))
-            cur = await conn.execute(
+        # An erased subject raises (erasure deleted the results).
+        async with subject_scope(self._pool, self.keyring, tenant_id, subject_id, Mode.WRITE) as scope:
+            cur = await scope.conn.execute(
                 "SELECT result FROM operations WHERE tenant_id = %s AND operation_id = %s AND status = 'succeeded'",
                 (tenant_id, operation_id))
             row = await cur.fetchone()

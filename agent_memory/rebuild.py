@@ -3,7 +3,7 @@
 The event log (`memory_events`) is the source of truth; facts, episodes, observations, the
 lexical index (`memory_search`) and the vector projection (`memory_vectors`) are derived from
 it. `rebuild_subject` replays the subject's events (decrypted with the subject key) into
-scratch tables exactly as `memory_store.commit_consolidation` writes the live rows, hashes the
+scratch tables through the write path's own `apply.apply_event`, hashes the
 live and the rebuilt rows with the same query (`projection_digest`), and swaps the differing
 tables in — in the same transaction, under the exclusive subject lock — only when the digests
 differ (or when forced). Vectors are never re-computed by the provider when an `embed/...`
@@ -30,58 +30,35 @@ from functools import partial
 from typing import Any
 
 import psycopg
-from cryptography.exceptions import InvalidTag
 from pgvector import Vector
 from psycopg import sql
-from psycopg.types.json import Jsonb
+from psycopg.rows import class_row
 from psycopg_pool import AsyncConnectionPool
 
-from agent_memory.crypto import event_aad
-from agent_memory.db import fetch_one, lock_subject, tenant_transaction
-from agent_memory.fact_text import fact_text
+from agent_memory import tables
+from agent_memory.apply import ProjectionTables, apply_event
+from agent_memory.db import fetch_one, tenant_transaction
+from agent_memory.events import EventLogError, MemoryEvent, read_subject_events
 from agent_memory.keyring import KeyRing
-from agent_memory.lexical import indexed_text, search_text, term_count
 from agent_memory.memory_store import subject_key
 from agent_memory.models import EmbeddingResult, SubjectRebuild
 from agent_memory.operations import OperationRecorder, SubjectErasedError, request_hash
 from agent_memory.projection import embed_operation_id, memory_text
 from agent_memory.providers.base import Embedder
+from agent_memory.scope import Mode, SubjectScope, subject_scope
 
-# The projections, in swap order (derived-most first, like erasure), each with the columns the
-# digest covers. Timestamps of bookkeeping (recorded_at, superseded_at, created_at) are left out.
-DIGEST_COLUMNS: dict[str, tuple[str, ...]] = {
-    "facts": ("fact_id::text", "memory_id::text", "namespace", "key", "value", "version", "status", "valid_from",
-              "valid_to", "valid_until", "confidence", "claim_type", "permanence", "source_kind",
-              "evidence_message_ids", "close_reason", "operation_id"),
-    "episodes": ("memory_id::text", "session_id", "version", "summary", "sentences", "importance", "happened_at",
-                 "source_message_ids", "operation_id"),
-    "observations": ("memory_id::text", "session_id", "message_id", "version", "text", "happened_at",
-                     "source_message_ids", "operation_id"),
-    "memory_search": ("memory_id::text", "memory_kind", "version", "search_text", "term_count", "happened_at"),
-    "memory_vectors": ("memory_id::text", "memory_kind", "version", "model", "embedding::real[]"),
-}
+# The projections a rebuild replays, in digest order, each with the columns the digest covers
+# (bookkeeping timestamps — recorded_at, superseded_at, created_at — left out) and the columns
+# written when a rebuilt table is swapped in: declared in the table registry (tables.py).
+DIGEST_COLUMNS: dict[str, tuple[str, ...]] = tables.digest_columns()
 TABLES: tuple[str, ...] = tuple(DIGEST_COLUMNS)
-# Columns written when a rebuilt table is swapped in (memory_search.tsv is generated).
-WRITE_COLUMNS: dict[str, tuple[str, ...]] = {
-    "facts": ("fact_id", "tenant_id", "subject_id", "memory_id", "namespace", "key", "value", "version", "status",
-              "valid_from", "valid_to", "valid_until", "recorded_at", "superseded_at", "confidence", "claim_type",
-              "permanence", "source_kind", "evidence_message_ids", "close_reason", "operation_id"),
-    "episodes": ("memory_id", "tenant_id", "subject_id", "session_id", "version", "summary", "sentences",
-                 "importance", "happened_at", "source_message_ids", "operation_id", "recorded_at"),
-    "observations": ("memory_id", "tenant_id", "subject_id", "session_id", "message_id", "version", "text",
-                     "happened_at", "source_message_ids", "operation_id", "recorded_at"),
-    "memory_search": ("tenant_id", "subject_id", "memory_id", "memory_kind", "version", "search_text", "term_count",
-                      "happened_at"),
-    "memory_vectors": ("tenant_id", "subject_id", "memory_id", "memory_kind", "version", "model", "embedding",
-                       "created_at"),
-}
+WRITE_COLUMNS: dict[str, tuple[str, ...]] = tables.write_columns()
 # Scratch copies live in the rebuilding transaction only.
 SCRATCH: dict[str, str] = {t: f"rebuild_{t}" for t in TABLES}
+SCRATCH_TABLES = ProjectionTables(facts=SCRATCH["facts"], episodes=SCRATCH["episodes"],
+                                  observations=SCRATCH["observations"], memory_search=SCRATCH["memory_search"],
+                                  projection_outbox="rebuild_projection_outbox")
 EMBEDDING_DECIMALS = 6
-
-
-class EventLogError(Exception):
-    """The subject's event log cannot be replayed (unreadable payload, gap, unknown event)."""
 
 
 class SwapVerificationError(EventLogError):
@@ -146,20 +123,8 @@ async def projection_digest(conn_or_pool: psycopg.AsyncConnection | AsyncConnect
 
 
 @dataclass(frozen=True)
-class Event:
-    memory_id: uuid.UUID
-    namespace: str
-    event_type: str
-    version: int
-    occurred_at: datetime
-    source_message_ids: list[str]
-    operation_id: str
-    payload: dict[str, Any]
-
-
-@dataclass(frozen=True)
 class VectorItem:
-    """One row the vector projection embeds (an outbox row of the live write path)."""
+    """One row the vector projection embeds (an outbox row of the rebuilt projection)."""
 
     memory_id: uuid.UUID
     kind: str
@@ -168,166 +133,87 @@ class VectorItem:
     operation_id: str
 
 
+@dataclass(frozen=True)
+class _OutboxRow:
+    """A rebuilt outbox row joined to the text it embeds."""
+
+    memory_id: uuid.UUID
+    memory_kind: str
+    version: int
+    operation_id: str
+    namespace: str | None  # facts only
+    key: str | None
+    text: str  # every rebuilt outbox row has the row it was written for
+
+
 @dataclass
 class Replayed:
-    facts: list[dict[str, Any]] = field(default_factory=list)
-    episodes: list[dict[str, Any]] = field(default_factory=list)
-    observations: list[dict[str, Any]] = field(default_factory=list)
-    search: list[dict[str, Any]] = field(default_factory=list)
-    vector_items: list[VectorItem] = field(default_factory=list)
+    """A subject's log, applied to the scratch tables."""
+
     events: int = 0
+    vector_items: list[VectorItem] = field(default_factory=list)
 
 
-def _parse_time(value: str | None) -> datetime | None:
-    return None if value is None else datetime.fromisoformat(value)
-
-
-def _search_row(memory_id: uuid.UUID, kind: str, version: int, text: str, happened_at: datetime,
-                hint: str | None = None) -> dict[str, Any]:
-    indexed = indexed_text(text, hint)  # as lexical.index_item writes it
-    return {"memory_id": memory_id, "memory_kind": kind, "version": version, "search_text": search_text(indexed),
-            "term_count": term_count(indexed), "happened_at": happened_at}
-
-
-def replay_events(events: list[Event]) -> Replayed:
-    """Recompute the projection rows from decrypted events, as commit_consolidation writes them.
-
-    Events are applied per memory in aggregate_version order. A fact event's `action` says what
-    the commit did: create/promote/candidate insert a row; supersede closes the active row
-    (valid_to = least(valid_to, observed_at), close_reason) and inserts the new version; confirm
-    appends its evidence to the active row and writes no row (it only bumps the version). A
-    MemoryClosed event closes a candidate row (promoted). Anything else is refused, so the
-    rebuild fails loudly rather than diverging silently from the write path.
-    """
-    out = Replayed(events=len(events))
-    ordered = sorted(events, key=lambda e: (str(e.memory_id), e.version))
-    facts_by_memory: dict[uuid.UUID, list[dict[str, Any]]] = {}
-    last_version: dict[uuid.UUID, int] = {}
-    for ev in ordered:
-        if ev.version != last_version.get(ev.memory_id, 0) + 1:
-            raise EventLogError(f"memory {ev.memory_id}: version {ev.version} follows "
-                                f"{last_version.get(ev.memory_id, 0)} (gap or duplicate in the log)")
-        last_version[ev.memory_id] = ev.version
-        p = ev.payload
-        if ev.event_type == "MemoryClosed" and ev.memory_id in facts_by_memory:
-            # A promoted candidate leaves the candidate area: closed at the promotion (no least()).
-            for row in facts_by_memory[ev.memory_id]:
-                if row["status"] == "candidate":
-                    row.update(status="promoted", valid_to=ev.occurred_at, close_reason=p.get("reason"))
-        elif "action" in p:
-            _apply_fact(out, facts_by_memory.setdefault(ev.memory_id, []), ev)
-        elif ev.namespace == "episode" and "summary" in p:
-            if ev.version != 1:
-                raise EventLogError(f"episode {ev.memory_id}: unexpected version {ev.version}")
-            out.episodes.append({
-                "memory_id": ev.memory_id, "session_id": p["session_id"], "version": 1, "summary": p["summary"],
-                "sentences": p["sentences"], "importance": p["importance"], "happened_at": ev.occurred_at,
-                "source_message_ids": list(ev.source_message_ids), "operation_id": ev.operation_id})
-            out.search.append(_search_row(ev.memory_id, "episode", 1, p["summary"], ev.occurred_at))
-            out.vector_items.append(VectorItem(ev.memory_id, "episode", 1, p["summary"], ev.operation_id))
-        elif ev.namespace == "observation" and "text" in p:
-            if ev.version != 1:
-                raise EventLogError(f"observation {ev.memory_id}: unexpected version {ev.version}")
-            out.observations.append({
-                "memory_id": ev.memory_id, "session_id": p["session_id"], "message_id": ev.source_message_ids[0],
-                "version": 1, "text": p["text"], "happened_at": ev.occurred_at,
-                "source_message_ids": list(ev.source_message_ids), "operation_id": ev.operation_id})
-            out.search.append(_search_row(ev.memory_id, "observation", 1, p["text"], ev.occurred_at,
-                                          p.get("answers")))
-            out.vector_items.append(VectorItem(ev.memory_id, "observation", 1, p["text"], ev.operation_id))
-        else:
-            raise EventLogError(f"memory {ev.memory_id} v{ev.version}: cannot replay a {ev.event_type} event "
-                                f"in namespace {ev.namespace!r}")
-    for rows in facts_by_memory.values():
-        out.facts.extend(rows)
-    return out
-
-
-def _apply_fact(out: Replayed, rows: list[dict[str, Any]], ev: Event) -> None:
-    p = ev.payload
-    action = p["action"]
-    active = next((r for r in rows if r["status"] == "active"), None)
-    if action == "confirm":
-        if active is not None:
-            active["evidence_message_ids"] = active["evidence_message_ids"] + list(ev.source_message_ids)
-        return
-    if action == "supersede" and active is not None:
-        # least() ignores NULL: an open interval closes at the new observation.
-        active["valid_to"] = ev.occurred_at if active["valid_to"] is None else min(active["valid_to"], ev.occurred_at)
-        active["status"] = "closed"
-        active["close_reason"] = p["reason"]
-    if action not in ("create", "supersede", "candidate", "promote"):
-        raise EventLogError(f"fact {ev.memory_id} v{ev.version}: unknown action {action!r}")
-    if any(r["version"] == ev.version for r in rows):
-        return  # ON CONFLICT (tenant_id, memory_id, version) DO NOTHING
-    valid_until = _parse_time(p.get("valid_until"))
-    rows.append({
-        "fact_id": uuid.uuid5(ev.memory_id, f"fact-{ev.version}"), "memory_id": ev.memory_id,
-        "namespace": p["namespace"], "key": p["key"], "value": p["value"], "version": ev.version,
-        "status": "candidate" if action == "candidate" else "active", "valid_from": ev.occurred_at,
-        "valid_to": valid_until, "valid_until": valid_until, "confidence": p["confidence"],
-        "claim_type": p["claim_type"], "permanence": p["permanence"],
-        "source_kind": "user_statement" if p["claim_type"] == "explicit" else "model_inference",
-        "evidence_message_ids": list(ev.source_message_ids), "close_reason": None, "operation_id": ev.operation_id})
-    if action != "candidate":
-        out.search.append(_search_row(ev.memory_id, "fact", ev.version,
-                                      fact_text(p['namespace'], p['key'], p['value']), ev.occurred_at))
-    # Candidates are projected as vectors too (memory_kind 'fact'), like the live outbox.
-    out.vector_items.append(VectorItem(ev.memory_id, "fact", ev.version,
-                                       memory_text("fact", p["namespace"], p["key"], p["value"]), ev.operation_id))
-
-
-async def is_erased(conn: psycopg.AsyncConnection, keyring: KeyRing, tenant_id: str, subject_id: str) -> bool:
-    # `subject_id` may itself be the digest of an erased subject (a tenant-wide rebuild lists it so).
-    cur = await conn.execute("SELECT 1 FROM tombstones WHERE tenant_id = %s "
-                             "AND (subject_digest = ANY(%s) OR subject_id = %s)",
-                             (tenant_id, [keyring.subject_digest(tenant_id, subject_id), subject_id], subject_id))
-    return await cur.fetchone() is not None
-
-
-async def replay_subject(conn: psycopg.AsyncConnection, keyring: KeyRing, tenant_id: str,
-                         subject_id: str) -> Replayed | None:
-    """Read the subject's events in order, decrypt them with the subject key and recompute the
-    projection rows. None when the subject is erased (tombstone) or its key is shredded."""
-    if await is_erased(conn, keyring, tenant_id, subject_id):
+async def replay_subject(scope: SubjectScope, keyring: KeyRing) -> Replayed | None:
+    """Read the subject's events, decrypted and typed, and apply them with the write path's own
+    `apply_event` into the scratch tables. None when the subject is erased (the scope found its
+    tombstone; a subject listed by its digest always has one) or its key is shredded."""
+    if scope.erased:
         return None
-    cur = await conn.execute(
-        "SELECT memory_id, namespace, event_type, aggregate_version, occurred_at, source_message_ids, operation_id, "
-        "payload_ciphertext, payload_nonce, event_id, aad_version FROM memory_events WHERE tenant_id = %s AND subject_id = %s "
-        "ORDER BY memory_id, aggregate_version", (tenant_id, subject_id))
-    raw = await cur.fetchall()
+    conn, tenant_id, subject_id = scope.conn, scope.tenant_id, scope.subject_id
     key = await subject_key(conn, keyring, tenant_id, subject_id, create=False)
     if key is None:
-        return None if raw else Replayed()  # shredded: unreadable, so nothing can be rebuilt
-    events = []
-    for (memory_id, namespace, event_type, version, occurred_at, sources, operation_id, ciphertext, nonce, event_id,
-         aad_version) in raw:
-        if ciphertext is None or nonce is None:
-            raise EventLogError(f"memory {memory_id} v{version}: payload missing")
-        aad = key.legacy_aad() if aad_version == 1 else event_aad(tenant_id, subject_id, event_id, memory_id, version,
-                                                                    event_type)
-        try:
-            payload = key.decrypt(bytes(ciphertext), bytes(nonce), aad)
-        except InvalidTag as exc:
-            raise EventLogError(f"memory {memory_id} v{version}: payload does not decrypt") from exc
-        events.append(Event(memory_id, namespace, event_type, version, occurred_at, list(sources), operation_id,
-                            payload))
-    return replay_events(events)
+        cur = await conn.execute("SELECT 1 FROM memory_events WHERE tenant_id = %s AND subject_id = %s LIMIT 1",
+                                 (tenant_id, subject_id))
+        # Shredded: unreadable, so nothing can be rebuilt; a subject that never wrote has nothing to replay.
+        return None if await cur.fetchone() is not None else await _replay(conn, tenant_id, subject_id, [])
+    return await _replay(conn, tenant_id, subject_id, await read_subject_events(conn, key))
+
+
+async def _replay(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str,
+                  events: list[MemoryEvent]) -> Replayed:
+    await _create_scratch(conn)
+    for event in events:
+        await apply_event(conn, tenant_id, subject_id, event, SCRATCH_TABLES)
+    return Replayed(events=len(events), vector_items=await _outbox_items(conn))
+
+
+async def _outbox_items(conn: psycopg.AsyncConnection) -> list[VectorItem]:
+    """The rebuilt outbox rows with the text each one embeds (as the projector reads it live)."""
+    async with conn.cursor(row_factory=class_row(_OutboxRow)) as cur:
+        await cur.execute(
+            """
+            SELECT o.memory_id, o.memory_kind, o.version, o.operation_id, f.namespace, f.key,
+                   CASE o.memory_kind WHEN 'episode' THEN e.summary WHEN 'observation' THEN ob.text
+                        ELSE f.value END AS text
+              FROM rebuild_projection_outbox o
+              LEFT JOIN rebuild_facts f ON o.memory_kind = 'fact' AND f.memory_id = o.memory_id
+                                       AND f.version = o.version
+              LEFT JOIN rebuild_episodes e ON o.memory_kind = 'episode' AND e.memory_id = o.memory_id
+              LEFT JOIN rebuild_observations ob ON o.memory_kind = 'observation' AND ob.memory_id = o.memory_id
+             ORDER BY o.memory_id, o.version
+            """)
+        return [VectorItem(r.memory_id, r.memory_kind, r.version,
+                           memory_text(r.memory_kind, r.namespace or r.memory_kind, r.key, r.text), r.operation_id)
+                for r in await cur.fetchall()]
 
 
 # --- scratch tables, vectors, swap -----------------------------------------------------------
 
 
 async def _create_scratch(conn: psycopg.AsyncConnection) -> None:
-    for table, scratch in SCRATCH.items():
-        await conn.execute(sql.SQL("CREATE TEMP TABLE {} (LIKE {} INCLUDING DEFAULTS) ON COMMIT DROP").format(
-            sql.Identifier(scratch), sql.Identifier(table)))
+    """Transaction-local copies of the projections. The row tables keep their unique indexes, so
+    a replay that breaks an invariant (two active intervals of one memory) fails as live would."""
+    for table, scratch in {**SCRATCH, "projection_outbox": SCRATCH_TABLES.projection_outbox}.items():
+        indexes = sql.SQL("" if table == "memory_vectors" else " INCLUDING INDEXES")
+        await conn.execute(sql.SQL("CREATE TEMP TABLE {} (LIKE {} INCLUDING DEFAULTS{}) ON COMMIT DROP").format(
+            sql.Identifier(scratch), sql.Identifier(table), indexes))
     await conn.execute("CREATE TEMP TABLE rebuild_items (memory_id uuid, memory_kind text, version integer, "
                        "operation_id text, has_vector boolean NOT NULL DEFAULT false) ON COMMIT DROP")
 
 
-async def _insert(conn: psycopg.AsyncConnection, table: str, tenant_id: str, subject_id: str, rows: list[dict[str, Any]],
-                  extra: dict[str, Any] | None = None) -> None:
+async def _insert(conn: psycopg.AsyncConnection, table: str, tenant_id: str, subject_id: str,
+                  rows: list[dict[str, Any]]) -> None:
     if not rows:
         return
     columns = ["tenant_id", "subject_id", *rows[0]]
@@ -335,8 +221,7 @@ async def _insert(conn: psycopg.AsyncConnection, table: str, tenant_id: str, sub
         sql.Identifier(table), sql.SQL(", ").join(map(sql.Identifier, columns)),
         sql.SQL(", ").join(sql.Placeholder() * len(columns)))
     async with conn.cursor() as cur:
-        await cur.executemany(query, [(tenant_id, subject_id, *(
-            Jsonb(v) if k == "sentences" else v for k, v in row.items())) for row in rows])
+        await cur.executemany(query, [(tenant_id, subject_id, *row.values()) for row in rows])
 
 
 def _model_splits(tag: str) -> list[tuple[str, str]]:
@@ -376,11 +261,6 @@ async def _recorded_embeddings(conn: psycopg.AsyncConnection, tenant_id: str, su
 
 async def _build_scratch(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str,
                          replayed: Replayed) -> dict[str, int]:
-    await _create_scratch(conn)
-    await _insert(conn, SCRATCH["facts"], tenant_id, subject_id, replayed.facts)
-    await _insert(conn, SCRATCH["episodes"], tenant_id, subject_id, replayed.episodes)
-    await _insert(conn, SCRATCH["observations"], tenant_id, subject_id, replayed.observations)
-    await _insert(conn, SCRATCH["memory_search"], tenant_id, subject_id, replayed.search)
     vectors, unmatched = await _recorded_embeddings(conn, tenant_id, subject_id, replayed.vector_items)
     await _insert(conn, SCRATCH["memory_vectors"], tenant_id, subject_id, vectors)
     async with conn.cursor() as cur:
@@ -449,8 +329,9 @@ async def embed_missing(pool: AsyncConnectionPool, keyring: KeyRing, recorder: O
     """Embed replayed items that have no vector, no recorded embedding and no pending outbox row
     (a pending row is in flight: the vector projection owns it). Each is a recorded operation,
     so the provider is called at most once per item however often this runs."""
-    async with tenant_transaction(pool, tenant_id) as conn:
-        replayed = await replay_subject(conn, keyring, tenant_id, subject_id)
+    async with subject_scope(pool, keyring, tenant_id, subject_id, Mode.READ) as scope:
+        conn = scope.conn
+        replayed = await replay_subject(scope, keyring)
         if not replayed or not replayed.vector_items:
             return 0
         items = {(i.memory_id, i.version): i for i in replayed.vector_items}
@@ -488,11 +369,11 @@ async def rebuild_subject(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id
         # Erased meanwhile: the locked pass below sees the tombstone and skips the subject.
         with contextlib.suppress(SubjectErasedError):
             reembedded = await embed_missing(pool, keyring, recorder, embedder, tenant_id, subject_id)
-    async with tenant_transaction(pool, tenant_id) as conn:
-        await lock_subject(conn, tenant_id, subject_id, exclusive=True)
+    async with subject_scope(pool, keyring, tenant_id, subject_id, Mode.EXCLUSIVE) as scope:
+        conn = scope.conn
         live, counts = await _table_digests(conn, tenant_id, subject_id)
         live_digest = combine_digests(live)
-        replayed = await replay_subject(conn, keyring, tenant_id, subject_id)
+        replayed = await replay_subject(scope, keyring)
         if replayed is None:
             # Tombstones win: nothing is replayed or written; the rebuilt projection is empty.
             empty = combine_digests({t: hashlib.sha256(b"").hexdigest() for t in TABLES})

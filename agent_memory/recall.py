@@ -1,7 +1,9 @@
 """Recall: current facts plus the episodes nearest the query.
 
 A vector hit is only a pointer: it reaches the caller only after the relational row it points at
-is re-read in the same tenant-scoped transaction with the same version and no tombstone.
+is re-read in the same transaction with the same version. Facts and episodes are read in one
+READ `subject_scope`: it checks the tombstone (by keyed digest or clear id) once and holds the
+shared subject lock, so no tombstone can appear while the hits are re-read.
 """
 
 from __future__ import annotations
@@ -9,16 +11,18 @@ from __future__ import annotations
 from datetime import datetime
 
 from pgvector import Vector
+from psycopg.rows import class_row
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from agent_memory.db import tenant_transaction
+from agent_memory.keyring import KeyRing
 from agent_memory.leak_filter import filter_items
-from agent_memory.memory_store import list_facts
+from agent_memory.memory_store import read_facts
 from agent_memory.models import EmbeddingResult, FactRow
 from agent_memory.providers.base import Embedder
 from agent_memory.providers.errors import ProviderRetryableError
+from agent_memory.scope import Mode, subject_scope
 
 
 async def embed_query(embedder: Embedder, text: str) -> EmbeddingResult:
@@ -46,6 +50,20 @@ class RecalledEpisode(BaseModel):
     score: float
 
 
+class _VectorHit(BaseModel):
+    memory_id: str
+    version: int
+    score: float
+
+
+class _EpisodeRow(BaseModel):
+    session_id: str
+    summary: str
+    importance: int
+    happened_at: datetime
+    source_message_ids: list[str]
+
+
 class RecallResult(BaseModel):
     tenant_id: str
     subject_id: str
@@ -56,42 +74,45 @@ class RecallResult(BaseModel):
     leak_filter_dropped: int = 0  # facts and episodes the leak filter removed (agent_memory.leak_filter)
 
 
-async def recall(pool: AsyncConnectionPool, embedder: Embedder, tenant_id: str, subject_id: str, query: str, *,
-                 limit: int = 5, as_of: datetime | None = None, redis=None) -> RecallResult:
-    facts = await list_facts(pool, tenant_id, subject_id, as_of=as_of)
+async def recall(pool: AsyncConnectionPool, keyring: KeyRing, embedder: Embedder, tenant_id: str, subject_id: str,
+                 query: str, *, limit: int = 5, as_of: datetime | None = None, redis=None) -> RecallResult:
     embedded = await embed_query(embedder, query)
     embedding = embedded.vectors[0]
-    async with tenant_transaction(pool, tenant_id) as conn:
+    episodes: list[RecalledEpisode] = []
+    dropped = 0
+    async with subject_scope(pool, keyring, tenant_id, subject_id, Mode.READ) as scope:
+        if scope.erased:  # nothing of an erased subject is recalled, even while its erasure runs
+            return RecallResult(tenant_id=tenant_id, subject_id=subject_id, query=query, facts=[], episodes=[],
+                                stale_hits_dropped=0)
+        conn = scope.conn
+        facts = await read_facts(scope, as_of=as_of)
         # Filtered HNSW scans keep going until enough rows pass the filter (pgvector >= 0.8).
         await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        cur = await conn.execute(
-            """
-            SELECT v.memory_id::text, v.version, 1 - (v.embedding <=> %s) AS score
-              FROM memory_vectors v
-             WHERE v.tenant_id = %s AND v.subject_id = %s AND v.memory_kind = 'episode' AND v.model = %s
-             ORDER BY v.embedding <=> %s
-             LIMIT %s
-            """, (Vector(embedding), tenant_id, subject_id, embedded.model, Vector(embedding), limit * 3))
-        hits = await cur.fetchall()
-        episodes: list[RecalledEpisode] = []
-        dropped = 0
-        for memory_id, version, score in hits:
-            cur = await conn.execute(
+        async with conn.cursor(row_factory=class_row(_VectorHit)) as hits_cur:
+            await hits_cur.execute(
                 """
-                SELECT e.session_id, e.summary, e.importance, e.happened_at, e.source_message_ids
-                  FROM episodes e
-                 WHERE e.tenant_id = %s AND e.memory_id = %s AND e.version = %s AND e.subject_id = %s
-                   AND NOT EXISTS (SELECT 1 FROM tombstones t WHERE t.tenant_id = e.tenant_id
-                                   AND t.subject_id = e.subject_id)
-                """, (tenant_id, memory_id, version, subject_id))
-            row = await cur.fetchone()
-            if row is None or (as_of is not None and row[3] > as_of):
-                dropped += row is None
-                continue
-            episodes.append(RecalledEpisode(memory_id=memory_id, session_id=row[0], summary=row[1], importance=row[2],
-                                            happened_at=row[3], source_message_ids=row[4], score=float(score)))
-            if len(episodes) == limit:
-                break
+                SELECT v.memory_id::text AS memory_id, v.version, 1 - (v.embedding <=> %s) AS score
+                  FROM memory_vectors v
+                 WHERE v.tenant_id = %s AND v.subject_id = %s AND v.memory_kind = 'episode' AND v.model = %s
+                 ORDER BY v.embedding <=> %s
+                 LIMIT %s
+                """, (Vector(embedding), tenant_id, subject_id, embedded.model, Vector(embedding), limit * 3))
+            hits = await hits_cur.fetchall()
+        async with conn.cursor(row_factory=class_row(_EpisodeRow)) as cur:
+            for hit in hits:
+                await cur.execute(
+                    """
+                    SELECT e.session_id, e.summary, e.importance, e.happened_at, e.source_message_ids
+                      FROM episodes e
+                     WHERE e.tenant_id = %s AND e.memory_id = %s AND e.version = %s AND e.subject_id = %s
+                    """, (tenant_id, hit.memory_id, hit.version, subject_id))
+                row = await cur.fetchone()
+                if row is None or (as_of is not None and row.happened_at > as_of):
+                    dropped += row is None
+                    continue
+                episodes.append(RecalledEpisode(memory_id=hit.memory_id, score=hit.score, **row.model_dump()))
+                if len(episodes) == limit:
+                    break
     # Last check: nothing that names another subject or tenant reaches the caller.
     facts, fact_leaks = await filter_items(pool, redis, tenant_id, subject_id, facts, text_of=lambda f: f.value,
                                            cited_of=lambda f: f.evidence_message_ids, id_of=lambda f: f.memory_id)

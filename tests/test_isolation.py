@@ -5,11 +5,11 @@ from __future__ import annotations
 import psycopg
 
 from agent_memory.db import tenant_transaction
+from agent_memory.tables import tenant_tables
 from tests.sessions import session
 
-TENANT_TABLES = {"sessions", "messages", "memory_events", "facts", "episodes", "memory_vectors",
-                 "projection_outbox", "operations", "subject_keys", "tombstones", "erasure_requests",
-                 "observations", "memory_search"}
+# Declared once, in the table registry; test_tables checks the registry against the database.
+TENANT_TABLES = set(tenant_tables())
 
 
 async def test_app_role_is_not_superuser_and_rls_is_forced(services):

@@ -16,7 +16,7 @@ from agent_memory.context import assemble_context
 from agent_memory.db import tenant_transaction
 from agent_memory.evidence import recent_messages, redis_prefix
 from agent_memory.leak_filter import METRICS_KEY, drop_counts, filter_items
-from agent_memory.lexical import index_item
+from agent_memory.lexical import search_text, term_count
 from agent_memory.providers.offline import offline_providers
 from tests.sessions import session
 from tests.test_cli import run_cli
@@ -28,12 +28,14 @@ QUERY = "where do I live? which city?"
 async def consolidate(client, tenant: str, subject: str, s):
     await client.append_messages(tenant, subject, s)
     handle = await client.end_session(tenant, subject, s.session_id)
-    return handle, await client.consolidation_result(handle)
+    result = await client.consolidation_result(handle)
+    await client.wait_for_projection(tenant, subject)  # consolidation ends at its commit; vectors follow
+    return handle, result
 
 
 async def context_text(services, tenant: str, subject: str, query: str = QUERY):
-    return await assemble_context(services.pool, offline_providers().embedder, tenant, subject, query,
-                                  redis=services.redis)
+    return await assemble_context(services.pool, services.keyring, offline_providers().embedder, tenant, subject,
+                                  query, redis=services.redis)
 
 
 async def redis_keys(services, pattern: str) -> list[str]:
@@ -59,11 +61,11 @@ async def test_the_same_subject_id_in_two_tenants_never_mixes(client, services, 
         assert ra.tenant_id == a and rb.tenant_id == b and ra.facts_written and rb.facts_written
         for _ in range(50):  # visibility is eventually consistent
             runs_a = await client.runs(a, SUBJECT)
-            if len(runs_a) == 2:
+            if len(runs_a) == 3:
                 break
             await asyncio.sleep(0.1)
-        # The session's consolidation and its idle timer, both of tenant a only.
-        assert sorted(r.workflow_id for r in runs_a) == [ha.id, f"idle/{a}/s1"]
+        # The session's consolidation, its idle timer and the subject's projector, all of tenant a only.
+        assert sorted(r.workflow_id for r in runs_a) == [ha.id, f"idle/{a}/s1", f"projector/{a}/{SUBJECT}"]
 
         # Facts, recall and context: each tenant sees its own subject only.
         def values(facts):
@@ -127,10 +129,10 @@ async def plant_fact(services, tenant: str, subject: str, value: str, evidence: 
     async with tenant_transaction(services.pool, tenant) as conn:
         await conn.execute(
             """
-            INSERT INTO facts (fact_id, tenant_id, subject_id, memory_id, namespace, key, value, version, status,
-                               valid_from, confidence, claim_type, permanence, source_kind, evidence_message_ids,
-                               operation_id)
-            VALUES (%s, %s, %s, %s, 'planted', %s, %s, 1, 'active', '2024-01-01T00:00:00Z', 0.9, 'explicit',
+            INSERT INTO facts (fact_id, tenant_id, subject_id, memory_id, namespace, key, value, version,
+                               memory_version, status, valid_from, confidence, claim_type, permanence, source_kind,
+                               evidence_message_ids, operation_id)
+            VALUES (%s, %s, %s, %s, 'planted', %s, %s, 1, 1, 'active', '2024-01-01T00:00:00Z', 0.9, 'explicit',
                     'permanent', 'drill', %s, 'drill')
             """, (uuid.uuid4(), tenant, subject, memory_id, f"k{memory_id[:8]}", value, evidence))
     return memory_id
@@ -145,8 +147,11 @@ async def plant_observation(services, tenant: str, subject: str, session_id: str
             "INSERT INTO observations (memory_id, tenant_id, subject_id, session_id, message_id, text, happened_at, "
             "source_message_ids, operation_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, 'drill')",
             (memory_id, tenant, subject, session_id, f"planted-{memory_id}", text, happened, evidence))
-        await index_item(conn, tenant_id=tenant, subject_id=subject, memory_id=memory_id, kind="observation",
-                         version=1, text=text, happened_at=happened)
+        # Planted past the write path on purpose: the drill is a row that no event explains.
+        await conn.execute(
+            "INSERT INTO memory_search (tenant_id, subject_id, memory_id, memory_kind, version, search_text, "
+            "term_count, happened_at) VALUES (%s, %s, %s, 'observation', 1, %s, %s, %s)",
+            (tenant, subject, memory_id, search_text(text), term_count(text), happened))
     return str(memory_id)
 
 
@@ -195,7 +200,8 @@ async def test_the_leak_filter_drops_planted_items_and_the_counter_goes_up(clien
     assert ctx.leak_filter_dropped == 1
     assert (await drop_counts(services.redis, tenant))["total"] == 6
     # Without the leak filter's Redis handle the item is still dropped (just not counted).
-    ctx = await assemble_context(services.pool, offline_providers().embedder, tenant, "lin", "zebra password")
+    ctx = await assemble_context(services.pool, services.keyring, offline_providers().embedder, tenant, "lin",
+                                 "zebra password")
     assert "zebra" not in ctx.text and ctx.leak_filter_dropped == 1
     assert (await drop_counts(services.redis, tenant))["total"] == 6
 

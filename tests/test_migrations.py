@@ -23,7 +23,7 @@ from workers.embedded import EmbeddedStack
 
 def cli(env_extra: dict[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ENV_VARS} | env_extra
-    return subprocess.run([sys.executable, "-m", "agent_memory.cli", *args], env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "workers.cli", *args], env=env, capture_output=True,
                           text=True, timeout=timeout)
 
 
@@ -130,3 +130,45 @@ async def test_migrate_on_the_embedded_stack_sets_the_app_password_as_a_verifier
     assert after.startswith("SCRAM-SHA-256$4096:") and after != before  # set again, with a fresh salt
     async with await psycopg.AsyncConnection.connect(services.settings.database_url) as app:
         await app.execute("SELECT 1")
+
+
+async def test_migration_008_gives_every_fact_row_its_memorys_version(services):
+    """An existing database migrates forward: a fact whose memory was confirmed (event version 2,
+    no new interval) gets memory_version 2 on its row, a fact without events keeps its own."""
+    database = f"forward_{uuid.uuid4().hex[:10]}"
+    admin_url = services.settings.database_admin_url
+    async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as admin:
+        await admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
+    try:
+        files = migration_files()
+        before = [(name, text) for name, text in files if name < "008"]
+        async with await psycopg.AsyncConnection.connect(with_database(admin_url, database)) as conn:
+            await conn.execute("CREATE TABLE schema_migrations (name text PRIMARY KEY, sha256 text NOT NULL, "
+                               "applied_at timestamptz NOT NULL DEFAULT now())")
+            for _, text in before:
+                await conn.execute(text)
+            confirmed, bare = uuid.uuid4(), uuid.uuid4()
+            for version, event_type in ((1, "MemoryCreated"), (2, "MemoryUpdated")):
+                await conn.execute(
+                    "INSERT INTO memory_events (event_id, tenant_id, subject_id, memory_id, namespace, key_digest, "
+                    "event_type, payload_ciphertext, payload_nonce, aggregate_version, occurred_at, actor, "
+                    "operation_id) VALUES (%s, 't', 's', %s, 'location', 'd', %s, '\\x00', '\\x00', %s, now(), "
+                    "'consolidation', 'op')", (uuid.uuid4(), confirmed, event_type, version))
+            for memory_id in (confirmed, bare):
+                await conn.execute(
+                    "INSERT INTO facts (fact_id, tenant_id, subject_id, memory_id, namespace, key, value, version, "
+                    "status, valid_from, confidence, claim_type, permanence, source_kind, evidence_message_ids, "
+                    "operation_id) VALUES (%s, 't', 's', %s, 'location', 'home_city', 'Porto', 1, 'active', now(), "
+                    "0.9, 'explicit', 'permanent', 'user_statement', '{m1}', 'op')", (uuid.uuid4(), memory_id))
+            for _, text in files[len(before):]:
+                await conn.execute(text)
+            cur = await conn.execute("SELECT memory_id, version, memory_version FROM facts")
+            rows = {m: (v, mv) for m, v, mv in await cur.fetchall()}
+            cur = await conn.execute("SELECT relforcerowsecurity FROM pg_class WHERE relname IN "
+                                     "('facts', 'memory_events')")
+            forced = [f for (f,) in await cur.fetchall()]
+        assert rows == {confirmed: (1, 2), bare: (1, 1)}
+        assert forced == [True, True]  # the backfill lifted row security for its transaction only
+    finally:
+        async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as admin:
+            await admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database)))

@@ -100,8 +100,9 @@ async def test_commit_is_idempotent_and_guards_versions(client, services, tenant
     assert err.value.type == "VersionConflict" and err.value.non_retryable
     # Re-read and re-decide (what the workflow does): now it applies on top of b.
     await env.run(acts.commit_consolidation, await commit_input("c", round_=1))
-    cities = [(f.value, f.version) for f in await client.facts(tenant, "lin", history=True) if f.key == "home_city"]
-    assert cities == [("Hangzhou", 1), ("Shanghai", 2), ("Suzhou", 3)]
+    cities = [(f.value, f.interval_version, f.version) for f in await client.facts(tenant, "lin", history=True)
+              if f.key == "home_city"]
+    assert cities == [("Hangzhou", 1, 3), ("Shanghai", 2, 3), ("Suzhou", 3, 3)]
 
 
 async def test_a_live_write_between_plan_and_commit_makes_the_consolidation_re_decide(client, services, tenant):
@@ -146,6 +147,42 @@ async def test_a_live_write_between_plan_and_commit_makes_the_consolidation_re_d
     await commit(step_b, round_=1)  # re-read, re-decide: the older statement must not win
     current = {f.key: f for f in await client.facts(tenant, "lin", as_of=datetime(2024, 7, 1, tzinfo=UTC))}
     assert current["home_city"].value == "Suzhou" and current["home_city"].version == 2
-    held = [f for f in await list_facts(services.pool, tenant, "lin", include_history=True, include_candidates=True)
+    held = [f for f in await list_facts(services.pool, services.keyring, tenant, "lin", include_history=True,
+                                         include_candidates=True)
             if f.status == "candidate"]
     assert [(f.key, f.value) for f in held] == [("home_city", "Shanghai")]  # kept, with its evidence, as a candidate
+
+
+async def test_the_version_a_read_returns_is_the_one_a_write_accepts(services, client, tenant):
+    """Issue 8, defect 1: a restatement (confirmation) moves the memory's version; the facts a
+    read returns show that version, on every interval of the memory, and a conditional write at
+    it succeeds (before, FactRow.version stayed 1 and the write failed with "found 2")."""
+    env = ActivityEnvironment()
+    acts = make_activities(services)
+
+    async def consolidate(session_id: str, at: str, text: str) -> None:
+        await client.append_messages(tenant, "ivo", session(session_id, at, text))
+        step = StepInput(tenant_id=tenant, subject_id="ivo", session_id=session_id)
+        extraction = await env.run(acts.extract_facts, step)
+        plan = await env.run(acts.check_conflicts, ConflictPlanInput(
+            **step.model_dump(), extraction_operation_id=extraction.operation_id))
+        importance = await env.run(acts.score_importance, step)
+        summary = await env.run(acts.summarize_session, step)
+        await env.run(acts.commit_consolidation, CommitInput(
+            **step.model_dump(), extraction_operation_id=extraction.operation_id,
+            plan_operation_id=plan.operation_id, importance_operation_id=importance.operation_id,
+            summary_operation_id=summary.operation_id))
+
+    await consolidate("v1", "2024-01-01T10:00:00Z", "I live in Porto.")
+    await consolidate("v2", "2024-02-01T10:00:00Z", "I live in Porto.")  # restated: a confirmation
+    [row] = [f for f in await client.facts(tenant, "ivo") if f.key == "home_city"]
+    assert (row.value, row.version, row.interval_version) == ("Porto", 2, 1)
+    assert len(row.evidence_message_ids) == 2
+    await client.write_fact(tenant, "ivo", "location", "home_city", "Braga", expected_version=row.version,
+                            evidence_message_ids=["v2:1"], observed_at=datetime(2024, 3, 1, tzinfo=UTC))
+    history = await client.facts(tenant, "ivo", history=True)
+    assert sorted((f.value, f.status, f.version, f.interval_version) for f in history if f.key == "home_city") == [
+        ("Braga", "active", 3, 3), ("Porto", "closed", 3, 1)]
+    with pytest.raises(Exception, match="expected version 2, found 3"):
+        await client.write_fact(tenant, "ivo", "location", "home_city", "Faro", expected_version=row.version,
+                                evidence_message_ids=["v2:1"])

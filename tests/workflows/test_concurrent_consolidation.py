@@ -31,7 +31,7 @@ async def test_concurrent_sessions_of_one_subject_converge(client, tenant, runni
             # No lost update: both statements about jazz are evidence of one fact.
             assert sorted(current[("preference", "jazz")].evidence_message_ids) == [f"{subject}-a:2", f"{subject}-b:2"]
             # No silent overwrite: every row of the history has its own version.
-            versions = [f.version for f in history if f.key == "home_city"]
+            versions = [f.interval_version for f in history if f.key == "home_city"]
             assert len(versions) == len(set(versions))
     # The newer statement is current whichever commit won the race.
     assert {city for city, _ in outcomes} == {"Shanghai"}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import importlib
 from pathlib import Path
 
 import pytest
@@ -9,9 +11,11 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from activities.heartbeat import MIN_INTERVAL as MIN_HEARTBEAT_INTERVAL
 from workers.worker import WORKFLOWS
 
 HISTORIES = Path(__file__).parent.parent / "histories"
+WORKFLOW_DIR = Path(__file__).resolve().parents[2] / "workflows"
 
 
 @pytest.mark.parametrize("name, workflow_id", [("consolidation.json", "consolidate/acme/s1"),
@@ -19,7 +23,14 @@ HISTORIES = Path(__file__).parent.parent / "histories"
                                                ("erasure-v2.json", "erase/acme/lin"),
                                                ("erasure-v3.json", "erase/acme/lin"),
                                                ("session-idle.json", "idle/acme/s2"),
-                                               ("rebuild.json", "rebuild/acme/*/recorded")])
+                                               ("rebuild.json", "rebuild/acme/*/recorded"),
+                                               # Recorded on the last main before the event-log
+                                               # redesign (issue 8): contract names, presets, the
+                                               # projector step behind workflow.patched.
+                                               ("consolidation-v2.json", "consolidate/acme/s1"),
+                                               ("erasure-v4.json", "erase/acme/lin"),
+                                               ("session-idle-v2.json", "idle/acme/s2"),
+                                               ("rebuild-v2.json", "rebuild/acme/*/recorded")])
 async def test_recorded_history_replays(name, workflow_id):
     history = WorkflowHistory.from_json(workflow_id, (HISTORIES / name).read_text())
     replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
@@ -31,19 +42,42 @@ async def test_recorded_history_replays(name, workflow_id):
 def test_every_retry_preset_retries_transient_failures_without_an_attempt_cap():
     """A one-minute Postgres or provider outage must not fail a run: transient failures retry
     until they pass at a capped interval; permanent ones end retries as non-retryable types."""
-    from temporalio.common import RetryPolicy
+    from agent_memory.contract import ACTIVITY_PRESETS, ErrorType
 
-    import workflows.consolidation
-    import workflows.erasure
-    import workflows.maintenance
-    import workflows.rebuild
-    import workflows.session_idle
-
-    presets = {f"{module.__name__}.{name}": value
-               for module in (workflows.consolidation, workflows.erasure, workflows.maintenance, workflows.rebuild,
-                              workflows.session_idle)
-               for name, value in vars(module).items() if isinstance(value, RetryPolicy)}
-    assert len(presets) >= 7
-    for name, policy in presets.items():
+    assert len(ACTIVITY_PRESETS) >= 7
+    for name, preset in ACTIVITY_PRESETS.items():
+        policy = preset.retry_policy()
         assert policy.maximum_attempts == 0, f"{name} gives up after {policy.maximum_attempts} attempts"
         assert policy.maximum_interval is not None and policy.maximum_interval.total_seconds() <= 120, name
+        permanent = set(policy.non_retryable_error_types or ())
+        assert permanent and permanent <= {str(t) for t in ErrorType}, name
+        assert ErrorType.PROVIDER_RETRYABLE not in permanent, name
+        options = preset.options()
+        assert options["retry_policy"] == policy and options["start_to_close_timeout"] == preset.start_to_close
+        if preset.heartbeat is not None:
+            # Activities heartbeat at a third of it (activities/heartbeat.py): several beats per timeout.
+            assert options["heartbeat_timeout"] >= 3 * MIN_HEARTBEAT_INTERVAL, name
+
+
+def test_every_activity_call_of_a_workflow_uses_a_contract_preset():
+    """No workflow module builds its own RetryPolicy or timeouts: each activity call takes its
+    options from agent_memory.contract (`**contract.PRESET.options()`), and only from there."""
+    from temporalio.common import RetryPolicy
+
+    from agent_memory.contract import ACTIVITY_PRESETS
+
+    for path in sorted(WORKFLOW_DIR.glob("*.py")):
+        module = importlib.import_module(f"workflows.{path.stem}")
+        own = [name for name, value in vars(module).items() if isinstance(value, RetryPolicy)]
+        assert not own, f"{path.name} defines its own retry policies {own}: use a contract preset"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr.startswith(("execute_activity", "start_activity"))):
+                continue
+            where = f"{path.name}:{node.lineno}"
+            named = {k.arg for k in node.keywords if k.arg}
+            assert not named & {"start_to_close_timeout", "schedule_to_close_timeout", "heartbeat_timeout",
+                                "retry_policy"}, f"{where} sets activity options itself"
+            spread = [ast.unparse(k.value) for k in node.keywords if k.arg is None]
+            assert len(spread) == 1 and spread[0].startswith("contract.") and spread[0].endswith(".options()"), where
+            assert spread[0].split(".")[1] in ACTIVITY_PRESETS, where

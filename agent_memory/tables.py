@@ -1,0 +1,160 @@
+"""The table registry: one declaration per tenant table, from which every table list derives.
+
+Erasure (what is deleted, in which order, under which store name), the residue scan, the
+compaction ticket, rebuild's digest and swap columns, the chaos campaign's duplicate checks and
+the isolation tests all read their lists from `TABLES`, so a new table is declared once and
+cannot be forgotten by one of them. A test compares the registry with the database: every
+table of the public schema with a `tenant_id` column must be declared here.
+
+Each table says:
+
+- `role`: evidence (what the user said), event_log (the source of truth of memory), projection
+  (derived from the log, rebuildable), cache (derived, recomputable elsewhere), bookkeeping
+  (idempotency, erasure and key records);
+- `subject_column`: the column naming the subject whose data a row holds (None: no subject data);
+- `erasure`: what an erasure does to the subject's rows — "delete" (under the erasure store
+  `store`), "redact" (rewritten to the keyed digest), "shred" (the subject key, deleted by its
+  own step), "pseudonymise" (kept, the clear subject id replaced by the digest at completion) or
+  None (nothing of the subject's is there);
+- `rebuild`: for the projections a rebuild replays, the columns its digest covers and the
+  columns a swap writes, and the table's place in the digest order;
+- `natural_key`: columns that identify a row's content (the crash campaign counts duplicates).
+
+`TABLES` is in erasure order: derived-most first, evidence last, so a crash midway never leaves
+something derived without its source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Role = Literal["evidence", "event_log", "projection", "cache", "bookkeeping"]
+ErasureAction = Literal["delete", "redact", "shred", "pseudonymise"]
+
+# Erasure's first store is not a table: the subject's Redis keys (working memory).
+WORKING_MEMORY_STORE = "working_memory"
+
+
+@dataclass(frozen=True)
+class RebuildColumns:
+    order: int  # position in the combined digest (changing it changes every digest)
+    digest: tuple[str, ...]  # select expressions hashed; bookkeeping timestamps left out
+    write: tuple[str, ...]  # columns written when a rebuilt table is swapped in
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    role: Role
+    subject_column: str | None = "subject_id"
+    erasure: ErasureAction | None = None
+    store: str | None = None  # the erasure store (step name) that deletes or redacts it
+    label: str | None = None  # short name in reports (chaos duplicate counts)
+    natural_key: str | None = None
+    rebuild: RebuildColumns | None = None
+
+
+TABLES: tuple[Table, ...] = (
+    Table("memory_vectors", "projection", erasure="delete", store="vectors", label="vectors",
+          natural_key="memory_kind, memory_id, version, model",
+          rebuild=RebuildColumns(
+              4, ("memory_id::text", "memory_kind", "version", "model", "embedding::real[]"),
+              ("tenant_id", "subject_id", "memory_id", "memory_kind", "version", "model", "embedding",
+               "created_at"))),
+    Table("memory_search", "projection", erasure="delete", store="search_index", label="search_index",
+          natural_key="memory_id, version",
+          rebuild=RebuildColumns(
+              3, ("memory_id::text", "memory_kind", "version", "search_text", "term_count", "happened_at"),
+              # memory_search.tsv is generated
+              ("tenant_id", "subject_id", "memory_id", "memory_kind", "version", "search_text", "term_count",
+               "happened_at"))),
+    Table("projection_outbox", "projection", erasure="delete", store="outbox", label="outbox",
+          natural_key="memory_id, version"),
+    Table("observations", "projection", erasure="delete", store="observations", label="observations",
+          natural_key="session_id, message_id",
+          rebuild=RebuildColumns(
+              2, ("memory_id::text", "session_id", "message_id", "version", "text", "happened_at",
+                  "source_message_ids", "operation_id"),
+              ("memory_id", "tenant_id", "subject_id", "session_id", "message_id", "version", "text",
+               "happened_at", "source_message_ids", "operation_id", "recorded_at"))),
+    Table("episodes", "projection", erasure="delete", store="episodes", label="episodes", natural_key="session_id",
+          rebuild=RebuildColumns(
+              1, ("memory_id::text", "session_id", "version", "summary", "sentences", "importance", "happened_at",
+                  "source_message_ids", "operation_id"),
+              ("memory_id", "tenant_id", "subject_id", "session_id", "version", "summary", "sentences",
+               "importance", "happened_at", "source_message_ids", "operation_id", "recorded_at"))),
+    Table("facts", "projection", erasure="delete", store="facts", label="facts",
+          natural_key="namespace, key, value, version",
+          rebuild=RebuildColumns(
+              0, ("fact_id::text", "memory_id::text", "namespace", "key", "value", "version", "memory_version",
+                  "status", "valid_from", "valid_to", "valid_until", "confidence", "claim_type", "permanence",
+                  "source_kind", "evidence_message_ids", "close_reason", "operation_id"),
+              ("fact_id", "tenant_id", "subject_id", "memory_id", "namespace", "key", "value", "version",
+               "memory_version", "status", "valid_from", "valid_to", "valid_until", "recorded_at", "superseded_at",
+               "confidence", "claim_type", "permanence", "source_kind", "evidence_message_ids", "close_reason",
+               "operation_id"))),
+    # Recorded provider results (extractions, summaries, embeddings): recomputable by the provider.
+    Table("operations", "cache", erasure="delete", store="operations"),
+    Table("messages", "evidence", erasure="delete", store="messages"),
+    Table("sessions", "evidence", erasure="delete", store="messages"),
+    Table("subject_keys", "bookkeeping", erasure="shred"),
+    # Payloads are crypto-shredded with the key; the clear-text metadata is redacted last.
+    Table("memory_events", "event_log", erasure="redact", store="event_metadata", label="events",
+          natural_key="namespace, key_digest, aggregate_version"),
+    Table("erasure_requests", "bookkeeping", erasure="pseudonymise"),
+    Table("tombstones", "bookkeeping", erasure="pseudonymise"),
+    # Tenant ids only (the projection sweep's listing).
+    Table("projection_tenants", "bookkeeping", subject_column=None),
+)
+BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}
+
+
+def tenant_tables() -> frozenset[str]:
+    """Every table holding tenant data (row-level security by app.tenant_id)."""
+    return frozenset(BY_NAME)
+
+
+def subject_tables() -> tuple[str, ...]:
+    """Tables whose rows name a subject (erasure order)."""
+    return tuple(t.name for t in TABLES if t.subject_column is not None)
+
+
+def erasure_sql_stores() -> dict[str, tuple[str, ...]]:
+    """Erasure store → the tables it deletes the subject's rows from, in erasure order."""
+    stores: dict[str, tuple[str, ...]] = {}
+    for t in TABLES:
+        if t.erasure == "delete" and t.store is not None:
+            stores[t.store] = (*stores.get(t.store, ()), t.name)
+    return stores
+
+
+def erasure_stores() -> tuple[str, ...]:
+    """The current erasure workflow's step list: working memory, the deleting stores, then the
+    redacting ones (the event log's metadata, last)."""
+    redacting = tuple(dict.fromkeys(t.store for t in TABLES if t.erasure == "redact" and t.store is not None))
+    return (WORKING_MEMORY_STORE, *erasure_sql_stores(), *redacting)
+
+
+def erasure_tables() -> tuple[str, ...]:
+    """Every table an erasure deletes from or rewrites (the compaction ticket's tables)."""
+    return tuple(t.name for t in TABLES if t.erasure is not None)
+
+
+def rebuild_tables() -> tuple[Table, ...]:
+    """The projections a rebuild replays, in digest order."""
+    return tuple(sorted((t for t in TABLES if t.rebuild is not None),
+                        key=lambda t: t.rebuild.order if t.rebuild else 0))
+
+
+def digest_columns() -> dict[str, tuple[str, ...]]:
+    return {t.name: t.rebuild.digest for t in rebuild_tables() if t.rebuild}
+
+
+def write_columns() -> dict[str, tuple[str, ...]]:
+    return {t.name: t.rebuild.write for t in rebuild_tables() if t.rebuild}
+
+
+def duplicate_keys() -> dict[str, tuple[str, str]]:
+    """Report label → (table, natural key) for the tables whose content rows must be unique."""
+    return {t.label or t.name: (t.name, t.natural_key) for t in TABLES if t.natural_key}
