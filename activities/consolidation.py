@@ -13,8 +13,8 @@ from pydantic import BaseModel
 from temporalio import activity
 
 from activities.errors import temporal_failures
+from agent_memory import contract
 from agent_memory.conflicts import decide
-from agent_memory.db import tenant_transaction
 from agent_memory.evidence import load_session, unconsolidated_messages
 from agent_memory.faults import after_record, fault_point
 from agent_memory.keyring import KeyRing
@@ -33,10 +33,11 @@ from agent_memory.models import (
     StepOutcome,
     SummaryResult,
 )
-from agent_memory.operations import OperationRecorder, RecordNotFoundError, ensure_not_erased, request_hash
+from agent_memory.operations import OperationRecorder, RecordNotFoundError, request_hash
 from agent_memory.projection import project_vectors
 from agent_memory.providers.base import Embedder, FactExtractor, ImportanceScorer, Summarizer
 from agent_memory.providers.notes import write_observations
+from agent_memory.scope import Mode, subject_scope
 
 
 def messages_digest(messages: list[Message]) -> str:
@@ -63,10 +64,9 @@ class ConsolidationActivities:
         self.recorder.after_record = after_record  # fault points of the crash suite; off unless configured
 
     async def _session(self, step: StepInput) -> tuple[list[Message], datetime | None]:
-        async with tenant_transaction(self.pool, step.tenant_id) as conn:
-            # An erased subject's messages are gone; say so rather than "session not found".
-            await ensure_not_erased(conn, step.tenant_id, step.subject_id,
-                                    self.keyring.subject_digest(step.tenant_id, step.subject_id))
+        # An erased subject's messages are gone; say so rather than "session not found".
+        async with subject_scope(self.pool, self.keyring, step.tenant_id, step.subject_id, Mode.WRITE):
+            pass
         owner, messages, newest = await load_session(self.pool, step.tenant_id, step.session_id,
                                                      through=step.through)
         if owner != step.subject_id:
@@ -87,19 +87,19 @@ class ConsolidationActivities:
             len(result.sentences) if isinstance(result, SummaryResult) else 1)
         return StepOutcome(operation_id=operation_id, count=count, reused=reused, through=newest)
 
-    @activity.defn
+    @activity.defn(name=contract.EXTRACT_FACTS)
     @temporal_failures
     async def extract_facts(self, step: StepInput) -> StepOutcome:
         return await self._provider_step(step, "extract", self.extractor, ExtractionResult,
                                          lambda messages: self.extractor.extract(messages))
 
-    @activity.defn
+    @activity.defn(name=contract.SCORE_IMPORTANCE)
     @temporal_failures
     async def score_importance(self, step: StepInput) -> StepOutcome:
         return await self._provider_step(step, "importance", self.scorer, ImportanceResult,
                                          lambda messages: self.scorer.score(messages))
 
-    @activity.defn
+    @activity.defn(name=contract.SUMMARIZE_SESSION)
     @temporal_failures
     async def summarize_session(self, step: StepInput) -> StepOutcome:
         async def summarize(messages: list[Message]) -> SummaryResult:
@@ -112,7 +112,7 @@ class ConsolidationActivities:
 
         return await self._provider_step(step, "summary", self.summarizer, SummaryResult, summarize)
 
-    @activity.defn
+    @activity.defn(name=contract.CHECK_CONFLICTS)
     @temporal_failures
     async def check_conflicts(self, step: ConflictPlanInput) -> StepOutcome:
         """Decide each extracted fact against the current facts; the plan is recorded so the
@@ -121,9 +121,10 @@ class ConsolidationActivities:
                                               ExtractionResult)
 
         async def plan() -> ConflictPlan:
-            async with tenant_transaction(self.pool, step.tenant_id) as conn:
-                current = await current_facts(conn, step.tenant_id, step.subject_id)
-                held = await current_candidates(conn, step.tenant_id, step.subject_id)
+            # Part of the write path: an erased subject is refused, not planned against.
+            async with subject_scope(self.pool, self.keyring, step.tenant_id, step.subject_id, Mode.WRITE) as scope:
+                current = await current_facts(scope.conn, step.tenant_id, step.subject_id)
+                held = await current_candidates(scope.conn, step.tenant_id, step.subject_id)
             return ConflictPlan(decisions=decide(extraction.facts, current, held))
 
         # Keyed on the extraction: a later run over more messages makes its own plan.
@@ -135,7 +136,7 @@ class ConsolidationActivities:
         fault_point("after_plan")
         return StepOutcome(operation_id=operation_id, count=len(result.decisions), reused=reused)
 
-    @activity.defn
+    @activity.defn(name=contract.COMMIT_CONSOLIDATION)
     @temporal_failures
     async def commit_consolidation(self, step: CommitInput) -> CommitOutcome:
         load = self.recorder.load
@@ -153,14 +154,14 @@ class ConsolidationActivities:
         fault_point("after_commit")
         return outcome
 
-    @activity.defn
+    @activity.defn(name=contract.COUNT_UNCONSOLIDATED)
     @temporal_failures
     async def count_unconsolidated(self, step: StepInput) -> StepOutcome:
         """How many of the session's messages no successful consolidation has covered yet."""
         count = await unconsolidated_messages(self.pool, step.tenant_id, step.session_id)
         return StepOutcome(operation_id="", count=count)
 
-    @activity.defn
+    @activity.defn(name=contract.PROJECT_VECTORS)
     @temporal_failures
     async def project_vectors(self, step: ProjectionInput) -> ProjectionOutcome:
         return await project_vectors(self.pool, self.recorder, self.embedder, step.tenant_id, step.subject_id)

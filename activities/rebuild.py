@@ -4,34 +4,48 @@ from __future__ import annotations
 
 from psycopg_pool import AsyncConnectionPool
 from temporalio import activity
+from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
 from activities.errors import temporal_failures
-from agent_memory import rebuild
+from agent_memory import contract, rebuild
+from agent_memory.events import EventLogError
 from agent_memory.keyring import KeyRing
 from agent_memory.models import RebuildSubjectInput, SubjectList, SubjectListInput, SubjectRebuild
 from agent_memory.operations import OperationRecorder
+from agent_memory.projection import projection_lag, wake_projector
 from agent_memory.providers.base import Embedder
 
 
 class RebuildActivities:
-    def __init__(self, pool: AsyncConnectionPool, keyring: KeyRing, embedder: Embedder):
+    def __init__(self, pool: AsyncConnectionPool, keyring: KeyRing, embedder: Embedder,
+                 temporal: Client | None = None):
+        """temporal: to wake a subject's projector when the rebuild leaves outbox rows due."""
         self.pool = pool
         self.keyring = keyring
         self.embedder = embedder
         self.recorder = OperationRecorder(pool, keyring)
+        self.temporal = temporal
 
-    @activity.defn
+    @activity.defn(name=contract.LIST_SUBJECTS_TO_REBUILD)
     @temporal_failures
     async def list_subjects_to_rebuild(self, request: SubjectListInput) -> SubjectList:
         return SubjectList(subjects=await rebuild.list_subjects(self.pool, request.tenant_id,
                                                                 after=request.after_subject, limit=request.limit))
 
-    @activity.defn
+    @activity.defn(name=contract.REBUILD_SUBJECT)
     @temporal_failures
     async def rebuild_subject(self, step: RebuildSubjectInput) -> SubjectRebuild:
         try:
-            return await rebuild.rebuild_subject(self.pool, self.keyring, step.tenant_id, step.subject_id,
-                                                 force=step.force, recorder=self.recorder, embedder=self.embedder)
-        except rebuild.EventLogError as exc:  # a corrupt log does not heal by retrying
-            raise ApplicationError(str(exc), type="EventLogUnreadable", non_retryable=True) from exc
+            entry = await rebuild.rebuild_subject(self.pool, self.keyring, step.tenant_id, step.subject_id,
+                                                  force=step.force, recorder=self.recorder, embedder=self.embedder)
+        except EventLogError as exc:  # a corrupt log does not heal by retrying
+            raise ApplicationError(str(exc), type=contract.ErrorType.EVENT_LOG_UNREADABLE, non_retryable=True) from exc
+        # A repaired subject may have outbox rows due again (items that lost their vector): its
+        # projector embeds them. Decided on the outbox, not on `repaired`, so a retried activity
+        # (the rebuild then finds nothing to repair) still wakes it.
+        if self.temporal is not None and not entry.skipped_erased:
+            lag = await projection_lag(self.pool, step.tenant_id, step.subject_id)
+            if lag.due:
+                await wake_projector(self.temporal, activity.info().task_queue, step.tenant_id, step.subject_id)
+        return entry

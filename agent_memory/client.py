@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import uuid
@@ -18,8 +19,16 @@ from temporalio.common import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from agent_memory import contract
 from agent_memory.compaction import CompactionInput, CompactionResult
 from agent_memory.context import DEFAULT_TOKEN_BUDGET, AssembledContext, assemble_context
+from agent_memory.contract import (  # the id builders: re-exported for existing importers
+    SESSION_ID,
+    SUBJECT_ID,
+    TENANT_ID,
+    consolidation_workflow_id,
+    idle_workflow_id,
+)
 from agent_memory.corrections import write_fact
 from agent_memory.erasure import check_reason, erasure_status, register_erasure_request
 from agent_memory.evidence import AppendResult, append_messages, unconsolidated_messages
@@ -40,11 +49,10 @@ from agent_memory.models import (
     SessionIdleInput,
     check_identifier,
 )
-from agent_memory.operations import OperationRecorder
-from agent_memory.projection import project_vectors
+from agent_memory.projection import projection_lag, requeue_dead_letters, wake_projector
+from agent_memory.projection_models import ProjectionLag
 from agent_memory.providers.base import Embedder
 from agent_memory.recall import RecallResult, recall
-from agent_memory.search_attributes import SESSION_ID, SUBJECT_ID, TENANT_ID
 from agent_memory.services import Services
 
 log = logging.getLogger(__name__)
@@ -60,10 +68,6 @@ class RunSummary(BaseModel):
     closed_at: datetime | None
 
 
-def consolidation_workflow_id(tenant_id: str, session_id: str) -> str:
-    return f"consolidate/{tenant_id}/{session_id}"
-
-
 def erasure_request_id(tenant_id: str, subject_id: str, reason: str) -> str:
     """The same request (tenant, subject, reason) maps to the same id, hence the same receipt."""
     return hashlib.sha256(f"{tenant_id}\x1f{subject_id}\x1f{reason}".encode()).hexdigest()[:16]
@@ -75,10 +79,6 @@ def visibility_query(tenant_id: str, subject_id: str | None = None) -> str:
     if subject_id:
         query += f" AND SubjectId = '{check_identifier('subject', subject_id)}'"
     return query
-
-
-def idle_workflow_id(tenant_id: str, session_id: str) -> str:
-    return f"idle/{tenant_id}/{session_id}"
 
 
 class MemoryClient:
@@ -107,10 +107,10 @@ class MemoryClient:
                                 idle_timeout: timedelta) -> None:
         """Signal-with-start: the first message starts the timer, later ones restart it."""
         await self.services.temporal.start_workflow(
-            "SessionIdleWorkflow",
+            contract.SESSION_IDLE_WORKFLOW,
             SessionIdleInput(tenant_id=tenant_id, subject_id=subject_id, session_id=session_id,
                              idle_seconds=idle_timeout.total_seconds()),
-            id=idle_workflow_id(tenant_id, session_id), task_queue=self.task_queue, start_signal="touch",
+            id=idle_workflow_id(tenant_id, session_id), task_queue=self.task_queue, start_signal=contract.SIGNAL_TOUCH,
             search_attributes=TypedSearchAttributes([
                 SearchAttributePair(TENANT_ID, tenant_id), SearchAttributePair(SUBJECT_ID, subject_id),
                 SearchAttributePair(SESSION_ID, session_id)]))
@@ -135,7 +135,7 @@ class MemoryClient:
         check_identifier("tenant", tenant_id)
         check_identifier("subject", subject_id)
         try:  # the idle timer has nothing left to do
-            await self.services.temporal.get_workflow_handle(idle_workflow_id(tenant_id, session_id)).signal("end")
+            await self.services.temporal.get_workflow_handle(idle_workflow_id(tenant_id, session_id)).signal(contract.SIGNAL_END)
         except RPCError as exc:
             if exc.status != RPCStatusCode.NOT_FOUND:
                 raise
@@ -143,7 +143,7 @@ class MemoryClient:
         # new run under the same id; otherwise the hook attaches to the existing run.
         pending = await unconsolidated_messages(self.services.pool, tenant_id, session_id)
         return await self._start_once(
-            "ConsolidationWorkflow",
+            contract.CONSOLIDATION_WORKFLOW,
             ConsolidationInput(tenant_id=tenant_id, subject_id=subject_id, session_id=session_id),
             consolidation_workflow_id(tenant_id, session_id),
             [SearchAttributePair(TENANT_ID, tenant_id), SearchAttributePair(SUBJECT_ID, subject_id),
@@ -166,9 +166,9 @@ class MemoryClient:
         await register_erasure_request(self.services.pool, self.services.keyring, tenant_id, subject_id, request_id,
                                        reason)
         return await self._start_once(
-            "ErasureWorkflow",
+            contract.ERASURE_WORKFLOW,
             ErasureInput(tenant_id=tenant_id, subject_id=subject_id, request_id=request_id),
-            f"erase/{tenant_id}/{subject_id}/{request_id}",
+            contract.erasure_workflow_id(tenant_id, subject_id, request_id),
             [SearchAttributePair(TENANT_ID, tenant_id), SearchAttributePair(SUBJECT_ID, subject_id)], ErasureReceipt)
 
     async def erasure_receipt(self, handle: WorkflowHandle) -> ErasureReceipt:
@@ -183,15 +183,16 @@ class MemoryClient:
     async def rotate_keys(self, *, force: bool = True) -> RotationResult:
         """Run a key rotation now, as a workflow (the daily Schedule runs the same one)."""
         handle = await self.services.temporal.start_workflow(
-            "KeyRotationWorkflow", KeyRotationInput(force=force), id=f"key-rotation/manual-{uuid.uuid4().hex[:12]}",
+            contract.KEY_ROTATION_WORKFLOW, KeyRotationInput(force=force),
+            id=contract.manual_key_rotation_workflow_id(uuid.uuid4().hex[:12]),
             task_queue=self.task_queue, result_type=RotationResult)
         return await handle.result()
 
     async def compact(self, *, force: bool = False) -> CompactionResult:
         """Run physical compaction now, as a workflow (the hourly Schedule runs the same one)."""
         handle = await self.services.temporal.start_workflow(
-            "PhysicalCompactionWorkflow", CompactionInput(force=force),
-            id=f"physical-compaction/manual-{uuid.uuid4().hex[:12]}", task_queue=self.task_queue,
+            contract.PHYSICAL_COMPACTION_WORKFLOW, CompactionInput(force=force),
+            id=contract.manual_compaction_workflow_id(uuid.uuid4().hex[:12]), task_queue=self.task_queue,
             result_type=CompactionResult)
         return await handle.result()
 
@@ -209,10 +210,10 @@ class MemoryClient:
         if subject_id is not None:
             attributes.append(SearchAttributePair(SUBJECT_ID, subject_id))
         return await self._start_once(
-            "RebuildWorkflow",
+            contract.REBUILD_WORKFLOW,
             RebuildInput(tenant_id=tenant_id, subject_id=subject_id, request_id=request_id, force=force,
                          subjects_per_run=subjects_per_run, listed_max=listed_max),
-            f"rebuild/{tenant_id}/{subject_id or '*'}/{request_id}", attributes, RebuildResult)
+            contract.rebuild_workflow_id(tenant_id, subject_id, request_id), attributes, RebuildResult)
 
     async def rebuild_result(self, handle: WorkflowHandle) -> RebuildResult:
         return await handle.result()
@@ -221,23 +222,58 @@ class MemoryClient:
                          expected_version: int, evidence_message_ids: list[str],
                          observed_at: datetime | None = None) -> CommitOutcome:
         """A live write (the user states a fact directly), conditional on the fact's version.
-        Its vector is projected right away; should that fail, the outbox keeps it for the next
-        projection of the subject, while facts and the lexical index are already current."""
+        Facts and the lexical index are current when it returns; the subject's projector is woken
+        to embed the vector (`wait_for_projection` waits for it). Should the wake-up fail, the
+        outbox row stays due and the hourly sweep wakes the projector."""
         outcome = await write_fact(self.services.pool, self.services.keyring, tenant_id=tenant_id,
                                    subject_id=subject_id, namespace=namespace, key=key, value=value,
                                    expected_version=expected_version, evidence_message_ids=evidence_message_ids,
                                    observed_at=observed_at)
         try:
-            await project_vectors(self.services.pool, OperationRecorder(self.services.pool, self.services.keyring), self.embedder,
-                                  tenant_id, subject_id)
-        except Exception as exc:  # the outbox row stays pending; nothing is lost
-            log.warning("vector projection after a live write deferred: %s", exc)
+            await self.wake_projector(tenant_id, subject_id)
+        except Exception as exc:  # the outbox row stays due; nothing is lost
+            log.warning("projector wake-up after a live write deferred to the sweep: %s", exc)
         return outcome
+
+    async def wake_projector(self, tenant_id: str, subject_id: str) -> None:
+        """Signal-with-start the subject's projector (workflow projector/{tenant}/{subject})."""
+        await wake_projector(self.services.temporal, self.task_queue, tenant_id, subject_id)
+
+    async def projection_lag(self, tenant_id: str, subject_id: str | None = None) -> ProjectionLag:
+        """Outbox rows not projected yet (due now, retrying), the oldest one's age, dead letters."""
+        check_identifier("tenant", tenant_id)
+        if subject_id is not None:
+            check_identifier("subject", subject_id)
+        return await projection_lag(self.services.pool, tenant_id, subject_id)
+
+    async def wait_for_projection(self, tenant_id: str, subject_id: str | None = None, *,
+                                  timeout: float = 60.0, interval: float = 0.2) -> ProjectionLag:
+        """Poll the outbox until no row of the subject (or tenant) is pending; dead letters do not
+        count. Consolidation ends at its commit, so vectors lag it: wait here before a recall that
+        needs them. Raises TimeoutError with the lag when rows are still pending after `timeout`."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            lag = await self.projection_lag(tenant_id, subject_id)
+            if lag.pending == 0:
+                return lag
+            if asyncio.get_running_loop().time() >= deadline:
+                raise TimeoutError(f"projection still pending after {timeout:g} s: {lag.pending} row(s), "
+                                   f"{lag.retrying} retrying, {lag.dead_letters} dead letter(s)")
+            await asyncio.sleep(interval)
+
+    async def retry_dead_letters(self, tenant_id: str, subject_id: str | None = None) -> list[str]:
+        """Give dead-lettered rows a fresh set of attempts and wake their projectors; returns the
+        subjects woken."""
+        check_identifier("tenant", tenant_id)
+        subjects = await requeue_dead_letters(self.services.pool, tenant_id, subject_id)
+        for subject in subjects:
+            await self.wake_projector(tenant_id, subject)
+        return subjects
 
     async def facts(self, tenant_id: str, subject_id: str, *, as_of: datetime | None = None,
                     history: bool = False, candidates: bool = False) -> list[FactRow]:
-        return await list_facts(self.services.pool, tenant_id, subject_id, as_of=as_of, include_history=history,
-                                include_candidates=candidates)
+        return await list_facts(self.services.pool, self.services.keyring, tenant_id, subject_id, as_of=as_of,
+                                include_history=history, include_candidates=candidates)
 
     async def context(self, tenant_id: str, subject_id: str, query: str, *, as_of: datetime | None = None,
                       token_budget: int = DEFAULT_TOKEN_BUDGET) -> AssembledContext:
@@ -245,15 +281,15 @@ class MemoryClient:
         episode summaries), each citing its evidence, packed into the token budget."""
         check_identifier("tenant", tenant_id)
         check_identifier("subject", subject_id)
-        return await assemble_context(self.services.pool, self.embedder, tenant_id, subject_id, query, as_of=as_of,
-                                      token_budget=token_budget, redis=self.services.redis)
+        return await assemble_context(self.services.pool, self.services.keyring, self.embedder, tenant_id, subject_id,
+                                      query, as_of=as_of, token_budget=token_budget, redis=self.services.redis)
 
     async def recall(self, tenant_id: str, subject_id: str, query: str, *, limit: int = 5,
                      as_of: datetime | None = None) -> RecallResult:
         check_identifier("tenant", tenant_id)
         check_identifier("subject", subject_id)
-        return await recall(self.services.pool, self.embedder, tenant_id, subject_id, query, limit=limit, as_of=as_of,
-                            redis=self.services.redis)
+        return await recall(self.services.pool, self.services.keyring, self.embedder, tenant_id, subject_id, query,
+                            limit=limit, as_of=as_of, redis=self.services.redis)
 
     async def leak_filter_drops(self, tenant_id: str) -> dict[str, int]:
         """The tenant's leak-filter drop counters: {"total": n, "<reason>": n, ...}."""

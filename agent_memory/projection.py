@@ -2,22 +2,50 @@
 
 Each embedding is a recorded operation keyed by (memory id, version, model), so a crash after
 the provider call and before the upsert resumes without calling the embedder again.
+
+`project_outbox_batch` is the projector's step (workflows/projector.py): one provider call
+embeds up to `ProjectionPolicy.batch_size` due rows. Each item's `embed/...` operation is claimed
+(with the recorder's lease) before the call and recorded, with the item's vector, right after
+it in one transaction, together with an `embed-batch/...` record that carries the call's
+provider request id, tokens and cost. A retry finds the per-item records and writes from them:
+no second provider call, and the vector upsert does nothing on conflict (no duplicate row).
+Transient failures back off per row (attempts, next_attempt_at, a short content-free
+last_error); a permanent failure of a single item, or max attempts, dead-letters the row. A
+permanent failure of a batch of several items is retried item by item, so one bad text does not
+dead-letter its neighbours. `project_vectors` (whole outbox, one item per call) is the step of
+consolidation runs recorded before the projector existed.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from pgvector import Vector
 from psycopg_pool import AsyncConnectionPool
+from temporalio.client import Client
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
-from agent_memory.db import tenant_transaction
+from agent_memory import contract
+from agent_memory.db import fetch_one, tenant_transaction
 from agent_memory.fact_text import fact_text
 from agent_memory.faults import fault_point
-from agent_memory.models import EmbeddingResult, ProjectionOutcome
-from agent_memory.operations import OperationRecorder, ensure_not_erased, request_hash
+from agent_memory.keyring import KeyRing
+from agent_memory.models import EmbeddingResult, ProjectionOutcome, check_identifier
+from agent_memory.operations import (
+    CLAIM_LEASE,
+    OperationMismatchError,
+    OperationRecorder,
+    ensure_not_erased,
+    record_succeeded,
+    request_hash,
+)
+from agent_memory.projection_models import ProjectionLag, ProjectionPolicy, ProjectorBatchOutcome, ProjectorInput
 from agent_memory.providers.base import Embedder
+from agent_memory.providers.errors import ProviderOutputInvalid, ProviderPermanentError
 
 BATCH_SIZE = 64
 
@@ -49,6 +77,7 @@ async def pending_rows(pool: AsyncConnectionPool, tenant_id: str, subject_id: st
               LEFT JOIN observations ob ON o.memory_kind = 'observation' AND ob.tenant_id = o.tenant_id
                                        AND ob.memory_id = o.memory_id AND ob.version = o.version
              WHERE o.tenant_id = %s AND o.subject_id = %s AND o.processed_at IS NULL
+               AND o.dead_lettered_at IS NULL
              ORDER BY o.created_at, o.memory_id
              LIMIT %s
             """, (tenant_id, subject_id, BATCH_SIZE))
@@ -92,3 +121,341 @@ async def project_vectors(pool: AsyncConnectionPool, recorder: OperationRecorder
     return ProjectionOutcome(vectors_upserted=upserted, outbox_done=done, skipped=skipped)
 
 
+# --- the projector's step -------------------------------------------------------------------
+
+@dataclass
+class _Item:
+    memory_id: Any
+    kind: str
+    version: int
+    attempts: int
+    text: str | None
+    operation_id: str = ""
+    req_hash: str = ""
+    vector: list[float] | None = None
+    model: str = ""
+
+
+async def due_rows(pool: AsyncConnectionPool, tenant_id: str, subject_id: str, limit: int) -> list[tuple[Any, ...]]:
+    """Pending rows that are due (not dead, next_attempt_at passed), oldest first, with their text."""
+    async with tenant_transaction(pool, tenant_id) as conn:
+        cur = await conn.execute(
+            """
+            SELECT o.memory_id, o.memory_kind, o.version, o.attempts,
+                   CASE o.memory_kind WHEN 'episode' THEN e.summary WHEN 'observation' THEN ob.text
+                        ELSE f.value END,
+                   coalesce(f.namespace, o.memory_kind), f.key
+              FROM projection_outbox o
+              LEFT JOIN facts f ON o.memory_kind = 'fact' AND f.tenant_id = o.tenant_id
+                               AND f.memory_id = o.memory_id AND f.version = o.version
+              LEFT JOIN episodes e ON o.memory_kind = 'episode' AND e.tenant_id = o.tenant_id
+                                  AND e.memory_id = o.memory_id AND e.version = o.version
+              LEFT JOIN observations ob ON o.memory_kind = 'observation' AND ob.tenant_id = o.tenant_id
+                                       AND ob.memory_id = o.memory_id AND ob.version = o.version
+             WHERE o.tenant_id = %s AND o.subject_id = %s AND o.processed_at IS NULL
+               AND o.dead_lettered_at IS NULL AND o.next_attempt_at <= now()
+             ORDER BY o.next_attempt_at, o.created_at, o.memory_id
+             LIMIT %s
+            """, (tenant_id, subject_id, limit))
+        return await cur.fetchall()
+
+
+def short_error(exc: BaseException) -> str:
+    """What an outbox row keeps of a failure: the error type and HTTP status, never provider text
+    (which may quote the input)."""
+    status = getattr(exc, "status_code", None)
+    return (type(exc).__name__ + (f" (HTTP {status})" if status else ""))[:200]
+
+
+def backoff_seconds(policy: ProjectionPolicy, attempts_before: int) -> float:
+    return float(min(policy.backoff_initial_seconds * 2 ** min(attempts_before, 32), policy.backoff_max_seconds))
+
+
+def _operation_error(exc: BaseException) -> str:
+    """The operation record's error, as OperationRecorder writes it (erasable with the subject)."""
+    error = f"{type(exc).__name__}: {exc}"
+    if raw := getattr(exc, "raw_text", None):
+        error += f"\nraw output: {raw[:16000]}"
+    return error.replace("\x00", "\\u0000").encode("utf-8", "replace").decode("utf-8")
+
+
+def _keys(items: list[_Item]) -> dict[str, list[Any]]:
+    return {"ids": [i.memory_id for i in items], "versions": [i.version for i in items]}
+
+
+class OutboxProjector:
+    """Drains one subject's outbox in bounded batches (see the module docstring)."""
+
+    def __init__(self, pool: AsyncConnectionPool, keyring: KeyRing, embedder: Embedder,
+                 policy: ProjectionPolicy | None = None):
+        self.pool = pool
+        self.keyring = keyring
+        self.embedder = embedder
+        self.policy = policy or ProjectionPolicy()
+        # Called after a batch's embeddings are recorded, before anything is written from them
+        # (the crash suite's after_record hook; tests simulate a crash there).
+        self.after_record: Callable[[str], Awaitable[None]] | None = None
+
+    def _digest(self, tenant_id: str, subject_id: str) -> str:
+        return self.keyring.subject_digest(tenant_id, subject_id)
+
+    async def _recorded(self, tenant_id: str, subject_id: str, items: list[_Item]) -> None:
+        """Fill in the vectors of items whose embedding is already recorded."""
+        async with tenant_transaction(self.pool, tenant_id) as conn:
+            await ensure_not_erased(conn, tenant_id, subject_id, self._digest(tenant_id, subject_id))
+            cur = await conn.execute(
+                "SELECT operation_id, request_hash, result FROM operations "
+                "WHERE tenant_id = %s AND operation_id = ANY(%s) AND status = 'succeeded'",
+                (tenant_id, [i.operation_id for i in items]))
+            found = {op: (req_hash, result) for op, req_hash, result in await cur.fetchall()}
+        for item in items:
+            if item.operation_id in found:
+                req_hash, result = found[item.operation_id]
+                if req_hash != item.req_hash:
+                    raise OperationMismatchError(f"operation {item.operation_id} was recorded for a different request")
+                embedding = EmbeddingResult.model_validate(result)
+                item.vector, item.model = embedding.vectors[0], embedding.model
+
+    async def _claim(self, tenant_id: str, subject_id: str, items: list[_Item]) -> list[_Item]:
+        """Claim each item's operation (as OperationRecorder.run does): a live claim of another
+        attempt is respected, a claim older than the lease taken over. Returns the items claimed."""
+        claimed = []
+        async with tenant_transaction(self.pool, tenant_id) as conn:
+            await ensure_not_erased(conn, tenant_id, subject_id, self._digest(tenant_id, subject_id))
+            for item in items:
+                cur = await conn.execute(
+                    """
+                    INSERT INTO operations (tenant_id, operation_id, subject_id, kind, request_hash, status, attempts)
+                    VALUES (%s, %s, %s, 'embed', %s, 'started', 1)
+                    ON CONFLICT (tenant_id, operation_id) DO UPDATE
+                       SET attempts = operations.attempts + 1, status = 'started', updated_at = now()
+                     WHERE operations.status = 'failed'
+                        OR (operations.status = 'started' AND operations.updated_at < now() - %s)
+                    RETURNING operation_id
+                    """, (tenant_id, item.operation_id, subject_id, item.req_hash, CLAIM_LEASE))
+                if await cur.fetchone() is not None:
+                    claimed.append(item)
+        return claimed
+
+    async def _release_failed(self, tenant_id: str, items: list[_Item], exc: BaseException) -> None:
+        async with tenant_transaction(self.pool, tenant_id) as conn:
+            await conn.execute(
+                "UPDATE operations SET status = 'failed', error = %s, updated_at = now() "
+                "WHERE tenant_id = %s AND operation_id = ANY(%s) AND status <> 'succeeded'",
+                (_operation_error(exc), tenant_id, [i.operation_id for i in items]))
+
+    async def _call(self, items: list[_Item]) -> EmbeddingResult:
+        """One provider call for the claimed items, its output checked before anything is recorded."""
+        texts = [i.text or "" for i in items]
+        result = await self.embedder.embed(texts)
+        problems = []
+        if len(result.vectors) != len(texts):
+            problems.append(f"{len(result.vectors)} vectors for {len(texts)} texts")
+        elif any(len(v) != self.embedder.dimensions for v in result.vectors):
+            problems.append(f"a vector does not have {self.embedder.dimensions} dimensions")
+        elif not all(math.isfinite(x) for v in result.vectors for x in v):
+            problems.append("a vector has a non-finite component")
+        if problems:
+            raise ProviderOutputInvalid("", problems)
+        return result
+
+    async def _record(self, tenant_id: str, subject_id: str, items: list[_Item], result: EmbeddingResult) -> None:
+        """The call's results, recorded in one transaction: each item's `embed/...` operation with
+        its vector, and the call's bookkeeping (provider request id, tokens, cost) once, on an
+        `embed-batch/...` record."""
+        batch_request = {"operations": [i.operation_id for i in items]}
+        batch_id = f"embed-batch/{request_hash(batch_request)[:24]}"
+        async with tenant_transaction(self.pool, tenant_id) as conn:
+            await ensure_not_erased(conn, tenant_id, subject_id, self._digest(tenant_id, subject_id))
+            await record_succeeded(conn, tenant_id=tenant_id, subject_id=subject_id, operation_id=batch_id,
+                                   kind="embed-batch", req_hash=request_hash(batch_request),
+                                   result=EmbeddingResult(provider=result.provider,
+                                                          provider_request_id=result.provider_request_id,
+                                                          input_tokens=result.input_tokens,
+                                                          output_tokens=result.output_tokens,
+                                                          cost_usd=result.cost_usd, model=result.model, vectors=[]))
+            for item, vector in zip(items, result.vectors, strict=True):
+                await record_succeeded(conn, tenant_id=tenant_id, subject_id=subject_id,
+                                       operation_id=item.operation_id, kind="embed", req_hash=item.req_hash,
+                                       result=EmbeddingResult(provider=result.provider,
+                                                              provider_request_id=result.provider_request_id,
+                                                              model=result.model, vectors=[vector]))
+        if self.after_record is not None:
+            await self.after_record(items[0].operation_id)
+        for item, vector in zip(items, result.vectors, strict=True):
+            item.vector, item.model = vector, result.model
+
+    async def _embed(self, tenant_id: str, subject_id: str, items: list[_Item], outcome: ProjectorBatchOutcome,
+                     failures: dict[str, list[tuple[_Item, BaseException]]]) -> None:
+        if not items:
+            return
+        outcome.provider_calls += 1
+        try:
+            result = await self._call(items)
+        except (ProviderPermanentError, ProviderOutputInvalid) as exc:
+            await self._release_failed(tenant_id, items, exc)
+            if len(items) == 1:
+                failures["permanent"].append((items[0], exc))
+                return
+            # One bad text fails the whole call: find it by embedding each item on its own.
+            for item in items:
+                if await self._claim(tenant_id, subject_id, [item]):
+                    await self._embed(tenant_id, subject_id, [item], outcome, failures)
+                else:
+                    outcome.in_flight += 1
+            return
+        except Exception as exc:  # transient: ProviderRetryableError, a timeout, a network error
+            await self._release_failed(tenant_id, items, exc)
+            failures["transient"].extend((item, exc) for item in items)
+            return
+        # Outside the try: a failure to record is the activity's (Temporal retries it), not the row's.
+        await self._record(tenant_id, subject_id, items, result)
+        outcome.embedded += len(items)
+
+    async def project_batch(self, tenant_id: str, subject_id: str) -> ProjectorBatchOutcome:
+        outcome = ProjectorBatchOutcome()
+        rows = await due_rows(self.pool, tenant_id, subject_id, self.policy.batch_size)
+        outcome.selected = len(rows)
+        items = [_Item(memory_id, kind, version, attempts,
+                       memory_text(kind, namespace, key, value) if value is not None else None)
+                 for memory_id, kind, version, attempts, value, namespace, key in rows]
+        live = [i for i in items if i.text is not None]
+        for item in live:
+            assert item.text is not None
+            item.operation_id = embed_operation_id(item.memory_id, item.version, self.embedder, item.text)
+            item.req_hash = request_hash({"text": item.text, "model": self.embedder.name,
+                                          "version": self.embedder.version})
+        failures: dict[str, list[tuple[_Item, BaseException]]] = {"transient": [], "permanent": []}
+        if live:
+            await self._recorded(tenant_id, subject_id, live)
+            outcome.reused = sum(i.vector is not None for i in live)
+            claimed = await self._claim(tenant_id, subject_id, [i for i in live if i.vector is None])
+            outcome.in_flight = sum(i.vector is None for i in live) - len(claimed)
+            await self._embed(tenant_id, subject_id, claimed, outcome, failures)
+        done = [i for i in items if i.text is None or i.vector is not None]
+        async with tenant_transaction(self.pool, tenant_id) as conn:
+            await ensure_not_erased(conn, tenant_id, subject_id, self._digest(tenant_id, subject_id))
+            for item in done:
+                if item.vector is None:
+                    outcome.skipped += 1  # the row was removed (erasure) or replaced; nothing to project
+                    continue
+                cur = await conn.execute(
+                    """
+                    INSERT INTO memory_vectors (tenant_id, subject_id, memory_id, memory_kind, version, model, embedding)
+                    VALUES (%s, %s, %s, %s, %s, %s, %s)
+                    ON CONFLICT (tenant_id, memory_id, version, model) DO NOTHING
+                    """, (tenant_id, subject_id, item.memory_id, item.kind, item.version, item.model,
+                          Vector(item.vector)))
+                outcome.vectors_upserted += cur.rowcount
+            if done:
+                await conn.execute(
+                    """
+                    UPDATE projection_outbox SET processed_at = now(), last_error = NULL
+                     WHERE tenant_id = %(t)s AND processed_at IS NULL
+                       AND (memory_id, version) IN (SELECT * FROM unnest(%(ids)s::uuid[], %(versions)s::int[]))
+                    """, {"t": tenant_id, **_keys(done)})
+            for item, exc in failures["transient"]:
+                dead = item.attempts + 1 >= self.policy.max_attempts
+                await conn.execute(
+                    """
+                    UPDATE projection_outbox
+                       SET attempts = attempts + 1, last_error = %s,
+                           next_attempt_at = now() + make_interval(secs => %s),
+                           dead_lettered_at = CASE WHEN %s THEN now() END
+                     WHERE tenant_id = %s AND memory_id = %s AND version = %s AND processed_at IS NULL
+                    """, (short_error(exc), backoff_seconds(self.policy, item.attempts), dead, tenant_id,
+                          item.memory_id, item.version))
+                outcome.dead_lettered += dead
+                outcome.retried += not dead
+            for item, exc in failures["permanent"]:
+                await conn.execute(
+                    """
+                    UPDATE projection_outbox SET attempts = attempts + 1, last_error = %s, dead_lettered_at = now()
+                     WHERE tenant_id = %s AND memory_id = %s AND version = %s AND processed_at IS NULL
+                    """, (short_error(exc), tenant_id, item.memory_id, item.version))
+                outcome.dead_lettered += 1
+        if done:
+            fault_point("mid_projection")
+        await self._status(tenant_id, subject_id, outcome)
+        return outcome
+
+    async def _status(self, tenant_id: str, subject_id: str, outcome: ProjectorBatchOutcome) -> None:
+        async with tenant_transaction(self.pool, tenant_id) as conn:
+            cur = await conn.execute(
+                """
+                SELECT count(*) FILTER (WHERE next_attempt_at <= now()), count(*),
+                       extract(epoch FROM min(next_attempt_at) FILTER (WHERE next_attempt_at > now()) - now())
+                  FROM projection_outbox
+                 WHERE tenant_id = %s AND subject_id = %s AND processed_at IS NULL AND dead_lettered_at IS NULL
+                """, (tenant_id, subject_id))
+            due, pending, next_in = await fetch_one(cur)
+        outcome.due, outcome.pending = int(due), int(pending)
+        outcome.next_attempt_in_seconds = float(next_in) if next_in is not None else None
+
+
+# --- lag, and subjects with due rows ----------------------------------------------------------
+
+async def projection_lag(pool: AsyncConnectionPool, tenant_id: str, subject_id: str | None = None) -> ProjectionLag:
+    async with tenant_transaction(pool, tenant_id) as conn:
+        cur = await conn.execute(
+            """
+            SELECT count(*) FILTER (WHERE processed_at IS NULL AND dead_lettered_at IS NULL),
+                   count(*) FILTER (WHERE processed_at IS NULL AND dead_lettered_at IS NULL
+                                      AND next_attempt_at <= now()),
+                   count(*) FILTER (WHERE processed_at IS NULL AND dead_lettered_at IS NULL AND attempts > 0),
+                   extract(epoch FROM now() - min(created_at) FILTER (WHERE processed_at IS NULL
+                                                                         AND dead_lettered_at IS NULL)),
+                   count(*) FILTER (WHERE dead_lettered_at IS NOT NULL)
+              FROM projection_outbox
+             WHERE tenant_id = %s AND (%s::text IS NULL OR subject_id = %s)
+            """, (tenant_id, subject_id, subject_id))
+        pending, due, retrying, age, dead = await fetch_one(cur)
+    return ProjectionLag(tenant_id=tenant_id, subject_id=subject_id, pending=pending, due=due, retrying=retrying,
+                         oldest_pending_age_seconds=float(age) if age is not None else None, dead_letters=dead)
+
+
+async def projection_tenants(pool: AsyncConnectionPool) -> list[str]:
+    """Every tenant that ever had an outbox row (migration 009: a table of tenant ids only)."""
+    async with pool.connection() as conn, conn.transaction():
+        cur = await conn.execute("SELECT tenant_id FROM projection_tenants ORDER BY tenant_id")
+        return [row[0] for row in await cur.fetchall()]
+
+
+async def subjects_with_due_rows(pool: AsyncConnectionPool, tenant_id: str, limit: int) -> list[str]:
+    async with tenant_transaction(pool, tenant_id) as conn:
+        cur = await conn.execute(
+            """
+            SELECT subject_id FROM projection_outbox
+             WHERE tenant_id = %s AND processed_at IS NULL AND dead_lettered_at IS NULL AND next_attempt_at <= now()
+             GROUP BY subject_id ORDER BY min(next_attempt_at) LIMIT %s
+            """, (tenant_id, limit))
+        return [row[0] for row in await cur.fetchall()]
+
+
+async def requeue_dead_letters(pool: AsyncConnectionPool, tenant_id: str, subject_id: str | None = None) -> list[str]:
+    """Give dead-lettered rows a fresh set of attempts (after fixing the provider, say); returns
+    the subjects whose projector should be woken."""
+    async with tenant_transaction(pool, tenant_id) as conn:
+        cur = await conn.execute(
+            """
+            UPDATE projection_outbox SET dead_lettered_at = NULL, attempts = 0, next_attempt_at = now()
+             WHERE tenant_id = %s AND dead_lettered_at IS NOT NULL AND processed_at IS NULL
+               AND (%s::text IS NULL OR subject_id = %s)
+            RETURNING subject_id
+            """, (tenant_id, subject_id, subject_id))
+        return sorted({row[0] for row in await cur.fetchall()})
+
+
+# --- waking a subject's projector -------------------------------------------------------------
+
+async def wake_projector(temporal: Client, task_queue: str, tenant_id: str, subject_id: str) -> None:
+    """Signal-with-start: signals the subject's running projector, or starts the next run (a
+    projector completes when nothing is pending)."""
+    check_identifier("tenant", tenant_id)
+    check_identifier("subject", subject_id)
+    await temporal.start_workflow(
+        contract.PROJECTOR_WORKFLOW, ProjectorInput(tenant_id=tenant_id, subject_id=subject_id),
+        id=contract.projector_workflow_id(tenant_id, subject_id), task_queue=task_queue,
+        start_signal=contract.SIGNAL_WAKE,
+        search_attributes=TypedSearchAttributes([SearchAttributePair(contract.TENANT_ID, tenant_id),
+                                                 SearchAttributePair(contract.SUBJECT_ID, subject_id)]))

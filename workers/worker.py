@@ -8,13 +8,16 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from activities.consolidation import ConsolidationActivities
 from activities.erasure import ErasureActivities
 from activities.maintenance import MaintenanceActivities
+from activities.projection import ProjectionActivities
 from activities.rebuild import RebuildActivities
+from agent_memory.projection_models import ProjectionPolicy
 from agent_memory.providers.offline import OfflineProviders
 from agent_memory.providers.openai_compat import ProviderBundle, providers_for
 from agent_memory.services import Services
 from workflows.consolidation import ConsolidationWorkflow
 from workflows.erasure import ErasureWorkflow
 from workflows.maintenance import KeyRotationWorkflow, PhysicalCompactionWorkflow
+from workflows.projector import ProjectionSweepWorkflow, ProjectorWorkflow
 from workflows.rebuild import RebuildWorkflow
 from workflows.session_idle import SessionIdleWorkflow
 
@@ -24,18 +27,21 @@ from workflows.session_idle import SessionIdleWorkflow
 PASSTHROUGH_MODULES = ("redis", "psycopg", "psycopg_pool", "pgvector", "cryptography", "openai", "httpx", "tenacity")
 
 WORKFLOWS = [ConsolidationWorkflow, ErasureWorkflow, RebuildWorkflow, SessionIdleWorkflow, KeyRotationWorkflow,
-             PhysicalCompactionWorkflow]
+             PhysicalCompactionWorkflow, ProjectorWorkflow, ProjectionSweepWorkflow]
 
 
 def build_worker(services: Services, *, task_queue: str | None = None,
-                 providers: OfflineProviders | ProviderBundle | None = None) -> Worker:
+                 providers: OfflineProviders | ProviderBundle | None = None,
+                 projection_policy: ProjectionPolicy | None = None) -> Worker:
     providers = providers or providers_for(services.settings)
     consolidation = ConsolidationActivities(services.pool, services.keyring, providers.extractor, providers.scorer,
                                             providers.summarizer, providers.embedder)
     erasure = ErasureActivities(services.pool, services.redis, services.keyring)
     assert services.settings.database_url is not None
     maintenance = MaintenanceActivities(services.pool, services.redis, services.keyring, services.settings.database_url)
-    rebuild = RebuildActivities(services.pool, services.keyring, providers.embedder)
+    rebuild = RebuildActivities(services.pool, services.keyring, providers.embedder, services.temporal)
+    projection = ProjectionActivities(services.pool, services.keyring, providers.embedder, services.temporal,
+                                      projection_policy)
     return Worker(
         services.temporal,
         task_queue=task_queue or services.settings.task_queue,
@@ -59,5 +65,8 @@ def build_worker(services: Services, *, task_queue: str | None = None,
             rebuild.rebuild_subject,
             maintenance.rotate_key_encryption_key,
             maintenance.compact_erased_data,
+            projection.project_outbox_batch,
+            projection.wake_projector,
+            projection.sweep_projection_outbox,
         ],
     )

@@ -36,9 +36,12 @@ async def test_session_end_consolidates_move_without_trip_overwrite(client, serv
             assert (await again.describe()).run_id == (await first.describe()).run_id
             progress = await first.query(ConsolidationWorkflow.progress)
             assert progress.step == "done"
+        # Consolidation ends at its commit; the subject's projector embeds the outbox rows.
+        lag = await client.wait_for_projection(tenant, subject)
+        assert lag.pending == 0 and lag.dead_letters == 0
 
     history = await client.facts(tenant, subject, history=True)
-    cities = [(f.value, f.valid_to is None, f.version) for f in history if f.key == "home_city"]
+    cities = [(f.value, f.valid_to is None, f.interval_version) for f in history if f.key == "home_city"]
     assert cities == [("Hangzhou", False, 1), ("Shanghai", True, 2)]
     hz = next(f for f in history if f.value == "Hangzhou")
     sh = next(f for f in history if f.value == "Shanghai")
@@ -70,14 +73,18 @@ async def test_runs_lists_workflows_with_the_ui_visibility_query(client, tenant,
         await client.append_messages(tenant, "ana", session("s-ana", "2024-01-01T10:00:00Z", "I live in Lisbon."))
         handle = await client.end_session(tenant, "ana", "s-ana")
         await client.consolidation_result(handle)
+        await client.wait_for_projection(tenant, "ana")
     for _ in range(50):  # visibility is eventually consistent
         runs = await client.runs(tenant, "ana")
-        if {r.workflow_type: r.status for r in runs}.get("ConsolidationWorkflow") == "COMPLETED":
+        statuses = {r.workflow_type: r.status for r in runs}
+        if statuses.get("ConsolidationWorkflow") == "COMPLETED" and "ProjectorWorkflow" in statuses:
             break
         await asyncio.sleep(0.2)
-    # The consolidation (done) and the session's idle timer (stopped by the end hook).
+    # The consolidation (done), the session's idle timer (stopped by the end hook) and the
+    # subject's projector (woken by the commit).
     assert sorted((r.workflow_id, r.workflow_type) for r in runs) == [
-        (f"consolidate/{tenant}/s-ana", "ConsolidationWorkflow"), (f"idle/{tenant}/s-ana", "SessionIdleWorkflow")]
+        (f"consolidate/{tenant}/s-ana", "ConsolidationWorkflow"), (f"idle/{tenant}/s-ana", "SessionIdleWorkflow"),
+        (f"projector/{tenant}/ana", "ProjectorWorkflow")]
     assert {r.workflow_type: r.status for r in runs}["ConsolidationWorkflow"] == "COMPLETED"
     assert await client.runs(tenant, "someone-else") == []
     described = await handle.describe()
@@ -111,5 +118,5 @@ async def test_a_failed_run_and_a_resumed_session_are_consolidated_again(client,
         resumed = await client.end_session(tenant, "eve", "s-late")
         await client.consolidation_result(resumed)
         assert (await resumed.describe()).run_id not in (done_run, failed_run)
-    history = [(f.value, f.version) for f in await client.facts(tenant, "eve", history=True)]
+    history = [(f.value, f.interval_version) for f in await client.facts(tenant, "eve", history=True)]
     assert history == [("Lima", 1), ("Quito", 2)]

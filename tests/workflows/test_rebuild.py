@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import psycopg
 
 from agent_memory.db import tenant_transaction
-from agent_memory.rebuild import Event, projection_digest, replay_events
+from agent_memory.rebuild import projection_digest
 from tests.sessions import session
 from tests.test_cli import run_cli
 from workflows.rebuild import RebuildWorkflow
@@ -27,6 +27,7 @@ async def _consolidate(client, tenant, subject, *sessions):
         await client.append_messages(tenant, subject, s)
         result = await client.consolidation_result(await client.end_session(tenant, subject, s.session_id))
         assert result.refused_reason is None
+    await client.wait_for_projection(tenant, subject)  # consolidation ends at its commit; vectors follow
 
 
 async def _scalar(services, tenant, query, *params):
@@ -158,38 +159,50 @@ async def test_rebuild_from_the_cli(services, tenant, running_worker, task_queue
     assert result["all_equal"] and result["subjects"][0]["rows"] > 0
 
 
-def test_replay_closes_with_least_and_keeps_temporary_ends():
-    """Pure replay: supersede closes at least(valid_to, observed_at); a temporary fact ends at
-    valid_until; confirm appends evidence and writes no row; candidates are not indexed."""
+async def test_replay_closes_with_least_and_keeps_temporary_ends(services, tenant):
+    """Replay through the write path's apply_event into scratch tables: supersede closes at
+    least(valid_to, observed_at); a temporary fact ends at valid_until; confirm appends evidence,
+    writes no row and moves the memory's version; candidates are not indexed. A legacy event
+    (MemoryUpdated with an action) is upcast and applied the same way."""
     import uuid
+
+    from agent_memory.events import CandidateHeld, FactConfirmed, FactCreated, FactSuperseded, MemoryEvent, upcast
+    from agent_memory.rebuild import _replay
 
     t = lambda d: datetime(2024, 1, d, tzinfo=UTC)  # noqa: E731
     trip, city, guess = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
     fact = {"namespace": "travel", "key": "trip_city", "claim_type": "explicit", "permanence": "temporary",
             "confidence": 0.9, "session_id": "s", "reason": "r"}
+    home = {**fact, "namespace": "location", "key": "home_city", "permanence": "permanent"}
+
+    def ev(memory_id, version, day, sources, payload):
+        return MemoryEvent(memory_id=memory_id, version=version, namespace=payload.namespace, occurred_at=t(day),
+                           source_message_ids=tuple(sources), operation_id=f"op{version}", payload=payload)
+
     events = [
-        Event(trip, "travel", "MemoryCreated", 1, t(1), ["m1"], "op1",
-              {**fact, "value": "Beijing", "action": "create", "valid_until": t(10).isoformat()}),
-        Event(trip, "travel", "MemoryUpdated", 2, t(20), ["m2"], "op2",
-              {**fact, "value": "Tokyo", "action": "supersede", "valid_until": None, "reason": "moved on"}),
-        Event(city, "location", "MemoryCreated", 1, t(1), ["m3"], "op1",
-              {**fact, "namespace": "location", "key": "home_city", "value": "Rome", "action": "create",
-               "permanence": "permanent", "valid_until": None}),
-        Event(city, "location", "MemoryUpdated", 2, t(5), ["m4"], "op3",
-              {**fact, "namespace": "location", "key": "home_city", "value": "rome", "action": "confirm",
-               "permanence": "permanent", "valid_until": None}),
-        Event(guess, "diet", "MemoryCreated", 1, t(2), ["m5"], "op1",
-              {**fact, "namespace": "diet", "key": "vegan", "value": "yes", "action": "candidate",
-               "claim_type": "inference", "valid_until": None}),
+        ev(trip, 1, 1, ["m1"], FactCreated(**fact, value="Beijing", valid_until=t(10))),
+        ev(trip, 2, 20, ["m2"], FactSuperseded(**{**fact, "reason": "moved on"}, value="Tokyo")),
+        ev(city, 1, 1, ["m3"], FactCreated(**home, value="Rome")),
+        ev(city, 2, 5, ["m4"], upcast("MemoryUpdated", "location", {**home, "value": "rome", "action": "confirm",
+                                                                      "valid_until": None})),
+        ev(guess, 1, 2, ["m5"], CandidateHeld(**{**fact, "namespace": "diet", "key": "vegan",
+                                                 "claim_type": "inference"}, value="yes")),
     ]
-    out = replay_events(events)
-    rows = {(r["memory_id"], r["version"]): r for r in out.facts}
-    assert rows[(trip, 1)]["valid_to"] == t(10) and rows[(trip, 1)]["status"] == "closed"  # least(10, 20)
-    assert rows[(trip, 1)]["close_reason"] == "moved on" and rows[(trip, 2)]["status"] == "active"
-    assert rows[(city, 1)]["evidence_message_ids"] == ["m3", "m4"] and (city, 2) not in rows
-    assert rows[(guess, 1)]["status"] == "candidate" and rows[(guess, 1)]["source_kind"] == "model_inference"
-    assert sorted((s["memory_id"] == guess, s["version"]) for s in out.search) == [(False, 1), (False, 1), (False, 2)]
-    assert len(out.vector_items) == 4  # candidates are embedded too, as the live outbox does
+    assert isinstance(events[3].payload, FactConfirmed)
+    async with tenant_transaction(services.pool, tenant) as conn:
+        replayed = await _replay(conn, tenant, "replay-unit", events)
+        cur = await conn.execute("SELECT memory_id, version, memory_version, status, valid_to, close_reason, "
+                                 "evidence_message_ids, source_kind FROM rebuild_facts")
+        rows = {(r[0], r[1]): r[2:] for r in await cur.fetchall()}
+        cur = await conn.execute("SELECT memory_id, version FROM rebuild_memory_search")
+        search = sorted((m == guess, v) for m, v in await cur.fetchall())
+    assert rows[(trip, 1)][1:4] == ("closed", t(10), "moved on")  # least(10, 20)
+    assert rows[(trip, 2)][1] == "active" and rows[(trip, 1)][0] == rows[(trip, 2)][0] == 2
+    assert rows[(city, 1)][4] == ["m3", "m4"] and (city, 2) not in rows
+    assert rows[(city, 1)][0] == 2  # the confirmation moved the memory's version, not the interval's
+    assert rows[(guess, 1)][1] == "candidate" and rows[(guess, 1)][5] == "model_inference"
+    assert search == [(False, 1), (False, 1), (False, 2)]
+    assert len(replayed.vector_items) == 4  # candidates are embedded too, as the live outbox does
 
 
 async def test_vector_without_recorded_embedding_is_reembedded_once(client, services, tenant, running_worker):
@@ -270,7 +283,7 @@ async def test_a_forced_tenant_wide_rebuild_carries_a_bounded_result(client, ten
 async def test_the_demo_sessions_rebuild_to_the_same_projection(client, tenant, running_worker):
     """Everything the write path does on realistic input (EN and ZH, a move, a trip, a restated
     preference, questions answered) is reproduced by the replay, byte for byte in the digest."""
-    from agent_memory.demo import sample_sessions
+    from workers.demo import sample_sessions
 
     async with running_worker():
         await _consolidate(client, tenant, "lin", *sample_sessions("rb"))
