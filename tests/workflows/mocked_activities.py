@@ -1,0 +1,206 @@
+"""Every activity the workflows call, mocked under its real name and returning the real result
+models, for the time-skipping workflow tests (tests/workflows/test_time_skipping.py).
+
+Each call is recorded (its input and its attempt number); a test scripts failures per activity
+with `fail(name, error, times=...)`, the residue each `verify_erasure` reports, the subjects
+`list_subjects_to_rebuild` pages through and how many messages `count_unconsolidated` finds.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from temporalio import activity
+from temporalio.common import RawValue
+from temporalio.exceptions import ApplicationError
+
+from activities.erasure import CompleteErasureInput, ResidueReport
+from agent_memory.erasure import ErasureStarted
+from agent_memory.models import (
+    CommitInput,
+    CommitOutcome,
+    ConflictPlanInput,
+    ErasureInput,
+    ErasureReceipt,
+    ErasureStepInput,
+    ProjectionInput,
+    ProjectionOutcome,
+    RebuildSubjectInput,
+    StepInput,
+    StepOutcome,
+    StoreCount,
+    SubjectList,
+    SubjectListInput,
+    SubjectRebuild,
+)
+
+THROUGH = datetime(2024, 1, 1, 9, 30, tzinfo=UTC)
+FACTS_EXTRACTED = 2
+EVENTS_PER_COMMIT = 4
+VECTORS_PER_PROJECTION = 3
+
+
+@dataclass(frozen=True)
+class Call:
+    attempt: int
+    input: Any
+
+
+@dataclass
+class _Failure:
+    error: BaseException
+    times: int | None  # None: every call
+
+
+class MockedActivities:
+    def __init__(self, *, subjects: list[str] | None = None, residue: list[dict[str, int]] | None = None,
+                 unconsolidated: int = 3) -> None:
+        self.calls: dict[str, list[Call]] = defaultdict(list)
+        self._failures: dict[str, _Failure] = {}
+        self.subjects = sorted(subjects or [])
+        # verify_erasure reports these one after another; the last one again once they run out.
+        self.residue = residue or [{}]
+        self.unconsolidated = unconsolidated
+
+    def fail(self, name: str, error: BaseException, *, times: int | None = None) -> None:
+        """Attempts of `name` raise `error`: the first `times` of them, or every one (None)."""
+        self._failures[name] = _Failure(error, times)
+
+    def count(self, name: str) -> int:
+        return len(self.calls[name])
+
+    def attempts(self, name: str) -> list[int]:
+        return [c.attempt for c in self.calls[name]]
+
+    def inputs(self, name: str) -> list[Any]:
+        return [c.input for c in self.calls[name]]
+
+    def _record(self, name: str, value: Any) -> None:
+        self.calls[name].append(Call(activity.info().attempt, value))
+        failure = self._failures.get(name)
+        if failure is not None and (failure.times is None or failure.times > 0):
+            if failure.times is not None:
+                failure.times -= 1
+            raise failure.error
+
+    def all(self) -> list[Any]:
+        return [self.extract_facts, self.score_importance, self.check_conflicts, self.summarize_session,
+                self.commit_consolidation, self.project_vectors, self.wake_projector, self.count_unconsolidated,
+                self.begin_erasure, self.erase_store, self.shred_subject_key, self.verify_erasure,
+                self.complete_erasure, self.list_subjects_to_rebuild, self.rebuild_subject, self.unmocked]
+
+    @activity.defn(dynamic=True)
+    async def unmocked(self, args: Sequence[RawValue]) -> None:
+        """An activity a workflow calls that no mock stands for (one added since): the run fails at
+        once, naming it, instead of retrying an unregistered activity until the test times out."""
+        name = activity.info().activity_type
+        self._record(name, list(args))
+        raise ApplicationError(f"activity {name!r} is not mocked: add it to MockedActivities", type="NotMocked",
+                               non_retryable=True)
+
+    # --- consolidation -----------------------------------------------------------------------
+
+    @activity.defn(name="extract_facts")
+    async def extract_facts(self, step: StepInput) -> StepOutcome:
+        self._record("extract_facts", step)
+        return StepOutcome(operation_id=f"extract/{step.session_id}", count=FACTS_EXTRACTED, through=THROUGH)
+
+    @activity.defn(name="score_importance")
+    async def score_importance(self, step: StepInput) -> StepOutcome:
+        self._record("score_importance", step)
+        return StepOutcome(operation_id=f"importance/{step.session_id}", count=1, through=THROUGH)
+
+    @activity.defn(name="check_conflicts")
+    async def check_conflicts(self, step: ConflictPlanInput) -> StepOutcome:
+        self._record("check_conflicts", step)
+        return StepOutcome(operation_id=f"plan/{step.session_id}/{step.round}", count=FACTS_EXTRACTED)
+
+    @activity.defn(name="summarize_session")
+    async def summarize_session(self, step: StepInput) -> StepOutcome:
+        self._record("summarize_session", step)
+        return StepOutcome(operation_id=f"summary/{step.session_id}", count=1, through=THROUGH)
+
+    @activity.defn(name="commit_consolidation")
+    async def commit_consolidation(self, step: CommitInput) -> CommitOutcome:
+        self._record("commit_consolidation", step)
+        return CommitOutcome(operation_id=f"commit/{step.session_id}", session_id=step.session_id, through=step.through,
+                             events_appended=EVENTS_PER_COMMIT, facts_written=FACTS_EXTRACTED, episode_written=True,
+                             outbox_rows=EVENTS_PER_COMMIT)
+
+    @activity.defn(name="project_vectors")
+    async def project_vectors(self, step: ProjectionInput) -> ProjectionOutcome:
+        self._record("project_vectors", step)
+        return ProjectionOutcome(vectors_upserted=VECTORS_PER_PROJECTION, outbox_done=VECTORS_PER_PROJECTION)
+
+    @activity.defn(name="wake_projector")
+    async def wake_projector(self, step: ProjectionInput) -> None:
+        """The real one signal-with-starts the subject's projector; that workflow is not under test."""
+        self._record("wake_projector", step)
+
+    @activity.defn(name="count_unconsolidated")
+    async def count_unconsolidated(self, step: StepInput) -> StepOutcome:
+        self._record("count_unconsolidated", step)
+        return StepOutcome(operation_id="", count=self.unconsolidated)
+
+    # --- erasure -----------------------------------------------------------------------------
+
+    @activity.defn(name="begin_erasure")
+    async def begin_erasure(self, request: ErasureInput) -> ErasureStarted:
+        self._record("begin_erasure", request)
+        return ErasureStarted(requested_at=THROUGH, tombstoned_at=THROUGH)
+
+    @activity.defn(name="erase_store")
+    async def erase_store(self, step: ErasureStepInput) -> StoreCount:
+        self._record("erase_store", step)
+        return StoreCount(store=step.store, removed=1)
+
+    @activity.defn(name="shred_subject_key")
+    async def shred_subject_key(self, step: ErasureStepInput) -> StoreCount:
+        self._record("shred_subject_key", step)
+        return StoreCount(store="subject_key", removed=1)
+
+    @activity.defn(name="verify_erasure")
+    async def verify_erasure(self, step: ErasureStepInput) -> ResidueReport:
+        self._record("verify_erasure", step)
+        residue = self.residue[min(self.count("verify_erasure"), len(self.residue)) - 1]
+        return ResidueReport(residue=residue, total=sum(residue.values()))
+
+    @activity.defn(name="complete_erasure")
+    async def complete_erasure(self, step: CompleteErasureInput) -> ErasureReceipt:
+        self._record("complete_erasure", step)
+        return ErasureReceipt(request_id=step.request_id, tenant_id=step.tenant_id, subject_id=step.subject_id,
+                              removed={"messages": 1}, residue=step.residue, residue_total=sum(step.residue.values()),
+                              key_shredded=True, requested_at=THROUGH, tombstoned_at=THROUGH, completed_at=THROUGH)
+
+    # --- rebuild -----------------------------------------------------------------------------
+
+    @activity.defn(name="list_subjects_to_rebuild")
+    async def list_subjects_to_rebuild(self, request: SubjectListInput) -> SubjectList:
+        self._record("list_subjects_to_rebuild", request)
+        after = [s for s in self.subjects if request.after_subject is None or s > request.after_subject]
+        return SubjectList(subjects=after[:request.limit] if request.limit is not None else after)
+
+    @activity.defn(name="rebuild_subject")
+    async def rebuild_subject(self, step: RebuildSubjectInput) -> SubjectRebuild:
+        self._record("rebuild_subject", step)
+        return subject_rebuild(step.subject_id, force=step.force)
+
+
+def differs(subject: str) -> bool:
+    """Every seventh subject's live projection differs from the rebuilt one."""
+    return int(subject.rsplit("-", 1)[1]) % 7 == 0
+
+
+def subject_rebuild(subject: str, *, force: bool = False) -> SubjectRebuild:
+    """A realistic entry: digests, per-table row counts, the tables that differ."""
+    equal = not differs(subject)
+    tables = {"facts": 12, "episodes": 3, "observations": 9, "outbox": 0, "vectors": 15, "search_index": 24}
+    return SubjectRebuild(
+        subject=subject, live_digest=("a" if equal else "b") * 64, rebuilt_digest="a" * 64, equal=equal,
+        rows=sum(tables.values()), repaired=force or not equal, events=40,
+        tables_differing=[] if equal else ["facts", "vectors"], rows_by_table=tables,
+        live_rows_by_table=tables if equal else {**tables, "facts": 11}, elapsed_ms=17)
