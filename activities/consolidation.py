@@ -33,7 +33,8 @@ from agent_memory.models import (
     StepOutcome,
     SummaryResult,
 )
-from agent_memory.operations import OperationRecorder, RecordNotFoundError, request_hash
+from agent_memory.operation_keys import CommitKey, PlanKey, ProviderStep, ProviderStepKey
+from agent_memory.operations import OperationRecorder, RecordNotFoundError
 from agent_memory.projection import project_vectors
 from agent_memory.providers.base import Embedder, FactExtractor, ImportanceScorer, Summarizer
 from agent_memory.providers.notes import write_observations
@@ -73,19 +74,20 @@ class ConsolidationActivities:
             raise RecordNotFoundError(f"session {step.session_id!r} does not belong to subject {step.subject_id!r}")
         return messages, newest
 
-    async def _provider_step(self, step: StepInput, kind: str, provider: FactExtractor | ImportanceScorer | Summarizer,
+    async def _provider_step(self, step: StepInput, kind: ProviderStep,
+                             provider: FactExtractor | ImportanceScorer | Summarizer,
                              result_type: type[R], call: Callable[[list[Message]], Awaitable[R]]) -> StepOutcome:
         messages, newest = await self._session(step)
         digest = messages_digest(messages)
-        operation_id = f"{kind}/{step.session_id}/{provider.name}-{provider.version}/{digest}"
+        key = ProviderStepKey.for_messages(kind, step.session_id, provider, digest)
         result, reused = await self.recorder.run(
-            tenant_id=step.tenant_id, subject_id=step.subject_id, operation_id=operation_id, kind=kind,
+            tenant_id=step.tenant_id, subject_id=step.subject_id, key=key,
             request={"session_id": step.session_id, "messages": digest, "provider": provider.name,
                      "version": provider.version},
             result_type=result_type, call=lambda: call(messages))
         count = len(result.facts) if isinstance(result, ExtractionResult) else (
             len(result.sentences) if isinstance(result, SummaryResult) else 1)
-        return StepOutcome(operation_id=operation_id, count=count, reused=reused, through=newest)
+        return StepOutcome(operation_id=key.operation_id, count=count, reused=reused, through=newest)
 
     @activity.defn(name=contract.EXTRACT_FACTS)
     @temporal_failures
@@ -128,13 +130,12 @@ class ConsolidationActivities:
             return ConflictPlan(decisions=decide(extraction.facts, current, held))
 
         # Keyed on the extraction: a later run over more messages makes its own plan.
-        extraction_key = request_hash({"extraction": step.extraction_operation_id})[:16]
-        operation_id = f"plan/{step.session_id}/{extraction_key}/{step.round}"
+        key = PlanKey.for_extraction(step.session_id, step.extraction_operation_id, step.round)
         result, reused = await self.recorder.run(
-            tenant_id=step.tenant_id, subject_id=step.subject_id, operation_id=operation_id, kind="plan",
+            tenant_id=step.tenant_id, subject_id=step.subject_id, key=key,
             request=step.model_dump(), result_type=ConflictPlan, call=plan)
         fault_point("after_plan")
-        return StepOutcome(operation_id=operation_id, count=len(result.decisions), reused=reused)
+        return StepOutcome(operation_id=key.operation_id, count=len(result.decisions), reused=reused)
 
     @activity.defn(name=contract.COMMIT_CONSOLIDATION)
     @temporal_failures
@@ -144,7 +145,7 @@ class ConsolidationActivities:
                                                     session_id=step.session_id, through=step.through))
         outcome = await commit_consolidation(
             self.pool, self.keyring, tenant_id=step.tenant_id, subject_id=step.subject_id,
-            session_id=step.session_id, operation_id=f"commit/{step.session_id}/{request_hash(step.model_dump())[:16]}",
+            session_id=step.session_id, key=CommitKey.for_request(step.session_id, step.model_dump()),
             request=step.model_dump(),
             extraction=await load(step.tenant_id, step.subject_id, step.extraction_operation_id, ExtractionResult),
             plan=await load(step.tenant_id, step.subject_id, step.plan_operation_id, ConflictPlan),

@@ -121,6 +121,19 @@ def scheduled_workflow_id(schedule_id: str) -> str:
     return f"{schedule_id}/run"
 
 
+# The per-tenant ids above put the tenant (an identifier: no '/') right after their prefix.
+_TENANT_ID_PREFIXES: Final = ("consolidate", "idle", "erase", "rebuild", "projector")
+
+
+def workflow_id_tenant(workflow_id: str) -> str | None:
+    """The tenant a per-tenant workflow id names; None for any other id (maintenance runs and
+    schedules name no tenant)."""
+    prefix, sep, rest = workflow_id.partition("/")
+    if prefix not in _TENANT_ID_PREFIXES or not sep:
+        return None
+    return rest.partition("/")[0] or None
+
+
 # --- Search attributes (registered by `agent-memory up`, `agent-memory register-search-attributes`
 # and the production compose file; operators filter on them in the Temporal UI) ------------------
 

@@ -18,6 +18,7 @@ from agent_memory.events import FactCreated, FactSuperseded, MemoryEvent, Versio
 from agent_memory.keyring import KeyRing
 from agent_memory.memory_store import record_event, subject_key
 from agent_memory.models import CommitOutcome, ExtractedFact, check_identifier
+from agent_memory.operation_keys import LiveWriteKey
 from agent_memory.operations import record_succeeded, recorded_result, request_hash
 from agent_memory.scope import Mode, subject_scope
 
@@ -48,10 +49,11 @@ async def write_fact(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_id: 
     request = {"namespace": namespace, "key": key, "value": value, "expected_version": expected_version,
                "evidence": evidence_message_ids, "observed_at": observed.isoformat(), "subject": subject_id}
     req_hash = request_hash(request)
-    operation_id = f"live/{req_hash[:24]}"
+    op = LiveWriteKey.for_request_hash(req_hash)
+    operation_id = op.operation_id
     async with subject_scope(pool, keyring, tenant_id, subject_id, Mode.WRITE) as scope:
         conn = scope.conn
-        done = await recorded_result(conn, tenant_id, operation_id, req_hash, CommitOutcome)
+        done = await recorded_result(conn, tenant_id, op, req_hash, CommitOutcome)
         if done is not None:
             return done
         skey = await subject_key(conn, keyring, tenant_id, subject_id, create=True)
@@ -70,6 +72,6 @@ async def write_fact(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_id: 
         await record_event(conn, skey, event)
         outcome = CommitOutcome(operation_id=operation_id, session_id=LIVE_SESSION, events_appended=1,
                                 facts_written=1, episode_written=False, outbox_rows=1)
-        await record_succeeded(conn, tenant_id=tenant_id, subject_id=subject_id, operation_id=operation_id,
-                               kind="commit", req_hash=req_hash, result=outcome)
+        await record_succeeded(conn, tenant_id=tenant_id, subject_id=subject_id, key=op, req_hash=req_hash,
+                               result=outcome)
     return outcome

@@ -22,6 +22,8 @@ import signal
 import threading
 from pathlib import Path
 
+from agent_memory.operation_keys import OperationKey
+
 FAULTS_ENV = "AGENT_MEMORY_FAULTS"
 STATE_ENV = "AGENT_MEMORY_FAULTS_STATE"
 
@@ -86,7 +88,7 @@ def fault_point(name: str, *, when: bool = True) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-async def after_record(operation_id: str) -> None:
+async def after_record(key: OperationKey) -> None:
     """OperationRecorder.after_record hook: `after_record:<kind>`, the kind being the operation
-    id's first segment (extract/…, summary/…, plan/…, embed/…)."""
-    fault_point(f"after_record:{operation_id.split('/', 1)[0]}")
+    key's prefix (the id's first segment: extract/…, summary/…, plan/…, embed/…)."""
+    fault_point(f"after_record:{key.prefix}")

@@ -45,6 +45,7 @@ from agent_memory.models import (
     ImportanceResult,
     SummaryResult,
 )
+from agent_memory.operation_keys import CommitKey
 from agent_memory.operations import record_succeeded, recorded_result, request_hash
 from agent_memory.scope import Mode, SubjectScope, subject_scope
 
@@ -199,31 +200,32 @@ def _outcome(operation_id: str, session_id: str, through: datetime | None,
 
 
 async def commit_consolidation(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_id: str, subject_id: str,
-                               session_id: str, operation_id: str, request: dict[str, Any], extraction: ExtractionResult,
+                               session_id: str, key: CommitKey, request: dict[str, Any], extraction: ExtractionResult,
                                plan: ConflictPlan, importance: ImportanceResult, summary: SummaryResult,
                                happened_at: datetime, through: datetime | None = None) -> CommitOutcome:
     """decide → events → append + apply, and the commit's operation record, in one transaction."""
     req_hash = request_hash(request)
+    operation_id = key.operation_id
     async with subject_scope(pool, keyring, tenant_id, subject_id, Mode.WRITE) as scope:
         conn = scope.conn
-        done = await recorded_result(conn, tenant_id, operation_id, req_hash, CommitOutcome)
+        done = await recorded_result(conn, tenant_id, key, req_hash, CommitOutcome)
         if done is not None:
             return done
-        key = await subject_key(conn, keyring, tenant_id, subject_id, create=True)
-        assert key is not None  # create=True: the row was just inserted, or was already there
+        skey = await subject_key(conn, keyring, tenant_id, subject_id, create=True)
+        assert skey is not None  # create=True: the row was just inserted, or was already there
         recorded: list[MemoryEvent] = []
-        async for event in decide_fact_events(conn, key, session_id=session_id, operation_id=operation_id,
+        async for event in decide_fact_events(conn, skey, session_id=session_id, operation_id=operation_id,
                                               extraction=extraction, plan=plan):
-            await record_event(conn, key, event)
+            await record_event(conn, skey, event)
             recorded.append(event)
-        episode = await _episode_event(conn, key, session_id, importance, summary, happened_at, operation_id)
+        episode = await _episode_event(conn, skey, session_id, importance, summary, happened_at, operation_id)
         for event in [*([episode] if episode else []),
-                      *await _observation_events(conn, key, session_id, summary, operation_id)]:
-            await record_event(conn, key, event)
+                      *await _observation_events(conn, skey, session_id, summary, operation_id)]:
+            await record_event(conn, skey, event)
             recorded.append(event)
         outcome = _outcome(operation_id, session_id, through, recorded)
-        await record_succeeded(conn, tenant_id=tenant_id, subject_id=subject_id, operation_id=operation_id,
-                               kind="commit", req_hash=req_hash, result=outcome)
+        await record_succeeded(conn, tenant_id=tenant_id, subject_id=subject_id, key=key, req_hash=req_hash,
+                               result=outcome)
     return outcome
 
 

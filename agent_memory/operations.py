@@ -2,14 +2,14 @@
 
 A provider call is recorded (request hash, status, result, provider request id, tokens) before
 anything derived from it is written; a retried activity with the same operation id gets the
-recorded result back and the provider is not called again.
+recorded result back and the provider is not called again. An operation is named by a typed key
+(`operation_keys.py`), which renders its id and whose fields every row written here stores in
+their own columns (migration 010).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -22,10 +22,12 @@ from pydantic import BaseModel
 from agent_memory.db import tenant_transaction
 from agent_memory.keyring import KeyRing
 from agent_memory.models import ProviderResult
+from agent_memory.operation_keys import KEY_COLUMNS, OperationKey, request_hash
 from agent_memory.scope import Mode, SubjectErasedError, enter_subject, subject_scope
 
-__all__ = ["OperationMismatchError", "OperationRecorder", "RecordNotFoundError", "SubjectErasedError",
-           "ensure_not_erased", "record_succeeded", "recorded_result", "request_hash"]
+__all__ = ["KEY_COLUMN_LIST", "KEY_FILL", "KEY_PLACEHOLDERS", "OperationKey", "OperationMismatchError",
+           "OperationRecorder", "RecordNotFoundError", "SubjectErasedError", "ensure_not_erased", "record_succeeded",
+           "recorded_result", "request_hash"]
 
 R = TypeVar("R", bound=BaseModel)
 
@@ -39,8 +41,11 @@ class OperationMismatchError(Exception):
     """The same operation id was used for a different request."""
 
 
-def request_hash(request: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).hexdigest()
+# The key's typed fields (operation_keys.KeyColumns), written with every row an operation key
+# inserts; an upsert fills them on a row recorded before they existed (migration 010).
+KEY_COLUMN_LIST = ", ".join(KEY_COLUMNS)
+KEY_PLACEHOLDERS = ", ".join(["%s"] * len(KEY_COLUMNS))
+KEY_FILL = ", ".join(f"{c} = coalesce(operations.{c}, EXCLUDED.{c})" for c in KEY_COLUMNS)
 
 
 async def ensure_not_erased(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, digest: str) -> None:
@@ -50,8 +55,9 @@ async def ensure_not_erased(conn: psycopg.AsyncConnection, tenant_id: str, subje
     await enter_subject(conn, tenant_id, subject_id, digest, Mode.WRITE)
 
 
-async def recorded_result(conn: psycopg.AsyncConnection, tenant_id: str, operation_id: str,
+async def recorded_result(conn: psycopg.AsyncConnection, tenant_id: str, key: OperationKey,
                           req_hash: str, result_type: type[R]) -> R | None:
+    operation_id = key.operation_id
     cur = await conn.execute(
         "SELECT status, request_hash, result FROM operations WHERE tenant_id = %s AND operation_id = %s",
         (tenant_id, operation_id))
@@ -63,24 +69,26 @@ async def recorded_result(conn: psycopg.AsyncConnection, tenant_id: str, operati
     return result_type.model_validate(row[2])
 
 
-async def record_succeeded(conn: psycopg.AsyncConnection, *, tenant_id: str, subject_id: str, operation_id: str,
-                           kind: str, req_hash: str, result: BaseModel) -> None:
+async def record_succeeded(conn: psycopg.AsyncConnection, *, tenant_id: str, subject_id: str, key: OperationKey,
+                           req_hash: str, result: BaseModel) -> None:
     """Record a completed operation inside the caller's transaction (transactional writes)."""
     meta = result if isinstance(result, ProviderResult) else ProviderResult()
     await conn.execute(
-        """
+        f"""
         INSERT INTO operations (tenant_id, operation_id, subject_id, kind, request_hash, status, result,
-                                provider, provider_request_id, input_tokens, output_tokens, cost_usd, attempts)
-        VALUES (%s, %s, %s, %s, %s, 'succeeded', %s, %s, %s, %s, %s, %s, 1)
+                                provider, provider_request_id, input_tokens, output_tokens, cost_usd, attempts,
+                                {KEY_COLUMN_LIST})
+        VALUES (%s, %s, %s, %s, %s, 'succeeded', %s, %s, %s, %s, %s, %s, 1, {KEY_PLACEHOLDERS})
         ON CONFLICT (tenant_id, operation_id) DO UPDATE
            SET status = 'succeeded', result = EXCLUDED.result, provider = EXCLUDED.provider,
                provider_request_id = EXCLUDED.provider_request_id, input_tokens = EXCLUDED.input_tokens,
                output_tokens = EXCLUDED.output_tokens, cost_usd = EXCLUDED.cost_usd, error = NULL,
-               updated_at = now()
+               updated_at = now(), {KEY_FILL}
          WHERE operations.status <> 'succeeded'
         """,
-        (tenant_id, operation_id, subject_id, kind, req_hash, Jsonb(result.model_dump(mode="json")),
-         meta.provider or None, meta.provider_request_id, meta.input_tokens, meta.output_tokens, meta.cost_usd),
+        (tenant_id, key.operation_id, subject_id, key.kind, req_hash, Jsonb(result.model_dump(mode="json")),
+         meta.provider or None, meta.provider_request_id, meta.input_tokens, meta.output_tokens, meta.cost_usd,
+         *key.columns()),
     )
 
 
@@ -97,32 +105,34 @@ class OperationRecorder:
         self._pool = pool
         self.keyring = keyring
         # Test hook for the crash suite: called after a result is recorded, before returning.
-        self.after_record: Callable[[str], Awaitable[None]] | None = None
+        self.after_record: Callable[[OperationKey], Awaitable[None]] | None = None
 
-    async def run(self, *, tenant_id: str, subject_id: str, operation_id: str, kind: str, request: dict[str, Any],
+    async def run(self, *, tenant_id: str, subject_id: str, key: OperationKey, request: dict[str, Any],
                   result_type: type[R], call: Callable[[], Awaitable[R]]) -> tuple[R, bool]:
         """Return (result, reused). `call` runs at most once per operation id at a time, and only
         when no successful record exists."""
         req_hash = request_hash(request)
+        operation_id = key.operation_id
         while True:
             async with subject_scope(self._pool, self.keyring, tenant_id, subject_id, Mode.WRITE) as scope:
                 conn = scope.conn
-                existing = await recorded_result(conn, tenant_id, operation_id, req_hash, result_type)
+                existing = await recorded_result(conn, tenant_id, key, req_hash, result_type)
                 if existing is not None:
                     return existing, True
                 # Claim the call. A live claim of another attempt (a concurrent projection, an
                 # attempt the server gave up on that still runs) is waited for, not duplicated;
                 # a claim older than the lease belongs to an attempt that died mid-call.
                 cur = await conn.execute(
-                    """
-                    INSERT INTO operations (tenant_id, operation_id, subject_id, kind, request_hash, status, attempts)
-                    VALUES (%s, %s, %s, %s, %s, 'started', 1)
+                    f"""
+                    INSERT INTO operations (tenant_id, operation_id, subject_id, kind, request_hash, status, attempts,
+                                            {KEY_COLUMN_LIST})
+                    VALUES (%s, %s, %s, %s, %s, 'started', 1, {KEY_PLACEHOLDERS})
                     ON CONFLICT (tenant_id, operation_id) DO UPDATE
-                       SET attempts = operations.attempts + 1, status = 'started', updated_at = now()
+                       SET attempts = operations.attempts + 1, status = 'started', updated_at = now(), {KEY_FILL}
                      WHERE operations.status <> 'started' OR operations.updated_at < now() - %s
                     RETURNING operation_id
                     """,
-                    (tenant_id, operation_id, subject_id, kind, req_hash, CLAIM_LEASE))
+                    (tenant_id, operation_id, subject_id, key.kind, req_hash, *key.columns(), CLAIM_LEASE))
                 if await cur.fetchone() is not None:
                     break
             await asyncio.sleep(CLAIM_POLL_SECONDS)
@@ -141,10 +151,10 @@ class OperationRecorder:
                     (error, tenant_id, operation_id))
             raise
         async with subject_scope(self._pool, self.keyring, tenant_id, subject_id, Mode.WRITE) as scope:
-            await record_succeeded(scope.conn, tenant_id=tenant_id, subject_id=subject_id, operation_id=operation_id,
-                                   kind=kind, req_hash=req_hash, result=result)
+            await record_succeeded(scope.conn, tenant_id=tenant_id, subject_id=subject_id, key=key,
+                                   req_hash=req_hash, result=result)
         if self.after_record is not None:
-            await self.after_record(operation_id)
+            await self.after_record(key)
         return result, False
 
     async def load(self, tenant_id: str, subject_id: str, operation_id: str, result_type: type[R]) -> R:

@@ -35,8 +35,12 @@ from agent_memory.fact_text import fact_text
 from agent_memory.faults import fault_point
 from agent_memory.keyring import KeyRing
 from agent_memory.models import EmbeddingResult, ProjectionOutcome, check_identifier
+from agent_memory.operation_keys import EmbedBatchKey, EmbedKey
 from agent_memory.operations import (
     CLAIM_LEASE,
+    KEY_COLUMN_LIST,
+    KEY_FILL,
+    KEY_PLACEHOLDERS,
     OperationMismatchError,
     OperationRecorder,
     ensure_not_erased,
@@ -52,12 +56,6 @@ BATCH_SIZE = 64
 
 def memory_text(kind: str, namespace: str, key: str | None, value: str) -> str:
     return fact_text(namespace, key, value) if kind == "fact" and key else value
-
-
-def embed_operation_id(memory_id: object, version: int, embedder: Embedder, text: str) -> str:
-    """One embedding per (memory, version, model, text): a change in how a memory reads makes a
-    new operation, never a mismatch with one recorded for the old text."""
-    return f"embed/{memory_id}/{version}/{embedder.name}-{embedder.version}/{request_hash({'text': text})[:12]}"
 
 
 async def pending_rows(pool: AsyncConnectionPool, tenant_id: str, subject_id: str) -> list[tuple[Any, ...]]:
@@ -91,10 +89,9 @@ async def project_vectors(pool: AsyncConnectionPool, recorder: OperationRecorder
         for memory_id, kind, version, value, namespace, key in rows:
             if value is not None:
                 text = memory_text(kind, namespace, key, value)
+                op = EmbedKey.for_text(memory_id, version, embedder, text)
                 embedding, _ = await recorder.run(
-                    tenant_id=tenant_id, subject_id=subject_id,
-                    operation_id=embed_operation_id(memory_id, version, embedder, text),
-                    kind="embed", request={"text": text, "model": embedder.name, "version": embedder.version},
+                    tenant_id=tenant_id, subject_id=subject_id, key=op, request=op.request(text),
                     result_type=EmbeddingResult, call=partial(embedder.embed, [text]))
             async with tenant_transaction(pool, tenant_id) as conn:
                 await ensure_not_erased(conn, tenant_id, subject_id,
@@ -130,7 +127,7 @@ class _Item:
     version: int
     attempts: int
     text: str | None
-    operation_id: str = ""
+    key: EmbedKey | None = None  # set for live items (with a text)
     req_hash: str = ""
     vector: list[float] | None = None
     model: str = ""
@@ -179,6 +176,15 @@ def _operation_error(exc: BaseException) -> str:
     return error.replace("\x00", "\\u0000").encode("utf-8", "replace").decode("utf-8")
 
 
+def _key(item: _Item) -> EmbedKey:
+    assert item.key is not None  # only live items (with a text) reach the recorded operations
+    return item.key
+
+
+def _operation_ids(items: list[_Item]) -> list[str]:
+    return [_key(i).operation_id for i in items]
+
+
 def _keys(items: list[_Item]) -> dict[str, list[Any]]:
     return {"ids": [i.memory_id for i in items], "versions": [i.version for i in items]}
 
@@ -194,7 +200,7 @@ class OutboxProjector:
         self.policy = policy or ProjectionPolicy()
         # Called after a batch's embeddings are recorded, before anything is written from them
         # (the crash suite's after_record hook; tests simulate a crash there).
-        self.after_record: Callable[[str], Awaitable[None]] | None = None
+        self.after_record: Callable[[EmbedKey], Awaitable[None]] | None = None
 
     def _digest(self, tenant_id: str, subject_id: str) -> str:
         return self.keyring.subject_digest(tenant_id, subject_id)
@@ -206,13 +212,13 @@ class OutboxProjector:
             cur = await conn.execute(
                 "SELECT operation_id, request_hash, result FROM operations "
                 "WHERE tenant_id = %s AND operation_id = ANY(%s) AND status = 'succeeded'",
-                (tenant_id, [i.operation_id for i in items]))
+                (tenant_id, _operation_ids(items)))
             found = {op: (req_hash, result) for op, req_hash, result in await cur.fetchall()}
         for item in items:
-            if item.operation_id in found:
-                req_hash, result = found[item.operation_id]
+            if (op := _key(item).operation_id) in found:
+                req_hash, result = found[op]
                 if req_hash != item.req_hash:
-                    raise OperationMismatchError(f"operation {item.operation_id} was recorded for a different request")
+                    raise OperationMismatchError(f"operation {op} was recorded for a different request")
                 embedding = EmbeddingResult.model_validate(result)
                 item.vector, item.model = embedding.vectors[0], embedding.model
 
@@ -223,16 +229,19 @@ class OutboxProjector:
         async with tenant_transaction(self.pool, tenant_id) as conn:
             await ensure_not_erased(conn, tenant_id, subject_id, self._digest(tenant_id, subject_id))
             for item in items:
+                key = _key(item)
                 cur = await conn.execute(
-                    """
-                    INSERT INTO operations (tenant_id, operation_id, subject_id, kind, request_hash, status, attempts)
-                    VALUES (%s, %s, %s, 'embed', %s, 'started', 1)
+                    f"""
+                    INSERT INTO operations (tenant_id, operation_id, subject_id, kind, request_hash, status, attempts,
+                                            {KEY_COLUMN_LIST})
+                    VALUES (%s, %s, %s, %s, %s, 'started', 1, {KEY_PLACEHOLDERS})
                     ON CONFLICT (tenant_id, operation_id) DO UPDATE
-                       SET attempts = operations.attempts + 1, status = 'started', updated_at = now()
+                       SET attempts = operations.attempts + 1, status = 'started', updated_at = now(), {KEY_FILL}
                      WHERE operations.status = 'failed'
                         OR (operations.status = 'started' AND operations.updated_at < now() - %s)
                     RETURNING operation_id
-                    """, (tenant_id, item.operation_id, subject_id, item.req_hash, CLAIM_LEASE))
+                    """, (tenant_id, key.operation_id, subject_id, key.kind, item.req_hash, *key.columns(),
+                          CLAIM_LEASE))
                 if await cur.fetchone() is not None:
                     claimed.append(item)
         return claimed
@@ -242,7 +251,7 @@ class OutboxProjector:
             await conn.execute(
                 "UPDATE operations SET status = 'failed', error = %s, updated_at = now() "
                 "WHERE tenant_id = %s AND operation_id = ANY(%s) AND status <> 'succeeded'",
-                (_operation_error(exc), tenant_id, [i.operation_id for i in items]))
+                (_operation_error(exc), tenant_id, _operation_ids(items)))
 
     async def _call(self, items: list[_Item]) -> EmbeddingResult:
         """One provider call for the claimed items, its output checked before anything is recorded."""
@@ -263,25 +272,25 @@ class OutboxProjector:
         """The call's results, recorded in one transaction: each item's `embed/...` operation with
         its vector, and the call's bookkeeping (provider request id, tokens, cost) once, on an
         `embed-batch/...` record."""
-        batch_request = {"operations": [i.operation_id for i in items]}
-        batch_id = f"embed-batch/{request_hash(batch_request)[:24]}"
+        keys = [_key(i) for i in items]
+        batch = EmbedBatchKey.for_operations(keys)
         async with tenant_transaction(self.pool, tenant_id) as conn:
             await ensure_not_erased(conn, tenant_id, subject_id, self._digest(tenant_id, subject_id))
-            await record_succeeded(conn, tenant_id=tenant_id, subject_id=subject_id, operation_id=batch_id,
-                                   kind="embed-batch", req_hash=request_hash(batch_request),
+            await record_succeeded(conn, tenant_id=tenant_id, subject_id=subject_id, key=batch,
+                                   req_hash=request_hash(EmbedBatchKey.request(keys)),
                                    result=EmbeddingResult(provider=result.provider,
                                                           provider_request_id=result.provider_request_id,
                                                           input_tokens=result.input_tokens,
                                                           output_tokens=result.output_tokens,
                                                           cost_usd=result.cost_usd, model=result.model, vectors=[]))
-            for item, vector in zip(items, result.vectors, strict=True):
-                await record_succeeded(conn, tenant_id=tenant_id, subject_id=subject_id,
-                                       operation_id=item.operation_id, kind="embed", req_hash=item.req_hash,
+            for key, item, vector in zip(keys, items, result.vectors, strict=True):
+                await record_succeeded(conn, tenant_id=tenant_id, subject_id=subject_id, key=key,
+                                       req_hash=item.req_hash,
                                        result=EmbeddingResult(provider=result.provider,
                                                               provider_request_id=result.provider_request_id,
                                                               model=result.model, vectors=[vector]))
         if self.after_record is not None:
-            await self.after_record(items[0].operation_id)
+            await self.after_record(keys[0])
         for item, vector in zip(items, result.vectors, strict=True):
             item.vector, item.model = vector, result.model
 
@@ -322,9 +331,8 @@ class OutboxProjector:
         live = [i for i in items if i.text is not None]
         for item in live:
             assert item.text is not None
-            item.operation_id = embed_operation_id(item.memory_id, item.version, self.embedder, item.text)
-            item.req_hash = request_hash({"text": item.text, "model": self.embedder.name,
-                                          "version": self.embedder.version})
+            item.key = EmbedKey.for_text(item.memory_id, item.version, self.embedder, item.text)
+            item.req_hash = request_hash(item.key.request(item.text))
         failures: dict[str, list[tuple[_Item, BaseException]]] = {"transient": [], "permanent": []}
         if live:
             await self._recorded(tenant_id, subject_id, live)

@@ -33,6 +33,7 @@ import psycopg
 from pgvector import Vector
 from psycopg import sql
 from psycopg.rows import class_row
+from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from agent_memory import tables
@@ -42,10 +43,11 @@ from agent_memory.events import EventLogError, MemoryEvent, read_subject_events
 from agent_memory.keyring import KeyRing
 from agent_memory.memory_store import subject_key
 from agent_memory.models import EmbeddingResult, SubjectRebuild
+from agent_memory.operation_keys import EmbedKey
 from agent_memory.operations import OperationRecorder, SubjectErasedError, request_hash
-from agent_memory.projection import embed_operation_id, memory_text
+from agent_memory.projection import memory_text
 from agent_memory.providers.base import Embedder
-from agent_memory.scope import Mode, SubjectScope, subject_scope
+from agent_memory.scope import Mode, SubjectScope, is_subject_digest, subject_scope
 
 # The projections a rebuild replays, in digest order, each with the columns the digest covers
 # (bookkeeping timestamps — recorded_at, superseded_at, created_at — left out) and the columns
@@ -224,9 +226,26 @@ async def _insert(conn: psycopg.AsyncConnection, table: str, tenant_id: str, sub
         await cur.executemany(query, [(tenant_id, subject_id, *row.values()) for row in rows])
 
 
-def _model_splits(tag: str) -> list[tuple[str, str]]:
-    """`{name}-{version}` with dashes possibly in both: every split point."""
-    return [(tag[:i], tag[i + 1:]) for i in range(len(tag)) if tag[i] == "-"]
+@dataclass(frozen=True)
+class _EmbedRecord:
+    """A succeeded embed operation: its key's columns, its request hash and its result."""
+
+    operation_id: str
+    memory_id: uuid.UUID | None
+    memory_version: int | None
+    model: str | None
+    model_version: str | None
+    key_digest: str | None
+    request_hash: str
+    result: dict[str, Any]
+
+    def keys(self) -> list[EmbedKey]:
+        """The key it was recorded under; for a row recorded without model columns (before
+        migration 010, or by a worker not yet upgraded) every key its id may stand for."""
+        if (self.memory_id is None or self.memory_version is None or self.model is None
+                or self.model_version is None or self.key_digest is None):
+            return EmbedKey.legacy_candidates(self.operation_id)
+        return [EmbedKey(self.memory_id, self.memory_version, self.model, self.model_version, self.key_digest)]
 
 
 async def _recorded_embeddings(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str,
@@ -234,25 +253,29 @@ async def _recorded_embeddings(conn: psycopg.AsyncConnection, tenant_id: str, su
     """Vectors from recorded embed operations whose request is this item's rebuilt text.
     Per (memory, version, model) the earliest record wins, as the live upsert does nothing on
     conflict. Returns (rows, recorded operations that did not match the rebuilt text)."""
-    by_key = {(str(i.memory_id), i.version): i for i in items}
-    cur = await conn.execute(
-        "SELECT operation_id, request_hash, result FROM operations WHERE tenant_id = %s AND subject_id = %s "
-        "AND kind = 'embed' AND status = 'succeeded' ORDER BY created_at, operation_id", (tenant_id, subject_id))
+    by_key = {(i.memory_id, i.version): i for i in items}
+    async with conn.cursor(row_factory=class_row(_EmbedRecord)) as cur:
+        # Rows without a memory id were recorded by a worker older than migration 010.
+        await cur.execute(
+            """
+            SELECT operation_id, memory_id, memory_version, model, model_version, key_digest, request_hash, result
+              FROM operations
+             WHERE tenant_id = %s AND subject_id = %s AND kind = 'embed' AND status = 'succeeded'
+               AND (memory_id = ANY(%s) OR memory_id IS NULL)
+             ORDER BY created_at, operation_id
+            """, (tenant_id, subject_id, list({i.memory_id for i in items})))
+        records = await cur.fetchall()
     rows: dict[tuple[Any, ...], dict[str, Any]] = {}
     unmatched = 0
-    for operation_id, req_hash, result in await cur.fetchall():
-        # embed/{memory id}/{version}/{model}/{text digest} (projection.embed_operation_id)
-        parts = operation_id.rpartition("/")[0].split("/", 3)
-        if len(parts) != 4 or not parts[2].isdigit():
-            continue
-        item = by_key.get((parts[1], int(parts[2])))
+    for record in records:
+        keys = record.keys()
+        item = by_key.get((keys[0].memory_id, keys[0].version)) if keys else None
         if item is None:
             continue  # an embedding of a memory version the log does not project
-        if not any(request_hash({"text": item.text, "model": name, "version": version}) == req_hash
-                   for name, version in _model_splits(parts[3])):
+        if not any(request_hash(key.request(item.text)) == record.request_hash for key in keys):
             unmatched += 1
             continue
-        embedding = EmbeddingResult.model_validate(result)
+        embedding = EmbeddingResult.model_validate(record.result)
         rows.setdefault((item.memory_id, item.version, embedding.model), {
             "memory_id": item.memory_id, "memory_kind": item.kind, "version": item.version,
             "model": embedding.model, "embedding": Vector(embedding.vectors[0])})
@@ -328,7 +351,8 @@ async def embed_missing(pool: AsyncConnectionPool, keyring: KeyRing, recorder: O
                         embedder: Embedder, tenant_id: str, subject_id: str) -> int:
     """Embed replayed items that have no vector, no recorded embedding and no pending outbox row
     (a pending row is in flight: the vector projection owns it). Each is a recorded operation,
-    so the provider is called at most once per item however often this runs."""
+    so the provider is called at most once per item however often this runs. Returns how many
+    were embedded by a provider call (a result recorded under the same id is reused)."""
     async with subject_scope(pool, keyring, tenant_id, subject_id, Mode.READ) as scope:
         conn = scope.conn
         replayed = await replay_subject(scope, keyring)
@@ -340,29 +364,33 @@ async def embed_missing(pool: AsyncConnectionPool, keyring: KeyRing, recorder: O
             SELECT i.memory_id, i.version FROM unnest(%(ids)s::uuid[], %(versions)s::int[]) AS i(memory_id, version)
              WHERE NOT EXISTS (SELECT 1 FROM memory_vectors v WHERE v.tenant_id = %(t)s
                                   AND v.memory_id = i.memory_id AND v.version = i.version)
-               AND NOT EXISTS (SELECT 1 FROM operations o WHERE o.tenant_id = %(t)s AND o.kind = 'embed'
-                                  AND o.status = 'succeeded'
-                                  AND o.operation_id LIKE 'embed/' || i.memory_id || '/' || i.version || '/%%')
+               AND NOT EXISTS (SELECT 1 FROM operations o WHERE o.tenant_id = %(t)s AND o.memory_id = i.memory_id
+                                  AND o.memory_version = i.version AND o.kind = 'embed' AND o.status = 'succeeded')
                AND NOT EXISTS (SELECT 1 FROM projection_outbox b WHERE b.tenant_id = %(t)s
                                   AND b.memory_id = i.memory_id AND b.version = i.version AND b.processed_at IS NULL)
             """, {"ids": [k[0] for k in items], "versions": [k[1] for k in items], "t": tenant_id})
         missing = [items[(memory_id, version)] for memory_id, version in await cur.fetchall()]
+    embedded = 0
     for item in missing:
-        await recorder.run(
-            tenant_id=tenant_id, subject_id=subject_id,
-            operation_id=embed_operation_id(item.memory_id, item.version, embedder, item.text), kind="embed",
-            request={"text": item.text, "model": embedder.name, "version": embedder.version},
-            result_type=EmbeddingResult, call=partial(embedder.embed, [item.text]))
-    return len(missing)
+        # A row recorded without key columns (by a worker older than migration 010) is found here,
+        # by its id, when it was embedded by this embedder: reused, not counted.
+        key = EmbedKey.for_text(item.memory_id, item.version, embedder, item.text)
+        _, reused = await recorder.run(tenant_id=tenant_id, subject_id=subject_id, key=key,
+                                       request=key.request(item.text), result_type=EmbeddingResult,
+                                       call=partial(embedder.embed, [item.text]))
+        embedded += not reused
+    return embedded
 
 
 async def rebuild_subject(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id: str, subject_id: str, *,
                           force: bool = False, recorder: OperationRecorder | None = None,
-                          embedder: Embedder | None = None) -> SubjectRebuild:
+                          embedder: Embedder | None = None, request_id: str | None = None) -> SubjectRebuild:
     """Replay, compare, and repair one subject, all in one transaction under the exclusive
     subject lock (commits and erasure wait; the result is a consistent snapshot). With an
     embedder, replayed items whose vector is lost with no recorded embedding are embedded first
-    (recorded), so the rebuilt projection has them and the swap puts them back."""
+    (recorded), so the rebuilt projection has them and the swap puts them back. With a
+    request id, the subject's report is written to `rebuild_reports` in the same transaction
+    (an erased subject's under its keyed digest, so no report outlives an erasure in clear)."""
     started = time.monotonic()
     reembedded = 0
     if recorder is not None and embedder is not None:
@@ -377,9 +405,14 @@ async def rebuild_subject(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id
         if replayed is None:
             # Tombstones win: nothing is replayed or written; the rebuilt projection is empty.
             empty = combine_digests({t: hashlib.sha256(b"").hexdigest() for t in TABLES})
-            return SubjectRebuild(subject=subject_id, live_digest=live_digest, rebuilt_digest=empty,
-                                  equal=live_digest == empty, rows=0, skipped_erased=True,
-                                  elapsed_ms=int((time.monotonic() - started) * 1000))
+            skipped = SubjectRebuild(subject=subject_id, live_digest=live_digest, rebuilt_digest=empty,
+                                     equal=live_digest == empty, rows=0, skipped_erased=True,
+                                     elapsed_ms=int((time.monotonic() - started) * 1000))
+            if request_id is not None:
+                reported = subject_id if is_subject_digest(subject_id) else keyring.subject_digest(tenant_id,
+                                                                                                 subject_id)
+                await _write_report(conn, tenant_id, request_id, skipped.model_copy(update={"subject": reported}))
+            return skipped
         vectors = await _build_scratch(conn, tenant_id, subject_id, replayed)
         rebuilt, rebuilt_counts = await _table_digests(conn, tenant_id, subject_id, SCRATCH)
         rebuilt_digest = combine_digests(rebuilt)
@@ -391,14 +424,51 @@ async def rebuild_subject(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id
             if combine_digests(after) != rebuilt_digest:  # rolls the swap back
                 raise SwapVerificationError(f"subject {subject_id}: the swapped-in projection does not hash to "
                                             f"the rebuilt digest {rebuilt_digest}")
-    return SubjectRebuild(
-        subject=subject_id, live_digest=live_digest, rebuilt_digest=rebuilt_digest,
-        equal=live_digest == rebuilt_digest, rows=sum(rebuilt_counts.values()), repaired=bool(to_swap),
-        events=replayed.events, tables_differing=differing, rows_by_table=rebuilt_counts, live_rows_by_table=counts,
-        vectors_from_operations=vectors["from_operations"], vectors_kept=vectors["kept"],
-        vectors_missing=vectors["missing"], vectors_reembedded=reembedded,
-        unmatched_operations=vectors["unmatched_operations"],
-        elapsed_ms=int((time.monotonic() - started) * 1000))
+        entry = SubjectRebuild(
+            subject=subject_id, live_digest=live_digest, rebuilt_digest=rebuilt_digest,
+            equal=live_digest == rebuilt_digest, rows=sum(rebuilt_counts.values()), repaired=bool(to_swap),
+            events=replayed.events, tables_differing=differing, rows_by_table=rebuilt_counts,
+            live_rows_by_table=counts, vectors_from_operations=vectors["from_operations"],
+            vectors_kept=vectors["kept"], vectors_missing=vectors["missing"], vectors_reembedded=reembedded,
+            unmatched_operations=vectors["unmatched_operations"],
+            elapsed_ms=int((time.monotonic() - started) * 1000))
+        if request_id is not None:
+            await _write_report(conn, tenant_id, request_id, entry)
+    return entry
+
+
+async def _write_report(conn: psycopg.AsyncConnection, tenant_id: str, request_id: str,
+                        entry: SubjectRebuild) -> None:
+    """The subject's report for this request (a retried or re-run request overwrites it)."""
+    await conn.execute(
+        """
+        INSERT INTO rebuild_reports (tenant_id, request_id, subject_id, equal, repaired, skipped_erased, report)
+        VALUES (%s, %s, %s, %s, %s, %s, %s)
+        ON CONFLICT (tenant_id, request_id, subject_id) DO UPDATE
+           SET equal = EXCLUDED.equal, repaired = EXCLUDED.repaired, skipped_erased = EXCLUDED.skipped_erased,
+               report = EXCLUDED.report, recorded_at = now()
+        """, (tenant_id, request_id, entry.subject, entry.equal, entry.repaired, entry.skipped_erased,
+              Jsonb(entry.model_dump(mode="json"))))
+
+
+async def rebuild_reports(pool: AsyncConnectionPool, tenant_id: str, request_id: str, *,
+                          limit: int) -> tuple[list[SubjectRebuild], int]:
+    """A request's subject reports, those an operator must see first (differed, then repaired),
+    at most `limit`; and how many reports the request has in all."""
+    async with tenant_transaction(pool, tenant_id) as conn:
+        cur = await conn.execute(
+            "SELECT report FROM rebuild_reports WHERE tenant_id = %s AND request_id = %s "
+            "ORDER BY equal, NOT repaired, subject_id LIMIT %s", (tenant_id, request_id, limit))
+        reports = [SubjectRebuild.model_validate(r) for (r,) in await cur.fetchall()]
+        cur = await conn.execute("SELECT count(*) FROM rebuild_reports WHERE tenant_id = %s AND request_id = %s",
+                                 (tenant_id, request_id))
+        total = int((await fetch_one(cur))[0])
+    return reports, total
+
+
+def listed_tables() -> tuple[str, ...]:
+    """Where a subject shows that it has memory: the event log and every projection (registry)."""
+    return tuple(t.name for t in tables.TABLES if t.role in ("event_log", "projection") and t.subject_column)
 
 
 async def list_subjects(pool: AsyncConnectionPool, tenant_id: str, *, after: str | None = None,
@@ -408,7 +478,7 @@ async def list_subjects(pool: AsyncConnectionPool, tenant_id: str, *, after: str
     digest ('erased:…'): erasure keeps no clear id."""
     parts: list[sql.Composable] = [
         sql.SQL("SELECT subject_id FROM {} WHERE tenant_id = %(t)s").format(sql.Identifier(t))
-        for t in ("memory_events", *TABLES)]
+        for t in listed_tables()]
     parts.append(sql.SQL("SELECT coalesce(subject_digest, subject_id) FROM tombstones WHERE tenant_id = %(t)s"))
     query = (sql.SQL("SELECT subject_id FROM (") + sql.SQL(" UNION ").join(parts)
              + sql.SQL(") s WHERE subject_id > %(after)s ORDER BY 1 LIMIT %(limit)s"))

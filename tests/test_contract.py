@@ -45,6 +45,16 @@ def test_workflow_id_formats():
     assert contract.scheduled_workflow_id(contract.KEY_ROTATION_SCHEDULE_ID) == "agent-memory/key-rotation/run"
 
 
+def test_the_tenant_is_read_back_from_per_tenant_workflow_ids_only():
+    for workflow_id in (contract.consolidation_workflow_id("acme", "s/1"), contract.idle_workflow_id("acme", "s"),
+                        contract.erasure_workflow_id("acme", "lin", "r"), contract.rebuild_workflow_id("acme", None, "r"),
+                        contract.projector_workflow_id("acme", "lin")):
+        assert contract.workflow_id_tenant(workflow_id) == "acme", workflow_id
+    for workflow_id in (contract.manual_key_rotation_workflow_id("abc"), contract.manual_compaction_workflow_id("a"),
+                        contract.scheduled_workflow_id(contract.PROJECTION_SWEEP_SCHEDULE_ID), "consolidate", ""):
+        assert contract.workflow_id_tenant(workflow_id) is None, workflow_id
+
+
 def test_error_type_values_are_the_recorded_strings():
     assert {t.value for t in contract.ErrorType} >= {
         "SubjectErased", "VersionConflict", "NotFound", "ProviderPermanent", "ProviderOutputInvalid",

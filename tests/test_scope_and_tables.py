@@ -14,6 +14,7 @@ from agent_memory.corrections import write_fact
 from agent_memory.evidence import append_messages
 from agent_memory.memory_store import commit_consolidation, list_facts
 from agent_memory.models import ConflictPlan, ExtractionResult, ImportanceResult, SummaryResult
+from agent_memory.operation_keys import CommitKey, ProviderStepKey
 from agent_memory.operations import OperationRecorder, SubjectErasedError
 from agent_memory.providers.offline import offline_providers
 from agent_memory.recall import recall
@@ -118,7 +119,7 @@ async def test_a_digest_only_tombstone_hides_the_subject_from_readers_and_refuse
                                   subject_digest=keyring.subject_digest(tenant, "lin"))
         with pytest.raises(SubjectErasedError):
             await commit_consolidation(
-                pool, keyring, tenant_id=tenant, subject_id="lin", session_id="s1", operation_id="commit/s1",
+                pool, keyring, tenant_id=tenant, subject_id="lin", session_id="s1", key=CommitKey("s1", "0" * 16),
                 request={"session": "s1"}, extraction=ExtractionResult(extractor="x", extractor_version="1", facts=[]),
                 plan=ConflictPlan(decisions=[]), importance=ImportanceResult(importance=1),
                 summary=SummaryResult(sentences=[], token_count=0), happened_at=datetime(2024, 1, 1, tzinfo=UTC))
@@ -128,10 +129,10 @@ async def test_a_digest_only_tombstone_hides_the_subject_from_readers_and_refuse
 
         with pytest.raises(SubjectErasedError):
             await OperationRecorder(pool, keyring).run(
-                tenant_id=tenant, subject_id="lin", operation_id="importance/s1", kind="importance",
+                tenant_id=tenant, subject_id="lin", key=ProviderStepKey("importance", "s1", "p", "1", "d"),
                 request={"session": "s1"}, result_type=ImportanceResult, call=never)
         with pytest.raises(SubjectErasedError):
-            await OperationRecorder(pool, keyring).load(tenant, "lin", "importance/s1", ImportanceResult)
+            await OperationRecorder(pool, keyring).load(tenant, "lin", "importance/s1/p-1/d", ImportanceResult)
     finally:
         await _drop_tombstones(services, tenant)
 

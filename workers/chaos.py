@@ -40,7 +40,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from agent_memory.contract import projector_workflow_id
+from agent_memory.contract import projector_workflow_id, workflow_id_tenant
 from agent_memory.db import fetch_one, tenant_transaction
 from agent_memory.erasure import STORES
 from agent_memory.faults import FAULTS_ENV, STATE_ENV, hits
@@ -68,8 +68,8 @@ def _tenant_in_activity() -> str:
         workflow_id = activity.info().workflow_id
     except RuntimeError:  # not in an activity
         return "-"
-    parts = (workflow_id or "").split("/")  # consolidate/{tenant}/{session}; None: a standalone activity
-    return parts[1] if len(parts) > 1 else "-"
+    # consolidate/{tenant}/{session}, projector/{tenant}/{subject}; None: a standalone activity
+    return workflow_id_tenant(workflow_id or "") or "-"
 
 
 class _Logged:

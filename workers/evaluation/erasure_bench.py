@@ -31,6 +31,7 @@ from agent_memory.models import (
     SummaryResult,
     SummarySentence,
 )
+from agent_memory.operation_keys import CommitKey
 from agent_memory.services import Services
 from agent_memory.settings import Settings
 
@@ -85,7 +86,7 @@ async def _load(services: Services, subjects: int, per_subject: int) -> None:
                           for m in session.messages])
         await commit_consolidation(
             services.pool, services.keyring, tenant_id=TENANT, subject_id=subject, session_id=session.session_id,
-            operation_id=f"bench/{n}", request={"n": n},
+            key=CommitKey.for_request(session.session_id, {"n": n}), request={"n": n},
             extraction=ExtractionResult(extractor="bench", extractor_version="1", facts=[]),
             plan=ConflictPlan(decisions=[]), importance=ImportanceResult(importance=5), summary=summary,
             happened_at=start)
