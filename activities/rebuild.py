@@ -38,7 +38,8 @@ class RebuildActivities:
     async def rebuild_subject(self, step: RebuildSubjectInput) -> SubjectRebuild:
         try:
             entry = await rebuild.rebuild_subject(self.pool, self.keyring, step.tenant_id, step.subject_id,
-                                                  force=step.force, recorder=self.recorder, embedder=self.embedder)
+                                                  force=step.force, recorder=self.recorder, embedder=self.embedder,
+                                                  request_id=step.request_id)
         except EventLogError as exc:  # a corrupt log does not heal by retrying
             raise ApplicationError(str(exc), type=contract.ErrorType.EVENT_LOG_UNREADABLE, non_retryable=True) from exc
         # A repaired subject may have outbox rows due again (items that lost their vector): its

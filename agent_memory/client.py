@@ -52,6 +52,7 @@ from agent_memory.models import (
 from agent_memory.projection import projection_lag, requeue_dead_letters, wake_projector
 from agent_memory.projection_models import ProjectionLag
 from agent_memory.providers.base import Embedder
+from agent_memory.rebuild import rebuild_reports
 from agent_memory.recall import RecallResult, recall
 from agent_memory.services import Services
 
@@ -216,7 +217,15 @@ class MemoryClient:
             contract.rebuild_workflow_id(tenant_id, subject_id, request_id), attributes, RebuildResult)
 
     async def rebuild_result(self, handle: WorkflowHandle) -> RebuildResult:
-        return await handle.result()
+        """The rebuild's totals (from the workflow) with its subject reports (from
+        rebuild_reports): at most the request's `listed_max`, those that differed or were
+        repaired first."""
+        result: RebuildResult = await handle.result()
+        if result.request_id is None or result.subjects:
+            return result  # a run from before rebuild_reports carried its entries itself
+        reports, total = await rebuild_reports(self.services.pool, result.tenant_id, result.request_id,
+                                               limit=result.listed_max)
+        return result.model_copy(update={"subjects": reports, "subjects_not_listed": max(0, total - len(reports))})
 
     async def write_fact(self, tenant_id: str, subject_id: str, namespace: str, key: str, value: str, *,
                          expected_version: int, evidence_message_ids: list[str],

@@ -374,8 +374,8 @@ class RebuildInput(BaseModel):
     subjects_per_run: int = Field(default=200, ge=1)
     after_subject: str | None = None
     carried: RebuildResult | None = None
-    # At most this many subject entries travel in the result (and across continue-as-new): the
-    # ones an operator must see first; the totals count every subject. Bounds the payload.
+    # At most this many subject reports the client lists in the result (read from
+    # rebuild_reports, those an operator must see first); the totals count every subject.
     listed_max: int = Field(default=200, ge=0, le=1000)
 
 
@@ -383,6 +383,7 @@ class RebuildSubjectInput(BaseModel):
     tenant_id: str
     subject_id: str
     force: bool = False
+    request_id: str | None = None  # the subject's report goes to rebuild_reports under it
 
 
 class SubjectListInput(BaseModel):
@@ -428,6 +429,8 @@ class RebuildProgress(BaseModel):
 
 class RebuildResult(BaseModel):
     workflow_id: str
+    request_id: str | None = None  # its subjects' reports in rebuild_reports
+    listed_max: int = 200  # how many of them the client lists in `subjects`
     tenant_id: str
     subject_id: str | None
     force: bool
@@ -440,6 +443,7 @@ class RebuildResult(BaseModel):
     events: int
     all_equal: bool  # every subject that was replayed matched its live projection
     subjects_not_listed: int = 0  # subjects counted in the totals but left out of `subjects`
+    # `subjects` is filled by the client from rebuild_reports (the workflow carries counts only).
 
 
 RebuildInput.model_rebuild()

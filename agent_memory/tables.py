@@ -96,6 +96,8 @@ TABLES: tuple[Table, ...] = (
                "operation_id"))),
     # Recorded provider results (extractions, summaries, embeddings): recomputable by the provider.
     Table("operations", "cache", erasure="delete", store="operations"),
+    # What each subject showed in a rebuild (digests and counts); deleted with the operations.
+    Table("rebuild_reports", "bookkeeping", erasure="delete", store="operations"),
     Table("messages", "evidence", erasure="delete", store="messages"),
     Table("sessions", "evidence", erasure="delete", store="messages"),
     Table("subject_keys", "bookkeeping", erasure="shred"),

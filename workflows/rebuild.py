@@ -24,9 +24,10 @@ with workflow.unsafe.imports_passed_through():
 # cap, at a capped interval (contract.REBUILD_LIST, contract.REBUILD_SUBJECT_STEP: one subject's
 # replay, comparison and swap, and any re-embedding of vectors left missing).
 # A tenant-wide rebuild continues as a new run after each page of subjects (request
-# .subjects_per_run), so history stays small. The result carried from run to run lists at most
-# request.listed_max subjects — those that differed or were repaired first — and counts the rest,
-# so a forced rebuild of 5,000 subjects stays far below the 2 MB payload limit.
+# .subjects_per_run), so history stays small. Each subject's report is written to the
+# rebuild_reports table by its activity; the workflow carries only counts and a cursor (the last
+# subject done), so a forced rebuild of any number of subjects stays far below the 2 MB payload
+# limit. The client reads the reports for the result (MemoryClient.rebuild_result).
 
 
 @workflow.defn(name=contract.REBUILD_WORKFLOW)
@@ -59,7 +60,8 @@ class RebuildWorkflow:
             self._progress.step = f"rebuild_subject {subject}"
             entry = await workflow.execute_activity_method(
                 RebuildActivities.rebuild_subject,
-                RebuildSubjectInput(tenant_id=request.tenant_id, subject_id=subject, force=request.force),
+                RebuildSubjectInput(tenant_id=request.tenant_id, subject_id=subject, force=request.force,
+                                    request_id=request.request_id),
                 **contract.REBUILD_SUBJECT_STEP.options())
             entries.append(entry)
             self._progress.subjects_done += 1
@@ -77,18 +79,15 @@ class RebuildWorkflow:
 
     @staticmethod
     def _totals(request: RebuildInput, entries: list[SubjectRebuild]) -> RebuildResult:
-        """This run's subjects added to what the earlier runs of the chain found."""
+        """This run's subjects added to what the earlier runs of the chain counted. Counts only:
+        the subjects' reports are in rebuild_reports (runs recorded before the table existed
+        carried listed entries; what they carried is kept, never added to)."""
         carried = request.carried
         replayed = [e for e in entries if not e.skipped_erased]
-        listed = (carried.subjects if carried else []) + entries
-        if len(listed) > request.listed_max:
-            # The ones an operator must see (differed, then repaired) first, stably.
-            listed = sorted(listed, key=lambda e: (e.equal, not e.repaired))
-        not_listed = max(0, len(listed) - request.listed_max) + (carried.subjects_not_listed if carried else 0)
-        listed = listed[:request.listed_max]
         return RebuildResult(
-            workflow_id=workflow.info().workflow_id, tenant_id=request.tenant_id, subject_id=request.subject_id,
-            force=request.force, subjects=listed,
+            workflow_id=workflow.info().workflow_id, request_id=request.request_id, listed_max=request.listed_max,
+            tenant_id=request.tenant_id,
+            subject_id=request.subject_id, force=request.force, subjects=carried.subjects if carried else [],
             subjects_total=len(entries) + (carried.subjects_total if carried else 0),
             subjects_equal=sum(e.equal for e in replayed) + (carried.subjects_equal if carried else 0),
             subjects_repaired=sum(e.repaired for e in entries) + (carried.subjects_repaired if carried else 0),
@@ -96,4 +95,4 @@ class RebuildWorkflow:
             rows=sum(e.rows for e in entries) + (carried.rows if carried else 0),
             events=sum(e.events for e in entries) + (carried.events if carried else 0),
             all_equal=all(e.equal for e in replayed) and (carried.all_equal if carried else True),
-            subjects_not_listed=not_listed)
+            subjects_not_listed=carried.subjects_not_listed if carried else 0)

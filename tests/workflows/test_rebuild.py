@@ -117,6 +117,8 @@ async def test_erased_subject_stays_erased_after_rebuild(client, services, tenan
         await _consolidate(client, tenant, "zoe", session("rz1", "2024-02-01T08:00:00Z", "My name is Zoe.",
                                                           "I live in Berlin.", "I have a dog named Rex."))
         await _consolidate(client, tenant, "max", session("rm1", "2024-02-01T09:00:00Z", "I live in Paris."))
+        before = await client.rebuild_result(await client.rebuild(tenant, "zoe"))  # a report naming zoe
+        assert [e.subject for e in before.subjects] == ["zoe"]
         await client.erasure_receipt(await client.erase(tenant, "zoe", reason="GDPR art. 17"))
 
         for force in (False, True):
@@ -134,9 +136,9 @@ async def test_erased_subject_stays_erased_after_rebuild(client, services, tenan
         assert one.subjects[0].skipped_erased
 
     assert await client.facts(tenant, "zoe", history=True) == []
-    for table in ("facts", "episodes", "observations", "memory_search", "memory_vectors"):
+    for table in ("facts", "episodes", "observations", "memory_search", "memory_vectors", "rebuild_reports"):
         assert await _scalar(services, tenant, f"SELECT count(*) FROM {table} WHERE tenant_id = %s "
-                             "AND subject_id = 'zoe'", tenant) == 0
+                             "AND subject_id = 'zoe'", tenant) == 0  # erasure deleted zoe's report too
     described = await handle.describe()
     attrs = {k.name: v for k, v in described.typed_search_attributes}
     assert attrs.get("TenantId") == tenant
@@ -217,8 +219,8 @@ async def test_vector_without_recorded_embedding_is_reembedded_once(client, serv
             memory_id, version = await cur.fetchone()
             await conn.execute("DELETE FROM memory_vectors WHERE tenant_id = %s AND memory_id = %s",
                                (tenant, memory_id))
-            await conn.execute("DELETE FROM operations WHERE tenant_id = %s AND operation_id LIKE %s",
-                               (tenant, f"embed/{memory_id}/{version}/%"))
+            await conn.execute("DELETE FROM operations WHERE tenant_id = %s AND kind = 'embed' "
+                               "AND memory_id = %s AND memory_version = %s", (tenant, memory_id, version))
             await conn.commit()
         result = await client.rebuild_result(await client.rebuild(tenant, subject))
     [entry] = result.subjects
@@ -226,8 +228,8 @@ async def test_vector_without_recorded_embedding_is_reembedded_once(client, serv
     assert entry.vectors_missing == 0 and entry.vectors_reembedded == 1
     assert entry.rebuilt_digest == digest  # the same vector, embedded again (deterministic embedder)
     assert await projection_digest(services.pool, tenant, subject) == digest
-    assert await _scalar(services, tenant, "SELECT count(*) FROM operations WHERE tenant_id = %s "
-                         "AND operation_id LIKE %s", tenant, f"embed/{memory_id}/{version}/%") == 1
+    assert await _scalar(services, tenant, "SELECT count(*) FROM operations WHERE tenant_id = %s AND kind = 'embed' "
+                         "AND memory_id = %s AND memory_version = %s", tenant, memory_id, version) == 1
     assert await _scalar(services, tenant, "SELECT count(*) FROM projection_outbox WHERE tenant_id = %s "
                          "AND processed_at IS NULL", tenant) == 0
 
@@ -275,6 +277,10 @@ async def test_a_forced_tenant_wide_rebuild_carries_a_bounded_result(client, ten
         result = await client.rebuild_result(handle)
     assert result.subjects_total == 7 and result.subjects_repaired == 7 and result.all_equal
     assert len(result.subjects) == 3 and result.subjects_not_listed == 4
+    # Every subject's report is in the table; the workflow carried counts and a cursor only.
+    assert await _scalar(client.services, tenant, "SELECT count(*) FROM rebuild_reports WHERE tenant_id = %s "
+                         "AND request_id = %s", tenant, result.request_id) == 7
+    assert (await handle.result()).subjects == []
     async for event in handle.fetch_history_events():  # every run of the chain started small
         if event.HasField("workflow_execution_started_event_attributes"):
             assert sum(len(p.data) for p in event.workflow_execution_started_event_attributes.input.payloads) < 20_000
