@@ -129,6 +129,13 @@ def build_parser(*extensions: Callable[[SubParsers], object],
     stats = scoped(sub.add_parser("stats", help="operator counters of a tenant (leak-filter drops, projection lag)"),
                    subject=False)
     stats.add_argument("--json", action="store_true")
+    projection = sub.add_parser("projection", help="the vector projection's outbox: retry dead letters")
+    projection_sub = projection.add_subparsers(dest="projection_command", required=True)
+    retry = scoped(projection_sub.add_parser(
+        "retry-dead-letters", help="give dead-lettered outbox rows a fresh set of attempts and wake their "
+                                   "projectors (after fixing what made them fail)"), subject=False)
+    retry.add_argument("--subject", type=_identifier("subject"), help="one subject (default: every subject)")
+    retry.add_argument("--json", action="store_true")
     keys = sub.add_parser("keys", help="key-encryption keys: rotate (re-wrap every subject key, destroy the old KEK), "
                                        "status")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
@@ -329,6 +336,12 @@ async def _command(args: argparse.Namespace, settings: Settings, commands: Mappi
                 print(f"leak filter drops: {drops['total']}" + "".join(
                     f"\n  {reason}: {n}" for reason, n in drops.items() if reason != "total" and n))
                 print(format_projection_lag(lag))
+        elif args.command == "projection":
+            woken = await client.retry_dead_letters(args.tenant, args.subject)
+            if args.json:
+                _print_json({"tenant_id": args.tenant, "subjects_woken": woken})
+            else:
+                print(f"dead letters requeued for {len(woken)} subject(s)" + "".join(f"\n  {s}" for s in woken))
         elif args.command == "facts":
             rows = await client.facts(args.tenant, args.subject, as_of=args.as_of, history=bool(args.history),
                                       candidates=args.candidates)

@@ -175,7 +175,10 @@ async def test_a_permanently_failing_row_is_dead_lettered_and_stats_shows_it(
 
         # Fixed provider: the operator requeues the dead letters; the projector embeds them.
         embedder.poison = None
-        assert await client.retry_dead_letters(tenant) == ["lin"]
+        retried = await asyncio.to_thread(run_cli, services, "projection", "retry-dead-letters", "--tenant", tenant,
+                                          "--json", task_queue=task_queue)
+        assert retried.returncode == 0, retried.stderr
+        assert json.loads(retried.stdout)["subjects_woken"] == ["lin"]
         lag = await client.wait_for_projection(tenant, "lin", timeout=60)
     assert lag.dead_letters == 0
     assert await scalar(services, tenant, "SELECT count(*) FROM memory_vectors WHERE tenant_id = %s", tenant) == \
@@ -282,8 +285,8 @@ async def test_a_rebuild_that_leaves_rows_due_wakes_the_projector(client, servic
                                      "AND memory_kind = 'fact' LIMIT 1", (tenant,))
             memory_id, version = await cur.fetchone()
             await conn.execute("DELETE FROM memory_vectors WHERE tenant_id = %s AND memory_id = %s", (tenant, memory_id))
-            await conn.execute("DELETE FROM operations WHERE tenant_id = %s AND operation_id LIKE %s",
-                               (tenant, f"embed/{memory_id}/{version}/%"))
+            await conn.execute("DELETE FROM operations WHERE tenant_id = %s AND kind = 'embed' AND memory_id = %s "
+                               "AND memory_version = %s", (tenant, memory_id, version))
             await conn.execute("UPDATE projection_outbox SET processed_at = NULL WHERE tenant_id = %s "
                                "AND memory_id = %s", (tenant, memory_id))
             await conn.commit()
