@@ -1,20 +1,33 @@
 """Record workflow histories for the replay tests:
-python -m tests.histories.record_histories [NAME.json ...]   (default: all current names)
+python -m tests.histories.record_histories [NAME.json ...]   (default: CURRENT names not recorded yet)
 
-Histories of older workflow versions (erasure-v1.json: before observations and the lexical
-index; erasure-v2.json: before event metadata was redacted; both behind workflow.patched) are
-kept and never re-recorded: they prove old runs still replay. After a change to a workflow's
-steps, add a new name rather than overwriting."""
+Each workflow version has its own file, recorded once and never re-recorded: old files prove that
+runs started under an older version still replay (consolidation.json: inline vector projection;
+erasure-v1/-v2/-v3.json: before observations, before event metadata was redacted, before frozen
+step lists; the *-v2.json and erasure-v4.json files: the last main before the event-log redesign).
+After a change to a workflow's steps, add a new name to CURRENT rather than overwriting a file.
+
+Histories are written with their payloads decoded (json/plain): the deployment's payload codec
+encrypts them under a key that dies with the recording's temporary home.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import sys
 import tempfile
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
+
+from temporalio.api.common.v1 import Payload
+from temporalio.client import WorkflowHandle
+from temporalio.converter import PayloadCodec
 
 from agent_memory.client import MemoryClient
+from agent_memory.payload_codec import ENCODING
 from agent_memory.providers.offline import offline_providers
 from agent_memory.settings import Settings
 from tests.sessions import session
@@ -24,30 +37,68 @@ from workers.worker import build_worker
 
 HERE = Path(__file__).parent
 
+# The file each workflow's current version is recorded to.
+CURRENT = {"consolidation": "consolidation-v3.json", "projector": "projector.json", "rebuild": "rebuild-v3.json",
+           "erasure": "erasure-v4.json", "session-idle": "session-idle-v2.json"}
+
+
+async def _decode(node: Any, codec: PayloadCodec) -> None:
+    """Replace every encrypted payload in a history's JSON with its decoded form, in place."""
+    if isinstance(node, dict):
+        metadata = node.get("metadata")
+        # Only what the codec encrypted (search attributes, for one, are never encoded).
+        if isinstance(metadata, dict) and "data" in node and base64.b64decode(metadata.get("encoding", "")) == ENCODING:
+            payload = Payload(metadata={k: base64.b64decode(v) for k, v in metadata.items()},
+                              data=base64.b64decode(node["data"]))
+            [plain] = await codec.decode([payload])
+            node["metadata"] = {k: base64.b64encode(v).decode() for k, v in plain.metadata.items()}
+            node["data"] = base64.b64encode(plain.data).decode()
+            return
+        for value in node.values():
+            await _decode(value, codec)
+    elif isinstance(node, list):
+        for value in node:
+            await _decode(value, codec)
+
+
+async def _write(handle: WorkflowHandle, name: str, codec: PayloadCodec | None) -> None:
+    history = await handle.fetch_history()
+    data = json.loads(history.to_json())
+    if codec is not None:
+        await _decode(data, codec)
+    (HERE / name).write_text(json.dumps(data, indent=2) + "\n")
+
 
 async def main(only: set[str] | None = None) -> None:
     def keep(name: str) -> bool:
-        return not only or name in only
+        # By default only the current versions not recorded yet: a recorded file is never rewritten
+        # unless named on the command line.
+        return name in only if only else not (HERE / name).exists()
 
     with tempfile.TemporaryDirectory() as home:
         settings = Settings.from_env({"AGENT_MEMORY_HOME": home})
         async with open_stack(settings, start=True, ports=Ports.free()) as services:
+            codec = services.temporal.data_converter.payload_codec
             client = MemoryClient(services, offline_providers().embedder, task_queue="record-histories")
             async with build_worker(services, task_queue="record-histories"):
                 await client.append_messages("acme", "lin", session(
                     "s1", "2024-03-01T09:00:00Z", "My name is Lin.", "I live in Hangzhou.", "我不吃辣。"))
                 handle = await client.end_session("acme", "lin", "s1")
                 await handle.result()
-                if keep("consolidation.json"):
-                    (HERE / "consolidation.json").write_text((await handle.fetch_history()).to_json())
+                await client.wait_for_projection("acme", "lin", timeout=120)
+                if keep(CURRENT["consolidation"]):
+                    await _write(handle, CURRENT["consolidation"], codec)
+                if keep(CURRENT["projector"]):
+                    await _write(services.temporal.get_workflow_handle("projector/acme/lin"), CURRENT["projector"],
+                                 codec)
                 rebuild = await client.rebuild("acme", request_id="recorded")  # every subject: rebuild/acme/*/recorded
                 await rebuild.result()
-                if keep("rebuild.json"):
-                    (HERE / "rebuild.json").write_text((await rebuild.fetch_history()).to_json())
+                if keep(CURRENT["rebuild"]):
+                    await _write(rebuild, CURRENT["rebuild"], codec)
                 erase = await client.erase("acme", "lin", reason="recorded history")
                 await erase.result()
-                if keep("erasure-v3.json"):
-                    (HERE / "erasure-v3.json").write_text((await erase.fetch_history()).to_json())
+                if keep(CURRENT["erasure"]):
+                    await _write(erase, CURRENT["erasure"], codec)
             # The idle timer: no end hook, the timer runs out and starts the consolidation.
             idle_client = MemoryClient(services, offline_providers().embedder, task_queue="record-histories",
                                        idle_timeout=timedelta(seconds=1))
@@ -57,8 +108,8 @@ async def main(only: set[str] | None = None) -> None:
                 idle = services.temporal.get_workflow_handle("idle/acme/s2")
                 await idle.result()
                 await services.temporal.get_workflow_handle("consolidate/acme/s2").result()
-                if keep("session-idle.json"):
-                    (HERE / "session-idle.json").write_text((await idle.fetch_history()).to_json())
+                if keep(CURRENT["session-idle"]):
+                    await _write(idle, CURRENT["session-idle"], codec)
 
 
 if __name__ == "__main__":

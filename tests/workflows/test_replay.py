@@ -30,7 +30,13 @@ WORKFLOW_DIR = Path(__file__).resolve().parents[2] / "workflows"
                                                ("consolidation-v2.json", "consolidate/acme/s1"),
                                                ("erasure-v4.json", "erase/acme/lin"),
                                                ("session-idle-v2.json", "idle/acme/s2"),
-                                               ("rebuild-v2.json", "rebuild/acme/*/recorded")])
+                                               ("rebuild-v2.json", "rebuild/acme/*/recorded"),
+                                               # The versions after the redesign: consolidation
+                                               # ends at the commit, the projector embeds, the
+                                               # rebuild carries counts only.
+                                               ("consolidation-v3.json", "consolidate/acme/s1"),
+                                               ("projector.json", "projector/acme/lin"),
+                                               ("rebuild-v3.json", "rebuild/acme/*/recorded")])
 async def test_recorded_history_replays(name, workflow_id):
     history = WorkflowHistory.from_json(workflow_id, (HISTORIES / name).read_text())
     replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
