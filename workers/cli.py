@@ -30,6 +30,8 @@ def add_tooling_commands(sub: core.SubParsers) -> None:
     ev = sub.add_parser("eval", help="evaluate context assembly on a benchmark against a BM25 baseline")
     bench = ev.add_subparsers(dest="benchmark", required=True)
     probes = bench.add_parser("probes", help="the write-gate probe set (current and as-of accuracy)")
+    probes.add_argument("--data", type=Path, metavar="FILE.jsonl",
+                        help="run this probe file instead of the bundled set (one case a line)")
     probes.add_argument("--json", action="store_true")
     loc = bench.add_parser("locomo", help="LoCoMo-format dir: sessions.jsonl, questions.jsonl[, adversarial]")
     loc.add_argument("--data", required=True, type=Path, metavar="DIR")

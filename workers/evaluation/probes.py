@@ -10,8 +10,9 @@ import uuid
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from importlib import resources
+from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agent_memory.client import MemoryClient
 from agent_memory.memory_store import list_facts
@@ -19,6 +20,8 @@ from agent_memory.models import Message, Role, Session
 
 
 class ProbeCase(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt expectation must not be silently ignored
+
     id: str
     sessions: list[tuple[str, list[str | tuple[Role, str]]]]
     current: dict[str, str | None] = {}
@@ -26,6 +29,16 @@ class ProbeCase(BaseModel):
     history: dict[str, int] = {}  # key → number of rows (restatements must not add rows)
     evidence: dict[str, int] = {}  # key → evidence ids on the current fact
     candidates: dict[str, str] = {}  # key → value held in the candidate area
+    # Checked by value, whatever the keys: namespace (or "*" for every namespace) → the current
+    # values there, as a multiset. {"budget": ["2000 euros"]} fails on two current budgets;
+    # {"*": []} means nothing may be stored; {"pet": []} means the fact ended, nothing is current.
+    values: dict[str, list[str]] = {}
+    as_of_not: list[tuple[str, str, str]] = []  # (day, key, value the key must NOT hold then)
+    # In as_of and as_of_not a key without "/" names a namespace: its current values, sorted and
+    # joined by " | " (None when empty), so a check holds whatever key the value was stored under.
+    category: str = ""  # labels for per-category reports (phrasing corpus); not checked
+    lang: str = ""
+    source: str = ""
 
 
 ProbeValue = str | int | None
@@ -38,6 +51,13 @@ class ProbeFailure(BaseModel):
     actual: ProbeValue
 
 
+class CategoryScore(BaseModel):
+    cases: int = 0
+    cases_passed: int = 0  # every check of the case held
+    checks: int = 0
+    passed: int = 0
+
+
 class ProbeReport(BaseModel):
     cases: int
     checks: dict[str, int]
@@ -45,18 +65,67 @@ class ProbeReport(BaseModel):
     accuracy: dict[str, float]
     failures: list[ProbeFailure]
     seconds: float
+    by_category: dict[str, CategoryScore] = {}  # only when the cases carry a category
 
     def render(self) -> str:
         lines = [f"probe set: {self.cases} cases, {self.seconds:.1f}s"]
         lines += [f"  {kind:<10} {self.passed[kind]:>3}/{self.checks[kind]:<3} {self.accuracy[kind]:.1%}"
                   for kind in self.checks]
+        if self.by_category:
+            lines.append("  by category (checks passed, cases fully passed):")
+            lines += [f"    {name:<22} {c.passed:>3}/{c.checks:<3} {c.passed / max(c.checks, 1):6.1%}   "
+                      f"{c.cases_passed:>3}/{c.cases:<3}" for name, c in sorted(self.by_category.items())]
         lines += [f"  FAIL {f.case}: {f.check} expected {f.expected!r}, got {f.actual!r}" for f in self.failures]
         return "\n".join(lines)
 
 
-def load_probes() -> list[ProbeCase]:
-    text = (resources.files("agent_memory") / "samples" / "probes.jsonl").read_text(encoding="utf-8")
-    return [ProbeCase.model_validate_json(line) for line in text.splitlines() if line.strip()]
+def load_probes(path: Path | None = None) -> list[ProbeCase]:
+    """The bundled probe set, or any probe file (JSON Lines, one case a line). A bad file raises
+    ValueError in one line naming the file, the line and the problem."""
+    if path is None:
+        name, text = "probes.jsonl", (resources.files("agent_memory") / "samples" / "probes.jsonl").read_text(
+            encoding="utf-8")
+    else:
+        name = str(path)
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ValueError(f"{name}: no such file") from None
+        except IsADirectoryError:
+            raise ValueError(f"{name}: is a directory, not a probe file") from None
+        except UnicodeDecodeError:
+            raise ValueError(f"{name}: not UTF-8 text") from None
+        except OSError as exc:
+            raise ValueError(f"{name}: cannot read: {exc.strerror or exc}") from None
+    cases: list[ProbeCase] = []
+    seen: set[str] = set()
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            case = ProbeCase.model_validate_json(line)
+            for day, _ in case.sessions:
+                _day(day)
+            for day, *_ in [*case.as_of, *case.as_of_not]:
+                _day(day)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(part) for part in err["loc"])
+            raise ValueError(f"{name}: line {number}: {where + ': ' if where else ''}{err['msg']}") from None
+        except ValueError as exc:
+            raise ValueError(f"{name}: line {number}: bad date: {exc}") from None
+        problem = ("duplicate case id " + repr(case.id) if case.id in seen
+                   else "no sessions" if not case.sessions
+                   else "no expectations" if not (case.current or case.as_of or case.history or case.evidence
+                                                  or case.candidates or case.values or case.as_of_not)
+                   else "")
+        if problem:
+            raise ValueError(f"{name}: line {number}: {problem}")
+        seen.add(case.id)
+        cases.append(case)
+    if not cases:
+        raise ValueError(f"{name}: no probe cases")
+    return cases
 
 
 def _day(value: str) -> datetime:
@@ -81,6 +150,14 @@ def case_sessions(case: ProbeCase) -> list[Session]:
     return sessions
 
 
+def _value_at(facts, key: str) -> str | None:
+    """The value of a full key ("location/home_city"), or of a namespace ("budget"): its values
+    sorted and joined by " | ", None when there is none."""
+    if "/" in key:
+        return next((f.value for f in facts if f"{f.namespace}/{f.key}" == key), None)
+    return " | ".join(sorted(str(f.value) for f in facts if f.namespace == key)) or None
+
+
 async def _run_case(client: MemoryClient, tenant: str,
                     case: ProbeCase) -> list[tuple[str, str, ProbeValue, ProbeValue]]:
     """(kind, check, expected, actual) for every expectation of the case."""
@@ -103,22 +180,31 @@ async def _run_case(client: MemoryClient, tenant: str,
         ("current", f"current {key}", want, current.get(key)) for key, want in case.current.items()]
     for day, key, want in case.as_of:
         facts = await list_facts(pool, keyring, tenant, subject, as_of=_day(day))
-        got = next((f.value for f in facts if f"{f.namespace}/{f.key}" == key), None)
-        results.append(("as_of", f"{key} as of {day}", want, got))
+        results.append(("as_of", f"{key} as of {day}", want, _value_at(facts, key)))
     results += [("dedup", f"rows of {key}", want, history.get(key, 0)) for key, want in case.history.items()]
     results += [("dedup", f"evidence of {key}", want, evidence.get(key, 0)) for key, want in case.evidence.items()]
     results += [("candidate", f"candidate {key}", want, candidates.get(key)) for key, want in case.candidates.items()]
+    for namespace, want_values in case.values.items():
+        got_values = sorted(str(value) for key, value in current.items()
+                            if namespace == "*" or key.split("/", 1)[0] == namespace)
+        results.append(("values", f"current values in {namespace}", " | ".join(sorted(want_values)) or None,
+                        " | ".join(got_values) or None))
+    for day, key, wrong in case.as_of_not:
+        got = _value_at(await list_facts(pool, keyring, tenant, subject, as_of=_day(day)), key)
+        results.append(("as_of", f"{key} as of {day} is not {wrong!r}", f"not {wrong}",
+                        f"not {wrong}" if got != wrong else got))
     return results
 
 
-async def run_probes(services, *, task_queue: str | None = None, concurrency: int = 8) -> ProbeReport:
+async def run_probes(services, *, task_queue: str | None = None, concurrency: int = 8,
+                     cases: list[ProbeCase] | None = None) -> ProbeReport:
     from agent_memory.providers.openai_compat import providers_for
     from workers.worker import build_worker
 
     queue = task_queue or f"probes-{uuid.uuid4().hex[:8]}"
     tenant = f"probes-{uuid.uuid4().hex[:8]}"
     client = MemoryClient(services, providers_for(services.settings).embedder, task_queue=queue)
-    cases = load_probes()
+    cases = load_probes() if cases is None else cases
     gate = asyncio.Semaphore(concurrency)
 
     async def one(case: ProbeCase):
@@ -132,7 +218,16 @@ async def run_probes(services, *, task_queue: str | None = None, concurrency: in
     checks: Counter[str] = Counter()
     passed: Counter[str] = Counter()
     failures: list[ProbeFailure] = []
+    categories = {c.id: c.category for c in cases}
+    by_category: dict[str, CategoryScore] = {}
     for case_id, results in outcomes:
+        score = by_category.setdefault(categories[case_id], CategoryScore()) if categories[case_id] else None
+        ok = [want == got for _, _, want, got in results]
+        if score is not None:
+            score.cases += 1
+            score.cases_passed += all(ok)
+            score.checks += len(ok)
+            score.passed += sum(ok)
         for kind, check, want, got in results:
             checks[kind] += 1
             if want == got:
@@ -141,13 +236,14 @@ async def run_probes(services, *, task_queue: str | None = None, concurrency: in
                 failures.append(ProbeFailure(case=case_id, check=check, expected=want, actual=got))
     return ProbeReport(cases=len(cases), checks=dict(checks), passed={k: passed[k] for k in checks},
                        accuracy={k: passed[k] / checks[k] for k in checks}, failures=failures,
-                       seconds=round(loop.time() - started, 2))
+                       seconds=round(loop.time() - started, 2), by_category=by_category)
 
 
 async def probes_command(args, settings) -> int:
     from workers.runtime import scratch_stack
 
+    cases = load_probes(getattr(args, "data", None))  # a bad file fails here, before any stack starts
     async with scratch_stack(settings, "probes") as services:
-        report = await run_probes(services)
+        report = await run_probes(services, cases=cases)
     print(json.dumps(report.model_dump(mode="json"), indent=2, ensure_ascii=False) if args.json else report.render())
     return 0 if not report.failures else 1
