@@ -18,7 +18,7 @@ from agent_memory.conflicts import decide
 from agent_memory.evidence import load_session, unconsolidated_messages
 from agent_memory.faults import after_record, fault_point
 from agent_memory.keyring import KeyRing
-from agent_memory.memory_store import commit_consolidation, current_candidates, current_facts
+from agent_memory.memory_store import commit_consolidation, current_candidates, current_facts, ended_fact_versions
 from agent_memory.models import (
     CommitInput,
     CommitOutcome,
@@ -127,7 +127,8 @@ class ConsolidationActivities:
             async with subject_scope(self.pool, self.keyring, step.tenant_id, step.subject_id, Mode.WRITE) as scope:
                 current = await current_facts(scope.conn, step.tenant_id, step.subject_id)
                 held = await current_candidates(scope.conn, step.tenant_id, step.subject_id)
-            return ConflictPlan(decisions=decide(extraction.facts, current, held))
+                ended = await ended_fact_versions(scope.conn, step.tenant_id, step.subject_id)
+            return ConflictPlan(decisions=decide(extraction.facts, current, held, ended))
 
         # Keyed on the extraction: a later run over more messages makes its own plan.
         key = PlanKey.for_extraction(step.session_id, step.extraction_operation_id, step.round)

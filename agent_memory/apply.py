@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 
 import psycopg
 from psycopg import sql
@@ -25,7 +26,9 @@ from agent_memory.events import (
     EpisodeCreated,
     EventLogError,
     FactConfirmed,
+    FactCorrected,
     FactCreated,
+    FactEnded,
     FactSuperseded,
     MemoryEvent,
     ObservationCreated,
@@ -64,7 +67,21 @@ async def apply_event(conn: psycopg.AsyncConnection, tenant_id: str, subject_id:
             "UPDATE {} SET valid_to = least(valid_to, %s), superseded_at = now(), status = 'closed', "
             "close_reason = %s WHERE tenant_id = %s AND memory_id = %s AND status = 'active'").format(
             sql.Identifier(tables.facts)), (event.occurred_at, p.reason, tenant_id, event.memory_id))
-    if isinstance(p, FactCreated | FactSuperseded | CandidateHeld):
+    if isinstance(p, FactEnded):
+        # Closed like a supersession, but nothing opens: the key has no current value after it.
+        await conn.execute(sql.SQL(
+            "UPDATE {} SET valid_to = least(valid_to, %s), superseded_at = now(), status = 'closed', "
+            "close_reason = %s WHERE tenant_id = %s AND memory_id = %s AND status = 'active'").format(
+            sql.Identifier(tables.facts)), (event.occurred_at, p.reason, tenant_id, event.memory_id))
+    elif isinstance(p, FactCorrected):
+        # The mistaken value was never true: an empty interval (valid_to = valid_from), so no
+        # as-of read returns it; the corrected value opens at the voided interval's start.
+        await conn.execute(sql.SQL(
+            "UPDATE {} SET valid_to = valid_from, superseded_at = now(), status = 'voided', close_reason = %s "
+            "WHERE tenant_id = %s AND memory_id = %s AND status = 'active'").format(
+            sql.Identifier(tables.facts)), (p.reason, tenant_id, event.memory_id))
+        await _insert_fact(conn, tenant_id, subject_id, event, p, tables)
+    elif isinstance(p, FactCreated | FactSuperseded | CandidateHeld):
         await _insert_fact(conn, tenant_id, subject_id, event, p, tables)
     elif isinstance(p, FactConfirmed):
         await conn.execute(sql.SQL(
@@ -102,15 +119,18 @@ async def apply_event(conn: psycopg.AsyncConnection, tenant_id: str, subject_id:
              event.occurred_at, list(event.source_message_ids), event.operation_id))
         await _index(conn, tables, tenant_id, subject_id, event, "observation", p.text, p.answers)
         await _outbox(conn, tables, tenant_id, subject_id, event, "observation")
-    if isinstance(p, FactCreated | FactSuperseded | FactConfirmed | CandidateHeld | CandidatePromoted):
+    if isinstance(p, FactCreated | FactSuperseded | FactConfirmed | FactEnded | FactCorrected | CandidateHeld
+                  | CandidatePromoted):
         # One version per memory: every interval of the memory shows the memory's version.
         await conn.execute(sql.SQL("UPDATE {} SET memory_version = %s WHERE tenant_id = %s AND memory_id = %s").format(
             sql.Identifier(tables.facts)), (event.version, tenant_id, event.memory_id))
 
 
 async def _insert_fact(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, event: MemoryEvent,
-                       p: FactCreated | FactSuperseded | CandidateHeld, tables: ProjectionTables) -> None:
+                       p: FactCreated | FactSuperseded | FactCorrected | CandidateHeld,
+                       tables: ProjectionTables) -> None:
     candidate = isinstance(p, CandidateHeld)
+    valid_from = p.corrects_from if isinstance(p, FactCorrected) else event.occurred_at
     await conn.execute(sql.SQL(
         """
         INSERT INTO {} (fact_id, tenant_id, subject_id, memory_id, namespace, key, value, version, memory_version,
@@ -119,17 +139,19 @@ async def _insert_fact(conn: psycopg.AsyncConnection, tenant_id: str, subject_id
         VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
         """).format(sql.Identifier(tables.facts)),
         (fact_id(event.memory_id, event.version), tenant_id, subject_id, event.memory_id, p.namespace, p.key, p.value,
-         event.version, event.version, "candidate" if candidate else "active", event.occurred_at, p.valid_until,
+         event.version, event.version, "candidate" if candidate else "active", valid_from, p.valid_until,
          p.valid_until, p.confidence, p.claim_type, p.permanence,
          "user_statement" if p.claim_type == "explicit" else "model_inference",
          list(event.source_message_ids), event.operation_id))
     if not candidate:  # a held candidate is recalled only by vector, never by keyword
-        await _index(conn, tables, tenant_id, subject_id, event, "fact", fact_text(p.namespace, p.key, p.value))
+        await _index(conn, tables, tenant_id, subject_id, event, "fact", fact_text(p.namespace, p.key, p.value),
+                     happened_at=valid_from)
     await _outbox(conn, tables, tenant_id, subject_id, event, "fact")
 
 
 async def _index(conn: psycopg.AsyncConnection, tables: ProjectionTables, tenant_id: str, subject_id: str,
-                 event: MemoryEvent, kind: str, text: str, hint: str | None = None) -> None:
+                 event: MemoryEvent, kind: str, text: str, hint: str | None = None, *,
+                 happened_at: datetime | None = None) -> None:
     """The lexical index row of an item; `hint` (the question a message answers) is searchable too."""
     indexed = indexed_text(text, hint)
     await conn.execute(sql.SQL(
@@ -138,7 +160,7 @@ async def _index(conn: psycopg.AsyncConnection, tables: ProjectionTables, tenant
         VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
         """).format(sql.Identifier(tables.memory_search)),
         (tenant_id, subject_id, event.memory_id, kind, event.version, search_text(indexed), term_count(indexed),
-         event.occurred_at))
+         happened_at or event.occurred_at))
 
 
 async def _outbox(conn: psycopg.AsyncConnection, tables: ProjectionTables, tenant_id: str, subject_id: str,

@@ -92,16 +92,56 @@ def _similar_current(fact: ExtractedFact, current: dict[tuple[str, str], Current
     return best[2] if best and best[0] >= SIMILARITY_THRESHOLD else None
 
 
+def _end_or_correct(index: int, fact: ExtractedFact, existing: CurrentFact | None) -> FactDecision | None:
+    """An explicit "end" closes the current value (if it is the one ended, or none is named);
+    an explicit "correct" voids it. An inferred end or correction changes nothing: an inference
+    never overrides what the user said."""
+    if existing is None or fact.claim_type == "inference":
+        return None
+    if fact.operation == "end":
+        if fact.value.strip() and normalise_value(fact.value) != normalise_value(existing.value):
+            return None  # "no longer in Paris" while the current city is Berlin: nothing to end
+        return FactDecision(action="end", namespace=existing.namespace, key=existing.key, value=existing.value,
+                            expected_version=existing.version, fact_index=index,
+                            reason=f"no longer true: {existing.value!r} ended")
+    if normalise_value(fact.value) == normalise_value(existing.value):
+        return None  # "correcting" to the same value: a restatement, handled as one
+    return FactDecision(action="correct", namespace=existing.namespace, key=existing.key, value=fact.value,
+                        expected_version=existing.version, fact_index=index,
+                        reason=f"corrected: {existing.value!r} was never true, {fact.value!r} is")
+
+
 def decide(extracted: list[ExtractedFact], current: dict[tuple[str, str], CurrentFact],
-           candidates: dict[tuple[str, str, str], Candidate] | None = None) -> list[FactDecision]:
-    """One decision per extracted fact, in order; later facts see earlier decisions."""
+           candidates: dict[tuple[str, str, str], Candidate] | None = None,
+           ended: dict[tuple[str, str], int] | None = None) -> list[FactDecision]:
+    """One decision per extracted fact, in order; later facts see earlier decisions. `ended`:
+    the versions of facts that exist but have no current value (ended earlier), which a new
+    value of the same key must expect."""
     candidates = candidates or {}
+    ended = dict(ended or {})
     decisions: list[FactDecision] = []
     state = dict(current)
     for index, fact in enumerate(extracted):
+        if fact.operation in ("end", "correct"):
+            exact = state.get((fact.namespace, fact.key))
+            decision = _end_or_correct(index, fact, exact or (_similar_current(fact, state)
+                                                                if fact.operation == "end" else None))
+            if decision is not None:
+                decisions.append(decision)
+                slot = (decision.namespace, decision.key)
+                prior = state.pop(slot)
+                if decision.action == "end":
+                    ended[slot] = prior.version + 1
+                else:
+                    state[slot] = CurrentFact(decision.namespace, decision.key, fact.value, prior.version + 1,
+                                              fact.claim_type, fact.confidence, len(fact.evidence_message_ids),
+                                              prior.observed_at)
+                continue
+            if fact.operation == "end":
+                continue  # nothing current to end (a correction falls through: a value to assert)
         existing = state.get((fact.namespace, fact.key)) or _similar_current(fact, state)
         namespace, key = (existing.namespace, existing.key) if existing else (fact.namespace, fact.key)
-        expected = existing.version if existing else 0
+        expected = existing.version if existing else ended.get((fact.namespace, fact.key), 0)
         low = fact.claim_type == "inference" or fact.confidence < MIN_CURRENT_CONFIDENCE
         held = candidates.get((fact.namespace, fact.key, normalise_value(fact.value)))
         promoted_from: list[str] = []
@@ -137,6 +177,7 @@ def decide(extracted: list[ExtractedFact], current: dict[tuple[str, str], Curren
                                       expected_version=expected if action != "candidate" else 0, reason=reason,
                                       fact_index=index, promoted_candidate_evidence=promoted_from))
         if action != "candidate":
+            ended.pop((namespace, key), None)
             kept = existing.value if action == "confirm" and existing else fact.value
             evidence = (existing.evidence_count if existing else 0) + len(fact.evidence_message_ids)
             state[(namespace, key)] = CurrentFact(namespace, key, kept, expected + 1, fact.claim_type,

@@ -67,6 +67,26 @@ class FactConfirmed(_FactFields):
     type: Literal["FactConfirmed"] = "FactConfirmed"
 
 
+class FactEnded(_Payload):
+    """The fact is no longer true from the event's time, with no new value (a retraction, a
+    negation of the current value, a pet that died): its interval closes."""
+
+    type: Literal["FactEnded"] = "FactEnded"
+    namespace: str
+    key: str
+    value: str  # the value that ended
+    session_id: str
+    reason: str
+
+
+class FactCorrected(_FactFields):
+    """The current value was never true: its interval is voided, and the corrected value holds
+    from the voided interval's start."""
+
+    type: Literal["FactCorrected"] = "FactCorrected"
+    corrects_from: datetime
+
+
 class CandidateHeld(_FactFields):
     """A value too weak to change the current fact, kept in the candidate area."""
 
@@ -97,9 +117,9 @@ class ObservationCreated(_Payload):
     answers: str | None = None
 
 
-EventPayload = Annotated[FactCreated | FactSuperseded | FactConfirmed | CandidateHeld | CandidatePromoted
-                         | EpisodeCreated | ObservationCreated, Field(discriminator="type")]
-FACT_EVENTS = (FactCreated, FactSuperseded, FactConfirmed, CandidateHeld, CandidatePromoted)
+EventPayload = Annotated[FactCreated | FactSuperseded | FactConfirmed | FactEnded | FactCorrected | CandidateHeld
+                         | CandidatePromoted | EpisodeCreated | ObservationCreated, Field(discriminator="type")]
+FACT_EVENTS = (FactCreated, FactSuperseded, FactConfirmed, FactEnded, FactCorrected, CandidateHeld, CandidatePromoted)
 _PAYLOAD: TypeAdapter[EventPayload] = TypeAdapter(EventPayload)
 _LEGACY_FACT_ACTIONS = {"create": "FactCreated", "promote": "FactCreated", "supersede": "FactSuperseded",
                         "confirm": "FactConfirmed", "candidate": "CandidateHeld"}

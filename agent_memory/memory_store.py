@@ -8,6 +8,7 @@ events the same way; nothing else writes a projection row.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Any
@@ -25,7 +26,9 @@ from agent_memory.events import (
     EpisodeCreated,
     EventPayload,
     FactConfirmed,
+    FactCorrected,
     FactCreated,
+    FactEnded,
     FactSuperseded,
     MemoryEvent,
     ObservationCreated,
@@ -72,6 +75,20 @@ async def current_facts(conn: psycopg.AsyncConnection, tenant_id: str, subject_i
         return {(f.namespace, f.key): f for f in await cur.fetchall()}
 
 
+async def ended_fact_versions(conn: psycopg.AsyncConnection, tenant_id: str,
+                              subject_id: str) -> dict[tuple[str, str], int]:
+    """Facts that exist but have no current value (ended, or every value corrected away): their
+    memory's version, which a new value of the key must expect."""
+    cur = await conn.execute(
+        """
+        SELECT namespace, key, max(memory_version) FROM facts
+         WHERE tenant_id = %s AND subject_id = %s AND status IN ('active', 'closed', 'voided')
+         GROUP BY namespace, key, memory_id
+        HAVING NOT bool_or(status = 'active')
+        """, (tenant_id, subject_id))
+    return {(ns, k): int(v) for ns, k, v in await cur.fetchall()}
+
+
 def _candidate(*, namespace: str, key: str, value: str, evidence_message_ids: list[str]) -> Candidate:
     return Candidate(namespace, key, value, tuple(evidence_message_ids))
 
@@ -96,17 +113,28 @@ async def record_event(conn: psycopg.AsyncConnection, key: SubjectKey, event: Me
     await apply_event(conn, key.tenant_id, key.subject_id, event)
 
 
-_FACT_EVENT: dict[FactAction, type[FactCreated | FactSuperseded | FactConfirmed | CandidateHeld]] = {
+_FACT_EVENT: dict[FactAction, type[FactCreated | FactSuperseded | FactConfirmed | FactCorrected | CandidateHeld]] = {
     "create": FactCreated, "promote": FactCreated, "supersede": FactSuperseded, "confirm": FactConfirmed,
-    "candidate": CandidateHeld}
+    "candidate": CandidateHeld, "correct": FactCorrected}
 
 
-def _fact_payload(decision: FactDecision, fact: ExtractedFact, session_id: str) -> EventPayload:
-    fields = {"namespace": decision.namespace, "key": decision.key, "value": fact.value, "reason": decision.reason,
-              "claim_type": fact.claim_type, "permanence": fact.permanence, "confidence": fact.confidence,
-              "valid_until": fact.valid_until, "session_id": session_id}
+async def _fact_payload(conn: psycopg.AsyncConnection, memory_id: uuid.UUID, decision: FactDecision,
+                        fact: ExtractedFact, session_id: str) -> EventPayload:
+    if decision.action == "end":
+        return FactEnded(namespace=decision.namespace, key=decision.key, value=decision.value,
+                         session_id=session_id, reason=decision.reason)
+    fields: dict[str, Any] = {
+        "namespace": decision.namespace, "key": decision.key, "value": fact.value, "reason": decision.reason,
+        "claim_type": fact.claim_type, "permanence": fact.permanence, "confidence": fact.confidence,
+        "valid_until": fact.valid_until, "session_id": session_id}
     if decision.action == "promote":
         fields["promoted"] = True
+    if decision.action == "correct":
+        # The corrected value holds from when the voided one was said to hold.
+        cur = await conn.execute("SELECT valid_from FROM facts WHERE memory_id = %s AND status = 'active'",
+                                 (memory_id,))
+        row = await cur.fetchone()
+        fields["corrects_from"] = row[0] if row else fact.observed_at
     return _FACT_EVENT[decision.action].model_validate(fields)
 
 
@@ -134,7 +162,7 @@ async def decide_fact_events(conn: psycopg.AsyncConnection, key: SubjectKey, *, 
         yield MemoryEvent(memory_id=memory_id, version=current + 1, namespace=decision.namespace, name=name,
                           occurred_at=fact.observed_at, source_message_ids=tuple(evidence),
                           operation_id=operation_id, actor=actor, extractor=extractor,
-                          payload=_fact_payload(decision, fact, session_id))
+                          payload=await _fact_payload(conn, memory_id, decision, fact, session_id))
         if decision.promoted_candidate_evidence:
             promoted = await _promoted_candidate(conn, key, decision.namespace, decision.key, fact.value,
                                                  fact.observed_at, operation_id)
@@ -191,7 +219,7 @@ async def _observation_events(conn: psycopg.AsyncConnection, key: SubjectKey, se
 def _outcome(operation_id: str, session_id: str, through: datetime | None,
              events: list[MemoryEvent]) -> CommitOutcome:
     kinds = [type(e.payload) for e in events]
-    facts = sum(k in (FactCreated, FactSuperseded, CandidateHeld) for k in kinds)
+    facts = sum(k in (FactCreated, FactSuperseded, FactCorrected, CandidateHeld) for k in kinds)
     episodes = kinds.count(EpisodeCreated)
     observations = kinds.count(ObservationCreated)
     return CommitOutcome(operation_id=operation_id, session_id=session_id, through=through,
@@ -245,7 +273,9 @@ async def read_facts(scope: SubjectScope, *, as_of: datetime | None = None, incl
         return []
     where = ["tenant_id = %s", "subject_id = %s"]
     params: list[Any] = [scope.tenant_id, scope.subject_id]
-    statuses = ["active", "closed"] if include_history or as_of else ["active"]
+    # History shows voided values too (what was said and corrected); no as-of read returns them
+    # (their interval is empty).
+    statuses = ["active", "closed", "voided"] if include_history else ["active", "closed"] if as_of else ["active"]
     if include_candidates:
         statuses += ["candidate", "promoted"]
     where.append("status = ANY(%s)")

@@ -95,6 +95,7 @@ class Session(BaseModel):
 
 ClaimType = Literal["explicit", "inference"]
 Permanence = Literal["permanent", "temporary", "task_local"]
+FactOperation = Literal["assert", "confirm", "end", "correct"]
 
 
 class ProviderResult(BaseModel):
@@ -111,6 +112,11 @@ class ExtractedFact(BaseModel):
     namespace: str  # profile, location, travel, work, preference, dislike, diet, pet, budget
     key: str  # e.g. home_city; (namespace, key) is the fact's identity for a subject
     value: str
+    # What the statement does to the subject's fact at (namespace, key): "assert" a new or changed
+    # value, "confirm" the current one, "end" it (no longer true from observed_at; value: the
+    # value that ended, or "" for whatever is current), "correct" it (the current value was never
+    # true: it is voided and `value` holds from the voided interval's start).
+    operation: FactOperation = "assert"
     claim_type: ClaimType = "explicit"
     permanence: Permanence = "permanent"
     valid_until: datetime | None = None  # end of a temporary fact, when known
@@ -223,7 +229,7 @@ class ConflictPlanInput(BaseModel):
     round: int = 0  # bumped when the commit found a newer version: re-read and re-decide
 
 
-FactAction = Literal["create", "supersede", "confirm", "candidate", "promote"]
+FactAction = Literal["create", "supersede", "confirm", "candidate", "promote", "end", "correct"]
 
 
 class FactDecision(BaseModel):

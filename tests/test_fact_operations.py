@@ -1,0 +1,101 @@
+"""Fact operations beyond replace (issue 9's conflict defects): an explicit "end" closes a fact
+with no new value (a negation, "no longer", a pet that died), a "correct" voids the mistaken
+value retroactively, and neither is mistaken for a confirmation. Driven through the real conflict
+checker and commit on the embedded Postgres, with extractions written out (the extractor is
+tested on its own)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from agent_memory.conflicts import decide
+from agent_memory.db import tenant_transaction
+from agent_memory.memory_store import commit_consolidation, current_candidates, current_facts, ended_fact_versions
+from agent_memory.models import ConflictPlan, ExtractedFact, ExtractionResult, ImportanceResult, SummaryResult
+from agent_memory.operation_keys import CommitKey
+from agent_memory.rebuild import rebuild_subject
+
+SUBJECT = "noa"
+T0 = datetime(2024, 3, 1, 9, tzinfo=UTC)
+
+
+def day(n: int) -> datetime:
+    return T0 + timedelta(days=n)
+
+
+def said(namespace: str, key: str, value: str, at: datetime, *, operation: str = "assert",
+         claim_type: str = "explicit") -> ExtractedFact:
+    return ExtractedFact(namespace=namespace, key=key, value=value, operation=operation, claim_type=claim_type,
+                         confidence=0.9, evidence_message_ids=[f"m-{at:%j%H%M}"], observed_at=at)
+
+
+async def consolidate(services, tenant: str, session_id: str, *facts: ExtractedFact):
+    """check_conflicts + commit_consolidation, as the workflow's activities run them."""
+    async with tenant_transaction(services.pool, tenant) as conn:
+        current = await current_facts(conn, tenant, SUBJECT)
+        held = await current_candidates(conn, tenant, SUBJECT)
+        ended = await ended_fact_versions(conn, tenant, SUBJECT)
+    extraction = ExtractionResult(provider="test", extractor="written-out", extractor_version="1", facts=list(facts))
+    plan = ConflictPlan(decisions=decide(extraction.facts, current, held, ended))
+    request = {"session": session_id, "facts": [f.model_dump(mode="json") for f in facts]}
+    await commit_consolidation(
+        services.pool, services.keyring, tenant_id=tenant, subject_id=SUBJECT, session_id=session_id,
+        key=CommitKey.for_request(session_id, request), request=request, extraction=extraction, plan=plan,
+        importance=ImportanceResult(importance=3), summary=SummaryResult(sentences=[], token_count=0),
+        happened_at=facts[0].observed_at)
+    return plan
+
+
+async def values(client, tenant: str, *, as_of: datetime | None = None) -> dict[str, str]:
+    return {f"{f.namespace}/{f.key}": f.value for f in await client.facts(tenant, SUBJECT, as_of=as_of)}
+
+
+async def test_a_negation_ends_the_fact_and_a_later_value_starts_it_again(services, client, tenant):
+    await consolidate(services, tenant, "s1", said("diet", "restriction", "vegetarian", day(0)))
+    plan = await consolidate(services, tenant, "s2", said("diet", "restriction", "vegetarian", day(10),
+                                                          operation="end"))
+    assert [d.action for d in plan.decisions] == ["end"]  # not a confirmation of the value it ends
+    assert "diet/restriction" not in await values(client, tenant)
+    assert (await values(client, tenant, as_of=day(5)))["diet/restriction"] == "vegetarian"
+    [closed] = [f for f in await client.facts(tenant, SUBJECT, history=True) if f.key == "restriction"]
+    assert closed.status == "closed" and closed.valid_to == day(10) and closed.version == 2
+    # A later value of the key expects the ended fact's version: no conflict, a new interval.
+    await consolidate(services, tenant, "s3", said("diet", "restriction", "pescatarian", day(20)))
+    assert (await values(client, tenant))["diet/restriction"] == "pescatarian"
+    history = sorted((f.value, f.status, f.version) for f in await client.facts(tenant, SUBJECT, history=True))
+    assert history == [("pescatarian", "active", 3), ("vegetarian", "closed", 3)]
+
+
+async def test_a_pet_that_died_is_no_longer_current_and_an_end_of_another_value_changes_nothing(
+        services, client, tenant):
+    await consolidate(services, tenant, "s1", said("pet", "rex", "dog", day(0)),
+                      said("location", "home_city", "Berlin", day(0)))
+    plan = await consolidate(services, tenant, "s2", said("pet", "rex", "", day(3), operation="end"),
+                             said("location", "home_city", "Paris", day(3), operation="end"))
+    assert [(d.action, d.key) for d in plan.decisions] == [("end", "rex")]  # not in Paris: nothing ended
+    assert await values(client, tenant) == {"location/home_city": "Berlin"}
+
+
+async def test_an_inferred_end_changes_nothing(services, client, tenant):
+    await consolidate(services, tenant, "s1", said("work", "employer", "Acme", day(0)))
+    plan = await consolidate(services, tenant, "s2", said("work", "employer", "Acme", day(2), operation="end",
+                                                          claim_type="inference"))
+    assert plan.decisions == []
+    assert await values(client, tenant) == {"work/employer": "Acme"}
+
+
+async def test_a_correction_voids_the_mistaken_value_retroactively(services, client, tenant):
+    await consolidate(services, tenant, "s1", said("location", "home_city", "Lyon", day(0)))
+    plan = await consolidate(services, tenant, "s2", said("location", "home_city", "Lille", day(4),
+                                                          operation="correct"))
+    assert [d.action for d in plan.decisions] == ["correct"]
+    assert (await values(client, tenant))["location/home_city"] == "Lille"
+    # Lyon was never true: a read as of any day since the first session says Lille.
+    for n in (0, 1, 3, 5):
+        assert (await values(client, tenant, as_of=day(n) + timedelta(hours=1)))["location/home_city"] == "Lille"
+    history = {f.value: f for f in await client.facts(tenant, SUBJECT, history=True)}
+    assert history["Lyon"].status == "voided" and history["Lyon"].valid_to == history["Lyon"].valid_from
+    assert history["Lille"].valid_from == day(0) and history["Lille"].version == 2
+    # The write path and the replay agree on ends and corrections (one apply_event).
+    report = await rebuild_subject(services.pool, services.keyring, tenant, SUBJECT)
+    assert report.equal and report.events >= 2
