@@ -34,6 +34,8 @@ WEIGHTS = {"source": 0.35, "confirmation": 0.10, "recency": 0.35, "relevance": 0
 VALUE_KEYED_NAMESPACES = frozenset({"preference", "dislike"})
 SAFETY_NAMESPACES = frozenset({"diet"})
 SIMILARITY_THRESHOLD = 0.5
+# Values of `preference/<object>`: the object is the key, the value its polarity.
+POLARITIES = frozenset({"like", "dislike"})
 
 
 @dataclass(frozen=True)
@@ -85,9 +87,13 @@ def support(claim_type: str, confidence: float, evidence_count: int, is_newest: 
 
 
 def _similar_current(fact: ExtractedFact, current: dict[tuple[str, str], CurrentFact]) -> CurrentFact | None:
+    """A current fact of the same value-keyed namespace whose object (the key) reads alike:
+    "preference/hiking" and "preference/hiking_trips" are one thing. Keys are compared, never
+    values: a value is a polarity ("like") that any two preferences may share."""
     if fact.namespace not in VALUE_KEYED_NAMESPACES:
         return None
-    scored = [(similarity(fact.value, c.value), c.key, c) for (ns, _), c in current.items() if ns == fact.namespace]
+    scored = [(similarity(fact.key.replace("_", " "), c.key.replace("_", " ")), c.key, c)
+              for (ns, _), c in current.items() if ns == fact.namespace]
     best = max(scored, default=None, key=lambda t: (t[0], t[1]))
     return best[2] if best and best[0] >= SIMILARITY_THRESHOLD else None
 
@@ -99,7 +105,9 @@ def _end_or_correct(index: int, fact: ExtractedFact, existing: CurrentFact | Non
     if existing is None or fact.claim_type == "inference":
         return None
     if fact.operation == "end":
-        if fact.value.strip() and normalise_value(fact.value) != normalise_value(existing.value):
+        ended, current = normalise_value(fact.value), normalise_value(existing.value)
+        if ended and ended not in current and current not in ended \
+                and similarity(fact.value, existing.value) < SIMILARITY_THRESHOLD:
             return None  # "no longer in Paris" while the current city is Berlin: nothing to end
         return FactDecision(action="end", namespace=existing.namespace, key=existing.key, value=existing.value,
                             expected_version=existing.version, fact_index=index,
@@ -143,12 +151,13 @@ def decide(extracted: list[ExtractedFact], current: dict[tuple[str, str], Curren
         namespace, key = (existing.namespace, existing.key) if existing else (fact.namespace, fact.key)
         expected = existing.version if existing else ended.get((fact.namespace, fact.key), 0)
         low = fact.claim_type == "inference" or fact.confidence < MIN_CURRENT_CONFIDENCE
+        polarity = normalise_value(fact.value) in POLARITIES
         held = candidates.get((fact.namespace, fact.key, normalise_value(fact.value)))
         promoted_from: list[str] = []
         action: FactAction
         if existing and normalise_value(existing.value) == normalise_value(fact.value):
             action, reason = "confirm", "restated: evidence added to the current fact"
-        elif existing and existing.key != fact.key:
+        elif existing and existing.key != fact.key and not polarity:
             action, reason = "confirm", f"restated as {fact.value!r}: similar to {existing.value!r}"
         elif low and held is not None:
             promoted_from = list(held.evidence_message_ids)
@@ -171,7 +180,8 @@ def decide(extracted: list[ExtractedFact], current: dict[tuple[str, str], Curren
                                                f"(support {new:.2f} ≥ {old:.2f})")
             else:
                 action, reason = "candidate", f"weaker than the current {existing.value!r} ({new:.2f} < {old:.2f})"
-        if action != "confirm":
+        if action != "confirm" and not (polarity and existing):
+            # (A change of polarity stays on the key of the preference it changes.)
             namespace, key = fact.namespace, fact.key
         decisions.append(FactDecision(action=action, namespace=namespace, key=key, value=fact.value,
                                       expected_version=expected if action != "candidate" else 0, reason=reason,

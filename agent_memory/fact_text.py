@@ -22,6 +22,9 @@ PHRASES: dict[tuple[str, str] | str, str] = {
 def fact_text(namespace: str, key: str, value: str) -> str:
     phrase = PHRASES.get((namespace, key)) or PHRASES.get(namespace)
     readable_key = key.replace("_", " ")
+    if namespace == "preference" and value.strip().lower() in ("like", "dislike"):
+        # preference/<object> holds a polarity: "likes jazz", "dislikes durian".
+        return f"{value.strip().lower()}s {readable_key}"
     if phrase is None:
         if key.startswith("allergy_"):
             return f"is allergic to {value} (diet: food to avoid)"

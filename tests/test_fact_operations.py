@@ -99,3 +99,19 @@ async def test_a_correction_voids_the_mistaken_value_retroactively(services, cli
     # The write path and the replay agree on ends and corrections (one apply_event).
     report = await rebuild_subject(services.pool, services.keyring, tenant, SUBJECT)
     assert report.equal and report.events >= 2
+
+
+def test_preferences_are_told_apart_by_their_object_not_their_polarity():
+    """preference/<object> holds like|dislike: a new liked object is a new fact, a change of
+    polarity supersedes the same object's, a similar object name is the same preference."""
+    from agent_memory.conflicts import CurrentFact
+
+    current = {("preference", "jazz"): CurrentFact("preference", "jazz", "like", 1, "explicit", 0.9, 1, day(0))}
+    hiking, jazz_off, jazz_music = (said("preference", "hiking", "like", day(1)),
+                                    said("preference", "jazz", "dislike", day(2)),
+                                    said("preference", "jazz_music", "like", day(3)))
+    assert [(d.action, d.key) for d in decide([hiking], current)] == [("create", "hiking")]
+    assert [(d.action, d.key) for d in decide([jazz_off], current)] == [("supersede", "jazz")]
+    assert [(d.action, d.key) for d in decide([jazz_music], current)] == [("confirm", "jazz")]
+    no_more = said("preference", "jazz_music", "", day(4), operation="end")
+    assert [(d.action, d.key) for d in decide([no_more], current)] == [("end", "jazz")]

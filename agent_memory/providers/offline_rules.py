@@ -1,0 +1,1177 @@
+"""Rule-based fact extraction for the offline provider, English and Chinese.
+
+The extractor works sentence by sentence and clause by clause:
+
+- **Subject.** A rule does not need "I"/"我": a match counts when the words before it in its
+  clause are first-person pronouns, adverbs, time words or interjections ("Just moved to …",
+  "We live in …", "Finally settled in …", "刚搬到成都", "我们住在苏州"). A third party named before
+  it in the sentence ("my brother's budget", "my friend Raj lives in …", "我妈喜欢…") keeps the
+  clause out, and so does a subjectless clause that continues that third party's sentence
+  ("… and works at Infosys").
+- **Verb classes.** Rules are written over classes of verbs and nouns (moving, moving back,
+  settling; raising/lowering an amount; starting at, being hired by, leaving an employer;
+  agentive job nouns rather than a fixed list; kinship words for relationship status).
+- **Operations.** A statement asserts a value; "no longer"/"not … anymore"/不再/不…了, a
+  negated current-fact statement, leaving a job, quitting a habit and a pet's death END the fact;
+  a message that corrects an earlier one ("I meant", "I misspoke", 说错了, 记错了) turns its
+  statements into CORRECT operations.
+- **Time.** The change is dated by the relative time it names ("last weekend", 大前天, "since
+  Saturday", "for six years" for how long a state has held); an n-day stay covers n days.
+- **Dialogue.** A user's bare answer to the assistant's question ("Which team?" → "The Minnesota
+  Wolves!") fills the slot the question asked for.
+
+Keys follow the vocabulary in README ("What gets written") and agent_memory/samples/PHRASING.md:
+`preference/<object>` = like|dislike, `pet/<name>` = species, `relationship/status`,
+`budget/<canonical purpose>`.
+
+Pure stdlib and deterministic (no randomness, no salted hash()), so a replayed activity gets
+byte-identical results.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+
+from agent_memory.models import ExtractedFact, ExtractionResult, FactOperation, Message
+from agent_memory.timeexpr import find_time_mentions
+
+_CJK = "\u3400-\u9fff\uf900-\ufaff"
+_IMAGE_TAG = re.compile(r"\s*\[image:[^\]]*\]")
+
+# --- text helpers ------------------------------------------------------------------------------
+
+# Captured English values stop at the first connective: "Paris and I love it" -> "Paris".
+_EN_CUT = re.compile(r"\s+(?-i:I)\b.*$|\s+(?:and|but|because|so|since|although|though|which|who|that|where|when|"
+                     r"while|then|whereas|if|or|as well|lol|haha|after|before|until)\b.*$", re.I)
+_EN_FILLER = re.compile(r"(?:\s+(?:now|recently|lately|already|anymore|any more|too|as well|these days|"
+                        r"nowadays|today|again|actually|though|honestly|all the time|every day|on weekends|"
+                        r"last (?:year|month|week)|this (?:year|month|week)))+\s*$", re.I)
+# Places additionally stop at prepositions and time words ("Tokyo next week", "Berlin in 2020").
+_TIME_CUT = re.compile(r"\s+(?:in|on|since|from|until|by|last|this|next|over\s+the)\s+(?:the\s+)?(?:jan|feb|mar|apr|may|jun|"
+                       r"jul|aug|sep|oct|nov|dec|monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
+                       r"spring|summer|autumn|fall|winter|week|month|year|weekend|\d{4})\w*\b.*$", re.I)
+_PLACE_CUT = re.compile(r"\s+(?:for|until|till|from|on|next|this|in|at|by|to|last|ago|with|during|"
+                        r"after|before|around|about|right|since|now|as|again|yesterday|today|tomorrow|"
+                        r"couldn't|could|still|five|two|three|four|six|ten|starting|leaving|returning|back|soon)\b.*$", re.I)
+_PLACE_REJECT = re.compile(r"^(?:a|an|my|our|his|her|their|your|this|that|here|there|it|home|where|work|"
+                           r"school|bed|town|the city|the office|the (?:new\s+)?(?:house|place|apartment))\b", re.I)
+_PREF_CUT = re.compile(r"\s+(?:over|than|instead|rather|more|a lot|so much|very much|the most|best|after|"
+                       r"because|since|these days|all the time|anymore|any more|now)\b.*$", re.I)
+_PRONOUNS = {"you", "it", "that", "this", "them", "him", "her", "me", "myself", "us", "everything",
+             "nothing", "things", "my life", "think", "say", "know", "believe", "see", "hear", "mention",
+             "你", "他", "她", "它", "我", "你们", "他们", "这个", "那个", "家", "家里", "这边", "那边", "这里", "那里"}
+_ZH_CUT = re.compile(r"(?<=.)(?:因为|但是|但|所以|然后|而且|并且|不过|可是|已经|的时候|今年|去年|现在|目前|"
+                     r"以内|左右|上下|之内|的味道|味道|[一二三四五六七八九十两\d]+个?(?:年|月|天|周|星期)).*$")
+_ZH_HEAD = re.compile(r"^(?:了)?(?:[一二三四五六七八九十两\d]+个?(?:年|月|天|周|星期)(?:的)?)?")
+_ZH_FILLER = re.compile(r"(?:了|啦|呀|啊|呢|吧|哦|嘛|喔|哈+|的)+$")
+_ZH_PLACE_TAIL = re.compile(r"(?:工作|生活|居住|定居|住|上班|上学|读书|发展|去|来|市)+$")
+_ZH_PLACE_HEAD = re.compile(r"^(?:了|到|在|去|回)+")
+_ZH_NOT_PLACE = re.compile(r"(?:家|酒店|宾馆|民宿|医院|学校|宿舍|周末|晚上|早上|白天|平时|业余|空闲|假期|家里|路上)$|^(?:这|那|哪)")
+_ZH_GENERIC_PLACE = {"公司", "单位", "家", "家里", "学校", "这边", "那边", "这里", "那里", "外地", "老家", "国外",
+                     "一家公司", "一家电商公司", "路上", "医院"}
+
+
+def _slug(text: str) -> str:
+    # \w is Unicode-aware, so Chinese objects keep their characters as the key.
+    return re.sub(r"\W+", "_", text.lower()).strip("_")[:60]
+
+
+def _has_cjk(text: str) -> bool:
+    return bool(re.search(f"[{_CJK}]", text))
+
+
+def _clean(value: str, *, place: bool = False, pref: bool = False, max_words: int = 6) -> str | None:
+    """Trim a captured value to the clause that names the object; None if nothing usable."""
+    v = value.strip().strip("\"'“”")
+    if _has_cjk(v):
+        v = _ZH_FILLER.sub("", _ZH_CUT.sub("", _ZH_HEAD.sub("", v)))
+        if place:
+            v = _ZH_FILLER.sub("", _ZH_PLACE_TAIL.sub("", _ZH_PLACE_HEAD.sub("", v)))
+            if v in _ZH_GENERIC_PLACE or (_ZH_NOT_PLACE.search(v) and v not in {"上海", "老家"}):
+                return None
+    else:
+        v = _EN_FILLER.sub("", _EN_CUT.sub("", _TIME_CUT.sub("", v)))
+        if place:
+            v = re.sub(r"^the\s+(?=(?-i:[A-Z]))", "", _PLACE_CUT.sub("", v))
+            if _PLACE_REJECT.match(v) or not re.match(r"(?-i:[A-Z0-9])", v):
+                return None  # English places and organisations are proper nouns
+        if pref:
+            v = re.sub(r"^(?:to|a|an|the|my|some)\s+", "", _PREF_CUT.sub("", v), flags=re.I)
+        v = _EN_FILLER.sub("", v).strip()
+        if len(v.split()) > max_words:
+            return None
+    v = v.strip(" -'\"")
+    if not v or v.lower() in _PRONOUNS or re.match(r"(?:it|that|this|you|your|those|these)\b|[你他她它]", v, re.I):
+        return None
+    return v
+
+
+def _place(v: str) -> str | None:
+    return _clean(v, place=True, max_words=5)
+
+
+# Verbs that only carry an activity: the object is what is liked ("playing video games" ->
+# video games, 喝咖啡 -> 咖啡, 打游戏 -> 游戏); 追剧 and 爬山 are activities in their own right.
+_EN_ACTIVITY_VERB = re.compile(r"^(?:playing|watching|eating|drinking|listening\s+to|having|doing|reading)\s+", re.I)
+_ZH_ACTIVITY_VERB = re.compile(r"^(?:吃|喝|打|玩|看|听)(?=[" + _CJK + r"]{2,})")
+
+
+def _object(v: str) -> str | None:
+    cleaned = _clean(v, pref=True)
+    if not cleaned:
+        return None
+    if _has_cjk(cleaned):
+        cleaned = _ZH_ACTIVITY_VERB.sub("", re.sub(r"^(?:上了|上|了)", "", cleaned))
+    else:
+        cleaned = _EN_ACTIVITY_VERB.sub("", cleaned)
+    return cleaned or None
+
+
+# --- vocabularies ------------------------------------------------------------------------------
+
+_SPECIES = {"puppy": "dog", "pup": "dog", "doggo": "dog", "kitten": "cat", "kitty": "cat", "bunny": "rabbit",
+            "tortoise": "turtle", "小猫": "cat", "猫咪": "cat", "猫": "cat", "小狗": "dog", "狗狗": "dog", "狗": "dog",
+            "兔子": "rabbit", "小兔子": "rabbit", "鹦鹉": "parrot", "仓鼠": "hamster", "金鱼": "fish", "鱼": "fish",
+            "乌龟": "turtle", "dogs": "dog", "cats": "cat", "puppies": "dog", "kittens": "cat", "rabbits": "rabbit",
+            "hamsters": "hamster", "birds": "bird", "turtles": "turtle", "goldfish": "fish", "budgie": "parrot"}
+_BREEDS = {"greyhound": "dog", "labrador": "dog", "lab": "dog", "poodle": "dog", "beagle": "dog", "husky": "dog",
+           "corgi": "dog", "terrier": "dog", "retriever": "dog", "shepherd": "dog", "bulldog": "dog",
+           "dachshund": "dog", "chihuahua": "dog", "pug": "dog", "collie": "dog", "spaniel": "dog",
+           "tabby": "cat", "siamese": "cat", "persian": "cat"}
+_EN_SPECIES = (r"(?P<s>dogs?|pup(?:py|pies)?|doggo|cats?|kitt(?:en|ens|y)|rabbits?|bunny|hamsters?|parrots?|budgie|"
+               r"birds?|goldfish|fish|turtles?|tortoise|horse|snake|lizard|ferret|" + "|".join(_BREEDS) + ")")
+_ZH_SPECIES = r"(?P<s>小兔子|兔子|小猫|猫咪|猫|小狗|狗狗|狗|鹦鹉|仓鼠|金鱼|鱼|乌龟)"
+
+
+def _species(said: str) -> str:
+    s = said.lower()
+    return _SPECIES.get(s) or _BREEDS.get(s) or s
+
+
+# Agentive nouns name jobs ("researcher", "hygienist", "attendant"); these agentive nouns do not.
+_JOB_SUFFIX = re.compile(r"(?:er|or|ist|ian|ant|ent|ect|eer|ee|ista|man|woman|ive|ary|ic|ch)$")
+_JOB_NOUNS = {"nurse", "chef", "cook", "lead", "midwife", "vet", "coach", "pilot", "judge", "clerk", "barista",
+              "intern", "nanny", "medic", "paramedic", "ceo", "cto", "cfo", "pm", "dj", "model", "tailor",
+              "surgeon", "physician", "attorney", "engineer", "mechanic", "maid", "cop", "soldier"}
+_NOT_JOBS = {"fan", "lover", "beginner", "runner", "reader", "believer", "member", "user", "owner", "customer",
+             "follower", "survivor", "smoker", "drinker", "eater", "sleeper", "worrier", "dreamer", "partner",
+             "parent", "resident", "citizen", "foreigner", "stranger", "introvert", "extrovert", "newbie",
+             "volunteer", "gamer", "sucker", "talker", "thinker", "listener", "learner", "winner", "loser",
+             "other", "mother", "father", "brother", "sister", "daughter", "grandmother", "grandfather",
+             "neighbor", "neighbour", "person", "human", "man", "woman", "monster", "character", "hater",
+             "baker's", "fighter", "dancer", "singer", "swimmer", "hiker", "climber", "cyclist", "player",
+             "collector", "traveler", "traveller", "walker", "cheater", "boomer", "millennial", "patient",
+             "vegetarian", "vegan", "pescatarian", "romantic", "optimist", "pessimist", "perfectionist",
+             "ambassador", "advocate", "supporter", "donor", "visitor", "tourist", "guest", "regular", "teenager",
+             "immigrant", "migrant", "refugee", "native", "relative", "participant", "applicant", "recipient",
+             "adult", "child", "kid", "veteran", "newcomer", "homeowner", "homebody", "nerd", "geek", "fanatic",
+             "addict", "servant", "descendant", "catholic", "muslim", "christian", "atheist",
+             "student's", "bit", "lot", "mess", "wreck", "night", "morning", "cat", "dog"}
+_JOB_FIXED = {"student", "teacher", "tutor", "nurse", "doctor", "lawyer", "engineer"}
+_ZH_JOB_TAIL = (r"(?:工程师|程序员|老师|教师|医生|护士|学生|研究生|大学生|博士生|设计师|律师|会计师|会计|厨师|"
+                r"经理|作家|记者|司机|教授|科学家|研究员|分析师|销售|画家|艺术家|演员|歌手|警察|公务员|军人|"
+                r"农民|店主|创业者|自由职业者|实习生|编辑|翻译|摄影师|建筑师|药剂师|咨询师|顾问|总监|主管|助理|"
+                r"专员|开发|运营|测试|主任|老板|总裁|总经理|行政|人事|客服|前台|文员|导游|保安|快递员|"
+                r"外卖员|医师|技师|工人|店员|空姐|空乘|秘书|律师助理|架构师|策划|主播|博主|UP主)")
+
+
+def _job_value(raw: str) -> str | None:
+    v = _clean(re.sub(r"\s+(?:at|for|in|with|on|since|from)\b.*$", "", raw, flags=re.I), max_words=4)
+    if not v:
+        return None
+    words = v.split()
+    head = words[-1].lower()
+    if head in _NOT_JOBS or any(w.lower() in {"fan", "bit", "lot", "huge", "big"} for w in words):
+        return None
+    if not (head in _JOB_NOUNS or head in _JOB_FIXED or _JOB_SUFFIX.search(head)):
+        return None
+    # Lower case, except acronyms ("UX researcher").
+    return " ".join(w if w.isupper() and len(w) > 1 else w.lower() for w in words)
+
+
+_STATUS_WORDS = {"single": "single", "engaged": "engaged", "married": "married", "divorced": "divorced",
+                 "widowed": "widowed", "a widow": "widowed", "a widower": "widowed", "dating": "in a relationship",
+                 "in a relationship": "in a relationship", "seeing someone": "in a relationship",
+                 "taken": "in a relationship"}
+_ZH_STATUS = {"分手": "single", "单身": "single", "领证": "married", "结婚": "married", "已婚": "married",
+              "订婚": "engaged", "嫁人": "married", "脱单": "in a relationship", "恋爱": "in a relationship",
+              "在谈": "in a relationship", "离婚": "divorced", "离异": "divorced", "丧偶": "widowed"}
+_PARTNER = {"girlfriend": "in a relationship", "boyfriend": "in a relationship", "partner": "in a relationship",
+            "gf": "in a relationship", "bf": "in a relationship", "fiance": "engaged", "fiancé": "engaged",
+            "fiancee": "engaged", "fiancée": "engaged", "husband": "married", "wife": "married",
+            "hubby": "married", "spouse": "married", "wifey": "married",
+            "女朋友": "in a relationship", "男朋友": "in a relationship", "对象": "in a relationship",
+            "未婚夫": "engaged", "未婚妻": "engaged", "老公": "married", "老婆": "married", "丈夫": "married",
+            "妻子": "married", "爱人": "married", "媳妇": "married"}
+
+# Budget purposes: one thing, one key ("notebook" and "laptop" budgets are one budget).
+_PURPOSES = {
+    "computer": ("laptop", "notebook", "computer", "pc", "macbook", "电脑", "笔记本"),
+    "phone": ("phone", "iphone", "smartphone", "手机"),
+    "trip": ("trip", "travel", "vacation", "holiday", "旅游", "旅行", "度假", "出行"),
+    "housing": ("rent", "apartment", "flat", "housing", "房租", "租房"),
+    "food": ("grocery", "groceries", "food", "meals", "伙食", "买菜", "吃饭"),
+    "renovation": ("renovation", "remodel", "remodeling", "装修"),
+    "wedding": ("wedding", "婚礼", "结婚"),
+    "car": ("car", "车", "买车"),
+    "bike": ("bike", "bicycle", "自行车"),
+    "house": ("house", "home purchase", "买房", "房子"),
+}
+
+
+def _purpose(*texts: str | None) -> str:
+    """The canonical purpose named in the budget's own words, else anywhere in the sentence."""
+    for text in texts:
+        if not text:
+            continue
+        low = text.lower()
+        for canonical, words in _PURPOSES.items():
+            for w in words:
+                if (_has_cjk(w) and w in low) or re.search(rf"\b{re.escape(w)}s?\b", low):
+                    return canonical
+    return "general"
+
+
+# --- subject analysis ----------------------------------------------------------------------------
+
+_SELF_WORDS = frozenset(
+    "i i'm i've i'd i'll im ive we we're we've we'd we'll me myself us am are is was were have has had will "
+    "just finally recently also really actually honestly still now so well oh yeah yes yep ok okay guess what big "
+    "news good bad great hey hi hello weirdly anyway anyways btw currently already then sorry totally officially "
+    "happily too literally basically kinda pretty much last this next year month week weekend spring summer fall "
+    "autumn winter today yesterday lol haha and but since because as of course, um uh hmm alright right sadly "
+    "luckily fortunately unfortunately surprisingly funny enough update quick heads up fyi mostly newly lately "
+    "one two three four five six seven eight nine ten few couple a my our the been being be got get gotten started start starting began begun stopped kept not no never don't didn't can't cannot won't isn't wasn't aren't haven't though although even when while since wow omg yay whew phew thankfully somehow eventually even apparently, guys folks all in all at long "
+    "only never ever again the after before months weeks years ago days back".split())
+_EN_THIRD = re.compile(
+    r"\b(?:my|our|his|her|their|your)\s+(?:\w+\s+)?(?:friend|friends|brother|sister|mom|mum|mother|dad|father|son|"
+    r"daughter|kids?|children|colleague|coworker|co-worker|boss|neighbou?r|cousin|aunt|uncle|grandma|grandpa|"
+    r"grandmother|grandfather|roommate|parents|family|niece|nephew|in-laws?|classmate|teammate)s?(?:'s)?\b"
+    r"|\b(?:he|she|they|someone|somebody|a friend|everyone|nobody|people)\b", re.I)
+_EN_FIRST = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|we|we're|we've|we'd)\b", re.I)
+_ZH_ALLOWED = re.compile(
+    r"(?:我们|咱们|我|咱|俺|本人|自己|现在|目前|最近|刚刚|刚|已经|已|去年|今年|前年|上个?月|上周|上个?星期|这周|"
+    r"本周|下周|这个?月|明天|后天|今天|昨天|大前天|前天|也|都|就|一直|还|终于|马上|又|才|正在|正|总算|其实|本来|"
+    r"平时|一般|从小|早就|早已|再|继续|真的|很|超|挺|特别|非常|好|嗯|哎|唉|啊|哈+|对|是啊|是的|好吧|嘿|诶|所以|"
+    r"然后|而且|但是|不过|可是|结果|后来|如今|这两年|这几年|这些年|这阵子|前阵子|年初|年底|月初|上半年|下半年|"
+    r"开始|改|重新|正式|决定|还是|依然|仍然|仍|是|没有|没|不再|不|别|(?:和|跟|与)(?:女朋友|男朋友|对象|老公|老婆|未婚夫|未婚妻|爱人|另一半|家人)|在[^\s,.!?;:。]{1,10}?|\d+年|[一二三四五六七八九十两\d]+(?:年|个月|个星期|周|天)前|一年前|半年前|从此|以后|之后|以前|总之|说实话|老实说|对了|顺便说一下|"
+    r"告诉你|跟你说|报告|好消息|坏消息|唉呀|哎呀|天哪|哇|呜呜|总|居然|竟然|果然|反正|毕竟|\s)*")
+_ZH_THIRD = re.compile(r"(?:我|我们)?(?:妈妈?|爸爸?|父母|爷爷|奶奶|外公|外婆|姥姥|姥爷|哥哥?|姐姐?|弟弟?|妹妹?|"
+                       r"儿子|女儿|孩子|老公|老婆|朋友|同事|同学|室友|邻居|领导|老板|表哥|表姐|表弟|表妹|堂哥|"
+                       r"舅舅|叔叔|阿姨|姑姑|家人)|[他她]们?|别人|大家")
+
+
+def _clause_start(sentence: str, start: int) -> int:
+    cut = max(sentence.rfind(ch, 0, start) for ch in ",;:、—")
+    return cut + 1
+
+
+def _subject_ok(sentence: str, start: int) -> bool:
+    """Whether the clause before `start` leaves the user (or "we") as the subject."""
+    prefix = sentence[:start]
+    local = prefix[_clause_start(sentence, start):]
+    if _has_cjk(local) or (not local.strip() and _has_cjk(sentence)):
+        if _ZH_ALLOWED.fullmatch(local) is None:
+            return False
+        # A subjectless clause continues the sentence's subject: "我妈住在杭州，喜欢跳舞".
+        if not re.search(r"我|咱", local):
+            before = prefix[:_clause_start(sentence, start)]
+            third = list(_ZH_THIRD.finditer(before))
+            if third and not re.search(r"我(?![妈爸哥姐弟妹老朋同室])|咱", before[third[-1].end():]):
+                return False
+        return True
+    # English: the local clause may only hold first-person words, adverbs, time words, interjections.
+    local = re.split(r"\b(?:and|but|so|because|since|then)\b", local, flags=re.I)[-1]
+    # A fronted adverbial ("For the notebook I can …", "In March we moved …") is not a subject.
+    local = re.sub(r"^\s*(?:for|on|at|in|with|after|since|from|by|during|as\s+for)\b.*?(?=\b(?:I|we)\b)", "", local,
+                   flags=re.I)
+    words = re.findall(r"[a-z']+", local.lower())
+    if any(w not in _SELF_WORDS for w in words):
+        return False
+    if not any(w in {"i", "i'm", "i've", "i'd", "i'll", "im", "ive", "we", "we're", "we've", "we'd", "we'll"}
+               for w in words):
+        third = list(_EN_THIRD.finditer(prefix))
+        if third and not _EN_FIRST.search(prefix[third[-1].end():]):
+            return False
+    return True
+
+
+# --- operations on the sentence ---------------------------------------------------------------
+
+_HYPOTHETICAL = re.compile(r"\b(?:if|wish|would|could|imagine|suppose|supposing|pretend|maybe|perhaps|might|"
+                           r"someday|dream|unless|whether|hope|hoping|thinking about|considering|plan|planning|"
+                           r"want to|wanna|going to|gonna|should|used to|it'd|i'd)\b|如果|假如|要是|假设|希望|但愿|"
+                           r"也许|或许|梦想|想象|幻想|万一|打算|想要|考虑|准备|计划", re.I)
+_NEGATION = re.compile(r"\b(?:not|never|no|don't|doesn't|didn't|isn't|aren't|wasn't|won't|can't|cannot|nor|"
+                       r"hardly|haven't|hasn't)\b|(?<![受对忍])不(?!过|错|久|少|仅|但|管|欢|了了)|没(?!救)|(?<![特分区类级个])别(?!人)|未(?!婚)|并非", re.I)
+_NO_LONGER = re.compile(r"\bno\s+longer\b|\b(?:anymore|any\s+more)\b|不再|已经不|不.{0,8}了[。.!]*$|没有.{0,6}了", re.I)
+_CORRECTION = re.compile(r"\bI\s+meant\b|\bmisspoke\b|\bmis-spoke\b|\bmy\s+mistake\b|\bmy\s+bad\b|"
+                         r"\bI\s+was\s+wrong\b|\bcorrection\b|\bnot\s+\w+,\s*sorry\b|\bsorry,\s*(?:I\s+mean|not)\b|"
+                         r"\bI\s+said\s+\w+.{0,20}(?:last\s+time|before|earlier)\b|"
+                         r"\bactually\b.{0,40},\s*not\s+(?-i:[A-Z])|不是.{1,10}[,，]\s*(?:而)?是|"
+                         r"说错了|记错了|口误|更正|搞错了|打错了|写错了|其实是", re.I)
+_SARCASM = re.compile(r"(?:^|\s)/s\b|\(并不\)|呵呵|\bnot!\s*$|\byeah,?\s+right\b|^\s*oh\s+(?:sure|yeah|great|totally)\b.{0,40}"
+                      r"\b(?:just|totally|absolutely|really)\s+(?:love|adore|enjoy)|\bbest\s+\w+\s+ever\b.*\bnot\b", re.I)
+_JOKE_SKIP = re.compile(r"\bjust\s+kidding\b|\bj/?k\b|\bkidding\b|开玩笑|逗你", re.I)
+_JOKE_SOFT = re.compile(r"\blol\b|\blmao\b|\bha(?:ha)+\b|\brofl\b|哈哈|😂|🤣|😆", re.I)
+_QUESTION_START = re.compile(r"^\s*(?:do|does|did|am|are|is|can|could|would|will|should|shall|where|what|why|who|"
+                             r"whom|whose|have you|has)(?=\s)", re.I)
+_SENTENCE_SPLIT = re.compile(r"(?<!\bSt\.)(?<!\bMt\.)(?<!\bDr\.)(?<!\bMr\.)(?<!Mrs\.)(?<!\bMs\.)(?<=[.!?])\s+|(?<=[。!?])\s*|\n+")
+
+
+def _prepare(content: str) -> str:
+    # NFKC folds full-width punctuation (，？！) to ASCII so one character class serves both languages.
+    text = unicodedata.normalize("NFKC", _IMAGE_TAG.sub(" ", content))
+    return text.replace("’", "'").replace("‘", "'").replace(" - ", " — ")
+
+
+def _statement_part(sentence: str) -> str:
+    """The sentence minus any question: "I live in Oslo, and you?" keeps "I live in Oslo"."""
+    s = sentence.strip()
+    if _QUESTION_START.match(s):
+        return ""
+    if s.endswith("?") or s.endswith("吗") or re.search(r"怎么样|好不好|行不行|呢\?*$", s):
+        cut = max(s.rfind(ch) for ch in ",;:、")
+        return s[:cut] if cut > 0 and not re.search(r"怎么样|好不好|行不行", s[:cut]) else ""
+    return s
+
+
+def _hypothetical(sentence: str, start: int) -> bool:
+    return bool(_HYPOTHETICAL.search(sentence[:start]))
+
+
+def _negated(sentence: str, start: int) -> bool:
+    return bool(_NEGATION.search(sentence[_clause_start(sentence, start):start]))
+
+
+# --- rules -------------------------------------------------------------------------------------
+
+_EV = r"(?P<v>[^.,!?;:\n()]{1,80})"  # English value: up to the clause boundary
+_PV = r"(?P<v>(?:(?-i:St|Mt|Dr|Ft)\.\s+)?(?-i:[A-Z0-9])[^.,!?;:\n()]{0,60})"  # a proper noun
+_ZC = r"[^\s,.!?;:。、()\"]"  # one character of a Chinese value (text is NFKC-normalised)
+_ZV = rf"(?P<v>{_ZC}{{1,16}})"
+_ZEND = r"(?=$|[,.!?;:\s。、]|了|啦|呀|啊)"
+_ZADV = r"(?:很|最|非常|特别|真的|也|还|超|挺|蛮|一直|都|比较|更|好|超级|太)*"
+_NUM = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
+_MONEY = (rf"(?P<v>(?:[$€£¥]\s?{_NUM}(?:\s?(?:k|thousand|million)\b)?|{_NUM}(?:\s?(?:k|thousand|million)\b)?"
+          r"(?:\s?(?:dollars|bucks|usd|eur|euros?|gbp|pounds|yuan|rmb|cny)\b)?)"
+          r"(?:\s+(?:per|a)\s+(?:month|week|year|night|day|person)\b)?)")
+_ZH_NUM = r"(?:\d+(?:\.\d+)?|[一二两三四五六七八九十百千万]+)"
+_ZH_MONEY = rf"(?P<v>(?:[$¥]\s?)?{_ZH_NUM}\s?(?:万元|万块|万|千元|千|元|块钱|块|美元|欧元|人民币|刀)?[一二三四五六七八九]?)"
+
+
+@dataclass(frozen=True)
+class _Rule:
+    pattern: re.Pattern[str]
+    namespace: str
+    key: str  # a literal key, or a template using {slug} of the value
+    clean: Callable[[str], str | None] = _clean
+    confidence: float = 0.9
+    temporary: bool = False
+    make: Callable[[re.Match[str], str], list[tuple[str, str]] | None] | None = None  # custom [(key, value)]
+    op: FactOperation = "assert"
+    # What a negation or "no longer" does to this statement: end the fact, flip it (like ->
+    # dislike), or nothing (the statement is dropped).
+    on_negation: str = "end"
+    subject: bool = True  # the user must be the subject (checked on the words before the match)
+    # Overlap with earlier matches is judged from the value only: the words before it were
+    # already read by another rule ("I'm a nurse" + "at St. Mary's"; "离开华为了，现在在小米").
+    value_span: bool = False
+
+
+def _r(pattern: str, namespace: str, key: str, **kw: object) -> _Rule:
+    return _Rule(re.compile(pattern, re.I), namespace, key, **kw)  # type: ignore[arg-type]
+
+
+def _const(key: str, value: str) -> Callable[[re.Match[str], str], list[tuple[str, str]]]:
+    return lambda m, s: [(key, value)]
+
+
+def _pet(m: re.Match[str], sentence: str) -> list[tuple[str, str]] | None:
+    gd = m.groupdict()
+    species = _species(gd["s"])
+    names = [gd.get(k) for k in ("n", "n2", "n3") if gd.get(k)]
+    out = []
+    for name in names:
+        assert name is not None
+        cleaned = _clean(name, max_words=3)
+        if cleaned and not re.search(r"^(?:my|our|the|a|an|he|she|it|him|her)$", cleaned, re.I):
+            out.append((_slug(cleaned), species))
+    # A pet without a name is keyed by its species until it is named ("I have a cat").
+    return out or [(_slug(species), species)]
+
+
+def _pet_zh(m: re.Match[str], sentence: str) -> list[tuple[str, str]] | None:
+    if m.groupdict().get("n"):
+        return _pet(m, sentence)
+    species = _species(m.group("s"))
+    names = re.findall(r"(?:叫做|名叫|叫)(" + _ZC + r"{1,4}?)(?=$|[,.!?;:\s。]|一|另|了|今年|已经)", sentence[m.end():])
+    return [(_slug(n), species) for n in names] or [(_slug(species), species)]
+
+
+def _pet_end(name: str) -> list[tuple[str, str]]:
+    if re.fullmatch(_KIN, name, re.I) or name.lower() in _NOT_NAMES:
+        return []
+    return [(_slug(name), "")]
+
+
+def _budget(m: re.Match[str], sentence: str) -> list[tuple[str, str]]:
+    gd = m.groupdict()
+    topic = " ".join(t for t in (gd.get("t"), gd.get("t2")) if t)
+    return [(_purpose(topic, sentence), m.group("v").strip())]
+
+
+def _status(value: str) -> Callable[[re.Match[str], str], list[tuple[str, str]]]:
+    return lambda m, s: [("status", value)]
+
+
+def _status_word(m: re.Match[str], sentence: str) -> list[tuple[str, str]] | None:
+    word = m.group("w").lower()
+    status = _STATUS_WORDS.get(word) or _PARTNER.get(word)
+    return [("status", status)] if status else None
+
+
+_NOUN_USE = re.compile(r"(?:\b(?:the|your|my|our|his|her|their|of|with|and|much|so|such|a|lots\s+of)\s+|[-'])$", re.I)
+_NOT_OBJECT = re.compile(r"^(?:the|this|that|those|these|your|his|her|their|how|what|when|where|seeing|hearing|"
+                         r"it|and|or|to|you|all\s+the|every\s+bit|everything|everyone|everywhere|yourself|yourselves|ourselves|"
+                         r"myself|them|us|for|is|are|sure|in|at)\b", re.I)
+
+
+def _pref(polarity: str) -> Callable[[re.Match[str], str], list[tuple[str, str]] | None]:
+    def make(m: re.Match[str], sentence: str) -> list[tuple[str, str]] | None:
+        if polarity and _NOUN_USE.search(sentence[:m.start()]):
+            return None  # "the love around you", "your love for your kids": a noun, not a taste
+        said_by_me = _EN_FIRST.search(sentence[_clause_start(sentence, m.start()):m.start()])
+        if polarity and _NOT_OBJECT.match(m.group("v").strip()) and not (
+                said_by_me and re.match(r"the\s+\w+\s*(?:$|[.,!?;:])", m.group("v").strip(), re.I)):
+            return None  # "Love the necklace!", "love how you …": a compliment on something specific
+        obj = _object(m.group("v"))
+        return [(_slug(obj), polarity)] if obj else None
+    return make
+
+
+def _job_framed(m: re.Match[str], sentence: str) -> list[tuple[str, str]] | None:
+    """A title in a job frame ("work as", "a job as", "promoted to"): any noun but a non-job one."""
+    v = _clean(re.sub(r"\s+(?:at|for|in|with|on|since|from)\b.*$", "", m.group("v"), flags=re.I), max_words=4)
+    if not v or v.split()[-1].lower() in _NOT_JOBS:
+        return None
+    return [("job", " ".join(w if w.isupper() and len(w) > 1 else w.lower() for w in v.split()))]
+
+
+def _job(m: re.Match[str], sentence: str) -> list[tuple[str, str]] | None:
+    raw = m.group("v")
+    if _has_cjk(raw):
+        v = _clean(raw)
+        return [("job", v)] if v else None
+    v = _job_value(raw)
+    return [("job", v)] if v else None
+
+
+def _name(m: re.Match[str], sentence: str) -> list[tuple[str, str]] | None:
+    return _name_of(m.group("v"))
+
+
+def _name_of(raw: str) -> list[tuple[str, str]] | None:
+    v = _clean(re.sub(r"(?:就行|就好|就可以|吧|好了|哦|啊|呀|哈)+$", "", raw), max_words=3)
+    if not v or v.lower() in _NOT_NAMES:
+        return None
+    return [("name", v)]
+
+
+_NOT_NAMES = frozenset(
+    "back here home fine good ok okay sorry tired done new sure busy the just same nothing everything thanks thank "
+    "hello hi hey again great nice glad happy welcome congrats me you we they it this that there life work today "
+    "yesterday love hugs cheers oh wow yeah yes no well so still always never anyway also mom dad everyone "
+    "someone all both guess what finally sadly honestly seriously totally really only excited and but or look "
+    "looky see come right then now".split())
+_ZH_SURNAMES = ("王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程苏魏吕丁任"
+                "沈姚卢姜崔钟谭陆汪范金石廖贾夏韦付方白邹孟熊秦邱江尹薛闫段雷侯龙史陶黎贺顾毛郝龚邵万钱严覃武戴"
+                "莫孔向汤欧阳司马上官诸葛")
+_ZH_NAME = rf"(?P<v>(?:[{_ZH_SURNAMES}][{_CJK}]{{1,2}}|[阿小老][{_CJK}]))"
+
+
+def _end_value(m: re.Match[str], sentence: str) -> list[tuple[str, str]]:
+    return [("", "")]
+
+
+_KIN = r"(?:grandma|grandpa|grandmother|grandfather|mom|mum|dad|mother|father|aunt|uncle|friend|neighbor|neighbour)"
+_ZH_KIN = r"(?:奶奶|爷爷|外公|外婆|姥姥|姥爷|爸爸?|妈妈?|叔叔|舅舅|姑姑|阿姨|朋友|同事|老师|邻居|亲戚)"
+_LEAVE_JOB = r"(?:left|quit|leaving|quitting|resigned\s+from|got\s+laid\s+off\s+from|was\s+laid\s+off\s+from)"
+
+# Order is priority: a span taken by an earlier rule is not re-read by a later one, and
+# specific forms (negative, "no longer", changes) come before generic ones.
+_RULES: list[_Rule] = [
+    # --- diet: spicy food is one key so "不吃辣" is superseded by "最近能吃辣了"
+    _r(r"\b(?:don't|do\s+not|can't|cannot|never)\s+(?:eat|handle|do|like)\s+spicy(?:\s+food)?",
+       "diet", "spicy", make=_const("spicy", "no spicy food"), on_negation="drop"),
+    _r(r"(?:不|没法|没办法)(?:太|怎么|能|敢|喜欢|爱|会)*吃辣", "diet", "spicy", make=_const("spicy", "no spicy food"),
+       on_negation="drop"),
+    _r(r"\b(?:can\s+(?:now\s+)?|now\s+|(?:started|start|began)\s+(?:to\s+)?)?(?:eat|eating|handle|love)\s+spicy"
+       r"(?:\s+food)?", "diet", "spicy", make=_const("spicy", "eats spicy food"), on_negation="drop"),
+    _r(r"(?:能|可以|开始|敢|会|爱)吃辣|无辣不欢|嗜辣", "diet", "spicy", make=_const("spicy", "eats spicy food"),
+       on_negation="drop"),
+    # --- diet restriction: ending it first ("not strictly vegetarian anymore", "gave up veganism")
+    _r(r"\b(?:gave\s+up|give\s+up|quit|stopped|stop)\s+(?:on\s+)?(?:being\s+)?(?:a\s+)?(?P<v>vegetarian|vegan|"
+       r"pescatarian)(?:ism)?", "diet", "restriction", op="end", on_negation="drop"),
+    _r(r"\b(?:gave\s+up|give\s+up|quit|stopped)\s+(?:on\s+)?(?P<v>vegan|vegetarian)ism", "diet", "restriction",
+       op="end", on_negation="drop"),
+    _r(r"\b(?:(?:eating|eat|ate)\s+(?:meat|fish|chicken|beef|pork|steak|seafood|burgers?|bacon)\s+again|back\s+to\s+"
+       r"eating\s+(?:meat|fish|chicken|beef|pork|steak|seafood|burgers?|bacon))\b", "diet",
+       "restriction", make=_end_value, op="end", on_negation="drop"),
+    _r(r"(?:eating|eat|ate)\s+(?:eggs|cheese|dairy|milk)(?:\s+and\s+\w+)?\s+again\b", "diet", "restriction",
+       make=_const("restriction", "vegan"), op="end", on_negation="drop"),
+    _r(r"(?:不再|不|没再)(?:吃素|是素食者?)了?|开始吃肉|又吃肉|破戒", "diet", "restriction",
+       make=_const("restriction", "vegetarian"), op="end", on_negation="drop"),
+    _r(r"(?:\b(?:I'm|I\s+am|we're|we\s+are|been|being|going|gone|went|became|become|turned|switched\s+to|am\s+now|"
+       r"is|now|eat|keep|only\s+eat|strictly)\s+)(?:a\s+|an\s+)?(?:strict\s+|strictly\s+|fully\s+|now\s+|mostly\s+|"
+       r"full\s+|100%\s+)?(?P<v>vegetarian|vegan|pescatarian)\b", "diet", "restriction"),
+    _r(r"^\s*(?:no\s+longer\s+|not\s+|still\s+)?(?:strictly\s+|fully\s+)?(?P<v>vegetarian|vegan|pescatarian)\b(?!\s+(?:food|restaurant|place|option|dish|recipe|meal))",
+       "diet", "restriction"),
+    _r(r"(?:改吃|吃|是|成了|当了)(?P<v>纯素|全素)", "diet", "restriction", make=_const("restriction", "vegan")),
+    _r(r"(?:只)?(?:是)?(?:吃素|素食者|素食主义者|吃斋)", "diet", "restriction",
+       make=_const("restriction", "vegetarian")),
+    _r(r"(?:I'm|I\s+am)\s+(?:severely\s+|very\s+|mildly\s+|also\s+)?allergic\s+to\s+" + _EV, "diet",
+       "allergy_{slug}", clean=lambda v: _clean(v, pref=True)),
+    _r(r"\b(?:I|we)\s+have\s+(?:a|an)\s+(?:severe\s+|mild\s+)?(?P<v>[a-z]+(?:\s[a-z]+)?)\s+allergy", "diet",
+       "allergy_{slug}"),
+    _r(r"对(?P<v>" + _ZC + r"{1,10}?)过敏", "diet", "allergy_{slug}"),
+    _r(r"\b(?:don't|do\s+not|can't|cannot|never|won't)\s+eat\s+" + _EV, "diet", "avoid_{slug}",
+       clean=lambda v: _clean(v, pref=True), on_negation="keep"),
+    _r(r"(?:不|不能|从不|从来不)吃(?!素|肉)" + _ZV, "diet", "avoid_{slug}", on_negation="keep"),
+    # --- preferences: stopping first, then dislikes, then likes (the most generic verbs)
+    _r(r"\b(?:quit|gave\s+up|give\s+up|stopped|gone\s+off|went\s+off|done\s+with)\s+(?:on\s+)?" + _EV,
+       "preference", "{slug}", make=_pref(""), op="end", on_negation="drop", confidence=0.85),
+    _r(r"\b(?:don't|do\s+not|no\s+longer|never)\s+(?:listen\s+to|watch|play|drink|do|go\s+to|read|eat)\s+"
+       r"(?P<v>[^.,!?;:\n()]{1,60}?)\s+(?:anymore|any\s+more)\b", "preference", "{slug}", make=_pref(""), op="end",
+       on_negation="keep"),
+    _r(r"(?:戒(?:掉|了)?|不再)(?P<v>" + _ZC + r"{1,8}?)了?(?=$|[,.!?;:。]|\s)", "preference", "{slug}", make=_pref(""),
+       op="end", on_negation="keep"),
+    _r(r"(?:不|没)(?:再)?(?P<v>追剧|打游戏|玩游戏|喝咖啡|喝酒|抽烟|看剧|跑步|健身|看动漫|刷抖音)了", "preference",
+       "{slug}", make=_pref(""), op="end", on_negation="keep"),
+    _r(r"\b(?:not|no\s+longer)\s+(?:really\s+)?(?:into|a\s+fan\s+of|keen\s+on)\s+(?P<v>[^.,!?;:\n()]{1,60}?)\s+"
+       r"(?:anymore|any\s+more)\b", "preference", "{slug}", make=_pref(""), op="end", on_negation="keep"),
+    _r(r"\bno\s+longer\s+(?:into|like|enjoy|love|a\s+fan\s+of)\s+" + _EV, "preference", "{slug}", make=_pref(""),
+       op="end", on_negation="keep"),
+    _r(r"\b(?:really\s+|absolutely\s+|just\s+|also\s+|kind\s+of\s+|kinda\s+)*(?:hate|hates|dislike|detest|loathe|"
+       r"can't\s+stand|cannot\s+stand|don't\s+like|do\s+not\s+like|don't\s+enjoy|not\s+(?:really\s+)?into|"
+       r"not\s+a\s+(?:big\s+|huge\s+)?fan\s+of)\s+" + _EV, "preference", "{slug}", make=_pref("dislike"),
+       on_negation="keep"),
+    _r(r"^\s*" + _EV + r"\s+(?:grates\s+on\s+me|drives\s+me\s+(?:crazy|nuts)|makes\s+me\s+sick|is\s+the\s+worst)",
+       "preference", "{slug}", make=_pref("dislike"), on_negation="drop"),
+    _r(_ZADV + r"(?:不喜欢|不爱|讨厌|受不了|烦|反感|厌倦了)(?P<v>" + _ZC + r"{1,16})", "preference", "{slug}",
+       make=_pref("dislike"), on_negation="keep"),
+    _r(r"^\s*" + _EV + r"\s+(?:is|are)\s+(?:now\s+)?my\s+(?:new\s+|absolute\s+|all-time\s+)?favou?rite"
+       r"(?:\s+(?:thing|hobby|food|activity|sport|band|show))?", "preference", "{slug}", make=_pref("like"),
+       on_negation="drop"),
+    _r(r"\b(?:(?:started|starting|begun|began|come|grown|learned|learnt)\s+to\s+)?(?:really\s+|absolutely\s+|also\s+|"
+       r"just\s+|do\s+|still\s+|totally\s+|actually\s+|kind\s+of\s+|kinda\s+)*(?:love|like|enjoy|prefer|adore)\s+"
+       + _EV, "preference", "{slug}", make=_pref("like"), on_negation="flip"),
+    _r(r"\b(?:a\s+)?(?:huge|big|great)\s+fan\s+of\s+" + _EV, "preference", "{slug}", make=_pref("like"),
+       on_negation="flip"),
+    _r(r"(?:'m|\bam|'re|\bare|\bbeen|\breally|\bso|\btotally)\s+(?:really\s+|very\s+|so\s+)?into\s+" + _EV, "preference", "{slug}", make=_pref("like"), confidence=0.6,
+       on_negation="flip"),
+    _r(_ZADV + r"(?:喜欢|爱上了|爱上|爱(?!人|好|心|情|过|你|他|她))(?P<v>" + _ZC + r"{1,16})", "preference", "{slug}",
+       make=_pref("like"), on_negation="flip"),
+    # --- trips (temporary) before home city: they must never touch location/home_city
+    _r(r"\bon\s+(?:a|my|an|our)\s+(?:\w+\s+)?trip\s+(?:to|in)\s+" + _PV, "travel", "trip_city", clean=_place,
+       temporary=True, on_negation="drop"),
+    _r(r"\b(?:traveling|travelling|flying|flew|heading|headed|head|off)\s+(?:out\s+)?to\s+" + _PV
+       + r"(?=[^.;]*\b(?:for\s+(?:a|an|one|two|three|four|five|six|seven|\d+|the|a\s+few|a\s+couple)\b|until|till|"
+       r"through|back|trip|conference|training|work|business|vacation|holiday|meeting|project|launch))",
+       "travel", "trip_city", clean=_place, temporary=True, on_negation="drop"),
+    _r(r"\b(?:traveling|travelling|flying|fly|flew|jetting\s+off)\s+(?:out\s+)?to\s+" + _PV, "travel", "trip_city", clean=_place, temporary=True,
+       on_negation="drop"),
+    _r(r"\b(?:business|work|road)\s+trip\s+to\s+" + _PV, "travel", "trip_city", clean=_place, temporary=True,
+       on_negation="drop"),
+    _r(r"\b(?:sending|sent|send|flying|flown|flew|posting|posted|shipping|shipped|dispatching|taking)\s+"
+       r"(?:me|us|out|the\s+team)?\s*(?:out\s+)?to\s+" + _PV, "travel", "trip_city", clean=_place, temporary=True,
+       on_negation="drop", subject=False),
+    _r(r"\b(?:visiting|staying\s+in|stopping\s+in|(?:spent|spending)\s+(?:the\s+|last\s+|this\s+|a\s+|an\s+|"
+       r"\w+\s+)?(?:few\s+|couple\s+(?:of\s+)?)?(?:days?|nights?|weeks?|weekend|holidays?|vacation)\s+in)\s+" + _PV, "travel", "trip_city", clean=_place, temporary=True, on_negation="drop"),
+    _r(r"(?:^|\b(?:a|an|the|few|couple\s+of|\d+|one|two|three|four|five|six|seven|eight|nine|ten)\s+)(?:days?|nights?|"
+       r"weeks?|weekend)\s+(?:away\s+)?in\s+" + _PV, "travel", "trip_city", clean=_place, temporary=True,
+       on_negation="drop"),
+    _r(r"\b(?:been|I'm|I\s+am|we're|we\s+are|I'll\s+be|I\s+will\s+be|we'll\s+be|will\s+be)\s+in\s+" + _PV
+       + r"(?=[^.;]*\b(?:next\s+week|tomorrow|this\s+week|on\s+(?:monday|tuesday|wednesday|thursday|friday|saturday|"
+       r"sunday)|since\s+(?:monday|tuesday|"
+       r"wednesday|thursday|friday|saturday|sunday|yesterday|last\s+week|the\s+\d)|for\s+(?:a|an|the|work|"
+       r"business|one|two|three|four|five|six|\d+)\s+(?:day|days|week|weeks|night|nights|client|work|conference|"
+       r"project|meeting|business|wedding|trip)|until|till|back\s))", "travel", "trip_city", clean=_place, temporary=True, on_negation="drop"),
+    _r(r"(?:(?:公司|单位|老板|领导)?派(?:我们|我)?)?(?:要|会|将|正在)?(?:去|到|来)(?P<v>" + _ZC
+       + r"{1,10}?)(?:出差|旅游|旅行|度假|玩|培训|开会|学习|参会|访学|交流)", "travel", "trip_city", clean=_place,
+       temporary=True, on_negation="drop", subject=False),
+    _r(r"(?:正)?在(?P<v>" + _ZC + r"{1,10}?)(?:出差|旅游|旅行|度假|玩了|培训|开会)", "travel", "trip_city",
+       clean=_place, temporary=True, on_negation="drop"),
+    # --- home city: ending first ("不住重庆了", "don't live in Austin")
+    _r(r"(?:不|没)(?:再)?(?:住|住在|生活在)(?P<v>" + _ZC + r"{1,10}?)(?:住|生活)?了", "location", "home_city",
+       clean=_place, op="end", on_negation="keep"),
+    _r(r"\b(?:don't|do\s+not|no\s+longer)\s+live\s+in\s+" + _PV, "location", "home_city", clean=_place, op="end",
+       on_negation="keep"),
+    _r(r"\b(?:been|living|(?:'ve|have)\s+lived)\s+in\s+" + _PV + r"(?=\s+for\s+(?:about\s+|almost\s+|over\s+|nearly\s+|"
+       r"the\s+(?:past|last)\s+)?(?:\w+\s+)?(?:years?|months?|decades?)\b)", "location", "home_city", clean=_place),
+    _r(r"\b(?:based|living|located|settled(?:\s+down)?|settling(?:\s+down)?|staying)\s+(?:in|out\s+of)\s+" + _PV, "location",
+       "home_city", clean=_place),
+    _r(r"\b(?:live|lives|reside|resides)\s+in\s+" + _PV, "location", "home_city", clean=_place),
+    _r(r"\bhome(?:\s+base)?(?:\s+for\s+(?:me|us))?\s+is\s+(?:in\s+|now\s+)?" + _PV, "location", "home_city", clean=_place),
+    _r(r"\bcall\s+(?P<v>(?-i:[A-Z])[\w.-]*(?:\s+(?-i:[A-Z])[\w.-]*)?)\s+home\b", "location", "home_city",
+       clean=_place),
+    _r(r"\b(?:moved|relocated|moving\s+back|moved\s+back|went\s+back|came\s+back|returned|headed\s+back|heading\s+back|"
+       r"going\s+back|relocating\s+back)\s+(?:home\s+)?to\s+" + _PV, "location", "home_city", clean=_place),
+    _r(r"\b(?:moved|moving)\s+into\s+(?:a|an|our|my|the)\s+(?:new\s+|own\s+)?(?:place|house|home|apartment|flat|"
+       r"condo)\s+in\s+" + _PV, "location", "home_city", clean=_place),
+    _r(r"\b(?:bought|buying|rented|renting|got|found)\s+(?:a|an|our|my)\s+(?:new\s+|first\s+|own\s+)?(?:house|home|"
+       r"apartment|flat|place|condo)\s+in\s+" + _PV, "location", "home_city", clean=_place),
+    _r(r"\b(?:my|our)\s+(?:apartment|flat|house|place|home)(?:'s|\s+is)\s+(?:in|now\s+in)\s+" + _PV, "location",
+       "home_city", clean=_place),
+    _r(r"\b(?:I'm|I\s+am|we're|we\s+are)\s+back\s+in\s+" + _PV, "location", "home_city", clean=_place),
+    _r(r"(?:住在|家在|定居在|生活在|定居于|常住在?|定居|落户|扎根在?|安家在|安家|(?<=我|们)住(?![了过着]))" + _ZV,
+       "location", "home_city", clean=_place),
+    _r(r"(?<![去到现实存所正])在(?P<v>" + _ZC + r"{1,10}?)(?:生活|定居|居住|安家|住)", "location", "home_city", clean=_place),
+    _r(r"(?<![去到现实存所正])在(?P<v>" + _ZC + r"{1,10}?)待了(?:[一二三四五六七八九十两\d]+|好几|很多)(?:年|个月)", "location",
+       "home_city", clean=_place),
+    _r(r"(?:搬到了|搬到|搬去了|搬去|搬家到|搬家去了|搬家去|搬回了|搬回|搬来|回到了?|回)(?:老家)?" + _ZV
+       + _ZEND, "location", "home_city", clean=_place),
+    # --- relationship status
+    _r(r"分手了|离婚|离异|单身|领证|结婚(?:[一二三四五六七八九十两\d]+年)?了|已婚|订婚|嫁人了|脱单|恋爱了|在谈恋爱|恋爱中|"
+       r"丧偶", "relationship", "status", make=lambda m, s: [("status", _ZH_STATUS[m.group(0)[:2]])],
+       on_negation="drop"),
+    _r(r"(?:有|交了)(?P<w>女朋友|男朋友|对象)", "relationship", "status", make=_status_word, on_negation="end_value"),
+    _r(r"(?:我|我们)?(?:和|跟)(?P<w>女朋友|男朋友|未婚夫|未婚妻|老公|老婆|对象)", "relationship", "status",
+       make=_status_word, on_negation="drop"),
+    _r(r"\b(?:got|getting|just\s+got)\s+(?P<w>married|engaged|divorced)\b", "relationship", "status",
+       make=_status_word, on_negation="drop"),
+    _r(r"\bthe\s+divorce\s+(?:went\s+through|is\s+final|was\s+finali[sz]ed|came\s+through)", "relationship",
+       "status", make=_status("divorced"), on_negation="drop", subject=False),
+    _r(r"\b(?:broke|broken|split)\s+up\b", "relationship", "status", make=_status("single"), on_negation="drop"),
+    _r(r"\b(?:I'm|I\s+am|we're|we\s+are|been|still|now|happily|recently|newly)\s+(?:happily\s+|recently\s+|newly\s+|"
+       r"still\s+|now\s+|officially\s+)*(?P<w>single|engaged|married|divorced|widowed|dating|in\s+a\s+relationship|"
+       r"seeing\s+someone)\b", "relationship", "status",
+       make=lambda m, s: [("status", _STATUS_WORDS[re.sub(r"\s+", " ", m.group("w").lower())])],
+       on_negation="end_value"),
+    _r(r"(?:^|(?<=,))\s*(?:sorry,?\s*|not\s+|still\s+|now\s+)?(?P<w>single|engaged|married|divorced|widowed)\b(?!\s+(?:people|couples?|friends?))",
+       "relationship", "status", make=_status_word, on_negation="end_value"),
+    _r(r"\b(?:my|our)\s+(?:lovely\s+|amazing\s+|wonderful\s+|new\s+|dear\s+)?(?P<w>girlfriend|boyfriend|fianc[ée]e?|"
+       r"husband|wife|hubby|wifey|spouse|gf|bf)\b(?!'s\s+(?:friend|sister|brother|mom|dad))", "relationship",
+       "status", make=_status_word, on_negation="drop", subject=False),
+    _r(r"\bwith\s+the\s+(?P<w>wife|hubby|husband)\b", "relationship", "status", make=_status_word,
+       on_negation="drop", subject=False),
+    # --- name
+    _r(r"\b(?:my|the)\s+name(?:'s|\s+is)\s+(?P<v>[A-Za-z][\w'-]*(?:\s+(?-i:[A-Z])[\w'-]*){0,2})", "profile", "name",
+       make=_name, on_negation="drop", subject=False),
+    _r(r"\b(?:call\s+me|I(?:'m|\s+am)\s+called|(?:everyone|people|friends)\s+calls?\s+me|I\s+go\s+by)\s+"
+       r"(?P<v>(?-i:[A-Z])[\w'-]*(?:\s+(?-i:[A-Z])[\w'-]*){0,2})", "profile", "name", make=_name,
+       on_negation="drop", subject=False),
+    _r(r"^\s*(?:(?:hey|hi|hello|yo)\s*,?\s*(?:there\s*,?\s*)?)?(?:it's\s+|this\s+is\s+|I'm\s+)?(?P<v>(?-i:[A-Z])"
+       r"[a-z]+)\s+(?:here|again|checking\s+in)(?!['\w]|\s+(?:is|are|was))", "profile", "name", make=_name,
+       on_negation="drop"),
+    _r(r"^\s*(?:(?:hey|hi|hello|yo)(?:\s+hi)?\s*,?\s*)+(?:it's|this\s+is|I'm)\s+(?P<v>(?-i:[A-Z])[a-z]+)\s*[.!]*$",
+       "profile", "name", make=_name, on_negation="drop"),
+    _r(r"\b(?:I'm|I\s+am)\s+(?P<v>(?-i:[A-Z])[a-z]+)\s*,?\s+(?:by\s+the\s+way|btw|nice\s+to\s+meet\s+you)\b|"
+       r"\bnice\s+to\s+meet\s+you(?:\s+too)?\s*[,!.]?\s*(?:I'm|I\s+am)\s+(?P<w>(?-i:[A-Z])[a-z]+)\b", "profile", "name",
+       make=lambda m, s: _name_of(m.group("v") or m.group("w")), on_negation="drop", subject=False),
+    _r(r"(?:^|[^他她它])(?:我叫(?!了|车|外卖|醒)|我的名字(?:是|叫)|名字叫|(?:大家|朋友们?|别人|他们)?都?(?:叫|喊)我)"
+       r"(?P<v>" + _ZC + r"{1,8})", "profile", "name", make=_name, on_negation="drop", subject=False),
+    _r(r"(?:^|,)\s*(?:我是|是)" + _ZH_NAME + r"(?=$|[,.!?;:\s。]|啊|呀|哦)", "profile", "name", make=_name,
+       on_negation="drop", subject=False),
+    # --- work: leaving first, then employer, then job titles
+    _r(r"\b(?:lost|losing)\s+my\s+job(?:\s+(?:at|with)\s+" + _PV + r")?", "work", "employer",
+       make=lambda m, s: [("employer", _place(m.group("v")) or "") if m.group("v") else ("employer", "")],
+       op="end", on_negation="drop", subject=False),
+    _r(r"\b(?:laid\s+off|(?:got|was|been|get|getting|being)\s+(?:fired|let\s+go))\b(?!\s+(?:up|of))"
+       r"(?:\s+(?:from|at|by)\s+" + _PV + r")?", "work", "employer",
+       make=lambda m, s: [("employer", (_place(m.group("v")) or "") if m.group("v") else "")], op="end",
+       on_negation="drop"),
+    _r(r"\b" + _LEAVE_JOB + r"\s+(?:my\s+job\s+at\s+)?" + _PV, "work", "employer", clean=_place, op="end",
+       on_negation="drop"),
+    _r(r"\b(?:not|no\s+longer)\s+(?:working\s+)?(?:at|with|for)\s+" + _PV, "work", "employer", clean=_place, op="end",
+       on_negation="keep"),
+    _r(r"(?:离开了?|辞职离开了?)(?P<v>" + _ZC + r"{1,10}?)(?=$|[,.!?;:\s。]|了)|从(?P<w>" + _ZC
+       + r"{1,10}?)(?:离职|辞职|跳槽|出来)", "work", "employer",
+       make=lambda m, s: [("employer", v)] if (v := _place(m.group("v") or m.group("w") or "")) else None,
+       op="end", on_negation="drop"),
+    _r(r"(?:不|没)(?:再)?在(?P<v>" + _ZC + r"{1,10}?)(?:工作|上班|干)?了", "work", "employer", clean=_place,
+       op="end", on_negation="keep"),
+    _r(r"\b(?:switched\s+jobs|changed\s+jobs|new\s+job|left\s+(?-i:[A-Z])\S*|quit)\b[^.;]*?\b(?:now|currently)\s+"
+       r"(?:at|with|working\s+(?:at|for))\s+" + _PV, "work", "employer", clean=_place, value_span=True),
+    _r(r"\b(?:left|quit)\s+(?-i:[A-Z])[^.;]*?\b(?:joined|joining|started\s+at|went\s+to|moved\s+to)\s+" + _PV,
+       "work", "employer", clean=_place, value_span=True),
+    _r(r"\b(?:landed|got|took|accepted|found|started|starting)\s+(?:a\s+|the\s+|my\s+)?(?:new\s+)?(?:job|position|role|"
+       r"gig|offer)\s+(?:at|with)\s+" + _PV, "work", "employer", clean=_place),
+    _r(r"\b(?:work|works|working|worked|teach|teaching|intern|interning|volunteer)\s+(?:at|for)\s+" + _PV,
+       "work", "employer", clean=_place),
+    _r(r"\b(?:started|starting|start|began)\s+(?:(?:a\s+new\s+job|work|working|my\s+new\s+job|a\s+job)\s+)?"
+       r"(?:at|with)\s+" + _PV, "work", "employer", clean=_place),
+    _r(r"\b(?:joined|joining|join)\s+(?:the\s+team\s+at\s+)?" + _PV + r"(?=[^.;]*\b(?:job|team|role|company|"
+       r"position|offer|hired|work|colleagues|boss)\b)", "work", "employer", clean=_place),
+    _r(r"\b(?:hired|employed|recruited|signed|taken\s+on)\s+(?:by|with|at)\s+(?:the\s+)?" + _PV, "work",
+       "employer", clean=_place),
+    _r(r"\b(?:transferred|transfer|moved\s+over|switched|switching)\s+(?:jobs\s+)?to\s+(?:the\s+)?" + _PV
+       + r"(?=[^.;]*\b(?:hours|shift|team|job|role|office|pay|boss|colleagues|company)\b)", "work", "employer",
+       clean=_place),
+    _r(r"\bplay\s+(?:\w+\s+){0,2}(?:for|with)\s+(?:the\s+)?" + _PV, "work", "employer", clean=_place),
+    _r(r"\b(?:I'm|I\s+am)\s+(?:now\s+)?with\s+" + _PV + r"(?=\s+now\b)", "work", "employer", clean=_place),
+    _r(r"(?:入职了?|加入了?|跳槽到了?|跳槽去了?|换到了?)(?P<v>" + _ZC + r"{2,10}?)(?=$|[,.!?;:\s。]|工作|上班|了)",
+       "work", "employer", clean=_place),
+    _r(r"(?:换工作|换了工作|跳槽|离职|辞职)了?.{0,6}?(?:去了|进了|到了)(?P<v>" + _ZC + r"{2,10}?)"
+       r"(?=$|[,.!?;:\s。]|工作|上班|了)", "work", "employer", clean=_place),
+    _r(r"(?<![不没现实存所正])在(?P<v>" + _ZC + r"{1,12}?)(?:工作|上班|任职|实习|做|当|干)", "work", "employer", clean=_place),
+    _r(r"(?:离开|离职|辞职|跳槽|换工作|换了工作|跳到).*?(?:现在|目前)在(?P<v>" + _ZC + r"{2,10}?)(?=$|[,.!?;:\s。]|了)",
+       "work", "employer", clean=_place, subject=False, value_span=True),
+    _r(r"\b(?:work|working|worked)\s+as\s+(?:a|an)\s+" + _EV, "work", "job", make=_job_framed),
+    _r(r"\b(?:I'm|I\s+am|been|I've\s+been|now)\s+(?:now\s+|still\s+|currently\s+|also\s+)?(?:a|an)\s+(?!big\b|huge\b)"
+       r"(?P<v>(?:[A-Za-z-]+\s+){0,2}?[a-z-]+)(?=\s+(?:now|at|for|in|with|and|but|since|these|again|here|"
+       r"already|by|so)\b|\s*$|[.,!?;:])", "work", "job", make=_job, on_negation="end_value"),
+    _r(r"^\s*(?:(?:still|now|currently|not|no\s+longer)\s+)?(?:a|an)\s+(?P<v>(?:[A-Za-z-]+\s+){0,2}?[a-z-]+)"
+       r"(?=\s*(?:now|again|these\s+days|anymore|any\s+more)?\s*(?:$|[.,!?;:]))", "work", "job", make=_job,
+       on_negation="end_value"),
+    _r(r"\b(?:I'm|I\s+am|work\s+as|working\s+as)\s+(?:a|an)\s+(?:[\w-]+\s+){0,2}?[\w-]+\s+(?:at|for|with)\s+"
+       + _PV, "work", "employer", clean=_place, value_span=True),
+    _r(r"\b(?:(?:promoted\s+to|now\s+working\s+as|hired\s+as|started\s+as|trained\s+as|qualified\s+as)\s+"
+       r"(?:a\s+|an\s+|the\s+)?|(?:became|become)\s+(?:a|an)\s+)(?P<v>(?:[A-Za-z-]+\s+){0,2}?[a-z-]+)(?=\s+(?:now|at|for|in|with|and|but|since|last|"
+       r"this|after)\b|\s*$|[.,!?;:])", "work", "job", make=_job),
+    _r(r"\b(?:I'm|I\s+am|now|became|promoted\s+to)\s+(?:now\s+)?(?:the\s+)?(?P<v>(?:head|director|vp|chief|manager|lead)"
+       r"\s+of\s+[a-z]+(?:\s+[a-z]+)?)", "work", "job", make=lambda m, s: [("job", m.group("v").lower())]),
+    _r(r"\b(?:landed|got|took|accepted|found|started)\s+(?:a\s+|the\s+|my\s+)?(?:new\s+)?(?:job|position|role|gig)\s+"
+       r"as\s+(?:a\s+|an\s+)?(?P<v>(?:[A-Za-z-]+\s+){0,2}?[a-z-]+)(?=\s+(?:at|for|in|with|and|but)\b|\s*$|[.,!?;:])",
+       "work", "job", make=_job_framed),
+    _r(r"\bmy\s+(?:job|occupation|profession|role|title)\s+is\s+(?:a|an)?\s*" + _EV, "work", "job", make=_job),
+    _r(r"(?:是|做|当|干|成了|升了|升为|转)(?:一名|一位|一个|个|名)?(?P<v>" + _ZC + r"{0,8}?" + _ZH_JOB_TAIL + r")",
+       "work", "job", on_negation="end_value"),
+    _r(r"(?:做|当)(?P<v>" + _ZC + r"{2,6}?)(?:的工作|工作)?(?=$|[,.!?;:\s。]|了)", "work", "job", confidence=0.6,
+       on_negation="end_value"),
+    # --- pets (key: the name; value: the species); deaths end the pet
+    _r(r"\b(?:had\s+to\s+say\s+goodbye\s+to|had\s+to\s+put\s+down|lost|buried|put\s+down)\s+"
+       r"(?:our\s+|my\s+)?(?:(?:dog|cat|bunny|rabbit|hamster|pup|puppy|kitty)\s+)?(?P<v>(?-i:[A-Z])[a-z]+)\b"
+       r"(?!\s+(?:Street|Road))|\b(?:had\s+to\s+)?put\s+(?P<w>(?-i:[A-Z])[a-z]+)\s+down\b",
+       "pet", "{slug}", make=lambda m, s: _pet_end(m.group("v") or m.group("w")),
+       op="end", on_negation="drop"),
+    _r(r"(?:^|(?<=\s))(?!(?:My|Our|His|Her|The)\b)(?P<v>(?-i:[A-Z])[a-z]+)\s+(?:passed\s+away|died|was\s+put\s+down|"
+       r"crossed\s+the\s+rainbow\s+bridge|didn't\s+make\s+it)", "pet", "{slug}",
+       make=lambda m, s: ([] if re.fullmatch(_KIN, m.group("v"), re.I) else [(_slug(m.group("v")), "")]),
+       op="end", on_negation="drop", subject=False),
+    _r(r"(?:^|(?<=[,.!?;:\s]))(?P<v>(?!" + _ZH_KIN + r")" + _ZC + r"{1,4}?)(?:昨天|前天|今天|上周|早上|昨晚)?"
+       r"(?:去世了|去世|死了|走了|没了|病死了|被车撞了)", "pet", "{slug}",
+       make=lambda m, s: ([] if re.search(r"我|他|她|人|家", m.group("v")) else [(_slug(m.group("v")), "")]),
+       op="end", on_negation="drop", subject=False),
+    _r(r"\b(?:my|our)\s+(?:old\s+|sweet\s+|beloved\s+|poor\s+)?" + _EN_SPECIES + r"\s+(?:passed\s+away|died|was\s+put\s+down|"
+       r"didn't\s+make\s+it)", "pet", "", make=lambda m, s: [(_slug(_species(m.group("s"))), "")], op="end",
+       on_negation="drop", subject=False),
+    _r(r"(?:我的|我家的?|家里的)" + _ZH_SPECIES + r"(?:昨天|前天|今天|上周)?(?:去世了|死了|走了|没了)", "pet", "",
+       make=lambda m, s: [(_slug(_species(m.group("s"))), "")], op="end", on_negation="drop", subject=False),
+    _r(r"\b(?:my|our)\s+" + _EN_SPECIES + r"'s\s+name\s+is\s+(?P<n>(?-i:[A-Z])[\w'-]*)", "pet", "", make=_pet,
+       subject=False, on_negation="drop"),
+    _r(r"\b(?:have|own|got|adopted|rescued|bought|getting|just\s+got|have\s+got|brought\s+home)\s+(?:a|an|one|two|"
+       r"three|\d)\s+(?!hot\s)(?:[a-z]+\s+){0,2}" + _EN_SPECIES + r"\b(?:\s*,?\s+(?:named|called)\s+"
+       r"(?P<n>(?-i:[A-Z])[\w'-]*))?(?:\s*,\s*(?P<n2>(?-i:[A-Z])[\w'-]*)(?:\s+and\s+(?P<n3>(?-i:[A-Z])[\w'-]*))?)?",
+       "pet", "", make=_pet, on_negation="drop"),
+    _r(r"(?P<n>(?-i:[A-Z])[\w'-]*(?:\s+(?-i:[A-Z])[\w'-]*)?)\s*,\s*(?:my|our)\s+(?:[a-z]+\s+){0,3}" + _EN_SPECIES
+       + r"\b", "pet", "", make=_pet, subject=False, on_negation="drop"),
+    _r(r"\b(?:my|our)\s+(?!hot\s)(?:[a-z]+\s+)?" + _EN_SPECIES + r"\s*,?\s+(?P<n>(?-i:[A-Z])[a-z][\w'-]*)", "pet", "",
+       make=_pet, subject=False, on_negation="drop"),
+    _r(r"(?:家里的|我家的?|我的|家里|我们家的?|(?:有|养了?|养着)(?:一|两|几)?(?:只|条|个|头|匹))?" + _ZH_SPECIES + r"(?:的名字)?(?:叫做|名叫|叫)(?P<n>" + _ZC
+       + r"{1,4}?)(?=$|[,.!?;:\s。]|了|,|三|两|一|已经|今年|很)", "pet", "", make=_pet, on_negation="drop"),
+    _r(r"(?P<n>" + _ZC + r"{1,4}?)是我(?:家|们家)?的" + _ZH_SPECIES, "pet", "", make=_pet, on_negation="drop"),
+    _r(r"(?:养了|养着|养|有)(?:一|两|二|三|几)?(?:只|条|个|头|匹)" + _ZH_SPECIES
+       + r"(?:,?\s*(?:它|他|她)?(?:叫|名叫|名字叫|叫做)(?P<n>" + _ZC + r"{1,6}))?", "pet", "", make=_pet_zh,
+       on_negation="drop"),
+    # --- budgets and spending constraints
+    _r(r"\b(?:forget|scrap|drop|cancel|ditch)\s+(?:the|my|our)\s+(?:(?P<t2>[a-z]+)\s+)?budget", "budget", "",
+       make=lambda m, s: [(_purpose(m.group("t2"), s), "")], op="end", on_negation="drop"),
+    _r(r"(?:\b(?P<t2>[a-z]+(?:\s+[a-z]+)?)\s+)?\bbudget" + r"(?:\s+for\s+(?:the\s+|my\s+|our\s+|this\s+|a\s+)?"
+       r"(?P<t>[a-z][a-z ]{0,25}?))?\s*(?:'s|:|is|was|of|will\s+be|has\s+been|is\s+now|at|around|about|"
+       r"roughly|stands\s+at|sits\s+at|is\s+set\s+at)?\s+(?:now\s+|only\s+|about\s+|around\s+|roughly\s+|just\s+|"
+       r"up\s+to\s+|maybe\s+)?" + _MONEY, "budget", "", make=_budget, on_negation="drop"),
+    _r(r"(?:\b(?P<t2>[a-z]+(?:\s+[a-z]+)?)\s+)?\bbudget(?:\s+for\s+(?:the\s+|my\s+|our\s+|this\s+|a\s+)?"
+       r"(?P<t>[a-z][a-z ]{0,25}?))?\s+(?:has\s+been\s+|was\s+|got\s+|is\s+|has\s+)?(?:raised|increased|bumped(?:\s+up)?|"
+       r"lowered|reduced|cut|changed|went\s+up|went\s+down|dropped|doubled|tripled|halved|grown|grew|risen|rose|"
+       r"climbed|jumped|fell|shrunk|moved|gone\s+up|gone\s+down)\s+(?:up\s+|down\s+)?to\s+" + _MONEY, "budget", "",
+       make=_budget, on_negation="drop"),
+    _r(r"\b(?:can't|cannot|can\s+not|don't\s+want\s+to|won't|not\s+going\s+to)\s+(?:spend|pay)\s+more\s+than\s+"
+       + _MONEY + r"(?:\s+(?:on|for)\s+(?:the\s+|a\s+|my\s+|our\s+)?(?P<t>[a-z]+(?:\s+[a-z]+)?))?", "budget", "",
+       make=_budget, on_negation="keep"),
+    _r(r"\b(?:can|could|will|'ll)\s+(?:now\s+|finally\s+|only\s+)?(?:spend|afford|pay|go\s+up\s+to|stretch\s+to|"
+       r"stretch\s+my\s+budget\s+to|go\s+as\s+high\s+as)\s+(?:up\s+to\s+|about\s+|around\s+|at\s+most\s+)?" + _MONEY,
+       "budget", "", make=_budget, on_negation="drop"),
+    _r(r"\b(?:willing|able|happy|prepared|ready)\s+to\s+(?:spend|pay)\s+(?:up\s+to\s+|about\s+|around\s+)?" + _MONEY
+       + r"(?:\s+(?:on|for)\s+(?:the\s+|a\s+|my\s+|our\s+)?(?P<t>[a-z]+(?:\s+[a-z]+)?))?", "budget", "",
+       make=_budget, on_negation="drop"),
+    _r(r"\bmy\s+(?:(?P<t2>[a-z]+)\s+)?(?:max|maximum|limit|cap|spending\s+limit)\s+(?:is|was|of)\s+" + _MONEY,
+       "budget", "", make=_budget, on_negation="drop", subject=False),
+    _r(r"\b(?:cutting|cut|capped|capping|cap|limit|limiting|limited|raising|raised|lowering|lowered|bumping|bumped|"
+       r"increasing|increased|reducing|reduced|keeping|kept)\s+(?:my\s+|our\s+|the\s+)?(?P<t>[a-z]+(?:\s+[a-z]+)?)"
+       r"(?:\s+(?:spending|budget|costs?))?\s+(?:down\s+|up\s+)?(?:to|at)\s+" + _MONEY, "budget", "", make=_budget,
+       on_negation="drop"),
+    _r(r"(?:(?P<t>[" + _CJK + r"]{2,8}?)的?)?(?:总)?预算(?:是|为|有|在|只有|大概|大约|约|差不多|(?:提高|增加|降低|降|减少|调整|调|"
+       r"改|涨|上调|下调|提|加|定|控制|变)(?:到|在|为|成)?了?|到|了|就|又|只|最多|顶多|从[^,.。]{1,8}?(?=提|增|降|减|调|"
+       r"改|涨|上|下|加|变))*\s*" + _ZH_MONEY, "budget", "", make=_budget, on_negation="drop"),
+    _r(r"(?:(?P<t>[" + _CJK + r"]{2,8}?))?(?:最多|顶多|最高|不超过|控制在)(?:能|可以|只能)?(?:花|出|付)?" + _ZH_MONEY,
+       "budget", "", make=_budget, on_negation="drop"),
+]
+
+# One value per meaning across languages, so "我吃素" confirms "I'm vegetarian" rather than
+# superseding it.
+_CANONICAL_VALUES = {"吃素": "vegetarian", "素食": "vegetarian", "纯素": "vegan"}
+
+# --- dates -------------------------------------------------------------------------------------
+
+_WORD_NUMS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+              "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "couple of": 2, "a couple of": 2,
+              "few": 3, "a few": 3, "several": 3}
+_ZH_DIGITS = {"一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+_MONTHS = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
+_WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+_ZH_WEEKDAYS = {"一": 0, "二": 1, "三": 2, "四": 3, "五": 4, "六": 5, "日": 6, "天": 6}
+_UNIT_DAYS = {"day": 1, "night": 1, "week": 7, "month": 30, "天": 1, "晚": 1, "周": 7, "星期": 7, "礼拜": 7, "月": 30}
+_EN_COUNT = r"(\d+|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|(?:a\s+)?couple\s+of|(?:a\s+)?few)"
+_DUR_EN = re.compile(r"\b(?:for|back\s+in)\s+(?:the\s+next\s+|another\s+)?" + _EN_COUNT + r"\s+(day|night|week|month)s?\b|"
+                     r"\b" + _EN_COUNT + r"\s+(day|night|week|month)s?\s+(?:in|at|there|away|of)\b")
+_DUR_ZH = re.compile(r"(\d+|[一二两三四五六七八九十]+)\s*个?(天|晚|周|星期|礼拜|月)")
+_MON = r"(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
+_UNTIL_EN = re.compile(r"\b(?:until|till|til|through|thru|back\s+on|back\s+by|back)\s+(?:the\s+)?(?:(\d{4})-(\d{1,2})-"
+                       r"(\d{1,2})|" + _MON + r"\s+(\d{1,2})(?:st|nd|rd|th)?|(\d{1,2})(?:st|nd|rd|th)?(?:\s+(?:of\s+)?"
+                       + _MON + ")?|(" + "|".join(_WEEKDAYS) + r"))\b")
+_UNTIL_ZH = re.compile(r"(?:到|至)(?:(\d{1,2}|[一二三四五六七八九十]+)月)?(\d{1,2}|[一二三四五六七八九十]+)[日号]|"
+                       r"(?:周|星期|礼拜)([一二三四五六日天])(?:回|返回|回来|结束)")
+_NEXT_WEEK = re.compile(r"\bnext\s+week\b|下周|下个星期|下星期|下礼拜")
+_THIS_WEEK = re.compile(r"\bthis\s+week(?:end)?\b|这周|本周|这个星期|这星期|这礼拜|这个?周末")
+_SINCE_WEEKDAY = re.compile(r"\bsince\s+(?:last\s+)?(" + "|".join(_WEEKDAYS) + r")\b", re.I)
+_HELD_FOR = re.compile(r"\bfor\s+(?:the\s+(?:past|last)\s+)?" + _EN_COUNT + r"\s+(year|month|week)s?\b|"
+                       r"(\d+|[一二两三四五六七八九十]+)\s*(?:个)?(年|月)(?:多)?了?", re.I)
+_SHORT_STAY = re.compile(r"\bfor\s+(?:a|an|the|one|two|three|four|five|six|\d+|a\s+few|a\s+couple\s+of)\s+"
+                         r"(?:days?|nights?|weeks?|weekend)\b", re.I)
+
+
+def _zh_num(text: str) -> int:
+    if text.isdigit():
+        return int(text)
+    if "十" in text:
+        tens, _, ones = text.partition("十")
+        return _ZH_DIGITS.get(tens, 1) * 10 + _ZH_DIGITS.get(ones, 0)
+    return _ZH_DIGITS.get(text, 0)
+
+
+def _en_num(text: str) -> int:
+    return int(text) if text.isdigit() else _WORD_NUMS.get(re.sub(r"\s+", " ", text.lower()), 1)
+
+
+def _month_day(month: int, day: int, today: date) -> date | None:
+    try:
+        d = date(today.year, month, day)
+        return d if d >= today else date(today.year + 1, month, day)
+    except ValueError:
+        return None
+
+
+def _event_day(sentence: str, written: date, *, temporary: bool, held: bool = True) -> date | None:
+    """The day the statement's change happened (or, for a stay, began)."""
+    if m := re.search(r"大前天", sentence):
+        return written - timedelta(days=3)
+    if temporary and _NEXT_WEEK.search(sentence):
+        return written + timedelta(days=7 - written.weekday())
+    if temporary and re.search(r"\bthis\s+weekend\b|这个?周末", sentence, re.I):
+        return written + timedelta(days=max(0, 5 - written.weekday()))
+    if m := _SINCE_WEEKDAY.search(sentence):
+        target = _WEEKDAYS.index(m[1].lower())
+        return written - timedelta(days=(written.weekday() - target) % 7 or 7)
+    for mention in find_time_mentions(sentence, written):
+        if mention.day < written or temporary:
+            return mention.day
+    if held and not temporary and (m := _HELD_FOR.search(sentence)):
+        # "been living in Lyon for six years", "在深圳生活了五年了": the state has held that long.
+        if m[1]:
+            n, unit = _en_num(m[1]), m[2].lower()
+        else:
+            n, unit = _zh_num(m[3]), {"年": "year", "月": "month"}[m[4]]
+        if unit == "year":
+            try:
+                return written.replace(year=written.year - n)
+            except ValueError:
+                return written - timedelta(days=365 * n)
+        return written - timedelta(days=(30 if unit == "month" else 7) * n)
+    return None
+
+
+def _trip_until(sentence: str, created: datetime, start: date) -> datetime | None:
+    """End of a stay: an n-day stay from S covers S … S+n−1."""
+    text, today = sentence.lower(), created.date()
+    next_week = bool(_NEXT_WEEK.search(text))
+    if next_week:
+        start = today + timedelta(days=7 - today.weekday())
+    end: date | None = None
+    if m := _DUR_EN.search(text):
+        count, unit = (m[1], m[2]) if m[1] else (m[3], m[4])
+        end = start + timedelta(days=_en_num(count) * _UNIT_DAYS[unit] - 1)
+    elif m := _DUR_ZH.search(text):
+        if re.search(r"(?:玩|待|住|呆)了", text) and re.search(r"回来|回家|结束", text):
+            end = today - timedelta(days=1) if "昨天" in text else today  # a stay that is over
+        else:
+            end = start + timedelta(days=_zh_num(m[1]) * _UNIT_DAYS[m[2]] - 1)
+    elif m := _UNTIL_EN.search(text):
+        if m[1]:
+            try:
+                end = date(int(m[1]), int(m[2]), int(m[3]))
+            except ValueError:
+                end = None
+        elif m[4]:
+            end = _month_day(_MONTHS.index(m[4]) + 1, int(m[5]), today)
+        elif m[6]:
+            month = _MONTHS.index(m[7]) + 1 if m[7] else today.month
+            end = _month_day(month, int(m[6]), today)
+            if end and not m[7] and end < today:
+                end = None
+        elif m[8]:
+            end = today + timedelta(days=(_WEEKDAYS.index(m[8]) - today.weekday()) % 7)
+    elif m := _UNTIL_ZH.search(text):
+        if m[3]:
+            end = today + timedelta(days=(_ZH_WEEKDAYS[m[3]] - today.weekday()) % 7)
+        else:
+            end = _month_day(_zh_num(m[1]) if m[1] else today.month, _zh_num(m[2]), today)
+    elif next_week:
+        end = start + timedelta(days=6)
+    elif _THIS_WEEK.search(text):
+        end = today + timedelta(days=6 - today.weekday())
+    elif re.search(r"\blast\s+weekend\b|上(?:个)?周末", text):
+        end = start + timedelta(days=1)
+    elif re.search(r"\b(?:got|came|just)\s+back\b|回来了|刚回来", text):
+        end = today
+    return datetime.combine(end, time(23, 59, 59), tzinfo=created.tzinfo) if end else None
+
+
+def _time_scope(sentence: str, start: int, end: int) -> str:
+    """The words that date a statement: its own clause, plus a fronted time clause before it
+    ("Last month, I moved …"), so "back in San Diego, sold the old place in June" dates the
+    move by its own clause, not by the sale."""
+    begin = _clause_start(sentence, start)
+    stops = [i for i in (sentence.find(ch, end) for ch in ",;、—") if i >= 0]
+    scope = sentence[begin:min(stops) if stops else len(sentence)]
+    if begin > 0:
+        before = sentence[_clause_start(sentence, begin - 1):begin - 1]
+        mentions = find_time_mentions(before, date(2000, 1, 1))
+        rest = before
+        for mention in mentions:
+            rest = rest.replace(mention.text, " ")
+        if mentions and len(re.findall(r"\w+", rest)) <= 1:
+            scope = before + ", " + scope
+    return scope
+
+
+def _observed_at(sentence: str, written_at: datetime, *, temporary: bool, held: bool = True) -> datetime:
+    """When the stated change happened: "I moved here last month" happened last month. Only
+    past times count for lasting facts; a trip may start in the future ("next week")."""
+    day = _event_day(sentence, written_at.date(), temporary=temporary, held=held)
+    if day is None or (not temporary and day >= written_at.date()):
+        return written_at
+    return datetime.combine(day, time(0), tzinfo=written_at.tzinfo)
+
+
+# --- dialogue: bare answers to the assistant's questions -----------------------------------------
+
+_QA_SLOTS = [
+    (re.compile(r"\bwhich\s+(?:team|company|firm|club|employer|hospital|school|studio|agency)\b|"
+                r"\bwhere\s+(?:do|will|are)\s+you\s+(?:work|working)\b|哪家公司|哪个公司|什么公司", re.I),
+     "work", "employer"),
+    (re.compile(r"\bwhich\s+city\b|\bwhere\s+(?:do|did)\s+you\s+(?:live|move)\b|哪个城市|住哪|搬到哪", re.I),
+     "location", "home_city"),
+    (re.compile(r"\bwhat(?:'s|\s+is)\s+your\s+name\b|怎么称呼|叫什么名字", re.I), "profile", "name"),
+]
+_PET_NAMES_Q = re.compile(r"\bwhat\s+(?:are|is)\s+(?:their|his|her|its)\s+names?\b|\bnames?\?|叫什么", re.I)
+_BARE_ANSWER = re.compile(r"^\s*(?:the\s+)?(?P<v>(?-i:[A-Z0-9])[\w&'.-]*(?:\s+(?-i:[A-Z0-9&])[\w&'.-]*){0,3})"
+                          r"\s*[!.]*\s*$|^\s*(?P<z>[" + _CJK + r"]{2,8})\s*[!.。!]*\s*$", re.I)
+_NAME_LIST = re.compile(r"^\s*(?P<a>(?-i:[A-Z])[a-z]+)\s*(?:,|and|&)\s*(?P<b>(?-i:[A-Z])[a-z]+)\s*[!.]*\s*$")
+
+
+def _answer_facts(question: str, answer: str, earlier: list[str], message: Message) -> list[ExtractedFact]:
+    answer = _prepare(answer).strip()
+
+    def fact(namespace: str, key: str, value: str) -> ExtractedFact:
+        return ExtractedFact(namespace=namespace, key=key, value=value, confidence=0.9,
+                             evidence_message_ids=[message.message_id], observed_at=message.created_at)
+
+    if _PET_NAMES_Q.search(question) and (m := _NAME_LIST.match(answer)):
+        said = [_species(s) for text in earlier for s in re.findall(_EN_SPECIES, text, re.I)]
+        names = [m["a"], m["b"]]
+        if len(said) == len(names):
+            return [fact("pet", _slug(n), s) for n, s in zip(names, said, strict=True)]
+        return []
+    for pattern, namespace, key in _QA_SLOTS:
+        if pattern.search(question) and (m := _BARE_ANSWER.match(answer)):
+            value = m["v"] or m["z"]
+            if value and value.lower() not in {"yes", "no", "ok", "okay", "sure", "thanks", "haha", "lol"}:
+                return [fact(namespace, key, value)]
+    return []
+
+
+# --- extraction --------------------------------------------------------------------------------
+
+
+def _read(rule: _Rule, m: re.Match[str], sentence: str) -> list[tuple[str, str, tuple[int, int]]]:
+    """[(key, value, span of the statement up to the cleaned value)]; empty if nothing usable."""
+    if rule.make:
+        made = rule.make(m, sentence) or []
+        span = m.span()
+        if "v" in rule.pattern.groupindex and m.group("v"):
+            # The statement ends where its cleaned value does: "love hiking and I live in …"
+            raw = m.group("v")
+            trimmed = _clean(raw, pref=True) or raw
+            at = raw.find(trimmed)
+            if at >= 0:
+                span = (m.start(), m.start("v") + at + len(trimmed))
+        return [(k or rule.key, v, span) for k, v in made if (k or rule.key)]
+    raw = m.group("v")
+    value = rule.clean(raw)
+    if not value:
+        return []
+    at = raw.find(value)
+    end = m.start("v") + at + len(value) if at >= 0 else m.end()
+    return [(rule.key.format(slug=_slug(value)), value, (m.start(), end))]
+
+
+def _sentence_facts(sentence: str, message: Message, *, correction: bool,
+                    confidence_cap: float) -> list[tuple[int, ExtractedFact]]:
+    found: list[tuple[int, ExtractedFact]] = []
+    taken: list[tuple[int, int]] = []
+    no_longer = bool(_NO_LONGER.search(sentence))
+    for rule in _RULES:
+        pos = 0
+        while m := rule.pattern.search(sentence, pos):
+            pos = m.start() + 1
+            reads = _read(rule, m, sentence)
+            if not reads:
+                continue
+            span = (m.start("v") if rule.value_span else m.start(), max(r[2][1] for r in reads))
+            # Overlap is judged on the span up to the cleaned value: "I love hiking and I live
+            # in Denver" keeps "I love hiking" although its raw capture ran over "I live in".
+            if any(span[0] < e and s < span[1] for s, e in taken):
+                continue
+            taken.append(span)  # blocked spans too: a looser rule must not re-read them
+            pos = span[1]
+            if _hypothetical(sentence, m.start()):
+                continue
+            if rule.subject and not _subject_ok(sentence, m.start()):
+                continue
+            op: FactOperation = rule.op
+            if rule.namespace == "location" and op == "assert" and _SHORT_STAY.search(sentence):
+                continue  # "going back to Paris for a week" is a stay, not a move
+            if op == "end" and rule.on_negation != "keep" and _negated(sentence, m.start()):
+                continue  # "I won't quit on my dreams", "don't ever quit"
+            value_at = m.start("v") if "v" in rule.pattern.groupindex and m.group("v") else m.start()
+            negated = rule.op == "assert" and (_negated(sentence, value_at) or (
+                no_longer and re.search(r"\b(?:anymore|any\s+more)\b", sentence[m.start():], re.I) is not None))
+            for key, value, _span in reads:
+                if negated:
+                    if rule.on_negation == "drop":
+                        continue
+                    if rule.on_negation == "flip" and value == "like":
+                        value = "dislike"
+                        if no_longer:  # "don't like X anymore", "不喜欢X了": the liking ended
+                            op, value = "end", ""
+                    elif rule.on_negation == "keep":
+                        pass
+                    else:  # "end", "end_value": a negated statement of a fact ends it
+                        op = "end"
+                elif op == "assert" and correction:
+                    op = "correct"
+                if rule.namespace == "preference" and value == "dislike" and no_longer and _NEGATION.search(m.group(0)):
+                    op, value = "end", ""  # "don't like jazz anymore", "不喜欢喝咖啡了": the liking ended
+                fact = ExtractedFact(
+                    namespace=rule.namespace, key=key, value=_CANONICAL_VALUES.get(value, value), operation=op,
+                    permanence="temporary" if rule.temporary else "permanent",
+                    confidence=min(rule.confidence, confidence_cap),
+                    evidence_message_ids=[message.message_id],
+                    # A stay's start may be said in any clause ("…for two weeks, leaving tomorrow").
+                    observed_at=_observed_at(sentence if rule.temporary else _time_scope(sentence, m.start(), m.end()),
+                                             message.created_at,
+                                             temporary=rule.temporary, held=op == "assert"),
+                )
+                if rule.temporary and op == "assert":
+                    start = fact.observed_at.date()
+                    fact = fact.model_copy(update={"valid_until": _trip_until(sentence, message.created_at, start)})
+                found.append((m.start(), fact))
+    return found
+
+
+_PRONOUN_NAME = re.compile(r"\b(?:she|he|it)(?:'s|\s+is)\s+(?:called|named)\s+(?P<n>(?-i:[A-Z])[\w'-]*)|"
+                           r"(?:它|他|她)叫(?P<z>" + _ZC + r"{1,4})", re.I)
+
+
+def _message_facts(message: Message) -> list[ExtractedFact]:
+    text = _prepare(message.content)
+    if _JOKE_SKIP.search(text) or _SARCASM.search(text):
+        return []  # a retracted or ironic statement is not evidence of anything
+    confidence_cap = 0.4 if _JOKE_SOFT.search(text) else 1.0
+    correction = bool(_CORRECTION.search(text))
+    found: list[tuple[int, int, ExtractedFact]] = []
+    species: str | None = None
+    for sentence_index, raw_sentence in enumerate(_SENTENCE_SPLIT.split(text)):
+        sentence = _statement_part(raw_sentence or "")
+        if not sentence:
+            continue
+        for start, fact in _sentence_facts(sentence, message, correction=correction, confidence_cap=confidence_cap):
+            found.append((sentence_index, start, fact))
+        if said := re.search(_EN_SPECIES + r"|" + _ZH_SPECIES.replace("?P<s>", ""), sentence, re.I):
+            species = _species(said.group(0))
+            if any(f.namespace == "pet" for _, _, f in found if _ == sentence_index):
+                species = None  # already named in this sentence
+        if species and (m := _PRONOUN_NAME.search(sentence)) and not _hypothetical(sentence, m.start()):
+            name = m["n"] or m["z"]
+            found.append((sentence_index, m.start(), ExtractedFact(
+                namespace="pet", key=_slug(name), value=species, confidence=min(0.9, confidence_cap),
+                evidence_message_ids=[message.message_id],
+                observed_at=_observed_at(text, message.created_at, temporary=False))))
+            species = None
+    named = {f.value for _, _, f in found if f.namespace == "pet" and f.key != _slug(f.value)}
+    return [f for _, _, f in sorted(found, key=lambda t: (t[0], t[1]))
+            if not (f.namespace == "pet" and f.key == _slug(f.value) and f.value in named)]
+
+
+def _extract_facts(messages: list[Message], subject_role: str) -> list[ExtractedFact]:
+    merged: dict[tuple[str, str, bool], ExtractedFact] = {}  # (namespace, key, is_end)
+    order: dict[tuple[str, str, bool], int] = {}
+    previous: Message | None = None
+    earlier: list[str] = []
+    for n, message in enumerate(messages):
+        if message.role != subject_role:
+            previous = message
+            continue
+        facts = _message_facts(message)
+        if not facts and previous is not None and previous.role != subject_role:
+            facts = _answer_facts(_prepare(previous.content), message.content, earlier, message)
+            for fact in facts:  # the pets are named now: drop their species-keyed placeholders
+                if fact.namespace == "pet":
+                    merged.pop(("pet", _slug(fact.value), False), None)
+        earlier.append(_prepare(message.content))
+        previous = message
+        for fact in facts:
+            is_end = fact.operation == "end"
+            identity = (fact.namespace, fact.key, is_end)
+            opposite = (fact.namespace, fact.key, not is_end)
+            if opposite in merged:
+                other = merged[opposite]
+                # A later statement cancels the opposite one with the same value (or about whatever
+                # is current); an end and a new value of the same key both stand ("left Ikea,
+                # started at H&M").
+                if not fact.value or not other.value or other.value == fact.value:
+                    del merged[opposite]
+            if identity in merged:
+                # The last statement wins, but every message that said it stays as evidence.
+                earlier_ids = merged.pop(identity).evidence_message_ids
+                ids = earlier_ids + [i for i in fact.evidence_message_ids if i not in earlier_ids]
+                fact = fact.model_copy(update={"evidence_message_ids": ids})
+            merged[identity] = fact
+            # Ends go before the new values of the same message, so the old fact closes first.
+            order[identity] = n * 1000 + len(order) - (500 if is_end else 0)
+    return sorted(merged.values(), key=lambda f: order[(f.namespace, f.key, f.operation == "end")])
+
+
+class RuleFactExtractor:
+    name = "rule-extractor"
+    # 3: clause-level subject analysis, verb classes, operations (end/correct), PHRASING vocabulary
+    version = "3"
+
+    async def extract(self, messages: list[Message], *, subject_role: str = "user") -> ExtractionResult:
+        return ExtractionResult(provider=self.name, extractor=self.name, extractor_version=self.version,
+                                facts=_extract_facts(messages, subject_role))
