@@ -10,17 +10,19 @@ the old version fails its commit with a version conflict, re-reads and re-decide
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
+import psycopg
 from psycopg_pool import AsyncConnectionPool
 
+from agent_memory.crypto import SubjectKey
 from agent_memory.events import FactCreated, FactSuperseded, MemoryEvent, VersionConflictError, memory_version
 from agent_memory.keyring import KeyRing
-from agent_memory.memory_store import record_event, subject_key
+from agent_memory.memory_store import commit_events
 from agent_memory.models import CommitOutcome, ExtractedFact, check_identifier
 from agent_memory.operation_keys import LiveWriteKey
-from agent_memory.operations import record_succeeded, recorded_result, request_hash
-from agent_memory.scope import Mode, subject_scope
+from agent_memory.operations import request_hash
 
 LIVE_SESSION = "live-write"
 LIVE_REASON = "live write: the user stated it directly"
@@ -48,30 +50,23 @@ async def write_fact(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_id: 
                          evidence_message_ids=evidence_message_ids, observed_at=observed)
     request = {"namespace": namespace, "key": key, "value": value, "expected_version": expected_version,
                "evidence": evidence_message_ids, "observed_at": observed.isoformat(), "subject": subject_id}
-    req_hash = request_hash(request)
-    op = LiveWriteKey.for_request_hash(req_hash)
-    operation_id = op.operation_id
-    async with subject_scope(pool, keyring, tenant_id, subject_id, Mode.WRITE) as scope:
-        conn = scope.conn
-        done = await recorded_result(conn, tenant_id, op, req_hash, CommitOutcome)
-        if done is not None:
-            return done
-        skey = await subject_key(conn, keyring, tenant_id, subject_id, create=True)
-        assert skey is not None  # create=True
-        name = f"{namespace}/{key}"
+    op = LiveWriteKey.for_request_hash(request_hash(request))
+    name = f"{namespace}/{key}"
+
+    async def decide(conn: psycopg.AsyncConnection, skey: SubjectKey) -> AsyncIterator[MemoryEvent]:
         memory_id = skey.memory_id("fact", name)
         current = await memory_version(conn, tenant_id, memory_id)
         if current != expected_version:
             raise VersionConflictError(f"memory {memory_id}: expected version {expected_version}, found {current}")
         fields = {"namespace": fact.namespace, "key": fact.key, "value": fact.value, "claim_type": fact.claim_type,
-                  "permanence": fact.permanence, "confidence": fact.confidence, "session_id": LIVE_SESSION, "reason": LIVE_REASON}
-        payload = (FactCreated if current == 0 else FactSuperseded).model_validate(fields)
-        event = MemoryEvent(memory_id=memory_id, version=current + 1, namespace=namespace, name=name,
-                            occurred_at=observed, source_message_ids=tuple(evidence_message_ids),
-                            operation_id=operation_id, actor="user", extractor=("live-write", "1"), payload=payload)
-        await record_event(conn, skey, event)
-        outcome = CommitOutcome(operation_id=operation_id, session_id=LIVE_SESSION, events_appended=1,
-                                facts_written=1, episode_written=False, outbox_rows=1)
-        await record_succeeded(conn, tenant_id=tenant_id, subject_id=subject_id, key=op, req_hash=req_hash,
-                               result=outcome)
-    return outcome
+                  "permanence": fact.permanence, "confidence": fact.confidence, "session_id": LIVE_SESSION,
+                  "reason": LIVE_REASON}
+        yield MemoryEvent(memory_id=memory_id, version=current + 1, namespace=namespace, name=name,
+                          occurred_at=observed, source_message_ids=tuple(evidence_message_ids),
+                          operation_id=op.operation_id, actor="user", extractor=("live-write", "1"),
+                          payload=(FactCreated if current == 0 else FactSuperseded).model_validate(fields))
+
+    return await commit_events(
+        pool, keyring, tenant_id=tenant_id, subject_id=subject_id, key=op, request=request, decide=decide,
+        outcome=lambda _: CommitOutcome(operation_id=op.operation_id, session_id=LIVE_SESSION, events_appended=1,
+                                        facts_written=1, episode_written=False, outbox_rows=1))

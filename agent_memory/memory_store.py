@@ -9,7 +9,7 @@ events the same way; nothing else writes a projection row.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 from typing import Any
 
@@ -48,7 +48,7 @@ from agent_memory.models import (
     ImportanceResult,
     SummaryResult,
 )
-from agent_memory.operation_keys import CommitKey
+from agent_memory.operation_keys import CommitKey, OperationKey
 from agent_memory.operations import record_succeeded, recorded_result, request_hash
 from agent_memory.scope import Mode, SubjectScope, subject_scope
 
@@ -227,34 +227,52 @@ def _outcome(operation_id: str, session_id: str, through: datetime | None,
                          observations_written=observations, outbox_rows=facts + episodes + observations)
 
 
+async def commit_events(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_id: str, subject_id: str,
+                        key: OperationKey, request: dict[str, Any],
+                        decide: Callable[[psycopg.AsyncConnection, SubjectKey], AsyncIterator[MemoryEvent]],
+                        outcome: Callable[[list[MemoryEvent]], CommitOutcome]) -> CommitOutcome:
+    """The write path's one transaction, for every writer: the subject's write scope, the
+    recorded outcome of this operation if there is one (a retry returns it), else the events
+    `decide` yields, each recorded (appended + applied) before the next is decided, and the
+    operation's own record."""
+    req_hash = request_hash(request)
+    async with subject_scope(pool, keyring, tenant_id, subject_id, Mode.WRITE) as scope:
+        done = await recorded_result(scope.conn, tenant_id, key, req_hash, CommitOutcome)
+        if done is not None:
+            return done
+        skey = await subject_key(scope.conn, keyring, tenant_id, subject_id, create=True)
+        assert skey is not None  # create=True: the row was just inserted, or was already there
+        recorded: list[MemoryEvent] = []
+        async for event in decide(scope.conn, skey):
+            await record_event(scope.conn, skey, event)
+            recorded.append(event)
+        result = outcome(recorded)
+        await record_succeeded(scope.conn, tenant_id=tenant_id, subject_id=subject_id, key=key, req_hash=req_hash,
+                               result=result)
+    return result
+
+
 async def commit_consolidation(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_id: str, subject_id: str,
                                session_id: str, key: CommitKey, request: dict[str, Any], extraction: ExtractionResult,
                                plan: ConflictPlan, importance: ImportanceResult, summary: SummaryResult,
                                happened_at: datetime, through: datetime | None = None) -> CommitOutcome:
-    """decide → events → append + apply, and the commit's operation record, in one transaction."""
-    req_hash = request_hash(request)
+    """A consolidation's commit: its facts' events as planned, then the session's episode and
+    observations (commit_events: one transaction, recorded once)."""
     operation_id = key.operation_id
-    async with subject_scope(pool, keyring, tenant_id, subject_id, Mode.WRITE) as scope:
-        conn = scope.conn
-        done = await recorded_result(conn, tenant_id, key, req_hash, CommitOutcome)
-        if done is not None:
-            return done
-        skey = await subject_key(conn, keyring, tenant_id, subject_id, create=True)
-        assert skey is not None  # create=True: the row was just inserted, or was already there
-        recorded: list[MemoryEvent] = []
+
+    async def decide(conn: psycopg.AsyncConnection, skey: SubjectKey) -> AsyncIterator[MemoryEvent]:
         async for event in decide_fact_events(conn, skey, session_id=session_id, operation_id=operation_id,
                                               extraction=extraction, plan=plan):
-            await record_event(conn, skey, event)
-            recorded.append(event)
+            yield event
         episode = await _episode_event(conn, skey, session_id, importance, summary, happened_at, operation_id)
-        for event in [*([episode] if episode else []),
-                      *await _observation_events(conn, skey, session_id, summary, operation_id)]:
-            await record_event(conn, skey, event)
-            recorded.append(event)
-        outcome = _outcome(operation_id, session_id, through, recorded)
-        await record_succeeded(conn, tenant_id=tenant_id, subject_id=subject_id, key=key, req_hash=req_hash,
-                               result=outcome)
-    return outcome
+        if episode is not None:
+            yield episode
+        for event in await _observation_events(conn, skey, session_id, summary, operation_id):
+            yield event
+
+    return await commit_events(pool, keyring, tenant_id=tenant_id, subject_id=subject_id, key=key, request=request,
+                               decide=decide,
+                               outcome=lambda recorded: _outcome(operation_id, session_id, through, recorded))
 
 
 async def list_facts(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id: str, subject_id: str, *,
