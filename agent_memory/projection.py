@@ -25,6 +25,7 @@ from functools import partial
 from typing import Any
 
 from pgvector import Vector
+from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 from temporalio.client import Client
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
@@ -59,27 +60,11 @@ def memory_text(kind: str, namespace: str, key: str | None, value: str) -> str:
 
 
 async def pending_rows(pool: AsyncConnectionPool, tenant_id: str, subject_id: str) -> list[tuple[Any, ...]]:
-    """Outbox rows still to project, joined to the text of the row they point at (None if gone)."""
-    async with tenant_transaction(pool, tenant_id) as conn:
-        cur = await conn.execute(
-            """
-            SELECT o.memory_id, o.memory_kind, o.version,
-                   CASE o.memory_kind WHEN 'episode' THEN e.summary WHEN 'observation' THEN ob.text
-                        ELSE f.value END,
-                   coalesce(f.namespace, o.memory_kind), f.key
-              FROM projection_outbox o
-              LEFT JOIN facts f ON o.memory_kind = 'fact' AND f.tenant_id = o.tenant_id
-                               AND f.memory_id = o.memory_id AND f.version = o.version
-              LEFT JOIN episodes e ON o.memory_kind = 'episode' AND e.tenant_id = o.tenant_id
-                                  AND e.memory_id = o.memory_id AND e.version = o.version
-              LEFT JOIN observations ob ON o.memory_kind = 'observation' AND ob.tenant_id = o.tenant_id
-                                       AND ob.memory_id = o.memory_id AND ob.version = o.version
-             WHERE o.tenant_id = %s AND o.subject_id = %s AND o.processed_at IS NULL
-               AND o.dead_lettered_at IS NULL
-             ORDER BY o.created_at, o.memory_id
-             LIMIT %s
-            """, (tenant_id, subject_id, BATCH_SIZE))
-        return await cur.fetchall()
+    """Outbox rows still to project, due or not (the inline path of runs started before the
+    projector): (memory id, kind, version, text or None if gone, namespace, key)."""
+    rows = await _outbox_rows(pool, tenant_id, subject_id, BATCH_SIZE, due_only=False)
+    return [(memory_id, kind, version, value, namespace, key)
+            for memory_id, kind, version, _attempts, value, namespace, key in rows]
 
 
 async def project_vectors(pool: AsyncConnectionPool, recorder: OperationRecorder, embedder: Embedder,
@@ -135,8 +120,17 @@ class _Item:
 
 async def due_rows(pool: AsyncConnectionPool, tenant_id: str, subject_id: str, limit: int) -> list[tuple[Any, ...]]:
     """Pending rows that are due (not dead, next_attempt_at passed), oldest first, with their text."""
+    return await _outbox_rows(pool, tenant_id, subject_id, limit, due_only=True)
+
+
+async def _outbox_rows(pool: AsyncConnectionPool, tenant_id: str, subject_id: str, limit: int, *,
+                       due_only: bool) -> list[tuple[Any, ...]]:
+    """Pending, not dead-lettered outbox rows joined to the text of the row they point at (None
+    if gone): (memory id, kind, version, attempts, text, namespace, key)."""
+    due = sql.SQL("AND o.next_attempt_at <= now()" if due_only else "")
+    order = sql.SQL("o.next_attempt_at, o.created_at, o.memory_id" if due_only else "o.created_at, o.memory_id")
     async with tenant_transaction(pool, tenant_id) as conn:
-        cur = await conn.execute(
+        cur = await conn.execute(sql.SQL(
             """
             SELECT o.memory_id, o.memory_kind, o.version, o.attempts,
                    CASE o.memory_kind WHEN 'episode' THEN e.summary WHEN 'observation' THEN ob.text
@@ -150,10 +144,10 @@ async def due_rows(pool: AsyncConnectionPool, tenant_id: str, subject_id: str, l
               LEFT JOIN observations ob ON o.memory_kind = 'observation' AND ob.tenant_id = o.tenant_id
                                        AND ob.memory_id = o.memory_id AND ob.version = o.version
              WHERE o.tenant_id = %s AND o.subject_id = %s AND o.processed_at IS NULL
-               AND o.dead_lettered_at IS NULL AND o.next_attempt_at <= now()
-             ORDER BY o.next_attempt_at, o.created_at, o.memory_id
+               AND o.dead_lettered_at IS NULL {}
+             ORDER BY {}
              LIMIT %s
-            """, (tenant_id, subject_id, limit))
+            """).format(due, order), (tenant_id, subject_id, limit))
         return await cur.fetchall()
 
 

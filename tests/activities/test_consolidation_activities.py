@@ -11,7 +11,7 @@ from temporalio.testing import ActivityEnvironment
 from activities.consolidation import ConsolidationActivities
 from agent_memory.db import tenant_transaction
 from agent_memory.memory_store import list_facts
-from agent_memory.models import CommitInput, ConflictPlanInput, StepInput
+from agent_memory.models import CommitInput, ConflictPlanInput, ProjectionInput, StepInput
 from agent_memory.providers.offline import RuleFactExtractor, offline_providers
 from tests.sessions import session
 
@@ -186,3 +186,28 @@ async def test_the_version_a_read_returns_is_the_one_a_write_accepts(services, c
     with pytest.raises(Exception, match="expected version 2, found 3"):
         await client.write_fact(tenant, "ivo", "location", "home_city", "Faro", expected_version=row.version,
                                 evidence_message_ids=["v2:1"])
+
+
+async def test_runs_from_before_the_projector_still_project_their_vectors_inline(services, client, tenant):
+    """The project_vectors activity (consolidations recorded before the projector existed finish
+    through it): every pending outbox row gets its vector once; a second run finds nothing."""
+    env = ActivityEnvironment()
+    acts = make_activities(services)
+    await client.append_messages(tenant, "ola", session("p1", "2024-01-01T10:00:00Z", "I live in Porto.",
+                                                        "I love jazz."))
+    step = StepInput(tenant_id=tenant, subject_id="ola", session_id="p1")
+    extraction = await env.run(acts.extract_facts, step)
+    plan = await env.run(acts.check_conflicts, ConflictPlanInput(
+        **step.model_dump(), extraction_operation_id=extraction.operation_id))
+    importance = await env.run(acts.score_importance, step)
+    summary = await env.run(acts.summarize_session, step)
+    commit = await env.run(acts.commit_consolidation, CommitInput(
+        **step.model_dump(), extraction_operation_id=extraction.operation_id, plan_operation_id=plan.operation_id,
+        importance_operation_id=importance.operation_id, summary_operation_id=summary.operation_id))
+    first = await env.run(acts.project_vectors, ProjectionInput(tenant_id=tenant, subject_id="ola"))
+    assert first.vectors_upserted == first.outbox_done == commit.outbox_rows > 0
+    again = await env.run(acts.project_vectors, ProjectionInput(tenant_id=tenant, subject_id="ola"))
+    assert again.vectors_upserted == again.outbox_done == 0
+    async with tenant_transaction(services.pool, tenant) as conn:
+        cur = await conn.execute("SELECT count(*) FROM memory_vectors WHERE tenant_id = %s", (tenant,))
+        assert (await cur.fetchone())[0] == commit.outbox_rows
