@@ -26,6 +26,7 @@ from agent_memory.models import (
     ConflictPlanInput,
     ExtractionResult,
     ImportanceResult,
+    KnownFact,
     Message,
     ProjectionInput,
     ProjectionOutcome,
@@ -33,12 +34,13 @@ from agent_memory.models import (
     StepOutcome,
     SummaryResult,
 )
-from agent_memory.operation_keys import CommitKey, PlanKey, ProviderStep, ProviderStepKey
+from agent_memory.operation_keys import CommitKey, PlanKey, ProviderStep, ProviderStepKey, request_hash
 from agent_memory.operations import OperationRecorder, RecordNotFoundError
 from agent_memory.projection import project_vectors
 from agent_memory.providers.base import Embedder, FactExtractor, ImportanceScorer, Summarizer
 from agent_memory.providers.notes import write_observations
 from agent_memory.scope import Mode, subject_scope
+from agent_memory.vocabulary import VOCABULARY_VERSION, canonical_extraction
 
 
 def messages_digest(messages: list[Message]) -> str:
@@ -46,6 +48,16 @@ def messages_digest(messages: list[Message]) -> str:
     h = hashlib.sha256()
     for m in messages:
         h.update(f"{m.message_id}\x1f{m.role}\x1f{m.content}\x1e".encode())
+    return h.hexdigest()[:24]
+
+
+def facts_digest(facts: list[KnownFact]) -> str:
+    """Identifies the current facts an extractor was shown (their times too: the newest are kept
+    when the prompt caps them)."""
+    h = hashlib.sha256()
+    for f in facts:
+        h.update(f"{f.namespace}\x1f{f.key}\x1f{f.value}\x1f{f.observed_at.isoformat() if f.observed_at else ''}"
+                 f"\x1e".encode())
     return h.hexdigest()[:24]
 
 
@@ -74,16 +86,31 @@ class ConsolidationActivities:
             raise RecordNotFoundError(f"session {step.session_id!r} does not belong to subject {step.subject_id!r}")
         return messages, newest
 
+    async def _known_facts(self, step: StepInput) -> list[KnownFact]:
+        """The subject's current facts, as check_conflicts reads them (an erased subject is refused)."""
+        async with subject_scope(self.pool, self.keyring, step.tenant_id, step.subject_id, Mode.WRITE) as scope:
+            current = await current_facts(scope.conn, step.tenant_id, step.subject_id)
+        return [KnownFact(namespace=f.namespace, key=f.key, value=f.value, observed_at=f.observed_at)
+                for f in sorted(current.values(), key=lambda f: (f.namespace, f.key))]
+
     async def _provider_step(self, step: StepInput, kind: ProviderStep,
                              provider: FactExtractor | ImportanceScorer | Summarizer,
-                             result_type: type[R], call: Callable[[list[Message]], Awaitable[R]]) -> StepOutcome:
+                             result_type: type[R], call: Callable[[list[Message]], Awaitable[R]],
+                             context: dict[str, str] | None = None) -> StepOutcome:
+        """`context`: what else the provider is given or the result depends on besides the
+        messages; it is recorded with the request and keys the operation with them."""
         messages, newest = await self._session(step)
         digest = messages_digest(messages)
+        request = {"session_id": step.session_id, "messages": digest, "provider": provider.name,
+                   "version": provider.version}
+        if context:
+            # In the key as well: another context is another operation, never a mismatch with a
+            # recorded one.
+            request |= context
+            digest = request_hash({"messages": digest, **context})[:24]
         key = ProviderStepKey.for_messages(kind, step.session_id, provider, digest)
         result, reused = await self.recorder.run(
-            tenant_id=step.tenant_id, subject_id=step.subject_id, key=key,
-            request={"session_id": step.session_id, "messages": digest, "provider": provider.name,
-                     "version": provider.version},
+            tenant_id=step.tenant_id, subject_id=step.subject_id, key=key, request=request,
             result_type=result_type, call=lambda: call(messages))
         count = len(result.facts) if isinstance(result, ExtractionResult) else (
             len(result.sentences) if isinstance(result, SummaryResult) else 1)
@@ -92,8 +119,20 @@ class ConsolidationActivities:
     @activity.defn(name=contract.EXTRACT_FACTS)
     @temporal_failures
     async def extract_facts(self, step: StepInput) -> StepOutcome:
-        return await self._provider_step(step, "extract", self.extractor, ExtractionResult,
-                                         lambda messages: self.extractor.extract(messages))
+        known = await self._known_facts(step)
+
+        async def extract(messages: list[Message]) -> ExtractionResult:
+            # One vocabulary whatever the provider: normalised before it is recorded, so the plan
+            # and the commit only ever see canonical keys.
+            result = canonical_extraction(await self.extractor.extract(messages, current_facts=known))
+            return result.model_copy(update={"current_facts_digest": facts_digest(known)})
+
+        # Keyed on the messages, not on the current facts: the facts change with every commit, and
+        # a consolidation run again after its own commit (a reset, a re-run of a failed run) must
+        # find the recorded extraction (the commit is then replayed), not make a second one or fail
+        # as a mismatch. The record says which facts the extractor saw (current_facts_digest).
+        return await self._provider_step(step, "extract", self.extractor, ExtractionResult, extract,
+                                         context={"vocabulary": VOCABULARY_VERSION})
 
     @activity.defn(name=contract.SCORE_IMPORTANCE)
     @temporal_failures

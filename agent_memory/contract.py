@@ -217,8 +217,13 @@ _HEARTBEAT = timedelta(seconds=20)
 _E = ErrorType
 
 # Model calls: the recorded operation makes each retry free of a second call once a result exists.
+# Timeouts, innermost first: the provider client's per call (OpenAICompatibleConfig.timeout_seconds:
+# 60 s for a remote API, 300 s for a small local model on a busy machine; a long session is a few
+# calls); the recorded operation's claim (operations.CLAIM_LEASE, renewed while the call runs);
+# this start-to-close, above the client timeout plus a lease a retry may have to wait out. A dead
+# worker is noticed by the heartbeat, not by this bound.
 PROVIDER_STEP: Final = ActivityPreset(
-    start_to_close=timedelta(minutes=2), heartbeat=_HEARTBEAT,
+    start_to_close=timedelta(minutes=10), heartbeat=_HEARTBEAT,
     initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=2),
     permanent=(_E.SUBJECT_ERASED, _E.NOT_FOUND, _E.OPERATION_MISMATCH, _E.PROVIDER_PERMANENT,
                _E.PROVIDER_OUTPUT_INVALID, _E.UNSTORABLE_VALUE, _E.KEY_UNAVAILABLE))

@@ -125,10 +125,22 @@ class ExtractedFact(BaseModel):
     observed_at: datetime
 
 
+class KnownFact(BaseModel):
+    """A current fact of the subject as an extractor is shown it, so it can say what a statement
+    does to it (confirm, end, correct) instead of only asserting values."""
+
+    namespace: str
+    key: str
+    value: str
+    observed_at: datetime | None = None  # start of the current value; the newest are kept when capped
+
+
 class ExtractionResult(ProviderResult):
     extractor: str
     extractor_version: str
     facts: list[ExtractedFact]
+    # Digest of the current facts the extractor was shown (set by the extract_facts activity).
+    current_facts_digest: str | None = None
 
 
 class ImportanceResult(ProviderResult):

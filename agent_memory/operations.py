@@ -10,6 +10,8 @@ their own columns (migration 010).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -30,6 +32,7 @@ __all__ = ["KEY_COLUMN_LIST", "KEY_FILL", "KEY_PLACEHOLDERS", "OperationKey", "O
            "recorded_result", "request_hash"]
 
 R = TypeVar("R", bound=BaseModel)
+log = logging.getLogger(__name__)
 
 
 class RecordNotFoundError(LookupError):
@@ -92,8 +95,11 @@ async def record_succeeded(conn: psycopg.AsyncConnection, *, tenant_id: str, sub
     )
 
 
-# How long a claimed provider call may run before another attempt may take it over; above the
-# providers' own timeouts, below the activities' start-to-close timeouts.
+# A claimed call's lease: renewed every third of it while the call runs, so a slow call (a local
+# model under load takes minutes: its client timeout is 300 s) keeps its claim however long it
+# takes, and the claim of an attempt that died lapses after at most this long. Below the
+# activities' start-to-close timeouts (contract.PROVIDER_STEP): a retry that waits out a dead
+# attempt's claim must still have the time for its own call.
 CLAIM_LEASE = timedelta(seconds=90)
 CLAIM_POLL_SECONDS = 0.5
 
@@ -101,9 +107,10 @@ CLAIM_POLL_SECONDS = 0.5
 class OperationRecorder:
     """Runs effectful calls at most once per operation id, scoped to a tenant."""
 
-    def __init__(self, pool: AsyncConnectionPool, keyring: KeyRing):
+    def __init__(self, pool: AsyncConnectionPool, keyring: KeyRing, *, lease: timedelta = CLAIM_LEASE):
         self._pool = pool
         self.keyring = keyring
+        self.lease = lease
         # Test hook for the crash suite: called after a result is recorded, before returning.
         self.after_record: Callable[[OperationKey], Awaitable[None]] | None = None
 
@@ -132,10 +139,11 @@ class OperationRecorder:
                      WHERE operations.status <> 'started' OR operations.updated_at < now() - %s
                     RETURNING operation_id
                     """,
-                    (tenant_id, operation_id, subject_id, key.kind, req_hash, *key.columns(), CLAIM_LEASE))
+                    (tenant_id, operation_id, subject_id, key.kind, req_hash, *key.columns(), self.lease))
                 if await cur.fetchone() is not None:
                     break
             await asyncio.sleep(CLAIM_POLL_SECONDS)
+        renewal = asyncio.create_task(self._renew(tenant_id, operation_id))
         try:
             result = await call()
         except Exception as exc:
@@ -150,12 +158,27 @@ class OperationRecorder:
                     "WHERE tenant_id = %s AND operation_id = %s AND status <> 'succeeded'",
                     (error, tenant_id, operation_id))
             raise
+        finally:
+            renewal.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewal
         async with subject_scope(self._pool, self.keyring, tenant_id, subject_id, Mode.WRITE) as scope:
             await record_succeeded(scope.conn, tenant_id=tenant_id, subject_id=subject_id, key=key,
                                    req_hash=req_hash, result=result)
         if self.after_record is not None:
             await self.after_record(key)
         return result, False
+
+    async def _renew(self, tenant_id: str, operation_id: str) -> None:
+        """Keep this attempt's claim live while its call runs."""
+        while True:
+            await asyncio.sleep(self.lease.total_seconds() / 3)
+            try:
+                async with tenant_transaction(self._pool, tenant_id) as conn:
+                    await conn.execute("UPDATE operations SET updated_at = now() WHERE tenant_id = %s "
+                                       "AND operation_id = %s AND status = 'started'", (tenant_id, operation_id))
+            except psycopg.Error as exc:  # the call goes on; at worst the claim lapses and is taken over
+                log.warning("could not renew the claim of %s: %s", operation_id, exc)
 
     async def load(self, tenant_id: str, subject_id: str, operation_id: str, result_type: type[R]) -> R:
         # An erased subject raises (erasure deleted the results).

@@ -306,19 +306,22 @@ class LocalModelServer:
         self.stop()
 
 
-def local_model_config(server: LocalModelServer, *, timeout_seconds: float = 110.0) -> OpenAICompatibleConfig:
+def local_model_config(server: LocalModelServer, *, timeout_seconds: float = 300.0) -> OpenAICompatibleConfig:
     """OpenAI-compatible settings for the local server: strict json_schema output, a max_tokens
     budget the schemas fit in, a frequency penalty (greedy decoding of a 135M model otherwise
     loops inside a string until max_tokens), the context window of one slot (long sessions go in chunks), and
     the model's 576-dimensional embeddings truncated and renormalised to the store's dimension.
 
-    The timeout is as generous as the workflow allows: a provider activity has 2 minutes
-    (contract.PROVIDER_STEP), so a call that would need more times out in the client and is retried."""
+    The client timeout is 300 s a call: two cores under load take minutes for a long prompt. A
+    provider activity allows twice that (contract.PROVIDER_STEP, 10 minutes), and the call keeps
+    its recorded operation's claim while it runs (operations.CLAIM_LEASE is renewed), so no other
+    attempt starts a second call meanwhile."""
     return OpenAICompatibleConfig(base_url=server.base_url, api_key="local", chat_model=MODEL_NAME,
                                   embedding_model=MODEL_NAME, timeout_seconds=timeout_seconds,
                                   response_format="json_schema", send_dimensions=False, truncate_dimensions=True,
                                   max_tokens=1024, context_tokens=CONTEXT_TOKENS // PARALLEL_SLOTS,
-                                  frequency_penalty=1.0, max_facts=4)
+                                  frequency_penalty=1.0, max_facts=4, max_sentences=3, max_citations=2,
+                                  cite_from_enum=True)
 
 
 @contextlib.contextmanager

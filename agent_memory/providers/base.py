@@ -9,6 +9,7 @@ from agent_memory.models import (
     EmbeddingResult,
     ExtractionResult,
     ImportanceResult,
+    KnownFact,
     Message,
     SummaryResult,
 )
@@ -23,8 +24,11 @@ class FactExtractor(Protocol):
     name: str
     version: str
 
-    async def extract(self, messages: list[Message], *, subject_role: str = "user") -> ExtractionResult:
-        """Facts the subject states about themselves, each citing its evidence message ids."""
+    async def extract(self, messages: list[Message], *, subject_role: str = "user",
+                      current_facts: list[KnownFact] | None = None) -> ExtractionResult:
+        """Facts the subject states about themselves, each citing its evidence message ids, as
+        operations (`ExtractedFact.operation`) on the subject's `current_facts`. An extractor may
+        ignore the current facts; it must accept them."""
 
 
 class ImportanceScorer(Protocol):

@@ -18,14 +18,17 @@ from functools import lru_cache
 
 from agent_memory.models import (
     EmbeddingResult,
+    ExtractionResult,
     ImportanceResult,
+    KnownFact,
     Message,
     SummaryResult,
     SummarySentence,
 )
 from agent_memory.providers.base import EMBEDDING_DIMENSIONS, SUMMARY_TOKEN_CAP, estimate_tokens
 from agent_memory.providers.notes import write_observations
-from agent_memory.providers.offline_rules import RuleFactExtractor, _extract_facts, _prepare
+from agent_memory.providers.offline_rules import RuleFactExtractor as _RuleExtractor
+from agent_memory.providers.offline_rules import _extract_facts, _prepare
 
 _CJK = "\u3400-\u9fff\uf900-\ufaff"
 _TRAILING_IMAGE_TAGS = re.compile(r"(?:\s*\[image:[^\]]*\])+\s*$")
@@ -39,6 +42,16 @@ __all__ = [
     "RuleFactExtractor",
     "offline_providers",
 ]
+
+
+class RuleFactExtractor(_RuleExtractor):
+    """The rule extractor (offline_rules) under the FactExtractor protocol. Its rules read the
+    statements alone (an end or a correction is said in words), so the current facts are accepted
+    and not used: its result for a session does not depend on them."""
+
+    async def extract(self, messages: list[Message], *, subject_role: str = "user",
+                      current_facts: list[KnownFact] | None = None) -> ExtractionResult:
+        return await super().extract(messages, subject_role=subject_role)
 
 
 _LIFE_EVENT = re.compile(

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import asyncio
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from temporalio.exceptions import ApplicationError
@@ -11,7 +12,9 @@ from temporalio.testing import ActivityEnvironment
 from activities.consolidation import ConsolidationActivities
 from agent_memory.db import tenant_transaction
 from agent_memory.memory_store import list_facts
-from agent_memory.models import CommitInput, ConflictPlanInput, ProjectionInput, StepInput
+from agent_memory.models import CommitInput, ConflictPlanInput, ImportanceResult, ProjectionInput, StepInput
+from agent_memory.operation_keys import ProviderStepKey
+from agent_memory.operations import OperationRecorder
 from agent_memory.providers.offline import RuleFactExtractor, offline_providers
 from tests.sessions import session
 
@@ -22,10 +25,12 @@ class CountingExtractor(RuleFactExtractor):
     def __init__(self):
         super().__init__()
         self.calls = 0
+        self.seen = None
 
-    async def extract(self, messages, *, subject_role="user"):
+    async def extract(self, messages, *, subject_role="user", current_facts=None):
         self.calls += 1
-        return await super().extract(messages, subject_role=subject_role)
+        self.seen = current_facts
+        return await super().extract(messages, subject_role=subject_role, current_facts=current_facts)
 
 
 class Crash(Exception):
@@ -211,3 +216,55 @@ async def test_runs_from_before_the_projector_still_project_their_vectors_inline
     async with tenant_transaction(services.pool, tenant) as conn:
         cur = await conn.execute("SELECT count(*) FROM memory_vectors WHERE tenant_id = %s", (tenant,))
         assert (await cur.fetchone())[0] == commit.outbox_rows
+
+
+async def test_the_extractor_is_shown_the_subjects_current_facts(client, services, tenant):
+    """extract_facts reads the current facts and passes them on; a run again after the commit
+    (the facts have changed) reuses the recorded extraction, so its commit replays."""
+    await client.append_messages(tenant, "lin", session("a", "2024-03-01T09:00:00Z", "I live in Hangzhou."))
+    await client.append_messages(tenant, "lin", session("b", "2024-05-01T09:00:00Z", "I moved to Shanghai."))
+    extractor = CountingExtractor()
+    acts = make_activities(services, extractor)
+    env = ActivityEnvironment()
+
+    async def consolidate(session_id: str):
+        step = StepInput(tenant_id=tenant, subject_id="lin", session_id=session_id)
+        extraction = await env.run(acts.extract_facts, step)
+        plan = await env.run(acts.check_conflicts, ConflictPlanInput(
+            **step.model_dump(), extraction_operation_id=extraction.operation_id))
+        return extraction, await env.run(acts.commit_consolidation, CommitInput(
+            **step.model_dump(), extraction_operation_id=extraction.operation_id, plan_operation_id=plan.operation_id,
+            importance_operation_id=(await env.run(acts.score_importance, step)).operation_id,
+            summary_operation_id=(await env.run(acts.summarize_session, step)).operation_id))
+
+    first, commit_a = await consolidate("a")
+    assert extractor.seen == []
+    await consolidate("b")
+    assert [(f.namespace, f.key, f.value) for f in extractor.seen] == [("location", "home_city", "Hangzhou")]
+    assert extractor.seen[0].observed_at == datetime(2024, 3, 1, 9, tzinfo=UTC)
+    again, replayed = await consolidate("a")
+    assert again.operation_id == first.operation_id and again.reused and replayed == commit_a
+    assert extractor.calls == 2
+
+
+async def test_a_slow_call_keeps_its_claim_while_it_runs(services, tenant):
+    """A call that outlasts the claim's lease (a local model under load) renews it: a second
+    attempt meanwhile waits for the first one's result instead of calling again."""
+    recorder = OperationRecorder(services.pool, services.keyring, lease=timedelta(seconds=1.5))
+    key = ProviderStepKey("importance", "slow", "p", "1", "d")
+    calls = 0
+
+    async def slow() -> ImportanceResult:
+        nonlocal calls
+        calls += 1
+        await asyncio.sleep(4)  # more than twice the lease
+        return ImportanceResult(importance=7)
+
+    async def run():
+        return await recorder.run(tenant_id=tenant, subject_id="lin", key=key, request={"session": "slow"},
+                                  result_type=ImportanceResult, call=slow)
+
+    first = asyncio.create_task(run())
+    await asyncio.sleep(2.5)  # the first attempt's lease would have lapsed by now without renewal
+    (a, reused_a), (b, reused_b) = await asyncio.gather(first, run())
+    assert calls == 1 and a == b and (reused_a, reused_b) == (False, True)

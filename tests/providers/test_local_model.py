@@ -11,13 +11,17 @@ server dies mid-call), never the quality of what it extracts.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import time
 from collections.abc import Awaitable, Callable, Iterator
 
+import openai
 import pytest
 
+from activities.consolidation import facts_digest
 from agent_memory.db import tenant_transaction
+from agent_memory.models import ExtractionResult
 from agent_memory.providers.base import EMBEDDING_DIMENSIONS
 from agent_memory.providers.openai_compat import OpenAICompatibleConfig, ProviderBundle, openai_providers
 from tests.sessions import session
@@ -148,6 +152,65 @@ async def test_a_server_killed_mid_call_is_retried_and_recorded_once(client, ser
         cur = await conn.execute("SELECT count(*) FROM episodes WHERE tenant_id = %s", (tenant,))
         (episodes,) = await cur.fetchone()
     assert episodes <= 1  # at most one episode for the session (none if no summary sentence cited an id)
+
+
+async def test_a_second_session_is_extracted_against_the_current_facts(client, services, tenant, running_worker,
+                                                                      config):
+    """The extraction prompt carries the subject's current facts and the schema asks for an
+    operation per fact (assert | confirm | end | correct): the real model's output still
+    validates (grammar-constrained; every array bounded), has an operation on every fact and is
+    recorded with its usage."""
+    exchanges: list[tuple[dict, dict, float]] = []
+
+    async def keep(response) -> None:  # what the server was sent and answered, as it arrived
+        if response.request.url.path.endswith("/chat/completions"):
+            await response.aread()
+            exchanges.append((json.loads(response.request.content), response.json(),
+                              response.elapsed.total_seconds()))
+
+    http = openai.DefaultAsyncHttpxClient(event_hooks={"response": [keep]}, timeout=config.timeout_seconds)
+    shared = openai.AsyncOpenAI(base_url=config.base_url, api_key=config.api_key, max_retries=0,
+                                timeout=config.timeout_seconds, http_client=http)
+    bundle = openai_providers(config, shared)
+    first = session("s-ops-a", "2024-05-01T09:00:00Z", "Hi, I'm Lin and I live in Hangzhou.", "I am vegetarian.")
+    second = session("s-ops-b", "2024-06-01T09:00:00Z", "I moved to Shanghai last week.",
+                     "And I'm not vegetarian anymore.")
+    try:
+        async with running_worker(providers=bundle):
+            await client.append_messages(tenant, "lin", first)
+            await client.consolidation_result(await client.end_session(tenant, "lin", first.session_id))
+            # A current fact whatever the model made of the first session.
+            await client.write_fact(tenant, "lin", "location", "home_city", "Hangzhou", expected_version=0,
+                                    evidence_message_ids=["s-ops-a:1"])
+            await client.append_messages(tenant, "lin", second)
+            result = await client.consolidation_result(await client.end_session(tenant, "lin", second.session_id))
+            await client.wait_for_projection(tenant, "lin", timeout=600)
+    finally:
+        await bundle.aclose()
+    assert result.refused_reason is None
+
+    extractions = [(sent, answer, seconds) for sent, answer, seconds in exchanges
+                   if sent["response_format"]["json_schema"]["name"] == "fact_extraction"]
+    print("\nlocal model: extraction calls " + ", ".join(f"{s:.1f}s ({a['usage']['prompt_tokens']} prompt, "
+                                                           f"{a['usage']['completion_tokens']} completion tokens)"
+                                                           for _, a, s in extractions))
+    sent = next(s for s, _, _ in extractions if "s-ops-b:1" in s["messages"][-1]["content"])
+    assert 'location/home_city = "Hangzhou"' in sent["messages"][1]["content"].splitlines()
+    schema = sent["response_format"]["json_schema"]["schema"]
+    assert schema["$defs"]["FactOut"]["properties"]["operation"]["enum"] == ["assert", "confirm", "end", "correct"]
+    for _, reply, _ in extractions:  # the raw output: complete JSON, an operation on every fact
+        assert reply["choices"][0]["finish_reason"] == "stop", reply
+        facts = json.loads(reply["choices"][0]["message"]["content"])["facts"]
+        assert all(f["operation"] in ("assert", "confirm", "end", "correct") for f in facts), facts
+
+    async with tenant_transaction(services.pool, tenant) as conn:
+        cur = await conn.execute(
+            "SELECT provider, status, input_tokens, output_tokens, result FROM operations WHERE tenant_id = %s "
+            "AND kind = 'extract' AND session_id = %s", (tenant, second.session_id))
+        (provider, status, input_tokens, output_tokens, recorded), = await cur.fetchall()
+    assert (provider, status) == (PROVIDER, "succeeded") and input_tokens > 50 and output_tokens > 0
+    extraction = ExtractionResult.model_validate(recorded)
+    assert extraction.current_facts_digest not in (None, facts_digest([]))  # it saw the facts
 
 
 def test_up_without_a_compiler_says_so_in_one_line_and_starts_nothing(monkeypatch, tmp_path, capsys):

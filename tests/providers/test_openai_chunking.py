@@ -9,11 +9,13 @@ import math
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from pydantic import BaseModel
 
-from agent_memory.models import Message
-from agent_memory.providers.base import EMBEDDING_DIMENSIONS
+from agent_memory.models import KnownFact, Message
+from agent_memory.providers.base import EMBEDDING_DIMENSIONS, estimate_tokens
 from agent_memory.providers.errors import ProviderOutputInvalid
 from agent_memory.providers.openai_compat import (
+    CHUNK_FILL,
     ExtractionOut,
     ImportanceOut,
     OpenAICompatibleConfig,
@@ -64,9 +66,19 @@ def test_every_response_array_is_bounded():
             for value in node:
                 yield from arrays(value)
 
-    for model in (ExtractionOut, ImportanceOut, SummaryOut):
+    class Inner(BaseModel):
+        tags: list[str] | None  # a nullable array: anyOf [array, null]
+        default: str  # a property named like a keyword stays a property
+
+    class Nested(BaseModel):
+        grid: list[list[int]]  # an array of arrays
+        inner: list[Inner] = []  # items from $defs
+
+    for model in (ExtractionOut, ImportanceOut, SummaryOut, Nested):
         assert all(isinstance(a.get("maxItems"), int) for a in arrays(strict_json_schema(model)))
         assert "maxLength" not in json.dumps(strict_json_schema(model))
+    nested = strict_json_schema(Nested)
+    assert len(list(arrays(nested))) == 4 and nested["$defs"]["Inner"]["required"] == ["tags", "default"]
 
 
 async def test_a_long_session_is_extracted_in_chunks_that_fit_the_window():
@@ -84,6 +96,35 @@ async def test_a_long_session_is_extracted_in_chunks_that_fit_the_window():
     assert keys.count(("location", "home_city")) == 1  # the same fact from every chunk is kept once
     assert len(keys) == 1 + len(chunks)
     assert (result.input_tokens, result.output_tokens) == (100 * len(chunks), 10 * len(chunks))
+
+
+async def test_current_facts_go_with_every_chunk_and_the_chunks_still_fit():
+    known = [KnownFact(namespace="preference", key=f"a_rather_long_object_name_{i}", value="like " * 5,
+                       observed_at=T0 - timedelta(days=i)) for i in range(60)]
+    with FakeOpenAIServer() as server:
+        server.responder = _route
+        bundle = openai_providers(_config(server, context_tokens=4096, max_tokens=1024))
+        await bundle.extractor.extract(LONG, current_facts=known)
+        await bundle.aclose()
+    shown = [r.body["messages"][1]["content"] for r in server.requests]
+    assert len(shown) > 1 and len(set(shown)) == 1  # the same facts with each chunk
+    assert "older facts not shown" in shown[0]  # capped to a quarter of the chunk's budget
+    assert estimate_tokens(shown[0]) <= (4096 - 1024) * CHUNK_FILL / 4
+    assert [i for r in server.requests for i in _ids(r)] == [m.message_id for m in LONG]
+    assert all(len(json.dumps(r.body["messages"])) < (4096 - 1024) * 4 for r in server.requests)
+
+
+async def test_each_chunk_cites_from_its_own_ids():
+    with FakeOpenAIServer() as server:
+        server.responder = _route
+        bundle = openai_providers(_config(server, context_tokens=4096, max_tokens=1024, cite_from_enum=True))
+        await bundle.extractor.extract(LONG)
+        await bundle.aclose()
+    assert len(server.requests) > 1
+    for r in server.requests:
+        items = r.body["response_format"]["json_schema"]["schema"]["$defs"]["FactOut"]["properties"][
+            "evidence_message_ids"]["items"]
+        assert items["enum"] == _ids(r)
 
 
 async def test_long_sessions_are_scored_and_summarised_per_chunk_within_the_cap():

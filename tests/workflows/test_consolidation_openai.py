@@ -87,3 +87,58 @@ async def test_schema_invalid_output_fails_non_retryably_and_keeps_the_raw_text(
     assert (kind, attempts, status) == ("extract", 1, "failed")
     assert '{"facts": [{"namespace": 3}]}' in error  # the raw output, for the operator
     assert await client.facts(tenant, "lin", history=True) == []
+
+
+def _fact(operation: str, namespace: str, key: str, value: str, line: dict) -> dict:
+    return {"operation": operation, "namespace": namespace, "key": key, "value": value, "claim_type": "explicit",
+            "permanence": "permanent", "valid_until": None, "confidence": 0.9, "evidence_message_ids": [line["id"]],
+            "observed_at": line["time"]}
+
+
+async def test_an_end_and_a_correction_from_the_model_end_and_void_facts(client, services, tenant, running_worker):
+    """The model is shown the current facts and answers with operations: a correction voids the
+    mistaken home city, an end closes the diet; the first session's keys are spoken loosely
+    (`location/city`, `diet/diet`) and land on the vocabulary's, so the operations find them."""
+    first = session("s-ops-1", "2024-03-01T09:00:00Z", "I live in Lyon.", "I'm vegetarian.")
+    second = session("s-ops-2", "2024-04-01T09:00:00Z", "Sorry, I meant Lille, not Lyon.", "And I eat meat again.")
+    shown: dict[str, str] = {}
+
+    def model(req):
+        if req.path.endswith("embeddings"):
+            return embeddings([[1.0] + [0.0] * (EMBEDDING_DIMENSIONS - 1) for _ in req.body["input"]])
+        name = req.body["response_format"]["json_schema"]["name"]
+        lines = [json.loads(line) for line in req.body["messages"][-1]["content"].splitlines()[1:]]
+        if name == "fact_extraction":
+            shown[lines[0]["id"]] = req.body["messages"][1]["content"]
+            facts = ([_fact("assert", "location", "city", "Lyon", lines[0]),
+                      _fact("assert", "diet", "diet", "vegetarian", lines[1])] if lines[0]["text"] == "I live in Lyon." else
+                     [_fact("correct", "location", "home_city", "Lille", lines[0]),
+                      _fact("end", "diet", "restriction", "vegetarian", lines[1])])
+            return chat_completion(json.dumps({"facts": facts}))
+        if name == "importance":
+            return chat_completion('{"importance": 6, "rationale": "facts"}')
+        return chat_completion(json.dumps({"sentences": [{"text": lines[0]["text"],
+                                                          "source_message_ids": [lines[0]["id"]]}]}))
+
+    with FakeOpenAIServer() as server:
+        server.responder = model
+        bundle = bundle_for(server)
+        async with running_worker(providers=bundle):
+            for s in (first, second):
+                await client.append_messages(tenant, "lin", s)
+                result = await client.consolidation_result(await client.end_session(tenant, "lin", s.session_id))
+                assert result.refused_reason is None
+        await bundle.aclose()
+
+    assert shown["s-ops-1:1"] == "Current facts of the subject (namespace/key = value): none."
+    assert shown["s-ops-2:1"].splitlines()[1:] == ['diet/restriction = "vegetarian"', 'location/home_city = "Lyon"']
+    assert [(f.namespace, f.key, f.value) for f in await client.facts(tenant, "lin")] == [
+        ("location", "home_city", "Lille")]
+    history = sorted((f.key, f.value, f.status) for f in await client.facts(tenant, "lin", history=True))
+    assert history == [("home_city", "Lille", "active"), ("home_city", "Lyon", "voided"),
+                       ("restriction", "vegetarian", "closed")]
+    async with tenant_transaction(services.pool, tenant) as conn:  # the record says what the model was shown
+        cur = await conn.execute("SELECT result->>'current_facts_digest' FROM operations WHERE tenant_id = %s "
+                                 "AND kind = 'extract' ORDER BY created_at", (tenant,))
+        digests = [row[0] for row in await cur.fetchall()]
+    assert len(digests) == 2 and len(set(digests)) == 2 and all(digests)
