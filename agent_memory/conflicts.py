@@ -86,6 +86,24 @@ def support(claim_type: str, confidence: float, evidence_count: int, is_newest: 
             + WEIGHTS["recency"] * recency + WEIGHTS["relevance"] * confidence)
 
 
+# Namespaces where an unqualified key ("budget/general": "budget's 35k now") means the one thing of
+# that kind the subject has, when there is exactly one.
+GENERAL_KEYS = {"budget": "general"}
+
+
+def _sole_specific(fact: ExtractedFact, current: dict[tuple[str, str], CurrentFact]) -> CurrentFact | None:
+    """The one current budget a budget statement under another key changes, when one of the two
+    keys is the unqualified one (key fragmentation: "our wedding budget is 30k" … "budget's 35k now",
+    "去日本玩的预算是两万" … "日本旅行经费调整到两万五" are one budget, not two)."""
+    general = GENERAL_KEYS.get(fact.namespace)
+    if general is None or (fact.namespace, fact.key) in current:
+        return None
+    same = [c for (ns, _), c in current.items() if ns == fact.namespace]
+    if len(same) == 1 and general in (fact.key, same[0].key):
+        return same[0]
+    return None
+
+
 def _similar_current(fact: ExtractedFact, current: dict[tuple[str, str], CurrentFact]) -> CurrentFact | None:
     """A current fact of the same value-keyed namespace whose object (the key) reads alike:
     "preference/hiking" and "preference/hiking_trips" are one thing. Keys are compared, never
@@ -130,6 +148,8 @@ def decide(extracted: list[ExtractedFact], current: dict[tuple[str, str], Curren
     decisions: list[FactDecision] = []
     state = dict(current)
     for index, fact in enumerate(extracted):
+        if (sole := _sole_specific(fact, state)) is not None:
+            fact = fact.model_copy(update={"key": sole.key})
         if fact.operation in ("end", "correct"):
             exact = state.get((fact.namespace, fact.key))
             decision = _end_or_correct(index, fact, exact or (_similar_current(fact, state)

@@ -115,3 +115,20 @@ def test_preferences_are_told_apart_by_their_object_not_their_polarity():
     assert [(d.action, d.key) for d in decide([jazz_music], current)] == [("confirm", "jazz")]
     no_more = said("preference", "jazz_music", "", day(4), operation="end")
     assert [(d.action, d.key) for d in decide([no_more], current)] == [("end", "jazz")]
+
+
+async def test_one_budget_said_under_a_general_and_a_specific_key_stays_one_budget(services, client, tenant):
+    # Key fragmentation: "our wedding budget is 30k" … "budget's 35k now" changes the one budget.
+    await consolidate(services, tenant, "s1", said("budget", "wedding", "30k", day(0)))
+    plan = await consolidate(services, tenant, "s2", said("budget", "general", "35k", day(30)))
+    assert [(d.action, d.key) for d in plan.decisions] == [("supersede", "wedding")]
+    assert {k: v for k, v in (await values(client, tenant)).items() if k.startswith("budget/")} == {"budget/wedding": "35k"}
+
+
+def test_a_general_budget_is_not_folded_into_one_of_several_specific_budgets():
+    from agent_memory.conflicts import CurrentFact
+
+    current = {("budget", k): CurrentFact("budget", k, v, 1, "explicit", observed_at=day(0))
+               for k, v in (("computer", "1500 euros"), ("trip", "800 euros"))}
+    (decision,) = decide([said("budget", "general", "3000 euros", day(5))], current)
+    assert (decision.action, decision.key) == ("create", "general")
