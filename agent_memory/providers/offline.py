@@ -45,13 +45,13 @@ __all__ = [
 
 
 class RuleFactExtractor(_RuleExtractor):
-    """The rule extractor (offline_rules) under the FactExtractor protocol. Its rules read the
-    statements alone (an end or a correction is said in words), so the current facts are accepted
-    and not used: its result for a session does not depend on them."""
+    """The rule extractor (offline_rules) under the FactExtractor protocol. It reads the current
+    facts only to find the slot of a correction that names the wrong value instead of the slot
+    ("it's Globex, not Initech"); everything else is read from the statements."""
 
     async def extract(self, messages: list[Message], *, subject_role: str = "user",
                       current_facts: list[KnownFact] | None = None) -> ExtractionResult:
-        return await super().extract(messages, subject_role=subject_role)
+        return await super().extract(messages, subject_role=subject_role, current_facts=current_facts)
 
 
 _LIFE_EVENT = re.compile(

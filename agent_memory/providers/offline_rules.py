@@ -36,7 +36,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 
-from agent_memory.models import ExtractedFact, ExtractionResult, FactOperation, Message
+from agent_memory.conflicts import normalise_value
+from agent_memory.models import ExtractedFact, ExtractionResult, FactOperation, KnownFact, Message
+from agent_memory.providers.gazetteer import is_chinese_city, is_dictionary_word, leading_city, leading_name
+from agent_memory.providers.zh_segment import could_be_a_name, leading_noun, names_a_person
 from agent_memory.timeexpr import find_time_mentions
 
 _CJK = "\u3400-\u9fff\uf900-\ufaff"
@@ -57,9 +60,11 @@ _TIME_CUT = re.compile(r"\s+(?:in|on|since|from|until|by|last|this|next|over\s+t
 _PLACE_CUT = re.compile(r"\s+(?:for|until|till|from|on|next|this|in|at|by|to|last|ago|with|during|"
                         r"after|before|around|about|right|since|now|as|again|yesterday|today|tomorrow|"
                         r"couldn't|could|still|five|two|three|four|six|ten|starting|leaving|returning|back|soon)\b.*$", re.I)
-_PLACE_REJECT = re.compile(r"^(?:a|an|my|our|his|her|their|your|this|that|here|there|it|home|where|work|"
+_PLACE_REJECT = re.compile(r"^(?:a|an|my|our|his|her|their|your|this|that|here|there|it|home|where|work|mars|the\s+moon|moon|"
                            r"school|bed|town|the city|the office|the (?:new\s+)?(?:house|place|apartment))\b", re.I)
-_PREF_CUT = re.compile(r"\s+(?:over|than|instead|rather|more|a lot|so much|very much|the most|best|after|"
+_PREF_CUT = re.compile(r"\s+(?:over|than|instead|rather|more|a lot|so much|very much|the most|best|after|tbh|tho|habit|"
+                       r"altogether|completely|entirely|for\s+good|cold\s+turkey|"
+                       r"honestly|lol|haha|too|either|at\s+all|right\s+now|to\s+tears|"
                        r"because|since|these days|all the time|anymore|any more|now)\b.*$", re.I)
 _PRONOUNS = {"you", "it", "that", "this", "them", "him", "her", "me", "myself", "us", "everything",
              "nothing", "things", "my life", "think", "say", "know", "believe", "see", "hear", "mention",
@@ -71,7 +76,7 @@ _ZH_FILLER = re.compile(r"(?:了|啦|呀|啊|呢|吧|哦|嘛|喔|哈+|的)+$")
 _ZH_PLACE_TAIL = re.compile(r"(?:工作|生活|居住|定居|住|上班|上学|读书|发展|去|来|市)+$")
 _ZH_PLACE_HEAD = re.compile(r"^(?:了|到|在|去|回)+")
 _ZH_NOT_PLACE = re.compile(r"(?:家|酒店|宾馆|民宿|医院|学校|宿舍|周末|晚上|早上|白天|平时|业余|空闲|假期|家里|路上)$|^(?:这|那|哪)")
-_ZH_GENERIC_PLACE = {"公司", "单位", "家", "家里", "学校", "这边", "那边", "这里", "那里", "外地", "老家", "国外",
+_ZH_GENERIC_PLACE = {"月球", "火星", "外太空", "外星", "喵星", "汪星", "天堂", "公司", "单位", "家", "家里", "学校", "这边", "那边", "这里", "那里", "外地", "老家", "国外",
                      "一家公司", "一家电商公司", "路上", "医院"}
 
 
@@ -90,15 +95,27 @@ def _clean(value: str, *, place: bool = False, pref: bool = False, max_words: in
     if _has_cjk(v):
         v = _ZH_FILLER.sub("", _ZH_CUT.sub("", _ZH_HEAD.sub("", v)))
         if place:
-            v = _ZH_FILLER.sub("", _ZH_PLACE_TAIL.sub("", _ZH_PLACE_HEAD.sub("", v)))
-            if v in _ZH_GENERIC_PLACE or (_ZH_NOT_PLACE.search(v) and v not in {"上海", "老家"}):
+            headless = _ZH_PLACE_HEAD.sub("", v)
+            tailless = _ZH_PLACE_TAIL.sub("", headless)
+            v = _ZH_FILLER.sub("", tailless if len(tailless) >= 2 else headless)  # 蔚来 is a name, not 蔚 + 来
+            v = _ZH_FILLER.sub("", leading_noun(v)) if v else v
+            if re.match(r"(?:一|某|这|那|哪)(?:家|个|所|间)", v) or v in _ZH_GENERIC_PLACE or (_ZH_NOT_PLACE.search(v) and v not in {"上海", "老家"}):
                 return None
     else:
         v = _EN_FILLER.sub("", _EN_CUT.sub("", _TIME_CUT.sub("", v)))
         if place:
             v = re.sub(r"^the\s+(?=(?-i:[A-Z]))", "", _PLACE_CUT.sub("", v))
-            if _PLACE_REJECT.match(v) or not re.match(r"(?-i:[A-Z0-9])", v):
-                return None  # English places and organisations are proper nouns
+            if _PLACE_REJECT.match(v):
+                return None
+            if not re.match(r"(?-i:[A-Z0-9])", v):
+                # English places and organisations are proper nouns; in chat written in lower
+                # case, only a known city is taken.
+                city = leading_city(v)
+                if city is None:
+                    return None
+                v = city
+            else:
+                v = _proper_noun(v)
         if pref:
             v = re.sub(r"^(?:to|a|an|the|my|some)\s+", "", _PREF_CUT.sub("", v), flags=re.I)
         v = _EN_FILLER.sub("", v).strip()
@@ -110,14 +127,56 @@ def _clean(value: str, *, place: bool = False, pref: bool = False, max_words: in
     return v
 
 
+_NAME_LINKS = {"of", "de", "du", "des", "la", "le", "les", "del", "della", "da", "di", "do", "dos", "am", "an", "upon",
+               "on", "sur", "y", "&", "and", "the", "van", "von", "der", "den"}
+
+
+_NOT_POSSESSED = frozenset("in on at for since until till last this next and but so now from to with by as "
+                           "after before during".split())
+
+
+def _proper_noun(v: str) -> str:
+    """The proper noun a value starts with: capitalised words and the links inside names
+    ("University of Sheffield", "Médecins Sans Frontières"); the rest is the sentence going on
+    ("Zurich has its perks")."""
+    words = v.split()
+    kept: list[str] = []
+    for i, w in enumerate(words):
+        if re.match(r"(?-i:[A-Z0-9])|[$€£]", w) or (i == 0) or (w.lower() in _NAME_LINKS and i + 1 < len(words) and re.match(r"(?-i:[A-Z])", words[i + 1]) and kept):
+            kept.append(w)
+        else:
+            break
+    name = " ".join(kept)
+    rest = words[len(kept):]
+    if rest and name.endswith("'s") and re.match(r"[a-z]", rest[0]) and rest[0] not in _NOT_POSSESSED:
+        name = name[:-2]  # "Airbnb's payments team": the name is Airbnb
+    return name.rstrip(" &-'") or v
+
+
 def _place(v: str) -> str | None:
     return _clean(v, place=True, max_words=5)
+
+
+def _lowercase_org(v: str) -> str | None:
+    """An employer written in lower case ("started at klarna"): a name that is no dictionary word."""
+    v = v.strip()
+    if _has_cjk(v) or _PLACE_REJECT.match(v) or re.match(r"(?-i:[A-Z0-9])", v):
+        return None
+    return leading_name(v)
+
+
+def _org(v: str) -> str | None:
+    """An organisation named as such ("一家私立医院，叫和睦家"): a name that may end in 家 or 店."""
+    if _has_cjk(v):
+        v = _ZH_FILLER.sub("", v.strip())
+        return v if len(v) >= 2 and v not in _PRONOUNS else None
+    return _place(v)
 
 
 # Verbs that only carry an activity: the object is what is liked ("playing video games" ->
 # video games, 喝咖啡 -> 咖啡, 打游戏 -> 游戏); 追剧 and 爬山 are activities in their own right.
 _EN_ACTIVITY_VERB = re.compile(r"^(?:playing|watching|eating|drinking|listening\s+to|having|doing|reading)\s+", re.I)
-_ZH_ACTIVITY_VERB = re.compile(r"^(?:吃|喝|打|玩|看|听)(?=[" + _CJK + r"]{2,})")
+_ZH_ACTIVITY_VERB = re.compile(r"^(?:吃|喝)(?=[" + _CJK + r"])|^(?:打|玩|看|听)(?=[" + _CJK + r"]{2,})")
 
 
 def _object(v: str) -> str | None:
@@ -125,7 +184,9 @@ def _object(v: str) -> str | None:
     if not cleaned:
         return None
     if _has_cjk(cleaned):
-        cleaned = _ZH_ACTIVITY_VERB.sub("", re.sub(r"^(?:上了|上|了)", "", cleaned))
+        # "爱上了…", "烦死下雨天" (死 intensifies the verb), then the noun the object starts with.
+        cleaned = _ZH_ACTIVITY_VERB.sub("", re.sub(r"^(?:死了|死|上了|上|了)", "", cleaned))
+        cleaned = leading_noun(cleaned) if cleaned and not cleaned.startswith("的") else None
     else:
         cleaned = _EN_ACTIVITY_VERB.sub("", cleaned)
     return cleaned or None
@@ -134,7 +195,7 @@ def _object(v: str) -> str | None:
 # --- vocabularies ------------------------------------------------------------------------------
 
 _SPECIES = {"puppy": "dog", "pup": "dog", "doggo": "dog", "kitten": "cat", "kitty": "cat", "bunny": "rabbit",
-            "tortoise": "turtle", "小猫": "cat", "猫咪": "cat", "猫": "cat", "小狗": "dog", "狗狗": "dog", "狗": "dog",
+            "guinea pigs": "guinea pig", "geckos": "gecko", "tortoises": "tortoise", "betta": "fish", "小猫": "cat", "猫咪": "cat", "猫": "cat", "小狗": "dog", "狗狗": "dog", "狗": "dog",
             "兔子": "rabbit", "小兔子": "rabbit", "鹦鹉": "parrot", "仓鼠": "hamster", "金鱼": "fish", "鱼": "fish",
             "乌龟": "turtle", "dogs": "dog", "cats": "cat", "puppies": "dog", "kittens": "cat", "rabbits": "rabbit",
             "hamsters": "hamster", "birds": "bird", "turtles": "turtle", "goldfish": "fish", "budgie": "parrot"}
@@ -143,21 +204,31 @@ _BREEDS = {"greyhound": "dog", "labrador": "dog", "lab": "dog", "poodle": "dog",
            "dachshund": "dog", "chihuahua": "dog", "pug": "dog", "collie": "dog", "spaniel": "dog",
            "tabby": "cat", "siamese": "cat", "persian": "cat"}
 _EN_SPECIES = (r"(?P<s>dogs?|pup(?:py|pies)?|doggo|cats?|kitt(?:en|ens|y)|rabbits?|bunny|hamsters?|parrots?|budgie|"
-               r"birds?|goldfish|fish|turtles?|tortoise|horse|snake|lizard|ferret|" + "|".join(_BREEDS) + ")")
-_ZH_SPECIES = r"(?P<s>小兔子|兔子|小猫|猫咪|猫|小狗|狗狗|狗|鹦鹉|仓鼠|金鱼|鱼|乌龟)"
+               r"birds?|goldfish|betta(?:\s+fish)?|fish|turtles?|tortoises?|guinea\s+pigs?|geckos?|horse|snakes?|lizards?|"
+               r"ferrets?|chinchillas?|hedgehogs?|cockatiels?|canar(?:y|ies)|iguanas?|axolotls?|gerbils?|mice|rats?|"
+               + "|".join(_BREEDS) + ")")
+_ZH_BREEDS = {"柯基": "dog", "泰迪": "dog", "金毛": "dog", "哈士奇": "dog", "柴犬": "dog", "比熊": "dog", "拉布拉多": "dog",
+              "边牧": "dog", "博美": "dog", "布偶": "cat", "英短": "cat", "美短": "cat", "暹罗": "cat", "蓝猫": "cat"}
+# A species is named by its head character (橘猫, 垂耳兔, 巴西龟, 柴犬) or a breed.
+_ZH_SPECIES = (r"(?P<s>小兔子|兔子|小猫|猫咪|小狗|狗狗|鹦鹉|仓鼠|金鱼|乌龟|" + "|".join(_ZH_BREEDS)
+               + r"|(?:橘|黑|白|花|狸花|三花|奶)?猫|(?:土|小|大)?狗|(?:[" + _CJK + r"](?<![只条个头匹那这]))?(?:犬|兔|龟)|鱼)")
 
 
 def _species(said: str) -> str:
-    s = said.lower()
+    if _has_cjk(said) and said not in _SPECIES:
+        head = {"猫": "cat", "狗": "dog", "犬": "dog", "兔": "rabbit", "龟": "turtle", "鱼": "fish"}
+        return _ZH_BREEDS.get(said) or head.get(said[-1], said)
+    s = re.sub(r"\s+", " ", said.lower())
+    s = "fish" if s.startswith("betta") else s
     return _SPECIES.get(s) or _BREEDS.get(s) or s
 
 
 # Agentive nouns name jobs ("researcher", "hygienist", "attendant"); these agentive nouns do not.
-_JOB_SUFFIX = re.compile(r"(?:er|or|ist|ian|ant|ent|ect|eer|ee|ista|man|woman|ive|ary|ic|ch)$")
+_JOB_SUFFIX = re.compile(r"(?:er|or|ist|yst|ian|ant|ent|ect|eer|ee|ista|man|woman|ive|ary|ic|ch)$")
 _JOB_NOUNS = {"nurse", "chef", "cook", "lead", "midwife", "vet", "coach", "pilot", "judge", "clerk", "barista",
               "intern", "nanny", "medic", "paramedic", "ceo", "cto", "cfo", "pm", "dj", "model", "tailor",
               "surgeon", "physician", "attorney", "engineer", "mechanic", "maid", "cop", "soldier"}
-_NOT_JOBS = {"fan", "lover", "beginner", "runner", "reader", "believer", "member", "user", "owner", "customer",
+_NOT_JOBS = {"jobs", "work", "fan", "lover", "beginner", "runner", "reader", "believer", "member", "user", "owner", "customer",
              "follower", "survivor", "smoker", "drinker", "eater", "sleeper", "worrier", "dreamer", "partner",
              "parent", "resident", "citizen", "foreigner", "stranger", "introvert", "extrovert", "newbie",
              "volunteer", "gamer", "sucker", "talker", "thinker", "listener", "learner", "winner", "loser",
@@ -176,7 +247,8 @@ _ZH_JOB_TAIL = (r"(?:工程师|程序员|老师|教师|医生|护士|学生|研�
                 r"经理|作家|记者|司机|教授|科学家|研究员|分析师|销售|画家|艺术家|演员|歌手|警察|公务员|军人|"
                 r"农民|店主|创业者|自由职业者|实习生|编辑|翻译|摄影师|建筑师|药剂师|咨询师|顾问|总监|主管|助理|"
                 r"专员|开发|运营|测试|主任|老板|总裁|总经理|行政|人事|客服|前台|文员|导游|保安|快递员|"
-                r"外卖员|医师|技师|工人|店员|空姐|空乘|秘书|律师助理|架构师|策划|主播|博主|UP主)")
+                r"外卖员|医师|技师|工人|店员|空姐|空乘|秘书|律师助理|架构师|策划|主播|博主|UP主|店长|骑手|教练|护工|保姆|"
+                r"厨子|司机|法官|检察官|飞行员|程序猿|产品经理|设计|老师傅|私教|[" + _CJK + r"]{1,3}?(?:员|师|手))")
 
 
 def _job_value(raw: str) -> str | None:
@@ -197,7 +269,7 @@ _STATUS_WORDS = {"single": "single", "engaged": "engaged", "married": "married",
                  "widowed": "widowed", "a widow": "widowed", "a widower": "widowed", "dating": "in a relationship",
                  "in a relationship": "in a relationship", "seeing someone": "in a relationship",
                  "taken": "in a relationship"}
-_ZH_STATUS = {"分手": "single", "单身": "single", "领证": "married", "结婚": "married", "已婚": "married",
+_ZH_STATUS = {"母胎": "single", "在约": "in a relationship", "约会": "in a relationship", "求婚": "engaged", "被求": "engaged", "分了": "single", "离了": "divorced", "分手": "single", "单身": "single", "领证": "married", "结婚": "married", "已婚": "married",
               "订婚": "engaged", "嫁人": "married", "脱单": "in a relationship", "恋爱": "in a relationship",
               "在谈": "in a relationship", "离婚": "divorced", "离异": "divorced", "丧偶": "widowed"}
 _PARTNER = {"girlfriend": "in a relationship", "boyfriend": "in a relationship", "partner": "in a relationship",
@@ -211,15 +283,15 @@ _PARTNER = {"girlfriend": "in a relationship", "boyfriend": "in a relationship",
 # Budget purposes: one thing, one key ("notebook" and "laptop" budgets are one budget).
 _PURPOSES = {
     "computer": ("laptop", "notebook", "computer", "pc", "macbook", "电脑", "笔记本"),
-    "phone": ("phone", "iphone", "smartphone", "手机"),
+    "phone": ("phone", "iphone", "smartphone", "mobile", "手机"),
     "trip": ("trip", "travel", "vacation", "holiday", "旅游", "旅行", "度假", "出行"),
     "housing": ("rent", "apartment", "flat", "housing", "房租", "租房"),
     "food": ("grocery", "groceries", "food", "meals", "伙食", "买菜", "吃饭"),
     "renovation": ("renovation", "remodel", "remodeling", "装修"),
     "wedding": ("wedding", "婚礼", "结婚"),
+    "bike": ("bike", "bicycle", "自行车", "单车"),
     "car": ("car", "车", "买车"),
-    "bike": ("bike", "bicycle", "自行车"),
-    "house": ("house", "home purchase", "买房", "房子"),
+    "house": ("house", "home purchase", "down payment", "买房", "房子", "首付"),
 }
 
 
@@ -260,13 +332,27 @@ _ZH_ALLOWED = re.compile(
     r"然后|而且|但是|不过|可是|结果|后来|如今|这两年|这几年|这些年|这阵子|前阵子|年初|年底|月初|上半年|下半年|"
     r"开始|改|重新|正式|决定|还是|依然|仍然|仍|是|没有|没|不再|不|别|(?:和|跟|与)(?:女朋友|男朋友|对象|老公|老婆|未婚夫|未婚妻|爱人|另一半|家人)|在[^\s,.!?;:。]{1,10}?|\d+年|[一二三四五六七八九十两\d]+(?:年|个月|个星期|周|天)前|一年前|半年前|从此|以后|之后|以前|总之|说实话|老实说|对了|顺便说一下|"
     r"告诉你|跟你说|报告|好消息|坏消息|唉呀|哎呀|天哪|哇|呜呜|总|居然|竟然|果然|反正|毕竟|\s)*")
-_ZH_THIRD = re.compile(r"(?:我|我们)?(?:妈妈?|爸爸?|父母|爷爷|奶奶|外公|外婆|姥姥|姥爷|哥哥?|姐姐?|弟弟?|妹妹?|"
+_ZH_THIRD = re.compile(r"(?:我|我们|俺)?(?:妈妈?|爸爸?|父母|爷爷|奶奶|外公|外婆|姥姥|姥爷|哥哥?|姐姐?|弟弟?|妹妹?|"
                        r"儿子|女儿|孩子|老公|老婆|朋友|同事|同学|室友|邻居|领导|老板|表哥|表姐|表弟|表妹|堂哥|"
-                       r"舅舅|叔叔|阿姨|姑姑|家人)|[他她]们?|别人|大家")
+                       r"舅舅|叔叔|阿姨|姑姑|家人|爱人|丈夫|妻子|媳妇|男朋友|女朋友|对象|老伴|闺蜜|男友|女友|未婚夫|未婚妻)|[他她]们?|别人|大家")
+
+
+# Words before a person that make them an object or a companion, not the subject ("被同事带着", "跟朋友").
+_ZH_NOT_SUBJECT = re.compile(r"(?:被|跟|和|同|给|陪|带|与|帮|替|为|让|叫|请|找)(?:我|俺|咱)?(?:的)?$")
+
+
+def _zh_own_clause(local: str) -> bool:
+    """A Chinese clause drops its subject; it is the user's unless it names somebody else as its
+    subject (a relative, a colleague, 他/她, a person's name) with no 我 after them."""
+    for m in reversed(list(_ZH_THIRD.finditer(local))):
+        if _ZH_NOT_SUBJECT.search(local[:m.start()]):
+            continue
+        return bool(re.search(r"我(?![妈爸哥姐弟妹老朋同室])|咱", local[m.end():]))
+    return not names_a_person(local) or bool(re.search(r"我|咱", local))
 
 
 def _clause_start(sentence: str, start: int) -> int:
-    cut = max(sentence.rfind(ch, 0, start) for ch in ",;:、—")
+    cut = max(sentence.rfind(ch, 0, start) for ch in ",;:、—(")
     return cut + 1
 
 
@@ -275,12 +361,12 @@ def _subject_ok(sentence: str, start: int) -> bool:
     prefix = sentence[:start]
     local = prefix[_clause_start(sentence, start):]
     if _has_cjk(local) or (not local.strip() and _has_cjk(sentence)):
-        if _ZH_ALLOWED.fullmatch(local) is None:
+        if _ZH_ALLOWED.fullmatch(local) is None and not _zh_own_clause(local):
             return False
         # A subjectless clause continues the sentence's subject: "我妈住在杭州，喜欢跳舞".
         if not re.search(r"我|咱", local):
             before = prefix[:_clause_start(sentence, start)]
-            third = list(_ZH_THIRD.finditer(before))
+            third = [t for t in _ZH_THIRD.finditer(before) if not _ZH_NOT_SUBJECT.search(before[:t.start()])]
             if third and not re.search(r"我(?![妈爸哥姐弟妹老朋同室])|咱", before[third[-1].end():]):
                 return False
         return True
@@ -290,7 +376,7 @@ def _subject_ok(sentence: str, start: int) -> bool:
     local = re.sub(r"^\s*(?:for|on|at|in|with|after|since|from|by|during|as\s+for)\b.*?(?=\b(?:I|we)\b)", "", local,
                    flags=re.I)
     words = re.findall(r"[a-z']+", local.lower())
-    if any(w not in _SELF_WORDS for w in words):
+    if any(w not in _SELF_WORDS for w in words) and not _predicate_of_self(local):
         return False
     if not any(w in {"i", "i'm", "i've", "i'd", "i'll", "im", "ive", "we", "we're", "we've", "we'd", "we'll"}
                for w in words):
@@ -300,21 +386,52 @@ def _subject_ok(sentence: str, start: int) -> bool:
     return True
 
 
+_FIRST_PERSON = {"i", "i'm", "i've", "i'd", "i'll", "im", "ive", "we", "we're", "we've", "we'd", "we'll"}
+_IRREGULAR_PAST = frozenset(
+    "got went came took made found left bought sold felt kept began begun quit split flew drove ran put set "
+    "brought caught gave had heard held knew lost met paid said saw sent spent stood told thought won wrote "
+    "ended finally just".split())
+
+
+def _predicate_of_self(local: str) -> bool:
+    """The clause before a match is the user's own predicate: it opens with "I"/"we" (after
+    fillers) and names nobody else after it, or it opens with a verb (a dropped subject:
+    "bumped my laptop budget up to …", "ended up in Perth")."""
+    words = re.findall(r"[A-Za-z']+", local)
+    lower = [w.lower() for w in words]
+    mine = [i for i, w in enumerate(lower) if w in _FIRST_PERSON]
+    if mine:
+        # The last "I"/"we" is the clause's subject; what comes before it is an adverbial ("after a
+        # year in Seattle we …", "aaand I've …").
+        rest = " ".join(words[mine[-1] + 1:])
+        return not _EN_THIRD.search(rest) and not re.search(r"\b(?-i:[A-Z])[a-z]+", rest)
+    for w in lower:
+        if w in _SELF_WORDS:
+            continue
+        # The first content word: a verb form means the subject was dropped.
+        return (w.endswith("ed") or w.endswith("ing") or w in _IRREGULAR_PAST) and not _EN_THIRD.search(local)
+    return True
+
+
 # --- operations on the sentence ---------------------------------------------------------------
 
 _HYPOTHETICAL = re.compile(r"\b(?:if|wish|would|could|imagine|suppose|supposing|pretend|maybe|perhaps|might|"
-                           r"someday|dream|unless|whether|hope|hoping|thinking about|considering|plan|planning|"
+                           r"someday|dream|unless|whether|hope|hoping|thinking about|considering|plan\s+to|planning\s+(?:to|on)|"
+                           r"don't\s+think|do\s+not\s+think|not\s+sure|unsure|doubt|"
                            r"want to|wanna|going to|gonna|should|used to|it'd|i'd)\b|如果|假如|要是|假设|希望|但愿|"
                            r"也许|或许|梦想|想象|幻想|万一|打算|想要|考虑|准备|计划", re.I)
 _NEGATION = re.compile(r"\b(?:not|never|no|don't|doesn't|didn't|isn't|aren't|wasn't|won't|can't|cannot|nor|"
                        r"hardly|haven't|hasn't)\b|(?<![受对忍])不(?!过|错|久|少|仅|但|管|欢|了了)|没(?!救)|(?<![特分区类级个])别(?!人)|未(?!婚)|并非", re.I)
 _NO_LONGER = re.compile(r"\bno\s+longer\b|\b(?:anymore|any\s+more)\b|不再|已经不|不.{0,8}了[。.!]*$|没有.{0,6}了", re.I)
 _CORRECTION = re.compile(r"\bI\s+meant\b|\bmisspoke\b|\bmis-spoke\b|\bmy\s+mistake\b|\bmy\s+bad\b|"
-                         r"\bI\s+was\s+wrong\b|\bcorrection\b|\bnot\s+\w+,\s*sorry\b|\bsorry,\s*(?:I\s+mean|not)\b|"
+                         r"\bI\s+was\s+wrong\b|\bcorrection\b|\bscratch\s+(?:that|what\s+I\s+said)\b|\bwait,?\s+no\b|"
+                         r"\bto\s+correct\b|\btypo\b|\bsaid\s+the\s+wrong\b|\bgot\s+(?:it|that)\s+wrong\b|\bmix(?:ed)?\s+(?:them|it|those)\s+up\b|"
+                         r"\bcorrected\s+me\b|\bI\s+misspoke\b|\bignore\s+what\s+I\s+said\b|\bshould\s+(?:read|say|be)\b|"
+                         r"\b(?:one|profile|quick|small)\s+fix\b|\bcorrecting\s+myself\b|\b(?:was|is)\s+wrong\b|\bgot\s+that\s+wrong\b|\bwhat\s+I\s+meant\b|\b(?:fix|correct)\s+something\b|\bnot\s+\w+,\s*sorry\b|\bsorry,\s*(?:I\s+mean|not)\b|"
                          r"\bI\s+said\s+\w+.{0,20}(?:last\s+time|before|earlier)\b|"
                          r"\bactually\b.{0,40},\s*not\s+(?-i:[A-Z])|不是.{1,10}[,，]\s*(?:而)?是|"
-                         r"说错了|记错了|口误|更正|搞错了|打错了|写错了|其实是", re.I)
-_SARCASM = re.compile(r"(?:^|\s)/s\b|\(并不\)|呵呵|\bnot!\s*$|\byeah,?\s+right\b|^\s*oh\s+(?:sure|yeah|great|totally)\b.{0,40}"
+                         r"说错了|记错了|口误|更正|纠正|搞错了|打错了|写错了|看错|手滑|骗你的|别写成|表达有误|说法不对|其实就?是|准确(?:地)?说|确切(?:地)?说|说大了|说反了|不对不对", re.I)
+_SARCASM = re.compile(r"(?:^|\s)/s\b|\(并不\)|\(?才怪\)?|呵呵|^\s*(?:对对对|是是是|好好好|对对)|🙃|🙄|(?:简直|真是)(?:是)?人生巅峰|\bnot!\s*$|\byeah,?\s+right\b|^\s*oh\s+(?:sure|yeah|great|totally)\b.{0,40}"
                       r"\b(?:just|totally|absolutely|really)\s+(?:love|adore|enjoy)|\bbest\s+\w+\s+ever\b.*\bnot\b", re.I)
 _JOKE_SKIP = re.compile(r"\bjust\s+kidding\b|\bj/?k\b|\bkidding\b|开玩笑|逗你", re.I)
 _JOKE_SOFT = re.compile(r"\blol\b|\blmao\b|\bha(?:ha)+\b|\brofl\b|哈哈|😂|🤣|😆", re.I)
@@ -326,14 +443,28 @@ _SENTENCE_SPLIT = re.compile(r"(?<!\bSt\.)(?<!\bMt\.)(?<!\bDr\.)(?<!\bMr\.)(?<!M
 def _prepare(content: str) -> str:
     # NFKC folds full-width punctuation (，？！) to ASCII so one character class serves both languages.
     text = unicodedata.normalize("NFKC", _IMAGE_TAG.sub(" ", content))
+    text = re.sub(r"\b(?:im|Im|IM)\b(?=\s+[a-z])", "I'm", text)
+    text = re.sub(r"\b(?:ive|Ive)\b(?=\s+(?:been|got|moved|lived|started|had|always))", "I've", text)
+    # Voice-note fillers carry nothing and break phrases apart ("we named him, um, Waffles").
+    text = re.sub(r"(?:,\s*)?\b(?:u+m+|u+h+|e+r+m+|hmm+)\b,?", "", text, flags=re.I)
     return text.replace("’", "'").replace("‘", "'").replace(" - ", " — ")
+
+
+# A tag or rhetorical question after a statement ("single again and honestly?", "…, right?").
+_TAG_QUESTION = re.compile(r"(?:,?\s+(?:and\s+)?(?:honestly|right|you\s+know|ya\s+know|huh|eh|no|tbh|lol|"
+                           r"isn't\s+it|aren't\s+we|wild|crazy|guess\s+what)\?+)+\s*$|(?:,?\s*(?:对吧|是吧|你知道吗)\?+)\s*$",
+                           re.I)
 
 
 def _statement_part(sentence: str) -> str:
     """The sentence minus any question: "I live in Oslo, and you?" keeps "I live in Oslo"."""
     s = sentence.strip()
     if _QUESTION_START.match(s):
+        # A rhetorical opener before a statement ("who even am I, I really enjoy …") is cut off.
+        if not s.endswith("?") and "," in s:
+            return s[s.index(",") + 1:].strip()
         return ""
+    s = _TAG_QUESTION.sub("", s) or s
     if s.endswith("?") or s.endswith("吗") or re.search(r"怎么样|好不好|行不行|呢\?*$", s):
         cut = max(s.rfind(ch) for ch in ",;:、")
         return s[:cut] if cut > 0 and not re.search(r"怎么样|好不好|行不行", s[:cut]) else ""
@@ -351,17 +482,30 @@ def _negated(sentence: str, start: int) -> bool:
 # --- rules -------------------------------------------------------------------------------------
 
 _EV = r"(?P<v>[^.,!?;:\n()]{1,80})"  # English value: up to the clause boundary
-_PV = r"(?P<v>(?:(?-i:St|Mt|Dr|Ft)\.\s+)?(?-i:[A-Z0-9])[^.,!?;:\n()]{0,60})"  # a proper noun
-_ZC = r"[^\s,.!?;:。、()\"]"  # one character of a Chinese value (text is NFKC-normalised)
+# A proper noun; in lower case too ("moved to lisbon"), which _place accepts only for a known city.
+_PV = r"(?P<v>(?:(?-i:St|Mt|Dr|Ft)\.\s+)?[A-Za-z0-9\u00C0-\u024F](?:[^.,!?;:\n()]|\.(?=\w)){0,60})"  # a proper noun
+# One character of a Chinese value (text is NFKC-normalised); emoji and symbols end a value.
+_ZC = r"[^\s,.!?;:。、()\"|\u2600-\u27bf\U0001f000-\U0001faff]"
 _ZV = rf"(?P<v>{_ZC}{{1,16}})"
 _ZEND = r"(?=$|[,.!?;:\s。、]|了|啦|呀|啊)"
 _ZADV = r"(?:很|最|非常|特别|真的|也|还|超|挺|蛮|一直|都|比较|更|好|超级|太)*"
 _NUM = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
-_MONEY = (rf"(?P<v>(?:[$€£¥]\s?{_NUM}(?:\s?(?:k|thousand|million)\b)?|{_NUM}(?:\s?(?:k|thousand|million)\b)?"
-          r"(?:\s?(?:dollars|bucks|usd|eur|euros?|gbp|pounds|yuan|rmb|cny)\b)?)"
-          r"(?:\s+(?:per|a)\s+(?:month|week|year|night|day|person)\b)?)")
+# Amounts in words: "eight grand", "fifteen hundred quid", "two thousand dollars".
+_NUM_WORD = (r"(?:a|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|"
+             r"seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|couple)")
+_WORD_AMOUNT = (rf"{_NUM_WORD}(?:[\s-]+{_NUM_WORD})*\s+(?:grand|thousand|hundred)(?:\s+(?:quid|bucks|dollars|euros|pounds))?|"
+                rf"{_NUM_WORD}(?:[\s-]+{_NUM_WORD})*\s+(?:quid|bucks|dollars|euros|pounds)")
+_MONEY = (rf"(?P<v>(?:{_WORD_AMOUNT}|[$€£¥]\s?{_NUM}(?:\s?(?:k|thousand|million)\b)?|{_NUM}(?:\s?(?:k|thousand|million)\b)?"
+          r"(?:\s?(?:dollars|bucks|usd|eur|euros?|gbp|pounds|quid|yuan|rmb|cny)\b)?)"
+          r"(?:\s*/\s*(?:month|mo|week|wk|year|yr|night|day)\b|\s+(?:per|a)\s+(?:month|week|year|night|day|person)\b)?)")
+# An amount that is money by its own marks (a currency, "bucks", "k"): a bare number is not.
+_MONEY_MARKED = (rf"(?P<v>(?:{_WORD_AMOUNT}|[$€£¥]\s?{_NUM}(?:\s?(?:k|thousand|million)\b)?|{_NUM}\s?(?:k\b|thousand\b|million\b)?"
+                 r"\s?(?:dollars|bucks|usd|eur|euros?|gbp|pounds|quid|yuan|rmb|cny)\b|{_NUM}\s?k\b)"
+                 r"(?:\s*/\s*(?:month|mo|week|wk|year|yr|night|day)\b|\s+(?:per|a)\s+(?:month|week|year|night|day|person)\b)?)")
+_PURPOSE_WORDS = (r"laptop|notebook|computer|pc|phone|mobile|trip|travel|vacation|holiday|rent|apartment|flat|housing|"
+                  r"groceries|grocery|food|renovation|wedding|car|bike|house")
 _ZH_NUM = r"(?:\d+(?:\.\d+)?|[一二两三四五六七八九十百千万]+)"
-_ZH_MONEY = rf"(?P<v>(?:[$¥]\s?)?{_ZH_NUM}\s?(?:万元|万块|万|千元|千|元|块钱|块|美元|欧元|人民币|刀)?[一二三四五六七八九]?)"
+_ZH_MONEY = rf"(?P<v>(?:[$¥]\s?)?{_ZH_NUM}\s?(?:万元|万块|万|千元|千|元|块钱|块|美元|欧元|人民币|刀|[kKwW](?![a-zA-Z]))?[一二三四五六七八九]?)"
 
 
 @dataclass(frozen=True)
@@ -409,12 +553,12 @@ def _pet_zh(m: re.Match[str], sentence: str) -> list[tuple[str, str]] | None:
     if m.groupdict().get("n"):
         return _pet(m, sentence)
     species = _species(m.group("s"))
-    names = re.findall(r"(?:叫做|名叫|叫)(" + _ZC + r"{1,4}?)(?=$|[,.!?;:\s。]|一|另|了|今年|已经)", sentence[m.end():])
+    names = re.findall(r"(?:取名叫|取名|起名叫|起名|叫做|名叫|叫)(" + _ZC + r"{1,4}?)(?=$|[,.!?;:\s。]|一|另|了|今年|已经)", sentence[m.end():])
     return [(_slug(n), species) for n in names] or [(_slug(species), species)]
 
 
 def _pet_end(name: str) -> list[tuple[str, str]]:
-    if re.fullmatch(_KIN, name, re.I) or name.lower() in _NOT_NAMES:
+    if re.fullmatch(_KIN, name, re.I) or name.lower() in _NOT_NAMES or (name.islower() and is_dictionary_word(name)):
         return []
     return [(_slug(name), "")]
 
@@ -441,10 +585,21 @@ _NOT_OBJECT = re.compile(r"^(?:the|this|that|those|these|your|his|her|their|how|
                          r"myself|them|us|for|is|are|sure|in|at)\b", re.I)
 
 
+# Words that may stand right before "like" the verb (a subject, an adverb, an auxiliary).
+_LIKE_SUBJECTS = frozenset("i we you they really also just do does did still actually kinda totally genuinely "
+                           "would 'd now both always definitely truly don't didn't doesn't never not i'd we'd "
+                           "seriously honestly absolutely so sorta to".split())
+
+
 def _pref(polarity: str) -> Callable[[re.Match[str], str], list[tuple[str, str]] | None]:
     def make(m: re.Match[str], sentence: str) -> list[tuple[str, str]] | None:
         if polarity and _NOUN_USE.search(sentence[:m.start()]):
             return None  # "the love around you", "your love for your kids": a noun, not a taste
+        verb = re.search(r"\b(?:like|likes)\s", m.group(0), re.I)
+        if verb and polarity:
+            before = re.findall(r"[\w']+", sentence[:m.start() + verb.start()])
+            if before and before[-1].lower() not in _LIKE_SUBJECTS:
+                return None  # "sleep like a baby", "like three a day": a preposition, not a verb
         said_by_me = _EN_FIRST.search(sentence[_clause_start(sentence, m.start()):m.start()])
         if polarity and _NOT_OBJECT.match(m.group("v").strip()) and not (
                 said_by_me and re.match(r"the\s+\w+\s*(?:$|[.,!?;:])", m.group("v").strip(), re.I)):
@@ -500,12 +655,26 @@ def _end_value(m: re.Match[str], sentence: str) -> list[tuple[str, str]]:
 
 _KIN = r"(?:grandma|grandpa|grandmother|grandfather|mom|mum|dad|mother|father|aunt|uncle|friend|neighbor|neighbour)"
 _ZH_KIN = r"(?:奶奶|爷爷|外公|外婆|姥姥|姥爷|爸爸?|妈妈?|叔叔|舅舅|姑姑|阿姨|朋友|同事|老师|邻居|亲戚)"
-_LEAVE_JOB = r"(?:left|quit|leaving|quitting|resigned\s+from|got\s+laid\s+off\s+from|was\s+laid\s+off\s+from)"
+_LEAVE_JOB = (r"(?:left|quit|leaving|quitting|resigned\s+from|got\s+laid\s+off\s+from|was\s+laid\s+off\s+from|"
+              r"handed\s+in\s+my\s+notice\s+at|gave\s+(?:my\s+)?notice\s+at|walked\s+out\s+of)")
+# Words that make a message about work, so "joined X" or "I'm at X now" names an employer.
+_WORK_CONTEXT = re.compile(r"\b(?:job|jobs|work|working|role|position|team|office|boss|manager|colleagues?|coworkers?|"
+                           r"salary|pay|paid|benefits|shifts?|commute|hired|offer|posting|contract|onboarding|"
+                           r"intern(?:ship)?|promot\w+|quit|left|resigned|notice|switched|lab|clients?|startup|"
+                           r"company|firm|employer|career)\b|工作|上班|入职|跳槽|公司|老板|同事|工资|薪水|岗位|不干|辞|离职|报到|转行|offer|"
+                           r"前[^\s,]{1,6}人|(?:银行|集团|医院|学校|工厂|事务所|律所|研究院|大学)(?=$|[,.!。了])", re.I)
 
 # Order is priority: a span taken by an earlier rule is not re-read by a later one, and
 # specific forms (negative, "no longer", changes) come before generic ones.
 _RULES: list[_Rule] = [
     # --- diet: spicy food is one key so "不吃辣" is superseded by "最近能吃辣了"
+    _r(r"\bspicy\s+(?:food|stuff)?\s*(?:is|'s)\s+back\s+on\s+the\s+menu\b", "diet", "spicy",
+       make=_const("spicy", "eats spicy food"), on_negation="drop"),
+    _r(r"(?:^|[:;,(]\s*)no\s+spicy(?:\s+food)?\b", "diet", "spicy", make=_const("spicy", "no spicy food"), on_negation="keep",
+       subject=False),
+    _r(r"\bspicy\s+(?:food|stuff)\s+(?:wrecks|kills|destroys|upsets|hurts|messes\s+up)\s+my\s+(?:stomach|gut)|"
+       r"\b(?:avoid|can't\s+do|cannot\s+do|steer\s+clear\s+of)\s+spicy(?:\s+food|\s+stuff)?", "diet", "spicy",
+       make=_const("spicy", "no spicy food"), on_negation="drop"),
     _r(r"\b(?:don't|do\s+not|can't|cannot|never)\s+(?:eat|handle|do|like)\s+spicy(?:\s+food)?",
        "diet", "spicy", make=_const("spicy", "no spicy food"), on_negation="drop"),
     _r(r"(?:不|没法|没办法)(?:太|怎么|能|敢|喜欢|爱|会)*吃辣", "diet", "spicy", make=_const("spicy", "no spicy food"),
@@ -524,15 +693,23 @@ _RULES: list[_Rule] = [
        "restriction", make=_end_value, op="end", on_negation="drop"),
     _r(r"(?:eating|eat|ate)\s+(?:eggs|cheese|dairy|milk)(?:\s+and\s+\w+)?\s+again\b", "diet", "restriction",
        make=_const("restriction", "vegan"), op="end", on_negation="drop"),
+    # Fish or seafood only, meat still out: pescatarian ("开始吃海鲜了，不过猪牛羊还是不碰", "eat fish now, still no meat").
+    _r(r"吃(?:鱼|海鲜)的(?:那种)?素食(?:主义)?者?|鱼素|海鲜素", "diet", "restriction", make=_const("restriction", "pescatarian"),
+       on_negation="drop"),
+    _r(r"(?:开始|又|现在|也)?吃(?:海鲜|鱼)(?=[^。]*(?:肉|猪牛羊|荤)[^。]*(?:不碰|不吃|没吃|不沾))|\b(?:started|starting|began|now)\s+"
+       r"(?:eating|to\s+eat)\s+(?:fish|seafood)\b(?=[^.]*\b(?:no|not|never|still\s+no|without)\b[^.]*\b(?:meat|chicken|beef|pork)\b)",
+       "diet", "restriction", make=_const("restriction", "pescatarian"), on_negation="drop"),
     _r(r"(?:不再|不|没再)(?:吃素|是素食者?)了?|开始吃肉|又吃肉|破戒", "diet", "restriction",
        make=_const("restriction", "vegetarian"), op="end", on_negation="drop"),
+    _r(r"戒辣|戒了辣|(?:一点)?辣(?:都|也)?不(?:碰|吃|能吃)了?|不碰辣", "diet", "spicy", make=_const("spicy", "no spicy food"),
+       on_negation="drop"),
     _r(r"(?:\b(?:I'm|I\s+am|we're|we\s+are|been|being|going|gone|went|became|become|turned|switched\s+to|am\s+now|"
        r"is|now|eat|keep|only\s+eat|strictly)\s+)(?:a\s+|an\s+)?(?:strict\s+|strictly\s+|fully\s+|now\s+|mostly\s+|"
        r"full\s+|100%\s+)?(?P<v>vegetarian|vegan|pescatarian)\b", "diet", "restriction"),
     _r(r"^\s*(?:no\s+longer\s+|not\s+|still\s+)?(?:strictly\s+|fully\s+)?(?P<v>vegetarian|vegan|pescatarian)\b(?!\s+(?:food|restaurant|place|option|dish|recipe|meal))",
        "diet", "restriction"),
     _r(r"(?:改吃|吃|是|成了|当了)(?P<v>纯素|全素)", "diet", "restriction", make=_const("restriction", "vegan")),
-    _r(r"(?:只)?(?:是)?(?:吃素|素食者|素食主义者|吃斋)", "diet", "restriction",
+    _r(r"(?:只)?(?:是)?(?:吃素|素食者|素食主义者|吃斋)(?!那阵子|那时|的时候|那几年|那段)", "diet", "restriction",
        make=_const("restriction", "vegetarian")),
     _r(r"(?:I'm|I\s+am)\s+(?:severely\s+|very\s+|mildly\s+|also\s+)?allergic\s+to\s+" + _EV, "diet",
        "allergy_{slug}", clean=lambda v: _clean(v, pref=True)),
@@ -543,7 +720,9 @@ _RULES: list[_Rule] = [
        clean=lambda v: _clean(v, pref=True), on_negation="keep"),
     _r(r"(?:不|不能|从不|从来不)吃(?!素|肉)" + _ZV, "diet", "avoid_{slug}", on_negation="keep"),
     # --- preferences: stopping first, then dislikes, then likes (the most generic verbs)
-    _r(r"\b(?:quit|gave\s+up|give\s+up|stopped|gone\s+off|went\s+off|done\s+with)\s+(?:on\s+)?" + _EV,
+    _r(r"\b(?:quit(?!\s+(?-i:[A-Z]))|gave\s+up|give\s+up|stopped|(?:gone|went)\s+(?:right\s+|totally\s+|completely\s+)?off|"
+       r"done\s+with|kicked|"
+       r"cut\s+out|ditched)\s+(?:on\s+|the\s+)?(?!to\s)" + _EV,
        "preference", "{slug}", make=_pref(""), op="end", on_negation="drop", confidence=0.85),
     _r(r"\b(?:don't|do\s+not|no\s+longer|never)\s+(?:listen\s+to|watch|play|drink|do|go\s+to|read|eat)\s+"
        r"(?P<v>[^.,!?;:\n()]{1,60}?)\s+(?:anymore|any\s+more)\b", "preference", "{slug}", make=_pref(""), op="end",
@@ -558,9 +737,13 @@ _RULES: list[_Rule] = [
        op="end", on_negation="keep"),
     _r(r"\b(?:really\s+|absolutely\s+|just\s+|also\s+|kind\s+of\s+|kinda\s+)*(?:hate|hates|dislike|detest|loathe|"
        r"can't\s+stand|cannot\s+stand|don't\s+like|do\s+not\s+like|don't\s+enjoy|not\s+(?:really\s+)?into|"
-       r"not\s+a\s+(?:big\s+|huge\s+)?fan\s+of)\s+" + _EV, "preference", "{slug}", make=_pref("dislike"),
+       r"not\s+a\s+(?:big\s+|huge\s+)?fan\s+of|(?:sick|tired)\s+of|fed\s+up\s+with|so\s+over|(?:'m|am|are)\s+(?:totally\s+|kinda\s+)?over|"
+       r"bored\s+(?:of|with)|"
+       r"turned\s+off\s+by|grossed\s+out\s+by)\s+" + _EV, "preference", "{slug}", make=_pref("dislike"),
        on_negation="keep"),
-    _r(r"^\s*" + _EV + r"\s+(?:grates\s+on\s+me|drives\s+me\s+(?:crazy|nuts)|makes\s+me\s+sick|is\s+the\s+worst)",
+    _r(r"^\s*(?:honestly\s+|tbh\s+|ugh,?\s+)?" + _EV + r"\s+(?:grates?\s+on\s+me|drives?\s+me\s+(?:crazy|nuts|up\s+the\s+wall)|"
+       r"makes?\s+me\s+sick|(?:is|are)\s+the\s+worst|bores?\s+me|(?:is|are)\s+(?:so\s+)?(?:boring|overrated|gross|"
+       r"disgusting)|(?:has|have)\s+lost\s+(?:its|their)\s+(?:charm|appeal))",
        "preference", "{slug}", make=_pref("dislike"), on_negation="drop"),
     _r(_ZADV + r"(?:不喜欢|不爱|讨厌|受不了|烦|反感|厌倦了)(?P<v>" + _ZC + r"{1,16})", "preference", "{slug}",
        make=_pref("dislike"), on_negation="keep"),
@@ -570,6 +753,21 @@ _RULES: list[_Rule] = [
     _r(r"\b(?:(?:started|starting|begun|began|come|grown|learned|learnt)\s+to\s+)?(?:really\s+|absolutely\s+|also\s+|"
        r"just\s+|do\s+|still\s+|totally\s+|actually\s+|kind\s+of\s+|kinda\s+)*(?:love|like|enjoy|prefer|adore)\s+"
        + _EV, "preference", "{slug}", make=_pref("like"), on_negation="flip"),
+    _r(r"(?:一)?(?:闻到|看到|吃到|想到|听到)(?P<v>" + _ZC + r"{1,6}?)就(?:想吐|恶心|头疼|头大|烦|难受|反胃)", "preference", "{slug}",
+       make=_pref("dislike"), on_negation="drop"),
+    _r(r"(?:[听看吃喝玩追打])(?P<v>" + _ZC + r"{1,6}?)(?:[听看吃喝玩追打])?上瘾了?|迷上了?(?P<w>" + _ZC + r"{1,6}?)(?=$|[,.!。]|了)",
+       "preference", "{slug}", make=lambda m, s: [(_slug(o), "like")] if (o := _object(m.group("v") or m.group("w"))) else None,
+       on_negation="drop"),
+    _r(r"(?P<v>" + _ZC + r"{1,8}?)(?:是|就是)我(?:最|很|超|特别)?(?:喜欢|爱)的", "preference", "{slug}", make=_pref("like"),
+       on_negation="drop"),
+    _r(r"(?P<v>" + _ZC + r"{1,6}?)(?:已经|早就)?(?:戒了|戒掉了|不碰了|不喝了|不吃了)", "preference", "{slug}", make=_pref(""),
+       op="end", on_negation="keep"),
+    _r(r"^\s*(?:honestly\s+|tbh\s+|ok\s+|okay\s+)?" + _EV + r"\s+(?:(?:is|are)\s+(?:really\s+|slowly\s+|kinda\s+)?growing\s+on\s+me|"
+       r"(?:is|are)\s+(?:so\s+)?(?:underrated|amazing|the\s+best))", "preference", "{slug}", make=_pref("like"),
+       on_negation="drop"),
+    _r(r"\b(?:(?:come|came|coming)\s+(?:a)?round\s+(?:on|to)|warmed\s+up\s+to|obsessed\s+with|hooked\s+on|addicted\s+to|crazy\s+about|mad\s+about|(?:a\s+)?sucker\s+for|"
+       r"can't\s+get\s+enough\s+of)\s+" + _EV + r"(?=\s*(?:$|[.,!;]))" , "preference", "{slug}",
+       make=_pref("like"), on_negation="flip"),
     _r(r"\b(?:a\s+)?(?:huge|big|great)\s+fan\s+of\s+" + _EV, "preference", "{slug}", make=_pref("like"),
        on_negation="flip"),
     _r(r"(?:'m|\bam|'re|\bare|\bbeen|\breally|\bso|\btotally)\s+(?:really\s+|very\s+|so\s+)?into\s+" + _EV, "preference", "{slug}", make=_pref("like"), confidence=0.6,
@@ -587,33 +785,56 @@ _RULES: list[_Rule] = [
        on_negation="drop"),
     _r(r"\b(?:business|work|road)\s+trip\s+to\s+" + _PV, "travel", "trip_city", clean=_place, temporary=True,
        on_negation="drop"),
-    _r(r"\b(?:sending|sent|send|flying|flown|flew|posting|posted|shipping|shipped|dispatching|taking)\s+"
-       r"(?:me|us|out|the\s+team)?\s*(?:out\s+)?to\s+" + _PV, "travel", "trip_city", clean=_place, temporary=True,
+    _r(r"\b(?:sending|sent|send|flying|flown|flew|posting|posted|shipping|shipped|dispatching|taking|seconded|seconding|"
+       r"deployed|stationed|loaned)\s+(?:me|us|out|the\s+team)?\s*(?:out\s+)?to\s+(?:our\s+|the\s+|their\s+)?" + _PV, "travel", "trip_city", clean=_place, temporary=True,
        on_negation="drop", subject=False),
+    # Where one is staying says a trip ("writing this from a hotel in Vancouver", "at my parents' in
+    # Groningen for the long weekend").
+    _r(r"\b(?:from|at|in)\s+(?:a|an|my|our|the)\s+(?:\w+\s+)?(?:hotel|hostel|airbnb|motel|guesthouse)\s+in\s+" + _PV,
+       "travel", "trip_city", clean=_place, temporary=True, on_negation="drop"),
+    _r(r"\bat\s+(?:my|our)\s+(?:\w+\s+)?(?:parents|parents'|folks'?|mom's|mum's|dad's|grandma's|grandparents'?|in-laws'?|"
+       r"sister's|brother's|friend's)(?:\s+place)?\s+in\s+" + _PV + r"(?=[^.]*\b(?:for|until|till|weekend|week|days?)\b)",
+       "travel", "trip_city", clean=_place, temporary=True, on_negation="drop"),
     _r(r"\b(?:visiting|staying\s+in|stopping\s+in|(?:spent|spending)\s+(?:the\s+|last\s+|this\s+|a\s+|an\s+|"
        r"\w+\s+)?(?:few\s+|couple\s+(?:of\s+)?)?(?:days?|nights?|weeks?|weekend|holidays?|vacation)\s+in)\s+" + _PV, "travel", "trip_city", clean=_place, temporary=True, on_negation="drop"),
     _r(r"(?:^|\b(?:a|an|the|few|couple\s+of|\d+|one|two|three|four|five|six|seven|eight|nine|ten)\s+)(?:days?|nights?|"
        r"weeks?|weekend)\s+(?:away\s+)?in\s+" + _PV, "travel", "trip_city", clean=_place, temporary=True,
        on_negation="drop"),
-    _r(r"\b(?:been|I'm|I\s+am|we're|we\s+are|I'll\s+be|I\s+will\s+be|we'll\s+be|will\s+be)\s+in\s+" + _PV
+    _r(r"\b(?:been|I'm|I\s+am|we're|we\s+are|I'll\s+be|I\s+will\s+be|we'll\s+be|will\s+be)\s+(?:up\s+|down\s+|out\s+|over\s+)?in\s+" + _PV
        + r"(?=[^.;]*\b(?:next\s+week|tomorrow|this\s+week|on\s+(?:monday|tuesday|wednesday|thursday|friday|saturday|"
        r"sunday)|since\s+(?:monday|tuesday|"
        r"wednesday|thursday|friday|saturday|sunday|yesterday|last\s+week|the\s+\d)|for\s+(?:a|an|the|work|"
        r"business|one|two|three|four|five|six|\d+)\s+(?:day|days|week|weeks|night|nights|client|work|conference|"
        r"project|meeting|business|wedding|trip)|until|till|back\s))", "travel", "trip_city", clean=_place, temporary=True, on_negation="drop"),
+    _r(r"(?:外派|派驻|借调|常驻)(?:我们|我)?(?:去|到)(?P<v>" + _ZC + r"{2,8}?)(?=[一二两三四五六七八九十半几\d]|[,.!?。]|工作|常驻|$)",
+       "travel", "trip_city", clean=_place, temporary=True, on_negation="drop", subject=False),
+    _r(r"回(?:老家)?(?P<v>" + _ZC + r"{2,6}?)(?:过年|过节|探亲|休假|度假|看爸妈|看父母)", "travel", "trip_city", clean=_place,
+       temporary=True, on_negation="drop"),
+    _r(r"(?:人|现在|目前)在(?P<v>" + _ZC + r"{2,6}?)(?:呢|啦)?[,].{0,20}?(?:待|呆|住)(?:[一二两三四五六七八九十几半\d]+)(?:天|周|个星期|个礼拜|个月|年)",
+       "travel", "trip_city", clean=_place, temporary=True, on_negation="drop"),
     _r(r"(?:(?:公司|单位|老板|领导)?派(?:我们|我)?)?(?:要|会|将|正在)?(?:去|到|来)(?P<v>" + _ZC
        + r"{1,10}?)(?:出差|旅游|旅行|度假|玩|培训|开会|学习|参会|访学|交流)", "travel", "trip_city", clean=_place,
        temporary=True, on_negation="drop", subject=False),
     _r(r"(?:正)?在(?P<v>" + _ZC + r"{1,10}?)(?:出差|旅游|旅行|度假|玩了|培训|开会)", "travel", "trip_city",
        clean=_place, temporary=True, on_negation="drop"),
     # --- home city: ending first ("不住重庆了", "don't live in Austin")
+    _r(r"不(?:在)?(?:那儿|那里|那边|这儿|这里|这边)(?:住|生活)了|不住(?:那儿|那里|那边)了", "location", "home_city",
+       make=lambda m, s: [("home_city", "")], op="end", on_negation="keep"),
     _r(r"(?:不|没)(?:再)?(?:住|住在|生活在)(?P<v>" + _ZC + r"{1,10}?)(?:住|生活)?了", "location", "home_city",
        clean=_place, op="end", on_negation="keep"),
     _r(r"\b(?:don't|do\s+not|no\s+longer)\s+live\s+in\s+" + _PV, "location", "home_city", clean=_place, op="end",
        on_negation="keep"),
     _r(r"\b(?:been|living|(?:'ve|have)\s+lived)\s+in\s+" + _PV + r"(?=\s+for\s+(?:about\s+|almost\s+|over\s+|nearly\s+|"
        r"the\s+(?:past|last)\s+)?(?:\w+\s+)?(?:years?|months?|decades?)\b)", "location", "home_city", clean=_place),
-    _r(r"\b(?:based|living|located|settled(?:\s+down)?|settling(?:\s+down)?|staying)\s+(?:in|out\s+of)\s+" + _PV, "location",
+    _r(r"\b(?:'ve|have|has)\s+(?:always\s+|pretty\s+much\s+)?lived\s+in\s+" + _PV + r"(?!\s+(?:before|as\s+a|when|until|till)\b)",
+       "location", "home_city", clean=_place),
+    _r(r"\b(?:put\s+down\s+roots|putting\s+down\s+roots|set\s+up\s+home|made\s+(?:a\s+)?(?:our|my)\s+home)\s+in\s+" + _PV,
+       "location", "home_city", clean=_place),
+    _r(r"\b(?:I'm|I\s+am|we're|we\s+are)\s+(?:based\s+)?in\s+" + _PV + r"(?=\s*,?\s*(?:been\s+(?:here|there)|for\s+(?:years|"
+       r"good|a\s+decade)|since\s+\d{4}|(?:I|we)\s+(?:live|moved)|home\b))", "location", "home_city", clean=_place),
+    _r(r"\b(?:my|our)\s+(?!(?:holiday|vacation|summer|beach|old|parents'?|mum's|mom's|dad's|friend's)\b)(?:\w+\s+)?"
+       r"(?:flat|apartment|house|condo|place|home)\s+in\s+" + _PV, "location", "home_city", clean=_place),
+    _r(r"\b(?:based|living|located|settled(?:\s+down)?|settling(?:\s+down)?|staying|renting|rent\s+a\s+\w+)\s+(?:in|out\s+of)\s+" + _PV, "location",
        "home_city", clean=_place),
     _r(r"\b(?:live|lives|reside|resides)\s+in\s+" + _PV, "location", "home_city", clean=_place),
     _r(r"\bhome(?:\s+base)?(?:\s+for\s+(?:me|us))?\s+is\s+(?:in\s+|now\s+)?" + _PV, "location", "home_city", clean=_place),
@@ -621,38 +842,92 @@ _RULES: list[_Rule] = [
        clean=_place),
     _r(r"\b(?:moved|relocated|moving\s+back|moved\s+back|went\s+back|came\s+back|returned|headed\s+back|heading\s+back|"
        r"going\s+back|relocating\s+back)\s+(?:home\s+)?to\s+" + _PV, "location", "home_city", clean=_place),
+    # Verbs of moving as a class: a move verb with a direction ("relocated back to", "headed back east
+    # to", "flew home to … for good"); a plain travel verb needs "back"/"home" or "for good".
+    _r(r"\b(?:moved|moving|relocated|relocating|returned|returning)\s+(?:(?:back|home|over|up|down|out|back\s+home|back\s+\w+)\s+)?"
+       r"to\s+" + _PV, "location", "home_city", clean=_place),
+    _r(r"\b(?:went|came|headed|heading|flew|drove|got|going|gone|made\s+it)\s+(?:back|home|back\s+home)(?:\s+(?:east|west|"
+       r"north|south|up|down))?\s+to\s+" + _PV, "location", "home_city", clean=_place),
+    _r(r"\b(?:went|came|headed|flew|drove|moved)\s+(?:\w+\s+)?to\s+" + _PV + r"(?=\s+(?:for\s+good|permanently|to\s+stay)\b)",
+       "location", "home_city", clean=_place),
+    _r(r"\bmoved\s+back\s+in\s+with\s+[^.;]{1,40}?\s+in\s+" + _PV, "location", "home_city", clean=_place),
+    _r(r"\b(?:a|an)\s+(?P<v>(?-i:[A-Z])[\w\u00C0-\u024F'-]+(?:\s+(?-i:[A-Z])[\w'-]+)?)\s+(?:resident|local)\b", "location",
+       "home_city", clean=_place),
+    _r(r"\b(?:'ve|have)\s+been\s+(?:living\s+)?in\s+" + _PV + r"(?=\s+(?:for|going\s+on|since|nearly|almost|over|about|"
+       r"most\s+of)\b)", "location", "home_city", clean=_place),
+    _r(r"\b(?:I'm|I\s+am|we're|we\s+are)\s+(?:now\s+)?in\s+" + _PV + r"(?=\s+now\b)", "location", "home_city",
+       make=lambda m, s: [("home_city", v)] if re.search(r"\b(?:moved|relocated|moving)\b", s, re.I)
+       and (v := _place(m.group("v"))) else None),
+    # Profile-style self descriptions ("Based in: Phoenix. Occupation: paramedic.", "new city (Mombasa)").
+    _r(r"(?:^|[.;,:(]\s*|\b)(?:based\s+in|(?:new\s+|home\s+|current\s+)?city|location|lives\s+in|living\s+in)\s*[:(]\s*" + _PV,
+       "location", "home_city", clean=_place, subject=False),
+    _r(r"(?:^|[:,;]\s*)(?:update\s*:\s*|intro\s*:\s*)?city\s+(?:is\s+)?" + _PV, "location", "home_city", clean=_place,
+       subject=False),
+    _r(r"\b(?:back|home)\s+in\s+" + _PV + r"(?=\s*\(?\s*(?:for\s+good|permanently|to\s+stay|since\b|again\b|now\s+for\s+good))",
+       "location", "home_city", clean=_place, subject=False),
+    _r(r"\b(?:I'm|I\s+am|we're|we\s+are|been|living)\s+(?:now\s+)?(?:back\s+)?in\s+" + _PV
+       + r"(?=\s+(?:these\s+days|nowadays|for\s+good|permanently)\b)", "location", "home_city", clean=_place),
+    _r(r"\b(?:ended\s+up|wound\s+up|landed)\s+(?:living\s+)?in\s+" + _PV, "location", "home_city", clean=_place),
     _r(r"\b(?:moved|moving)\s+into\s+(?:a|an|our|my|the)\s+(?:new\s+|own\s+)?(?:place|house|home|apartment|flat|"
        r"condo)\s+in\s+" + _PV, "location", "home_city", clean=_place),
-    _r(r"\b(?:bought|buying|rented|renting|got|found)\s+(?:a|an|our|my)\s+(?:new\s+|first\s+|own\s+)?(?:house|home|"
-       r"apartment|flat|place|condo)\s+in\s+" + _PV, "location", "home_city", clean=_place),
+    _r(r"\b(?:bought|buying|rented|renting|rent|got|found|own|share|sharing)\s+(?:a|an|our|my)\s+(?:(?-i:[a-z]+)\s+){0,2}?(?:house|home|"
+       r"apartment|flat|place|condo|room|studio|bedsit|loft)\s+in\s+" + _PV, "location", "home_city", clean=_place),
     _r(r"\b(?:my|our)\s+(?:apartment|flat|house|place|home)(?:'s|\s+is)\s+(?:in|now\s+in)\s+" + _PV, "location",
        "home_city", clean=_place),
     _r(r"\b(?:I'm|I\s+am|we're|we\s+are)\s+back\s+in\s+" + _PV, "location", "home_city", clean=_place),
     _r(r"(?:住在|家在|定居在|生活在|定居于|常住在?|定居|落户|扎根在?|安家在|安家|(?<=我|们)住(?![了过着]))" + _ZV,
        "location", "home_city", clean=_place),
-    _r(r"(?<![去到现实存所正])在(?P<v>" + _ZC + r"{1,10}?)(?:生活|定居|居住|安家|住)", "location", "home_city", clean=_place),
-    _r(r"(?<![去到现实存所正])在(?P<v>" + _ZC + r"{1,10}?)待了(?:[一二三四五六七八九十两\d]+|好几|很多)(?:年|个月)", "location",
+    _r(r"(?<![去到现实存所正])在(?P<v>" + _ZC + r"{1,10}?)(?:生活|定居|居住|安家|落户|扎根|住)", "location", "home_city", clean=_place),
+    _r(r"(?:坐标|现居|常驻|📍)\s*(?P<v>" + _ZC + r"{2,8}?)(?=$|[,.!?;:。|\s]|的)|(?:现在|目前|如今)住(?:在)?(?P<w>" + _ZC
+       + r"{2,6}?)(?=$|[,.!?;:。]|了|呢)", "location", "home_city",
+       make=lambda m, s: [("home_city", v)] if (v := _place(m.group("v") or m.group("w"))) else None),
+    _r(r"(?:(?:人|目前|现在|如今|常年|一直)(?:人)?在|base(?:在)?\s*|留在了?|扎根在?)(?P<v>" + _ZC + r"{2,6}?)(?=$|[,.!?;:。]|了|呢|啦)",
+       "location", "home_city", make=lambda m, s: [("home_city", v)] if (v := _place(m.group("v"))) and is_chinese_city(v) else None),
+    _r(r"(?:去|到|来)了?(?P<v>" + _ZC + r"{2,6}?)(?:住|生活|定居|安家|发展)了?(?=$|[,.!?;:。])|(?:去|到|来)了?(?P<w>" + _ZC
+       + r"{2,6}?)了?[,].{0,12}?(?:租了?|买了?)(?:个|套|间|一套|一间)?(?:房|单间|公寓|房子|小区)", "location", "home_city",
+       make=lambda m, s: [("home_city", v)] if (v := _place(m.group("v") or m.group("w"))) and is_chinese_city(v) else None),
+    _r(r"(?<![去到现实存所正])在(?P<v>" + _ZC + r"{1,10}?)(?:待|呆|漂|住)了(?:[一二三四五六七八九十两\d]+|好几|很多|快|差不多)(?:年|个月)", "location",
        "home_city", clean=_place),
-    _r(r"(?:搬到了|搬到|搬去了|搬去|搬家到|搬家去了|搬家去|搬回了|搬回|搬来|回到了?|回)(?:老家)?" + _ZV
-       + _ZEND, "location", "home_city", clean=_place),
+    _r(r"(?:搬到了|搬到|搬去了|搬去|搬家到|搬家去了|搬家去|搬回了|搬回|搬来|回到了?|回(?![家来去头]))(?P<home>老家)?" + _ZV
+       + _ZEND, "location", "home_city",
+       # After 老家 only a city is a place ("回老家躺平了" is a way of life, "回老家成都" a move).
+       make=lambda m, s: [("home_city", v)] if (v := _place(m.group("v"))) and (not m.group("home") or is_chinese_city(v))
+       else None),
     # --- relationship status
     _r(r"分手了|离婚|离异|单身|领证|结婚(?:[一二三四五六七八九十两\d]+年)?了|已婚|订婚|嫁人了|脱单|恋爱了|在谈恋爱|恋爱中|"
-       r"丧偶", "relationship", "status", make=lambda m, s: [("status", _ZH_STATUS[m.group(0)[:2]])],
-       on_negation="drop"),
+       r"丧偶|母胎solo|求婚成功|被求婚|在约会|约会中|(?:(?<=^)|(?<=[,.!。]))(?:分了|离了)(?=$|[,.!。])", "relationship", "status",
+       make=lambda m, s: [("status", _ZH_STATUS[m.group(0)[:2]])], on_negation="drop"),
+    _r(r"老伴.{0,4}?(?:走了|去世|过世|没了)|(?:老公|老婆|丈夫|妻子|爱人).{0,4}?(?:去世|过世)", "relationship", "status",
+       make=_status("widowed"), on_negation="drop"),
+    _r(r"我(?:家)?(?P<w>老公|老婆|丈夫|媳妇)", "relationship", "status", make=_status_word, on_negation="drop",
+       subject=False),
     _r(r"(?:有|交了)(?P<w>女朋友|男朋友|对象)", "relationship", "status", make=_status_word, on_negation="end_value"),
     _r(r"(?:我|我们)?(?:和|跟)(?P<w>女朋友|男朋友|未婚夫|未婚妻|老公|老婆|对象)", "relationship", "status",
        make=_status_word, on_negation="drop"),
+    # Events of a relationship, in the ways people say them ("tied the knot", "he proposed … I said yes",
+    # "lost my husband"): a death of a spouse comes before "my husband" reads as married.
+    _r(r"\b(?:lost|buried)\s+my\s+(?:husband|wife|spouse|partner)\b(?!'s)|\bmy\s+(?:late\s+)?(?:husband|wife|spouse)"
+       r"\s+(?:passed\s+away|died|passed)\b|\bmy\s+late\s+(?:husband|wife|spouse)\b|\b(?:I'm|I\s+am)\s+a\s+"
+       r"widow(?:er)?\b|丧偶|老伴(?:走了|去世了?|过世了?)|(?:老公|老婆|丈夫|妻子)(?:走了|去世了?|过世了?)",
+       "relationship", "status", make=_status("widowed"), on_negation="drop", subject=False),
+    _r(r"\bcalled\s+(?:it|the\s+(?:wedding|engagement))\s+off\b|\bbroke\s+off\s+(?:the|our)\s+engagement\b", "relationship",
+       "status", make=_status("engaged"), op="end", on_negation="drop"),
+    _r(r"\b(?:tied\s+the\s+knot|got\s+hitched|walked\s+down\s+the\s+aisle|exchanged\s+vows|said\s+(?:our|my)\s+vows|"
+       r"(?:we're|we\s+are)\s+newlyweds)\b", "relationship", "status", make=_status("married"), on_negation="drop"),
+    _r(r"\b(?:(?:he|she|they)\s+(?:proposed|popped\s+the\s+question)|(?:I|we)\s+(?:got\s+)?proposed\b|"
+       r"(?:she|he)\s+said\s+yes\b(?=[^.]*(?:!|ring|propos|fianc)))", "relationship", "status",
+       make=_status("engaged"), on_negation="drop", subject=False),
     _r(r"\b(?:got|getting|just\s+got)\s+(?P<w>married|engaged|divorced)\b", "relationship", "status",
        make=_status_word, on_negation="drop"),
     _r(r"\bthe\s+divorce\s+(?:went\s+through|is\s+final|was\s+finali[sz]ed|came\s+through)", "relationship",
        "status", make=_status("divorced"), on_negation="drop", subject=False),
     _r(r"\b(?:broke|broken|split)\s+up\b", "relationship", "status", make=_status("single"), on_negation="drop"),
     _r(r"\b(?:I'm|I\s+am|we're|we\s+are|been|still|now|happily|recently|newly)\s+(?:happily\s+|recently\s+|newly\s+|"
-       r"still\s+|now\s+|officially\s+)*(?P<w>single|engaged|married|divorced|widowed|dating|in\s+a\s+relationship|"
+       r"still\s+|now\s+|officially\s+|just\s+|only\s+|currently\s+|finally\s+|not\s+|no\s+longer\s+)*(?P<w>single|engaged|married|divorced|widowed|dating|in\s+a\s+relationship|"
        r"seeing\s+someone)\b", "relationship", "status",
        make=lambda m, s: [("status", _STATUS_WORDS[re.sub(r"\s+", " ", m.group("w").lower())])],
        on_negation="end_value"),
-    _r(r"(?:^|(?<=,))\s*(?:sorry,?\s*|not\s+|still\s+|now\s+)?(?P<w>single|engaged|married|divorced|widowed)\b(?!\s+(?:people|couples?|friends?))",
+    _r(r"(?:^|(?<=,))\s*(?:sorry,?\s*|not\s+|still\s+|now\s+|officially\s+|happily\s+)?(?P<w>single|engaged|married|divorced|widowed)\b(?!\s+(?:people|couples?|friends?))",
        "relationship", "status", make=_status_word, on_negation="end_value"),
     _r(r"\b(?:my|our)\s+(?:lovely\s+|amazing\s+|wonderful\s+|new\s+|dear\s+)?(?P<w>girlfriend|boyfriend|fianc[ée]e?|"
        r"husband|wife|hubby|wifey|spouse|gf|bf)\b(?!'s\s+(?:friend|sister|brother|mom|dad))", "relationship",
@@ -670,9 +945,13 @@ _RULES: list[_Rule] = [
        on_negation="drop"),
     _r(r"^\s*(?:(?:hey|hi|hello|yo)(?:\s+hi)?\s*,?\s*)+(?:it's|this\s+is|I'm)\s+(?P<v>(?-i:[A-Z])[a-z]+)\s*[.!]*$",
        "profile", "name", make=_name, on_negation="drop"),
-    _r(r"\b(?:I'm|I\s+am)\s+(?P<v>(?-i:[A-Z])[a-z]+)\s*,?\s+(?:by\s+the\s+way|btw|nice\s+to\s+meet\s+you)\b|"
+    _r(r"\b(?:I'm|I\s+am|it's|it\s+is|name's)\s+(?P<lc>(?-i:[a-z])[a-z]+)\s*,?\s+(?:by\s+the\s+way|btw|nice\s+to\s+meet\s+you)\b",
+       "profile", "name", make=lambda m, s: None if is_dictionary_word(m.group("lc")) else _name_of(m.group("lc")),
+       on_negation="drop", subject=False),
+    _r(r"\b(?:I'm|I\s+am|it's|it\s+is|name's)\s+(?P<v>(?-i:[A-Z])[a-z]+)\s*,?\s+(?:by\s+the\s+way|btw|nice\s+to\s+meet\s+you)\b|"
        r"\bnice\s+to\s+meet\s+you(?:\s+too)?\s*[,!.]?\s*(?:I'm|I\s+am)\s+(?P<w>(?-i:[A-Z])[a-z]+)\b", "profile", "name",
        make=lambda m, s: _name_of(m.group("v") or m.group("w")), on_negation="drop", subject=False),
+    _r(r"(?:^|[:,;]\s*)(?:about\s+me|name)\s*:?\s+(?P<v>(?-i:[A-Z])[a-z]+)\b", "profile", "name", make=_name, subject=False),
     _r(r"(?:^|[^他她它])(?:我叫(?!了|车|外卖|醒)|我的名字(?:是|叫)|名字叫|(?:大家|朋友们?|别人|他们)?都?(?:叫|喊)我)"
        r"(?P<v>" + _ZC + r"{1,8})", "profile", "name", make=_name, on_negation="drop", subject=False),
     _r(r"(?:^|,)\s*(?:我是|是)" + _ZH_NAME + r"(?=$|[,.!?;:\s。]|啊|呀|哦)", "profile", "name", make=_name,
@@ -689,7 +968,7 @@ _RULES: list[_Rule] = [
        on_negation="drop"),
     _r(r"\b(?:not|no\s+longer)\s+(?:working\s+)?(?:at|with|for)\s+" + _PV, "work", "employer", clean=_place, op="end",
        on_negation="keep"),
-    _r(r"(?:离开了?|辞职离开了?)(?P<v>" + _ZC + r"{1,10}?)(?=$|[,.!?;:\s。]|了)|从(?P<w>" + _ZC
+    _r(r"(?:离开了?|辞职离开了?|裸辞了?|辞掉了?)(?P<v>" + _ZC + r"{1,10}?)(?=$|[,.!?;:\s。]|了)|从(?P<w>" + _ZC
        + r"{1,10}?)(?:离职|辞职|跳槽|出来)", "work", "employer",
        make=lambda m, s: [("employer", v)] if (v := _place(m.group("v") or m.group("w") or "")) else None,
        op="end", on_negation="drop"),
@@ -701,7 +980,32 @@ _RULES: list[_Rule] = [
        "work", "employer", clean=_place, value_span=True),
     _r(r"\b(?:landed|got|took|accepted|found|started|starting)\s+(?:a\s+|the\s+|my\s+)?(?:new\s+)?(?:job|position|role|"
        r"gig|offer)\s+(?:at|with)\s+" + _PV, "work", "employer", clean=_place),
-    _r(r"\b(?:work|works|working|worked|teach|teaching|intern|interning|volunteer)\s+(?:at|for)\s+" + _PV,
+    _r(r"(?:^|[.;,(]\s*|\b)(?:employer|company|workplace|new\s+(?:job|employer|company|gig|role))\s*[:(]\s*" + _PV, "work",
+       "employer", clean=_place, subject=False),
+    _r(r"\b(?:day\s+(?:1|one)|first\s+(?:day|week)|week\s+(?:1|one))\s+at\s+" + _PV, "work", "employer", clean=_place),
+    _r(r"\bjumped\s+ship\s+to\s+(?:the\s+)?" + _PV, "work", "employer", clean=_place),
+    # The employer as the actor ("got hired by Aldi", "got poached by Booking.com", "Canva offered me a role").
+    _r(r"\b(?:hired|poached|headhunted|recruited|snapped\s+up|taken\s+on|employed|signed)\s+(?:by|with)\s+(?:the\s+)?"
+       + _PV, "work", "employer", clean=_place),
+    _r(r"(?P<v>(?-i:[A-Z])[\w.&'-]*(?:\s+(?-i:[A-Z])[\w.&'-]*){0,3})\s+(?:offered|gave|hired)\s+me\s+(?:a|an|the)\s+"
+       r"(?:\w+\s+){0,2}(?:job|role|position|contract|place|spot|internship)\b", "work", "employer", clean=_place,
+       subject=False),
+    # A new place named after leaving the old one ("left Meta for a tiny startup called Loomly").
+    _r(r"\b(?:left|quit)\s+(?-i:[A-Z])\S*(?:\s+(?-i:[A-Z])\S*)*\s+(?:for|to\s+join)\s+(?:a|an|the)?\s*(?:[\w-]+\s+){0,3}?"
+       r"(?:startup|company|firm|agency|studio|shop|bakery|restaurant|hospital|clinic|school|nonprofit|charity|lab|"
+       r"place)\s+(?:called|named)\s+" + _PV, "work", "employer", clean=_place, value_span=True),
+    _r(r"\b(?:left|quit)\s+(?-i:[A-Z])\S*(?:\s+(?-i:[A-Z])\S*)*\s+(?:for|to\s+join)\s+" + _PV, "work", "employer",
+       clean=_place, value_span=True),
+    _r(r"\b(?:joined|joining)\s+(?:the\s+)?(?P<v>(?-i:[A-Z])[^.,!?;:\n()]{0,60})", "work", "employer",
+       make=lambda m, s: [("employer", v)] if _WORK_CONTEXT.search(s) and (v := _place(m.group("v"))) else None),
+    _r(r"\b(?:moved\s+over|switched|switching|transferred|went\s+over|jumped\s+ship)\s+to\s+(?:the\s+)?"
+       r"(?P<v>(?-i:[A-Z])[^.,!?;:\n()]{0,60})", "work", "employer",
+       make=lambda m, s: [("employer", v)] if _WORK_CONTEXT.search(s) and (v := _place(m.group("v"))) else None),
+    _r(r"\b(?:I'm|I\s+am|I've\s+been|been|now)\s+(?:now\s+|working\s+)?(?:at|with)\s+(?P<v>(?-i:[A-Z])[^.,!?;:\n()]{0,60}?)"
+       r"(?=\s+(?:now|since|these\s+days|for\s+(?:a|two|three|\d|about|almost|over|the))\b|\s*,?\s+(?:on|in)\s+the\s+"
+       r"(?:\w+\s+){0,2}(?:team|department|desk|side|floor|ward)\b)", "work", "employer",
+       make=lambda m, s: [("employer", v)] if _WORK_CONTEXT.search(s) and (v := _place(m.group("v"))) else None),
+    _r(r"\b(?:work|works|working|worked|teach|teaching|intern|interning|volunteer)\s+(?:(?-i:[a-z]+)\s+){0,2}?(?:at|for)\s+" + _PV,
        "work", "employer", clean=_place),
     _r(r"\b(?:started|starting|start|began)\s+(?:(?:a\s+new\s+job|work|working|my\s+new\s+job|a\s+job)\s+)?"
        r"(?:at|with)\s+" + _PV, "work", "employer", clean=_place),
@@ -714,39 +1018,64 @@ _RULES: list[_Rule] = [
        clean=_place),
     _r(r"\bplay\s+(?:\w+\s+){0,2}(?:for|with)\s+(?:the\s+)?" + _PV, "work", "employer", clean=_place),
     _r(r"\b(?:I'm|I\s+am)\s+(?:now\s+)?with\s+" + _PV + r"(?=\s+now\b)", "work", "employer", clean=_place),
-    _r(r"(?:入职了?|加入了?|跳槽到了?|跳槽去了?|换到了?)(?P<v>" + _ZC + r"{2,10}?)(?=$|[,.!?;:\s。]|工作|上班|了)",
+    _r(r"(?:换了?(?:新)?工作|新工作|跳槽了?|入职了?)\s*\(\s*(?P<v>" + _ZC + r"{2,10}?)\s*\)", "work", "employer", clean=_org),
+    _r(r"(?:入职了?|加入了?|跳槽到了?|跳槽去了?|换到了?|跳到了?|跳去了?)(?P<v>" + _ZC + r"{2,10}?)(?=$|[,.!?;:\s。]|工作|上班|了|(?!" + _ZC + r"))",
        "work", "employer", clean=_place),
     _r(r"(?:换工作|换了工作|跳槽|离职|辞职)了?.{0,6}?(?:去了|进了|到了)(?P<v>" + _ZC + r"{2,10}?)"
        r"(?=$|[,.!?;:\s。]|工作|上班|了)", "work", "employer", clean=_place),
     _r(r"(?<![不没现实存所正])在(?P<v>" + _ZC + r"{1,12}?)(?:工作|上班|任职|实习|做|当|干)", "work", "employer", clean=_place),
     _r(r"(?:离开|离职|辞职|跳槽|换工作|换了工作|跳到).*?(?:现在|目前)在(?P<v>" + _ZC + r"{2,10}?)(?=$|[,.!?;:\s。]|了)",
        "work", "employer", clean=_place, subject=False, value_span=True),
+    # Chinese verbs of joining and leaving as a class: 去X上班, 转去X, 叫X after an organisation noun,
+    # X那边辞了, a bare 离职了 (whatever the employer was).
+    _r(r"(?:去了?|到了?|进了?)(?P<v>" + _ZC + r"{2,8}?)(?:上班|工作|实习|任职|报到)", "work", "employer", clean=_place),
+    _r(r"(?:转去|转到|跳到|跳去|换到|换去|去了|进了)(?P<v>" + _ZC + r"{2,8}?)了?(?=$|[,.!?;:。])", "work", "employer",
+       make=lambda m, s: [("employer", v)] if _WORK_CONTEXT.search(s) and (v := _place(m.group("v")))
+       and not is_chinese_city(v) else None),
+    _r(r"(?:医院|公司|学校|单位|店|律所|银行|机构|企业|工作室|事务所)[,]?\s*(?:名字)?叫(?P<v>" + _ZC + r"{2,8}?)(?=$|[,.!?;:。])",
+       "work", "employer", clean=_org, subject=False),
+    _r(r"(?<![不没])(?:我|俺)(?:现在|目前)?在(?P<v>" + _ZC + r"{2,8}?)(?=$|[,.!?;:。])", "work", "employer",
+       make=lambda m, s: [("employer", v)] if re.search(r"[,]\s*(?:搞|做|干|负责|写|当|带)", s[m.end():m.end() + 3])
+       and (v := _org(m.group("v"))) and not is_chinese_city(v) else None),
+    _r(r"(?:现在|目前|如今)(?:人)?在(?P<v>" + _ZC + r"{2,8}?)(?=$|[,.!?;:。])", "work", "employer",
+       make=lambda m, s: [("employer", v)] if _WORK_CONTEXT.search(s) and (v := _place(m.group("v")))
+       and not is_chinese_city(v) else None),
+    _r(r"(?P<v>" + _ZC + r"{2,8}?)(?:那边|这边|那里|这里)(?:已经)?(?:辞了|辞职了|不干了|离职了)|不干(?P<w>" + _ZC + r"{2,8}?)了",
+       "work", "employer", make=lambda m, s: [("employer", v)] if (v := _place(m.group("v") or m.group("w"))) else None,
+       op="end", on_negation="drop"),
+    _r(r"(?:(?<=^)|(?<=[,.!。]))(?:已经|刚|也)?(?:离职|辞职|被裁|裸辞|被辞退|被开除)了", "work", "employer",
+       make=lambda m, s: [("employer", "")], op="end", on_negation="drop"),
     _r(r"\b(?:work|working|worked)\s+as\s+(?:a|an)\s+" + _EV, "work", "job", make=_job_framed),
-    _r(r"\b(?:I'm|I\s+am|been|I've\s+been|now)\s+(?:now\s+|still\s+|currently\s+|also\s+)?(?:a|an)\s+(?!big\b|huge\b)"
+    _r(r"\b(?:I'm|I\s+am|been|I've\s+been|now|officially)\s+(?:now\s+|still\s+|currently\s+|also\s+|officially\s+)?(?:a|an)\s+(?!big\b|huge\b)"
        r"(?P<v>(?:[A-Za-z-]+\s+){0,2}?[a-z-]+)(?=\s+(?:now|at|for|in|with|and|but|since|these|again|here|"
-       r"already|by|so)\b|\s*$|[.,!?;:])", "work", "job", make=_job, on_negation="end_value"),
+       r"already|by|so|as)\b|\s*$|[.,!?;:])", "work", "job", make=_job, on_negation="end_value"),
     _r(r"^\s*(?:(?:still|now|currently|not|no\s+longer)\s+)?(?:a|an)\s+(?P<v>(?:[A-Za-z-]+\s+){0,2}?[a-z-]+)"
        r"(?=\s*(?:now|again|these\s+days|anymore|any\s+more)?\s*(?:$|[.,!?;:]))", "work", "job", make=_job,
        on_negation="end_value"),
-    _r(r"\b(?:I'm|I\s+am|work\s+as|working\s+as)\s+(?:a|an)\s+(?:[\w-]+\s+){0,2}?[\w-]+\s+(?:at|for|with)\s+"
+    _r(r"\b(?:I'm|I\s+am|work\s+as|working\s+as|hired\s+as|started\s+as|joined\s+as|promoted\s+to|starting\s+as)\s+(?:a|an|the)\s+(?:[\w-]+\s+){0,2}?[\w-]+\s+(?:at|for|with)\s+"
        + _PV, "work", "employer", clean=_place, value_span=True),
     _r(r"\b(?:(?:promoted\s+to|now\s+working\s+as|hired\s+as|started\s+as|trained\s+as|qualified\s+as)\s+"
        r"(?:a\s+|an\s+|the\s+)?|(?:became|become)\s+(?:a|an)\s+)(?P<v>(?:[A-Za-z-]+\s+){0,2}?[a-z-]+)(?=\s+(?:now|at|for|in|with|and|but|since|last|"
-       r"this|after)\b|\s*$|[.,!?;:])", "work", "job", make=_job),
+       r"this|after)\b|\s*$|[.,!?;:])", "work", "job", make=lambda m, s: (_job if re.match(r"becam|becom", m.group(0), re.I) else _job_framed)(m, s)),
     _r(r"\b(?:I'm|I\s+am|now|became|promoted\s+to)\s+(?:now\s+)?(?:the\s+)?(?P<v>(?:head|director|vp|chief|manager|lead)"
        r"\s+of\s+[a-z]+(?:\s+[a-z]+)?)", "work", "job", make=lambda m, s: [("job", m.group("v").lower())]),
     _r(r"\b(?:landed|got|took|accepted|found|started)\s+(?:a\s+|the\s+|my\s+)?(?:new\s+)?(?:job|position|role|gig)\s+"
        r"as\s+(?:a\s+|an\s+)?(?P<v>(?:[A-Za-z-]+\s+){0,2}?[a-z-]+)(?=\s+(?:at|for|in|with|and|but)\b|\s*$|[.,!?;:])",
        "work", "job", make=_job_framed),
     _r(r"\bmy\s+(?:job|occupation|profession|role|title)\s+is\s+(?:a|an)?\s*" + _EV, "work", "job", make=_job),
-    _r(r"(?:是|做|当|干|成了|升了|升为|转)(?:一名|一位|一个|个|名)?(?P<v>" + _ZC + r"{0,8}?" + _ZH_JOB_TAIL + r")",
+    _r(r"(?:^|[.;,(]\s*)(?:occupation|job|profession|role|title|works\s+as)\s*[:(]?\s*(?:a\s+|an\s+)?(?P<v>[A-Za-z][\w -]{1,40}?)"
+       r"(?=\s*(?:$|[.;,)]))", "work", "job", make=_job_framed, subject=False),
+    _r(r"(?:转行做了?|转行当了?|当上了?|升为|升到|成了|升了|是|做了?|当了?|干|转)(?:一名|一位|一个|个|名)?(?:普通的?|一般的?|小小的?)?(?P<v>" + _ZC
+       + r"{0,8}?" + _ZH_JOB_TAIL + r"(?:顾问|主管|经理|助理|总监|专员|代表|长|组长)?)(?![" + _CJK + r"]{0,2}(?:家|那|这|的时候))",
        "work", "job", on_negation="end_value"),
+    _r(r"不(?:再)?(?:做|当|干|跑)(?P<v>" + _ZC + r"{2,6}?)了", "work", "job", op="end", on_negation="keep"),
+    _r(r"(?P<v>" + _ZC + r"{2,6}?)(?:也|已经)?不(?:干|做|当)了", "work", "job", op="end", on_negation="keep"),
     _r(r"(?:做|当)(?P<v>" + _ZC + r"{2,6}?)(?:的工作|工作)?(?=$|[,.!?;:\s。]|了)", "work", "job", confidence=0.6,
        on_negation="end_value"),
     # --- pets (key: the name; value: the species); deaths end the pet
     _r(r"\b(?:had\s+to\s+say\s+goodbye\s+to|had\s+to\s+put\s+down|lost|buried|put\s+down)\s+"
        r"(?:our\s+|my\s+)?(?:(?:dog|cat|bunny|rabbit|hamster|pup|puppy|kitty)\s+)?(?P<v>(?-i:[A-Z])[a-z]+)\b"
-       r"(?!\s+(?:Street|Road))|\b(?:had\s+to\s+)?put\s+(?P<w>(?-i:[A-Z])[a-z]+)\s+down\b",
+       r"(?!\s+(?:Street|Road))|\b(?:had\s+to\s+)?put\s+(?P<w>[A-Za-z][a-z]+)\s+down\b",
        "pet", "{slug}", make=lambda m, s: _pet_end(m.group("v") or m.group("w")),
        op="end", on_negation="drop"),
     _r(r"(?:^|(?<=\s))(?!(?:My|Our|His|Her|The)\b)(?P<v>(?-i:[A-Z])[a-z]+)\s+(?:passed\s+away|died|was\s+put\s+down|"
@@ -754,9 +1083,14 @@ _RULES: list[_Rule] = [
        make=lambda m, s: ([] if re.fullmatch(_KIN, m.group("v"), re.I) else [(_slug(m.group("v")), "")]),
        op="end", on_negation="drop", subject=False),
     _r(r"(?:^|(?<=[,.!?;:\s]))(?P<v>(?!" + _ZH_KIN + r")" + _ZC + r"{1,4}?)(?:昨天|前天|今天|上周|早上|昨晚)?"
-       r"(?:去世了|去世|死了|走了|没了|病死了|被车撞了)", "pet", "{slug}",
-       make=lambda m, s: ([] if re.search(r"我|他|她|人|家", m.group("v")) else [(_slug(m.group("v")), "")]),
+       r"(?:去世了|去世|死了|走了|没了|病死了|被车撞了|送人了|送走了|走丢了|丢了|回喵星了?|去喵星了?|回汪星了?|去汪星了?|"
+       r"去了?天堂|当天使了)", "pet", "{slug}",
+       make=lambda m, s: ([] if re.search(r"我|他|她|人|家|老伴", m.group("v")) or not could_be_a_name(m.group("v"))
+                          else [(_slug(m.group("v")), "")]),
        op="end", on_negation="drop", subject=False),
+    _r(r"\b(?:(?:don't|do\s+not|no\s+longer)\s+have|(?:gave|giving)\s+away|rehomed|rehoming)\s+(?:my\s+|our\s+)?"
+       r"(?:(?:dog|cat|bunny|rabbit|hamster|parrot|bird|fish|turtle|tortoise)\s+)?(?P<v>(?-i:[A-Z])[a-z]+)\b", "pet", "{slug}",
+       make=lambda m, s: _pet_end(m.group("v")), op="end", on_negation="keep"),
     _r(r"\b(?:my|our)\s+(?:old\s+|sweet\s+|beloved\s+|poor\s+)?" + _EN_SPECIES + r"\s+(?:passed\s+away|died|was\s+put\s+down|"
        r"didn't\s+make\s+it)", "pet", "", make=lambda m, s: [(_slug(_species(m.group("s"))), "")], op="end",
        on_negation="drop", subject=False),
@@ -766,19 +1100,37 @@ _RULES: list[_Rule] = [
        subject=False, on_negation="drop"),
     _r(r"\b(?:have|own|got|adopted|rescued|bought|getting|just\s+got|have\s+got|brought\s+home)\s+(?:a|an|one|two|"
        r"three|\d)\s+(?!hot\s)(?:[a-z]+\s+){0,2}" + _EN_SPECIES + r"\b(?:\s*,?\s+(?:named|called)\s+"
-       r"(?P<n>(?-i:[A-Z])[\w'-]*))?(?:\s*,\s*(?P<n2>(?-i:[A-Z])[\w'-]*)(?:\s+and\s+(?P<n3>(?-i:[A-Z])[\w'-]*))?)?",
-       "pet", "", make=_pet, on_negation="drop"),
+       r"(?P<n>(?-i:[A-Z])[\w'-]*))?(?:(?:\s+(?:for|from)\s+[^,.!?;]{1,30}?)?\s*,\s*(?P<n2>(?-i:[A-Z])[\w'-]*)"
+       r"(?:\s+and\s+(?P<n3>(?-i:[A-Z])[\w'-]*))?)?", "pet", "", make=_pet, on_negation="drop"),
+    _r(r"\b(?:two|three|four|\d)\s+" + _EN_SPECIES + r"\s*[:,]\s*(?P<n>(?-i:[A-Z])[\w'-]*)\s*(?:,|and|&)\s*(?P<n2>(?-i:[A-Z])[\w'-]*)",
+       "pet", "", make=_pet, on_negation="drop", subject=False),
+    _r(r"\b(?:my|our)\s+" + _EN_SPECIES + r"\s+(?P<n>(?-i:[a-z])[a-z'-]+)\b(?=\s+(?:is|was|has|had|loves|hates|ate|keeps|just|"
+       r"always|got|won't|can't|sleeps|likes))", "pet", "",
+       make=lambda m, s: None if is_dictionary_word(m.group("n")) else _pet(m, s), subject=False, on_negation="drop"),
+    _r(r"\bmeet\s+(?P<n>(?-i:[A-Z])[\w'-]*)[^\w.!?]*\s*(?:,\s*)?(?:my|our)\s+(?:new\s+|little\s+|baby\s+)?" + _EN_SPECIES + r"\b",
+       "pet", "", make=_pet, subject=False, on_negation="drop"),
+    _r(r"\bnew\s+" + _EN_SPECIES + r"\s*[:(]\s*(?P<n>(?-i:[A-Z])[\w'-]*)", "pet", "", make=_pet, subject=False,
+       on_negation="drop"),
+    _r(r"(?:^|[:,]\s*|\b(?:and|have|got|with)\s+)(?:a|an|my|our)\s+(?:(?-i:[a-z]+)\s+)?" + _EN_SPECIES
+       + r"\s*,?\s+(?:called|named)\s+(?P<n>(?-i:[A-Z])[\w'-]*)", "pet", "", make=_pet, subject=False, on_negation="drop"),
     _r(r"(?P<n>(?-i:[A-Z])[\w'-]*(?:\s+(?-i:[A-Z])[\w'-]*)?)\s*,\s*(?:my|our)\s+(?:[a-z]+\s+){0,3}" + _EN_SPECIES
        + r"\b", "pet", "", make=_pet, subject=False, on_negation="drop"),
     _r(r"\b(?:my|our)\s+(?!hot\s)(?:[a-z]+\s+)?" + _EN_SPECIES + r"\s*,?\s+(?P<n>(?-i:[A-Z])[a-z][\w'-]*)", "pet", "",
        make=_pet, subject=False, on_negation="drop"),
-    _r(r"(?:家里的|我家的?|我的|家里|我们家的?|(?:有|养了?|养着)(?:一|两|几)?(?:只|条|个|头|匹))?" + _ZH_SPECIES + r"(?:的名字)?(?:叫做|名叫|叫)(?P<n>" + _ZC
+    _r(r"(?:家里的|我家的?|我的|家里|我们家的?|(?:有|养了?|养着)(?:一|两|几)?(?:只|条|个|头|匹))?" + _ZH_SPECIES + r"(?:的名字)?(?:吧|呢|啊|呀)?[,]?\s*(?:它|他|她)?(?:取名叫|取名为|取名|起名叫|起名|叫做|名叫|叫)(?P<n>" + _ZC
        + r"{1,4}?)(?=$|[,.!?;:\s。]|了|,|三|两|一|已经|今年|很)", "pet", "", make=_pet, on_negation="drop"),
+    _r(_ZH_SPECIES + r"\s*\(\s*(?:叫)?(?P<n>" + _ZC + r"{1,4}?)(?:(?:和|、)(?P<n2>" + _ZC + r"{1,4}?))?\s*\)", "pet", "",
+       make=_pet, on_negation="drop", subject=False),
+    _r(r"(?:我的|我家的?|家里的?)\s*" + _EN_SPECIES + r"\s*(?:叫|名叫|叫做)\s*(?P<n>[A-Za-z][\w'-]*|" + _ZC + r"{1,4})", "pet", "",
+       make=_pet, on_negation="drop"),
     _r(r"(?P<n>" + _ZC + r"{1,4}?)是我(?:家|们家)?的" + _ZH_SPECIES, "pet", "", make=_pet, on_negation="drop"),
     _r(r"(?:养了|养着|养|有)(?:一|两|二|三|几)?(?:只|条|个|头|匹)" + _ZH_SPECIES
-       + r"(?:,?\s*(?:它|他|她)?(?:叫|名叫|名字叫|叫做)(?P<n>" + _ZC + r"{1,6}))?", "pet", "", make=_pet_zh,
+       + r"(?:,?\s*(?:它|他|她)?(?:取名叫|取名|起名叫|起名|叫|名叫|名字叫|叫做)(?P<n>" + _ZC + r"{1,6}))?", "pet", "", make=_pet_zh,
        on_negation="drop"),
     # --- budgets and spending constraints
+    _r(r"\bno\s+(?:more\s+)?(?:(?P<t2>[a-z]+)\s+)?budget\s+(?:anymore|any\s+more|now)\b|\b(?:forget|scrap|drop|cancel|ditch|"
+       r"shelve|shelving|scrapping|dropping)\s+(?:the|my|our)\s+(?:(?P<t3>[a-z]+)\s+)?(?:budget|idea|plan)", "budget", "",
+       make=lambda m, s: [(_purpose(m.group("t2") or m.group("t3"), s), "")], op="end", on_negation="keep"),
     _r(r"\b(?:forget|scrap|drop|cancel|ditch)\s+(?:the|my|our)\s+(?:(?P<t2>[a-z]+)\s+)?budget", "budget", "",
        make=lambda m, s: [(_purpose(m.group("t2"), s), "")], op="end", on_negation="drop"),
     _r(r"(?:\b(?P<t2>[a-z]+(?:\s+[a-z]+)?)\s+)?\bbudget" + r"(?:\s+for\s+(?:the\s+|my\s+|our\s+|this\s+|a\s+)?"
@@ -796,7 +1148,7 @@ _RULES: list[_Rule] = [
     _r(r"\b(?:can|could|will|'ll)\s+(?:now\s+|finally\s+|only\s+)?(?:spend|afford|pay|go\s+up\s+to|stretch\s+to|"
        r"stretch\s+my\s+budget\s+to|go\s+as\s+high\s+as)\s+(?:up\s+to\s+|about\s+|around\s+|at\s+most\s+)?" + _MONEY,
        "budget", "", make=_budget, on_negation="drop"),
-    _r(r"\b(?:willing|able|happy|prepared|ready)\s+to\s+(?:spend|pay)\s+(?:up\s+to\s+|about\s+|around\s+)?" + _MONEY
+    _r(r"\b(?:willing|able|happy|prepared|ready)\s+to\s+(?:spend|pay|go\s+up\s+to|go\s+to|stretch\s+to)\s+(?:up\s+to\s+|about\s+|around\s+)?" + _MONEY
        + r"(?:\s+(?:on|for)\s+(?:the\s+|a\s+|my\s+|our\s+)?(?P<t>[a-z]+(?:\s+[a-z]+)?))?", "budget", "",
        make=_budget, on_negation="drop"),
     _r(r"\bmy\s+(?:(?P<t2>[a-z]+)\s+)?(?:max|maximum|limit|cap|spending\s+limit)\s+(?:is|was|of)\s+" + _MONEY,
@@ -805,9 +1157,32 @@ _RULES: list[_Rule] = [
        r"increasing|increased|reducing|reduced|keeping|kept)\s+(?:my\s+|our\s+|the\s+)?(?P<t>[a-z]+(?:\s+[a-z]+)?)"
        r"(?:\s+(?:spending|budget|costs?))?\s+(?:down\s+|up\s+)?(?:to|at)\s+" + _MONEY, "budget", "", make=_budget,
        on_negation="drop"),
+    _r(r"\bbudget(?:'s)?\b[^.;!?$€£¥\d]{0,30}?\bfrom\s+[$€£¥]?[\d,.]+\s*k?(?:\s+\w+)?\s+to\s+" + _MONEY, "budget", "",
+       make=_budget, on_negation="drop", subject=False),
+    _r(r"\b(?:got|have|has|saved(?:\s+up)?)\s+(?:about\s+|around\s+|roughly\s+)?" + _MONEY_MARKED
+       + r"\s+(?:to\s+spend|for)\b(?:\s+on)?", "budget", "", make=_budget, on_negation="drop"),
+    # Generic forms: a spending-limit word, then an amount within a few words ("keep the laptop
+    # under $1.2k", "eating out is capped at £200/month", "I give myself $150 a week for groceries")
+    _r(r"\b(?:budget(?:'s)?|allowance|under|below|capped|cap|limit(?:ed)?|max(?:imum)?|afford|no\s+more\s+than|"
+       r"at\s+most|give\s+(?:myself|ourselves))\b[^.;!?$€£¥\d]{0,40}?" + _MONEY_MARKED, "budget", "",
+       make=_budget, on_negation="drop", subject=False),
+    _r(r"\bbudget(?:'s)?\b[^.;!?$€£¥\d]{0,40}?" + _MONEY, "budget", "", make=_budget, on_negation="drop",
+       subject=False),
+    # …and an amount of a named purpose that moved ("groceries went up to $180 a week").
+    _r(r"\b(?P<t>" + _PURPOSE_WORDS + r")s?\b[^.;!?$€£¥\d]{0,30}?\b(?:up|down|back)\s+to\s+" + _MONEY_MARKED,
+       "budget", "", make=_budget, on_negation="drop", subject=False),
+    # "从A调成B", "提了三万，到十八万": the amount it ends at.
+    _r(r"(?:预算|budget|经费)(?:[^,.!?。]{0,12}?[,]\s*|[^,.!?。]{0,12}?)(?:从[^,.!?。]{1,8}?)?(?:调成|改成|降到|涨到|变成|提到|加到|追加到|"
+       r"降至|增至|到)\s*" + _ZH_MONEY + r"(?![倍次个点遍])", "budget", "", make=_budget, on_negation="drop", subject=False),
     _r(r"(?:(?P<t>[" + _CJK + r"]{2,8}?)的?)?(?:总)?预算(?:是|为|有|在|只有|大概|大约|约|差不多|(?:提高|增加|降低|降|减少|调整|调|"
        r"改|涨|上调|下调|提|加|定|控制|变)(?:到|在|为|成)?了?|到|了|就|又|只|最多|顶多|从[^,.。]{1,8}?(?=提|增|降|减|调|"
        r"改|涨|上|下|加|变))*\s*" + _ZH_MONEY, "budget", "", make=_budget, on_negation="drop"),
+    _r(r"(?:(?P<t>[" + _CJK + r"]{2,8}?)的?)?(?:预算|经费)[^\d一二两三四五六七八九十百千万,.!?;。]{0,6}?" + _ZH_MONEY + r"(?![倍次个点半遍])", "budget", "",
+       make=_budget, on_negation="drop"),
+    # An amount of a purpose that moved ("婚纱照那块降到六千了", "沙发能加到4500块了").
+    _r(r"(?P<t>[" + _CJK + r"]{2,8}?)(?:那块|这块|那边|这边|的钱)?(?:最多|最少|顶多)?(?:能|可以|只能)?(?:降到|涨到|加到|提到|提高到|减到|砍到|压到|"
+       r"放宽到|增加到|调到|降低到|减少到|控制在|凑到|凑够|调整到|追加到|缩到|缩减到|改成|调成|变成|提升到)了?" + _ZH_MONEY, "budget", "",
+       make=_budget, on_negation="drop"),
     _r(r"(?:(?P<t>[" + _CJK + r"]{2,8}?))?(?:最多|顶多|最高|不超过|控制在)(?:能|可以|只能)?(?:花|出|付)?" + _ZH_MONEY,
        "budget", "", make=_budget, on_negation="drop"),
 ]
@@ -825,11 +1200,12 @@ _ZH_DIGITS = {"一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六":
 _MONTHS = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
 _WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 _ZH_WEEKDAYS = {"一": 0, "二": 1, "三": 2, "四": 3, "五": 4, "六": 5, "日": 6, "天": 6}
-_UNIT_DAYS = {"day": 1, "night": 1, "week": 7, "month": 30, "天": 1, "晚": 1, "周": 7, "星期": 7, "礼拜": 7, "月": 30}
+_UNIT_DAYS = {"年": 365, "day": 1, "night": 1, "week": 7, "month": 30, "天": 1, "晚": 1, "周": 7, "星期": 7, "礼拜": 7, "月": 30}
 _EN_COUNT = r"(\d+|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|(?:a\s+)?couple\s+of|(?:a\s+)?few)"
 _DUR_EN = re.compile(r"\b(?:for|back\s+in)\s+(?:the\s+next\s+|another\s+)?" + _EN_COUNT + r"\s+(day|night|week|month)s?\b|"
-                     r"\b" + _EN_COUNT + r"\s+(day|night|week|month)s?\s+(?:in|at|there|away|of)\b")
-_DUR_ZH = re.compile(r"(\d+|[一二两三四五六七八九十]+)\s*个?(天|晚|周|星期|礼拜|月)")
+                     r"\b" + _EN_COUNT + r"(?:\s+|-)(day|night|week|month)s?(?:\s+(?:in|at|there|away|of)\b|(?=-?\s*(?:long\s+)?"
+                     r"(?:\w+\s+)?(?:trip|course|training|conference|stay|visit|holiday|vacation|workshop|retreat|assignment)))")
+_DUR_ZH = re.compile(r"(\d+|[一二两三四五六七八九十半]+)\s*个?(天|晚|周|星期|礼拜|月|年)")
 _MON = r"(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
 _UNTIL_EN = re.compile(r"\b(?:until|till|til|through|thru|back\s+on|back\s+by|back)\s+(?:the\s+)?(?:(\d{4})-(\d{1,2})-"
                        r"(\d{1,2})|" + _MON + r"\s+(\d{1,2})(?:st|nd|rd|th)?|(\d{1,2})(?:st|nd|rd|th)?(?:\s+(?:of\s+)?"
@@ -837,9 +1213,9 @@ _UNTIL_EN = re.compile(r"\b(?:until|till|til|through|thru|back\s+on|back\s+by|ba
 _UNTIL_ZH = re.compile(r"(?:到|至)(?:(\d{1,2}|[一二三四五六七八九十]+)月)?(\d{1,2}|[一二三四五六七八九十]+)[日号]|"
                        r"(?:周|星期|礼拜)([一二三四五六日天])(?:回|返回|回来|结束)")
 _NEXT_WEEK = re.compile(r"\bnext\s+week\b|下周|下个星期|下星期|下礼拜")
-_THIS_WEEK = re.compile(r"\bthis\s+week(?:end)?\b|这周|本周|这个星期|这星期|这礼拜|这个?周末")
+_THIS_WEEK = re.compile(r"\bthis\s+week(?:end)?\b|\ball\s+week\b|这周|本周|这个星期|这星期|这礼拜|这个?周末")
 _SINCE_WEEKDAY = re.compile(r"\bsince\s+(?:last\s+)?(" + "|".join(_WEEKDAYS) + r")\b", re.I)
-_HELD_FOR = re.compile(r"\bfor\s+(?:the\s+(?:past|last)\s+)?" + _EN_COUNT + r"\s+(year|month|week)s?\b|"
+_HELD_FOR = re.compile(r"\bfor\s+(?:the\s+(?:past|last)\s+)?(?:about\s+|almost\s+|nearly\s+|over\s+|around\s+|roughly\s+)?" + _EN_COUNT + r"\s+(year|month|week)s?\b|"
                        r"(\d+|[一二两三四五六七八九十]+)\s*(?:个)?(年|月)(?:多)?了?", re.I)
 _SHORT_STAY = re.compile(r"\bfor\s+(?:a|an|the|one|two|three|four|five|six|\d+|a\s+few|a\s+couple\s+of)\s+"
                          r"(?:days?|nights?|weeks?|weekend)\b", re.I)
@@ -866,6 +1242,14 @@ def _month_day(month: int, day: int, today: date) -> date | None:
         return None
 
 
+_IN_MONTH = re.compile(r"\b(?:in|since|back\s+in|last|early|late|mid|around)\s+(?:-\s*)?(january|february|march|april|may|"
+                       r"june|july|august|september|october|november|december|jan|feb|mar|apr|jun|jul|aug|sept?|"
+                       r"oct|nov|dec)\b(?!\s+\d)", re.I)
+
+
+_ZH_MONTH = re.compile(r"(今年|去年)?([一二三四五六七八九十]{1,2}|\d{1,2})月份?(?![一二三四五六七八九十\d]+[日号])(?:初|中|底)?")
+
+
 def _event_day(sentence: str, written: date, *, temporary: bool, held: bool = True) -> date | None:
     """The day the statement's change happened (or, for a stay, began)."""
     if m := re.search(r"大前天", sentence):
@@ -877,9 +1261,20 @@ def _event_day(sentence: str, written: date, *, temporary: bool, held: bool = Tr
     if m := _SINCE_WEEKDAY.search(sentence):
         target = _WEEKDAYS.index(m[1].lower())
         return written - timedelta(days=(written.weekday() - target) % 7 or 7)
+    if not temporary and (m := _ZH_MONTH.search(sentence)):
+        month = _zh_num(m[2]) if not m[2].isdigit() else int(m[2])
+        if 1 <= month <= 12:
+            year = written.year - (1 if m[1] == "去年" or month > written.month else 0)
+            return date(year, month, 1)
+    sentence = re.sub(r"\b(years?|months?|weeks?|days?)\s+back\b", r"\1 ago", sentence, flags=re.I)
     for mention in find_time_mentions(sentence, written):
         if mention.day < written or temporary:
             return mention.day
+    if not temporary and (m := _IN_MONTH.search(sentence)):
+        # "moved back to Cork in March", "been back since april": the last such month, its first day.
+        month = _MONTHS.index(m[1][:3].lower()) + 1
+        year = written.year if month <= written.month else written.year - 1
+        return date(year, month, 1)
     if held and not temporary and (m := _HELD_FOR.search(sentence)):
         # "been living in Lyon for six years", "在深圳生活了五年了": the state has held that long.
         if m[1]:
@@ -909,7 +1304,8 @@ def _trip_until(sentence: str, created: datetime, start: date) -> datetime | Non
         if re.search(r"(?:玩|待|住|呆)了", text) and re.search(r"回来|回家|结束", text):
             end = today - timedelta(days=1) if "昨天" in text else today  # a stay that is over
         else:
-            end = start + timedelta(days=_zh_num(m[1]) * _UNIT_DAYS[m[2]] - 1)
+            count = 0.5 if m[1] == "半" else _zh_num(m[1])
+            end = start + timedelta(days=max(int(count * _UNIT_DAYS[m[2]]), 1) - 1)
     elif m := _UNTIL_EN.search(text):
         if m[1]:
             try:
@@ -932,6 +1328,9 @@ def _trip_until(sentence: str, created: datetime, start: date) -> datetime | Non
             end = _month_day(_zh_num(m[1]) if m[1] else today.month, _zh_num(m[2]), today)
     elif next_week:
         end = start + timedelta(days=6)
+    elif m := re.search(r"\bfor\s+the\s+(long\s+)?weekend\b|这个?周末", text):
+        saturday = start + timedelta(days=(5 - start.weekday()) % 7)
+        end = saturday + timedelta(days=2 if m[1] else 1)
     elif _THIS_WEEK.search(text):
         end = today + timedelta(days=6 - today.weekday())
     elif re.search(r"\blast\s+weekend\b|上(?:个)?周末", text):
@@ -948,13 +1347,16 @@ def _time_scope(sentence: str, start: int, end: int) -> str:
     begin = _clause_start(sentence, start)
     stops = [i for i in (sentence.find(ch, end) for ch in ",;、—") if i >= 0]
     scope = sentence[begin:min(stops) if stops else len(sentence)]
+    if stops and re.match(r"\s*(?:已经)?(?:来了|住了|待了|呆了|在这(?:边|里)?(?:住|待)?了)", sentence[min(stops) + 1:]):
+        scope += sentence[min(stops):]  # "人在广州，来了六年了": how long it has held, said after it
     if begin > 0:
         before = sentence[_clause_start(sentence, begin - 1):begin - 1]
         mentions = find_time_mentions(before, date(2000, 1, 1))
         rest = before
         for mention in mentions:
             rest = rest.replace(mention.text, " ")
-        if mentions and len(re.findall(r"\w+", rest)) <= 1:
+        size = len(re.findall(r"[A-Za-z0-9']+", rest)) + len(re.findall("[" + _CJK + "]", rest)) / 2
+        if mentions and size <= 1:
             scope = before + ", " + scope
     return scope
 
@@ -972,16 +1374,34 @@ def _observed_at(sentence: str, written_at: datetime, *, temporary: bool, held: 
 
 _QA_SLOTS = [
     (re.compile(r"\bwhich\s+(?:team|company|firm|club|employer|hospital|school|studio|agency)\b|"
-                r"\bwhere\s+(?:do|will|are)\s+you\s+(?:work|working)\b|哪家公司|哪个公司|什么公司", re.I),
+                r"\bwhere\s+(?:do|will|are)\s+you\s+(?:work|working)\b|哪家(?:公司|律所|医院|学校|单位|店|银行|企业|机构)?|哪个公司|什么公司", re.I),
      "work", "employer"),
     (re.compile(r"\bwhich\s+city\b|\bwhere\s+(?:do|did)\s+you\s+(?:live|move)\b|哪个城市|住哪|搬到哪", re.I),
      "location", "home_city"),
     (re.compile(r"\bwhat(?:'s|\s+is)\s+your\s+name\b|怎么称呼|叫什么名字", re.I), "profile", "name"),
 ]
-_PET_NAMES_Q = re.compile(r"\bwhat\s+(?:are|is)\s+(?:their|his|her|its)\s+names?\b|\bnames?\?|叫什么", re.I)
+_PET_NAMES_Q = re.compile(r"\bwhat\s+(?:are|is)\s+(?:their|his|her|its)\s+names?\b|\bnames?\?|\bcalled\?|叫什么", re.I)
 _BARE_ANSWER = re.compile(r"^\s*(?:the\s+)?(?P<v>(?-i:[A-Z0-9])[\w&'.-]*(?:\s+(?-i:[A-Z0-9&])[\w&'.-]*){0,3})"
                           r"\s*[!.]*\s*$|^\s*(?P<z>[" + _CJK + r"]{2,8})\s*[!.。!]*\s*$", re.I)
+_ONE_NAME = re.compile(r"^\s*(?:(?:his|her|its)\s+name\s+is\s+|it's\s+|we\s+(?:named|call)\s+(?:him|her|it)\s+)?"
+                       r"(?P<a>(?-i:[A-Z])[a-z]+)\s*(?:[!.,]|\s+(?:lol|haha|lmao)\b|$)")
 _NAME_LIST = re.compile(r"^\s*(?P<a>(?-i:[A-Z])[a-z]+)\s*(?:,|and|&)\s*(?P<b>(?-i:[A-Z])[a-z]+)\s*[!.]*\s*$")
+
+
+_WHERE_NOW_Q = re.compile(r"\bwhere\s+(?:are|do)\s+you\s+(?:living|based|live|now|staying\s+these\s+days)|\bare\s+you\s+"
+                          r"still\s+(?:in|living\s+in|based\s+in)\b|\bwhich\s+city\b|哪个城市|在哪(?:个城市|里|儿)?(?:住|生活|工作)?|"
+                          r"住哪|现在在哪", re.I)
+_SINGLE_Q = re.compile(r"(?:还是)?单身(?:吧|吗|嘛)|\bare\s+you\s+still\s+single\b|\bstill\s+single\?", re.I)
+_PARTNER_Q = re.compile(r"有(?:对象|男朋友|女朋友|另一半)吗|\bare\s+you\s+(?:seeing|dating)\s+(?:anyone|someone)\b|"
+                        r"\bdo\s+you\s+have\s+a\s+(?:partner|boyfriend|girlfriend)\b", re.I)
+_WHAT_JOB_Q = re.compile(r"\bwhat\s+do\s+you\s+do(?:\s+for\s+(?:work|a\s+living))?\b|\bwhat's\s+your\s+(?:job|role|title)\b|"
+                         r"做什么工作|干什么的|什么职业", re.I)
+_WHERE_WORK_Q = re.compile(r"\bstill\s+(?:at|with|working\s+(?:at|for))\b|\bwhere\s+(?:do|are)\s+you\s+(?:work|working)\b|"
+                           r"\bwho\s+do\s+you\s+work\s+for\b|\bwhich\s+(?:company|firm|employer)\b|还在.{1,6}(?:上班|工作|吗)|"
+                           r"在哪(?:家公司|上班|工作)|哪家公司", re.I)
+_PLACE_ANSWER = re.compile(r"^\s*(?:\b(?:nope|no|yes|yeah|yep|yup|still|not\s+anymore)\b[,.!]*\s*)?(?:(?:I'm|we're|I\s+live|we\s+live)\s+)?"
+                           r"(?:in\s+|still\s+in\s+)?(?P<v>[A-Za-z\u00C0-\u024F][\w\u00C0-\u024F'-]*(?:\s+(?-i:[A-Z])[\w'-]*){0,2}|"
+                           r"[" + _CJK + r"]{2,6}?)(?=\s*(?:$|[,.!。]|now\b|since\b|for\b|these\s+days\b|去年|今年|了|呢|啊))", re.I)
 
 
 def _answer_facts(question: str, answer: str, earlier: list[str], message: Message) -> list[ExtractedFact]:
@@ -992,13 +1412,59 @@ def _answer_facts(question: str, answer: str, earlier: list[str], message: Messa
                              evidence_message_ids=[message.message_id], observed_at=message.created_at)
 
     if _PET_NAMES_Q.search(question) and (m := _NAME_LIST.match(answer)):
-        said = [_species(s) for text in earlier for s in re.findall(_EN_SPECIES, text, re.I)]
+        said = [_species(s) for text in earlier for s in re.findall(r"\b" + _EN_SPECIES + r"\b", text, re.I)]
         names = [m["a"], m["b"]]
         if len(said) == len(names):
             return [fact("pet", _slug(n), s) for n, s in zip(names, said, strict=True)]
         return []
+    if "叫什么" in question and (m := re.match(r"^(?:它|他|她)?(?:叫|名字叫|就叫)?(?P<z>" + _ZC + r"{1,4}?)(?=$|[,.!。]|哈|呀|啦)",
+                                                  answer)) and m["z"] not in _PRONOUNS:
+        said = [_species(s) for text in earlier[-3:] for s in re.findall(_ZH_SPECIES, text)]
+        if len(set(said)) == 1:
+            return [fact("pet", _slug(m["z"]), said[0])]
+    if _PET_NAMES_Q.search(question) and re.search(r"\b(?:his|her|its)\s+names?\b|\b(?:your|the)\s+\w+\s+called\?|叫什么",
+                                                    question, re.I) \
+            and (m := _ONE_NAME.match(answer)) and m["a"].lower() not in _NOT_NAMES:
+        said = [_species(s) for text in [*earlier[-3:], question] for s in re.findall(r"\b" + _EN_SPECIES + r"\b", text, re.I)]
+        if len(set(said)) == 1:
+            return [fact("pet", _slug(m["a"]), said[0])]
+        return []
+    if _PARTNER_Q.search(question) and (m := re.match(r"^\s*(?:(?P<yes>有|有的|yes|yeah|yep|yup)|(?P<no>没有|没|no|nope))\b",
+                                                        answer, re.I)):
+        return [fact("relationship", "status", "in a relationship" if m["yes"] else "single")]
+    if re.search(r"\bbudget\b|[$€£¥]\s?\d|预算", question, re.I) and \
+            (m := re.search(_MONEY_MARKED + r"|^\s*(?:砍到|降到|涨到|加到|提到|改成|调到|变成|还是|缩到)?\s*(?P<z>"
+                            + _ZH_MONEY.replace("?P<v>", "?:") + r")\s*(?:了|啦)?\s*[.!。]*\s*$", answer)) and \
+            not _hypothetical(answer, m.start()):
+        return [fact("budget", _purpose(question, answer), (m.group("v") or m.group("z") or "").strip())]
+    if _has_cjk(answer):
+        # "早不在了，现在在小米": the answer's last clause says where things are now.
+        answer = re.sub(r"^.*?(?:不在了?|没在了?|不是了?)[^,]*,\s*(?:现在|目前|如今)?(?:在)?", "", answer)
+    if _WHAT_JOB_Q.search(question) and (m := re.match(r"^\s*(?:I'm\s+|I\s+am\s+)?(?:a\s+|an\s+)?(?P<v>[A-Za-z][\w -]{1,40}?)"
+                                                     r"(?=\s+(?:at|for|in|with)\b|\s*[.,!]|\s*$)", answer)):
+        job = _job_framed(m, answer)
+        if job:
+            return [fact("work", "job", job[0][1])]
+    if _WHERE_WORK_Q.search(question) and (m := _PLACE_ANSWER.match(answer)):
+        employer = _place(m["v"]) or _lowercase_org(m["v"]) if not _has_cjk(m["v"]) else _org(m["v"])
+        if employer and employer.lower() not in {"yes", "no", "yeah", "nope", "still"}:
+            return [fact("work", "employer", employer)]
+    if _WHERE_NOW_Q.search(question) and (m := _PLACE_ANSWER.match(answer)):
+        place = _place(m["v"]) if not _has_cjk(m["v"]) else _clean(m["v"], place=True)
+        if place:
+            return [fact("location", "home_city", place)]
+    if _WHAT_JOB_Q.search(question) and (m := re.match(r"^\s*(?:我是|我|做|当|在做)?(?:一名|一个)?(?P<z>[" + _CJK + r"]{2,8}?)"
+                                                     r"(?=$|[,.!。]|呢|啊|哈)", answer)):
+        return [fact("work", "job", m["z"])]
+    if _SINGLE_Q.search(question) and (m := re.match(r"^\s*(?:(?P<no>不是了?|早就不是了?|not\s+anymore|nope|no)|(?P<yes>是的?|对|yes|yeah|yep))",
+                                                     answer, re.I)):
+        return [fact("relationship", "status", "single", ) if m["yes"] else
+                ExtractedFact(namespace="relationship", key="status", value="single", operation="end", confidence=0.9,
+                              evidence_message_ids=[message.message_id], observed_at=message.created_at)]
     for pattern, namespace, key in _QA_SLOTS:
-        if pattern.search(question) and (m := _BARE_ANSWER.match(answer)):
+        first_clause = re.split(r"[,，]", answer)[0]
+        if pattern.search(question) and ((m := _BARE_ANSWER.match(answer)) or (_has_cjk(first_clause)
+                                                                               and (m := _BARE_ANSWER.match(first_clause)))):
             value = m["v"] or m["z"]
             if value and value.lower() not in {"yes", "no", "ok", "okay", "sure", "thanks", "haha", "lol"}:
                 return [fact(namespace, key, value)]
@@ -1006,6 +1472,11 @@ def _answer_facts(question: str, answer: str, earlier: list[str], message: Messa
 
 
 # --- extraction --------------------------------------------------------------------------------
+
+
+_ORG_WORDS = re.compile(r"\b(?:university|college|hospital|clinic|bank|inc|ltd|llc|gmbh|group|school|company|council|"
+                        r"institute|office|agency|studio|labs?|corp|foundation|charity|ministry)\b|大学|医院|公司|银行|集团|学校",
+                        re.I)
 
 
 def _read(rule: _Rule, m: re.Match[str], sentence: str) -> list[tuple[str, str, tuple[int, int]]]:
@@ -1023,6 +1494,12 @@ def _read(rule: _Rule, m: re.Match[str], sentence: str) -> list[tuple[str, str, 
         return [(k or rule.key, v, span) for k, v in made if (k or rule.key)]
     raw = m.group("v")
     value = rule.clean(raw)
+    if value and rule.namespace == "location" and _ORG_WORDS.search(value):
+        return []  # "moved over to the University of Sheffield": an employer, not a city
+    if value and rule.namespace == "location" and _has_cjk(value) and not could_be_a_name(value):
+        return []  # "回老家躺平了": 躺平 is something one does, not a place
+    if not value and rule.namespace == "work" and rule.key == "employer" and rule.clean is _place:
+        value = _lowercase_org(raw)
     if not value:
         return []
     at = raw.find(value)
@@ -1030,7 +1507,20 @@ def _read(rule: _Rule, m: re.Match[str], sentence: str) -> list[tuple[str, str, 
     return [(rule.key.format(slug=_slug(value)), value, (m.start(), end))]
 
 
-def _sentence_facts(sentence: str, message: Message, *, correction: bool,
+# Reported speech of one's own earlier words ("之前说我搬到了合肥", "上次说我是护士长"): what was said
+# then, not a statement now.
+_REPORTED = re.compile(r"^\s*(?:(?:之前|上次|刚才|前面|以前)(?:我)?(?:说|讲)(?:过|的)?|说成|(?:之前|以前|原来|曾经|过去)(?:我)?(?:也)?(?:是|在|做|当)|I\s+(?:said|told\s+you)\s+(?:that\s+)?)",
+                       re.I)
+
+
+# A change in the progressive with a future time is a plan ("moving to Oslo next year", "明年搬去上海").
+_PLANNED = re.compile(r"\b(?:moving|relocating|starting|joining|heading|transferring|switching)\b|搬|去|入职|跳槽", re.I)
+_FUTURE = re.compile(r"\bnext\s+(?:year|month|spring|summer|fall|autumn|winter|january|february|march|april|may|june|july|"
+                     r"august|september|october|november|december)\b|\bin\s+(?:a\s+few|a\s+couple\s+of|two|three|\d+)\s+"
+                     r"(?:weeks|months|years)\b|\blater\s+this\s+year\b|\bafter\s+the\s+summer\b|明年|下个月|下半年|年底前|过完年", re.I)
+
+
+def _sentence_facts(sentence: str, message: Message, *, correction: int | None,
                     confidence_cap: float) -> list[tuple[int, ExtractedFact]]:
     found: list[tuple[int, ExtractedFact]] = []
     taken: list[tuple[int, int]] = []
@@ -1053,12 +1543,18 @@ def _sentence_facts(sentence: str, message: Message, *, correction: bool,
                 continue
             if rule.subject and not _subject_ok(sentence, m.start()):
                 continue
+            if _REPORTED.match(sentence[_clause_start(sentence, m.start()):]):
+                continue
+            if not rule.subject and _EN_THIRD.search(sentence[_clause_start(sentence, m.start()):m.start()]):
+                continue  # "my mom calls him my fiancé": somebody else's words
             op: FactOperation = rule.op
             if rule.namespace == "location" and op == "assert" and _SHORT_STAY.search(sentence):
                 continue  # "going back to Paris for a week" is a stay, not a move
+            if not rule.temporary and op == "assert" and _PLANNED.search(m.group(0)) and _FUTURE.search(sentence):
+                continue  # "we're moving to Trondheim next year": a plan, not yet a fact
             if op == "end" and rule.on_negation != "keep" and _negated(sentence, m.start()):
                 continue  # "I won't quit on my dreams", "don't ever quit"
-            value_at = m.start("v") if "v" in rule.pattern.groupindex and m.group("v") else m.start()
+            value_at = next((m.start(g) for g in ("v", "w") if g in rule.pattern.groupindex and m.group(g)), m.start())
             negated = rule.op == "assert" and (_negated(sentence, value_at) or (
                 no_longer and re.search(r"\b(?:anymore|any\s+more)\b", sentence[m.start():], re.I) is not None))
             for key, value, _span in reads:
@@ -1073,10 +1569,12 @@ def _sentence_facts(sentence: str, message: Message, *, correction: bool,
                         pass
                     else:  # "end", "end_value": a negated statement of a fact ends it
                         op = "end"
-                elif op == "assert" and correction:
+                elif op == "assert" and correction is not None and m.start() >= correction:
                     op = "correct"
                 if rule.namespace == "preference" and value == "dislike" and no_longer and _NEGATION.search(m.group(0)):
                     op, value = "end", ""  # "don't like jazz anymore", "不喜欢喝咖啡了": the liking ended
+                if rule.namespace == "diet" and rule.key == "restriction":
+                    value = value.lower()
                 fact = ExtractedFact(
                     namespace=rule.namespace, key=key, value=_CANONICAL_VALUES.get(value, value), operation=op,
                     permanence="temporary" if rule.temporary else "permanent",
@@ -1094,27 +1592,51 @@ def _sentence_facts(sentence: str, message: Message, *, correction: bool,
     return found
 
 
-_PRONOUN_NAME = re.compile(r"\b(?:she|he|it)(?:'s|\s+is)\s+(?:called|named)\s+(?P<n>(?-i:[A-Z])[\w'-]*)|"
+_PRONOUN_NAME = re.compile(r"\b(?:(?:she|he|it)(?:'s|\s+is)\s+(?:called|named)|(?:named|call(?:ed)?)\s+(?:him|her|it)|"
+                           r"(?:his|her|its)\s+name(?:'s|\s+is))\s+(?P<n>(?-i:[A-Z])[\w'-]*)|"
                            r"(?:它|他|她)叫(?P<z>" + _ZC + r"{1,4})", re.I)
 
 
+def _bare_quip(text: str) -> bool:
+    rest = _JOKE_SOFT.sub(" ", text)
+    size = len(re.findall(r"[A-Za-z0-9']+", rest)) + len(re.findall("[" + _CJK + "]", rest)) / 2
+    return size <= 5
+
+
+# A fronted topic answered by a pronoun: "horror movies? hate them." -> "I hate horror movies."
+_TOPIC_FRONT = re.compile(r"(?:^|(?<=[.!]\s))(?P<np>[A-Za-z][\w' -]{1,40}?)\?\s+(?P<verb>(?:I\s+)?(?:really\s+|absolutely\s+)?"
+                          r"(?:hate|love|like|adore|detest|loathe|can't\s+stand|enjoy))\s+(?:them|it|those|that)\b", re.I)
+
+
 def _message_facts(message: Message) -> list[ExtractedFact]:
-    text = _prepare(message.content)
+    text = _TOPIC_FRONT.sub(lambda m: "I " + re.sub(r"^I\s+", "", m["verb"]) + " " + m["np"], _prepare(message.content))
     if _JOKE_SKIP.search(text) or _SARCASM.search(text):
         return []  # a retracted or ironic statement is not evidence of anything
-    confidence_cap = 0.4 if _JOKE_SOFT.search(text) else 1.0
-    correction = bool(_CORRECTION.search(text))
+    # Laughter caps confidence only on a bare quip ("lol I'm a chef now"); in a message that
+    # goes on about the thing it is tone, not a retraction ("got the keys!! I live in Bristol now lol").
+    laugh = _JOKE_SOFT.search(text)
+    confidence_cap = 0.4 if laugh and _bare_quip(text) else 1.0
+    said = _CORRECTION.search(text)
+    correction_from = said.start() if said else len(text) + 1
     found: list[tuple[int, int, ExtractedFact]] = []
     species: str | None = None
+    offset = 0
     for sentence_index, raw_sentence in enumerate(_SENTENCE_SPLIT.split(text)):
+        begin = text.find(raw_sentence or "", offset)
+        offset = max(offset, begin + len(raw_sentence or ""))
+        # A correction reaches the statements from its own sentence on ("I live in Graz. sorry, I
+        # meant Linz!": Graz is what it corrects, not a correction).
+        # The whole sentence that says it: a slip and its fix in one sentence ("住在无锡啊不对，口误，是常州")
+        # both read as corrections, and the later one wins.
+        correction: int | None = 0 if begin + len(raw_sentence or "") > correction_from else None
         sentence = _statement_part(raw_sentence or "")
         if not sentence:
             continue
         for start, fact in _sentence_facts(sentence, message, correction=correction, confidence_cap=confidence_cap):
             found.append((sentence_index, start, fact))
-        if said := re.search(_EN_SPECIES + r"|" + _ZH_SPECIES.replace("?P<s>", ""), sentence, re.I):
+        if said := re.search(r"\b" + _EN_SPECIES + r"\b|" + _ZH_SPECIES.replace("?P<s>", ""), sentence, re.I):
             species = _species(said.group(0))
-            if any(f.namespace == "pet" for _, _, f in found if _ == sentence_index):
+            if any(f.namespace == "pet" and f.key != _slug(f.value) for _, _, f in found if _ == sentence_index):
                 species = None  # already named in this sentence
         if species and (m := _PRONOUN_NAME.search(sentence)) and not _hypothetical(sentence, m.start()):
             name = m["n"] or m["z"]
@@ -1123,12 +1645,119 @@ def _message_facts(message: Message) -> list[ExtractedFact]:
                 evidence_message_ids=[message.message_id],
                 observed_at=_observed_at(text, message.created_at, temporary=False))))
             species = None
+    # "平时就在宁波上班": an employer that is a place names where one lives and works, not who employs one.
+    if not any(f.namespace == "location" for _, _, f in found):
+        found = [(i, at, f.model_copy(update={"namespace": "location", "key": "home_city"})
+                  if f.namespace == "work" and f.key == "employer" and f.operation == "assert" and _has_cjk(f.value)
+                  and is_chinese_city(f.value) else f) for i, at, f in found]
     named = {f.value for _, _, f in found if f.namespace == "pet" and f.key != _slug(f.value)}
+    corrected = {(f.namespace, f.key) for _, _, f in found if f.operation == "correct"}
+    # One job per message: a framed title (0.9) beats a bare "做X" reading (0.6) of the same message.
+    best_job = max((f.confidence for _, _, f in found if f.namespace == "work" and f.key == "job"
+                    and f.operation != "end"), default=0.0)
+    # "we're not engaged, we're just dating": the negation is the correction's, not an end of its own.
     return [f for _, _, f in sorted(found, key=lambda t: (t[0], t[1]))
-            if not (f.namespace == "pet" and f.key == _slug(f.value) and f.value in named)]
+            if not (f.namespace == "pet" and f.key == _slug(f.value) and f.value in named)
+            and not (f.operation == "end" and (f.namespace, f.key) in corrected)
+            and not (f.namespace == "work" and f.key == "job" and f.operation != "end" and f.confidence < best_job)]
 
 
-def _extract_facts(messages: list[Message], subject_role: str) -> list[ExtractedFact]:
+# "it's A, not B", "A actually, not B", "not B, (it's) A": A replaces B wherever B is the value.
+_CONTRAST = re.compile(r"(?P<a>[^.!?;:]{1,60}?)(?:\s+actually,?|,)\s*(?:and\s+)?not\s+(?:a\s+|an\s+|the\s+)?"
+                       r"(?P<b>[^,.!?;:]{1,40}?)(?=\s*(?:$|[.!?;:,]|[^\w\s'])|\s+(?:actually|lol|haha)\b)|"
+                       r"\b(?:it's|its|it\s+is)\s+not\s+(?P<b2>[^,.!?;:]{1,40}?),\s*(?:it's|its|it\s+is|but)\s+(?P<a2>[^,.!?;:]{1,40}?)"
+                       r"(?=\s*(?:$|[.!?;:,]))|"
+                       r"(?:是|叫|在)?(?P<za>[" + _CJK + r"\w]{1,10}?)[,]?\s*不是(?P<zb>[" + _CJK + r"\w]{1,10}?)(?=$|[,.!。]|啦|哈|了)|"
+                       r"不(?:是|在|叫)(?P<zb2>[" + _CJK + r"\w]{1,10}?)[,]\s*(?:而)?(?:是|在)(?:在|叫)?(?P<za2>[" + _CJK + r"\w]{1,10}?)(?=$|[,.!。]|啦|哈|了)",
+                       re.I)
+_MEANT = re.compile(r"\bI\s+meant\s+(?P<a>(?-i:[A-Z])[\w'-]*(?:\s+(?-i:[A-Z])[\w'-]*)?)(?!\s*,?\s*not\b)|"
+                    r"(?:说错了|记错了|口误|更正一下|纠正一下|打错了|搞错了|写错了|看错了?表?了?|手滑|不对)[,，]?\s*(?:[^,，。!?]{0,12}[,，]\s*)?(?:其实|应该|实际上)?(?:就)?是"
+                    r"(?:在|叫)?(?P<z>[^\s,，。!?、]{1,10}?)(?=$|[,，。!?]|哈|啦|呀|的)", re.I)
+_CONTRAST_LEAD = re.compile(r"^.*\b(?:it's|its|it\s+is|is|was|are|'s|I'm|I\s+am|we're|meant|called|named|read|say|be)\s+|^(?:oh|ok|okay|no|wait)\b,?\s*",
+                            re.I)
+
+
+def _canonical_word(word: str) -> str:
+    """The vocabulary's value for a word said in a correction ("a bunny" -> rabbit, "my wife" -> married)."""
+    w = word.lower().strip()
+    return _PARTNER.get(w) or _STATUS_WORDS.get(w) or _SPECIES.get(w) or _BREEDS.get(w) or w
+
+
+def _contrast_value(raw: str) -> str:
+    v = raw.split(",")[-1].strip()
+    v = _CONTRAST_LEAD.sub("", v)
+    return re.sub(r"^(?:a|an|the|just|my|our)\s+", "", v, flags=re.I).strip(" ,.!")
+
+
+def _contrast_corrections(text: str, message: Message, known: list[ExtractedFact | KnownFact],
+                          found: list[ExtractedFact]) -> list[ExtractedFact]:
+    """A correction that names the wrong value instead of the slot: the slot is the one whose
+    value is B, among the facts said before in the session or known as current."""
+    out: list[ExtractedFact] = []
+    pairs = [(_contrast_value(m["a"] or m["a2"]) if m["a"] or m["a2"] else re.sub(r"^(?:其实|实际上|应该)?(?:就)?(?:是|叫|在)?", "", m["za"] or m["za2"] or ""),
+              _contrast_value(m["b"] or m["b2"]) if m["b"] or m["b2"] else (m["zb"] or m["zb2"] or ""))
+             for m in _CONTRAST.finditer(text)]
+    for m in _MEANT.finditer(text) if not any(b for _, b in pairs) else ():
+        # "sorry, I meant Linz!", "口误，是常州": the latest value of its kind said before it is what it replaces.
+        said = [f for f in [*known, *found] if f.namespace != "pet" and f.value
+                and (f.value[:1].isupper() if m["a"] else _has_cjk(f.value) or f.value[:1].isdigit())]
+        if said:
+            pairs.append((m["a"] or m["z"], said[-1].value))
+    for a, b in pairs:
+        if not a or not b or len(a.split()) > 4 or normalise_value(a) == normalise_value(b) \
+                or a.lower() in _PRONOUNS or b.lower() in _PRONOUNS:
+            continue
+        for fact in reversed([*known, *found]):
+            if any((f.namespace, f.key) == (fact.namespace, fact.key) and normalise_value(f.value) == normalise_value(a)
+                   for f in found + out):
+                continue  # already corrected to this value
+            value = fact.value
+            if not value or normalise_value(value) not in {normalise_value(b), normalise_value(_canonical_word(b))}:
+                continue
+            new = _species(a) if fact.namespace == "pet" else _CANONICAL_VALUES.get(a, _canonical_word(a)
+                                                                                      if fact.namespace == "relationship" else a)
+            out.append(ExtractedFact(namespace=fact.namespace, key=fact.key, value=new, operation="correct",
+                                     confidence=0.9, evidence_message_ids=[message.message_id],
+                                     observed_at=message.created_at))
+            break
+    return out
+
+
+_NO_MORE_PETS = re.compile(r"(?:没有|不养|不再养|没养)(?:了)?(?:" + _ZH_SPECIES.replace("?P<s>", "?P<z>") + r")了|"
+                           r"\b(?:don't|do\s+not|no\s+longer)\s+(?:have|own|keep)\s+(?:a|an|any)\s+"
+                           + _EN_SPECIES + r"\s+(?:anymore|any\s+more|now)\b", re.I)
+
+
+def _species_gone(text: str, known: list[ExtractedFact | KnownFact], message: Message) -> list[ExtractedFact]:
+    """"我现在没有猫了", "we don't have a dog anymore": every current pet of that species ends."""
+    m = _NO_MORE_PETS.search(text)
+    if not m or _hypothetical(text, m.start()):
+        return []
+    species = _species(m.group("z") or m.group("s"))
+    names = dict.fromkeys(f.key for f in known if f.namespace == "pet" and f.value == species)
+    return [ExtractedFact(namespace="pet", key=name, value="", operation="end", confidence=0.9,
+                          evidence_message_ids=[message.message_id], observed_at=message.created_at)
+            for name in names]
+
+
+def _activity_ends_job(facts: list[ExtractedFact], known: list[ExtractedFact | KnownFact],
+                       message: Message) -> list[ExtractedFact]:
+    """Stopping the activity that is one's job ends the job ("quit bartending" while a bartender):
+    the activity and the title share their stem."""
+    jobs = [f.value for f in known if f.namespace == "work" and f.key == "job" and f.value]
+    if not jobs:
+        return []
+    stem = re.sub(r"[^a-z]", "", jobs[-1].split()[-1].lower())[:5]
+    for fact in facts:
+        if fact.namespace == "preference" and fact.operation == "end" and len(stem) == 5 \
+                and fact.key.replace("_", "").startswith(stem):
+            return [ExtractedFact(namespace="work", key="job", value="", operation="end", confidence=fact.confidence,
+                                  evidence_message_ids=[message.message_id], observed_at=fact.observed_at)]
+    return []
+
+
+def _extract_facts(messages: list[Message], subject_role: str,
+                   known: list[KnownFact] | None = None) -> list[ExtractedFact]:
     merged: dict[tuple[str, str, bool], ExtractedFact] = {}  # (namespace, key, is_end)
     order: dict[tuple[str, str, bool], int] = {}
     previous: Message | None = None
@@ -1138,6 +1767,11 @@ def _extract_facts(messages: list[Message], subject_role: str) -> list[Extracted
             previous = message
             continue
         facts = _message_facts(message)
+        text = _prepare(message.content)
+        if _CORRECTION.search(text) or re.search(r"\bnot\b|不是", text):
+            facts += _contrast_corrections(text, message, [*(known or []), *merged.values()], facts)
+        facts += _activity_ends_job(facts, [*(known or []), *merged.values()], message)
+        facts += _species_gone(text, [*(known or []), *merged.values()], message)
         if not facts and previous is not None and previous.role != subject_role:
             facts = _answer_facts(_prepare(previous.content), message.content, earlier, message)
             for fact in facts:  # the pets are named now: drop their species-keyed placeholders
@@ -1170,8 +1804,11 @@ def _extract_facts(messages: list[Message], subject_role: str) -> list[Extracted
 class RuleFactExtractor:
     name = "rule-extractor"
     # 3: clause-level subject analysis, verb classes, operations (end/correct), PHRASING vocabulary
-    version = "3"
+    # 4: verb classes for moves/jobs/relationships, generic money limits, dropped subjects,
+    #    contrast corrections against the current facts
+    version = "4"
 
-    async def extract(self, messages: list[Message], *, subject_role: str = "user") -> ExtractionResult:
+    async def extract(self, messages: list[Message], *, subject_role: str = "user",
+                      current_facts: list[KnownFact] | None = None) -> ExtractionResult:
         return ExtractionResult(provider=self.name, extractor=self.name, extractor_version=self.version,
-                                facts=_extract_facts(messages, subject_role))
+                                facts=_extract_facts(messages, subject_role, current_facts))

@@ -87,3 +87,16 @@ def test_a_bad_probe_file_is_one_line_naming_file_and_line(tmp_path, capsys, con
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert str(path) in err and problem in err
+
+
+def test_the_later_phrasing_sets_parse_and_never_share_an_id():
+    # Written after the split, each blind to the extractor: dev supplements (tuned on after their
+    # first run) and the blind held-out sets (only ever run; see PHRASING.md).
+    later = {name: load_probes(SAMPLES / f"phrasing-{name}.jsonl")
+             for name in ("dev-en2", "dev-zh2", "dev-en3", "dev-zh3", "blind-en", "blind-zh")}
+    ids = [c.id for cases in [*_halves(), *later.values()] for c in cases]
+    assert len(ids) == len(set(ids))
+    for name, cases in later.items():
+        assert {c.lang for c in cases} == {name.split("-")[-1][:2]}, name
+        assert {c.category for c in cases} <= CATEGORIES, name
+        assert sum(c.values.get("*") == [] for c in cases) >= 3, name  # each has nothing-stored cases

