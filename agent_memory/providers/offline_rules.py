@@ -73,10 +73,10 @@ _ZH_CUT = re.compile(r"(?<=.)(?:因为|但是|但|所以|然后|而且|并且|�
                      r"以内|左右|上下|之内|的味道|味道|[一二三四五六七八九十两\d]+个?(?:年|月|天|周|星期)).*$")
 _ZH_HEAD = re.compile(r"^(?:了)?(?:[一二三四五六七八九十两\d]+个?(?:年|月|天|周|星期)(?:的)?)?")
 _ZH_FILLER = re.compile(r"(?:了|啦|呀|啊|呢|吧|哦|嘛|喔|哈+|的)+$")
-_ZH_PLACE_TAIL = re.compile(r"(?:工作|生活|居住|定居|住|上班|上学|读书|发展|去|来|市)+$")
+_ZH_PLACE_TAIL = re.compile(r"(?:工作|生活|居住|定居|住|上班|上学|读书|发展|租房|租|买房|打拼|漂|去|来|市)+$")
 _ZH_PLACE_HEAD = re.compile(r"^(?:了|到|在|去|回)+")
 _ZH_NOT_PLACE = re.compile(r"(?:家|酒店|宾馆|民宿|医院|学校|宿舍|周末|晚上|早上|白天|平时|业余|空闲|假期|家里|路上)$|^(?:这|那|哪)")
-_ZH_GENERIC_PLACE = {"月球", "火星", "外太空", "外星", "喵星", "汪星", "天堂", "公司", "单位", "家", "家里", "学校", "这边", "那边", "这里", "那里", "外地", "老家", "国外",
+_ZH_GENERIC_PLACE = {"月球", "火星", "外太空", "外星", "喵星", "汪星", "天堂", "一起", "一块", "公司", "单位", "家", "家里", "学校", "这边", "那边", "这里", "那里", "外地", "老家", "国外",
                      "一家公司", "一家电商公司", "路上", "医院"}
 
 
@@ -208,7 +208,7 @@ _EN_SPECIES = (r"(?P<s>dogs?|pup(?:py|pies)?|doggo|cats?|kitt(?:en|ens|y)|rabbit
                r"ferrets?|chinchillas?|hedgehogs?|cockatiels?|canar(?:y|ies)|iguanas?|axolotls?|gerbils?|mice|rats?|"
                + "|".join(_BREEDS) + ")")
 _ZH_BREEDS = {"柯基": "dog", "泰迪": "dog", "金毛": "dog", "哈士奇": "dog", "柴犬": "dog", "比熊": "dog", "拉布拉多": "dog",
-              "边牧": "dog", "博美": "dog", "布偶": "cat", "英短": "cat", "美短": "cat", "暹罗": "cat", "蓝猫": "cat"}
+              "边牧": "dog", "博美": "dog", "京巴": "dog", "萨摩": "dog", "雪纳瑞": "dog", "阿拉斯加": "dog", "布偶": "cat", "英短": "cat", "美短": "cat", "暹罗": "cat", "蓝猫": "cat"}
 # A species is named by its head character (橘猫, 垂耳兔, 巴西龟, 柴犬) or a breed.
 _ZH_SPECIES = (r"(?P<s>小兔子|兔子|小猫|猫咪|小狗|狗狗|鹦鹉|仓鼠|金鱼|乌龟|" + "|".join(_ZH_BREEDS)
                + r"|(?:橘|黑|白|花|狸花|三花|奶)?猫|(?:土|小|大)?狗|(?:[" + _CJK + r"](?<![只条个头匹那这]))?(?:犬|兔|龟)|鱼)")
@@ -248,7 +248,7 @@ _ZH_JOB_TAIL = (r"(?:工程师|程序员|老师|教师|医生|护士|学生|研�
                 r"农民|店主|创业者|自由职业者|实习生|编辑|翻译|摄影师|建筑师|药剂师|咨询师|顾问|总监|主管|助理|"
                 r"专员|开发|运营|测试|主任|老板|总裁|总经理|行政|人事|客服|前台|文员|导游|保安|快递员|"
                 r"外卖员|医师|技师|工人|店员|空姐|空乘|秘书|律师助理|架构师|策划|主播|博主|UP主|店长|骑手|教练|护工|保姆|"
-                r"厨子|司机|法官|检察官|飞行员|程序猿|产品经理|设计|老师傅|私教|[" + _CJK + r"]{1,3}?(?:员|师|手))")
+                r"厨子|司机|法官|检察官|飞行员|程序猿|产品经理|设计|老师傅|私教|全职宝妈|全职妈妈|宝妈|家庭主妇|全职太太|领班|店长|[" + _CJK + r"]{1,3}?(?:员|师|手))")
 
 
 def _job_value(raw: str) -> str | None:
@@ -269,16 +269,18 @@ _STATUS_WORDS = {"single": "single", "engaged": "engaged", "married": "married",
                  "widowed": "widowed", "a widow": "widowed", "a widower": "widowed", "dating": "in a relationship",
                  "in a relationship": "in a relationship", "seeing someone": "in a relationship",
                  "taken": "in a relationship"}
-_ZH_STATUS = {"母胎": "single", "在约": "in a relationship", "约会": "in a relationship", "求婚": "engaged", "被求": "engaged", "分了": "single", "离了": "divorced", "分手": "single", "单身": "single", "领证": "married", "结婚": "married", "已婚": "married",
+_ZH_STATUS = {"在一": "in a relationship", "复合": "in a relationship", "证早": "married", "证已": "married", "证领": "married",
+              "又是": "single", "恢复": "single", "又单": "single", "老伴": "married", "母胎": "single", "在约": "in a relationship", "约会": "in a relationship", "求婚": "engaged", "被求": "engaged", "分了": "single", "离了": "divorced", "分手": "single", "单身": "single", "领证": "married", "结婚": "married", "已婚": "married",
               "订婚": "engaged", "嫁人": "married", "脱单": "in a relationship", "恋爱": "in a relationship",
               "在谈": "in a relationship", "离婚": "divorced", "离异": "divorced", "丧偶": "widowed"}
 _PARTNER = {"girlfriend": "in a relationship", "boyfriend": "in a relationship", "partner": "in a relationship",
             "gf": "in a relationship", "bf": "in a relationship", "fiance": "engaged", "fiancé": "engaged",
             "fiancee": "engaged", "fiancée": "engaged", "husband": "married", "wife": "married",
-            "hubby": "married", "spouse": "married", "wifey": "married",
+            "hubby": "married", "spouse": "married", "wifey": "married", "missus": "married",
+            "other half": "in a relationship", "better half": "in a relationship",
             "女朋友": "in a relationship", "男朋友": "in a relationship", "对象": "in a relationship",
             "未婚夫": "engaged", "未婚妻": "engaged", "老公": "married", "老婆": "married", "丈夫": "married",
-            "妻子": "married", "爱人": "married", "媳妇": "married"}
+            "妻子": "married", "爱人": "married", "媳妇": "married", "老伴": "married", "另一半": "in a relationship"}
 
 # Budget purposes: one thing, one key ("notebook" and "laptop" budgets are one budget).
 _PURPOSES = {
@@ -426,12 +428,15 @@ _NO_LONGER = re.compile(r"\bno\s+longer\b|\b(?:anymore|any\s+more)\b|不再|已�
 _CORRECTION = re.compile(r"\bI\s+meant\b|\bmisspoke\b|\bmis-spoke\b|\bmy\s+mistake\b|\bmy\s+bad\b|"
                          r"\bI\s+was\s+wrong\b|\bcorrection\b|\bscratch\s+(?:that|what\s+I\s+said)\b|\bwait,?\s+no\b|"
                          r"\bto\s+correct\b|\btypo\b|\bsaid\s+the\s+wrong\b|\bgot\s+(?:it|that)\s+wrong\b|\bmix(?:ed)?\s+(?:them|it|those)\s+up\b|"
-                         r"\bcorrected\s+me\b|\bI\s+misspoke\b|\bignore\s+what\s+I\s+said\b|\bshould\s+(?:read|say|be)\b|"
+                         r"\bcorrected\s+me\b|\bI\s+misspoke\b|\bwrong\s+(?:city|company|job|name|number|one|place|employer|town)\b|"
+                         r"\bgave\s+you\s+the\s+wrong\b|\bwas\s+off\b|\bshould\s+clarify\b|\bby\s+mistake\b|\bmy\s+old\s+job\b|"
+                         r"\bcorrection\s+to\b|→|\bdid\s+I\s+say\b|\bI\s+(?:said|wrote|typed)\s+[^.,]{1,30}?\s+but\b|"
+                         r"\b(?:real|actual|correct)\s+(?:figure|number|amount)\b|\bI\s+must\s+correct\b|\bfix\s+a\s+number\b|\bignore\s+what\s+I\s+said\b|\bshould\s+(?:read|say|be)\b|"
                          r"\b(?:one|profile|quick|small)\s+fix\b|\bcorrecting\s+myself\b|\b(?:was|is)\s+wrong\b|\bgot\s+that\s+wrong\b|\bwhat\s+I\s+meant\b|\b(?:fix|correct)\s+something\b|\bnot\s+\w+,\s*sorry\b|\bsorry,\s*(?:I\s+mean|not)\b|"
                          r"\bI\s+said\s+\w+.{0,20}(?:last\s+time|before|earlier)\b|"
                          r"\bactually\b.{0,40},\s*not\s+(?-i:[A-Z])|不是.{1,10}[,，]\s*(?:而)?是|"
-                         r"说错了|记错了|口误|更正|纠正|搞错了|打错了|写错了|看错|手滑|骗你的|别写成|表达有误|说法不对|其实就?是|准确(?:地)?说|确切(?:地)?说|说大了|说反了|不对不对", re.I)
-_SARCASM = re.compile(r"(?:^|\s)/s\b|\(并不\)|\(?才怪\)?|呵呵|^\s*(?:对对对|是是是|好好好|对对)|🙃|🙄|(?:简直|真是)(?:是)?人生巅峰|\bnot!\s*$|\byeah,?\s+right\b|^\s*oh\s+(?:sure|yeah|great|totally)\b.{0,40}"
+                         r"说错了|记错了|口误|更正|纠正|搞错了|搞混了?|说反了?|笔误|实为|误会了?|少说了|[\u4e00-\u9fff]{1,3}错了|重新说|作废|不算数?|我说的是|我指的是|打错了|写错了|看错|手滑|骗你的|别写成|表达有误|说法不对|其实就?是|准确(?:地)?说|确切(?:地)?说|说大了|说反了|不对不对", re.I)
+_SARCASM = re.compile(r"(?:^|\s)/s\b|\(并不\)|\(?才怪\)?|呵呵|^\s*(?:对对对|是是是|好好好|对对)|🙄|(?:简直|真是)(?:是)?人生巅峰|\bnot!\s*$|\byeah,?\s+right\b|^\s*oh\s+(?:sure|yeah|great|totally)\b.{0,40}"
                       r"\b(?:just|totally|absolutely|really)\s+(?:love|adore|enjoy)|\bbest\s+\w+\s+ever\b.*\bnot\b", re.I)
 _JOKE_SKIP = re.compile(r"\bjust\s+kidding\b|\bj/?k\b|\bkidding\b|开玩笑|逗你", re.I)
 _JOKE_SOFT = re.compile(r"\blol\b|\blmao\b|\bha(?:ha)+\b|\brofl\b|哈哈|😂|🤣|😆", re.I)
@@ -472,7 +477,8 @@ def _statement_part(sentence: str) -> str:
 
 
 def _hypothetical(sentence: str, start: int) -> bool:
-    return bool(_HYPOTHETICAL.search(sentence[:start]))
+    # A lead-in ending in a colon ("I should clarify: …") frames the statement, it does not hedge it.
+    return bool(_HYPOTHETICAL.search(sentence[sentence.rfind(":", 0, start) + 1:start]))
 
 
 def _negated(sentence: str, start: int) -> bool:
@@ -547,6 +553,17 @@ def _pet(m: re.Match[str], sentence: str) -> list[tuple[str, str]] | None:
             out.append((_slug(cleaned), species))
     # A pet without a name is keyed by its species until it is named ("I have a cat").
     return out or [(_slug(species), species)]
+
+
+_EMOJI_SPECIES = {"🐶": "dog", "🐕": "dog", "🐱": "cat", "🐈": "cat", "🐰": "rabbit", "🐇": "rabbit", "🐹": "hamster",
+                  "🐢": "turtle", "🐟": "fish", "🐠": "fish", "🦜": "parrot"}
+
+
+def _species_in(text: str) -> str | None:
+    """The species a stretch of text names, by word, breed or emoji."""
+    if m := re.search(r"\b" + _EN_SPECIES + r"\b", text, re.I):
+        return _species(m.group("s"))
+    return next((sp for emoji, sp in _EMOJI_SPECIES.items() if emoji in text), None)
 
 
 def _pet_zh(m: re.Match[str], sentence: str) -> list[tuple[str, str]] | None:
@@ -699,7 +716,7 @@ _RULES: list[_Rule] = [
     _r(r"(?:开始|又|现在|也)?吃(?:海鲜|鱼)(?=[^。]*(?:肉|猪牛羊|荤)[^。]*(?:不碰|不吃|没吃|不沾))|\b(?:started|starting|began|now)\s+"
        r"(?:eating|to\s+eat)\s+(?:fish|seafood)\b(?=[^.]*\b(?:no|not|never|still\s+no|without)\b[^.]*\b(?:meat|chicken|beef|pork)\b)",
        "diet", "restriction", make=_const("restriction", "pescatarian"), on_negation="drop"),
-    _r(r"(?:不再|不|没再)(?:吃素|是素食者?)了?|开始吃肉|又吃肉|破戒", "diet", "restriction",
+    _r(r"(?:不再|不|没再)(?:吃素|是素食者?)了?|开始吃肉|又吃肉|破戒|荤素都吃|啥都吃|什么都吃|吃素[^。]{0,6}告一段落", "diet", "restriction",
        make=_const("restriction", "vegetarian"), op="end", on_negation="drop"),
     _r(r"戒辣|戒了辣|(?:一点)?辣(?:都|也)?不(?:碰|吃|能吃)了?|不碰辣", "diet", "spicy", make=_const("spicy", "no spicy food"),
        on_negation="drop"),
@@ -810,6 +827,19 @@ _RULES: list[_Rule] = [
        "travel", "trip_city", clean=_place, temporary=True, on_negation="drop", subject=False),
     _r(r"回(?:老家)?(?P<v>" + _ZC + r"{2,6}?)(?:过年|过节|探亲|休假|度假|看爸妈|看父母)", "travel", "trip_city", clean=_place,
        temporary=True, on_negation="drop"),
+    # A stay somewhere for a while, said without a word for trip: 回娘家住两周（娘家在开封）, 被派去拉萨支援一个月,
+    # 这几天在上海陪我妈看病…住十来天, 在绍兴待到初六.
+    _r(r"回(?:娘家|婆家|老家)(?=[^。]*?(?:住|待|呆|过年|过节))[^。]*?(?:娘家|婆家|老家)(?:在|是)(?P<v>" + _ZC + r"{2,6}?)(?=$|[,.!?。]|的)",
+       "travel", "trip_city", clean=_place, temporary=True, on_negation="drop"),
+    _r(r"(?:被)?(?:派去|派到|调去|借调到|抽调到)(?P<v>" + _ZC + r"{2,6}?)(?:支援|援助|挂职|驻场|帮忙|出差|培训)", "travel", "trip_city",
+       clean=_place, temporary=True, on_negation="drop", subject=False),
+    _r(r"(?:这几天|这阵子|这两天|最近|目前)(?:人)?在(?P<v>" + _ZC + r"{2,6}?)(?=[^。]*(?:住|待|呆)(?:[一二两三四五六七八九十几半\d]+|十来)"
+       r"(?:天|周|个星期|个礼拜|个月))", "travel", "trip_city",
+       make=lambda m, s: [("trip_city", v)] if (v := _place(m.group("v"))) and is_chinese_city(v) else None,
+       temporary=True, on_negation="drop"),
+    _r(r"在(?P<v>" + _ZC + r"{2,6}?)(?:待|呆|住)到", "travel", "trip_city",
+       make=lambda m, s: [("trip_city", v)] if (v := _place(m.group("v"))) and is_chinese_city(v) else None,
+       temporary=True, on_negation="drop"),
     _r(r"(?:人|现在|目前)在(?P<v>" + _ZC + r"{2,6}?)(?:呢|啦)?[,].{0,20}?(?:待|呆|住)(?:[一二两三四五六七八九十几半\d]+)(?:天|周|个星期|个礼拜|个月|年)",
        "travel", "trip_city", clean=_place, temporary=True, on_negation="drop"),
     _r(r"(?:(?:公司|单位|老板|领导)?派(?:我们|我)?)?(?:要|会|将|正在)?(?:去|到|来)(?P<v>" + _ZC
@@ -818,6 +848,9 @@ _RULES: list[_Rule] = [
     _r(r"(?:正)?在(?P<v>" + _ZC + r"{1,10}?)(?:出差|旅游|旅行|度假|玩了|培训|开会)", "travel", "trip_city",
        clean=_place, temporary=True, on_negation="drop"),
     # --- home city: ending first ("不住重庆了", "don't live in Austin")
+    _r(r"(?:我)?(?:在)?(?P<v>" + _ZC + r"{2,6}?)的房子(?:已经|也)?(?:退租|卖掉?|退掉?|转租)了", "location", "home_city",
+       make=lambda m, s: [("home_city", v)] if (v := _place(m.group("v"))) and is_chinese_city(v) else None, op="end",
+       on_negation="keep"),
     _r(r"不(?:在)?(?:那儿|那里|那边|这儿|这里|这边)(?:住|生活)了|不住(?:那儿|那里|那边)了", "location", "home_city",
        make=lambda m, s: [("home_city", "")], op="end", on_negation="keep"),
     _r(r"(?:不|没)(?:再)?(?:住|住在|生活在)(?P<v>" + _ZC + r"{1,10}?)(?:住|生活)?了", "location", "home_city",
@@ -827,6 +860,11 @@ _RULES: list[_Rule] = [
     _r(r"\b(?:been|living|(?:'ve|have)\s+lived)\s+in\s+" + _PV + r"(?=\s+for\s+(?:about\s+|almost\s+|over\s+|nearly\s+|"
        r"the\s+(?:past|last)\s+)?(?:\w+\s+)?(?:years?|months?|decades?)\b)", "location", "home_city", clean=_place),
     _r(r"\b(?:'ve|have|has)\s+(?:always\s+|pretty\s+much\s+)?lived\s+in\s+" + _PV + r"(?!\s+(?:before|as\s+a|when|until|till)\b)",
+       "location", "home_city", clean=_place),
+    _r(r"^\s*(?:\w+|a\s+few|a\s+couple\s+of)\s+years?\s+(?:now\s+)?in\s+" + _PV, "location", "home_city", clean=_place),
+    _r(r"\b(?:I'm|I\s+am|we're|we\s+are)\s+not\s+in\s+(?-i:[A-Z])[\w'-]*(?:\s+(?-i:[A-Z])[\w'-]*)?\s*,\s*(?:I'm|I\s+am|we're|we\s+are)"
+       r"\s+in\s+" + _PV, "location", "home_city", clean=_place, value_span=True),
+    _r(r"\bgot\s+the\s+keys\s+(?:to|for)\s+(?:the|our|my)\s+(?:new\s+)?(?:house|flat|place|home|apartment)\s+in\s+" + _PV,
        "location", "home_city", clean=_place),
     _r(r"\b(?:put\s+down\s+roots|putting\s+down\s+roots|set\s+up\s+home|made\s+(?:a\s+)?(?:our|my)\s+home)\s+in\s+" + _PV,
        "location", "home_city", clean=_place),
@@ -875,9 +913,17 @@ _RULES: list[_Rule] = [
     _r(r"\b(?:my|our)\s+(?:apartment|flat|house|place|home)(?:'s|\s+is)\s+(?:in|now\s+in)\s+" + _PV, "location",
        "home_city", clean=_place),
     _r(r"\b(?:I'm|I\s+am|we're|we\s+are)\s+back\s+in\s+" + _PV, "location", "home_city", clean=_place),
+    _r(r"(?:家(?:也|就|还|其实|现在)在|迁居(?:至|到)?|移居(?:至|到)?|迁至|迁到)(?P<v>" + _ZC + r"{2,6}?)(?=$|[,.!?;:。]|了|的|，)",
+       "location", "home_city", clean=_place),
     _r(r"(?:住在|家在|定居在|生活在|定居于|常住在?|定居|落户|扎根在?|安家在|安家|(?<=我|们)住(?![了过着]))" + _ZV,
        "location", "home_city", clean=_place),
     _r(r"(?<![去到现实存所正])在(?P<v>" + _ZC + r"{1,10}?)(?:生活|定居|居住|安家|落户|扎根|住)", "location", "home_city", clean=_place),
+    _r(r"(?:住的(?:地方)?是|搬(?:去|到|过去)的(?:地方)?是|落脚(?:在)?|(?:调到|调回|调去)了?)(?P<v>" + _ZC + r"{2,6}?)(?=$|[,.!?;:。]|了|呢|啦)",
+       "location", "home_city", make=lambda m, s: [("home_city", v)] if (v := _place(m.group("v")))
+       and (is_chinese_city(v) or not m.group(0).startswith("调")) else None),
+    _r(r"(?:人)?(?:已经|早就)?(?:不|没)(?:再)?在(?P<v>" + _ZC + r"{2,6}?)了", "location", "home_city",
+       make=lambda m, s: [("home_city", v)] if (v := _place(m.group("v"))) and is_chinese_city(v) else None, op="end",
+       on_negation="keep"),
     _r(r"(?:坐标|现居|常驻|📍)\s*(?P<v>" + _ZC + r"{2,8}?)(?=$|[,.!?;:。|\s]|的)|(?:现在|目前|如今)住(?:在)?(?P<w>" + _ZC
        + r"{2,6}?)(?=$|[,.!?;:。]|了|呢)", "location", "home_city",
        make=lambda m, s: [("home_city", v)] if (v := _place(m.group("v") or m.group("w"))) else None),
@@ -895,14 +941,21 @@ _RULES: list[_Rule] = [
        else None),
     # --- relationship status
     _r(r"分手了|离婚|离异|单身|领证|结婚(?:[一二三四五六七八九十两\d]+年)?了|已婚|订婚|嫁人了|脱单|恋爱了|在谈恋爱|恋爱中|"
-       r"丧偶|母胎solo|求婚成功|被求婚|在约会|约会中|(?:(?<=^)|(?<=[,.!。]))(?:分了|离了)(?=$|[,.!。])", "relationship", "status",
+       r"丧偶|母胎solo|求婚成功|被求婚|在约会|约会中|(?<!住)在一起(?=了|[一二三四五六七八九十两\d]+年|$|[,.!。])|复合了|证早就领了|证已经领了|证领了|"
+       r"又是一个人了|又单身了|恢复单身|(?:(?<=^)|(?<=[,.!。]))(?:分了|离了)(?=$|[,.!。])", "relationship", "status",
        make=lambda m, s: [("status", _ZH_STATUS[m.group(0)[:2]])], on_negation="drop"),
     _r(r"老伴.{0,4}?(?:走了|去世|过世|没了)|(?:老公|老婆|丈夫|妻子|爱人).{0,4}?(?:去世|过世)", "relationship", "status",
        make=_status("widowed"), on_negation="drop"),
-    _r(r"我(?:家)?(?P<w>老公|老婆|丈夫|媳妇)", "relationship", "status", make=_status_word, on_negation="drop",
+    _r(r"(?:跟|和)(?:男朋友|女朋友|对象|另一半|他|她)?分(?:了|手了)", "relationship", "status", make=_status("single"),
+       on_negation="drop"),
+    _r(r"(?:(?:他|她)求婚了|求婚.{0,8}?(?:我)?答应了|答应了(?:他|她)的求婚)", "relationship", "status", make=_status("engaged"),
+       on_negation="drop", subject=False),
+    _r(r"我(?:家)?(?P<w>老公|老婆|丈夫|媳妇|老伴|另一半)", "relationship", "status", make=_status_word, on_negation="drop",
        subject=False),
     _r(r"(?:有|交了)(?P<w>女朋友|男朋友|对象)", "relationship", "status", make=_status_word, on_negation="end_value"),
-    _r(r"(?:我|我们)?(?:和|跟)(?P<w>女朋友|男朋友|未婚夫|未婚妻|老公|老婆|对象)", "relationship", "status",
+    _r(r"(?:那|他|她)?是我(?P<w>男朋友|女朋友|对象|老公|老婆|未婚夫|未婚妻)", "relationship", "status", make=_status_word,
+       on_negation="end_value", subject=False),
+    _r(r"(?:我|我们)?(?:和|跟)(?P<w>女朋友|男朋友|未婚夫|未婚妻|老公|老婆|对象|老伴|另一半)", "relationship", "status",
        make=_status_word, on_negation="drop"),
     # Events of a relationship, in the ways people say them ("tied the knot", "he proposed … I said yes",
     # "lost my husband"): a death of a spouse comes before "my husband" reads as married.
@@ -929,14 +982,24 @@ _RULES: list[_Rule] = [
        on_negation="end_value"),
     _r(r"(?:^|(?<=,))\s*(?:sorry,?\s*|not\s+|still\s+|now\s+|officially\s+|happily\s+)?(?P<w>single|engaged|married|divorced|widowed)\b(?!\s+(?:people|couples?|friends?))",
        "relationship", "status", make=_status_word, on_negation="end_value"),
+    _r(r"\b(?:my\s+ex-?(?:husband|wife|spouse)|(?:since|after)\s+(?:the|my|our)\s+divorce)\b", "relationship", "status",
+       make=_status("divorced"), on_negation="drop", subject=False),
     _r(r"\b(?:my|our)\s+(?:lovely\s+|amazing\s+|wonderful\s+|new\s+|dear\s+)?(?P<w>girlfriend|boyfriend|fianc[ée]e?|"
-       r"husband|wife|hubby|wifey|spouse|gf|bf)\b(?!'s\s+(?:friend|sister|brother|mom|dad))", "relationship",
-       "status", make=_status_word, on_negation="drop", subject=False),
-    _r(r"\bwith\s+the\s+(?P<w>wife|hubby|husband)\b", "relationship", "status", make=_status_word,
-       on_negation="drop", subject=False),
+       r"husband|wife|hubby|wifey|spouse|gf|bf|missus|other\s+half|better\s+half|partner)\b(?!'s\s+(?:friend|sister|brother|mom|dad))",
+       "relationship", "status", make=_status_word, on_negation="drop", subject=False),
+    _r(r"\b(?:with\s+)?the\s+(?P<w>wife|hubby|husband|missus)\b|^\s*(?P<x>hubby|wifey)\b", "relationship", "status",
+       make=lambda m, s: [("status", "married")], on_negation="drop", subject=False),
+    _r(r"\b(?:been\s+together|(?:years?|months?)\s+together|(?:(?-i:[A-Z])[a-z]+\s+and\s+I|me\s+and\s+(?-i:[A-Z])[a-z]+)\s+are\s+"
+       r"(?:a\s+couple|dating|together))\b", "relationship", "status", make=_status("in a relationship"), on_negation="drop",
+       subject=False),
+    _r(r"\b(?:we\s+)?(?:eloped|got\s+back\s+together|are\s+common-law|common-law\s+(?:partners?|couple|wife|husband))\b",
+       "relationship", "status", make=lambda m, s: [("status", "married" if "elope" in m.group(0).lower() else "in a relationship")],
+       on_negation="drop"),
     # --- name
     _r(r"\b(?:my|the)\s+name(?:'s|\s+is)\s+(?P<v>[A-Za-z][\w'-]*(?:\s+(?-i:[A-Z])[\w'-]*){0,2})", "profile", "name",
        make=_name, on_negation="drop", subject=False),
+    _r(r"\b(?:sign\s+me\s+up\s+as|put\s+me\s+down\s+as|you\s+can\s+(?:just\s+)?(?:say|use|put))\s+(?P<v>(?-i:[A-Z])[\w'-]*)",
+       "profile", "name", make=_name, on_negation="drop", subject=False),
     _r(r"\b(?:call\s+me|I(?:'m|\s+am)\s+called|(?:everyone|people|friends)\s+calls?\s+me|I\s+go\s+by)\s+"
        r"(?P<v>(?-i:[A-Z])[\w'-]*(?:\s+(?-i:[A-Z])[\w'-]*){0,2})", "profile", "name", make=_name,
        on_negation="drop", subject=False),
@@ -952,7 +1015,9 @@ _RULES: list[_Rule] = [
        r"\bnice\s+to\s+meet\s+you(?:\s+too)?\s*[,!.]?\s*(?:I'm|I\s+am)\s+(?P<w>(?-i:[A-Z])[a-z]+)\b", "profile", "name",
        make=lambda m, s: _name_of(m.group("v") or m.group("w")), on_negation="drop", subject=False),
     _r(r"(?:^|[:,;]\s*)(?:about\s+me|name)\s*:?\s+(?P<v>(?-i:[A-Z])[a-z]+)\b", "profile", "name", make=_name, subject=False),
-    _r(r"(?:^|[^他她它])(?:我叫(?!了|车|外卖|醒)|我的名字(?:是|叫)|名字叫|(?:大家|朋友们?|别人|他们)?都?(?:叫|喊)我)"
+    _r(r"(?:网名|昵称|外号|绰号)(?:叫|是)(?P<v>" + _ZC + r"{1,6}?)(?=$|[,.!?。]|吧|哈)", "profile", "name", make=_name,
+       on_negation="drop"),
+    _r(r"(?:^|[^他她它])(?:我叫(?!了|车|外卖|醒)|我的名字(?:是|叫)|我名字叫|(?:大家|朋友们?|别人|他们)?都?(?:叫|喊)我)"
        r"(?P<v>" + _ZC + r"{1,8})", "profile", "name", make=_name, on_negation="drop", subject=False),
     _r(r"(?:^|,)\s*(?:我是|是)" + _ZH_NAME + r"(?=$|[,.!?;:\s。]|啊|呀|哦)", "profile", "name", make=_name,
        on_negation="drop", subject=False),
@@ -966,12 +1031,20 @@ _RULES: list[_Rule] = [
        on_negation="drop"),
     _r(r"\b" + _LEAVE_JOB + r"\s+(?:my\s+job\s+at\s+)?" + _PV, "work", "employer", clean=_place, op="end",
        on_negation="drop"),
+    _r(r"\b(?:don't|do\s+not|no\s+longer)\s+work\s+there\b", "work", "employer", make=lambda m, s: [("employer", "")],
+       op="end", on_negation="keep"),
+    _r(r"\b(?:not|no\s+longer)\s+with\s+(?P<v>(?-i:[A-Z])[a-z]+)\s+(?:anymore|any\s+more)\b", "relationship", "status",
+       make=lambda m, s: None if _WORK_CONTEXT.search(s) else [("status", "")], op="end", on_negation="keep"),
     _r(r"\b(?:not|no\s+longer)\s+(?:working\s+)?(?:at|with|for)\s+" + _PV, "work", "employer", clean=_place, op="end",
        on_negation="keep"),
     _r(r"(?:离开了?|辞职离开了?|裸辞了?|辞掉了?)(?P<v>" + _ZC + r"{1,10}?)(?=$|[,.!?;:\s。]|了)|从(?P<w>" + _ZC
        + r"{1,10}?)(?:离职|辞职|跳槽|出来)", "work", "employer",
        make=lambda m, s: [("employer", v)] if (v := _place(m.group("v") or m.group("w") or "")) else None,
        op="end", on_negation="drop"),
+    _r(r"(?:那份|这份)?工作(?:上个月|上周|已经|早就)?辞(?:了|掉了)", "work", "employer", make=lambda m, s: [("employer", "")],
+       op="end", on_negation="keep"),
+    _r(r"不在那(?:儿|里|边|家)?(?:上班|工作|干)了", "work", "employer", make=lambda m, s: [("employer", "")], op="end",
+       on_negation="keep"),
     _r(r"(?:不|没)(?:再)?在(?P<v>" + _ZC + r"{1,10}?)(?:工作|上班|干)?了", "work", "employer", clean=_place,
        op="end", on_negation="keep"),
     _r(r"\b(?:switched\s+jobs|changed\s+jobs|new\s+job|left\s+(?-i:[A-Z])\S*|quit)\b[^.;]*?\b(?:now|currently)\s+"
@@ -983,7 +1056,11 @@ _RULES: list[_Rule] = [
     _r(r"(?:^|[.;,(]\s*|\b)(?:employer|company|workplace|new\s+(?:job|employer|company|gig|role))\s*[:(]\s*" + _PV, "work",
        "employer", clean=_place, subject=False),
     _r(r"\b(?:day\s+(?:1|one)|first\s+(?:day|week)|week\s+(?:1|one))\s+at\s+" + _PV, "work", "employer", clean=_place),
-    _r(r"\bjumped\s+ship\s+to\s+(?:the\s+)?" + _PV, "work", "employer", clean=_place),
+    _r(r"\bnew\s+(?:job|gig|role)\s*[.:,!—-]+\s*(?P<v>(?-i:[A-Z])[\w.&'-]*(?:\s+(?-i:[A-Z])[\w.&'-]*)?)", "work", "employer",
+       clean=_place, subject=False),
+    _r(r"\bjumped\s+(?:ship|over)\s+to\s+(?:the\s+)?" + _PV, "work", "employer", clean=_place),
+    _r(r"\b(?:been|I've\s+been|I'm)\s+(?:working\s+)?(?:at|with)\s+" + _PV + r"(?=\s+(?:since\s+(?:19|20)\d\d|for\s+(?:\w+\s+)?years)\b)",
+       "work", "employer", clean=_place),
     # The employer as the actor ("got hired by Aldi", "got poached by Booking.com", "Canva offered me a role").
     _r(r"\b(?:hired|poached|headhunted|recruited|snapped\s+up|taken\s+on|employed|signed)\s+(?:by|with)\s+(?:the\s+)?"
        + _PV, "work", "employer", clean=_place),
@@ -1023,7 +1100,7 @@ _RULES: list[_Rule] = [
        "work", "employer", clean=_place),
     _r(r"(?:换工作|换了工作|跳槽|离职|辞职)了?.{0,6}?(?:去了|进了|到了)(?P<v>" + _ZC + r"{2,10}?)"
        r"(?=$|[,.!?;:\s。]|工作|上班|了)", "work", "employer", clean=_place),
-    _r(r"(?<![不没现实存所正])在(?P<v>" + _ZC + r"{1,12}?)(?:工作|上班|任职|实习|做|当|干)", "work", "employer", clean=_place),
+    _r(r"(?<![不没现实存所正])在(?P<v>" + _ZC + r"{1,12}?)(?:工作|上班|任职|实习|做|当|干|搬砖|打工)", "work", "employer", clean=_place),
     _r(r"(?:离开|离职|辞职|跳槽|换工作|换了工作|跳到).*?(?:现在|目前)在(?P<v>" + _ZC + r"{2,10}?)(?=$|[,.!?;:\s。]|了)",
        "work", "employer", clean=_place, subject=False, value_span=True),
     # Chinese verbs of joining and leaving as a class: 去X上班, 转去X, 叫X after an organisation noun,
@@ -1045,10 +1122,13 @@ _RULES: list[_Rule] = [
        op="end", on_negation="drop"),
     _r(r"(?:(?<=^)|(?<=[,.!。]))(?:已经|刚|也)?(?:离职|辞职|被裁|裸辞|被辞退|被开除)了", "work", "employer",
        make=lambda m, s: [("employer", "")], op="end", on_negation="drop"),
-    _r(r"\b(?:work|working|worked)\s+as\s+(?:a|an)\s+" + _EV, "work", "job", make=_job_framed),
+    _r(r"\b(?:work|working|worked|employed|appointed|hired|trained)\s+as\s+(?:a\s+|an\s+|the\s+)?" + _EV, "work", "job",
+       make=_job_framed),
+    _r(r"\b(?:they|management|the\s+\w+)\s+(?:made|appointed|named)\s+me\s+(?:the\s+|a\s+|an\s+)?" + _EV, "work", "job",
+       make=_job_framed, subject=False),
     _r(r"\b(?:I'm|I\s+am|been|I've\s+been|now|officially)\s+(?:now\s+|still\s+|currently\s+|also\s+|officially\s+)?(?:a|an)\s+(?!big\b|huge\b)"
        r"(?P<v>(?:[A-Za-z-]+\s+){0,2}?[a-z-]+)(?=\s+(?:now|at|for|in|with|and|but|since|these|again|here|"
-       r"already|by|so|as)\b|\s*$|[.,!?;:])", "work", "job", make=_job, on_negation="end_value"),
+       r"already|by|so|as|on|in)\b|\s*$|[.,!?;:])", "work", "job", make=_job, on_negation="end_value"),
     _r(r"^\s*(?:(?:still|now|currently|not|no\s+longer)\s+)?(?:a|an)\s+(?P<v>(?:[A-Za-z-]+\s+){0,2}?[a-z-]+)"
        r"(?=\s*(?:now|again|these\s+days|anymore|any\s+more)?\s*(?:$|[.,!?;:]))", "work", "job", make=_job,
        on_negation="end_value"),
@@ -1063,6 +1143,15 @@ _RULES: list[_Rule] = [
        r"as\s+(?:a\s+|an\s+)?(?P<v>(?:[A-Za-z-]+\s+){0,2}?[a-z-]+)(?=\s+(?:at|for|in|with|and|but)\b|\s*$|[.,!?;:])",
        "work", "job", make=_job_framed),
     _r(r"\bmy\s+(?:job|occupation|profession|role|title)\s+is\s+(?:a|an)?\s*" + _EV, "work", "job", make=_job),
+    _r(r"\b(?:make\s+(?:my|a)\s+living|earn\s+(?:my|a)\s+living|work\s+(?:nights|days|weekends|shifts|part-time|full-time)|"
+       r"(?:bumped|moved|stepped)\s+up)\s+(?:as|to)\s+(?:a\s+|an\s+)?" + _EV, "work", "job", make=_job_framed),
+    _r(r"\b(?:for\s+a\s+living|by\s+trade|by\s+profession)\s*,\s*(?:a\s+|an\s+)?(?P<v>[\w-]+(?:\s+[\w-]+){0,2}?)"
+       r"(?=\s+(?:going\s+on|for|since|at)\b|\s*[.,!]|\s*$)", "work", "job", make=_job_framed),
+    _r(r"^\s*(?P<v>(?-i:[A-Z])[a-z]+(?:\s+[a-z]+)?)\s+(?:as\s+of|since|starting|from)\s+(?:this|last|today|monday|tuesday|"
+       r"wednesday|thursday|friday|the|yesterday|\d)", "work", "job", make=_job),
+    _r(r"(?:^|[,;]\s*)(?P<v>stay-at-home\s+(?:dad|mom|mum|parent)|full-time\s+(?:mom|mum|dad|parent|carer)|"
+       r"(?-i:[a-z]+\s+)?(?:executive|manager|engineer|analyst|designer|developer|consultant|nurse|teacher|accountant))"
+       r"(?=\s+(?:at|for|since|going\s+on)\b|\s*[.,!])", "work", "job", make=_job_framed),
     _r(r"(?:^|[.;,(]\s*)(?:occupation|job|profession|role|title|works\s+as)\s*[:(]?\s*(?:a\s+|an\s+)?(?P<v>[A-Za-z][\w -]{1,40}?)"
        r"(?=\s*(?:$|[.;,)]))", "work", "job", make=_job_framed, subject=False),
     _r(r"(?:转行做了?|转行当了?|当上了?|升为|升到|成了|升了|是|做了?|当了?|干|转)(?:一名|一位|一个|个|名)?(?:普通的?|一般的?|小小的?)?(?P<v>" + _ZC
@@ -1070,6 +1159,7 @@ _RULES: list[_Rule] = [
        "work", "job", on_negation="end_value"),
     _r(r"不(?:再)?(?:做|当|干|跑)(?P<v>" + _ZC + r"{2,6}?)了", "work", "job", op="end", on_negation="keep"),
     _r(r"(?P<v>" + _ZC + r"{2,6}?)(?:也|已经)?不(?:干|做|当)了", "work", "job", op="end", on_negation="keep"),
+    _r(r"升(?:职)?(?:为|到|成|了)?(?P<v>" + _ZC + r"{2,6}?)了", "work", "job"),
     _r(r"(?:做|当)(?P<v>" + _ZC + r"{2,6}?)(?:的工作|工作)?(?=$|[,.!?;:\s。]|了)", "work", "job", confidence=0.6,
        on_negation="end_value"),
     # --- pets (key: the name; value: the species); deaths end the pet
@@ -1083,7 +1173,7 @@ _RULES: list[_Rule] = [
        make=lambda m, s: ([] if re.fullmatch(_KIN, m.group("v"), re.I) else [(_slug(m.group("v")), "")]),
        op="end", on_negation="drop", subject=False),
     _r(r"(?:^|(?<=[,.!?;:\s]))(?P<v>(?!" + _ZH_KIN + r")" + _ZC + r"{1,4}?)(?:昨天|前天|今天|上周|早上|昨晚)?"
-       r"(?:去世了|去世|死了|走了|没了|病死了|被车撞了|送人了|送走了|走丢了|丢了|回喵星了?|去喵星了?|回汪星了?|去汪星了?|"
+       r"(?:去世了|去世|死了|走了|没了|病死了|被车撞了|送人了|送走了|送给[^,。]{1,6}?了|走丢了|丢了|回喵星了?|去喵星了?|回汪星了?|去汪星了?|"
        r"去了?天堂|当天使了)", "pet", "{slug}",
        make=lambda m, s: ([] if re.search(r"我|他|她|人|家|老伴", m.group("v")) or not could_be_a_name(m.group("v"))
                           else [(_slug(m.group("v")), "")]),
@@ -1109,6 +1199,19 @@ _RULES: list[_Rule] = [
        make=lambda m, s: None if is_dictionary_word(m.group("n")) else _pet(m, s), subject=False, on_negation="drop"),
     _r(r"\bmeet\s+(?P<n>(?-i:[A-Z])[\w'-]*)[^\w.!?]*\s*(?:,\s*)?(?:my|our)\s+(?:new\s+|little\s+|baby\s+)?" + _EN_SPECIES + r"\b",
        "pet", "", make=_pet, subject=False, on_negation="drop"),
+    _r(r"(?P<n>(?-i:[A-Z])[a-z]+)(?:'s|\s+is)\s+(?:a|an)\s+(?:(?-i:[a-z]+)\s+)?" + _EN_SPECIES + r"\b", "pet", "",
+       make=lambda m, s: None if m.group("n").lower() in _NOT_NAMES | {"it", "she", "he", "this", "that", "there"} else _pet(m, s),
+       subject=False, on_negation="drop"),
+    _r(r"\b(?:the|my|our)\s+" + _EN_SPECIES + r"(?:'s|\s+is)\s+(?:called|named)\s+(?P<n>(?-i:[A-Z])[\w'-]*)", "pet", "",
+       make=_pet, subject=False, on_negation="drop"),
+    _r(r"\bnamed\s+(?:the|our|my)\s+(?:new\s+)?" + _EN_SPECIES + r"\s+(?:after\s+[^:.!?]{1,40}?[:,—-]\s*)?(?P<n>(?-i:[A-Z])[\w'-]*)",
+       "pet", "", make=_pet, subject=False, on_negation="drop"),
+    _r(r"(?P<n>(?-i:[A-Z])[\w'-]*)\s*\(\s*(?:my|our)\s+(?:\w+\s+)?" + _EN_SPECIES + r"\s*\)", "pet", "", make=_pet,
+       subject=False, on_negation="drop"),
+    _r(r"\b(?:this\s+is|meet|say\s+hi\s+to)\s+(?P<n>(?-i:[A-Z])[\w'-]*(?:\s+(?-i:[A-Z])[\w'-]*){0,2})\b(?=[^.!?]*(?:[🐶🐕🐱🐈🐰🐇🐹🐢🐟🐠🦜]|\b"
+       + _EN_SPECIES + r"\b))", "pet", "",
+       make=lambda m, s: [(_slug(m.group("n")), sp)] if (sp := _species_in(s[m.end():])) else None, subject=False,
+       on_negation="drop"),
     _r(r"\bnew\s+" + _EN_SPECIES + r"\s*[:(]\s*(?P<n>(?-i:[A-Z])[\w'-]*)", "pet", "", make=_pet, subject=False,
        on_negation="drop"),
     _r(r"(?:^|[:,]\s*|\b(?:and|have|got|with)\s+)(?:a|an|my|our)\s+(?:(?-i:[a-z]+)\s+)?" + _EN_SPECIES
@@ -1123,7 +1226,17 @@ _RULES: list[_Rule] = [
        make=_pet, on_negation="drop", subject=False),
     _r(r"(?:我的|我家的?|家里的?)\s*" + _EN_SPECIES + r"\s*(?:叫|名叫|叫做)\s*(?P<n>[A-Za-z][\w'-]*|" + _ZC + r"{1,4})", "pet", "",
        make=_pet, on_negation="drop"),
+    _r(r"(?:主子|毛孩子|宝贝|崽子?|猫主子|狗子)(?:叫|名叫|叫做)(?P<n>" + _ZC + r"{1,4}?)[,].{0,6}?" + _ZH_SPECIES, "pet", "",
+       make=_pet, on_negation="drop"),
+    _r(r"(?:我家|我们家|家里)(?:的)?(?P<n>" + _ZC + r"{1,4}?)是(?:只|一只|条|一条|个)" + _ZH_SPECIES, "pet", "", make=_pet,
+       on_negation="drop"),
+    _r(_ZH_SPECIES + r"(?:一只|一条|一个)[,]?\s*(?:名叫|叫做|叫|取名叫|取名)(?P<n>" + _ZC + r"{1,4}?)(?=$|[,.!?。]|刚|今年|已经)", "pet", "",
+       make=_pet, on_negation="drop"),
     _r(r"(?P<n>" + _ZC + r"{1,4}?)是我(?:家|们家)?的" + _ZH_SPECIES, "pet", "", make=_pet, on_negation="drop"),
+    _r(r"(?:我家|我们家|家里)(?:的)?" + _ZH_SPECIES + r"(?P<n>" + _ZC + r"{2,3}?)(?=在|又|今天|昨天|天天|每天|特别|很|最近|总是|老是)", "pet",
+       "", make=_pet, on_negation="drop"),
+    _r(r"(?:一|两)(?:只|条)" + _ZH_SPECIES + r"[,]\s*(?:它)?(?:名字叫|名叫|叫做|叫)(?P<n>" + _ZC + r"{1,4}?)(?=$|[,.!?。]|今年|已经|刚)",
+       "pet", "", make=_pet, on_negation="drop"),
     _r(r"(?:养了|养着|养|有)(?:一|两|二|三|几)?(?:只|条|个|头|匹)" + _ZH_SPECIES
        + r"(?:,?\s*(?:它|他|她)?(?:取名叫|取名|起名叫|起名|叫|名叫|名字叫|叫做)(?P<n>" + _ZC + r"{1,6}))?", "pet", "", make=_pet_zh,
        on_negation="drop"),
@@ -1267,6 +1380,17 @@ def _event_day(sentence: str, written: date, *, temporary: bool, held: bool = Tr
             year = written.year - (1 if m[1] == "去年" or month > written.month else 0)
             return date(year, month, 1)
     sentence = re.sub(r"\b(years?|months?|weeks?|days?)\s+back\b", r"\1 ago", sentence, flags=re.I)
+    if m := re.search(r"\b(early|mid|late|start\s+of|beginning\s+of|end\s+of)?\s*last\s+month\b", sentence, re.I):
+        first = (written.replace(day=1) - timedelta(days=1)).replace(day=1)
+        part = (m[1] or "").lower()
+        if part.startswith(("late", "end")):
+            return written.replace(day=1) - timedelta(days=1)
+        return first + timedelta(days=14) if part == "mid" else first
+    if re.search(r"\b(?:a|one)\s+week\s+ago\b", sentence, re.I):
+        return written - timedelta(days=7)
+    if m := re.search(r"\bthe\s+(monday|tuesday|wednesday|thursday|friday|saturday|sunday)\s+before\s+last\b", sentence, re.I):
+        target = _WEEKDAYS.index(m[1].lower())
+        return written - timedelta(days=written.weekday() - target + 14)
     for mention in find_time_mentions(sentence, written):
         if mention.day < written or temporary:
             return mention.day
@@ -1380,15 +1504,16 @@ _QA_SLOTS = [
      "location", "home_city"),
     (re.compile(r"\bwhat(?:'s|\s+is)\s+your\s+name\b|怎么称呼|叫什么名字", re.I), "profile", "name"),
 ]
-_PET_NAMES_Q = re.compile(r"\bwhat\s+(?:are|is)\s+(?:their|his|her|its)\s+names?\b|\bnames?\?|\bcalled\?|叫什么", re.I)
+_PET_NAMES_Q = re.compile(r"\bwhat\s+(?:are|is)\s+(?:their|his|her|its)\s+names?\b|\bnames?\?|\bcalled\?|叫什么|"
+                          r"\bnamed\s+(?:them|him|her|it)\b", re.I)
 _BARE_ANSWER = re.compile(r"^\s*(?:the\s+)?(?P<v>(?-i:[A-Z0-9])[\w&'.-]*(?:\s+(?-i:[A-Z0-9&])[\w&'.-]*){0,3})"
                           r"\s*[!.]*\s*$|^\s*(?P<z>[" + _CJK + r"]{2,8})\s*[!.。!]*\s*$", re.I)
 _ONE_NAME = re.compile(r"^\s*(?:(?:his|her|its)\s+name\s+is\s+|it's\s+|we\s+(?:named|call)\s+(?:him|her|it)\s+)?"
                        r"(?P<a>(?-i:[A-Z])[a-z]+)\s*(?:[!.,]|\s+(?:lol|haha|lmao)\b|$)")
-_NAME_LIST = re.compile(r"^\s*(?P<a>(?-i:[A-Z])[a-z]+)\s*(?:,|and|&)\s*(?P<b>(?-i:[A-Z])[a-z]+)\s*[!.]*\s*$")
+_NAME_LIST = re.compile(r"^\s*(?P<a>(?-i:[A-Z])[a-z]+)\s*(?:,|and|&)\s*(?P<b>(?-i:[A-Z])[a-z]+)\s*[!.]*\s*(?:[^\w\s]\s*)*$")
 
 
-_WHERE_NOW_Q = re.compile(r"\bwhere\s+(?:are|do)\s+you\s+(?:living|based|live|now|staying\s+these\s+days)|\bare\s+you\s+"
+_WHERE_NOW_Q = re.compile(r"你(?:现在)?(?:住|在)[^,?？]{1,6}(?:对吧|吗|是吧|吧)|\bwhere\s+(?:are|do)\s+you\s+(?:living|based|live|now|staying\s+these\s+days)|\bare\s+you\s+"
                           r"still\s+(?:in|living\s+in|based\s+in)\b|\bwhich\s+city\b|哪个城市|在哪(?:个城市|里|儿)?(?:住|生活|工作)?|"
                           r"住哪|现在在哪", re.I)
 _SINGLE_Q = re.compile(r"(?:还是)?单身(?:吧|吗|嘛)|\bare\s+you\s+still\s+single\b|\bstill\s+single\?", re.I)
@@ -1416,6 +1541,8 @@ def _answer_facts(question: str, answer: str, earlier: list[str], message: Messa
         names = [m["a"], m["b"]]
         if len(said) == len(names):
             return [fact("pet", _slug(n), s) for n, s in zip(names, said, strict=True)]
+        if len(set(said)) == 1:  # "two goldfish" … "Salt and Pepper"
+            return [fact("pet", _slug(n), said[0]) for n in names]
         return []
     if "叫什么" in question and (m := re.match(r"^(?:它|他|她)?(?:叫|名字叫|就叫)?(?P<z>" + _ZC + r"{1,4}?)(?=$|[,.!。]|哈|呀|啦)",
                                                   answer)) and m["z"] not in _PRONOUNS:
@@ -1438,8 +1565,9 @@ def _answer_facts(question: str, answer: str, earlier: list[str], message: Messa
             not _hypothetical(answer, m.start()):
         return [fact("budget", _purpose(question, answer), (m.group("v") or m.group("z") or "").strip())]
     if _has_cjk(answer):
-        # "早不在了，现在在小米": the answer's last clause says where things are now.
-        answer = re.sub(r"^.*?(?:不在了?|没在了?|不是了?)[^,]*,\s*(?:现在|目前|如今)?(?:在)?", "", answer)
+        # "早不在了，现在在小米", "不是在北京，是在天津": the answer's last clause says where things are now.
+        answer = re.sub(r"^.*?(?:不在了?|没在了?|不是)[^,]*,\s*(?:是|现在|目前|如今)?(?:在)?", "", answer)
+        answer = re.sub(r"^(?:免贵)?姓.[,]\s*", "", answer)  # "免贵姓陈，陈建国": the name follows
     if _WHAT_JOB_Q.search(question) and (m := re.match(r"^\s*(?:I'm\s+|I\s+am\s+)?(?:a\s+|an\s+)?(?P<v>[A-Za-z][\w -]{1,40}?)"
                                                      r"(?=\s+(?:at|for|in|with)\b|\s*[.,!]|\s*$)", answer)):
         job = _job_framed(m, answer)
@@ -1520,6 +1648,9 @@ _FUTURE = re.compile(r"\bnext\s+(?:year|month|spring|summer|fall|autumn|winter|j
                      r"(?:weeks|months|years)\b|\blater\s+this\s+year\b|\bafter\s+the\s+summer\b|明年|下个月|下半年|年底前|过完年", re.I)
 
 
+_SOMEONE_ELSES = re.compile(r"(?:^[^,。]{0,4}?)?的(?:人)?(?:是|其实是)(?:我)?(?:老公|老婆|爸|妈|爸爸|妈妈|男朋友|女朋友|朋友|同事|他|她|别人|孩子|儿子|女儿)")
+
+
 def _sentence_facts(sentence: str, message: Message, *, correction: int | None,
                     confidence_cap: float) -> list[tuple[int, ExtractedFact]]:
     found: list[tuple[int, ExtractedFact]] = []
@@ -1545,8 +1676,11 @@ def _sentence_facts(sentence: str, message: Message, *, correction: int | None,
                 continue
             if _REPORTED.match(sentence[_clause_start(sentence, m.start()):]):
                 continue
-            if not rule.subject and _EN_THIRD.search(sentence[_clause_start(sentence, m.start()):m.start()]):
-                continue  # "my mom calls him my fiancé": somebody else's words
+            if _SOMEONE_ELSES.match(sentence[m.end():]) or _SOMEONE_ELSES.search(m.group(0)):
+                continue  # "喜欢榴莲的是我老公": the one who likes it is somebody else
+            before = sentence[_clause_start(sentence, m.start()):m.start()]
+            if not rule.subject and _EN_THIRD.search(before) and not re.search(r"\b(?:he|she)(?:'s|\s+is)\s+$", before, re.I):
+                continue  # "my mom calls him my fiancé": somebody else's words ("she's my fiancée" is about us)
             op: FactOperation = rule.op
             if rule.namespace == "location" and op == "assert" and _SHORT_STAY.search(sentence):
                 continue  # "going back to Paris for a week" is a stay, not a move
@@ -1610,6 +1744,8 @@ _TOPIC_FRONT = re.compile(r"(?:^|(?<=[.!]\s))(?P<np>[A-Za-z][\w' -]{1,40}?)\?\s+
 
 def _message_facts(message: Message) -> list[ExtractedFact]:
     text = _TOPIC_FRONT.sub(lambda m: "I " + re.sub(r"^I\s+", "", m["verb"]) + " " + m["np"], _prepare(message.content))
+    # A short quoted phrase is a mention, not a statement ("I wrote 'my wife' but we are not married").
+    text = re.sub(r"(?<![\w])(['\"])(?:[^'\"]{1,25})\1(?![\w])", " ", text)
     if _JOKE_SKIP.search(text) or _SARCASM.search(text):
         return []  # a retracted or ironic statement is not evidence of anything
     # Laughter caps confidence only on a bare quip ("lol I'm a chef now"); in a message that
@@ -1665,13 +1801,21 @@ def _message_facts(message: Message) -> list[ExtractedFact]:
 # "it's A, not B", "A actually, not B", "not B, (it's) A": A replaces B wherever B is the value.
 _CONTRAST = re.compile(r"(?P<a>[^.!?;:]{1,60}?)(?:\s+actually,?|,)\s*(?:and\s+)?not\s+(?:a\s+|an\s+|the\s+)?"
                        r"(?P<b>[^,.!?;:]{1,40}?)(?=\s*(?:$|[.!?;:,]|[^\w\s'])|\s+(?:actually|lol|haha)\b)|"
+                       r"(?P<b3>(?-i:[A-Z])[\w.&'-]*)\s*(?:→|->)\s*(?P<a3>(?-i:[A-Z])[\w.&'-]*)|"
+                       r"\bnot\s+(?:in|at|with)\s+(?P<b4>(?-i:[A-Z])[\w'-]*(?:\s+(?-i:[A-Z])[\w'-]*)?),\s*(?:I'm|we're|I\s+am)\s+(?:in|at|with)\s+"
+                       r"(?P<a4>(?-i:[A-Z])[\w'-]*(?:\s+(?-i:[A-Z])[\w'-]*)?)|"
                        r"\b(?:it's|its|it\s+is)\s+not\s+(?P<b2>[^,.!?;:]{1,40}?),\s*(?:it's|its|it\s+is|but)\s+(?P<a2>[^,.!?;:]{1,40}?)"
                        r"(?=\s*(?:$|[.!?;:,]))|"
                        r"(?:是|叫|在)?(?P<za>[" + _CJK + r"\w]{1,10}?)[,]?\s*不是(?P<zb>[" + _CJK + r"\w]{1,10}?)(?=$|[,.!。]|啦|哈|了)|"
                        r"不(?:是|在|叫)(?P<zb2>[" + _CJK + r"\w]{1,10}?)[,]\s*(?:而)?(?:是|在)(?:在|叫)?(?P<za2>[" + _CJK + r"\w]{1,10}?)(?=$|[,.!。]|啦|哈|了)",
                        re.I)
-_MEANT = re.compile(r"\bI\s+meant\s+(?P<a>(?-i:[A-Z])[\w'-]*(?:\s+(?-i:[A-Z])[\w'-]*)?)(?!\s*,?\s*not\b)|"
-                    r"(?:说错了|记错了|口误|更正一下|纠正一下|打错了|搞错了|写错了|看错了?表?了?|手滑|不对)[,，]?\s*(?:[^,，。!?]{0,12}[,，]\s*)?(?:其实|应该|实际上)?(?:就)?是"
+_MEANT = re.compile(r"\bcorrection\b[^:.!?]{0,40}:\s*(?P<lc>(?-i:[a-z])[a-z -]{2,40}?)(?=\s*[.!]|$)|"
+                    r"(?:\bwas\s+off|\bwrong\s+number|\bmy\s+bad|\bsorry|\b(?:real|actual|correct)\s+(?:figure|number|amount))\b[^.!?]{0,20}?"
+                    r"\b(?:it's|it\s+is|it\s+should\s+be|is)\s+(?P<money>[$€£¥]\s?[\d,.]+\s?k?|[\d,.]+\s?k?\s+(?:euros?|dollars|pounds|bucks|quid))|"
+                    r"\b(?:I\s+meant|I\s+mean|correction\s*:|(?:sorry|oops|my\s+bad|scratch\s+that)\s*[,:—-]+\s*(?:it's|it\s+is)?)\s*"
+                    r"(?P<a>(?-i:[A-Z])[\w'-]*(?:\s+(?-i:[A-Z])[\w'-]*)?)(?!\s*,?\s*not\b)(?=\s*(?:$|[.,!;]))|"
+                    r"(?:说错了|记错了|口误|更正一下|纠正一下|打错了|搞错了|搞混了|写错了|看错了?表?了?|手滑|不对|我说的|我指的|笔误|"
+                    r"[\u4e00-\u9fff]{1,3}错了)[,，]?\s*(?:[^,，。!?]{0,12}[,，]\s*)?(?:其实|应该|实际上)?(?:就)?(?:是|实为|应为|实际为)"
                     r"(?:在|叫)?(?P<z>[^\s,，。!?、]{1,10}?)(?=$|[,，。!?]|哈|啦|呀|的)", re.I)
 _CONTRAST_LEAD = re.compile(r"^.*\b(?:it's|its|it\s+is|is|was|are|'s|I'm|I\s+am|we're|meant|called|named|read|say|be)\s+|^(?:oh|ok|okay|no|wait)\b,?\s*",
                             re.I)
@@ -1681,6 +1825,11 @@ def _canonical_word(word: str) -> str:
     """The vocabulary's value for a word said in a correction ("a bunny" -> rabbit, "my wife" -> married)."""
     w = word.lower().strip()
     return _PARTNER.get(w) or _STATUS_WORDS.get(w) or _SPECIES.get(w) or _BREEDS.get(w) or w
+
+
+def _zh_contrast_value(raw: str) -> str:
+    """"我在银行是客户经理" -> 客户经理, "我搬去的是保定" -> 保定: the value after the last copula."""
+    return re.split(r"(?:是|叫|在|当|做)", raw)[-1] or raw
 
 
 def _contrast_value(raw: str) -> str:
@@ -1694,22 +1843,27 @@ def _contrast_corrections(text: str, message: Message, known: list[ExtractedFact
     """A correction that names the wrong value instead of the slot: the slot is the one whose
     value is B, among the facts said before in the session or known as current."""
     out: list[ExtractedFact] = []
-    pairs = [(_contrast_value(m["a"] or m["a2"]) if m["a"] or m["a2"] else re.sub(r"^(?:其实|实际上|应该)?(?:就)?(?:是|叫|在)?", "", m["za"] or m["za2"] or ""),
-              _contrast_value(m["b"] or m["b2"]) if m["b"] or m["b2"] else (m["zb"] or m["zb2"] or ""))
+    pairs = [((m["a3"] or m["a4"] or "").strip(" ,.!") or (_contrast_value(m["a"] or m["a2"]) if m["a"] or m["a2"]
+                                     else _zh_contrast_value(m["za"] or m["za2"] or "")),
+              (m["b3"] or m["b4"] or "").strip(" ,.!") or (_contrast_value(m["b"] or m["b2"]) if m["b"] or m["b2"]
+                                     else _zh_contrast_value(m["zb"] or m["zb2"] or "")))
              for m in _CONTRAST.finditer(text)]
     for m in _MEANT.finditer(text) if not any(b for _, b in pairs) else ():
         # "sorry, I meant Linz!", "口误，是常州": the latest value of its kind said before it is what it replaces.
         said = [f for f in [*known, *found] if f.namespace != "pet" and f.value
-                and (f.value[:1].isupper() if m["a"] else _has_cjk(f.value) or f.value[:1].isdigit())]
+                and (f.value[:1].isupper() if m["a"] else f.value[:1].islower() if m["lc"]
+                     else f.namespace == "budget" if m["money"] else _has_cjk(f.value) or f.value[:1].isdigit())]
         if said:
-            pairs.append((m["a"] or m["z"], said[-1].value))
+            pairs.append(((m["a"] or m["lc"] or m["money"] or m["z"]).strip(), said[-1].value))
     for a, b in pairs:
+        if a[:1].isupper() and len(a.split()) > 1:
+            a = _proper_noun(a)  # "It was Exmouth that we relocated to" -> Exmouth
         if not a or not b or len(a.split()) > 4 or normalise_value(a) == normalise_value(b) \
                 or a.lower() in _PRONOUNS or b.lower() in _PRONOUNS:
             continue
         for fact in reversed([*known, *found]):
             if any((f.namespace, f.key) == (fact.namespace, fact.key) and normalise_value(f.value) == normalise_value(a)
-                   for f in found + out):
+                   and f.operation == "correct" for f in found + out):
                 continue  # already corrected to this value
             value = fact.value
             if not value or normalise_value(value) not in {normalise_value(b), normalise_value(_canonical_word(b))}:
@@ -1724,6 +1878,7 @@ def _contrast_corrections(text: str, message: Message, known: list[ExtractedFact
 
 
 _NO_MORE_PETS = re.compile(r"(?:没有|不养|不再养|没养)(?:了)?(?:" + _ZH_SPECIES.replace("?P<s>", "?P<z>") + r")了|"
+                           r"\bnever\s+got\s+(?:that|the|our|a)\s+" + _EN_SPECIES.replace("?P<s>", "?P<s2>") + r"\b|"
                            r"\b(?:don't|do\s+not|no\s+longer)\s+(?:have|own|keep)\s+(?:a|an|any)\s+"
                            + _EN_SPECIES + r"\s+(?:anymore|any\s+more|now)\b", re.I)
 
@@ -1733,7 +1888,7 @@ def _species_gone(text: str, known: list[ExtractedFact | KnownFact], message: Me
     m = _NO_MORE_PETS.search(text)
     if not m or _hypothetical(text, m.start()):
         return []
-    species = _species(m.group("z") or m.group("s"))
+    species = _species(m.group("z") or m.group("s") or m.group("s2"))
     names = dict.fromkeys(f.key for f in known if f.namespace == "pet" and f.value == species)
     return [ExtractedFact(namespace="pet", key=name, value="", operation="end", confidence=0.9,
                           evidence_message_ids=[message.message_id], observed_at=message.created_at)
@@ -1768,7 +1923,7 @@ def _extract_facts(messages: list[Message], subject_role: str,
             continue
         facts = _message_facts(message)
         text = _prepare(message.content)
-        if _CORRECTION.search(text) or re.search(r"\bnot\b|不是", text):
+        if _CORRECTION.search(text) or _MEANT.search(text) or re.search(r"\bnot\b|不是", text):
             facts += _contrast_corrections(text, message, [*(known or []), *merged.values()], facts)
         facts += _activity_ends_job(facts, [*(known or []), *merged.values()], message)
         facts += _species_gone(text, [*(known or []), *merged.values()], message)

@@ -120,3 +120,20 @@ def test_an_answer_to_the_assistants_question_fills_the_slot_it_asks_about():
     assert ("work", "employer", "小米") in answered("还在华为吗？", "早不在了，现在在小米")
     assert ("budget", "bike", "$900") in answered("What's your budget for the new bike?", "$900")
     assert ("relationship", "status", "in a relationship") in answered("你有对象吗？", "有，谈了两年了")
+
+
+@pytest.mark.parametrize(("text", "known", "expected"), [
+    ("the missus reckons I need a haircut", {}, ("assert", "relationship/status", "married")),
+    ("me and my other half have been together since uni", {}, ("assert", "relationship/status", "in a relationship")),
+    ("my ex-husband has the kids this weekend", {}, ("assert", "relationship/status", "divorced")),
+    ("I'm not with Marco anymore. it's fine", {}, ("end", "relationship/status", "")),
+    ("Hazel (my greyhound) refuses to go out in the rain", {}, ("assert", "pet/hazel", "dog")),
+    ("I make my living as a tattoo artist", {}, ("assert", "work/job", "tattoo artist")),
+    ("wrong company in my last message: Oracle → Okta.", {"work/employer": "Oracle"},
+     ("correct", "work/employer", "Okta")),
+    ("我们家的团子是只橘猫，特别能吃", {}, ("assert", "pet/团子", "cat")),
+    ("被派去拉萨支援一个月，今天刚落地", {}, ("assert", "travel/trip_city", "拉萨")),
+    ("我说反了，我是讨厌榴莲，喜欢榴莲的是我老公。", {"preference/榴莲": "like"}, ("correct", "preference/榴莲", "dislike")),
+])
+def test_more_ways_of_saying_a_fact_an_end_or_a_correction(text, known, expected):
+    assert expected in facts(text, known=known)
