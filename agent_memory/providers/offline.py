@@ -18,17 +18,14 @@ from functools import lru_cache
 
 from agent_memory.models import (
     EmbeddingResult,
-    ExtractionResult,
     ImportanceResult,
-    KnownFact,
     Message,
     SummaryResult,
     SummarySentence,
 )
 from agent_memory.providers.base import EMBEDDING_DIMENSIONS, SUMMARY_TOKEN_CAP, estimate_tokens
 from agent_memory.providers.notes import write_observations
-from agent_memory.providers.offline_rules import RuleFactExtractor as _RuleExtractor
-from agent_memory.providers.offline_rules import _extract_facts, _prepare
+from agent_memory.providers.offline_rules import RuleFactExtractor, _extract_facts, _prepare
 
 _CJK = "\u3400-\u9fff\uf900-\ufaff"
 _TRAILING_IMAGE_TAGS = re.compile(r"(?:\s*\[image:[^\]]*\])+\s*$")
@@ -42,16 +39,6 @@ __all__ = [
     "RuleFactExtractor",
     "offline_providers",
 ]
-
-
-class RuleFactExtractor(_RuleExtractor):
-    """The rule extractor (offline_rules) under the FactExtractor protocol. It reads the current
-    facts only to find the slot of a correction that names the wrong value instead of the slot
-    ("it's Globex, not Initech"); everything else is read from the statements."""
-
-    async def extract(self, messages: list[Message], *, subject_role: str = "user",
-                      current_facts: list[KnownFact] | None = None) -> ExtractionResult:
-        return await super().extract(messages, subject_role=subject_role, current_facts=current_facts)
 
 
 _LIFE_EVENT = re.compile(

@@ -1957,6 +1957,10 @@ def _extract_facts(messages: list[Message], subject_role: str,
 
 
 class RuleFactExtractor:
+    """The rule extractor under the FactExtractor protocol. It reads the current facts only to find
+    the slot of a correction that names the wrong value ("it's Globex, not Initech") and to end every
+    pet of a species said to be gone; everything else is read from the statements."""
+
     name = "rule-extractor"
     # 3: clause-level subject analysis, verb classes, operations (end/correct), PHRASING vocabulary
     # 4: verb classes for moves/jobs/relationships, generic money limits, dropped subjects,
