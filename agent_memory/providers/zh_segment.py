@@ -3,7 +3,7 @@ wheel: nothing is downloaded).
 
 The rules find where a value starts ("搬到" + …); the segmenter finds where it ends, so "合肥快一年了"
 gives 合肥 and "健身房那种氛围" gives 健身房 without a list of words that may follow a value.
-jieba's part-of-speech tags also say whether a word is a place (ns) or a person's name (nr).
+jieba's part-of-speech tags also say whether a word is a person's name (nr).
 
 jieba builds a cache of its dictionary on first use; it goes to a directory private to the
 user, never to a shared /tmp file.
@@ -81,10 +81,6 @@ def could_be_a_name(value: str) -> bool:
     an adjective to it, 咪咪 an onomatopoeia), so only a time word, a verb, an adverb, a pronoun or a
     particle rules it out ("今天累", "讨厌", "老伴前年")."""
     return not any(tag in {"t", "v", "vd", "d", "p", "r", "ul", "uj", "y", "c"} for _, tag in tagged(value))
-
-
-def is_place(value: str) -> bool:
-    return any(tag == "ns" for _, tag in tagged(value))
 
 
 def names_a_person(text: str) -> bool:
