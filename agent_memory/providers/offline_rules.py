@@ -392,7 +392,8 @@ _FIRST_PERSON = {"i", "i'm", "i've", "i'd", "i'll", "im", "ive", "we", "we're", 
 _IRREGULAR_PAST = frozenset(
     "got went came took made found left bought sold felt kept began begun quit split flew drove ran put set "
     "brought caught gave had heard held knew lost met paid said saw sent spent stood told thought won wrote "
-    "ended finally just".split())
+    "ended finally just threw chose drew grew rode ate drank swore wore broke spoke woke stole froze bit hid "
+    "shook forgot understood became".split())
 
 
 def _predicate_of_self(local: str) -> bool:
@@ -909,7 +910,16 @@ _RULES: list[_Rule] = [
     _r(r"\b(?:moved|moving)\s+into\s+(?:a|an|our|my|the)\s+(?:new\s+|own\s+)?(?:place|house|home|apartment|flat|"
        r"condo)\s+in\s+" + _PV, "location", "home_city", clean=_place),
     _r(r"\b(?:bought|buying|rented|renting|rent|got|found|own|share|sharing)\s+(?:a|an|our|my)\s+(?:(?-i:[a-z]+)\s+){0,2}?(?:house|home|"
-       r"apartment|flat|place|condo|room|studio|bedsit|loft)\s+in\s+" + _PV, "location", "home_city", clean=_place),
+       r"apartment|flat|place|condo|room|studio|bedsit|loft|bungalow|cottage|townhouse)\s+(?:back\s+)?in\s+" + _PV, "location",
+       "home_city", clean=_place),
+    # The move as a noun, and being somewhere "again" ("since the move back to Bristol", "I'm in Cardiff again",
+    # "Calgary now!", "From December I am again in Munich").
+    _r(r"\bthe\s+move\s+(?:back\s+)?to\s+" + _PV, "location", "home_city", clean=_place, subject=False),
+    _r(r"\b(?:I'm|I\s+am|we're|we\s+are)\s+(?:again\s+|back\s+)?(?:on\s+[^.,]{1,30}?\s+)?in\s+" + _PV + r"(?=[^.!?]*\bagain\b)",
+       "location", "home_city", clean=_place),
+    _r(r"\b(?:I'm|I\s+am|we're|we\s+are)\s+again\s+in\s+" + _PV, "location", "home_city", clean=_place),
+    _r(r"^\s*(?P<v>(?-i:[A-Z])[\w\u00C0-\u024F-]+)\s+(?:now|again)\b", "location", "home_city",
+       make=lambda m, s: [("home_city", m.group("v"))] if leading_city(m.group("v")) else None, subject=False),
     _r(r"\b(?:my|our)\s+(?:apartment|flat|house|place|home)(?:'s|\s+is)\s+(?:in|now\s+in)\s+" + _PV, "location",
        "home_city", clean=_place),
     _r(r"\b(?:I'm|I\s+am|we're|we\s+are)\s+back\s+in\s+" + _PV, "location", "home_city", clean=_place),
@@ -1276,7 +1286,15 @@ _RULES: list[_Rule] = [
        + r"\s+(?:to\s+spend|for)\b(?:\s+on)?", "budget", "", make=_budget, on_negation="drop"),
     # Generic forms: a spending-limit word, then an amount within a few words ("keep the laptop
     # under $1.2k", "eating out is capped at £200/month", "I give myself $150 a week for groceries")
-    _r(r"\b(?:budget(?:'s)?|allowance|under|below|capped|cap|limit(?:ed)?|max(?:imum)?|afford|no\s+more\s+than|"
+    # A change by an amount, then the total ("bumped the budget by 200, so 1,400 dollars now").
+    _r(r"\b(?:budget|fund|allowance)\b[^.;!?]{0,30}?\bby\s+[$€£¥]?[\d,.]+\s*k?\s*,?\s+(?:so|making\s+it|to)\s+" + _MONEY,
+       "budget", "", make=_budget, on_negation="drop", subject=False),
+    _r(r"\b(?:another|an\s+extra|a\s+further)\s+[$€£¥]?[\d,.]+\s*k?\s+(?:into|to|onto|on)\s+(?:the|my|our)\s+(?P<t>[a-z]+)\s+"
+       r"(?:fund|budget|pot|savings)\b[^.;!?]{0,12}?,?\s+(?:so|making\s+it)\s+" + _MONEY, "budget", "", make=_budget,
+       on_negation="drop"),
+    _r(r"\b(?:put|set)\s+aside\s+" + _MONEY + r"\s+for\s+(?:the\s+|a\s+|my\s+|our\s+)?(?P<t>[a-z]+)", "budget", "", make=_budget,
+       on_negation="drop"),
+    _r(r"\b(?:budget(?:'s)?|allowance|fund|under|below|capped|cap|limit(?:ed)?|max(?:imum)?|afford|no\s+more\s+than|"
        r"at\s+most|give\s+(?:myself|ourselves))\b[^.;!?$€£¥\d]{0,40}?" + _MONEY_MARKED, "budget", "",
        make=_budget, on_negation="drop", subject=False),
     _r(r"\bbudget(?:'s)?\b[^.;!?$€£¥\d]{0,40}?" + _MONEY, "budget", "", make=_budget, on_negation="drop",
