@@ -90,15 +90,15 @@ _PET_NAMESPACES = {"pet", "pets", "animal", "animals"}
 # Budget purposes (README): the words that name each, in the order they are tried.
 BUDGET_PURPOSES: dict[str, tuple[str, ...]] = {
     "computer": ("laptop", "notebook", "computer", "pc", "macbook", "电脑", "笔记本"),
-    "phone": ("phone", "iphone", "smartphone", "手机"),
+    "phone": ("phone", "iphone", "smartphone", "mobile", "手机"),
     "trip": ("trip", "travel", "vacation", "holiday", "旅游", "旅行", "度假", "出行"),
     "housing": ("rent", "apartment", "flat", "housing", "房租", "租房"),
     "food": ("grocery", "groceries", "food", "meals", "伙食", "买菜", "吃饭"),
     "renovation": ("renovation", "remodel", "remodeling", "装修"),
     "wedding": ("wedding", "婚礼", "结婚"),
-    "bike": ("bike", "bicycle", "自行车"),  # before car: 自行车 holds 车
+    "bike": ("bike", "bicycle", "自行车", "单车"),  # before car: 自行车 holds 车
     "car": ("car", "车", "买车"),
-    "house": ("house", "home_purchase", "买房", "房子"),
+    "house": ("house", "home_purchase", "home purchase", "down payment", "买房", "房子", "首付"),
 }
 _BUDGET_KEY = re.compile(r"(?:^|_)budget(?:_|$)|预算")
 

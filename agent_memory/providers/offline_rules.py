@@ -41,6 +41,7 @@ from agent_memory.models import ExtractedFact, ExtractionResult, FactOperation, 
 from agent_memory.providers.gazetteer import is_chinese_city, is_dictionary_word, leading_city, leading_name
 from agent_memory.providers.zh_segment import could_be_a_name, leading_noun, names_a_person
 from agent_memory.timeexpr import find_time_mentions
+from agent_memory.vocabulary import BUDGET_PURPOSES
 
 _CJK = "\u3400-\u9fff\uf900-\ufaff"
 _IMAGE_TAG = re.compile(r"\s*\[image:[^\]]*\]")
@@ -282,19 +283,9 @@ _PARTNER = {"girlfriend": "in a relationship", "boyfriend": "in a relationship",
             "未婚夫": "engaged", "未婚妻": "engaged", "老公": "married", "老婆": "married", "丈夫": "married",
             "妻子": "married", "爱人": "married", "媳妇": "married", "老伴": "married", "另一半": "in a relationship"}
 
-# Budget purposes: one thing, one key ("notebook" and "laptop" budgets are one budget).
-_PURPOSES = {
-    "computer": ("laptop", "notebook", "computer", "pc", "macbook", "电脑", "笔记本"),
-    "phone": ("phone", "iphone", "smartphone", "mobile", "手机"),
-    "trip": ("trip", "travel", "vacation", "holiday", "旅游", "旅行", "度假", "出行"),
-    "housing": ("rent", "apartment", "flat", "housing", "房租", "租房"),
-    "food": ("grocery", "groceries", "food", "meals", "伙食", "买菜", "吃饭"),
-    "renovation": ("renovation", "remodel", "remodeling", "装修"),
-    "wedding": ("wedding", "婚礼", "结婚"),
-    "bike": ("bike", "bicycle", "自行车", "单车"),
-    "car": ("car", "车", "买车"),
-    "house": ("house", "home purchase", "down payment", "买房", "房子", "首付"),
-}
+# Budget purposes: one thing, one key ("notebook" and "laptop" budgets are one budget); the table is
+# the vocabulary's, shared with every provider.
+_PURPOSES = BUDGET_PURPOSES
 
 
 def _purpose(*texts: str | None) -> str:
