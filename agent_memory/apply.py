@@ -67,7 +67,13 @@ async def apply_event(conn: psycopg.AsyncConnection, tenant_id: str, subject_id:
             "UPDATE {} SET valid_to = least(valid_to, %s), superseded_at = now(), status = 'closed', "
             "close_reason = %s WHERE tenant_id = %s AND memory_id = %s AND status = 'active'").format(
             sql.Identifier(tables.facts)), (event.occurred_at, p.reason, tenant_id, event.memory_id))
-    if isinstance(p, FactEnded):
+    if isinstance(p, FactEnded) and p.voided:
+        # The key itself was a mistake: the interval is voided (empty), and nothing opens.
+        await conn.execute(sql.SQL(
+            "UPDATE {} SET valid_to = valid_from, superseded_at = now(), status = 'voided', close_reason = %s "
+            "WHERE tenant_id = %s AND memory_id = %s AND status = 'active'").format(
+            sql.Identifier(tables.facts)), (p.reason, tenant_id, event.memory_id))
+    elif isinstance(p, FactEnded):
         # Closed like a supersession, but nothing opens: the key has no current value after it.
         await conn.execute(sql.SQL(
             "UPDATE {} SET valid_to = least(valid_to, %s), superseded_at = now(), status = 'closed', "

@@ -130,6 +130,11 @@ def _end_or_correct(index: int, fact: ExtractedFact, existing: CurrentFact | Non
         return FactDecision(action="end", namespace=existing.namespace, key=existing.key, value=existing.value,
                             expected_version=existing.version, fact_index=index,
                             reason=f"no longer true: {existing.value!r} ended")
+    if not fact.value.strip():
+        # No value under this key was ever true ("it's Mochi, not Mocha": the key was misspelt).
+        return FactDecision(action="end", namespace=existing.namespace, key=existing.key, value=existing.value,
+                            expected_version=existing.version, fact_index=index, voided=True,
+                            reason=f"voided: {existing.key!r} was never {existing.value!r}")
     if normalise_value(fact.value) == normalise_value(existing.value):
         return None  # "correcting" to the same value: a restatement, handled as one
     return FactDecision(action="correct", namespace=existing.namespace, key=existing.key, value=fact.value,
@@ -165,8 +170,8 @@ def decide(extracted: list[ExtractedFact], current: dict[tuple[str, str], Curren
                                               fact.claim_type, fact.confidence, len(fact.evidence_message_ids),
                                               prior.observed_at)
                 continue
-            if fact.operation == "end":
-                continue  # nothing current to end (a correction falls through: a value to assert)
+            if fact.operation == "end" or not fact.value.strip():
+                continue  # nothing current to end or void (a correction falls through: a value to assert)
         existing = state.get((fact.namespace, fact.key)) or _similar_current(fact, state)
         namespace, key = (existing.namespace, existing.key) if existing else (fact.namespace, fact.key)
         expected = existing.version if existing else ended.get((fact.namespace, fact.key), 0)

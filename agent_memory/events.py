@@ -77,6 +77,9 @@ class FactEnded(_Payload):
     value: str  # the value that ended
     session_id: str
     reason: str
+    # The value was never true under this key (the key was a mistake: a misspelt pet's name, the
+    # right name asserted beside it): the interval is voided, not closed, so no as-of read returns it.
+    voided: bool = False
 
 
 class FactCorrected(_FactFields):

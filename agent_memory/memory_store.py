@@ -122,7 +122,7 @@ async def _fact_payload(conn: psycopg.AsyncConnection, memory_id: uuid.UUID, dec
                         fact: ExtractedFact, session_id: str) -> EventPayload:
     if decision.action == "end":
         return FactEnded(namespace=decision.namespace, key=decision.key, value=decision.value,
-                         session_id=session_id, reason=decision.reason)
+                         session_id=session_id, reason=decision.reason, voided=decision.voided)
     fields: dict[str, Any] = {
         "namespace": decision.namespace, "key": decision.key, "value": fact.value, "reason": decision.reason,
         "claim_type": fact.claim_type, "permanence": fact.permanence, "confidence": fact.confidence,

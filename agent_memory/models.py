@@ -115,7 +115,8 @@ class ExtractedFact(BaseModel):
     # What the statement does to the subject's fact at (namespace, key): "assert" a new or changed
     # value, "confirm" the current one, "end" it (no longer true from observed_at; value: the
     # value that ended, or "" for whatever is current), "correct" it (the current value was never
-    # true: it is voided and `value` holds from the voided interval's start).
+    # true: it is voided and `value` holds from the voided interval's start; with value "" the key
+    # itself was a mistake, "it's Mochi, not Mocha", and nothing holds under it).
     operation: FactOperation = "assert"
     claim_type: ClaimType = "explicit"
     permanence: Permanence = "permanent"
@@ -254,6 +255,7 @@ class FactDecision(BaseModel):
     fact_index: int  # index into the recorded extraction result
     # Evidence of the candidate this decision promotes (corroborated in a later session).
     promoted_candidate_evidence: list[str] = Field(default_factory=list)
+    voided: bool = False  # an "end" whose value was never true (a correction of the key itself)
 
 
 class ConflictPlan(BaseModel):

@@ -101,6 +101,25 @@ async def test_a_correction_voids_the_mistaken_value_retroactively(services, cli
     assert report.equal and report.events >= 2
 
 
+async def test_a_correction_of_the_key_voids_it_and_the_right_key_holds_from_the_same_start(services, client, tenant):
+    # "it's Mochi, not Mocha": the pet was never called Mocha.
+    await consolidate(services, tenant, "s1", said("pet", "mocha", "cat", day(0)))
+    plan = await consolidate(services, tenant, "s2", said("pet", "mocha", "", day(6), operation="correct"),
+                             said("pet", "mochi", "cat", day(0)))
+    assert [(d.action, d.key, d.voided) for d in plan.decisions] == [("end", "mocha", True), ("create", "mochi", False)]
+    assert {k: v for k, v in (await values(client, tenant)).items() if k.startswith("pet/")} == {"pet/mochi": "cat"}
+    for n in (0, 2, 5):  # no as-of read ever says Mocha
+        assert "pet/mocha" not in await values(client, tenant, as_of=day(n) + timedelta(hours=1))
+    history = {f.key: f for f in await client.facts(tenant, SUBJECT, history=True) if f.namespace == "pet"}
+    assert history["mocha"].status == "voided" and history["mocha"].valid_to == history["mocha"].valid_from
+    report = await rebuild_subject(services.pool, services.keyring, tenant, SUBJECT)
+    assert report.equal
+
+
+def test_a_void_with_nothing_current_asserts_nothing():
+    assert decide([said("pet", "mocha", "", day(1), operation="correct")], {}) == []
+
+
 def test_preferences_are_told_apart_by_their_object_not_their_polarity():
     """preference/<object> holds like|dislike: a new liked object is a new fact, a change of
     polarity supersedes the same object's, a similar object name is the same preference."""

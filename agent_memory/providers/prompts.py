@@ -24,7 +24,8 @@ __all__ = ["DATA_NOTE", "EXTRACTION_PROMPT", "FACTS_TOKEN_BUDGET", "IMPORTANCE_P
            "PROMPT_VERSION", "SUMMARY_PROMPT", "render_current_facts", "render_transcript"]
 
 # 2: operations on the current facts (shown to the model), the key vocabulary.
-PROMPT_VERSION = "2"
+# 3: a correction of the key itself (value "", the right key asserted beside it).
+PROMPT_VERSION = "3"
 
 # The current facts shown to the extractor: the newest this many, within this many tokens (by
 # estimate_tokens; a smaller context window lowers it, see OpenAICompatibleExtractor), so the
@@ -102,7 +103,8 @@ conversation do to their facts. Rules:
 - operation: "assert" a new fact, or a new value of a fact (a move, a new job: the same namespace and key);
   "confirm" the subject restates a current fact; "end" a current fact is no longer true (no longer vegetarian,
   left a job, a negation of it, a pet that died): value = the value that ended; "correct" the subject says an
-  earlier value was never true ("I meant Lille, not Lyon"): value = the right value.
+  earlier value was never true ("I meant Lille, not Lyon"): value = the right value; when the key itself was
+  wrong ("it's Mochi, not Mocha" of a pet), "correct" the wrong key with value "" and "assert" the right key.
 - evidence_message_ids: the ids of the subject's messages that state it (copy them exactly).
 - claim_type "explicit" when stated, "inference" when concluded (then confidence <= 0.7).
 - permanence: "temporary" for trips and other states with an end, "task_local" for facts only about the current
