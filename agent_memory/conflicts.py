@@ -93,7 +93,7 @@ GENERAL_KEYS = {"budget": "general"}
 
 def _sole_specific(fact: ExtractedFact, current: dict[tuple[str, str], CurrentFact]) -> CurrentFact | None:
     """The one current budget a budget statement under another key changes, when one of the two
-    keys is the unqualified one (key fragmentation: "our wedding budget is 30k" … "budget's 35k now",
+    keys is the unqualified one or the amount is the same (key fragmentation: "our wedding budget is 30k" … "budget's 35k now",
     "去日本玩的预算是两万" … "日本旅行经费调整到两万五" are one budget, not two)."""
     general = GENERAL_KEYS.get(fact.namespace)
     if general is None or (fact.namespace, fact.key) in current:
@@ -101,7 +101,10 @@ def _sole_specific(fact: ExtractedFact, current: dict[tuple[str, str], CurrentFa
     same = [c for (ns, _), c in current.items() if ns == fact.namespace]
     if len(same) == 1 and general in (fact.key, same[0].key):
         return same[0]
-    return None
+    # The same amount said under another purpose is the budget restated ("rent budget 3000" … "for the
+    # flat, 3000 a month at most, that hasn't changed").
+    equal = [c for c in same if normalise_value(c.value) == normalise_value(fact.value)]
+    return equal[0] if len(equal) == 1 and fact.operation in ("assert", "confirm") else None
 
 
 def _similar_current(fact: ExtractedFact, current: dict[tuple[str, str], CurrentFact]) -> CurrentFact | None:

@@ -144,6 +144,14 @@ async def test_one_budget_said_under_a_general_and_a_specific_key_stays_one_budg
     assert {k: v for k, v in (await values(client, tenant)).items() if k.startswith("budget/")} == {"budget/wedding": "35k"}
 
 
+def test_the_same_amount_under_another_purpose_is_the_budget_restated():
+    from agent_memory.conflicts import CurrentFact
+
+    current = {("budget", "housing"): CurrentFact("budget", "housing", "三千", 1, "explicit", observed_at=day(0))}
+    assert [(d.action, d.key) for d in decide([said("budget", "house", "三千", day(14))], current)] == [("confirm", "housing")]
+    assert [(d.action, d.key) for d in decide([said("budget", "house", "四千", day(14))], current)] == [("create", "house")]
+
+
 def test_a_general_budget_is_not_folded_into_one_of_several_specific_budgets():
     from agent_memory.conflicts import CurrentFact
 

@@ -43,9 +43,10 @@ def _load() -> None:
             names.update(fold(a) for city in cities.values() for a in city.get("alternatenames") or []
                          if a and " " in city["name"] and fold(city["name"]).startswith(fold(a) + " "))
             _names = frozenset(names)
-            # Chinese names of Chinese cities (深圳, 乌鲁木齐), from the alternate names.
+            # Chinese names of Chinese cities (深圳, 乌鲁木齐), and of the world's large cities (伦敦,
+            # 胡志明市, 东京), from the alternate names.
             _zh_names = frozenset(a.removesuffix("市") for city in cities.values()
-                                  if city.get("countrycode") in {"CN", "TW", "HK", "MO"}
+                                  if city.get("countrycode") in {"CN", "TW", "HK", "MO"} or city["population"] >= 500_000
                                   for a in city.get("alternatenames") or []
                                   if a and re.fullmatch("[\u4e00-\u9fff]{2,7}", a))
 
@@ -57,7 +58,7 @@ def _city_names() -> frozenset[str]:
 
 
 def is_chinese_city(value: str) -> bool:
-    """深圳, 宁波 and 乌鲁木齐 are cities; 京东 and 南山 are not (a company, a district)."""
+    """A city named in Chinese: 深圳, 宁波, 乌鲁木齐, 伦敦 are; 京东 and 南山 are not (a company, a district)."""
     _load()
     assert _zh_names is not None
     return value.removesuffix("市") in _zh_names
@@ -90,6 +91,25 @@ def is_dictionary_word(word: str) -> bool:
     words = _dictionary()
     return any(form in words for form in (w, w[:-1] if w.endswith("s") else w, w[:-2] if w.endswith("es") else w,
                                           w[:-3] if w.endswith("ing") else w, w[:-2] if w.endswith("ed") else w))
+
+
+_first_names: frozenset[str] | None = None
+
+
+def is_first_name(word: str) -> bool:
+    """Whether a word is a common given name (the US census lists the `names` package ships:
+    1,219 male and 4,275 female first names), so "Hi, I'm Grace" names someone although
+    "grace" is also a dictionary word."""
+    global _first_names
+    with _lock:
+        if _first_names is None:
+            from importlib.resources import files
+
+            lists = files("names")
+            _first_names = frozenset(
+                line.split()[0].lower() for name in ("dist.male.first", "dist.female.first")
+                for line in lists.joinpath(name).read_text(encoding="ascii").splitlines() if line.strip())
+    return fold(word) in _first_names
 
 
 @lru_cache(maxsize=4096)

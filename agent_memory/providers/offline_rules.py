@@ -35,11 +35,24 @@ import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
+from difflib import SequenceMatcher
 
 from agent_memory.conflicts import normalise_value
 from agent_memory.models import ExtractedFact, ExtractionResult, FactOperation, KnownFact, Message
-from agent_memory.providers.gazetteer import is_chinese_city, is_dictionary_word, leading_city, leading_name
-from agent_memory.providers.zh_segment import could_be_a_name, leading_noun, names_a_person
+from agent_memory.providers.gazetteer import (
+    is_chinese_city,
+    is_dictionary_word,
+    is_first_name,
+    leading_city,
+    leading_name,
+)
+from agent_memory.providers.zh_segment import (
+    could_be_a_name,
+    is_place_word,
+    leading_noun,
+    names_a_person,
+    tagged,
+)
 from agent_memory.timeexpr import find_time_mentions
 from agent_memory.vocabulary import BUDGET_PURPOSES
 
@@ -53,7 +66,7 @@ _EN_CUT = re.compile(r"\s+(?-i:I)\b.*$|\s+(?:and|but|because|so|since|although|t
                      r"while|then|whereas|if|or|as well|lol|haha|after|before|until)\b.*$", re.I)
 _EN_FILLER = re.compile(r"(?:\s+(?:now|recently|lately|already|anymore|any more|too|as well|these days|"
                         r"nowadays|today|again|actually|though|honestly|all the time|every day|on weekends|"
-                        r"last (?:year|month|week)|this (?:year|month|week)))+\s*$", re.I)
+                        r"last (?:year|month|week)|this (?:year|month|week)|lol|lmao|haha|tbh|ngl|rn|fr|xd))+\s*$", re.I)
 # Places additionally stop at prepositions and time words ("Tokyo next week", "Berlin in 2020").
 _TIME_CUT = re.compile(r"\s+(?:in|on|since|from|until|by|last|this|next|over\s+the)\s+(?:the\s+)?(?:jan|feb|mar|apr|may|jun|"
                        r"jul|aug|sep|oct|nov|dec|monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
@@ -74,9 +87,13 @@ _ZH_CUT = re.compile(r"(?<=.)(?:因为|但是|但|所以|然后|而且|并且|�
                      r"以内|左右|上下|之内|的味道|味道|[一二三四五六七八九十两\d]+个?(?:年|月|天|周|星期)).*$")
 _ZH_HEAD = re.compile(r"^(?:了)?(?:[一二三四五六七八九十两\d]+个?(?:年|月|天|周|星期)(?:的)?)?")
 _ZH_FILLER = re.compile(r"(?:了|啦|呀|啊|呢|吧|哦|嘛|喔|哈+|的)+$")
-_ZH_PLACE_TAIL = re.compile(r"(?:工作|生活|居住|定居|住|上班|上学|读书|发展|租房|租|买房|打拼|漂|去|来|市)+$")
+_ZH_PLACE_TAIL = re.compile(r"(?:工作|生活|居住|定居|住|上班|上学|读书|发展|租房|租|买房|打拼|养老|安家|落户|帮忙|支援|挂职|驻场|出差|培训|"
+                            r"开会|旅游|度假|漂|去|来|市)+$")
 _ZH_PLACE_HEAD = re.compile(r"^(?:了|到|在|去|回)+")
-_ZH_NOT_PLACE = re.compile(r"(?:家|酒店|宾馆|民宿|医院|学校|宿舍|周末|晚上|早上|白天|平时|业余|空闲|假期|家里|路上)$|^(?:这|那|哪)")
+# Places one stays in that employ nobody ("在农村待了五年").
+_NOT_WORKPLACES = frozenset("农村 乡下 城里 老家 家里 山里 国外 海外 外地 本地 学校 宿舍 医院 家乡 部队 监狱".split())
+_ZH_NOT_PLACE = re.compile(r"(?:家|酒店|宾馆|民宿|医院|学校|宿舍|周末|晚上|早上|白天|平时|业余|空闲|假期|家里|路上|家门口|附近|本地)$|^(?:这|那|哪)|"
+                           r"^(?:好几|几|十几|[一二三四五六七八九十两半\d]+)(?:个)?(?:年|月|天|周|星期)")
 _ZH_GENERIC_PLACE = {"月球", "火星", "外太空", "外星", "喵星", "汪星", "天堂", "一起", "一块", "公司", "单位", "家", "家里", "学校", "这边", "那边", "这里", "那里", "外地", "老家", "国外",
                      "一家公司", "一家电商公司", "路上", "医院"}
 
@@ -92,7 +109,7 @@ def _has_cjk(text: str) -> bool:
 
 def _clean(value: str, *, place: bool = False, pref: bool = False, max_words: int = 6) -> str | None:
     """Trim a captured value to the clause that names the object; None if nothing usable."""
-    v = value.strip().strip("\"'“”")
+    v = re.sub(r"[\u2600-\u27bf\U0001f000-\U0001faff\ufe0f]+", " ", value).strip().strip("\"'“”")
     if _has_cjk(v):
         v = _ZH_FILLER.sub("", _ZH_CUT.sub("", _ZH_HEAD.sub("", v)))
         if place:
@@ -166,6 +183,16 @@ def _lowercase_org(v: str) -> str | None:
     return leading_name(v)
 
 
+_SAME_PLACE = frozenset("老地方 原单位 原公司 老单位 老东家 那边 这边 那里 这里 那儿 这儿 公司 单位 厂里 店里".split())
+
+
+def _employer(raw: str) -> str | None:
+    """An organisation as an employer rule reads it: a proper noun, or a lower-case name no dictionary
+    has; "还在老地方熬着" names no organisation."""
+    v = _place(raw) or _lowercase_org(raw)
+    return None if v in _SAME_PLACE else v
+
+
 def _org(v: str) -> str | None:
     """An organisation named as such ("一家私立医院，叫和睦家"): a name that may end in 家 or 店."""
     if _has_cjk(v):
@@ -203,16 +230,36 @@ _SPECIES = {"puppy": "dog", "pup": "dog", "doggo": "dog", "kitten": "cat", "kitt
 _BREEDS = {"greyhound": "dog", "labrador": "dog", "lab": "dog", "poodle": "dog", "beagle": "dog", "husky": "dog",
            "corgi": "dog", "terrier": "dog", "retriever": "dog", "shepherd": "dog", "bulldog": "dog",
            "dachshund": "dog", "chihuahua": "dog", "pug": "dog", "collie": "dog", "spaniel": "dog",
-           "tabby": "cat", "siamese": "cat", "persian": "cat"}
+           "tabby": "cat", "siamese": "cat", "persian": "cat",
+           # Common breeds and casual breed names (a breed said alone names the species).
+           "westie": "dog", "springer": "dog", "cocker": "dog", "cockapoo": "dog", "cavapoo": "dog",
+           "labradoodle": "dog", "goldendoodle": "dog", "schnauzer": "dog", "shih tzu": "dog",
+           "rottweiler": "dog", "doberman": "dog", "pomeranian": "dog",
+           "yorkie": "dog", "dalmatian": "dog", "whippet": "dog", "lurcher": "dog", "staffie": "dog",
+           "staffy": "dog", "pitbull": "dog", "pittie": "dog", "mastiff": "dog", "malamute": "dog",
+           "samoyed": "dog", "shiba": "dog", "akita": "dog", "vizsla": "dog", "weimaraner": "dog",
+           "sheepdog": "dog", "bloodhound": "dog", "basset": "dog",
+           "mutt": "dog", "heeler": "dog", "kelpie": "dog", "frenchie": "dog", "sausage dog": "dog",
+           "dachshunds": "dog", "mongrel": "dog", "newfie": "dog", "bernese": "dog",
+           "ragdoll": "cat", "maine coon": "cat", "sphynx": "cat", "moggy": "cat",
+           "moggie": "cat", "calico": "cat", "tortie": "cat", "tomcat": "cat", "british shorthair": "cat",
+           "cockatoo": "parrot", "macaw": "parrot", "lovebird": "parrot", "parakeet": "parrot",
+           "african grey": "parrot", "bearded dragon": "lizard", "leopard gecko": "gecko", "corn snake": "snake"}
 _EN_SPECIES = (r"(?P<s>dogs?|pup(?:py|pies)?|doggo|cats?|kitt(?:en|ens|y)|rabbits?|bunny|hamsters?|parrots?|budgie|"
                r"birds?|goldfish|betta(?:\s+fish)?|fish|turtles?|tortoises?|guinea\s+pigs?|geckos?|horse|snakes?|lizards?|"
                r"ferrets?|chinchillas?|hedgehogs?|cockatiels?|canar(?:y|ies)|iguanas?|axolotls?|gerbils?|mice|rats?|"
-               + "|".join(_BREEDS) + ")")
+               + "|".join(sorted(_BREEDS, key=len, reverse=True)) + ")")
 _ZH_BREEDS = {"柯基": "dog", "泰迪": "dog", "金毛": "dog", "哈士奇": "dog", "柴犬": "dog", "比熊": "dog", "拉布拉多": "dog",
-              "边牧": "dog", "博美": "dog", "京巴": "dog", "萨摩": "dog", "雪纳瑞": "dog", "阿拉斯加": "dog", "布偶": "cat", "英短": "cat", "美短": "cat", "暹罗": "cat", "蓝猫": "cat"}
+              "边牧": "dog", "博美": "dog", "京巴": "dog", "萨摩": "dog", "雪纳瑞": "dog", "阿拉斯加": "dog", "布偶": "cat", "英短": "cat", "美短": "cat", "暹罗": "cat", "蓝猫": "cat",
+              "二哈": "dog", "德牧": "dog", "萨摩耶": "dog", "贵宾": "dog", "法斗": "dog", "腊肠": "dog", "吉娃娃": "dog",
+              "中华田园犬": "dog", "田园犬": "dog", "串串": "dog", "马尔济斯": "dog", "杜宾": "dog", "罗威纳": "dog",
+              "三花": "cat", "狸花": "cat", "橘猫": "cat", "大橘": "cat", "加菲": "cat", "缅因": "cat", "无毛猫": "cat",
+              "蓝白": "cat", "银渐层": "cat", "金渐层": "cat", "奶牛猫": "cat", "虎斑": "cat", "豚鼠": "guinea pig",
+              "荷兰猪": "guinea pig", "龙猫": "chinchilla", "玄凤": "parrot", "虎皮鹦鹉": "parrot", "八哥": "bird",
+              "刺猬": "hedgehog", "守宫": "gecko", "蜥蜴": "lizard", "雪貂": "ferret"}
 # A species is named by its head character (橘猫, 垂耳兔, 巴西龟, 柴犬) or a breed.
-_ZH_SPECIES = (r"(?P<s>小兔子|兔子|小猫|猫咪|小狗|狗狗|鹦鹉|仓鼠|金鱼|乌龟|" + "|".join(_ZH_BREEDS)
-               + r"|(?:橘|黑|白|花|狸花|三花|奶)?猫|(?:土|小|大)?狗|(?:[" + _CJK + r"](?<![只条个头匹那这]))?(?:犬|兔|龟)|鱼)")
+_ZH_SPECIES = (r"(?P<s>小兔子|兔子|小猫|猫咪|小狗|狗狗|鹦鹉|仓鼠|金鱼|乌龟|" + "|".join(sorted(_ZH_BREEDS, key=len, reverse=True))
+               + r"|(?:橘|黑|白|花|狸花|三花|奶)?猫|(?:土|小|大|老)?狗|(?:[" + _CJK + r"](?<![只条个头匹那这]))?(?:犬|兔|龟)|鱼)")
 
 
 def _species(said: str) -> str:
@@ -249,7 +296,8 @@ _ZH_JOB_TAIL = (r"(?:工程师|程序员|老师|教师|医生|护士|学生|研�
                 r"农民|店主|创业者|自由职业者|实习生|编辑|翻译|摄影师|建筑师|药剂师|咨询师|顾问|总监|主管|助理|"
                 r"专员|开发|运营|测试|主任|老板|总裁|总经理|行政|人事|客服|前台|文员|导游|保安|快递员|"
                 r"外卖员|医师|技师|工人|店员|空姐|空乘|秘书|律师助理|架构师|策划|主播|博主|UP主|店长|骑手|教练|护工|保姆|"
-                r"厨子|司机|法官|检察官|飞行员|程序猿|产品经理|设计|老师傅|私教|全职宝妈|全职妈妈|宝妈|家庭主妇|全职太太|领班|店长|[" + _CJK + r"]{1,3}?(?:员|师|手))")
+                r"厨子|司机|法官|检察官|飞行员|程序猿|产品经理|设计|老师傅|私教|全职宝妈|全职妈妈|宝妈|家庭主妇|全职太太|领班|店长|"
+                r"电工|钳工|焊工|木工|瓦工|水电工|电焊工|仓管|库管|网管|[" + _CJK + r"]{1,3}?(?:员|师|手))")
 
 
 def _job_value(raw: str) -> str | None:
@@ -324,14 +372,14 @@ _ZH_ALLOWED = re.compile(
     r"平时|一般|从小|早就|早已|再|继续|真的|很|超|挺|特别|非常|好|嗯|哎|唉|啊|哈+|对|是啊|是的|好吧|嘿|诶|所以|"
     r"然后|而且|但是|不过|可是|结果|后来|如今|这两年|这几年|这些年|这阵子|前阵子|年初|年底|月初|上半年|下半年|"
     r"开始|改|重新|正式|决定|还是|依然|仍然|仍|是|没有|没|不再|不|别|(?:和|跟|与)(?:女朋友|男朋友|对象|老公|老婆|未婚夫|未婚妻|爱人|另一半|家人)|在[^\s,.!?;:。]{1,10}?|\d+年|[一二三四五六七八九十两\d]+(?:年|个月|个星期|周|天)前|一年前|半年前|从此|以后|之后|以前|总之|说实话|老实说|对了|顺便说一下|"
-    r"告诉你|跟你说|报告|好消息|坏消息|唉呀|哎呀|天哪|哇|呜呜|总|居然|竟然|果然|反正|毕竟|\s)*")
-_ZH_THIRD = re.compile(r"(?:我|我们|俺)?(?:妈妈?|爸爸?|父母|爷爷|奶奶|外公|外婆|姥姥|姥爷|哥哥?|姐姐?|弟弟?|妹妹?|"
+    r"告诉你|跟你说|报告|好消息|坏消息|唉呀|哎呀|天哪|哇|呜呜|总|居然|竟然|果然|反正|毕竟|原来|难怪|怪不得|没想到|\s)*")
+_ZH_THIRD = re.compile(r"(?:我|我们|俺)?(?:爸妈|爹妈|老爸老妈|公婆|岳父母|妈妈?|爸爸?|父母|爷爷|奶奶|外公|外婆|姥姥|姥爷|哥哥?|姐姐?|弟弟?|妹妹?|"
                        r"儿子|女儿|孩子|老公|老婆|朋友|同事|同学|室友|邻居|领导|老板|表哥|表姐|表弟|表妹|堂哥|"
                        r"舅舅|叔叔|阿姨|姑姑|家人|爱人|丈夫|妻子|媳妇|男朋友|女朋友|对象|老伴|闺蜜|男友|女友|未婚夫|未婚妻)|[他她]们?|别人|大家")
 
 
 # Words before a person that make them an object or a companion, not the subject ("被同事带着", "跟朋友").
-_ZH_NOT_SUBJECT = re.compile(r"(?:被|跟|和|同|给|陪|带|与|帮|替|为|让|叫|请|找)(?:我|俺|咱)?(?:的)?$")
+_ZH_NOT_SUBJECT = re.compile(r"(?:被|跟|和|同|给|陪|带|与|帮|替|为|让|叫|请|找|随|跟着|随着)(?:我|俺|咱)?(?:的)?$")
 
 
 def _zh_own_clause(local: str) -> bool:
@@ -368,11 +416,14 @@ def _subject_ok(sentence: str, start: int) -> bool:
     # A fronted adverbial ("For the notebook I can …", "In March we moved …") is not a subject.
     local = re.sub(r"^\s*(?:for|on|at|in|with|after|since|from|by|during|as\s+for)\b.*?(?=\b(?:I|we)\b)", "", local,
                    flags=re.I)
+    local = re.sub(r"^\s*\w+[\s-]?wise\b,?", "", local, flags=re.I)  # "work wise im a farrier"
     words = re.findall(r"[a-z']+", local.lower())
     if any(w not in _SELF_WORDS for w in words) and not _predicate_of_self(local):
         return False
-    if not any(w in {"i", "i'm", "i've", "i'd", "i'll", "im", "ive", "we", "we're", "we've", "we'd", "we'll"}
-               for w in words):
+    # The match itself may open with the subject ("My brother's in Calgary; I'm in Regina").
+    opens_with_self = re.match(r"\s*(?:(?-i:I)\b|I'm\b|I've\b|we\b|we're\b|we've\b)", sentence[start:], re.I) is not None
+    if not opens_with_self and not any(w in {"i", "i'm", "i've", "i'd", "i'll", "im", "ive", "we", "we're", "we've", "we'd", "we'll"}
+                                       for w in words):
         third = list(_EN_THIRD.finditer(prefix))
         if third and not _EN_FIRST.search(prefix[third[-1].end():]):
             return False
@@ -413,15 +464,17 @@ _HYPOTHETICAL = re.compile(r"\b(?:if|wish|would|could|imagine|suppose|supposing|
                            r"someday|dream|unless|whether|hope|hoping|thinking about|considering|plan\s+to|planning\s+(?:to|on)|"
                            r"don't\s+think|do\s+not\s+think|not\s+sure|unsure|doubt|"
                            r"want to|wanna|going to|gonna|should|used to|it'd|i'd)\b|如果|假如|要是|假设|希望|但愿|"
-                           r"也许|或许|梦想|想象|幻想|万一|打算|想要|考虑|准备|计划", re.I)
+                           r"也许|或许|梦想|想象|幻想|万一", re.I)
+# Chinese words of intent hedge their own clause only ("装修计划取消了，…所以那笔预算也不存在了" states an end).
+_ZH_INTENT = re.compile(r"打算|想要|考虑|准备|计划|等[^,，。]{1,6}(?:了|以后|之后)(?:再|就)?想|想(?=搬|去|换|回|住|当|做|辞|跳|转行|买|养)")
 _NEGATION = re.compile(r"\b(?:not|never|no|don't|doesn't|didn't|isn't|aren't|wasn't|won't|can't|cannot|nor|"
                        r"hardly|haven't|hasn't)\b|(?<![受对忍])不(?!过|错|久|少|仅|但|管|欢|了了)|没(?!救)|(?<![特分区类级个])别(?!人)|未(?!婚)|并非", re.I)
 _NO_LONGER = re.compile(r"\bno\s+longer\b|\b(?:anymore|any\s+more)\b|不再|已经不|不.{0,8}了[。.!]*$|没有.{0,6}了", re.I)
 _CORRECTION = re.compile(r"\bI\s+meant\b|\bmisspoke\b|\bmis-spoke\b|\bmy\s+mistake\b|\bmy\s+bad\b|"
-                         r"\bI\s+was\s+wrong\b|\bcorrection\b|\bscratch\s+(?:that|what\s+I\s+said)\b|\bwait,?\s+no\b|"
+                         r"\bI\s+was\s+wrong\b|\bcorrection\b|\bscratch\s+(?:that|what\s+I\s+said|the\s+(?:part|bit)\s+about)\b|\bwait,?\s+no\b|"
                          r"\bto\s+correct\b|\btypo\b|\bsaid\s+the\s+wrong\b|\bgot\s+(?:it|that)\s+wrong\b|\bmix(?:ed)?\s+(?:them|it|those)\s+up\b|"
                          r"\bcorrected\s+me\b|\bI\s+misspoke\b|\bwrong\s+(?:city|company|job|name|number|one|place|employer|town)\b|"
-                         r"\bgave\s+you\s+the\s+wrong\b|\bwas\s+off\b|\bshould\s+clarify\b|\bby\s+mistake\b|\bmy\s+old\s+job\b|"
+                         r"\bgave\s+you\s+the\s+wrong\b|\bmade\s+a\s+mistake\b|\bI\s+was\s+mistaken\b|\bwas\s+off\b|\bshould\s+clarify\b|\bby\s+mistake\b|\bmy\s+old\s+job\b|"
                          r"\bcorrection\s+to\b|→|\bdid\s+I\s+say\b|\bI\s+(?:said|wrote|typed)\s+[^.,]{1,30}?\s+but\b|"
                          r"\b(?:real|actual|correct)\s+(?:figure|number|amount)\b|\bI\s+must\s+correct\b|\bfix\s+a\s+number\b|\bignore\s+what\s+I\s+said\b|\bshould\s+(?:read|say|be)\b|"
                          r"\b(?:one|profile|quick|small)\s+fix\b|\bcorrecting\s+myself\b|\b(?:was|is)\s+wrong\b|\bgot\s+that\s+wrong\b|\bwhat\s+I\s+meant\b|\b(?:fix|correct)\s+something\b|\bnot\s+\w+,\s*sorry\b|\bsorry,\s*(?:I\s+mean|not)\b|"
@@ -470,7 +523,8 @@ def _statement_part(sentence: str) -> str:
 
 def _hypothetical(sentence: str, start: int) -> bool:
     # A lead-in ending in a colon ("I should clarify: …") frames the statement, it does not hedge it.
-    return bool(_HYPOTHETICAL.search(sentence[sentence.rfind(":", 0, start) + 1:start]))
+    return bool(_HYPOTHETICAL.search(sentence[sentence.rfind(":", 0, start) + 1:start])
+                or _ZH_INTENT.search(sentence[max(_clause_start(sentence, start), sentence.rfind("，", 0, start) + 1):start]))
 
 
 def _negated(sentence: str, start: int) -> bool:
@@ -494,11 +548,13 @@ _NUM_WORD = (r"(?:a|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twel
 _WORD_AMOUNT = (rf"{_NUM_WORD}(?:[\s-]+{_NUM_WORD})*\s+(?:grand|thousand|hundred)(?:\s+(?:quid|bucks|dollars|euros|pounds))?|"
                 rf"{_NUM_WORD}(?:[\s-]+{_NUM_WORD})*\s+(?:quid|bucks|dollars|euros|pounds)")
 _MONEY = (rf"(?P<v>(?:{_WORD_AMOUNT}|[$€£¥]\s?{_NUM}(?:\s?(?:k|thousand|million)\b)?|{_NUM}(?:\s?(?:k|thousand|million)\b)?"
-          r"(?:\s?(?:dollars|bucks|usd|eur|euros?|gbp|pounds|quid|yuan|rmb|cny)\b)?)"
+          r"(?:\s?(?:dollars|bucks|usd|eur|euros?|gbp|pounds|quid|yuan|rmb|cny|rupees|rs|inr|yen|francs|chf|kronor|krona|kr|"
+          r"zloty|pesos|rand|ringgit|baht|won|dirhams?|aed|sgd|aud|cad)\b)?)"
           r"(?:\s*/\s*(?:month|mo|week|wk|year|yr|night|day)\b|\s+(?:per|a)\s+(?:month|week|year|night|day|person)\b)?)")
 # An amount that is money by its own marks (a currency, "bucks", "k"): a bare number is not.
 _MONEY_MARKED = (rf"(?P<v>(?:{_WORD_AMOUNT}|[$€£¥]\s?{_NUM}(?:\s?(?:k|thousand|million)\b)?|{_NUM}\s?(?:k\b|thousand\b|million\b)?"
-                 r"\s?(?:dollars|bucks|usd|eur|euros?|gbp|pounds|quid|yuan|rmb|cny)\b|{_NUM}\s?k\b)"
+                 r"\s?(?:dollars|bucks|usd|eur|euros?|gbp|pounds|quid|yuan|rmb|cny|rupees|rs|inr|yen|francs|chf|kronor|krona|kr|"
+                 r"zloty|pesos|rand|ringgit|baht|won|dirhams?|aed|sgd|aud|cad)\b|{_NUM}\s?k\b)"
                  r"(?:\s*/\s*(?:month|mo|week|wk|year|yr|night|day)\b|\s+(?:per|a)\s+(?:month|week|year|night|day|person)\b)?)")
 _PURPOSE_WORDS = (r"laptop|notebook|computer|pc|phone|mobile|trip|travel|vacation|holiday|rent|apartment|flat|housing|"
                   r"groceries|grocery|food|renovation|wedding|car|bike|house")
@@ -541,6 +597,8 @@ def _pet(m: re.Match[str], sentence: str) -> list[tuple[str, str]] | None:
     for name in names:
         assert name is not None
         cleaned = _clean(name, max_words=3)
+        if cleaned and len(cleaned.split()) > 1 and re.fullmatch(r"[A-Z][a-z]+ing", cleaned.split()[0]):
+            cleaned = cleaned.split(None, 1)[1]  # "Walking Biscuit, my beagle": the verb opens the sentence
         if cleaned and not re.search(r"^(?:my|our|the|a|an|he|she|it|him|her)$", cleaned, re.I):
             out.append((_slug(cleaned), species))
     # A pet without a name is keyed by its species until it is named ("I have a cat").
@@ -620,8 +678,9 @@ def _pref(polarity: str) -> Callable[[re.Match[str], str], list[tuple[str, str]]
 
 def _job_framed(m: re.Match[str], sentence: str) -> list[tuple[str, str]] | None:
     """A title in a job frame ("work as", "a job as", "promoted to"): any noun but a non-job one."""
-    v = _clean(re.sub(r"\s+(?:at|for|in|with|on|since|from)\b.*$", "", m.group("v"), flags=re.I), max_words=4)
-    if not v or v.split()[-1].lower() in _NOT_JOBS:
+    v = _clean(re.sub(r"\s+(?:(?:down|up|over|out|here|there|back)\s+)?(?:at|for|in|with|on|since|from)\b.*$", "",
+                      m.group("v"), flags=re.I), max_words=4)
+    if not v or v.split()[-1].lower() in _NOT_JOBS or re.match(r"[$€£¥\d]", v):
         return None
     return [("job", " ".join(w if w.isupper() and len(w) > 1 else w.lower() for w in v.split()))]
 
@@ -629,6 +688,9 @@ def _job_framed(m: re.Match[str], sentence: str) -> list[tuple[str, str]] | None
 def _job(m: re.Match[str], sentence: str) -> list[tuple[str, str]] | None:
     raw = m.group("v")
     if _has_cjk(raw):
+        # The shortest title the pattern accepts may be the head of a longer one (测试 of 测试工程师).
+        if more := re.match(r"(?:开发)?(?:工程师|经理|主管|专员|助理|设计师|分析师|架构师|顾问|总监)", sentence[m.end("v"):]):
+            raw += more.group(0)
         v = _clean(raw)
         return [("job", v)] if v else None
     v = _job_value(raw)
@@ -640,10 +702,17 @@ def _name(m: re.Match[str], sentence: str) -> list[tuple[str, str]] | None:
 
 
 def _name_of(raw: str) -> list[tuple[str, str]] | None:
-    v = _clean(re.sub(r"(?:就行|就好|就可以|吧|好了|哦|啊|呀|哈)+$", "", raw), max_words=3)
+    v = _clean(re.sub(r"(?:就行|就好|就可以|便可|即可|就成|就得|吧|好了|哦|啊|呀|哈|(?<=[\u3400-\u9fff])h+|~|～)+$", "", raw), max_words=3)
     if not v or v.lower() in _NOT_NAMES:
         return None
     return [("name", v)]
+
+
+def _may_be_given_name(word: str) -> bool:
+    """A capitalised word that can be someone's name: a common given name, or no dictionary word
+    and no city ("I'm Thanh" yes; "I'm Canadian", "I'm Sorry" no)."""
+    low = word.lower()
+    return low not in _NOT_NAMES and (is_first_name(low) or not is_dictionary_word(low)) and not leading_city(low)
 
 
 _NOT_NAMES = frozenset(
@@ -665,9 +734,9 @@ def _end_value(m: re.Match[str], sentence: str) -> list[tuple[str, str]]:
 _KIN = r"(?:grandma|grandpa|grandmother|grandfather|mom|mum|dad|mother|father|aunt|uncle|friend|neighbor|neighbour)"
 _ZH_KIN = r"(?:奶奶|爷爷|外公|外婆|姥姥|姥爷|爸爸?|妈妈?|叔叔|舅舅|姑姑|阿姨|朋友|同事|老师|邻居|亲戚)"
 _LEAVE_JOB = (r"(?:left|quit|leaving|quitting|resigned\s+from|got\s+laid\s+off\s+from|was\s+laid\s+off\s+from|"
-              r"handed\s+in\s+my\s+notice\s+at|gave\s+(?:my\s+)?notice\s+at|walked\s+out\s+of)")
+              r"handed\s+(?:in\s+)?my\s+notice\s+(?:in\s+)?at|gave\s+(?:my\s+)?notice\s+at|walked\s+out\s+of)")
 # Words that make a message about work, so "joined X" or "I'm at X now" names an employer.
-_WORK_CONTEXT = re.compile(r"\b(?:job|jobs|work|working|role|position|team|office|boss|manager|colleagues?|coworkers?|"
+_WORK_CONTEXT = re.compile(r"\b(?:job|jobs|work|working|role|position|team|office|boss|manager|colleagues?|coworkers?|hike|appraisal|"
                            r"salary|pay|paid|benefits|shifts?|commute|hired|offer|posting|contract|onboarding|"
                            r"intern(?:ship)?|promot\w+|quit|left|resigned|notice|switched|lab|clients?|startup|"
                            r"company|firm|employer|career)\b|工作|上班|入职|跳槽|公司|老板|同事|工资|薪水|岗位|不干|辞|离职|报到|转行|offer|"
@@ -710,14 +779,20 @@ _RULES: list[_Rule] = [
        "diet", "restriction", make=_const("restriction", "pescatarian"), on_negation="drop"),
     _r(r"(?:不再|不|没再)(?:吃素|是素食者?)了?|开始吃肉|又吃肉|破戒|荤素都吃|啥都吃|什么都吃|吃素[^。]{0,6}告一段落", "diet", "restriction",
        make=_const("restriction", "vegetarian"), op="end", on_negation="drop"),
-    _r(r"戒辣|戒了辣|(?:一点)?辣(?:都|也)?不(?:碰|吃|能吃)了?|不碰辣", "diet", "spicy", make=_const("spicy", "no spicy food"),
+    _r(r"\b(?:chil+i(?:es)?|spic(?:e|y\s+food|y\s+stuff)|heat)\s+(?:doesn't|does\s+not|no\s+longer|don't)\s+(?:bother|hurt|upset)\s+me\b|"
+       r"\bbuilt\s+up\s+(?:a|my)\s+(?:spice\s+|chil+i\s+)?tolerance\b(?=[^.]*\b(?:spic|chil+i|hot\s+sauce|sriracha|heat)\w*)",
+       "diet", "spicy", make=_const("spicy", "eats spicy food"), on_negation="drop", subject=False),
+    _r(r"戒辣|戒了辣|(?:一点)?辣(?:都|也)?不(?:碰|吃|能吃)了?|(?:一点)?辣(?:都|也)?(?:碰|吃)不了|不碰辣", "diet", "spicy", make=_const("spicy", "no spicy food"),
        on_negation="drop"),
     _r(r"(?:\b(?:I'm|I\s+am|we're|we\s+are|been|being|going|gone|went|became|become|turned|switched\s+to|am\s+now|"
        r"is|now|eat|keep|only\s+eat|strictly)\s+)(?:a\s+|an\s+)?(?:strict\s+|strictly\s+|fully\s+|now\s+|mostly\s+|"
        r"full\s+|100%\s+)?(?P<v>vegetarian|vegan|pescatarian)\b", "diet", "restriction"),
-    _r(r"^\s*(?:no\s+longer\s+|not\s+|still\s+)?(?:strictly\s+|fully\s+)?(?P<v>vegetarian|vegan|pescatarian)\b(?!\s+(?:food|restaurant|place|option|dish|recipe|meal))",
+    _r(r"\b(?:years?|months?|weeks?)\s+(?:of\s+being\s+)?(?P<v>vegetarian|vegan|pescatarian)\b(?!\s+(?:food|restaurant|place|option|dish|recipe|meal))",
+       "diet", "restriction", subject=False),
+    _r(r"^\s*(?:so\s+|then\s+|basically\s+|technically\s+|officially\s+)?(?:no\s+longer\s+|not\s+|still\s+)?(?:strictly\s+|fully\s+)?(?P<v>vegetarian|vegan|pescatarian)\b(?!\s+(?:food|restaurant|place|option|dish|recipe|meal))",
        "diet", "restriction"),
     _r(r"(?:改吃|吃|是|成了|当了)(?P<v>纯素|全素)", "diet", "restriction", make=_const("restriction", "vegan")),
+    _r(r"(?:改吃|吃|是|成了|当了)?蛋奶素", "diet", "restriction", make=_const("restriction", "vegetarian")),
     _r(r"(?:只)?(?:是)?(?:吃素|素食者|素食主义者|吃斋)(?!那阵子|那时|的时候|那几年|那段)", "diet", "restriction",
        make=_const("restriction", "vegetarian")),
     _r(r"(?:I'm|I\s+am)\s+(?:severely\s+|very\s+|mildly\s+|also\s+)?allergic\s+to\s+" + _EV, "diet",
@@ -730,6 +805,7 @@ _RULES: list[_Rule] = [
     _r(r"(?:不|不能|从不|从来不)吃(?!素|肉)" + _ZV, "diet", "avoid_{slug}", on_negation="keep"),
     # --- preferences: stopping first, then dislikes, then likes (the most generic verbs)
     _r(r"\b(?:quit(?!\s+(?-i:[A-Z]))|gave\s+up|give\s+up|stopped|(?:gone|went)\s+(?:right\s+|totally\s+|completely\s+)?off|"
+       r"(?:fallen|fell|falling)\s+out\s+of\s+love\s+with|lost\s+(?:all\s+)?(?:interest\s+in|my\s+love\s+for)|grown\s+out\s+of|"
        r"done\s+with|kicked|"
        r"cut\s+out|ditched)\s+(?:on\s+|the\s+)?(?!to\s)" + _EV,
        "preference", "{slug}", make=_pref(""), op="end", on_negation="drop", confidence=0.85),
@@ -745,6 +821,8 @@ _RULES: list[_Rule] = [
     _r(r"\bno\s+longer\s+(?:into|like|enjoy|love|a\s+fan\s+of)\s+" + _EV, "preference", "{slug}", make=_pref(""),
        op="end", on_negation="keep"),
     _r(r"\b(?:really\s+|absolutely\s+|just\s+|also\s+|kind\s+of\s+|kinda\s+)*(?:hate|hates|dislike|detest|loathe|"
+       r"never\s+(?:really\s+)?(?:cared|cared\s+much)\s+for|(?:don't|do\s+not)\s+(?:really\s+)?care\s+for|never\s+(?:really\s+)?liked|"
+       r"never\s+been\s+(?:a|much\s+of\s+a)\s+fan\s+of|"
        r"can't\s+stand|cannot\s+stand|don't\s+like|do\s+not\s+like|don't\s+enjoy|not\s+(?:really\s+)?into|"
        r"not\s+a\s+(?:big\s+|huge\s+)?fan\s+of|(?:sick|tired)\s+of|fed\s+up\s+with|so\s+over|(?:'m|am|are)\s+(?:totally\s+|kinda\s+)?over|"
        r"bored\s+(?:of|with)|"
@@ -767,9 +845,15 @@ _RULES: list[_Rule] = [
     _r(r"(?:[听看吃喝玩追打])(?P<v>" + _ZC + r"{1,6}?)(?:[听看吃喝玩追打])?上瘾了?|迷上了?(?P<w>" + _ZC + r"{1,6}?)(?=$|[,.!。]|了)",
        "preference", "{slug}", make=lambda m, s: [(_slug(o), "like")] if (o := _object(m.group("v") or m.group("w"))) else None,
        on_negation="drop"),
+    _r(r"(?:^|(?<=[,，。!！\s]))(?P<v>" + _ZC + r"{1,6}?)\s*(?:yyds|YYDS|永远的神|绝绝子|真香|太香了|爱了爱了)", "preference", "{slug}",
+       make=lambda m, s: [(_slug(o), "like")] if (o := _object(m.group("v"))) and _has_cjk(o) and not is_chinese_city(o) else None,
+       on_negation="drop"),
     _r(r"(?P<v>" + _ZC + r"{1,8}?)(?:是|就是)我(?:最|很|超|特别)?(?:喜欢|爱)的", "preference", "{slug}", make=_pref("like"),
        on_negation="drop"),
-    _r(r"(?P<v>" + _ZC + r"{1,6}?)(?:已经|早就)?(?:戒了|戒掉了|不碰了|不喝了|不吃了)", "preference", "{slug}", make=_pref(""),
+    _r(r"(?P<v>(?![玩吃喝看听追打腻厌烦])" + _ZC + r"{1,6}?)(?:已经|早就)?(?:玩|吃|喝|看|听|追|打)?(?:腻了|腻歪了|厌了|烦了)", "preference",
+       "{slug}", make=_pref("dislike"), on_negation="drop"),
+    _r(r"(?P<v>" + _ZC + r"{1,6}?)(?:已经|早就)?(?:戒了|戒掉了|不碰了|不喝了|不吃了|不打了|不玩了|不看了|不追了|不听了|不跑了)", "preference",
+       "{slug}", make=_pref(""),
        op="end", on_negation="keep"),
     _r(r"^\s*(?:honestly\s+|tbh\s+|ok\s+|okay\s+)?" + _EV + r"\s+(?:(?:is|are)\s+(?:really\s+|slowly\s+|kinda\s+)?growing\s+on\s+me|"
        r"(?:is|are)\s+(?:so\s+)?(?:underrated|amazing|the\s+best))", "preference", "{slug}", make=_pref("like"),
@@ -786,6 +870,9 @@ _RULES: list[_Rule] = [
     # --- trips (temporary) before home city: they must never touch location/home_city
     _r(r"\bon\s+(?:a|my|an|our)\s+(?:\w+\s+)?trip\s+(?:to|in)\s+" + _PV, "travel", "trip_city", clean=_place,
        temporary=True, on_negation="drop"),
+    _r(r"\b(?:sending|sent|send|flying|flown|flew|posting|posted|shipping|shipped|dispatching|taking|seconded|seconding|"
+       r"deployed|stationed|loaned)\s+(?:me|us|out|the\s+team)?\s*(?:out\s+|off\s+)?to\s+(?:our\s+|the\s+|their\s+)?" + _PV, "travel", "trip_city", clean=_place, temporary=True,
+       on_negation="drop", subject=False),
     _r(r"\b(?:traveling|travelling|flying|flew|heading|headed|head|off)\s+(?:out\s+)?to\s+" + _PV
        + r"(?=[^.;]*\b(?:for\s+(?:a|an|one|two|three|four|five|six|seven|\d+|the|a\s+few|a\s+couple)\b|until|till|"
        r"through|back|trip|conference|training|work|business|vacation|holiday|meeting|project|launch))",
@@ -794,18 +881,30 @@ _RULES: list[_Rule] = [
        on_negation="drop"),
     _r(r"\b(?:business|work|road)\s+trip\s+to\s+" + _PV, "travel", "trip_city", clean=_place, temporary=True,
        on_negation="drop"),
-    _r(r"\b(?:sending|sent|send|flying|flown|flew|posting|posted|shipping|shipped|dispatching|taking|seconded|seconding|"
-       r"deployed|stationed|loaned)\s+(?:me|us|out|the\s+team)?\s*(?:out\s+)?to\s+(?:our\s+|the\s+|their\s+)?" + _PV, "travel", "trip_city", clean=_place, temporary=True,
-       on_negation="drop", subject=False),
     # Where one is staying says a trip ("writing this from a hotel in Vancouver", "at my parents' in
     # Groningen for the long weekend").
-    _r(r"\b(?:from|at|in)\s+(?:a|an|my|our|the)\s+(?:\w+\s+)?(?:hotel|hostel|airbnb|motel|guesthouse)\s+in\s+" + _PV,
+    _r(r"\b(?:posted|stationed|deputed|deployed|seconded)\s+(?:in|at|to)\s+" + _PV + r"(?=[^.;]*\b(?:for|until|till|training|"
+       r"project|day|days|week|weeks|month|months)\b)", "travel", "trip_city", clean=_place, temporary=True, on_negation="drop"),
+    _r(r"\bon\s+(?:a\s+)?(?:secondment|assignment|placement|rotation|tour|exchange|deployment|residency|fieldwork|sabbatical)\s+"
+       r"(?:in|to|at)\s+" + _PV, "travel", "trip_city", clean=_place, temporary=True, on_negation="drop"),
+    _r(r"\b(?:from|at|in|into)\s+(?:a|an|my|our|the)\s+(?:\w+\s+)?(?:hotel|hostel|airbnb|motel|guesthouse)\s+in\s+" + _PV,
        "travel", "trip_city", clean=_place, temporary=True, on_negation="drop"),
     _r(r"\bat\s+(?:my|our)\s+(?:\w+\s+)?(?:parents|parents'|folks'?|mom's|mum's|dad's|grandma's|grandparents'?|in-laws'?|"
-       r"sister's|brother's|friend's)(?:\s+place)?\s+in\s+" + _PV + r"(?=[^.]*\b(?:for|until|till|weekend|week|days?)\b)",
+       r"sister's|brother's|friend's)(?:\s+place)?\s+in\s+" + _PV + r"(?=[^.]*\b(?:for|until|till|weekend|week|days?|since|"
+       r"flying\s+back|back\s+(?:on|by|home))\b)",
        "travel", "trip_city", clean=_place, temporary=True, on_negation="drop"),
     _r(r"\b(?:visiting|staying\s+in|stopping\s+in|(?:spent|spending)\s+(?:the\s+|last\s+|this\s+|a\s+|an\s+|"
-       r"\w+\s+)?(?:few\s+|couple\s+(?:of\s+)?)?(?:days?|nights?|weeks?|weekend|holidays?|vacation)\s+in)\s+" + _PV, "travel", "trip_city", clean=_place, temporary=True, on_negation="drop"),
+       r"\w+\s+)?(?:few\s+|couple\s+(?:of\s+)?)?(?:days?|nights?|weeks?|weekend|holidays?|vacation)\s+in)\s+" + _PV
+       + r"(?![^.;]*\b(?:since\s+(?:19|20)\d\d|for\s+(?:\w+\s+)?(?:years|decades)|(?:years|decades)\s+now)\b)",
+       "travel", "trip_city", clean=_place, temporary=True, on_negation="drop"),
+    # A stay named by its length ("a two-week rotation in Houston", "three weeks of fieldwork on Svalbard",
+    # "greetings from a very snowy Davos!").
+    _r(r"\b(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|a\s+few|a\s+couple\s+of)[\s-]+(?:day|night|week)s?"
+       r"(?:[\s-]+long)?\s+(?:of\s+)?(?:(?-i:[a-z]+)\s+){0,2}(?:in|on|at)\s+(?:the\s+)?" + _PV, "travel", "trip_city",
+       make=lambda m, s: [("trip_city", v)] if (v := _place(m.group("v"))) and v[:1].isupper() else None,
+       temporary=True, on_negation="drop"),
+    _r(r"\bgreetings\s+from\s+(?:(?-i:[a-z]+)\s+){0,3}(?P<v>(?-i:[A-Z])[\w'-]+(?:\s+(?-i:[A-Z])[\w'-]+)?)", "travel",
+       "trip_city", clean=_place, temporary=True, on_negation="drop", subject=False),
     _r(r"(?:^|\b(?:a|an|the|few|couple\s+of|\d+|one|two|three|four|five|six|seven|eight|nine|ten)\s+)(?:days?|nights?|"
        r"weeks?|weekend)\s+(?:away\s+)?in\s+" + _PV, "travel", "trip_city", clean=_place, temporary=True,
        on_negation="drop"),
@@ -829,6 +928,23 @@ _RULES: list[_Rule] = [
        r"(?:天|周|个星期|个礼拜|个月))", "travel", "trip_city",
        make=lambda m, s: [("trip_city", v)] if (v := _place(m.group("v"))) and is_chinese_city(v) else None,
        temporary=True, on_negation="drop"),
+    _r(r"(?:去|到)(?P<v>" + _ZC + r"{2,6}?)(?:待|呆|住|玩|过)(?:[一二两三四五六七八九十几半\d]+|十来)(?:天|周|个星期|个礼拜|个月)",
+       "travel", "trip_city", make=lambda m, s: [("trip_city", v)] if (v := _place(m.group("v"))) and is_chinese_city(v) else None,
+       temporary=True, on_negation="drop", subject=False),
+    _r(r"(?:这礼拜|这周|这星期|这几天|这两天|本周|这阵子)(?:都|一直|人)?在(?P<v>" + _ZC + r"{2,8}?)(?=[,，]|出差|开会|盯|跑)",
+       "travel", "trip_city", make=lambda m, s: [("trip_city", v)] if (v := _place(m.group("v"))) and is_chinese_city(v) else None,
+       temporary=True, on_negation="drop"),
+    _r(r"(?:^|(?<=[,，。\s]))(?P<v>" + _ZC + r"{2,6}?)这边(?:待|呆|住)到", "travel", "trip_city",
+       make=lambda m, s: [("trip_city", v)] if (v := _place(m.group("v"))) and is_chinese_city(v) else None,
+       temporary=True, on_negation="drop"),
+    _r(r"(?:今天|刚刚?|昨天|昨晚|已经)(?:到|抵达|落地)(?:了)?(?P<v>" + _ZC + r"{2,6}?)了?(?=[,，。!！]|$)(?=.*(?:出差|驻场|培训|开会|"
+       r"酒店|宾馆|[一两二三四五六七八九十几半\d]+(?:天|周|个星期|个礼拜|个月)))", "travel", "trip_city",
+       make=lambda m, s: [("trip_city", v)] if (v := _place(m.group("v"))) and is_chinese_city(v) else None,
+       temporary=True, on_negation="drop"),
+    _r(r"(?:来|去|到)了?(?P<v>" + _ZC + r"{2,6}?)了?[,，].{0,10}?(?:住|待|呆|玩)(?:了)?(?:[一两二三四五六七八九十几半\d]+|十来)"
+       r"(?:天|周|个星期|个礼拜|个月)", "travel", "trip_city",
+       make=lambda m, s: [("trip_city", v)] if (v := _place(m.group("v"))) and is_chinese_city(v) else None,
+       temporary=True, on_negation="drop", subject=False),
     _r(r"在(?P<v>" + _ZC + r"{2,6}?)(?:待|呆|住)到", "travel", "trip_city",
        make=lambda m, s: [("trip_city", v)] if (v := _place(m.group("v"))) and is_chinese_city(v) else None,
        temporary=True, on_negation="drop"),
@@ -839,6 +955,11 @@ _RULES: list[_Rule] = [
        temporary=True, on_negation="drop", subject=False),
     _r(r"(?:正)?在(?P<v>" + _ZC + r"{1,10}?)(?:出差|旅游|旅行|度假|玩了|培训|开会)", "travel", "trip_city",
        clean=_place, temporary=True, on_negation="drop"),
+    # A city's nickname + 漂 says where one lives and works ("北漂第五年", "蓉漂三年").
+    _r(r"(?P<c>北|京|沪|深|杭|蓉|广|穗|苏|宁)漂(?!流|亮|白|浮|移)", "location", "home_city",
+       make=lambda m, s: [("home_city", {"北": "北京", "京": "北京", "沪": "上海", "深": "深圳", "杭": "杭州", "蓉": "成都",
+                                          "广": "广州", "穗": "广州", "苏": "苏州", "宁": "南京"}[m["c"]])],
+       on_negation="drop"),
     # --- home city: ending first ("不住重庆了", "don't live in Austin")
     _r(r"(?:我)?(?:在)?(?P<v>" + _ZC + r"{2,6}?)的房子(?:已经|也)?(?:退租|卖掉?|退掉?|转租)了", "location", "home_city",
        make=lambda m, s: [("home_city", v)] if (v := _place(m.group("v"))) and is_chinese_city(v) else None, op="end",
@@ -867,7 +988,18 @@ _RULES: list[_Rule] = [
     _r(r"\b(?:based|living|located|settled(?:\s+down)?|settling(?:\s+down)?|staying|renting|rent\s+a\s+\w+)\s+(?:in|out\s+of)\s+" + _PV, "location",
        "home_city", clean=_place),
     _r(r"\b(?:live|lives|reside|resides)\s+in\s+" + _PV, "location", "home_city", clean=_place),
-    _r(r"\bhome(?:\s+base)?(?:\s+for\s+(?:me|us))?\s+is\s+(?:in\s+|now\s+)?" + _PV, "location", "home_city", clean=_place),
+    _r(r"\b(?P<v>(?-i:[A-Z])[\w\u00C0-\u024F-]+(?:\s+(?-i:[A-Z])[\w-]+)?)(?:'s|\s+has)\s+been\s+(?:my\s+|our\s+)?home\b|"
+       r"\b(?P<w>(?-i:[A-Z])[\w\u00C0-\u024F-]+(?:\s+(?-i:[A-Z])[\w-]+)?)\s+is\s+(?:my\s+|our\s+)?home\s+(?:now|these\s+days)\b",
+       "location", "home_city", make=lambda m, s: [("home_city", v)] if (v := _place(m.group("v") or m.group("w"))) else None,
+       subject=False),
+    # "…then home to Melbourne", "flying home to Leeds on Sunday": where one goes home to is home.
+    _r(r"\bhome\s+to\s+" + _PV, "location", "home_city", clean=_place, subject=False),
+    _r(r"\b(?:I'm|I\s+am|we're|we\s+are)\s+(?:a|an)?\s*(?P<v>(?-i:[A-Z])[\w\u00C0-\u024F]+)-based\b|^\s*(?P<w>(?-i:[A-Z])[\w\u00C0-\u024F]+)"
+       r"-based\s+(?:[\w-]+\s+){1,3}here\b", "location", "home_city",
+       make=lambda m, s: [("home_city", v)] if (v := _place(m.group("v") or m.group("w"))) else None, subject=False),
+    _r(r"\bhome(?:'s|\s+base)?(?:\s+(?:for\s+(?:me|us)|these\s+days|nowadays|now|right\s+now))?\s+(?:is\s+)?(?:now\s+)?(?:(?:a|an|my|our)\s+"
+       r"(?:[\w-]+\s+){0,3}?(?:flat|apartment|house|place|room|studio|condo|cottage|bedsit|loft|houseboat|bungalow)\s+)?"
+       r"(?:in\s+)?" + _PV, "location", "home_city", clean=_place),
     _r(r"\bcall\s+(?P<v>(?-i:[A-Z])[\w.-]*(?:\s+(?-i:[A-Z])[\w.-]*)?)\s+home\b", "location", "home_city",
        clean=_place),
     _r(r"\b(?:moved|relocated|moving\s+back|moved\s+back|went\s+back|came\s+back|returned|headed\s+back|heading\s+back|"
@@ -898,10 +1030,18 @@ _RULES: list[_Rule] = [
     _r(r"\b(?:I'm|I\s+am|we're|we\s+are|been|living)\s+(?:now\s+)?(?:back\s+)?in\s+" + _PV
        + r"(?=\s+(?:these\s+days|nowadays|for\s+good|permanently)\b)", "location", "home_city", clean=_place),
     _r(r"\b(?:ended\s+up|wound\s+up|landed)\s+(?:living\s+)?in\s+" + _PV, "location", "home_city", clean=_place),
+    # "I'm in Regina": a known city with no word of a stay around it is where one lives.
+    _r(r"\b(?:I'm|I\s+am|im|we're|we\s+are)\s+(?:based\s+|out\s+|over\s+|up\s+|down\s+)?in\s+" + _PV
+       + r"(?![^.;!?]*\b(?:for\s+(?:a|an|the\s+(?:week|weekend|day|month|summer|holidays?|night)|\d|one|two|three|four|five|six|"
+       r"a\s+few|a\s+couple|work|business|now)|until|till|this\s+week|today|tonight|tomorrow|right\s+now|at\s+the\s+moment|visiting|"
+       r"hotel|airport|trip|conference|holiday|vacation|business|meeting|weekend|staying|return|flying|back\s+(?:on|by|home))\b)",
+       "location", "home_city",
+       make=lambda m, s: [("home_city", v)] if (v := _place(m.group("v"))) and leading_city(v.lower()) == v.lower() else None),
     _r(r"\b(?:moved|moving)\s+into\s+(?:a|an|our|my|the)\s+(?:new\s+|own\s+)?(?:place|house|home|apartment|flat|"
        r"condo)\s+in\s+" + _PV, "location", "home_city", clean=_place),
-    _r(r"\b(?:bought|buying|rented|renting|rent|got|found|own|share|sharing)\s+(?:a|an|our|my)\s+(?:(?-i:[a-z]+)\s+){0,2}?(?:house|home|"
-       r"apartment|flat|place|condo|room|studio|bedsit|loft|bungalow|cottage|townhouse)\s+(?:back\s+)?in\s+" + _PV, "location",
+    _r(r"\b(?:bought|buying|rented|renting|rent|got|found|own|share|sharing)\s+(?:a|an|our|my|this|the)\s+(?:(?-i:[a-z]+)\s+){0,2}?(?:house|home|"
+       r"apartment|flat|place|condo|room|studio|bedsit|loft|bungalow|cottage|townhouse|terrace|semi|maisonette|duplex|villa|cabin|"
+       r"farmhouse|house\s*boat)\s+(?:back\s+)?in\s+" + _PV, "location",
        "home_city", clean=_place),
     # The move as a noun, and being somewhere "again" ("since the move back to Bristol", "I'm in Cardiff again",
     # "Calgary now!", "From December I am again in Munich").
@@ -916,7 +1056,7 @@ _RULES: list[_Rule] = [
     _r(r"\b(?:I'm|I\s+am|we're|we\s+are)\s+back\s+in\s+" + _PV, "location", "home_city", clean=_place),
     _r(r"(?:家(?:也|就|还|其实|现在)在|迁居(?:至|到)?|移居(?:至|到)?|迁至|迁到)(?P<v>" + _ZC + r"{2,6}?)(?=$|[,.!?;:。]|了|的|，)",
        "location", "home_city", clean=_place),
-    _r(r"(?:住在|家在|定居在|生活在|定居于|常住在?|定居|落户|扎根在?|安家在|安家|(?<=我|们)住(?![了过着]))" + _ZV,
+    _r(r"(?:住在|家在|定居在|生活在|定居于|常住在?|定居|落户|扎根在?|安家在|安家|(?<=我|们|人)住(?![了过着])|(?:^|(?<=[,，。\s]))住(?=[" + _CJK + r"]{2,4}(?:$|[,，。!！]|的|呢|啦)))" + _ZV,
        "location", "home_city", clean=_place),
     _r(r"(?<![去到现实存所正])在(?P<v>" + _ZC + r"{1,10}?)(?:生活|定居|居住|安家|落户|扎根|住)", "location", "home_city", clean=_place),
     _r(r"(?:住的(?:地方)?是|搬(?:去|到|过去)的(?:地方)?是|落脚(?:在)?|(?:调到|调回|调去)了?)(?P<v>" + _ZC + r"{2,6}?)(?=$|[,.!?;:。]|了|呢|啦)",
@@ -933,12 +1073,29 @@ _RULES: list[_Rule] = [
     _r(r"(?:去|到|来)了?(?P<v>" + _ZC + r"{2,6}?)(?:住|生活|定居|安家|发展)了?(?=$|[,.!?;:。])|(?:去|到|来)了?(?P<w>" + _ZC
        + r"{2,6}?)了?[,].{0,12}?(?:租了?|买了?)(?:个|套|间|一套|一间)?(?:房|单间|公寓|房子|小区)", "location", "home_city",
        make=lambda m, s: [("home_city", v)] if (v := _place(m.group("v") or m.group("w"))) and is_chinese_city(v) else None),
+    _r(r"(?:^|(?<=[,.!?;:\s。]))(?P<v>" + _ZC + r"{2,6}?)(?:待|呆|漂|住|生活)了?(?:快|差不多|将近|好几|有)?(?:[一二三四五六七八九十两\d]+)?"
+       r"(?:多)?(?:年|个年头)", "location", "home_city",
+       make=lambda m, s: [("home_city", v)] if (v := _place(m.group("v"))) and is_chinese_city(v) else None),
+    _r(r"(?<![去到现实存所正])(?:在|搁)(?P<v>" + _ZC + r"{2,6}?)(?:买的房|买了房|买了套房|买房|买的房子|安的家|打拼|漂)(?:了)?(?:的)?(?:第[一二三四五六七八九十\d]+年)?",
+       "location", "home_city",
+       make=lambda m, s: [("home_city", v)] if (v := _place(m.group("v"))) and (is_chinese_city(v) or leading_city(v.lower())) else None),
+    _r(r"(?<![去到现实存所正])(?:在|搁)(?P<v>" + _ZC + r"{2,6}?)(?:待|呆|住|生活)了(?:小|大)?(?:半辈子|一辈子|大半辈子)", "location", "home_city",
+       make=lambda m, s: [("home_city", v)] if (v := _place(m.group("v"))) and is_chinese_city(v) else None),
+    # "在杭州待了五年" is a home; "在华为待了五年" an employer (a name that is no place and no common noun).
     _r(r"(?<![去到现实存所正])在(?P<v>" + _ZC + r"{1,10}?)(?:待|呆|漂|住)了(?:[一二三四五六七八九十两\d]+|好几|很多|快|差不多)(?:年|个月)", "location",
-       "home_city", clean=_place),
-    _r(r"(?:搬到了|搬到|搬去了|搬去|搬家到|搬家去了|搬家去|搬回了|搬回|搬来|回到了?|回(?![家来去头]))(?P<home>老家)?" + _ZV
+       "home_city", make=lambda m, s: None if not (v := _place(m.group("v"))) else [("home_city", v)]
+       if is_chinese_city(v) or is_place_word(v) or "住" in m.group(0) else None),
+    _r(r"(?<![去到现实存所正])在(?P<v>" + _ZC + r"{2,8}?)(?:待|呆|干)了(?:[一二三四五六七八九十两\d]+|好几|很多|快|差不多)(?:年|个月)", "work",
+       "employer", make=lambda m, s: [("employer", v)] if (v := _employer(m.group("v"))) and not is_chinese_city(v)
+       and not is_place_word(v) and v not in _NOT_WORKPLACES else None),
+    _r(r"(?:^|(?<=[,，。!！\s]))(?:执咗行李|收拾行李)?返(?:咗|嚟|到)?(?P<v>" + _ZC + r"{2,6}?)(?:啦|了|喇|咗)?(?=$|[,，。!！～~])", "location", "home_city",
+       make=lambda m, s: [("home_city", v)] if (v := _place(m.group("v"))) and is_chinese_city(v) else None),
+    _r(r"(?:搬到了|搬到|搬去了|搬去|搬家到|搬家去了|搬家去|搬回了|搬回|搬来|回到了?|(?<![上这那下几每一两头])回(?![家来去头]))(?P<home>老家)?" + _ZV
        + _ZEND, "location", "home_city",
-       # After 老家 only a city is a place ("回老家躺平了" is a way of life, "回老家成都" a move).
-       make=lambda m, s: [("home_city", v)] if (v := _place(m.group("v"))) and (not m.group("home") or is_chinese_city(v))
+       # After 老家 or a bare 回 only a city is a place ("回老家躺平了" is a way of life, "回老家成都" a move,
+       # "头一回涨" no move at all).
+       make=lambda m, s: [("home_city", v)] if (v := _place(m.group("v"))) and (
+           not (m.group("home") or m.group(0).startswith("回")) or is_chinese_city(v) or leading_city(v.lower()))
        else None),
     # --- relationship status
     _r(r"分手了|离婚|离异|单身|领证|结婚(?:[一二三四五六七八九十两\d]+年)?了|已婚|订婚|嫁人了|脱单|恋爱了|在谈恋爱|恋爱中|"
@@ -947,6 +1104,10 @@ _RULES: list[_Rule] = [
        make=lambda m, s: [("status", _ZH_STATUS[m.group(0)[:2]])], on_negation="drop"),
     _r(r"老伴.{0,4}?(?:走了|去世|过世|没了)|(?:老公|老婆|丈夫|妻子|爱人).{0,4}?(?:去世|过世)", "relationship", "status",
        make=_status("widowed"), on_negation="drop"),
+    _r(r"(?:现在|目前)(?:的|这个|这位)?(?:男朋友|女朋友|对象|男友|女友)", "relationship", "status",
+       make=_status("in a relationship"), on_negation="drop"),
+    _r(r"寡王|单身狗|母胎(?:solo|单身)|(?:还|一直|仍然|依然)单着|单着呢|(?:现在|如今|目前|又)?(?:一个人|单着)(?:过|生活|过日子)(?!.{0,4}(?:几天|一周|两周|周末))|没(?:能)?走到最后",
+       "relationship", "status", make=_status("single"), on_negation="drop"),
     _r(r"(?:跟|和)(?:男朋友|女朋友|对象|另一半|他|她)?分(?:了|手了)", "relationship", "status", make=_status("single"),
        on_negation="drop"),
     _r(r"(?:(?:他|她)求婚了|求婚.{0,8}?(?:我)?答应了|答应了(?:他|她)的求婚)", "relationship", "status", make=_status("engaged"),
@@ -956,12 +1117,12 @@ _RULES: list[_Rule] = [
     _r(r"(?:有|交了)(?P<w>女朋友|男朋友|对象)", "relationship", "status", make=_status_word, on_negation="end_value"),
     _r(r"(?:那|他|她)?是我(?P<w>男朋友|女朋友|对象|老公|老婆|未婚夫|未婚妻)", "relationship", "status", make=_status_word,
        on_negation="end_value", subject=False),
-    _r(r"(?:我|我们)?(?:和|跟)(?P<w>女朋友|男朋友|未婚夫|未婚妻|老公|老婆|对象|老伴|另一半)", "relationship", "status",
+    _r(r"(?:我|我们)?(?:和|跟|与|同)(?P<w>女朋友|男朋友|未婚夫|未婚妻|老公|老婆|对象|老伴|另一半)", "relationship", "status",
        make=_status_word, on_negation="drop"),
     # Events of a relationship, in the ways people say them ("tied the knot", "he proposed … I said yes",
     # "lost my husband"): a death of a spouse comes before "my husband" reads as married.
     _r(r"\b(?:lost|buried)\s+my\s+(?:husband|wife|spouse|partner)\b(?!'s)|\bmy\s+(?:late\s+)?(?:husband|wife|spouse)"
-       r"\s+(?:passed\s+away|died|passed)\b|\bmy\s+late\s+(?:husband|wife|spouse)\b|\b(?:I'm|I\s+am)\s+a\s+"
+       r"\s+(?:passed\s+away|died|passed)\b|\bmy\s+late\s+(?:husband|wife|spouse)\b|\b(?:I'm|I\s+am|I've\s+been|I\s+have\s+been)\s+a\s+"
        r"widow(?:er)?\b|丧偶|老伴(?:走了|去世了?|过世了?)|(?:老公|老婆|丈夫|妻子)(?:走了|去世了?|过世了?)",
        "relationship", "status", make=_status("widowed"), on_negation="drop", subject=False),
     _r(r"\bcalled\s+(?:it|the\s+(?:wedding|engagement))\s+off\b|\bbroke\s+off\s+(?:the|our)\s+engagement\b", "relationship",
@@ -976,6 +1137,19 @@ _RULES: list[_Rule] = [
     _r(r"\bthe\s+divorce\s+(?:went\s+through|is\s+final|was\s+finali[sz]ed|came\s+through)", "relationship",
        "status", make=_status("divorced"), on_negation="drop", subject=False),
     _r(r"\b(?:broke|broken|split)\s+up\b", "relationship", "status", make=_status("single"), on_negation="drop"),
+    _r(r"\b(?:since|after)\s+(?:the|my|our)\s+(?:break-?up|split)\b|\bsingle\s+(?:again|life)\b|\bback\s+on\s+the\s+(?:market|apps)\b",
+       "relationship", "status", make=_status("single"), on_negation="drop"),
+    _r(r"\b(?:got|have|has|found|met)\s+(?:a|an|myself\s+a)\s+(?:new\s+|lovely\s+|real\s+)?(?P<w>gf|bf|girlfriend|boyfriend|"
+       r"fianc[ée]e?|partner)\b", "relationship", "status", make=_status_word, on_negation="end_value"),
+    _r(r"\bbeen\s+(?:with|together\s+with)\s+(?-i:[A-Z])[a-z]+\s+(?:for\s+)?(?:(?:nearly|almost|about|over|around)\s+)?(?:\w+|\d+)\s+"
+       r"(?:years?|months?)\b", "relationship", "status", make=_status("in a relationship"), on_negation="drop"),
+    _r(r"\b(?:we're|we\s+are|we)\s+(?:not|no\s+longer)\s+together\b|\bwe\s+aren't\s+together\b", "relationship", "status",
+       make=lambda m, s: [("status", "")], op="end", on_negation="keep"),
+    _r(r"\b(?:been|I'm|I\s+am|started|we\s+started|I\s+started)\s+(?:seeing|dating)\s+(?-i:[A-Z])[a-z]+\b", "relationship", "status",
+       make=_status("in a relationship"), on_negation="end_value"),
+    _r(r"\b(?:\w+\s+)?years?\s+(?:happily\s+)?married\b|\bmarried\s+(?:for\s+)?(?:(?:almost|nearly|over|about)\s+)?"
+       r"(?:\w+|\d+)\s+years\b|\b(?:our|my)\s+(?:\w+\s+)?(?:wedding\s+)?anniversary\b", "relationship", "status",
+       make=_status("married"), on_negation="drop"),
     _r(r"\b(?:I'm|I\s+am|we're|we\s+are|been|still|now|happily|recently|newly)\s+(?:happily\s+|recently\s+|newly\s+|"
        r"still\s+|now\s+|officially\s+|just\s+|only\s+|currently\s+|finally\s+|not\s+|no\s+longer\s+)*(?P<w>single|engaged|married|divorced|widowed|dating|in\s+a\s+relationship|"
        r"seeing\s+someone)\b", "relationship", "status",
@@ -983,7 +1157,7 @@ _RULES: list[_Rule] = [
        on_negation="end_value"),
     _r(r"(?:^|(?<=,))\s*(?:sorry,?\s*|not\s+|still\s+|now\s+|officially\s+|happily\s+)?(?P<w>single|engaged|married|divorced|widowed)\b(?!\s+(?:people|couples?|friends?))",
        "relationship", "status", make=_status_word, on_negation="end_value"),
-    _r(r"\b(?:my\s+ex-?(?:husband|wife|spouse)|(?:since|after)\s+(?:the|my|our)\s+divorce)\b", "relationship", "status",
+    _r(r"\b(?:(?:my|the)\s+ex-?(?:husband|wife|spouse)|(?:since|after)\s+(?:the|my|our)\s+divorce)\b", "relationship", "status",
        make=_status("divorced"), on_negation="drop", subject=False),
     _r(r"\b(?:my|our)\s+(?:lovely\s+|amazing\s+|wonderful\s+|new\s+|dear\s+)?(?P<w>girlfriend|boyfriend|fianc[ée]e?|"
        r"husband|wife|hubby|wifey|spouse|gf|bf|missus|other\s+half|better\s+half|partner)\b(?!'s\s+(?:friend|sister|brother|mom|dad))",
@@ -999,12 +1173,13 @@ _RULES: list[_Rule] = [
     # --- name
     _r(r"\b(?:my|the)\s+name(?:'s|\s+is)\s+(?P<v>[A-Za-z][\w'-]*(?:\s+(?-i:[A-Z])[\w'-]*){0,2})", "profile", "name",
        make=_name, on_negation="drop", subject=False),
-    _r(r"\b(?:sign\s+me\s+up\s+as|put\s+me\s+down\s+as|you\s+can\s+(?:just\s+)?(?:say|use|put))\s+(?P<v>(?-i:[A-Z])[\w'-]*)",
+    _r(r"\b(?:sign\s+me\s+up\s+as|put\s+me\s+down\s+as|you\s+can\s+(?:just\s+)?(?:say|use|put)|sign\s+(?:it\s+)?(?:off\s+)?"
+       r"(?:from\s+me|as|with)\s*,?|(?:everybody|everyone|people|friends|they\s+all)\s+(?:just\s+)?says?)\s+(?P<v>(?-i:[A-Z])[\w'-]*)",
        "profile", "name", make=_name, on_negation="drop", subject=False),
-    _r(r"\b(?:call\s+me|I(?:'m|\s+am)\s+called|(?:everyone|people|friends)\s+calls?\s+me|I\s+go\s+by)\s+"
+    _r(r"\b(?:call\s+me|(?:started|start|keep|kept|took\s+to)\s+calling\s+me|I(?:'m|\s+am)\s+called|(?:everyone|people|friends)\s+calls?\s+me|I\s+go\s+by)\s+"
        r"(?P<v>(?-i:[A-Z])[\w'-]*(?:\s+(?-i:[A-Z])[\w'-]*){0,2})", "profile", "name", make=_name,
        on_negation="drop", subject=False),
-    _r(r"^\s*(?:(?:hey|hi|hello|yo)\s*,?\s*(?:there\s*,?\s*)?)?(?:it's\s+|this\s+is\s+|I'm\s+)?(?P<v>(?-i:[A-Z])"
+    _r(r"^\s*(?:(?:hey|hi|hello|yo|hiya|cheers|morning|evening|ok|okay|right)\s*,?\s*(?:there\s*,?\s*)?)?(?:it's\s+|this\s+is\s+|I'm\s+)?(?P<v>(?-i:[A-Z])"
        r"[a-z]+)\s+(?:here|again|checking\s+in)(?!['\w]|\s+(?:is|are|was))", "profile", "name", make=_name,
        on_negation="drop"),
     _r(r"^\s*(?:(?:hey|hi|hello|yo)(?:\s+hi)?\s*,?\s*)+(?:it's|this\s+is|I'm)\s+(?P<v>(?-i:[A-Z])[a-z]+)\s*[.!]*$",
@@ -1016,11 +1191,20 @@ _RULES: list[_Rule] = [
        r"\bnice\s+to\s+meet\s+you(?:\s+too)?\s*[,!.]?\s*(?:I'm|I\s+am)\s+(?P<w>(?-i:[A-Z])[a-z]+)\b", "profile", "name",
        make=lambda m, s: _name_of(m.group("v") or m.group("w")), on_negation="drop", subject=False),
     _r(r"(?:^|[:,;]\s*)(?:about\s+me|name)\s*:?\s+(?P<v>(?-i:[A-Z])[a-z]+)\b", "profile", "name", make=_name, subject=False),
+    # A self-introduction opening a sentence ("Hello, I am Thanh, I come from Vietnam"); "it's"/"this is"
+    # only after a greeting ("hi, it's Priya").
+    _r(r"^\s*(?:(?:hey|hi|hiya|hello|good\s+(?:morning|afternoon|evening)|greetings)\b(?:\s+(?:there|all|everyone))?[\s,!.]*)*"
+       r"(?:I'm|I\s+am|im|this\s+is)\s+"
+       r"(?P<v>(?-i:[A-Z])[a-z]+)(?=\s*(?:[,.!;]|$)|\s+(?:and|from|here)\b)|^\s*(?:(?:hey|hi|hiya|hello|good\s+(?:morning|"
+       r"afternoon|evening))\b[\s,!.]*)+(?:this\s+is|it's)\s+(?P<w>(?-i:[A-Z])[a-z]+)(?=\s*(?:[,.!;]|$)|\s+(?:from|here)\b)",
+       "profile", "name", make=lambda m, s: _name_of(n) if _may_be_given_name(n := m["v"] or m["w"]) else None,
+       on_negation="drop", subject=False),
     _r(r"(?:网名|昵称|外号|绰号)(?:叫|是)(?P<v>" + _ZC + r"{1,6}?)(?=$|[,.!?。]|吧|哈)", "profile", "name", make=_name,
        on_negation="drop"),
     _r(r"(?:^|[^他她它])(?:我叫(?!了|车|外卖|醒)|我的名字(?:是|叫)|我名字叫|(?:大家|朋友们?|别人|他们)?都?(?:叫|喊)我)"
        r"(?P<v>" + _ZC + r"{1,8})", "profile", "name", make=_name, on_negation="drop", subject=False),
-    _r(r"(?:^|,)\s*(?:我是|是)" + _ZH_NAME + r"(?=$|[,.!?;:\s。]|啊|呀|哦)", "profile", "name", make=_name,
+    _r(r"(?:^|,)\s*(?:我是|是)" + _ZH_NAME + r"(?=$|[,.!?;:\s。]|啊|呀|哦)", "profile", "name",
+       make=lambda m, s: _name(m, s) if could_be_a_name(m.group("v")) and m.group("v") not in _ZH_BREEDS else None,
        on_negation="drop", subject=False),
     # --- work: leaving first, then employer, then job titles
     _r(r"\b(?:lost|losing)\s+my\s+job(?:\s+(?:at|with)\s+" + _PV + r")?", "work", "employer",
@@ -1057,9 +1241,23 @@ _RULES: list[_Rule] = [
     _r(r"(?:^|[.;,(]\s*|\b)(?:employer|company|workplace|new\s+(?:job|employer|company|gig|role))\s*[:(]\s*" + _PV, "work",
        "employer", clean=_place, subject=False),
     _r(r"\b(?:day\s+(?:1|one)|first\s+(?:day|week)|week\s+(?:1|one))\s+at\s+" + _PV, "work", "employer", clean=_place),
+    _r(r"\bmy\s+(?:company|employer|firm|workplace|current\s+company|current\s+employer)\s+is\s+(?:now\s+)?" + _PV, "work",
+       "employer", clean=_place),
+    # "been at Canva since the start of the month", "working in Infosys since 2019": an organisation, not a place.
+    _r(r"\b(?:been|working|I've\s+been|I\s+have\s+been)\s+(?:working\s+)?(?:at|in|with)\s+(?P<v>(?-i:[A-Z])[\w&'.-]*(?:\s+(?-i:[A-Z])"
+       r"[\w&'.-]*)?)(?=\s*,?\s+(?:since\s+(?!\d{1,2}(?::\d\d)?\s*(?:am|pm)\b)|for\s+(?:\w+\s+)?(?:weeks|months|years)\b|"
+       r"as\s+(?:a\s+|an\s+)?[a-z]+))",
+       "work", "employer", make=lambda m, s: [("employer", v)] if (v := _place(m.group("v"))) and not leading_city(v.lower())
+       and not (len(v.split()) == 1 and is_dictionary_word(v.lower())) else None),
+    _r(r"(?:^|\binto\s+(?:the|my)\s+|\b(?:the|my)\s+)new\s+(?:job|role|position|gig)\s+(?:at|with)\s+" + _PV, "work",
+       "employer", clean=_place, subject=False),
     _r(r"\bnew\s+(?:job|gig|role)\s*[.:,!—-]+\s*(?P<v>(?-i:[A-Z])[\w.&'-]*(?:\s+(?-i:[A-Z])[\w.&'-]*)?)", "work", "employer",
        clean=_place, subject=False),
     _r(r"\bjumped\s+(?:ship|over)\s+to\s+(?:the\s+)?" + _PV, "work", "employer", clean=_place),
+    _r(r"(?:就是|成了|成为|正式成为)(?P<v>" + _ZC + r"{2,8}?)的(?:人|员工|一员|正式员工)了?", "work", "employer",
+       make=lambda m, s: [("employer", v)] if (v := _employer(m.group("v"))) and not is_chinese_city(v) else None),
+    _r(r"(?:被)?(?:猎头|人)?挖(?:去|到|走去|走到)了?(?P<v>" + _ZC + r"{2,8}?)(?=$|[,.!?;:。]|了|当|做)", "work", "employer",
+       clean=_place, subject=False),
     _r(r"\b(?:been|I've\s+been|I'm)\s+(?:working\s+)?(?:at|with)\s+" + _PV + r"(?=\s+(?:since\s+(?:19|20)\d\d|for\s+(?:\w+\s+)?years)\b)",
        "work", "employer", clean=_place),
     # The employer as the actor ("got hired by Aldi", "got poached by Booking.com", "Canva offered me a role").
@@ -1101,13 +1299,18 @@ _RULES: list[_Rule] = [
        "work", "employer", clean=_place),
     _r(r"(?:换工作|换了工作|跳槽|离职|辞职)了?.{0,6}?(?:去了|进了|到了)(?P<v>" + _ZC + r"{2,10}?)"
        r"(?=$|[,.!?;:\s。]|工作|上班|了)", "work", "employer", clean=_place),
-    _r(r"(?<![不没现实存所正])在(?P<v>" + _ZC + r"{1,12}?)(?:工作|上班|任职|实习|做|当|干|搬砖|打工)", "work", "employer", clean=_place),
+    _r(r"(?<![不没现实存所正])在(?P<v>" + _ZC + r"{1,12}?)(?:工作|上班|任职|实习|做|当|干|搬砖|打工|苦熬|熬着|混日子)", "work", "employer",
+       make=lambda m, s: [("employer", v)] if (v := _employer(m.group("v"))) and not re.search(r"[就完着把被]", v) else None),
+    # "在顺丰送快递": an organisation's name (jieba: nz/nt) before a verb of work.
+    _r(r"(?<![不没现实存所正])在(?P<v>" + _ZC + r"{2,6}?)(?=送|跑|开|卖|修|带|教|写|搞|管|剪|炒|端|拧)", "work", "employer",
+       make=lambda m, s: [("employer", v)] if (v := _employer(m.group("v"))) and any(t in {"nz", "nt"} for _, t in tagged(v))
+       and not is_chinese_city(v) else None),
     _r(r"(?:离开|离职|辞职|跳槽|换工作|换了工作|跳到).*?(?:现在|目前)在(?P<v>" + _ZC + r"{2,10}?)(?=$|[,.!?;:\s。]|了)",
        "work", "employer", clean=_place, subject=False, value_span=True),
     # Chinese verbs of joining and leaving as a class: 去X上班, 转去X, 叫X after an organisation noun,
     # X那边辞了, a bare 离职了 (whatever the employer was).
     _r(r"(?:去了?|到了?|进了?)(?P<v>" + _ZC + r"{2,8}?)(?:上班|工作|实习|任职|报到)", "work", "employer", clean=_place),
-    _r(r"(?:转去|转到|跳到|跳去|换到|换去|去了|进了)(?P<v>" + _ZC + r"{2,8}?)了?(?=$|[,.!?;:。])", "work", "employer",
+    _r(r"(?:转去|转到|跳到|跳去|换到|换去|去了|进了)(?![当做干])(?P<v>" + _ZC + r"{2,8}?)了?(?=$|[,.!?;:。])", "work", "employer",
        make=lambda m, s: [("employer", v)] if _WORK_CONTEXT.search(s) and (v := _place(m.group("v")))
        and not is_chinese_city(v) else None),
     _r(r"(?:医院|公司|学校|单位|店|律所|银行|机构|企业|工作室|事务所)[,]?\s*(?:名字)?叫(?P<v>" + _ZC + r"{2,8}?)(?=$|[,.!?;:。])",
@@ -1123,11 +1326,18 @@ _RULES: list[_Rule] = [
        op="end", on_negation="drop"),
     _r(r"(?:(?<=^)|(?<=[,.!。]))(?:已经|刚|也)?(?:离职|辞职|被裁|裸辞|被辞退|被开除)了", "work", "employer",
        make=lambda m, s: [("employer", "")], op="end", on_negation="drop"),
-    _r(r"\b(?:work|working|worked|employed|appointed|hired|trained)\s+as\s+(?:a\s+|an\s+|the\s+)?" + _EV, "work", "job",
-       make=_job_framed),
+    # Retiring ends the job and the employer ("Retired as of Friday!!"); "a retired teacher" is a title.
+    _r(r"(?:^|\b(?:I|I've|I\s+have|just|finally|officially|I'm|I\s+am|now|we)\s+)retired\b(?!\s+(?:[a-z]+(?:er|or|ist|ian)|nurse|"
+       r"doctor|chef|coach|judge|vet|pilot)\b)", "work", "", make=lambda m, s: [("job", ""), ("employer", "")], op="end",
+       on_negation="drop"),
+    _r(r"\b(?:work|working|worked|employed|appointed|hired|trained|(?:do|doing|did)\s+(?:nights|days|shifts|nights\s+and\s+\w+|"
+       r"(?:a\s+|the\s+|my\s+)?job|(?:a\s+|the\s+)?(?:day|night)\s+shift)|(?:a|my|the)\s+job)\s+as\s+(?:a\s+|an\s+|the\s+)?" + _EV,
+       "work", "job", make=_job_framed),
+    _r(r"\bguess\s+who\s+(?:they\s+|just\s+|got\s+)*(?:made|appointed|named|promoted(?:\s+to)?)\s+(?:the\s+|a\s+|an\s+)?" + _EV,
+       "work", "job", make=_job_framed, subject=False),
     _r(r"\b(?:they|management|the\s+\w+)\s+(?:made|appointed|named)\s+me\s+(?:the\s+|a\s+|an\s+)?" + _EV, "work", "job",
        make=_job_framed, subject=False),
-    _r(r"\b(?:I'm|I\s+am|been|I've\s+been|now|officially)\s+(?:now\s+|still\s+|currently\s+|also\s+|officially\s+)?(?:a|an)\s+(?!big\b|huge\b)"
+    _r(r"\b(?:I'm|I\s+am|im|been|I've\s+been|now|officially)\s+(?:now\s+|still\s+|currently\s+|also\s+|officially\s+)?(?:a|an)\s+(?!big\b|huge\b)"
        r"(?P<v>(?:[A-Za-z-]+\s+){0,2}?[a-z-]+)(?=\s+(?:now|at|for|in|with|and|but|since|these|again|here|"
        r"already|by|so|as|on|in)\b|\s*$|[.,!?;:])", "work", "job", make=_job, on_negation="end_value"),
     _r(r"^\s*(?:(?:still|now|currently|not|no\s+longer)\s+)?(?:a|an)\s+(?P<v>(?:[A-Za-z-]+\s+){0,2}?[a-z-]+)"
@@ -1150,30 +1360,42 @@ _RULES: list[_Rule] = [
        r"(?=\s+(?:going\s+on|for|since|at)\b|\s*[.,!]|\s*$)", "work", "job", make=_job_framed),
     _r(r"^\s*(?P<v>(?-i:[A-Z])[a-z]+(?:\s+[a-z]+)?)\s+(?:as\s+of|since|starting|from)\s+(?:this|last|today|monday|tuesday|"
        r"wednesday|thursday|friday|the|yesterday|\d)", "work", "job", make=_job),
+    _r(r"^\s*(?P<v>(?-i:[A-Z])[a-z-]+(?:\s+[a-z-]+){0,2}?)\s+(?:at|for|with)\s+(?:a|an|the)\s+(?:[\w'-]+\s+){0,3}?[\w'-]+\s+here\b",
+       "work", "job", make=lambda m, s: _job(m, s) if _WORK_CONTEXT.search(s) or m.group("v").split()[-1].lower() in _JOB_NOUNS
+       else None),
+    _r(r"^\s*(?P<v>(?-i:[A-Z])[a-z-]+(?:\s+[a-z-]+){0,2}?)\s+(?:at|for|with)\s+(?:a|an|the)\s+(?:[\w-]+\s+){0,3}?(?:agency|firm|"
+       r"company|startup|start-up|bank|school|hospital|clinic|practice|studio|restaurant|cafe|café|shop|store|charity|"
+       r"council|university|college|lab|factory|warehouse|hotel|office|consultancy|publisher|newspaper|magazine)\b",
+       "work", "job", make=_job),
     _r(r"(?:^|[,;]\s*)(?P<v>stay-at-home\s+(?:dad|mom|mum|parent)|full-time\s+(?:mom|mum|dad|parent|carer)|"
        r"(?-i:[a-z]+\s+)?(?:executive|manager|engineer|analyst|designer|developer|consultant|nurse|teacher|accountant))"
        r"(?=\s+(?:at|for|since|going\s+on)\b|\s*[.,!])", "work", "job", make=_job_framed),
     _r(r"(?:^|[.;,(]\s*)(?:occupation|job|profession|role|title|works\s+as)\s*[:(]?\s*(?:a\s+|an\s+)?(?P<v>[A-Za-z][\w -]{1,40}?)"
        r"(?=\s*(?:$|[.;,)]))", "work", "job", make=_job_framed, subject=False),
-    _r(r"(?:转行做了?|转行当了?|当上了?|升为|升到|成了|升了|是|做了?|当了?|干|转)(?:一名|一位|一个|个|名)?(?:普通的?|一般的?|小小的?)?(?P<v>" + _ZC
+    _r(r"(?:转行做了?|转行当了?|当上了?|升为|升到|成了|升了|就是|本人(?:是)?|是|就|做了?|当了?|干了?|转(?:去|到)?(?:当|做)?了?)(?:[一二两三四五六七八九十几\d]+来?|好几|十来)?(?:年|个月)?"
+       r"(?:一名|一位|一个|一枚|个|名|枚|一)?(?:普普通通的?|普通的?|一般的?|小小的?|平平无奇的?)?(?P<v>" + _ZC
        + r"{0,8}?" + _ZH_JOB_TAIL + r"(?:顾问|主管|经理|助理|总监|专员|代表|长|组长)?)(?![" + _CJK + r"]{0,2}(?:家|那|这|的时候))",
-       "work", "job", on_negation="end_value"),
+       "work", "job", make=_job, on_negation="end_value"),
     _r(r"不(?:再)?(?:做|当|干|跑)(?P<v>" + _ZC + r"{2,6}?)了", "work", "job", op="end", on_negation="keep"),
     _r(r"(?P<v>" + _ZC + r"{2,6}?)(?:也|已经)?不(?:干|做|当)了", "work", "job", op="end", on_negation="keep"),
     _r(r"升(?:职)?(?:为|到|成|了)?(?P<v>" + _ZC + r"{2,6}?)了", "work", "job"),
-    _r(r"(?:做|当)(?P<v>" + _ZC + r"{2,6}?)(?:的工作|工作)?(?=$|[,.!?;:\s。]|了)", "work", "job", confidence=0.6,
+    _r(r"(?:担任|出任)(?P<v>" + _ZC + r"{2,8}?)(?=$|[,.!?;:\s。]|了|一职|已|快|有|多年|[一二两三四五六七八九十\d])", "work", "job"),
+    _r(r"(?<=[里中内处院司校厂行局所部])(?:任|任职)(?P<v>" + _ZC + r"{0,6}?" + _ZH_JOB_TAIL
+       + r"(?:顾问|主管|经理|助理|总监|专员|代表|长|组长)?)", "work", "job"),
+    _r(r"(?:做|当)(?!伴娘|伴郎|司仪|评委|志愿者|家长|观众|好人|坏人|老大|电灯泡|和事佬|主持|东道主|裁判)(?P<v>" + _ZC
+       + r"{2,6}?)(?:的工作|工作)?(?=$|[,.!?;:\s。]|了)", "work", "job", confidence=0.6,
        on_negation="end_value"),
     # --- pets (key: the name; value: the species); deaths end the pet
     _r(r"\b(?:had\s+to\s+say\s+goodbye\s+to|had\s+to\s+put\s+down|lost|buried|put\s+down)\s+"
        r"(?:our\s+|my\s+)?(?:(?:dog|cat|bunny|rabbit|hamster|pup|puppy|kitty)\s+)?(?P<v>(?-i:[A-Z])[a-z]+)\b"
-       r"(?!\s+(?:Street|Road))|\b(?:had\s+to\s+)?put\s+(?P<w>[A-Za-z][a-z]+)\s+down\b",
+       r"(?!\s+(?:Street|Road))|\b(?:had\s+to\s+)?put\s+(?P<w>[A-Za-z][a-z]+)\s+(?:down|to\s+sleep)\b",
        "pet", "{slug}", make=lambda m, s: _pet_end(m.group("v") or m.group("w")),
        op="end", on_negation="drop"),
     _r(r"(?:^|(?<=\s))(?!(?:My|Our|His|Her|The)\b)(?P<v>(?-i:[A-Z])[a-z]+)\s+(?:passed\s+away|died|was\s+put\s+down|"
        r"crossed\s+the\s+rainbow\s+bridge|didn't\s+make\s+it)", "pet", "{slug}",
        make=lambda m, s: ([] if re.fullmatch(_KIN, m.group("v"), re.I) else [(_slug(m.group("v")), "")]),
        op="end", on_negation="drop", subject=False),
-    _r(r"(?:^|(?<=[,.!?;:\s]))(?P<v>(?!" + _ZH_KIN + r")" + _ZC + r"{1,4}?)(?:昨天|前天|今天|上周|早上|昨晚)?"
+    _r(r"(?:^|(?<=[,.!?;:\s]))(?P<v>(?!" + _ZH_KIN + r")" + _ZC + r"{1,4}?)(?:昨天|前天|今天|上周|早上|昨晚|前几天|前两天|上个月|这周|上礼拜|刚刚|刚)?"
        r"(?:去世了|去世|死了|走了|没了|病死了|被车撞了|送人了|送走了|送给[^,。]{1,6}?了|走丢了|丢了|回喵星了?|去喵星了?|回汪星了?|去汪星了?|"
        r"去了?天堂|当天使了)", "pet", "{slug}",
        make=lambda m, s: ([] if re.search(r"我|他|她|人|家|老伴", m.group("v")) or not could_be_a_name(m.group("v"))
@@ -1193,7 +1415,7 @@ _RULES: list[_Rule] = [
        r"three|\d)\s+(?!hot\s)(?:[a-z]+\s+){0,2}" + _EN_SPECIES + r"\b(?:\s*,?\s+(?:named|called)\s+"
        r"(?P<n>(?-i:[A-Z])[\w'-]*))?(?:(?:\s+(?:for|from)\s+[^,.!?;]{1,30}?)?\s*,\s*(?P<n2>(?-i:[A-Z])[\w'-]*)"
        r"(?:\s+and\s+(?P<n3>(?-i:[A-Z])[\w'-]*))?)?", "pet", "", make=_pet, on_negation="drop"),
-    _r(r"\b(?:two|three|four|\d)\s+" + _EN_SPECIES + r"\s*[:,]\s*(?P<n>(?-i:[A-Z])[\w'-]*)\s*(?:,|and|&)\s*(?P<n2>(?-i:[A-Z])[\w'-]*)",
+    _r(r"\b(?:two|three|four|\d|the|my|our)\s+(?:[\w-]+\s+)?" + _EN_SPECIES + r"\s*[:,]\s*(?P<n>(?-i:[A-Z])[\w'-]*)\s*(?:,|and|&)\s*(?P<n2>(?-i:[A-Z])[\w'-]*)",
        "pet", "", make=_pet, on_negation="drop", subject=False),
     _r(r"\b(?:my|our)\s+" + _EN_SPECIES + r"\s+(?P<n>(?-i:[a-z])[a-z'-]+)\b(?=\s+(?:is|was|has|had|loves|hates|ate|keeps|just|"
        r"always|got|won't|can't|sleeps|likes))", "pet", "",
@@ -1207,17 +1429,19 @@ _RULES: list[_Rule] = [
        make=_pet, subject=False, on_negation="drop"),
     _r(r"\bnamed\s+(?:the|our|my)\s+(?:new\s+)?" + _EN_SPECIES + r"\s+(?:after\s+[^:.!?]{1,40}?[:,—-]\s*)?(?P<n>(?-i:[A-Z])[\w'-]*)",
        "pet", "", make=_pet, subject=False, on_negation="drop"),
-    _r(r"(?P<n>(?-i:[A-Z])[\w'-]*)\s*\(\s*(?:my|our)\s+(?:\w+\s+)?" + _EN_SPECIES + r"\s*\)", "pet", "", make=_pet,
+    _r(r"(?P<n>(?-i:[A-Z])[\w'-]*)\s*\(\s*(?:(?:my|our|a|an)\s+)?(?:[\w-]+\s+)?" + _EN_SPECIES + r"\b[^()]{0,30}\)", "pet", "", make=_pet,
        subject=False, on_negation="drop"),
     _r(r"\b(?:this\s+is|meet|say\s+hi\s+to)\s+(?P<n>(?-i:[A-Z])[\w'-]*(?:\s+(?-i:[A-Z])[\w'-]*){0,2})\b(?=[^.!?]*(?:[🐶🐕🐱🐈🐰🐇🐹🐢🐟🐠🦜]|\b"
        + _EN_SPECIES + r"\b))", "pet", "",
        make=lambda m, s: [(_slug(m.group("n")), sp)] if (sp := _species_in(s[m.end():])) else None, subject=False,
        on_negation="drop"),
+    _r(_EN_SPECIES + r"\b[^.!?]{0,40}?\b(?:we've|we\s+have|I've|I\s+have|we|I|we\s+have\s+just|we've\s+just)\s+(?:called|named)\s+"
+       r"(?:him|her|it|them\s+)?(?P<n>(?-i:[A-Z])[\w'-]*)", "pet", "", make=_pet, subject=False, on_negation="drop"),
     _r(r"\bnew\s+" + _EN_SPECIES + r"\s*[:(]\s*(?P<n>(?-i:[A-Z])[\w'-]*)", "pet", "", make=_pet, subject=False,
        on_negation="drop"),
     _r(r"(?:^|[:,]\s*|\b(?:and|have|got|with)\s+)(?:a|an|my|our)\s+(?:(?-i:[a-z]+)\s+)?" + _EN_SPECIES
        + r"\s*,?\s+(?:called|named)\s+(?P<n>(?-i:[A-Z])[\w'-]*)", "pet", "", make=_pet, subject=False, on_negation="drop"),
-    _r(r"(?P<n>(?-i:[A-Z])[\w'-]*(?:\s+(?-i:[A-Z])[\w'-]*)?)\s*,\s*(?:my|our)\s+(?:[a-z]+\s+){0,3}" + _EN_SPECIES
+    _r(r"(?P<n>(?-i:[A-Z])[\w'-]*(?:\s+(?-i:[A-Z])[\w'-]*)?)\s*,\s*(?:my|our)\s+(?:[a-z-]+\s+){0,3}" + _EN_SPECIES
        + r"\b", "pet", "", make=_pet, subject=False, on_negation="drop"),
     _r(r"\b(?:my|our)\s+(?!hot\s)(?:[a-z]+\s+)?" + _EN_SPECIES + r"\s*,?\s+(?P<n>(?-i:[A-Z])[a-z][\w'-]*)", "pet", "",
        make=_pet, subject=False, on_negation="drop"),
@@ -1229,22 +1453,41 @@ _RULES: list[_Rule] = [
        make=_pet, on_negation="drop"),
     _r(r"(?:主子|毛孩子|宝贝|崽子?|猫主子|狗子)(?:叫|名叫|叫做)(?P<n>" + _ZC + r"{1,4}?)[,].{0,6}?" + _ZH_SPECIES, "pet", "",
        make=_pet, on_negation="drop"),
-    _r(r"(?:我家|我们家|家里)(?:的)?(?P<n>" + _ZC + r"{1,4}?)是(?:只|一只|条|一条|个)" + _ZH_SPECIES, "pet", "", make=_pet,
+    _r(r"(?:我家|我们家|家里)(?:的)?(?P<n>" + _ZC + r"{1,4}?)是(?:只|一只|条|一条|个)?" + _ZH_SPECIES, "pet", "", make=_pet,
        on_negation="drop"),
+    # "家里俩小祖宗：布丁是只垂耳兔，可乐是虎皮鹦鹉": named pets listed in a message about one's own animals.
+    _r(r"(?:^|(?<=[：:,，;；\s]))(?P<n>" + _ZC + r"{1,4}?)是(?:只|一只|条|一条|个|一个)?" + _ZH_SPECIES + r"(?=$|[,，。;；!！]|\s)", "pet", "",
+       make=lambda m, s: _pet(m, s) if re.search(r"我家|我们家|家里|养|主子|毛孩子|小祖宗|崽", s) and could_be_a_name(m.group("n"))
+       else None, on_negation="drop", subject=False),
     _r(_ZH_SPECIES + r"(?:一只|一条|一个)[,]?\s*(?:名叫|叫做|叫|取名叫|取名)(?P<n>" + _ZC + r"{1,4}?)(?=$|[,.!?。]|刚|今年|已经)", "pet", "",
        make=_pet, on_negation="drop"),
     _r(r"(?P<n>" + _ZC + r"{1,4}?)是我(?:家|们家)?的" + _ZH_SPECIES, "pet", "", make=_pet, on_negation="drop"),
-    _r(r"(?:我家|我们家|家里)(?:的)?" + _ZH_SPECIES + r"(?P<n>" + _ZC + r"{2,3}?)(?=在|又|今天|昨天|天天|每天|特别|很|最近|总是|老是)", "pet",
+    _r(r"(?:我家|我们家|家里)(?:的)?(?:那只|这只|那条|这条|养的)?" + _ZH_SPECIES + r"(?P<n>" + _ZC + r"{2,3}?)(?=在|又|今天|昨天|天天|每天|特别|很|最近|总是|老是|今年|已经|都|也|还|[一二两三四五六七八九十\d])", "pet",
        "", make=_pet, on_negation="drop"),
+    _r(r"(?:^|(?<=[,，。!！\s]))" + _ZH_SPECIES + r"(?P<n>" + _ZC + r"{2,3}?)(?=最近|又|今天|昨天|这几天|天天|每天|总是|老是|今年|已经)", "pet",
+       "", make=lambda m, s: _pet(m, s) if could_be_a_name(m.group("n")) and not re.search(_ZH_KIN, m.group("n")) else None,
+       on_negation="drop"),
     _r(r"(?:一|两)(?:只|条)" + _ZH_SPECIES + r"[,]\s*(?:它)?(?:名字叫|名叫|叫做|叫)(?P<n>" + _ZC + r"{1,4}?)(?=$|[,.!?。]|今年|已经|刚)",
        "pet", "", make=_pet, on_negation="drop"),
     _r(r"(?:养了|养着|养|有)(?:一|两|二|三|几)?(?:只|条|个|头|匹)" + _ZH_SPECIES
        + r"(?:,?\s*(?:它|他|她)?(?:取名叫|取名|起名叫|起名|叫|名叫|名字叫|叫做)(?P<n>" + _ZC + r"{1,6}))?", "pet", "", make=_pet_zh,
        on_negation="drop"),
     # --- budgets and spending constraints
-    _r(r"\bno\s+(?:more\s+)?(?:(?P<t2>[a-z]+)\s+)?budget\s+(?:anymore|any\s+more|now)\b|\b(?:forget|scrap|drop|cancel|ditch|"
+    _r(r"\bno\s+(?:more\s+)?(?:(?P<t2>[a-z]+)\s+)?budget\s+(?:at\s+all\s+)?(?:anymore|any\s+more|now)\b|\b(?:forget|scrap|drop|cancel|ditch|"
        r"shelve|shelving|scrapping|dropping)\s+(?:the|my|our)\s+(?:(?P<t3>[a-z]+)\s+)?(?:budget|idea|plan)", "budget", "",
-       make=lambda m, s: [(_purpose(m.group("t2") or m.group("t3"), s), "")], op="end", on_negation="keep"),
+       make=lambda m, s: [(_purpose(m.group("t2") or m.group("t3"), s), "")], op="end", on_negation="keep", subject=False),
+    # Money set aside, changed by a verb of change ("the honeymoon money's been cut to $8,000").
+    _r(r"\b(?P<t>[a-z]+\s+)?(?:money|fund|funds|pot|kitty|savings|allowance|budget)(?:'s|\s+has|\s+is|\s+was)?\s+(?:been\s+|now\s+|just\s+)?"
+       r"(?:cut|reduced|lowered|dropped|slashed|trimmed|raised|increased|bumped|upped|capped|topped\s+up)(?:\s+(?:down|up|back))?\s+to\s+"
+       + _MONEY, "budget", "", make=lambda m, s: [(_purpose(m.group("t"), s), m.group("v").strip())], on_negation="drop",
+       subject=False),
+    _r(r"\b(?:upped|raised|bumped|increased|lowered|cut|dropped|reduced|stretched|pushed|moved)\s+(?:it|that|the\s+(?:budget|limit|cap)|"
+       r"my\s+(?:budget|limit|cap)|our\s+(?:budget|limit|cap))\s+(?:up\s+|down\s+)?to\s+" + _MONEY_MARKED, "budget", "",
+       make=lambda m, s: [(_purpose(s), m.group("v").strip())], on_negation="drop"),
+    _r(r"\b(?:go|stretch|going)\s+(?:up\s+)?(?:to|as\s+high\s+as)\s+" + _MONEY + r"(?=[^.]*\b(?:rent|budget|max|maximum|no\s+higher|tops|"
+       r"limit|at\s+most)\b)", "budget", "", make=lambda m, s: [(_purpose(s), m.group("v").strip())], on_negation="drop"),
+    _r(r"(?P<t>" + _ZC + r"{0,4}?)预算(?:也|就|都)?(?:不存在了|没了|取消了|作废了|不用了|用不上了|泡汤了)", "budget", "",
+       make=lambda m, s: [(_purpose(m.group("t"), s), "")], op="end", on_negation="keep"),
     _r(r"\b(?:forget|scrap|drop|cancel|ditch)\s+(?:the|my|our)\s+(?:(?P<t2>[a-z]+)\s+)?budget", "budget", "",
        make=lambda m, s: [(_purpose(m.group("t2"), s), "")], op="end", on_negation="drop"),
     _r(r"(?:\b(?P<t2>[a-z]+(?:\s+[a-z]+)?)\s+)?\bbudget" + r"(?:\s+for\s+(?:the\s+|my\s+|our\s+|this\s+|a\s+)?"
@@ -1311,7 +1554,7 @@ _RULES: list[_Rule] = [
 
 # One value per meaning across languages, so "我吃素" confirms "I'm vegetarian" rather than
 # superseding it.
-_CANONICAL_VALUES = {"吃素": "vegetarian", "素食": "vegetarian", "纯素": "vegan"}
+_CANONICAL_VALUES = {"吃素": "vegetarian", "素食": "vegetarian", "纯素": "vegan", "蛋奶素": "vegetarian", "全素": "vegan"}
 
 # --- dates -------------------------------------------------------------------------------------
 
@@ -1320,6 +1563,8 @@ _WORD_NUMS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five"
               "few": 3, "a few": 3, "several": 3}
 _ZH_DIGITS = {"一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
 _MONTHS = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
+_MONTH_NAMES = frozenset("january february march april may june july august september october november december "
+                         "jan feb mar apr jun jul aug sep sept oct nov dec".split())
 _WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 _ZH_WEEKDAYS = {"一": 0, "二": 1, "三": 2, "四": 3, "五": 4, "六": 5, "日": 6, "天": 6}
 _UNIT_DAYS = {"年": 365, "day": 1, "night": 1, "week": 7, "month": 30, "天": 1, "晚": 1, "周": 7, "星期": 7, "礼拜": 7, "月": 30}
@@ -1522,6 +1767,14 @@ _ONE_NAME = re.compile(r"^\s*(?:(?:his|her|its)\s+name\s+is\s+|it's\s+|we\s+(?:n
 _NAME_LIST = re.compile(r"^\s*(?P<a>(?-i:[A-Z])[a-z]+)\s*(?:,|and|&)\s*(?P<b>(?-i:[A-Z])[a-z]+)\s*[!.]*\s*(?:[^\w\s]\s*)*$")
 
 
+_CALL_YOU_Q = re.compile(r"怎么称呼|叫你什么|你叫什么|你的名字|\bwhat\s+(?:should|can|do)\s+I\s+call\s+you\b|"
+                         r"\bwhat'?s\s+your\s+name\b|\bhow\s+should\s+I\s+address\s+you\b", re.I)
+_CALLED_ANSWER = re.compile(r"^\s*(?:叫我|我叫|我是|call\s+me\s+|it's\s+|I'm\s+)?(?:(?P<v>(?-i:[A-Z])[a-z]+)|(?P<z>" + _ZC
+                            + r"{1,4}?))\s*(?:就好|就行|就可以|即可|便可|吧|is\s+fine|works|please)?\s*(?=$|[,.!。，！]|\s)", re.I)
+_ADDRESSED = re.compile(r"\b(?:hi|hey|hello|thanks|thank\s+you|welcome\s+back|again|morning|evening)\s*,?\s+"
+                        r"(?P<n>(?-i:[A-Z])[a-z]+)\b|,\s*(?P<n2>(?-i:[A-Z])[a-z]+)\s*[!.?]", re.I)
+_NAME_FIX = re.compile(r"^\s*(?:(?:it's|its|actually|no|nope|nah|um+|uh+|ah|oh|ha+|haha|lol)[\s,!.]*)*(?P<v>(?-i:[A-Z])[a-z]+)\s*[,.!]?\s*"
+                       r"(?:please|actually|if\s+you\s+don't\s+mind|not\s+(?-i:[A-Z])[a-z]+|is\s+fine|works)\b", re.I)
 _WHERE_NOW_Q = re.compile(r"你(?:现在)?(?:住|在)[^,?？]{1,6}(?:对吧|吗|是吧|吧)|\bwhere\s+(?:are|do)\s+you\s+(?:living|based|live|now|staying\s+these\s+days)|\bare\s+you\s+"
                           r"still\s+(?:in|living\s+in|based\s+in)\b|\bwhich\s+city\b|哪个城市|在哪(?:个城市|里|儿)?(?:住|生活|工作)?|"
                           r"住哪|现在在哪", re.I)
@@ -1545,6 +1798,12 @@ def _answer_facts(question: str, answer: str, earlier: list[str], message: Messa
         return ExtractedFact(namespace=namespace, key=key, value=value, confidence=0.9,
                              evidence_message_ids=[message.message_id], observed_at=message.created_at)
 
+    if (m := _ADDRESSED.search(question)) and (r := _NAME_FIX.match(answer)) \
+            and r["v"] != (m["n"] or m["n2"]) and _may_be_given_name(r["v"]):
+        return [fact("profile", "name", r["v"])]  # "Good to see you, Sam!" - "Samira, please"
+    if _CALL_YOU_Q.search(question) and (m := _CALLED_ANSWER.match(answer)) and (
+            (m["v"] and _may_be_given_name(m["v"])) or (m["z"] and could_be_a_name(m["z"]))):
+        return [fact("profile", "name", m["v"] or m["z"])]  # "我该怎么称呼你？" - "Kevin 就好"
     if _PET_NAMES_Q.search(question) and (m := _NAME_LIST.match(answer)):
         said = [_species(s) for text in earlier for s in re.findall(r"\b" + _EN_SPECIES + r"\b", text, re.I)]
         names = [m["a"], m["b"]]
@@ -1646,7 +1905,7 @@ def _read(rule: _Rule, m: re.Match[str], sentence: str) -> list[tuple[str, str, 
 
 # Reported speech of one's own earlier words ("之前说我搬到了合肥", "上次说我是护士长"): what was said
 # then, not a statement now.
-_REPORTED = re.compile(r"^\s*(?:(?:之前|上次|刚才|前面|以前)(?:我)?(?:说|讲)(?:过|的)?|说成|(?:之前|以前|原来|曾经|过去)(?:我)?(?:也)?(?:是|在|做|当)|I\s+(?:said|told\s+you)\s+(?:that\s+)?)",
+_REPORTED = re.compile(r"^\s*(?:(?:之前|上次|刚才|前面|以前)(?:我)?(?:说|讲)(?:过|的)?|说成|(?:之前|以前|原来|曾经|过去)(?:我)?(?:也)?(?:是|在|做|当)(?!我家|我的|我们家)|I\s+(?:said|told\s+you)\s+(?:that\s+)?)",
                        re.I)
 
 
@@ -1699,7 +1958,8 @@ def _sentence_facts(sentence: str, message: Message, *, correction: int | None,
                 continue  # "I won't quit on my dreams", "don't ever quit"
             value_at = next((m.start(g) for g in ("v", "w") if g in rule.pattern.groupindex and m.group(g)), m.start())
             negated = rule.op == "assert" and (_negated(sentence, value_at) or (
-                no_longer and re.search(r"\b(?:anymore|any\s+more)\b", sentence[m.start():], re.I) is not None))
+                no_longer and re.search(r"^(?:(?!\b(?:and|but|so|because|which|while)\b)[^,;:])*\b(?:anymore|any\s+more)\b",
+                                        sentence[m.start():], re.I) is not None))
             for key, value, _span in reads:
                 if negated:
                     if rule.on_negation == "drop":
@@ -1735,6 +1995,26 @@ def _sentence_facts(sentence: str, message: Message, *, correction: int | None,
     return found
 
 
+_PRONOUN_SPECIES = re.compile(r"\b(?:she|he)(?:'s|\s+is)\s+(?:a|an|my|our)\s+(?:[\w-]+\s+){0,3}?" + _EN_SPECIES
+                              + r"\b(?!\s+(?:person|people|lover|owner|sitter|walker|mom|mum|dad|trainer|groomer|whisperer))", re.I)
+
+
+_NAME_PAIR = re.compile(r"\b((?-i:[A-Z])[a-z]+)\s+(?:and|&)\s+((?-i:[A-Z])[a-z]+)\b")
+_BOTH_SPECIES = re.compile(r"^\s*(?:they're\s+|they\s+are\s+)?both\s+(?:[\w-]+\s+)?" + _EN_SPECIES + r"s?\b", re.I)
+
+
+def _possessed_names(text: str) -> list[str]:
+    """Capitalised names in a possessive inside a sentence ("the vet charged me £400 for Juno's teeth")."""
+    return [n for n in re.findall(r"(?<=\s)((?-i:[A-Z])[a-z]{2,})'s\b", text)
+            if n.lower() not in _NOT_NAMES and not re.fullmatch(_KIN, n, re.I) and not leading_city(n.lower())
+            and n.lower() not in _WEEKDAYS and n.lower() not in _MONTH_NAMES]
+
+
+# A name signed under a message ("…thanks!\n\n— Hamish", "Cheers,\nPriya").
+_SIGN_OFF = re.compile(r"(?:\n\s*|[.!?]\s+)(?:[-—–~]+\s*|(?:cheers|thanks|thank\s+you|best|regards|love|xx|ta|talk\s+soon)"
+                       r"[\s,!.]*\n\s*[-—–~]*\s*)(?P<v>(?-i:[A-Z])[a-z]+)(?P<z>)\s*[.!]?\s*$", re.I)
+# "…谢谢！——1502 陈一帆”": a Chinese signature after a dash, a room number allowed.
+_ZH_SIGN_OFF = re.compile(r"(?:——|—|--)\s*(?:\d+\s*|[\u4e00-\u9fff]{1,6}\s+)?(?P<v>)(?P<z>[" + _ZH_SURNAMES + r"][" + _CJK + r"]{1,2})\s*[”\"」』]?\s*$")
 _PRONOUN_NAME = re.compile(r"\b(?:(?:she|he|it)(?:'s|\s+is)\s+(?:called|named)|(?:named|call(?:ed)?)\s+(?:him|her|it)|"
                            r"(?:his|her|its)\s+name(?:'s|\s+is))\s+(?P<n>(?-i:[A-Z])[\w'-]*)|"
                            r"(?:它|他|她)叫(?P<z>" + _ZC + r"{1,4})", re.I)
@@ -1765,6 +2045,8 @@ def _message_facts(message: Message) -> list[ExtractedFact]:
     correction_from = said.start() if said else len(text) + 1
     found: list[tuple[int, int, ExtractedFact]] = []
     species: str | None = None
+    mentioned: list[str] = []  # names said in a possessive so far ("Juno's teeth")
+    couple: list[str] = []  # two names said together in the sentence before ("Bruno and Tess")
     offset = 0
     for sentence_index, raw_sentence in enumerate(_SENTENCE_SPLIT.split(text)):
         begin = text.find(raw_sentence or "", offset)
@@ -1790,11 +2072,46 @@ def _message_facts(message: Message) -> list[ExtractedFact]:
                 evidence_message_ids=[message.message_id],
                 observed_at=_observed_at(text, message.created_at, temporary=False))))
             species = None
+        # "…for Juno's teeth. She's a nine-year-old springer spaniel": the pronoun is the pet just named.
+        if (m := _PRONOUN_SPECIES.search(sentence)) and not _hypothetical(sentence, m.start()) \
+                and not any(f.namespace == "pet" for i, _, f in found if i == sentence_index) \
+                and (names := mentioned + _possessed_names(sentence[:m.start()])) \
+                and not any(f.namespace == "pet" and f.key == _slug(names[-1]) for _, _, f in found):
+            found.append((sentence_index, m.start(), ExtractedFact(
+                namespace="pet", key=_slug(names[-1]), value=_species(m["s"]), confidence=min(0.9, confidence_cap),
+                operation="assert" if correction is None else "correct",
+                evidence_message_ids=[message.message_id],
+                observed_at=_observed_at(text, message.created_at, temporary=False))))
+        # "walking Bruno and Tess twice a day … both labs": a pair named, then their species.
+        if (m := _BOTH_SPECIES.search(sentence)) and couple and not _hypothetical(sentence, m.start()):
+            found += [(sentence_index, m.start(), ExtractedFact(
+                namespace="pet", key=_slug(name), value=_species(m["s"]), confidence=min(0.9, confidence_cap),
+                operation="assert" if correction is None else "correct", evidence_message_ids=[message.message_id],
+                observed_at=message.created_at)) for name in couple]
+            couple = []
+        if pair := _NAME_PAIR.search(sentence):
+            couple = [n for n in pair.groups() if _may_be_given_name(n)]
+            couple = couple if len(couple) == 2 else []
+        mentioned += _possessed_names(sentence)
     # "平时就在宁波上班": an employer that is a place names where one lives and works, not who employs one.
-    if not any(f.namespace == "location" for _, _, f in found):
-        found = [(i, at, f.model_copy(update={"namespace": "location", "key": "home_city"})
-                  if f.namespace == "work" and f.key == "employer" and f.operation == "assert" and _has_cjk(f.value)
-                  and is_chinese_city(f.value) else f) for i, at, f in found]
+    # With a home said beside it ("在厦门上班，人住泉州"), the city one works in is neither.
+    placed = any(f.namespace == "location" for _, _, f in found)
+    found = [(i, at, f.model_copy(update={"namespace": "location", "key": "home_city"})
+              if f.namespace == "work" and f.key == "employer" and f.operation == "assert" and _has_cjk(f.value)
+              and is_chinese_city(f.value) else f) for i, at, f in found
+             if not (placed and f.namespace == "work" and f.key == "employer" and _has_cjk(f.value) and is_chinese_city(f.value))]
+    signed = _SIGN_OFF.search(message.content) or _ZH_SIGN_OFF.search(message.content)
+    if signed and signed.start() > 0 and not any(f.namespace == "profile" for _, _, f in found) \
+            and ((signed["v"] and _may_be_given_name(signed["v"])) or (signed["z"] and could_be_a_name(signed["z"]))):
+        found.append((len(text), 0, ExtractedFact(
+            namespace="profile", key="name", value=signed["v"] or signed["z"], confidence=min(0.9, confidence_cap),
+            evidence_message_ids=[message.message_id], observed_at=message.created_at)))
+    # Two homes in one message ("I'm in Dublin, renting a place in Phibsboro"): a known city beats a
+    # district or a street nobody lists as a city.
+    homes = {f.value for _, _, f in found if (f.namespace, f.key, f.operation) == ("location", "home_city", "assert")}
+    if len(homes) > 1 and (cities := {v for v in homes if is_chinese_city(v) or leading_city(v.lower()) == v.lower()}):
+        found = [(i, at, f) for i, at, f in found
+                 if not ((f.namespace, f.key, f.operation) == ("location", "home_city", "assert") and f.value not in cities)]
     named = {f.value for _, _, f in found if f.namespace == "pet" and f.key != _slug(f.value)}
     corrected = {(f.namespace, f.key) for _, _, f in found if f.operation == "correct"}
     # One job per message: a framed title (0.9) beats a bare "做X" reading (0.6) of the same message.
@@ -1811,20 +2128,27 @@ def _message_facts(message: Message) -> list[ExtractedFact]:
 _CONTRAST = re.compile(r"(?P<a>[^.!?;:]{1,60}?)(?:\s+actually,?|,)\s*(?:and\s+)?not\s+(?:a\s+|an\s+|the\s+)?"
                        r"(?P<b>[^,.!?;:]{1,40}?)(?=\s*(?:$|[.!?;:,]|[^\w\s'])|\s+(?:actually|lol|haha)\b)|"
                        r"(?P<b3>(?-i:[A-Z])[\w.&'-]*)\s*(?:→|->)\s*(?P<a3>(?-i:[A-Z])[\w.&'-]*)|"
+                       r"(?P<a5>[$€£¥]?\d[\d,.]*\s?k?(?:\s+(?:a|per)\s+(?:month|week|year))?)\s+not\s+(?P<b5>[$€£¥]?\d[\d,.]*\s?k?)\b|"
                        r"\bnot\s+(?:in|at|with)\s+(?P<b4>(?-i:[A-Z])[\w'-]*(?:\s+(?-i:[A-Z])[\w'-]*)?),\s*(?:I'm|we're|I\s+am)\s+(?:in|at|with)\s+"
                        r"(?P<a4>(?-i:[A-Z])[\w'-]*(?:\s+(?-i:[A-Z])[\w'-]*)?)|"
                        r"\b(?:it's|its|it\s+is)\s+not\s+(?P<b2>[^,.!?;:]{1,40}?),\s*(?:it's|its|it\s+is|but)\s+(?P<a2>[^,.!?;:]{1,40}?)"
                        r"(?=\s*(?:$|[.!?;:,]))|"
-                       r"(?:是|叫|在)?(?P<za>[" + _CJK + r"\w]{1,10}?)[,]?\s*不是(?P<zb>[" + _CJK + r"\w]{1,10}?)(?=$|[,.!。]|啦|哈|了)|"
+                       # "是测试开发，不是前端开发"; "豆豆不是仓鼠" names the subject, not the right value.
+                       r"(?:(?:是|叫|在)(?P<za>[" + _CJK + r"\w]{1,10}?)[,]?|(?P<zc>[" + _CJK + r"\w]{1,10}?)[,])\s*不是(?P<zb>[" + _CJK
+                       + r"\w]{1,10}?)(?=$|[,.!。]|啦|哈|了)|"
+                       r"不是(?P<zb3>[" + _CJK + r"\w]{1,8}?)(?:啦|了|哈|呀|啊)?[,]\s*(?P<za3>[" + _CJK + r"\w]{1,6}?)(?=\s*(?:$|[!.。]))|"
                        r"不(?:是|在|叫)(?P<zb2>[" + _CJK + r"\w]{1,10}?)[,]\s*(?:而)?(?:是|在)(?:在|叫)?(?P<za2>[" + _CJK + r"\w]{1,10}?)(?=$|[,.!。]|啦|哈|了)",
                        re.I)
 _MEANT = re.compile(r"\bcorrection\b[^:.!?]{0,40}:\s*(?P<lc>(?-i:[a-z])[a-z -]{2,40}?)(?=\s*[.!]|$)|"
-                    r"(?:\bwas\s+off|\bwrong\s+number|\bmy\s+bad|\bsorry|\b(?:real|actual|correct)\s+(?:figure|number|amount))\b[^.!?]{0,20}?"
+                    r"^\s*\*\s*(?P<star>(?-i:[A-Z])[\w'-]*(?:\s+(?-i:[A-Z])[\w'-]*)?)(?=\s*(?:$|[.,!;]|\s+(?:lol|haha|oops|sorry)\b))|"
+                    r"\b(?:misspel\w*|mis-spel\w*|spelt\s+\w+\s+wrong|spelled\s+\w+\s+wrong|wrong\s+spelling)\b[^.!?]{0,60}[.!?]?\s*"
+                    r"(?:it's|it\s+is|it\s+should\s+be|should\s+be)\s+(?P<a2>(?-i:[A-Z])[\w'-]*)|"
+                    r"(?:\bwas\s+off|\bwrong\s+number|\bmy\s+bad|\bsorry|\bscratch\s+(?:that|the)|\b(?:real|actual|correct)\s+(?:figure|number|amount))\b[^!?]{0,100}?"
                     r"\b(?:it's|it\s+is|it\s+should\s+be|is)\s+(?P<money>[$€£¥]\s?[\d,.]+\s?k?|[\d,.]+\s?k?\s+(?:euros?|dollars|pounds|bucks|quid))|"
                     r"\b(?:I\s+meant|I\s+mean|correction\s*:|(?:sorry|oops|my\s+bad|scratch\s+that)\s*[,:—-]+\s*(?:it's|it\s+is)?)\s*"
                     r"(?P<a>(?-i:[A-Z])[\w'-]*(?:\s+(?-i:[A-Z])[\w'-]*)?)(?!\s*,?\s*not\b)(?=\s*(?:$|[.,!;]))|"
-                    r"(?:说错了|记错了|口误|更正一下|纠正一下|打错了|搞错了|搞混了|写错了|看错了?表?了?|手滑|不对|我说的|我指的|笔误|"
-                    r"[\u4e00-\u9fff]{1,3}错了)[,，]?\s*(?:[^,，。!?]{0,12}[,，]\s*)?(?:其实|应该|实际上)?(?:就)?(?:是|实为|应为|实际为)"
+                    r"(?:说错了|记错了|口误|更正一下|纠正一下|打错字?了|输错了?|拼错了?|搞错了|搞混了|写错了|看错了?表?了?|手滑|不对|我说的|我指的|笔误|"
+                    r"[\u4e00-\u9fff]{1,3}错了)[,，]?(?:\s|[\u2600-\u27bf\U0001f000-\U0001faff])*(?:[^,，。!?]{0,12}[,，]\s*)?(?:其实|应该|实际上)?(?:就)?(?:是|实为|应为|实际为)"
                     r"(?:在|叫)?(?P<z>[^\s,，。!?、]{1,10}?)(?=$|[,，。!?]|哈|啦|呀|的)", re.I)
 _CONTRAST_LEAD = re.compile(r"^.*\b(?:it's|its|it\s+is|is|was|are|'s|I'm|I\s+am|we're|meant|called|named|read|say|be)\s+|^(?:oh|ok|okay|no|wait)\b,?\s*",
                             re.I)
@@ -1833,12 +2157,14 @@ _CONTRAST_LEAD = re.compile(r"^.*\b(?:it's|its|it\s+is|is|was|are|'s|I'm|I\s+am|
 def _canonical_word(word: str) -> str:
     """The vocabulary's value for a word said in a correction ("a bunny" -> rabbit, "my wife" -> married)."""
     w = word.lower().strip()
-    return _PARTNER.get(w) or _STATUS_WORDS.get(w) or _SPECIES.get(w) or _BREEDS.get(w) or w
+    return (_PARTNER.get(w) or _STATUS_WORDS.get(w) or _SPECIES.get(w) or _BREEDS.get(w) or _ZH_BREEDS.get(w)
+            or _CANONICAL_VALUES.get(w) or w)
 
 
 def _zh_contrast_value(raw: str) -> str:
     """"我在银行是客户经理" -> 客户经理, "我搬去的是保定" -> 保定: the value after the last copula."""
-    return re.split(r"(?:是|叫|在|当|做)", raw)[-1] or raw
+    value = re.split(r"(?:是|叫|在|当|做|住|去了|搬到|搬去)", raw)[-1] or raw
+    return value.rsplit("的", 1)[-1] if len(value.rsplit("的", 1)[-1]) >= 2 else value  # 检验科的检验师 -> 检验师
 
 
 def _contrast_value(raw: str) -> str:
@@ -1850,21 +2176,44 @@ def _contrast_value(raw: str) -> str:
 def _contrast_corrections(text: str, message: Message, known: list[ExtractedFact | KnownFact],
                           found: list[ExtractedFact]) -> list[ExtractedFact]:
     """A correction that names the wrong value instead of the slot: the slot is the one whose
-    value is B, among the facts said before in the session or known as current."""
-    out: list[ExtractedFact] = []
-    pairs = [((m["a3"] or m["a4"] or "").strip(" ,.!") or (_contrast_value(m["a"] or m["a2"]) if m["a"] or m["a2"]
-                                     else _zh_contrast_value(m["za"] or m["za2"] or "")),
-              (m["b3"] or m["b4"] or "").strip(" ,.!") or (_contrast_value(m["b"] or m["b2"]) if m["b"] or m["b2"]
-                                     else _zh_contrast_value(m["zb"] or m["zb2"] or "")))
+    value is B, among the facts said before in the session or known as current. A contrast that
+    names no known value ("宜家的宜，不是怡") leaves the word to a correction phrase ("口误，是静宜")."""
+    pairs = [((m["a3"] or m["a4"] or m["a5"] or "").strip(" ,.!") or (_contrast_value(m["a"] or m["a2"]) if m["a"] or m["a2"]
+                                     else _zh_contrast_value(m["za"] or m["zc"] or m["za2"] or m["za3"] or "")),
+              (m["b3"] or m["b4"] or m["b5"] or "").strip(" ,.!") or (_contrast_value(m["b"] or m["b2"]) if m["b"] or m["b2"]
+                                     else _zh_contrast_value(m["zb"] or m["zb2"] or m["zb3"] or "")))
              for m in _CONTRAST.finditer(text)]
-    for m in _MEANT.finditer(text) if not any(b for _, b in pairs) else ():
-        # "sorry, I meant Linz!", "口误，是常州": the latest value of its kind said before it is what it replaces.
-        said = [f for f in [*known, *found] if f.namespace != "pet" and f.value
-                and (f.value[:1].isupper() if m["a"] else f.value[:1].islower() if m["lc"]
+    out = _corrected_slots(pairs, message, known, found)
+    return out or _corrected_slots(_meant_pairs(text, [*known, *found]), message, known, found)
+
+
+def _meant_pairs(text: str, facts: list[ExtractedFact | KnownFact]) -> list[tuple[str, str]]:
+    """"sorry, I meant Linz!", "口误，是常州": the value of its kind said before it is what it replaces."""
+    pairs: list[tuple[str, str]] = []
+    for m in _MEANT.finditer(text):
+        proper = m["a"] or m["star"] or m["a2"]
+        said = [f for f in facts if f.namespace != "pet" and f.value
+                and (f.value[:1].isupper() if proper else f.value[:1].islower() if m["lc"]
                      else f.namespace == "budget" if m["money"] else _has_cjk(f.value) or f.value[:1].isdigit())]
-        if said:
-            pairs.append(((m["a"] or m["lc"] or m["money"] or m["z"]).strip(), said[-1].value))
+        if not said:
+            continue
+        new = (proper or m["lc"] or m["money"] or m["z"]).strip().rstrip(",.")
+        # A respelling ("*Bristol", "it's Katrine, with an e", "是静宜") fixes the value it most resembles;
+        # otherwise the latest one of its kind.
+        alike = max(said, key=lambda f: SequenceMatcher(None, f.value.lower(), new.lower()).ratio())
+        close = SequenceMatcher(None, alike.value.lower(), new.lower()).ratio() >= 0.5
+        pairs.append((new, alike.value if m["star"] or m["a2"] or close else said[-1].value))
+    return pairs
+
+
+_A_SPECIES = re.compile(r"(?:a\s+|an\s+)?" + _EN_SPECIES + "|" + _ZH_SPECIES.replace("?P<s>", "?:"), re.I)
+
+
+def _corrected_slots(pairs: list[tuple[str, str]], message: Message, known: list[ExtractedFact | KnownFact],
+                     found: list[ExtractedFact]) -> list[ExtractedFact]:
+    out: list[ExtractedFact] = []
     for a, b in pairs:
+        a = re.sub(r"^(?:I|we|We)\s+[^A-Z]*(?=[A-Z])", "", a.strip())  # "I live in Leipzig, not Dresden" -> Leipzig
         if a[:1].isupper() and len(a.split()) > 1:
             a = _proper_noun(a)  # "It was Exmouth that we relocated to" -> Exmouth
         if not a or not b or len(a.split()) > 4 or normalise_value(a) == normalise_value(b) \
@@ -1874,8 +2223,23 @@ def _contrast_corrections(text: str, message: Message, known: list[ExtractedFact
             if any((f.namespace, f.key) == (fact.namespace, fact.key) and normalise_value(f.value) == normalise_value(a)
                    and f.operation == "correct" for f in found + out):
                 continue  # already corrected to this value
+            if fact.namespace in ("pet", "preference") and fact.key == _slug(b) != _slug(a) and fact.value \
+                    and not _A_SPECIES.fullmatch(a):
+                # The key itself was wrong ("it's Mochi, not Mocha", "猫叫雪团，不是雪球"): nothing ever
+                # held under it, and its value holds under the right key from the same start.
+                start = fact.observed_at or message.created_at
+                out += [ExtractedFact(namespace=fact.namespace, key=fact.key, value="", operation="correct",
+                                      confidence=0.9, evidence_message_ids=[message.message_id],
+                                      observed_at=message.created_at),
+                        ExtractedFact(namespace=fact.namespace, key=_slug(a), value=fact.value, confidence=0.9,
+                                      evidence_message_ids=[message.message_id], observed_at=start)]
+                break
             value = fact.value
-            if not value or normalise_value(value) not in {normalise_value(b), normalise_value(_canonical_word(b))}:
+            # An amount is named by its number ("1500 a month, not 1800" corrects "1800 a month").
+            same_amount = fact.namespace == "budget" and re.fullmatch(r"[$€£¥]?\d[\d,.]*\s?k?", b) is not None \
+                and re.sub(r"\D", "", value.split()[0] if value.split() else "") == re.sub(r"\D", "", b)
+            if not value or (normalise_value(value) not in {normalise_value(b), normalise_value(_canonical_word(b))}
+                             and not same_amount):
                 continue
             new = _species(a) if fact.namespace == "pet" else _CANONICAL_VALUES.get(a, _canonical_word(a)
                                                                                       if fact.namespace == "relationship" else a)
@@ -1902,6 +2266,24 @@ def _species_gone(text: str, known: list[ExtractedFact | KnownFact], message: Me
     return [ExtractedFact(namespace="pet", key=name, value="", operation="end", confidence=0.9,
                           evidence_message_ids=[message.message_id], observed_at=message.created_at)
             for name in names]
+
+
+_DEMONSTRATIVE = re.compile(r"^(?:那|这|它|那个|这个|那种|这种|那玩意儿?|it|that|this|them|those)(?:_|$|[\u4e00-\u9fff]{0,3}$)")
+
+
+def _resolve_demonstratives(facts: list[ExtractedFact], text: str,
+                            known: list[ExtractedFact | KnownFact]) -> list[ExtractedFact]:
+    """"上次吃完榴莲拉了两天肚子，现在闻到那味儿就想吐": a taste for "that" is a taste for the
+    known object the message names; with none named, a demonstrative is no object at all."""
+    out = []
+    for fact in facts:
+        if fact.namespace == "preference" and _DEMONSTRATIVE.match(fact.key):
+            named = [f.key for f in known if f.namespace == "preference" and f.key.replace("_", " ") in text.lower()]
+            if not named:
+                continue
+            fact = fact.model_copy(update={"key": named[-1]})
+        out.append(fact)
+    return out
 
 
 def _activity_ends_job(facts: list[ExtractedFact], known: list[ExtractedFact | KnownFact],
@@ -1934,6 +2316,7 @@ def _extract_facts(messages: list[Message], subject_role: str,
         text = _prepare(message.content)
         if _CORRECTION.search(text) or _MEANT.search(text) or re.search(r"\bnot\b|不是", text):
             facts += _contrast_corrections(text, message, [*(known or []), *merged.values()], facts)
+        facts = _resolve_demonstratives(facts, text, [*(known or []), *merged.values()])
         facts += _activity_ends_job(facts, [*(known or []), *merged.values()], message)
         facts += _species_gone(text, [*(known or []), *merged.values()], message)
         if not facts and previous is not None and previous.role != subject_role:

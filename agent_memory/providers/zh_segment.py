@@ -87,3 +87,10 @@ def names_a_person(text: str) -> bool:
     """Whether the text names a person (jieba's nr tags, minus its habit of reading 周三 or 月底 as names)."""
     return any(tag in PERSON_TAGS and 2 <= len(word) <= 3 and not re.search("[周月日年天号点]", word)
                for word, tag in tagged(text))
+
+
+def is_place_word(value: str) -> bool:
+    """Whether jieba reads the value as one place word (美国, 国外), not an organisation (华为, 腾讯)."""
+    words = tagged(value)
+    return len(words) == 1 and words[0][1] in {"ns", "s"}
+

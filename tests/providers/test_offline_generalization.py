@@ -137,3 +137,125 @@ def test_an_answer_to_the_assistants_question_fills_the_slot_it_asks_about():
 ])
 def test_more_ways_of_saying_a_fact_an_end_or_a_correction(text, known, expected):
     assert expected in facts(text, known=known)
+
+
+def conversation(*turns: str):
+    """Turns alternate as written: "A:" opens an assistant turn, anything else is the user's."""
+    messages = [Message(message_id=f"t{i}", turn_index=i, role="assistant" if t.startswith("A:") else "user",
+                        content=t.removeprefix("A:").strip(), created_at=AT + timedelta(minutes=i))
+                for i, t in enumerate(turns)]
+    return {(f.operation, f"{f.namespace}/{f.key}", f.value)
+            for f in asyncio.run(RuleFactExtractor().extract(messages)).facts}
+
+
+@pytest.mark.parametrize(("turns", "expected"), [
+    # A self-introduction: a given name (a census list) or a word no dictionary has.
+    (("Hi there, I'm Grace, new here",), ("assert", "profile/name", "Grace")),
+    (("hello, I am Oksana, I moved here for my studies",), ("assert", "profile/name", "Oksana")),
+    # A signature under the message, in either language.
+    (("see you tomorrow and thanks again!\n\n- Oksana",), ("assert", "profile/name", "Oksana")),
+    (("帮我润色一下这段话：“王经理您好，材料已发您邮箱，请查收。——市场部 周晓彤”",), ("assert", "profile/name", "周晓彤")),
+    # Correcting how the assistant addressed us, and answering how to be addressed.
+    (("A: Morning, Dan! How did the interview go?", "Daniel, please. And it went well"), ("assert", "profile/name", "Daniel")),
+    (("A: 我该怎么称呼你？", "叫我小满就行"), ("assert", "profile/name", "小满")),
+])
+def test_names_said_in_passing(turns, expected):
+    assert expected in conversation(*turns)
+
+
+@pytest.mark.parametrize("text", ["I'm Canadian, eh, so the cold doesn't bother me", "I'm Sorry, that came out wrong",
+                                  "This is Amazing, thank you"])
+def test_a_capitalised_adjective_is_no_name(text):
+    assert not {f for f in facts(text) if f[1] == "profile/name"}
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("took Pepper, our cockapoo, to the groomer this morning", ("assert", "pet/pepper", "dog")),
+    # The pronoun refers to the pet named in a possessive before it.
+    ("had to pay for Loki's jabs today. He's a two-year-old husky and hates the vet", ("assert", "pet/loki", "dog")),
+    ("the rabbits, Clover and Bramble, dug under the fence again", ("assert", "pet/bramble", "rabbit")),
+    ("we adopted a kitten last week, a little tabby we've named Sprout", ("assert", "pet/sprout", "cat")),
+    ("家里两个主子：年糕是只布偶，汤圆是只柯基", ("assert", "pet/汤圆", "dog")),
+])
+def test_pets_named_in_passing_by_breed_list_or_pronoun(text, expected):
+    assert expected in facts(text)
+
+
+def test_a_cat_person_is_no_cat():
+    assert not {f for f in facts("Went to Maria's place. She's a cat person through and through") if f[1].startswith("pet/")}
+
+
+@pytest.mark.parametrize(("text", "expected", "absent"), [
+    ("a ten-day course in Lyon starting Monday, then back to work", ("assert", "travel/trip_city", "Lyon"),
+     "location/home_city"),
+    ("on placement in Leeds until June, then home to Bristol", ("assert", "travel/trip_city", "Leeds"), None),
+    ("on placement in Leeds until June, then home to Bristol", ("assert", "location/home_city", "Bristol"), None),
+    ("I'm in Tallinn, if that matters for the delivery options", ("assert", "location/home_city", "Tallinn"), None),
+    ("I'm in Tallinn for a conference, back Friday", ("assert", "travel/trip_city", "Tallinn"), "location/home_city"),
+    ("I am staying in Pune only, since 2015, near the university", ("assert", "location/home_city", "Pune"),
+     "travel/trip_city"),
+    ("这周都在东京，盯展会的布置，周六回来", ("assert", "travel/trip_city", "东京"), "location/home_city"),
+    ("苏州住了快五年了，越来越喜欢", ("assert", "location/home_city", "苏州"), None),
+])
+def test_a_stay_is_a_trip_and_a_long_stay_a_home(text, expected, absent):
+    found = facts(text)
+    assert expected in found
+    assert absent is None or not {f for f in found if f[1] == absent}
+
+
+@pytest.mark.parametrize(("turns", "known", "expected"), [
+    # A starred respelling fixes the value it most resembles.
+    (("finally moved to Prto, unpacking forever", "*Porto, autocorrect strikes again"), {},
+     ("correct", "location/home_city", "Porto")),
+    (("it's 900 a month not 1100, I misread my own notes",), {"budget/housing": "1100 a month"},
+     ("correct", "budget/housing", "900 a month")),
+    (("团子不是仓鼠，是豚鼠，我一直说错",), {"pet/团子": "hamster"}, ("correct", "pet/团子", "guinea pig")),
+    (("刚发现打错字了😅 是晓雯，不是晓文",), {"profile/name": "晓文"}, ("correct", "profile/name", "晓雯")),
+])
+def test_corrections_by_respelling_by_number_and_by_subject(turns, known, expected):
+    messages = [Message(message_id=f"t{i}", turn_index=i, role="user", content=t, created_at=AT + timedelta(minutes=i))
+                for i, t in enumerate(turns)]
+    current = [KnownFact(namespace=k.split("/")[0], key=k.split("/")[1], value=v) for k, v in known.items()]
+    found = asyncio.run(RuleFactExtractor().extract(messages, current_facts=current)).facts
+    assert expected in {(f.operation, f"{f.namespace}/{f.key}", f.value) for f in found}
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("在字节待了三年了，卷不动了", ("assert", "work/employer", "字节")),
+    ("北漂第五年，还是租房", ("assert", "location/home_city", "北京")),
+    ("在一家三甲医院任护士长，夜班多", ("assert", "work/job", "护士长")),
+    ("装修计划取消了，那笔装修预算也没了", ("end", "budget/renovation", "")),
+    ("finally retired last Friday, the garden awaits", ("end", "work/job", "")),
+    ("I do nights as a forklift operator down at the depot", ("assert", "work/job", "forklift operator")),
+    ("Three months vegan and I feel great", ("assert", "diet/restriction", "vegan")),
+])
+def test_more_phrasings_of_jobs_homes_and_ends(text, expected):
+    assert expected in facts(text)
+
+
+@pytest.mark.parametrize("text", ["等孩子毕业了想搬去厦门，现在还走不开", "闺蜜下周结婚，我当伴娘"])
+def test_an_intent_or_a_role_at_a_wedding_stores_no_home_or_job(text):
+    assert not {f for f in facts(text) if f[1] in ("location/home_city", "work/job")}
+
+
+@pytest.mark.parametrize(("turns", "expected"), [
+    (("we bought this terrace in Whitby in 2015 and we're not going anywhere",), ("assert", "location/home_city", "Whitby")),
+    (("the wedding fund's been bumped up to £9,000 after the car sold",), ("assert", "budget/wedding", "£9,000")),
+    (("A: Thanks, Maya! Anything else?", "ha, it's Mia not Maya. but thanks"), ("assert", "profile/name", "Mia")),
+    (("took Ziggy and Luna out at dawn. both collies, both nuts",), ("assert", "pet/luna", "dog")),
+    (("she's my ex now, we're not together anymore",), ("end", "relationship/status", "")),
+    (("I've never cared for opera, all that wailing",), ("assert", "preference/opera", "dislike")),
+    (("搁大连待了大半辈子，海鲜吃不腻",), ("assert", "location/home_city", "大连")),
+    (("在成都打拼第三年，房租又涨了",), ("assert", "location/home_city", "成都")),
+    (("狗狗豆包最近老是挠耳朵，要去医院吗",), ("assert", "pet/豆包", "dog")),
+    (("射箭不玩了，太费钱",), ("end", "preference/射箭", "")),
+    (("本人一枚平平无奇的测试工程师",), ("assert", "work/job", "测试工程师")),
+])
+def test_phrasings_of_the_seventh_round(turns, expected):
+    assert expected in conversation(*turns)
+
+
+def test_a_demonstrative_taste_is_the_known_object_the_message_names_or_nothing():
+    assert ("assert", "preference/榴莲", "dislike") in facts("上次吃完榴莲胃疼，现在闻到那味儿就想吐，讨厌死了",
+                                                          known={"preference/榴莲": "like"})
+    assert not {f for f in facts("现在闻到那味儿就想吐，讨厌死了") if f[1].startswith("preference/")}
