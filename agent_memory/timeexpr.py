@@ -117,7 +117,7 @@ def _chinese(anchor: date):
         if unit == "天":
             d = anchor - timedelta(days=n)
             return d, "day", format_day_zh(d)
-        if unit in ("周", "个星期", "星期"):
+        if unit in ("周", "个星期", "星期", "个礼拜", "礼拜"):
             return anchor - timedelta(weeks=n), "week", f"{format_day_zh(anchor)}之前{n}周"
         if unit in ("个月", "月"):
             d = _shift_month(anchor, -n)
@@ -135,17 +135,17 @@ def _chinese(anchor: date):
         (r"昨天|昨晚", lambda m: (anchor - timedelta(1), "day", format_day_zh(anchor - timedelta(1)))),
         (r"今天|今晚", lambda m: (anchor, "day", format_day_zh(anchor))),
         (r"明天", lambda m: (anchor + timedelta(1), "day", format_day_zh(anchor + timedelta(1)))),
-        (r"上(?:周|个?星期)([一二三四五六日天])", last_weekday),
+        (r"上(?:周|个?星期|个?礼拜)([一二三四五六日天])", last_weekday),
         (r"上(?:周末|个周末)", lambda m: (anchor - timedelta(days=anchor.weekday() + 2), "weekend",
                                          f"{format_day_zh(anchor)}之前的周末")),
-        (r"上(?:周|个?星期)", lambda m: (anchor - timedelta(days=7), "week", f"{format_day_zh(anchor)}之前的一周")),
-        (r"下(?:周|个?星期)", lambda m: (anchor + timedelta(days=7), "week", f"{format_day_zh(anchor)}之后的一周")),
+        (r"上(?:周|个?星期|个?礼拜)", lambda m: (anchor - timedelta(days=7), "week", f"{format_day_zh(anchor)}之前的一周")),
+        (r"下(?:周|个?星期|个?礼拜)", lambda m: (anchor + timedelta(days=7), "week", f"{format_day_zh(anchor)}之后的一周")),
         (r"上个月", lambda m: (_shift_month(anchor, -1), "month", format_month_zh(_shift_month(anchor, -1)))),
         (r"下个月", lambda m: (_shift_month(anchor, 1), "month", format_month_zh(_shift_month(anchor, 1)))),
         (r"这个月|本月", lambda m: (_shift_month(anchor, 0), "month", format_month_zh(anchor))),
         (r"去年", lambda m: (date(anchor.year - 1, 1, 1), "year", f"{anchor.year - 1}年")),
         (r"今年", lambda m: (date(anchor.year, 1, 1), "year", f"{anchor.year}年")),
-        (rf"{_ZN}(天|周|个星期|星期|个月|年)前", ago),
+        (rf"{_ZN}(天|周|个星期|星期|个礼拜|礼拜|个月|年)前", ago),
     ]
 
 

@@ -32,7 +32,7 @@ __all__ = ["BUDGET_PURPOSES", "DEFAULT_TEMPORARY_DAYS", "VOCABULARY_VERSION", "c
 
 # Part of the extraction's operation key and recorded request: a changed mapping makes a new
 # operation instead of reusing a result normalised the old way.
-VOCABULARY_VERSION = "1"
+VOCABULARY_VERSION = "2"  # 2: van, suv, truck, ute, motorbike, scooter are car budgets
 
 # A temporary fact (a trip, a stay) whose end the extractor could not resolve ends this many days
 # after it was observed: most trips are shorter, and an unended trip must not stay the subject's
@@ -97,7 +97,7 @@ BUDGET_PURPOSES: dict[str, tuple[str, ...]] = {
     "renovation": ("renovation", "remodel", "remodeling", "装修"),
     "wedding": ("wedding", "婚礼", "结婚"),
     "bike": ("bike", "bicycle", "自行车", "单车"),  # before car: 自行车 holds 车
-    "car": ("car", "车", "买车"),
+    "car": ("car", "van", "suv", "truck", "ute", "motorbike", "scooter", "车", "买车"),
     "house": ("house", "home_purchase", "home purchase", "down payment", "买房", "房子", "首付"),
 }
 _BUDGET_KEY = re.compile(r"(?:^|_)budget(?:_|$)|预算")

@@ -73,7 +73,8 @@ _TIME_CUT = re.compile(r"\s+(?:in|on|since|from|until|by|last|this|next|over\s+t
                        r"spring|summer|autumn|fall|winter|week|month|year|weekend|\d{4})\w*\b.*$", re.I)
 _PLACE_CUT = re.compile(r"\s+(?:for|until|till|from|on|next|this|in|at|by|to|last|ago|with|during|"
                         r"after|before|around|about|right|since|now|as|again|yesterday|today|tomorrow|"
-                        r"couldn't|could|still|five|two|three|four|six|ten|starting|leaving|returning|back|soon)\b.*$", re.I)
+                        r"couldn't|could|still|five|two|three|four|six|ten|starting|leaving|returning|back|soon|"
+                        r"the\s+(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekend|week|day))\b.*$", re.I)
 _PLACE_REJECT = re.compile(r"^(?:a|an|my|our|his|her|their|your|this|that|here|there|it|home|where|work|mars|the\s+moon|moon|"
                            r"school|bed|town|the city|the office|the (?:new\s+)?(?:house|place|apartment))\b", re.I)
 _PREF_CUT = re.compile(r"\s+(?:over|than|instead|rather|more|a lot|so much|very much|the most|best|after|tbh|tho|habit|"
@@ -92,7 +93,7 @@ _ZH_PLACE_TAIL = re.compile(r"(?:工作|生活|居住|定居|住|上班|上学|�
 _ZH_PLACE_HEAD = re.compile(r"^(?:了|到|在|去|回)+")
 # Places one stays in that employ nobody ("在农村待了五年").
 _NOT_WORKPLACES = frozenset("农村 乡下 城里 老家 家里 山里 国外 海外 外地 本地 学校 宿舍 医院 家乡 部队 监狱".split())
-_ZH_NOT_PLACE = re.compile(r"(?:家|酒店|宾馆|民宿|医院|学校|宿舍|周末|晚上|早上|白天|平时|业余|空闲|假期|家里|路上|家门口|附近|本地)$|^(?:这|那|哪)|"
+_ZH_NOT_PLACE = re.compile(r"(?:家|酒店|宾馆|民宿|医院|学校|宿舍|周末|晚上|早上|白天|平时|业余|空闲|假期|家里|路上|家门口|附近|本地|地铁口)$|^(?:这|那|哪|第)|"
                            r"^(?:好几|几|十几|[一二三四五六七八九十两半\d]+)(?:个)?(?:年|月|天|周|星期)")
 _ZH_GENERIC_PLACE = {"月球", "火星", "外太空", "外星", "喵星", "汪星", "天堂", "一起", "一块", "公司", "单位", "家", "家里", "学校", "这边", "那边", "这里", "那里", "外地", "老家", "国外",
                      "一家公司", "一家电商公司", "路上", "医院"}
@@ -183,7 +184,13 @@ def _lowercase_org(v: str) -> str | None:
     return leading_name(v)
 
 
-_SAME_PLACE = frozenset("老地方 原单位 原公司 老单位 老东家 那边 这边 那里 这里 那儿 这儿 公司 单位 厂里 店里".split())
+_SAME_PLACE = frozenset("老地方 原单位 原公司 老单位 老东家 那边 这边 那里 这里 那儿 这儿 公司 单位 厂里 店里 工地 工地上 车间 工厂 门店".split())
+
+
+def _no_city(raw: str) -> str | None:
+    """A proper noun that is no known city ("first time I've left Toowoomba" leaves no employer)."""
+    v = _place(raw)
+    return v if v and leading_city(v.lower()) != v.lower() else None
 
 
 def _employer(raw: str) -> str | None:
@@ -204,7 +211,7 @@ def _org(v: str) -> str | None:
 # Verbs that only carry an activity: the object is what is liked ("playing video games" ->
 # video games, 喝咖啡 -> 咖啡, 打游戏 -> 游戏); 追剧 and 爬山 are activities in their own right.
 _EN_ACTIVITY_VERB = re.compile(r"^(?:playing|watching|eating|drinking|listening\s+to|having|doing|reading)\s+", re.I)
-_ZH_ACTIVITY_VERB = re.compile(r"^(?:吃|喝)(?=[" + _CJK + r"])|^(?:打|玩|看|听)(?=[" + _CJK + r"]{2,})")
+_ZH_ACTIVITY_VERB = re.compile(r"^(?:吃|喝)(?=[" + _CJK + r"])|^(?:打|玩|看|听|追|刷)(?=[" + _CJK + r"]{2,})")
 
 
 def _object(v: str) -> str | None:
@@ -214,6 +221,11 @@ def _object(v: str) -> str | None:
     if _has_cjk(cleaned):
         # "爱上了…", "烦死下雨天" (死 intensifies the verb), then the noun the object starts with.
         cleaned = _ZH_ACTIVITY_VERB.sub("", re.sub(r"^(?:死了|死|上了|上|了)", "", cleaned))
+        # Time words and adverbs around the object are no part of it ("韩剧现在基本不看了").
+        cleaned = re.sub(r"^(?:现在|基本上?|已经|早就|最近|都|也|还|就)+|(?:现在|基本上?|已经|早就|最近|都|也|还|就)+$", "", cleaned)
+        if cleaned in {"在", "是", "了", "的", "有", "没", "不", "就", "也", "都", "还", "那", "这", "它"} \
+                or (len(cleaned) == 1 and len(v.strip()) > 1 and not re.match(r"(?:吃|喝|打|玩|看|听|追|刷)", v.strip())):
+            return None  # a function word, or one character left of a longer phrase ("基本" -> "本")
         cleaned = leading_noun(cleaned) if cleaned and not cleaned.startswith("的") else None
     else:
         cleaned = _EN_ACTIVITY_VERB.sub("", cleaned)
@@ -256,7 +268,8 @@ _ZH_BREEDS = {"柯基": "dog", "泰迪": "dog", "金毛": "dog", "哈士奇": "d
               "三花": "cat", "狸花": "cat", "橘猫": "cat", "大橘": "cat", "加菲": "cat", "缅因": "cat", "无毛猫": "cat",
               "蓝白": "cat", "银渐层": "cat", "金渐层": "cat", "奶牛猫": "cat", "虎斑": "cat", "豚鼠": "guinea pig",
               "荷兰猪": "guinea pig", "龙猫": "chinchilla", "玄凤": "parrot", "虎皮鹦鹉": "parrot", "八哥": "bird",
-              "刺猬": "hedgehog", "守宫": "gecko", "蜥蜴": "lizard", "雪貂": "ferret"}
+              "刺猬": "hedgehog", "守宫": "gecko", "蜥蜴": "lizard", "雪貂": "ferret",
+              "巴西龟": "turtle", "草龟": "turtle", "陆龟": "tortoise", "垂耳兔": "rabbit", "侏儒兔": "rabbit", "柯尔鸭": "duck"}
 # A species is named by its head character (橘猫, 垂耳兔, 巴西龟, 柴犬) or a breed.
 _ZH_SPECIES = (r"(?P<s>小兔子|兔子|小猫|猫咪|小狗|狗狗|鹦鹉|仓鼠|金鱼|乌龟|" + "|".join(sorted(_ZH_BREEDS, key=len, reverse=True))
                + r"|(?:橘|黑|白|花|狸花|三花|奶)?猫|(?:土|小|大|老)?狗|(?:[" + _CJK + r"](?<![只条个头匹那这]))?(?:犬|兔|龟)|鱼)")
@@ -373,7 +386,7 @@ _ZH_ALLOWED = re.compile(
     r"然后|而且|但是|不过|可是|结果|后来|如今|这两年|这几年|这些年|这阵子|前阵子|年初|年底|月初|上半年|下半年|"
     r"开始|改|重新|正式|决定|还是|依然|仍然|仍|是|没有|没|不再|不|别|(?:和|跟|与)(?:女朋友|男朋友|对象|老公|老婆|未婚夫|未婚妻|爱人|另一半|家人)|在[^\s,.!?;:。]{1,10}?|\d+年|[一二三四五六七八九十两\d]+(?:年|个月|个星期|周|天)前|一年前|半年前|从此|以后|之后|以前|总之|说实话|老实说|对了|顺便说一下|"
     r"告诉你|跟你说|报告|好消息|坏消息|唉呀|哎呀|天哪|哇|呜呜|总|居然|竟然|果然|反正|毕竟|原来|难怪|怪不得|没想到|\s)*")
-_ZH_THIRD = re.compile(r"(?:我|我们|俺)?(?:爸妈|爹妈|老爸老妈|公婆|岳父母|妈妈?|爸爸?|父母|爷爷|奶奶|外公|外婆|姥姥|姥爷|哥哥?|姐姐?|弟弟?|妹妹?|"
+_ZH_THIRD = re.compile(r"(?:我|我们|俺)?(?:单位|公司|学校|工厂|爸妈|爹妈|老爸老妈|公婆|岳父母|妈妈?|爸爸?|父母|爷爷|奶奶|外公|外婆|姥姥|姥爷|哥哥?|姐姐?|弟弟?|妹妹?|"
                        r"儿子|女儿|孩子|老公|老婆|朋友|同事|同学|室友|邻居|领导|老板|表哥|表姐|表弟|表妹|堂哥|"
                        r"舅舅|叔叔|阿姨|姑姑|家人|爱人|丈夫|妻子|媳妇|男朋友|女朋友|对象|老伴|闺蜜|男友|女友|未婚夫|未婚妻)|[他她]们?|别人|大家")
 
@@ -474,20 +487,20 @@ _CORRECTION = re.compile(r"\bI\s+meant\b|\bmisspoke\b|\bmis-spoke\b|\bmy\s+mista
                          r"\bI\s+was\s+wrong\b|\bcorrection\b|\bscratch\s+(?:that|what\s+I\s+said|the\s+(?:part|bit)\s+about)\b|\bwait,?\s+no\b|"
                          r"\bto\s+correct\b|\btypo\b|\bsaid\s+the\s+wrong\b|\bgot\s+(?:it|that)\s+wrong\b|\bmix(?:ed)?\s+(?:them|it|those)\s+up\b|"
                          r"\bcorrected\s+me\b|\bI\s+misspoke\b|\bwrong\s+(?:city|company|job|name|number|one|place|employer|town)\b|"
-                         r"\bgave\s+you\s+the\s+wrong\b|\bmade\s+a\s+mistake\b|\bI\s+was\s+mistaken\b|\bwas\s+off\b|\bshould\s+clarify\b|\bby\s+mistake\b|\bmy\s+old\s+job\b|"
+                         r"\bgave\s+you\s+the\s+wrong\b|\bI\s+(?:told|gave)\s+you\s+(?-i:[A-Z])[^.!?]{0,40}?(?:it's|it\s+is)\b|\bmade\s+a\s+mistake\b|\bout\s+of\s+habit\b|\bkeep\s+calling\b|\bI\s+was\s+mistaken\b|\bwas\s+off\b|\bshould\s+clarify\b|\bby\s+mistake\b|\bmy\s+old\s+job\b|"
                          r"\bcorrection\s+to\b|→|\bdid\s+I\s+say\b|\bI\s+(?:said|wrote|typed)\s+[^.,]{1,30}?\s+but\b|"
                          r"\b(?:real|actual|correct)\s+(?:figure|number|amount)\b|\bI\s+must\s+correct\b|\bfix\s+a\s+number\b|\bignore\s+what\s+I\s+said\b|\bshould\s+(?:read|say|be)\b|"
                          r"\b(?:one|profile|quick|small)\s+fix\b|\bcorrecting\s+myself\b|\b(?:was|is)\s+wrong\b|\bgot\s+that\s+wrong\b|\bwhat\s+I\s+meant\b|\b(?:fix|correct)\s+something\b|\bnot\s+\w+,\s*sorry\b|\bsorry,\s*(?:I\s+mean|not)\b|"
                          r"\bI\s+said\s+\w+.{0,20}(?:last\s+time|before|earlier)\b|"
                          r"\bactually\b.{0,40},\s*not\s+(?-i:[A-Z])|不是.{1,10}[,，]\s*(?:而)?是|"
-                         r"说错了|记错了|口误|更正|纠正|搞错了|搞混了?|说反了?|笔误|实为|误会了?|少说了|[\u4e00-\u9fff]{1,3}错了|重新说|作废|不算数?|我说的是|我指的是|打错了|写错了|看错|手滑|骗你的|别写成|表达有误|说法不对|其实就?是|准确(?:地)?说|确切(?:地)?说|说大了|说反了|不对不对", re.I)
+                         r"说错了|记错了|口误|更正|纠正|搞错了|搞混了?|说反了?|笔误|打错字了?|说岔了|实为|误会了?|少说了|[\u4e00-\u9fff]{1,3}错了|重新说|作废|不算数?|我说的是|我指的是|打错了|写错了|看错|手滑|骗你的|别写成|表达有误|说法不对|其实就?是|准确(?:地)?说|确切(?:地)?说|说大了|说反了|不对不对", re.I)
 _SARCASM = re.compile(r"(?:^|\s)/s\b|\(并不\)|\(?才怪\)?|呵呵|^\s*(?:对对对|是是是|好好好|对对)|🙄|(?:简直|真是)(?:是)?人生巅峰|\bnot!\s*$|\byeah,?\s+right\b|^\s*oh\s+(?:sure|yeah|great|totally)\b.{0,40}"
                       r"\b(?:just|totally|absolutely|really)\s+(?:love|adore|enjoy)|\bbest\s+\w+\s+ever\b.*\bnot\b", re.I)
 _JOKE_SKIP = re.compile(r"\bjust\s+kidding\b|\bj/?k\b|\bkidding\b|开玩笑|逗你", re.I)
 _JOKE_SOFT = re.compile(r"\blol\b|\blmao\b|\bha(?:ha)+\b|\brofl\b|哈哈|😂|🤣|😆", re.I)
 _QUESTION_START = re.compile(r"^\s*(?:do|does|did|am|are|is|can|could|would|will|should|shall|where|what|why|who|"
                              r"whom|whose|have you|has)(?=\s)", re.I)
-_SENTENCE_SPLIT = re.compile(r"(?<!\bSt\.)(?<!\bMt\.)(?<!\bDr\.)(?<!\bMr\.)(?<!Mrs\.)(?<!\bMs\.)(?<=[.!?])\s+|(?<=[。!?])\s*|\n+")
+_SENTENCE_SPLIT = re.compile(r"(?<!\bSt\.)(?<!\bMt\.)(?<!\bDr\.)(?<!\bMr\.)(?<!Mrs\.)(?<!\bMs\.)(?<=[.!?])\s+|(?<=[。!?])(?![!?])\s*|\n+")
 
 
 def _prepare(content: str) -> str:
@@ -515,8 +528,12 @@ def _statement_part(sentence: str) -> str:
             return s[s.index(",") + 1:].strip()
         return ""
     s = _TAG_QUESTION.sub("", s) or s
+    if re.search(r"(?:\?\?|\?!|!\?)$", s) and not _has_cjk(s):
+        return s.rstrip("?! ")  # "been seeing someone for like three weeks??": a statement said in disbelief
     if s.endswith("?") or s.endswith("吗") or re.search(r"怎么样|好不好|行不行|呢\?*$", s):
-        cut = max(s.rfind(ch) for ch in ",;:、")
+        # The question is the last clause; a comma inside a number ("$1,200") ends no clause.
+        cut = max((i for i, ch in enumerate(s) if ch in ",;:、—～~"
+                   and not (ch == "," and 0 < i < len(s) - 1 and s[i - 1].isdigit() and s[i + 1].isdigit())), default=-1)
         return s[:cut] if cut > 0 and not re.search(r"怎么样|好不好|行不行", s[:cut]) else ""
     return s
 
@@ -554,7 +571,7 @@ _MONEY = (rf"(?P<v>(?:{_WORD_AMOUNT}|[$€£¥]\s?{_NUM}(?:\s?(?:k|thousand|mill
 # An amount that is money by its own marks (a currency, "bucks", "k"): a bare number is not.
 _MONEY_MARKED = (rf"(?P<v>(?:{_WORD_AMOUNT}|[$€£¥]\s?{_NUM}(?:\s?(?:k|thousand|million)\b)?|{_NUM}\s?(?:k\b|thousand\b|million\b)?"
                  r"\s?(?:dollars|bucks|usd|eur|euros?|gbp|pounds|quid|yuan|rmb|cny|rupees|rs|inr|yen|francs|chf|kronor|krona|kr|"
-                 r"zloty|pesos|rand|ringgit|baht|won|dirhams?|aed|sgd|aud|cad)\b|{_NUM}\s?k\b)"
+                 rf"zloty|pesos|rand|ringgit|baht|won|dirhams?|aed|sgd|aud|cad)\b|{_NUM}\s?k\b)"
                  r"(?:\s*/\s*(?:month|mo|week|wk|year|yr|night|day)\b|\s+(?:per|a)\s+(?:month|week|year|night|day|person)\b)?)")
 _PURPOSE_WORDS = (r"laptop|notebook|computer|pc|phone|mobile|trip|travel|vacation|holiday|rent|apartment|flat|housing|"
                   r"groceries|grocery|food|renovation|wedding|car|bike|house")
@@ -616,6 +633,11 @@ def _species_in(text: str) -> str | None:
     return next((sp for emoji, sp in _EMOJI_SPECIES.items() if emoji in text), None)
 
 
+def _zh_species_in(text: str) -> str | None:
+    m = re.search(_ZH_SPECIES, text)
+    return _species(m.group("s")) if m else None
+
+
 def _pet_zh(m: re.Match[str], sentence: str) -> list[tuple[str, str]] | None:
     if m.groupdict().get("n"):
         return _pet(m, sentence)
@@ -667,6 +689,11 @@ def _pref(polarity: str) -> Callable[[re.Match[str], str], list[tuple[str, str]]
             before = re.findall(r"[\w']+", sentence[:m.start() + verb.start()])
             if before and before[-1].lower() not in _LIKE_SUBJECTS:
                 return None  # "sleep like a baby", "like three a day": a preposition, not a verb
+        if verb and polarity and not sentence[:m.start() + verb.start()].strip() \
+                and re.match(r"(?:a|an|the|some|this|that)\b", m.group("v").strip(), re.I):
+            return None  # "…, like a paw print thing": an example, not a taste
+        if m.group("v").strip().lower() in {"it", "that", "them", "this", "those"}:
+            return [("it", polarity)]  # resolved to the object the message names (_resolve_demonstratives)
         said_by_me = _EN_FIRST.search(sentence[_clause_start(sentence, m.start()):m.start()])
         if polarity and _NOT_OBJECT.match(m.group("v").strip()) and not (
                 said_by_me and re.match(r"the\s+\w+\s*(?:$|[.,!?;:])", m.group("v").strip(), re.I)):
@@ -685,6 +712,25 @@ def _job_framed(m: re.Match[str], sentence: str) -> list[tuple[str, str]] | None
     return [("job", " ".join(w if w.isupper() and len(w) > 1 else w.lower() for w in v.split()))]
 
 
+# Lines of work said as "做X的" (做外贸的, 做运营): a field, not a title, but what one does for a living.
+_ZH_FIELDS = re.compile(r"(?:外贸|财务|行政|人事|市场|产品|技术|研发|开发|前端|后端|客服|会计|审计|法务|采购|物流|电商|自媒体|直播|"
+                        r"教育|培训|咨询|金融|投行|保险|房产|中介|装修|餐饮|销售|运营|设计|测试|编辑|翻译|摄影|美工|后勤|调度|"
+                        r"安保|保洁|护理|家政|医美|美容|美甲|美发|健身|教练|仓管|质检|品控|工程|施工|监理|造价)$")
+
+
+def _bare_job(m: re.Match[str], sentence: str) -> list[tuple[str, str]] | None:
+    """"做X" / "当X" read as a job only when X is a title or a line of work ("做运营", "当电工",
+    "做HRBP的"), never "做个辣子鸡", "做梦", "做本相册"."""
+    v = _clean(m.group("v"))
+    if not v or re.match(r"[个本份顿道碗杯次件只条张些点]", v):
+        return None
+    if re.fullmatch(r"[A-Z][A-Za-z]{1,7}", v):
+        return [("job", v)]  # "做HR", "做HRBP的": the title as written
+    if re.search(_ZH_JOB_TAIL + "$", v) or _ZH_FIELDS.search(v):
+        return _job(m, sentence)
+    return None
+
+
 def _job(m: re.Match[str], sentence: str) -> list[tuple[str, str]] | None:
     raw = m.group("v")
     if _has_cjk(raw):
@@ -692,6 +738,8 @@ def _job(m: re.Match[str], sentence: str) -> list[tuple[str, str]] | None:
         if more := re.match(r"(?:开发)?(?:工程师|经理|主管|专员|助理|设计师|分析师|架构师|顾问|总监)", sentence[m.end("v"):]):
             raw += more.group(0)
         v = _clean(raw)
+        if v and (re.search(r"[我你他她]", v) or re.match(r"[下起出过完来]", v)):
+            return None  # "我老板", "干下来手": a person or a verb, not a title
         return [("job", v)] if v else None
     v = _job_value(raw)
     return [("job", v)] if v else None
@@ -703,7 +751,7 @@ def _name(m: re.Match[str], sentence: str) -> list[tuple[str, str]] | None:
 
 def _name_of(raw: str) -> list[tuple[str, str]] | None:
     v = _clean(re.sub(r"(?:就行|就好|就可以|便可|即可|就成|就得|吧|好了|哦|啊|呀|哈|(?<=[\u3400-\u9fff])h+|~|～)+$", "", raw), max_words=3)
-    if not v or v.lower() in _NOT_NAMES:
+    if not v or v.lower() in _NOT_NAMES or re.match(r"(?:就|也|这么|那么|都|还|你|他|她)", v):
         return None
     return [("name", v)]
 
@@ -779,17 +827,23 @@ _RULES: list[_Rule] = [
        "diet", "restriction", make=_const("restriction", "pescatarian"), on_negation="drop"),
     _r(r"(?:不再|不|没再)(?:吃素|是素食者?)了?|开始吃肉|又吃肉|破戒|荤素都吃|啥都吃|什么都吃|吃素[^。]{0,6}告一段落", "diet", "restriction",
        make=_const("restriction", "vegetarian"), op="end", on_negation="drop"),
+    _r(r"\b(?:can't|cannot|can\s+not|couldn't)\s+(?:handle|do|take|stomach|tolerate)\s+(?:any\s+)?(?:chil+i(?:es)?|spic(?:e|y\s+food|y\s+stuff)|"
+       r"heat|hot\s+food|hot\s+stuff)\b", "diet", "spicy", make=_const("spicy", "no spicy food"), on_negation="drop", subject=False),
+    _r(r"\bback\s+on\s+(?:the\s+)?(?:hot\s+sauce|chil+i(?:es)?|spic(?:e|y\s+food)|sriracha|hot\s+stuff)\b", "diet", "spicy",
+       make=_const("spicy", "eats spicy food"), on_negation="drop"),
     _r(r"\b(?:chil+i(?:es)?|spic(?:e|y\s+food|y\s+stuff)|heat)\s+(?:doesn't|does\s+not|no\s+longer|don't)\s+(?:bother|hurt|upset)\s+me\b|"
        r"\bbuilt\s+up\s+(?:a|my)\s+(?:spice\s+|chil+i\s+)?tolerance\b(?=[^.]*\b(?:spic|chil+i|hot\s+sauce|sriracha|heat)\w*)",
        "diet", "spicy", make=_const("spicy", "eats spicy food"), on_negation="drop", subject=False),
+    _r(r"(?:微辣|辣|吃辣)(?:已经|也|现在)?(?:没问题|没事|可以|OK|ok)了?", "diet", "spicy", make=_const("spicy", "eats spicy food"),
+       on_negation="drop"),
     _r(r"戒辣|戒了辣|(?:一点)?辣(?:都|也)?不(?:碰|吃|能吃)了?|(?:一点)?辣(?:都|也)?(?:碰|吃)不了|不碰辣", "diet", "spicy", make=_const("spicy", "no spicy food"),
        on_negation="drop"),
     _r(r"(?:\b(?:I'm|I\s+am|we're|we\s+are|been|being|going|gone|went|became|become|turned|switched\s+to|am\s+now|"
-       r"is|now|eat|keep|only\s+eat|strictly)\s+)(?:a\s+|an\s+)?(?:strict\s+|strictly\s+|fully\s+|now\s+|mostly\s+|"
+       r"is|now|eat|keep|only\s+eat|strictly)\s+)(?:not\s+|no\s+longer\s+)?(?:a\s+|an\s+)?(?:strict\s+|strictly\s+|fully\s+|now\s+|mostly\s+|"
        r"full\s+|100%\s+)?(?P<v>vegetarian|vegan|pescatarian)\b", "diet", "restriction"),
     _r(r"\b(?:years?|months?|weeks?)\s+(?:of\s+being\s+)?(?P<v>vegetarian|vegan|pescatarian)\b(?!\s+(?:food|restaurant|place|option|dish|recipe|meal))",
        "diet", "restriction", subject=False),
-    _r(r"^\s*(?:so\s+|then\s+|basically\s+|technically\s+|officially\s+)?(?:no\s+longer\s+|not\s+|still\s+)?(?:strictly\s+|fully\s+)?(?P<v>vegetarian|vegan|pescatarian)\b(?!\s+(?:food|restaurant|place|option|dish|recipe|meal))",
+    _r(r"(?:^|,)\s*(?:so\s+|then\s+|basically\s+|technically\s+|officially\s+)?(?:no\s+longer\s+|not\s+|still\s+)?(?:strictly\s+|fully\s+)?(?P<v>vegetarian|vegan|pescatarian)\b(?!\s+(?:food|restaurant|place|option|dish|recipe|meal))",
        "diet", "restriction"),
     _r(r"(?:改吃|吃|是|成了|当了)(?P<v>纯素|全素)", "diet", "restriction", make=_const("restriction", "vegan")),
     _r(r"(?:改吃|吃|是|成了|当了)?蛋奶素", "diet", "restriction", make=_const("restriction", "vegetarian")),
@@ -812,7 +866,7 @@ _RULES: list[_Rule] = [
     _r(r"\b(?:don't|do\s+not|no\s+longer|never)\s+(?:listen\s+to|watch|play|drink|do|go\s+to|read|eat)\s+"
        r"(?P<v>[^.,!?;:\n()]{1,60}?)\s+(?:anymore|any\s+more)\b", "preference", "{slug}", make=_pref(""), op="end",
        on_negation="keep"),
-    _r(r"(?:戒(?:掉|了)?|不再)(?P<v>" + _ZC + r"{1,8}?)了?(?=$|[,.!?;:。]|\s)", "preference", "{slug}", make=_pref(""),
+    _r(r"(?:戒(?:掉|了)?|不再)(?P<v>(?![了快一两二三四五六七八九十几半好\d])" + _ZC + r"{1,8}?)了?(?=$|[,.!?;:。]|\s)", "preference", "{slug}", make=_pref(""),
        op="end", on_negation="keep"),
     _r(r"(?:不|没)(?:再)?(?P<v>追剧|打游戏|玩游戏|喝咖啡|喝酒|抽烟|看剧|跑步|健身|看动漫|刷抖音)了", "preference",
        "{slug}", make=_pref(""), op="end", on_negation="keep"),
@@ -845,6 +899,7 @@ _RULES: list[_Rule] = [
     _r(r"(?:[听看吃喝玩追打])(?P<v>" + _ZC + r"{1,6}?)(?:[听看吃喝玩追打])?上瘾了?|迷上了?(?P<w>" + _ZC + r"{1,6}?)(?=$|[,.!。]|了)",
        "preference", "{slug}", make=lambda m, s: [(_slug(o), "like")] if (o := _object(m.group("v") or m.group("w"))) else None,
        on_negation="drop"),
+    _r(r"离不开(?P<v>" + _ZC + r"{1,6}?)(?=$|[,，。!！]|\s)", "preference", "{slug}", make=_pref("like"), on_negation="keep"),
     _r(r"(?:^|(?<=[,，。!！\s]))(?P<v>" + _ZC + r"{1,6}?)\s*(?:yyds|YYDS|永远的神|绝绝子|真香|太香了|爱了爱了)", "preference", "{slug}",
        make=lambda m, s: [(_slug(o), "like")] if (o := _object(m.group("v"))) and _has_cjk(o) and not is_chinese_city(o) else None,
        on_negation="drop"),
@@ -852,7 +907,7 @@ _RULES: list[_Rule] = [
        on_negation="drop"),
     _r(r"(?P<v>(?![玩吃喝看听追打腻厌烦])" + _ZC + r"{1,6}?)(?:已经|早就)?(?:玩|吃|喝|看|听|追|打)?(?:腻了|腻歪了|厌了|烦了)", "preference",
        "{slug}", make=_pref("dislike"), on_negation="drop"),
-    _r(r"(?P<v>" + _ZC + r"{1,6}?)(?:已经|早就)?(?:戒了|戒掉了|不碰了|不喝了|不吃了|不打了|不玩了|不看了|不追了|不听了|不跑了)", "preference",
+    _r(r"(?P<v>" + _ZC + r"{1,6}?)(?:已经|早就)?(?:(?<![婚钻指])戒了|戒掉了|不碰了|不喝了|不吃了|不打了|不玩了|不看了|不追了|不听了|不跑了)", "preference",
        "{slug}", make=_pref(""),
        op="end", on_negation="keep"),
     _r(r"^\s*(?:honestly\s+|tbh\s+|ok\s+|okay\s+)?" + _EV + r"\s+(?:(?:is|are)\s+(?:really\s+|slowly\s+|kinda\s+)?growing\s+on\s+me|"
@@ -871,7 +926,7 @@ _RULES: list[_Rule] = [
     _r(r"\bon\s+(?:a|my|an|our)\s+(?:\w+\s+)?trip\s+(?:to|in)\s+" + _PV, "travel", "trip_city", clean=_place,
        temporary=True, on_negation="drop"),
     _r(r"\b(?:sending|sent|send|flying|flown|flew|posting|posted|shipping|shipped|dispatching|taking|seconded|seconding|"
-       r"deployed|stationed|loaned)\s+(?:me|us|out|the\s+team)?\s*(?:out\s+|off\s+)?to\s+(?:our\s+|the\s+|their\s+)?" + _PV, "travel", "trip_city", clean=_place, temporary=True,
+       r"deployed|stationed|loaned)\s+(?:me|us|out|the\s+team)?\s*(?:out\s+|off\s+|up\s+|down\s+|over\s+)?to\s+(?:our\s+|the\s+|their\s+)?" + _PV, "travel", "trip_city", clean=_place, temporary=True,
        on_negation="drop", subject=False),
     _r(r"\b(?:traveling|travelling|flying|flew|heading|headed|head|off)\s+(?:out\s+)?to\s+" + _PV
        + r"(?=[^.;]*\b(?:for\s+(?:a|an|one|two|three|four|five|six|seven|\d+|the|a\s+few|a\s+couple)\b|until|till|"
@@ -885,6 +940,8 @@ _RULES: list[_Rule] = [
     # Groningen for the long weekend").
     _r(r"\b(?:posted|stationed|deputed|deployed|seconded)\s+(?:in|at|to)\s+" + _PV + r"(?=[^.;]*\b(?:for|until|till|training|"
        r"project|day|days|week|weeks|month|months)\b)", "travel", "trip_city", clean=_place, temporary=True, on_negation="drop"),
+    _r(r"\b(?:off|heading|going|flying|driving|popping)\s+(?:over\s+|down\s+|up\s+)?to\s+(?:my|our)\s+[\w-]+(?:'s|s')(?:\s+place)?\s+in\s+"
+       + _PV + r"(?=[^.;]*\b(?:for|until|till|over)\b)", "travel", "trip_city", clean=_place, temporary=True, on_negation="drop"),
     _r(r"\bon\s+(?:a\s+)?(?:secondment|assignment|placement|rotation|tour|exchange|deployment|residency|fieldwork|sabbatical)\s+"
        r"(?:in|to|at)\s+" + _PV, "travel", "trip_city", clean=_place, temporary=True, on_negation="drop"),
     _r(r"\b(?:from|at|in|into)\s+(?:a|an|my|our|the)\s+(?:\w+\s+)?(?:hotel|hostel|airbnb|motel|guesthouse)\s+in\s+" + _PV,
@@ -931,7 +988,8 @@ _RULES: list[_Rule] = [
     _r(r"(?:去|到)(?P<v>" + _ZC + r"{2,6}?)(?:待|呆|住|玩|过)(?:[一二两三四五六七八九十几半\d]+|十来)(?:天|周|个星期|个礼拜|个月)",
        "travel", "trip_city", make=lambda m, s: [("trip_city", v)] if (v := _place(m.group("v"))) and is_chinese_city(v) else None,
        temporary=True, on_negation="drop", subject=False),
-    _r(r"(?:这礼拜|这周|这星期|这几天|这两天|本周|这阵子)(?:都|一直|人)?在(?P<v>" + _ZC + r"{2,8}?)(?=[,，]|出差|开会|盯|跑)",
+    _r(r"(?:这礼拜|这周|这星期|这几天|这两天|本周|这阵子|这[一两二三四五六七八九十几]+天)(?:都|一直|人)?在(?P<v>" + _ZC
+       + r"{2,8}?)(?=[,，]|出差|开会|盯|跑|参加|培训|集训|学习|见客户)",
        "travel", "trip_city", make=lambda m, s: [("trip_city", v)] if (v := _place(m.group("v"))) and is_chinese_city(v) else None,
        temporary=True, on_negation="drop"),
     _r(r"(?:^|(?<=[,，。\s]))(?P<v>" + _ZC + r"{2,6}?)这边(?:待|呆|住)到", "travel", "trip_city",
@@ -941,7 +999,7 @@ _RULES: list[_Rule] = [
        r"酒店|宾馆|[一两二三四五六七八九十几半\d]+(?:天|周|个星期|个礼拜|个月)))", "travel", "trip_city",
        make=lambda m, s: [("trip_city", v)] if (v := _place(m.group("v"))) and is_chinese_city(v) else None,
        temporary=True, on_negation="drop"),
-    _r(r"(?:来|去|到)了?(?P<v>" + _ZC + r"{2,6}?)了?[,，].{0,10}?(?:住|待|呆|玩)(?:了)?(?:[一两二三四五六七八九十几半\d]+|十来)"
+    _r(r"(?:来|去|到)(?:了|的)?(?P<v>" + _ZC + r"{2,6}?)了?[,，].{0,10}?(?:住|待|呆|玩)(?:了)?(?:[一两二三四五六七八九十几半\d]+|十来)"
        r"(?:天|周|个星期|个礼拜|个月)", "travel", "trip_city",
        make=lambda m, s: [("trip_city", v)] if (v := _place(m.group("v"))) and is_chinese_city(v) else None,
        temporary=True, on_negation="drop", subject=False),
@@ -1008,7 +1066,7 @@ _RULES: list[_Rule] = [
     # to", "flew home to … for good"); a plain travel verb needs "back"/"home" or "for good".
     _r(r"\b(?:moved|moving|relocated|relocating|returned|returning)\s+(?:(?:back|home|over|up|down|out|back\s+home|back\s+\w+)\s+)?"
        r"to\s+" + _PV, "location", "home_city", clean=_place),
-    _r(r"\b(?:went|came|headed|heading|flew|drove|got|going|gone|made\s+it)\s+(?:back|home|back\s+home)(?:\s+(?:east|west|"
+    _r(r"\b(?:went|came|headed|heading|flew|drove|got|going|gone|made\s+it)\s+(?:on\s+)?(?:back|home|back\s+home)(?:\s+(?:east|west|"
        r"north|south|up|down))?\s+to\s+" + _PV, "location", "home_city", clean=_place),
     _r(r"\b(?:went|came|headed|flew|drove|moved)\s+(?:\w+\s+)?to\s+" + _PV + r"(?=\s+(?:for\s+good|permanently|to\s+stay)\b)",
        "location", "home_city", clean=_place),
@@ -1030,6 +1088,12 @@ _RULES: list[_Rule] = [
     _r(r"\b(?:I'm|I\s+am|we're|we\s+are|been|living)\s+(?:now\s+)?(?:back\s+)?in\s+" + _PV
        + r"(?=\s+(?:these\s+days|nowadays|for\s+good|permanently)\b)", "location", "home_city", clean=_place),
     _r(r"\b(?:ended\s+up|wound\s+up|landed)\s+(?:living\s+)?in\s+" + _PV, "location", "home_city", clean=_place),
+    # "Hot as anything here in Perth again", "been down here in Houston going on six years".
+    _r(r"\b(?:out|down|up|over|back)?\s*here\s+in\s+" + _PV
+       + r"(?![^.;!?]*\b(?:for\s+(?:a|an|the\s+(?:week|weekend|day|month)|\d|one|two|three|a\s+few|work|business)|until|till|"
+       r"this\s+week|visiting|hotel|trip|conference|holiday|vacation|staying)\b)", "location", "home_city",
+       make=lambda m, s: [("home_city", v)] if (v := _place(m.group("v"))) and leading_city(v.lower()) == v.lower() else None,
+       subject=False),
     # "I'm in Regina": a known city with no word of a stay around it is where one lives.
     _r(r"\b(?:I'm|I\s+am|im|we're|we\s+are)\s+(?:based\s+|out\s+|over\s+|up\s+|down\s+)?in\s+" + _PV
        + r"(?![^.;!?]*\b(?:for\s+(?:a|an|the\s+(?:week|weekend|day|month|summer|holidays?|night)|\d|one|two|three|four|five|six|"
@@ -1079,13 +1143,21 @@ _RULES: list[_Rule] = [
     _r(r"(?<![去到现实存所正])(?:在|搁)(?P<v>" + _ZC + r"{2,6}?)(?:买的房|买了房|买了套房|买房|买的房子|安的家|打拼|漂)(?:了)?(?:的)?(?:第[一二三四五六七八九十\d]+年)?",
        "location", "home_city",
        make=lambda m, s: [("home_city", v)] if (v := _place(m.group("v"))) and (is_chinese_city(v) or leading_city(v.lower())) else None),
+    _r(r"住(?:在)?(?P<v>" + _ZC + r"{2,6}?)(?:这么|好|很)多年|(?:^|(?<=[,，。!！\s]))(?P<w>" + _ZC + r"{2,6}?)住着", "location", "home_city",
+       make=lambda m, s: [("home_city", v)] if (v := _place(m.group("v") or m.group("w"))) and is_chinese_city(v) else None),
     _r(r"(?<![去到现实存所正])(?:在|搁)(?P<v>" + _ZC + r"{2,6}?)(?:待|呆|住|生活)了(?:小|大)?(?:半辈子|一辈子|大半辈子)", "location", "home_city",
        make=lambda m, s: [("home_city", v)] if (v := _place(m.group("v"))) and is_chinese_city(v) else None),
+    _r(r"从(?P<a>" + _ZC + r"{2,8}?)(?:出来|离职|辞职|走)(?:了)?(?:以后|之后|后)?[,，]?(?:就)?(?:去了|到了|进了|跳到|跳去|去)(?P<v>" + _ZC
+       + r"{2,8}?)(?=$|[,，。!！]|了)", "work", "employer",
+       make=lambda m, s: [("employer", v)] if (v := _employer(m.group("v"))) and not is_chinese_city(v) else None),
+    _r(r"(?:^|(?<=[,，。!！\s]))(?P<v>" + _ZC + r"{2,6}?)(?:这边|那边)(?=[^,，。]{0,8}(?:年终奖|工资|绩效|加班|同事|领导|裁员|涨薪|奖金|述职))",
+       "work", "employer", make=lambda m, s: [("employer", v)] if (v := _employer(m.group("v"))) and not is_chinese_city(v)
+       and not is_place_word(v) else None),
     # "在杭州待了五年" is a home; "在华为待了五年" an employer (a name that is no place and no common noun).
     _r(r"(?<![去到现实存所正])在(?P<v>" + _ZC + r"{1,10}?)(?:待|呆|漂|住)了(?:[一二三四五六七八九十两\d]+|好几|很多|快|差不多)(?:年|个月)", "location",
        "home_city", make=lambda m, s: None if not (v := _place(m.group("v"))) else [("home_city", v)]
        if is_chinese_city(v) or is_place_word(v) or "住" in m.group(0) else None),
-    _r(r"(?<![去到现实存所正])在(?P<v>" + _ZC + r"{2,8}?)(?:待|呆|干)了(?:[一二三四五六七八九十两\d]+|好几|很多|快|差不多)(?:年|个月)", "work",
+    _r(r"(?<![去到现实存所正])在(?P<v>" + _ZC + r"{2,8}?)(?:待|呆|干|熬)了(?:[一二三四五六七八九十两\d]+|好几|很多|快|差不多)(?:年|个月)", "work",
        "employer", make=lambda m, s: [("employer", v)] if (v := _employer(m.group("v"))) and not is_chinese_city(v)
        and not is_place_word(v) and v not in _NOT_WORKPLACES else None),
     _r(r"(?:^|(?<=[,，。!！\s]))(?:执咗行李|收拾行李)?返(?:咗|嚟|到)?(?P<v>" + _ZC + r"{2,6}?)(?:啦|了|喇|咗)?(?=$|[,，。!！～~])", "location", "home_city",
@@ -1106,13 +1178,17 @@ _RULES: list[_Rule] = [
        make=_status("widowed"), on_negation="drop"),
     _r(r"(?:现在|目前)(?:的|这个|这位)?(?:男朋友|女朋友|对象|男友|女友)", "relationship", "status",
        make=_status("in a relationship"), on_negation="drop"),
+    _r(r"领(?:的|了)证|(?:和平|已经|刚|早就)分手了?|不(?:是|再是)情侣了", "relationship", "status",
+       make=lambda m, s: [("status", "married" if "证" in m.group(0) else "single")], on_negation="drop"),
     _r(r"寡王|单身狗|母胎(?:solo|单身)|(?:还|一直|仍然|依然)单着|单着呢|(?:现在|如今|目前|又)?(?:一个人|单着)(?:过|生活|过日子)(?!.{0,4}(?:几天|一周|两周|周末))|没(?:能)?走到最后",
        "relationship", "status", make=_status("single"), on_negation="drop"),
     _r(r"(?:跟|和)(?:男朋友|女朋友|对象|另一半|他|她)?分(?:了|手了)", "relationship", "status", make=_status("single"),
        on_negation="drop"),
-    _r(r"(?:(?:他|她)求婚了|求婚.{0,8}?(?:我)?答应了|答应了(?:他|她)的求婚)", "relationship", "status", make=_status("engaged"),
+    _r(r"(?:(?:他|她)求婚了|求婚.{0,8}?(?:我)?答应了|答应了(?:他|她)的求婚|(?:她|他)答应了(?=.*(?:单膝|求婚|戒指|婚戒|钻戒))|单膝跪下)",
+       "relationship", "status", make=_status("engaged"),
        on_negation="drop", subject=False),
-    _r(r"我(?:家)?(?P<w>老公|老婆|丈夫|媳妇|老伴|另一半)", "relationship", "status", make=_status_word, on_negation="drop",
+    _r(r"(?:我(?:家)?|(?:^|(?<=[,，。!！\s])))(?P<w>老公|老婆(?!饼)|丈夫|媳妇|老伴|另一半)", "relationship", "status", make=_status_word,
+       on_negation="drop",
        subject=False),
     _r(r"(?:有|交了)(?P<w>女朋友|男朋友|对象)", "relationship", "status", make=_status_word, on_negation="end_value"),
     _r(r"(?:那|他|她)?是我(?P<w>男朋友|女朋友|对象|老公|老婆|未婚夫|未婚妻)", "relationship", "status", make=_status_word,
@@ -1137,7 +1213,8 @@ _RULES: list[_Rule] = [
     _r(r"\bthe\s+divorce\s+(?:went\s+through|is\s+final|was\s+finali[sz]ed|came\s+through)", "relationship",
        "status", make=_status("divorced"), on_negation="drop", subject=False),
     _r(r"\b(?:broke|broken|split)\s+up\b", "relationship", "status", make=_status("single"), on_negation="drop"),
-    _r(r"\b(?:since|after)\s+(?:the|my|our)\s+(?:break-?up|split)\b|\bsingle\s+(?:again|life)\b|\bback\s+on\s+the\s+(?:market|apps)\b",
+    _r(r"\b(?:since|after)\s+(?:the|my|our)\s+(?:break-?up|split)\b|\bsingle\s+(?:again|life)\b|\bback\s+on\s+the\s+(?:market|apps)\b|"
+       r"\bthe\s+only\s+single\s+one\b|\bonly\s+one\s+(?:who's|who\s+is|that's)\s+(?:still\s+)?single\b",
        "relationship", "status", make=_status("single"), on_negation="drop"),
     _r(r"\b(?:got|have|has|found|met)\s+(?:a|an|myself\s+a)\s+(?:new\s+|lovely\s+|real\s+)?(?P<w>gf|bf|girlfriend|boyfriend|"
        r"fianc[ée]e?|partner)\b", "relationship", "status", make=_status_word, on_negation="end_value"),
@@ -1150,7 +1227,8 @@ _RULES: list[_Rule] = [
     _r(r"\b(?:\w+\s+)?years?\s+(?:happily\s+)?married\b|\bmarried\s+(?:for\s+)?(?:(?:almost|nearly|over|about)\s+)?"
        r"(?:\w+|\d+)\s+years\b|\b(?:our|my)\s+(?:\w+\s+)?(?:wedding\s+)?anniversary\b", "relationship", "status",
        make=_status("married"), on_negation="drop"),
-    _r(r"\b(?:I'm|I\s+am|we're|we\s+are|been|still|now|happily|recently|newly)\s+(?:happily\s+|recently\s+|newly\s+|"
+    _r(r"\b(?:I'm|I\s+am|we're|we\s+are|been|still|now|happily|recently|newly)\s+(?:happily\s+|recently\s+|newly\s+|technically\s+|"
+       r"legally\s+|basically\s+|practically\s+|"
        r"still\s+|now\s+|officially\s+|just\s+|only\s+|currently\s+|finally\s+|not\s+|no\s+longer\s+)*(?P<w>single|engaged|married|divorced|widowed|dating|in\s+a\s+relationship|"
        r"seeing\s+someone)\b", "relationship", "status",
        make=lambda m, s: [("status", _STATUS_WORDS[re.sub(r"\s+", " ", m.group("w").lower())])],
@@ -1174,12 +1252,12 @@ _RULES: list[_Rule] = [
     _r(r"\b(?:my|the)\s+name(?:'s|\s+is)\s+(?P<v>[A-Za-z][\w'-]*(?:\s+(?-i:[A-Z])[\w'-]*){0,2})", "profile", "name",
        make=_name, on_negation="drop", subject=False),
     _r(r"\b(?:sign\s+me\s+up\s+as|put\s+me\s+down\s+as|you\s+can\s+(?:just\s+)?(?:say|use|put)|sign\s+(?:it\s+)?(?:off\s+)?"
-       r"(?:from\s+me|as|with)\s*,?|(?:everybody|everyone|people|friends|they\s+all)\s+(?:just\s+)?says?)\s+(?P<v>(?-i:[A-Z])[\w'-]*)",
+       r"(?:from\s+me|from|as|with)\s*,?|(?:everybody|everyone|people|friends|they\s+all)\s+(?:just\s+)?says?)\s+(?P<v>(?-i:[A-Z])[\w'-]*)",
        "profile", "name", make=_name, on_negation="drop", subject=False),
     _r(r"\b(?:call\s+me|(?:started|start|keep|kept|took\s+to)\s+calling\s+me|I(?:'m|\s+am)\s+called|(?:everyone|people|friends)\s+calls?\s+me|I\s+go\s+by)\s+"
        r"(?P<v>(?-i:[A-Z])[\w'-]*(?:\s+(?-i:[A-Z])[\w'-]*){0,2})", "profile", "name", make=_name,
        on_negation="drop", subject=False),
-    _r(r"^\s*(?:(?:hey|hi|hello|yo|hiya|cheers|morning|evening|ok|okay|right)\s*,?\s*(?:there\s*,?\s*)?)?(?:it's\s+|this\s+is\s+|I'm\s+)?(?P<v>(?-i:[A-Z])"
+    _r(r"^\s*(?:(?:hey|hi|hello|yo|hiya|heya|cheers|morning|evening|ok|okay|right|aye|och|oi|well|so)\s*,?\s*(?:there\s*,?\s*)?)?(?:it's\s+|this\s+is\s+|I'm\s+)?(?P<v>(?-i:[A-Z])"
        r"[a-z]+)\s+(?:here|again|checking\s+in)(?!['\w]|\s+(?:is|are|was))", "profile", "name", make=_name,
        on_negation="drop"),
     _r(r"^\s*(?:(?:hey|hi|hello|yo)(?:\s+hi)?\s*,?\s*)+(?:it's|this\s+is|I'm)\s+(?P<v>(?-i:[A-Z])[a-z]+)\s*[.!]*$",
@@ -1199,6 +1277,9 @@ _RULES: list[_Rule] = [
        r"afternoon|evening))\b[\s,!.]*)+(?:this\s+is|it's)\s+(?P<w>(?-i:[A-Z])[a-z]+)(?=\s*(?:[,.!;]|$)|\s+(?:from|here)\b)",
        "profile", "name", make=lambda m, s: _name_of(n) if _may_be_given_name(n := m["v"] or m["w"]) else None,
        on_negation="drop", subject=False),
+    _r(r"落款(?:就)?(?:写|用|署)?(?P<v>[A-Za-z][A-Za-z-]+|" + _ZC + r"{2,4}?)(?=就行|就好|吧|$|[,，。!！])|"
+       r"(?:我的)?名字(?:就|叫|是)?(?:俩字|两个字|三个字)?[,，:：]\s*(?P<w>[" + _ZH_SURNAMES + r"][" + _CJK + r"]{1,2})(?=$|[,，。!！])",
+       "profile", "name", make=lambda m, s: _name_of(m["v"] or m["w"]), on_negation="drop", subject=False),
     _r(r"(?:网名|昵称|外号|绰号)(?:叫|是)(?P<v>" + _ZC + r"{1,6}?)(?=$|[,.!?。]|吧|哈)", "profile", "name", make=_name,
        on_negation="drop"),
     _r(r"(?:^|[^他她它])(?:我叫(?!了|车|外卖|醒)|我的名字(?:是|叫)|我名字叫|(?:大家|朋友们?|别人|他们)?都?(?:叫|喊)我)"
@@ -1214,13 +1295,23 @@ _RULES: list[_Rule] = [
        r"(?:\s+(?:from|at|by)\s+" + _PV + r")?", "work", "employer",
        make=lambda m, s: [("employer", (_place(m.group("v")) or "") if m.group("v") else "")], op="end",
        on_negation="drop"),
-    _r(r"\b" + _LEAVE_JOB + r"\s+(?:my\s+job\s+at\s+)?" + _PV, "work", "employer", clean=_place, op="end",
+    _r(r"\b" + _LEAVE_JOB + r"\s+(?:my\s+job\s+at\s+)?" + _PV, "work", "employer", clean=_no_city, op="end",
        on_negation="drop"),
+    _r(r"\bmy\s+job\s+(?:went|is\s+gone|has\s+gone|disappeared)\b|\b(?:went|gone|going)\s+(?:bust|under|into\s+administration)\b"
+       r"(?=[^.]*\bmy\s+job\b)|\b(?:made|been\s+made)\s+redundant\b|\b(?:got|been)\s+(?:laid\s+off|let\s+go|sacked|fired)\b(?!\s+from)", "work", "employer",
+       make=lambda m, s: [("employer", "")], op="end", on_negation="drop"),
+    _r(r"\b(?:that's\s+me|I'm|I\s+am)\s+(?:all\s+)?done\s+with\s+" + _PV, "work", "employer", clean=_place, op="end",
+       on_negation="drop", subject=False),
+    _r(r"\b(?:handed|handing)\s+(?:in\s+)?my\s+notice(?:\s+in)?\b(?!\s+at)", "work", "employer", make=lambda m, s: [("employer", "")],
+       op="end", on_negation="drop"),
     _r(r"\b(?:don't|do\s+not|no\s+longer)\s+work\s+there\b", "work", "employer", make=lambda m, s: [("employer", "")],
        op="end", on_negation="keep"),
-    _r(r"\b(?:not|no\s+longer)\s+with\s+(?P<v>(?-i:[A-Z])[a-z]+)\s+(?:anymore|any\s+more)\b", "relationship", "status",
+    _r(r"\b(?:not|no\s+longer)\s+with\s+(?P<v>(?-i:[A-Z])[a-z]+)\s+(?:anymore|any\s+more|now)\b|\bwe\s+(?:parted|split)\b", "relationship", "status",
        make=lambda m, s: None if _WORK_CONTEXT.search(s) else [("status", "")], op="end", on_negation="keep"),
-    _r(r"\b(?:not|no\s+longer)\s+(?:working\s+)?(?:at|with|for)\s+" + _PV, "work", "employer", clean=_place, op="end",
+    _r(r"\b(?:not|no\s+longer)\s+(?:working\s+)?(?:at|with|for)\s+" + _PV, "work", "employer",
+       make=lambda m, s: None if not (v := _place(m.group("v"))) or (len(v.split()) == 1 and is_first_name(v.lower())
+                                                                     and re.search(r"\bwith\s+\S+$", m.group(0))) else [("employer", v)],
+       op="end",
        on_negation="keep"),
     _r(r"(?:离开了?|辞职离开了?|裸辞了?|辞掉了?)(?P<v>" + _ZC + r"{1,10}?)(?=$|[,.!?;:\s。]|了)|从(?P<w>" + _ZC
        + r"{1,10}?)(?:离职|辞职|跳槽|出来)", "work", "employer",
@@ -1241,7 +1332,12 @@ _RULES: list[_Rule] = [
     _r(r"(?:^|[.;,(]\s*|\b)(?:employer|company|workplace|new\s+(?:job|employer|company|gig|role))\s*[:(]\s*" + _PV, "work",
        "employer", clean=_place, subject=False),
     _r(r"\b(?:day\s+(?:1|one)|first\s+(?:day|week)|week\s+(?:1|one))\s+at\s+" + _PV, "work", "employer", clean=_place),
-    _r(r"\bmy\s+(?:company|employer|firm|workplace|current\s+company|current\s+employer)\s+is\s+(?:now\s+)?" + _PV, "work",
+    _r(r"\b(?:(?:another|long|late|early|double|closing|opening|morning|evening|weekend|night)\s+(?:\w+[\s-]hour\s+)?|\w+[\s-]hour\s+)"
+       r"(?:day|shift|night|week)\s+at\s+" + _PV, "work", "employer",
+       make=lambda m, s: [("employer", v)] if (v := _employer(m.group("v"))) and not leading_city(v.lower()) else None),
+    _r(r"\b(?:work|working|worked)\b[^.;]{0,30}?\bfor\s+(?P<v>(?-i:[A-Z])[\w&-]*)(?:'s)?\s+(?:[a-z]+\s+)?(?:team|department|office|"
+       r"division|store|branch)\b", "work", "employer", make=lambda m, s: [("employer", v)] if (v := _employer(m.group("v"))) else None),
+    _r(r"\bmy\s+(?:company|employer|firm|workplace|current\s+company|current\s+employer)\s*(?:is\s+|,\s*)?(?:now\s+)?" + _PV, "work",
        "employer", clean=_place),
     # "been at Canva since the start of the month", "working in Infosys since 2019": an organisation, not a place.
     _r(r"\b(?:been|working|I've\s+been|I\s+have\s+been)\s+(?:working\s+)?(?:at|in|with)\s+(?P<v>(?-i:[A-Z])[\w&'.-]*(?:\s+(?-i:[A-Z])"
@@ -1326,6 +1422,9 @@ _RULES: list[_Rule] = [
        op="end", on_negation="drop"),
     _r(r"(?:(?<=^)|(?<=[,.!。]))(?:已经|刚|也)?(?:离职|辞职|被裁|裸辞|被辞退|被开除)了", "work", "employer",
        make=lambda m, s: [("employer", "")], op="end", on_negation="drop"),
+    _r(r"\b(?:joys?|perks?|life|downsides?|curse|reality|glamour)\s+of\s+being\s+(?:a|an|the)\s+" + _EV, "work", "job",
+       make=_job_framed, subject=False),
+    _r(r"\b(?:[\w-]+[\s-]hour\s+)?shifts?\s+as\s+(?:the\s+only\s+|the\s+|a\s+|an\s+)?" + _EV, "work", "job", make=_job_framed),
     # Retiring ends the job and the employer ("Retired as of Friday!!"); "a retired teacher" is a title.
     _r(r"(?:^|\b(?:I|I've|I\s+have|just|finally|officially|I'm|I\s+am|now|we)\s+)retired\b(?!\s+(?:[a-z]+(?:er|or|ist|ian)|nurse|"
        r"doctor|chef|coach|judge|vet|pilot)\b)", "work", "", make=lambda m, s: [("job", ""), ("employer", "")], op="end",
@@ -1337,7 +1436,7 @@ _RULES: list[_Rule] = [
        "work", "job", make=_job_framed, subject=False),
     _r(r"\b(?:they|management|the\s+\w+)\s+(?:made|appointed|named)\s+me\s+(?:the\s+|a\s+|an\s+)?" + _EV, "work", "job",
        make=_job_framed, subject=False),
-    _r(r"\b(?:I'm|I\s+am|im|been|I've\s+been|now|officially)\s+(?:now\s+|still\s+|currently\s+|also\s+|officially\s+)?(?:a|an)\s+(?!big\b|huge\b)"
+    _r(r"\b(?:I'm|I\s+am|im|been|I've\s+been|now|officially)\s+(?:now\s+|still\s+|currently\s+|also\s+|officially\s+)?(?:a|an|the)\s+(?!big\b|huge\b|only\b|one\b|best\b|worst\b)"
        r"(?P<v>(?:[A-Za-z-]+\s+){0,2}?[a-z-]+)(?=\s+(?:now|at|for|in|with|and|but|since|these|again|here|"
        r"already|by|so|as|on|in)\b|\s*$|[.,!?;:])", "work", "job", make=_job, on_negation="end_value"),
     _r(r"^\s*(?:(?:still|now|currently|not|no\s+longer)\s+)?(?:a|an)\s+(?P<v>(?:[A-Za-z-]+\s+){0,2}?[a-z-]+)"
@@ -1382,8 +1481,8 @@ _RULES: list[_Rule] = [
     _r(r"(?:担任|出任)(?P<v>" + _ZC + r"{2,8}?)(?=$|[,.!?;:\s。]|了|一职|已|快|有|多年|[一二两三四五六七八九十\d])", "work", "job"),
     _r(r"(?<=[里中内处院司校厂行局所部])(?:任|任职)(?P<v>" + _ZC + r"{0,6}?" + _ZH_JOB_TAIL
        + r"(?:顾问|主管|经理|助理|总监|专员|代表|长|组长)?)", "work", "job"),
-    _r(r"(?:做|当)(?!伴娘|伴郎|司仪|评委|志愿者|家长|观众|好人|坏人|老大|电灯泡|和事佬|主持|东道主|裁判)(?P<v>" + _ZC
-       + r"{2,6}?)(?:的工作|工作)?(?=$|[,.!?;:\s。]|了)", "work", "job", confidence=0.6,
+    _r(r"(?:做|(?<![应相])当(?![面时天初场作成真心地年晚即中下然]))(?!伴娘|伴郎|司仪|评委|志愿者|家长|观众|好人|坏人|老大|电灯泡|和事佬|主持|东道主|裁判)(?P<v>" + _ZC
+       + r"{2,6}?)(?:的工作|工作)?(?=$|[,.!?;:\s。]|了)", "work", "job", confidence=0.6, make=_bare_job,
        on_negation="end_value"),
     # --- pets (key: the name; value: the species); deaths end the pet
     _r(r"\b(?:had\s+to\s+say\s+goodbye\s+to|had\s+to\s+put\s+down|lost|buried|put\s+down)\s+"
@@ -1429,7 +1528,7 @@ _RULES: list[_Rule] = [
        make=_pet, subject=False, on_negation="drop"),
     _r(r"\bnamed\s+(?:the|our|my)\s+(?:new\s+)?" + _EN_SPECIES + r"\s+(?:after\s+[^:.!?]{1,40}?[:,—-]\s*)?(?P<n>(?-i:[A-Z])[\w'-]*)",
        "pet", "", make=_pet, subject=False, on_negation="drop"),
-    _r(r"(?P<n>(?-i:[A-Z])[\w'-]*)\s*\(\s*(?:(?:my|our|a|an)\s+)?(?:[\w-]+\s+)?" + _EN_SPECIES + r"\b[^()]{0,30}\)", "pet", "", make=_pet,
+    _r(r"(?P<n>(?-i:[A-Z])[\w'-]*|(?:^|(?<=[\s,]))(?-i:[a-z])[a-z'-]+)\s*\(\s*(?:(?:my|our|a|an)\s+)?(?:[\w-]+\s+)?" + _EN_SPECIES + r"\b[^()]{0,30}\)", "pet", "", make=_pet,
        subject=False, on_negation="drop"),
     _r(r"\b(?:this\s+is|meet|say\s+hi\s+to)\s+(?P<n>(?-i:[A-Z])[\w'-]*(?:\s+(?-i:[A-Z])[\w'-]*){0,2})\b(?=[^.!?]*(?:[🐶🐕🐱🐈🐰🐇🐹🐢🐟🐠🦜]|\b"
        + _EN_SPECIES + r"\b))", "pet", "",
@@ -1443,6 +1542,8 @@ _RULES: list[_Rule] = [
        + r"\s*,?\s+(?:called|named)\s+(?P<n>(?-i:[A-Z])[\w'-]*)", "pet", "", make=_pet, subject=False, on_negation="drop"),
     _r(r"(?P<n>(?-i:[A-Z])[\w'-]*(?:\s+(?-i:[A-Z])[\w'-]*)?)\s*,\s*(?:my|our)\s+(?:[a-z-]+\s+){0,3}" + _EN_SPECIES
        + r"\b", "pet", "", make=_pet, subject=False, on_negation="drop"),
+    _r(r"\bthe\s+" + _EN_SPECIES + r"\s*,\s*(?P<n>(?-i:[A-Z])[a-z][\w'-]*)\s*,", "pet", "", make=_pet, subject=False,
+       on_negation="drop"),
     _r(r"\b(?:my|our)\s+(?!hot\s)(?:[a-z]+\s+)?" + _EN_SPECIES + r"\s*,?\s+(?P<n>(?-i:[A-Z])[a-z][\w'-]*)", "pet", "",
        make=_pet, subject=False, on_negation="drop"),
     _r(r"(?:家里的|我家的?|我的|家里|我们家的?|(?:有|养了?|养着)(?:一|两|几)?(?:只|条|个|头|匹))?" + _ZH_SPECIES + r"(?:的名字)?(?:吧|呢|啊|呀)?[,]?\s*(?:它|他|她)?(?:取名叫|取名为|取名|起名叫|起名|叫做|名叫|叫)(?P<n>" + _ZC
@@ -1453,7 +1554,7 @@ _RULES: list[_Rule] = [
        make=_pet, on_negation="drop"),
     _r(r"(?:主子|毛孩子|宝贝|崽子?|猫主子|狗子)(?:叫|名叫|叫做)(?P<n>" + _ZC + r"{1,4}?)[,].{0,6}?" + _ZH_SPECIES, "pet", "",
        make=_pet, on_negation="drop"),
-    _r(r"(?:我家|我们家|家里)(?:的)?(?P<n>" + _ZC + r"{1,4}?)是(?:只|一只|条|一条|个)?" + _ZH_SPECIES, "pet", "", make=_pet,
+    _r(r"(?:我家|我们家|家里)(?:的)?(?P<n>" + _ZC + r"{1,4}?)是(?:只|一只|条|一条|个)?(?:[^,，。]{0,8}?的)?" + _ZH_SPECIES, "pet", "", make=_pet,
        on_negation="drop"),
     # "家里俩小祖宗：布丁是只垂耳兔，可乐是虎皮鹦鹉": named pets listed in a message about one's own animals.
     _r(r"(?:^|(?<=[：:,，;；\s]))(?P<n>" + _ZC + r"{1,4}?)是(?:只|一只|条|一条|个|一个)?" + _ZH_SPECIES + r"(?=$|[,，。;；!！]|\s)", "pet", "",
@@ -1464,6 +1565,8 @@ _RULES: list[_Rule] = [
     _r(r"(?P<n>" + _ZC + r"{1,4}?)是我(?:家|们家)?的" + _ZH_SPECIES, "pet", "", make=_pet, on_negation="drop"),
     _r(r"(?:我家|我们家|家里)(?:的)?(?:那只|这只|那条|这条|养的)?" + _ZH_SPECIES + r"(?P<n>" + _ZC + r"{2,3}?)(?=在|又|今天|昨天|天天|每天|特别|很|最近|总是|老是|今年|已经|都|也|还|[一二两三四五六七八九十\d])", "pet",
        "", make=_pet, on_negation="drop"),
+    _r(r"(?:我家|我们家|家里)(?:的)?(?:那只|这只|那条|这条|养的)" + _ZH_SPECIES + r"(?=[^,，。]{0,8}(?:养|岁|年|月))", "pet", "",
+       make=lambda m, s: [(_slug(_species(m.group("s"))), _species(m.group("s")))], on_negation="drop"),
     _r(r"(?:^|(?<=[,，。!！\s]))" + _ZH_SPECIES + r"(?P<n>" + _ZC + r"{2,3}?)(?=最近|又|今天|昨天|这几天|天天|每天|总是|老是|今年|已经)", "pet",
        "", make=lambda m, s: _pet(m, s) if could_be_a_name(m.group("n")) and not re.search(_ZH_KIN, m.group("n")) else None,
        on_negation="drop"),
@@ -1474,18 +1577,23 @@ _RULES: list[_Rule] = [
        on_negation="drop"),
     # --- budgets and spending constraints
     _r(r"\bno\s+(?:more\s+)?(?:(?P<t2>[a-z]+)\s+)?budget\s+(?:at\s+all\s+)?(?:anymore|any\s+more|now)\b|\b(?:forget|scrap|drop|cancel|ditch|"
-       r"shelve|shelving|scrapping|dropping)\s+(?:the|my|our)\s+(?:(?P<t3>[a-z]+)\s+)?(?:budget|idea|plan)", "budget", "",
-       make=lambda m, s: [(_purpose(m.group("t2") or m.group("t3"), s), "")], op="end", on_negation="keep", subject=False),
+       r"shelve|shelving|scrapping|dropping)\s+(?:the|my|our)\s+(?:(?P<t3>[a-z]+)\s+)?(?:budget|idea|plan|money|fund|savings)", "budget", "",
+       # The budget named ("scrap the sofa money"), not another purpose the sentence goes on about.
+       make=lambda m, s: [(_purpose(topic) if (topic := m.group("t2") or m.group("t3")) else _purpose(s), "")], op="end",
+       on_negation="keep", subject=False),
     # Money set aside, changed by a verb of change ("the honeymoon money's been cut to $8,000").
     _r(r"\b(?P<t>[a-z]+\s+)?(?:money|fund|funds|pot|kitty|savings|allowance|budget)(?:'s|\s+has|\s+is|\s+was)?\s+(?:been\s+|now\s+|just\s+)?"
        r"(?:cut|reduced|lowered|dropped|slashed|trimmed|raised|increased|bumped|upped|capped|topped\s+up)(?:\s+(?:down|up|back))?\s+to\s+"
        + _MONEY, "budget", "", make=lambda m, s: [(_purpose(m.group("t"), s), m.group("v").strip())], on_negation="drop",
        subject=False),
-    _r(r"\b(?:upped|raised|bumped|increased|lowered|cut|dropped|reduced|stretched|pushed|moved)\s+(?:it|that|the\s+(?:budget|limit|cap)|"
-       r"my\s+(?:budget|limit|cap)|our\s+(?:budget|limit|cap))\s+(?:up\s+|down\s+)?to\s+" + _MONEY_MARKED, "budget", "",
-       make=lambda m, s: [(_purpose(s), m.group("v").strip())], on_negation="drop"),
+    _r(r"\b(?:upped|raised|bumped|increased|lowered|cut|dropped|reduced|stretched|pushed|moved|knock(?:ed)?|brought|scaled|trimmed|"
+       r"slashed)\s+(?:it|that|the\s+(?:budget|limit|cap)|my\s+(?:budget|limit|cap)|our\s+(?:budget|limit|cap)|(?:the\s+)?(?:whole\s+)?"
+       r"(?:wedding|trip|holiday|renovation|car|house|flat|kitchen|budget|thing))\s+(?:up\s+|down\s+)?to\s+" + _MONEY_MARKED, "budget", "",
+       make=lambda m, s: [(_purpose(s), m.group("v").strip())], on_negation="drop", subject=False),
     _r(r"\b(?:go|stretch|going)\s+(?:up\s+)?(?:to|as\s+high\s+as)\s+" + _MONEY + r"(?=[^.]*\b(?:rent|budget|max|maximum|no\s+higher|tops|"
        r"limit|at\s+most)\b)", "budget", "", make=lambda m, s: [(_purpose(s), m.group("v").strip())], on_negation="drop"),
+    _r(r"(?P<t>[车房电脑手机]|房子|电脑|手机|笔记本)(?:也|就|先)?不买了|预算(?:那事|的事|那个)?(?:你)?就当我没说", "budget", "",
+       make=lambda m, s: [(_purpose(m.group("t"), s), "")], op="end", on_negation="keep"),
     _r(r"(?P<t>" + _ZC + r"{0,4}?)预算(?:也|就|都)?(?:不存在了|没了|取消了|作废了|不用了|用不上了|泡汤了)", "budget", "",
        make=lambda m, s: [(_purpose(m.group("t"), s), "")], op="end", on_negation="keep"),
     _r(r"\b(?:forget|scrap|drop|cancel|ditch)\s+(?:the|my|our)\s+(?:(?P<t2>[a-z]+)\s+)?budget", "budget", "",
@@ -1493,12 +1601,12 @@ _RULES: list[_Rule] = [
     _r(r"(?:\b(?P<t2>[a-z]+(?:\s+[a-z]+)?)\s+)?\bbudget" + r"(?:\s+for\s+(?:the\s+|my\s+|our\s+|this\s+|a\s+)?"
        r"(?P<t>[a-z][a-z ]{0,25}?))?\s*(?:'s|:|is|was|of|will\s+be|has\s+been|is\s+now|at|around|about|"
        r"roughly|stands\s+at|sits\s+at|is\s+set\s+at)?\s+(?:now\s+|only\s+|about\s+|around\s+|roughly\s+|just\s+|"
-       r"up\s+to\s+|maybe\s+)?" + _MONEY, "budget", "", make=_budget, on_negation="drop"),
+       r"up\s+to\s+|maybe\s+)?" + _MONEY, "budget", "", make=_budget, on_negation="drop", subject=False),
     _r(r"(?:\b(?P<t2>[a-z]+(?:\s+[a-z]+)?)\s+)?\bbudget(?:\s+for\s+(?:the\s+|my\s+|our\s+|this\s+|a\s+)?"
        r"(?P<t>[a-z][a-z ]{0,25}?))?\s+(?:has\s+been\s+|was\s+|got\s+|is\s+|has\s+)?(?:raised|increased|bumped(?:\s+up)?|"
        r"lowered|reduced|cut|changed|went\s+up|went\s+down|dropped|doubled|tripled|halved|grown|grew|risen|rose|"
        r"climbed|jumped|fell|shrunk|moved|gone\s+up|gone\s+down)\s+(?:up\s+|down\s+)?to\s+" + _MONEY, "budget", "",
-       make=_budget, on_negation="drop"),
+       make=_budget, on_negation="drop", subject=False),
     _r(r"\b(?:can't|cannot|can\s+not|don't\s+want\s+to|won't|not\s+going\s+to)\s+(?:spend|pay)\s+more\s+than\s+"
        + _MONEY + r"(?:\s+(?:on|for)\s+(?:the\s+|a\s+|my\s+|our\s+)?(?P<t>[a-z]+(?:\s+[a-z]+)?))?", "budget", "",
        make=_budget, on_negation="keep"),
@@ -1528,7 +1636,7 @@ _RULES: list[_Rule] = [
        on_negation="drop"),
     _r(r"\b(?:put|set)\s+aside\s+" + _MONEY + r"\s+for\s+(?:the\s+|a\s+|my\s+|our\s+)?(?P<t>[a-z]+)", "budget", "", make=_budget,
        on_negation="drop"),
-    _r(r"\b(?:budget(?:'s)?|allowance|fund|under|below|capped|cap|limit(?:ed)?|max(?:imum)?|afford|no\s+more\s+than|"
+    _r(r"\b(?:budget(?:'s)?|allowance|fund|under|below|capped|cap|limit(?:ed)?|max(?:imum)?|afford|no\s+more\s+than|nothing\s+(?:over|above|more\s+than)|"
        r"at\s+most|give\s+(?:myself|ourselves))\b[^.;!?$€£¥\d]{0,40}?" + _MONEY_MARKED, "budget", "",
        make=_budget, on_negation="drop", subject=False),
     _r(r"\bbudget(?:'s)?\b[^.;!?$€£¥\d]{0,40}?" + _MONEY, "budget", "", make=_budget, on_negation="drop",
@@ -1674,6 +1782,8 @@ def _trip_until(sentence: str, created: datetime, start: date) -> datetime | Non
     next_week = bool(_NEXT_WEEK.search(text))
     if next_week:
         start = today + timedelta(days=7 - today.weekday())
+    if m := re.search(r"\b(?:from|starting|leaving|flying\s+out)\s+(?:this\s+|next\s+|on\s+)?(" + "|".join(_WEEKDAYS) + r")\b", text):
+        start = today + timedelta(days=(_WEEKDAYS.index(m[1]) - today.weekday()) % 7 or 7)  # "from Monday for four days"
     end: date | None = None
     if m := _DUR_EN.search(text):
         count, unit = (m[1], m[2]) if m[1] else (m[3], m[4])
@@ -1715,6 +1825,8 @@ def _trip_until(sentence: str, created: datetime, start: date) -> datetime | Non
         end = start + timedelta(days=1)
     elif re.search(r"\b(?:got|came|just)\s+back\b|回来了|刚回来", text):
         end = today
+    elif m := re.search(r"\b(?:until|till|til|through|over)\s+(christmas|xmas|new\s+year)|(?:待到|住到|呆到)(?:过年|春节|元旦)", text):
+        end = _month_day(12, 25, today) if m[1] and m[1].startswith(("christmas", "xmas")) else _month_day(1, 1, today)
     return datetime.combine(end, time(23, 59, 59), tzinfo=created.tzinfo) if end else None
 
 
@@ -1804,6 +1916,9 @@ def _answer_facts(question: str, answer: str, earlier: list[str], message: Messa
     if _CALL_YOU_Q.search(question) and (m := _CALLED_ANSWER.match(answer)) and (
             (m["v"] and _may_be_given_name(m["v"])) or (m["z"] and could_be_a_name(m["z"]))):
         return [fact("profile", "name", m["v"] or m["z"])]  # "我该怎么称呼你？" - "Kevin 就好"
+    if _CALL_YOU_Q.search(question) and (m := re.search(r"\b((?-i:[A-Z])[a-z]+)(?:'s|\s+is)\s+(?:fine|good|ok|okay|great)\b|"
+                                                         r"\bcall\s+me\s+((?-i:[A-Z])[a-z]+)", answer)):
+        return [fact("profile", "name", m[1] or m[2])]  # "…But Bo's fine for you"
     if _PET_NAMES_Q.search(question) and (m := _NAME_LIST.match(answer)):
         said = [_species(s) for text in earlier for s in re.findall(r"\b" + _EN_SPECIES + r"\b", text, re.I)]
         names = [m["a"], m["b"]]
@@ -1894,7 +2009,7 @@ def _read(rule: _Rule, m: re.Match[str], sentence: str) -> list[tuple[str, str, 
         return []  # "moved over to the University of Sheffield": an employer, not a city
     if value and rule.namespace == "location" and _has_cjk(value) and not could_be_a_name(value):
         return []  # "回老家躺平了": 躺平 is something one does, not a place
-    if not value and rule.namespace == "work" and rule.key == "employer" and rule.clean is _place:
+    if not value and rule.namespace == "work" and rule.key == "employer" and rule.clean in (_place, _no_city):
         value = _lowercase_org(raw)
     if not value:
         return []
@@ -1937,7 +2052,7 @@ def _sentence_facts(sentence: str, message: Message, *, correction: int | None,
             if any(span[0] < e and s < span[1] for s, e in taken):
                 continue
             taken.append(span)  # blocked spans too: a looser rule must not re-read them
-            pos = span[1]
+            pos = max(span[1], m.end()) if _has_cjk(m.group(0)) else span[1]  # nor the same rule inside its own match
             if _hypothetical(sentence, m.start()):
                 continue
             if rule.subject and not _subject_ok(sentence, m.start()):
@@ -1947,7 +2062,8 @@ def _sentence_facts(sentence: str, message: Message, *, correction: int | None,
             if _SOMEONE_ELSES.match(sentence[m.end():]) or _SOMEONE_ELSES.search(m.group(0)):
                 continue  # "喜欢榴莲的是我老公": the one who likes it is somebody else
             before = sentence[_clause_start(sentence, m.start()):m.start()]
-            if not rule.subject and _EN_THIRD.search(before) and not re.search(r"\b(?:he|she)(?:'s|\s+is)\s+$", before, re.I):
+            if not rule.subject and _EN_THIRD.search(before) and not re.search(r"\b(?:he|she)(?:'s|\s+is)\s+$", before, re.I) \
+                    and not re.search(r"\b(?:me|us)\b", m.group(0), re.I):  # "they've seconded me to Glasgow" is about me
                 continue  # "my mom calls him my fiancé": somebody else's words ("she's my fiancée" is about us)
             op: FactOperation = rule.op
             if rule.namespace == "location" and op == "assert" and _SHORT_STAY.search(sentence):
@@ -2010,6 +2126,13 @@ def _possessed_names(text: str) -> list[str]:
             and n.lower() not in _WEEKDAYS and n.lower() not in _MONTH_NAMES]
 
 
+_ZH_PET_DOING = re.compile(r"(?:^|(?<=[,，。!！\s]))(?P<n>[\u4e00-\u9fff]{2,3}?)(?:最近|又|总是|老是|天天|今天)?(?:掉毛|拆家|乱叫|狂叫|"
+                           r"叫个不停|乱尿|随地|挑食|打喷嚏|吐毛球|抓沙发)")
+_PET_DOING = re.compile(r"(?:^|(?<=[\s,]))(?P<n>(?-i:[A-Z])[a-z]+)(?:'s|\s+has|\s+is|\s+keeps|\s+won't|\s+just)?\s+(?:been\s+|started\s+|keeps\s+)?"
+                        r"(?:howl|bark|meow|miaow|purr|wag|hiss|whin|growl|fetch|yowl|nibbl|gnaw)\w*\b", re.I)
+_QUOTED_SIGN_OFF = re.compile(r"\b(?:end|sign|finish|close)\s+(?:it\s+)?(?:off\s+)?(?:with|as)\s+['\"‘“](?:[^'\"’”]{0,20}?,\s*)?"
+                              r"(?P<v>(?-i:[A-Z])[a-z]+)['\"’”]", re.I)
+_CALLS_ME = re.compile(r"\b(?:calls?|call)\s+me\b|\bthat's\s+me\b|\bwhat\s+I\s+go\s+by\b|\bmy\s+name\b", re.I)
 # A name signed under a message ("…thanks!\n\n— Hamish", "Cheers,\nPriya").
 _SIGN_OFF = re.compile(r"(?:\n\s*|[.!?]\s+)(?:[-—–~]+\s*|(?:cheers|thanks|thank\s+you|best|regards|love|xx|ta|talk\s+soon)"
                        r"[\s,!.]*\n\s*[-—–~]*\s*)(?P<v>(?-i:[A-Z])[a-z]+)(?P<z>)\s*[.!]?\s*$", re.I)
@@ -2100,6 +2223,21 @@ def _message_facts(message: Message) -> list[ExtractedFact]:
               if f.namespace == "work" and f.key == "employer" and f.operation == "assert" and _has_cjk(f.value)
               and is_chinese_city(f.value) else f) for i, at, f in found
              if not (placed and f.namespace == "work" and f.key == "employer" and _has_cjk(f.value) and is_chinese_city(f.value))]
+    # "Biscuit's been howling at the back door … How do you get a beagle to sleep in?"
+    if not any(f.namespace == "pet" for _, _, f in found) and (act := _PET_DOING.search(text) or _ZH_PET_DOING.search(text)) \
+            and (kind := _species_in(text) or _zh_species_in(text)) and act["n"].lower() not in _NOT_NAMES \
+            and not re.search(_KIN + "|" + _ZH_KIN, act["n"], re.I) and not leading_city(act["n"].lower()) \
+            and (not _has_cjk(act["n"]) or could_be_a_name(act["n"])):
+        found.append((0, act.start(), ExtractedFact(
+            namespace="pet", key=_slug(act["n"]), value=kind, confidence=min(0.9, confidence_cap),
+            evidence_message_ids=[message.message_id], observed_at=message.created_at)))
+    # A sign-off asked for in quotes, said to be what one is called ("end it with 'cheers, Deeps' cos that's
+    # what the whole team calls me").
+    if (quoted := _QUOTED_SIGN_OFF.search(message.content)) and not any(f.namespace == "profile" for _, _, f in found) \
+            and (_may_be_given_name(quoted["v"]) or _CALLS_ME.search(message.content)):
+        found.append((len(text), 0, ExtractedFact(
+            namespace="profile", key="name", value=quoted["v"], confidence=min(0.9, confidence_cap),
+            evidence_message_ids=[message.message_id], observed_at=message.created_at)))
     signed = _SIGN_OFF.search(message.content) or _ZH_SIGN_OFF.search(message.content)
     if signed and signed.start() > 0 and not any(f.namespace == "profile" for _, _, f in found) \
             and ((signed["v"] and _may_be_given_name(signed["v"])) or (signed["z"] and could_be_a_name(signed["z"]))):
@@ -2129,12 +2267,20 @@ _CONTRAST = re.compile(r"(?P<a>[^.!?;:]{1,60}?)(?:\s+actually,?|,)\s*(?:and\s+)?
                        r"(?P<b>[^,.!?;:]{1,40}?)(?=\s*(?:$|[.!?;:,]|[^\w\s'])|\s+(?:actually|lol|haha)\b)|"
                        r"(?P<b3>(?-i:[A-Z])[\w.&'-]*)\s*(?:→|->)\s*(?P<a3>(?-i:[A-Z])[\w.&'-]*)|"
                        r"(?P<a5>[$€£¥]?\d[\d,.]*\s?k?(?:\s+(?:a|per)\s+(?:month|week|year))?)\s+not\s+(?P<b5>[$€£¥]?\d[\d,.]*\s?k?)\b|"
+                       r"\bdid\s+I\s+(?:say|write|put)\s+(?P<b8>(?-i:[A-Z])[\w'-]*)[^.!?]{0,20}?[?!]+\s*(?:it's|its|it\s+is|I\s+meant)\s+"
+                       r"(?P<a8>(?-i:[A-Z])[\w'-]*)|"
+                       r"\bcalled\s+(?-i:[A-Z])[a-z]+\s+(?:a|an)\s+(?P<b9>[a-z]+)\b[^.]{0,30}?\bbut\s+(?:she's|he's|it's|she\s+is|he\s+is)\s+"
+                       r"(?:a|an)\s+(?P<a9>[a-z]+(?:\s+(?:pig|dog|fish|dragon|gecko|snake|rat|mouse))?)|"
+                       r"\b(?:told|gave|wrote)\s+(?:you\s+)?(?P<b6>(?-i:[A-Z])[\w'-]*)\b[^.!?]{0,40}?(?:it's|it\s+is|it\s+was)\s+"
+                       r"(?P<a6>(?-i:[A-Z])[\w'-]*)|"
+                       r"\b(?:I'm|I\s+am|we're|it's|its|it\s+is)\s+(?:at\s+|in\s+|with\s+)?(?P<a7>(?-i:[A-Z])[\w&'-]*)\s+not\s+"
+                       r"(?P<b7>(?-i:[A-Z])[\w&'-]*)\b|"
                        r"\bnot\s+(?:in|at|with)\s+(?P<b4>(?-i:[A-Z])[\w'-]*(?:\s+(?-i:[A-Z])[\w'-]*)?),\s*(?:I'm|we're|I\s+am)\s+(?:in|at|with)\s+"
                        r"(?P<a4>(?-i:[A-Z])[\w'-]*(?:\s+(?-i:[A-Z])[\w'-]*)?)|"
                        r"\b(?:it's|its|it\s+is)\s+not\s+(?P<b2>[^,.!?;:]{1,40}?),\s*(?:it's|its|it\s+is|but)\s+(?P<a2>[^,.!?;:]{1,40}?)"
                        r"(?=\s*(?:$|[.!?;:,]))|"
                        # "是测试开发，不是前端开发"; "豆豆不是仓鼠" names the subject, not the right value.
-                       r"(?:(?:是|叫|在)(?P<za>[" + _CJK + r"\w]{1,10}?)[,]?|(?P<zc>[" + _CJK + r"\w]{1,10}?)[,])\s*不是(?P<zb>[" + _CJK
+                       r"(?:(?:是|叫|在)(?P<za>[" + _CJK + r"\w]{1,10}?)[,]?|(?P<zc>(?:(?![了说错岔误])[" + _CJK + r"\w]){1,6}?)[,])\s*不是(?P<zb>[" + _CJK
                        + r"\w]{1,10}?)(?=$|[,.!。]|啦|哈|了)|"
                        r"不是(?P<zb3>[" + _CJK + r"\w]{1,8}?)(?:啦|了|哈|呀|啊)?[,]\s*(?P<za3>[" + _CJK + r"\w]{1,6}?)(?=\s*(?:$|[!.。]))|"
                        r"不(?:是|在|叫)(?P<zb2>[" + _CJK + r"\w]{1,10}?)[,]\s*(?:而)?(?:是|在)(?:在|叫)?(?P<za2>[" + _CJK + r"\w]{1,10}?)(?=$|[,.!。]|啦|哈|了)",
@@ -2143,12 +2289,12 @@ _MEANT = re.compile(r"\bcorrection\b[^:.!?]{0,40}:\s*(?P<lc>(?-i:[a-z])[a-z -]{2
                     r"^\s*\*\s*(?P<star>(?-i:[A-Z])[\w'-]*(?:\s+(?-i:[A-Z])[\w'-]*)?)(?=\s*(?:$|[.,!;]|\s+(?:lol|haha|oops|sorry)\b))|"
                     r"\b(?:misspel\w*|mis-spel\w*|spelt\s+\w+\s+wrong|spelled\s+\w+\s+wrong|wrong\s+spelling)\b[^.!?]{0,60}[.!?]?\s*"
                     r"(?:it's|it\s+is|it\s+should\s+be|should\s+be)\s+(?P<a2>(?-i:[A-Z])[\w'-]*)|"
-                    r"(?:\bwas\s+off|\bwrong\s+number|\bmy\s+bad|\bsorry|\bscratch\s+(?:that|the)|\b(?:real|actual|correct)\s+(?:figure|number|amount))\b[^!?]{0,100}?"
+                    r"(?:\bwas\s+off|\bwrong\s+number|\bmy\s+bad|\bsorry|\bscratch\s+(?:that|the)|\bignore\s+(?:the|that|what)|\bdisregard|\bmisread|\b(?:real|actual|correct)\s+(?:figure|number|amount))\b[^!?]{0,100}?"
                     r"\b(?:it's|it\s+is|it\s+should\s+be|is)\s+(?P<money>[$€£¥]\s?[\d,.]+\s?k?|[\d,.]+\s?k?\s+(?:euros?|dollars|pounds|bucks|quid))|"
                     r"\b(?:I\s+meant|I\s+mean|correction\s*:|(?:sorry|oops|my\s+bad|scratch\s+that)\s*[,:—-]+\s*(?:it's|it\s+is)?)\s*"
                     r"(?P<a>(?-i:[A-Z])[\w'-]*(?:\s+(?-i:[A-Z])[\w'-]*)?)(?!\s*,?\s*not\b)(?=\s*(?:$|[.,!;]))|"
                     r"(?:说错了|记错了|口误|更正一下|纠正一下|打错字?了|输错了?|拼错了?|搞错了|搞混了|写错了|看错了?表?了?|手滑|不对|我说的|我指的|笔误|"
-                    r"[\u4e00-\u9fff]{1,3}错了)[,，]?(?:\s|[\u2600-\u27bf\U0001f000-\U0001faff])*(?:[^,，。!?]{0,12}[,，]\s*)?(?:其实|应该|实际上)?(?:就)?(?:是|实为|应为|实际为)"
+                    r"[\u4e00-\u9fff]{1,3}错了)[,，]?(?:\s|[\u2600-\u27bf\U0001f000-\U0001faff])*(?:[^,，。!?]{0,12}[,，]\s*)?(?:我)?(?:其实|应该|实际上)?(?:就)?(?:是|实为|应为|实际为)"
                     r"(?:在|叫)?(?P<z>[^\s,，。!?、]{1,10}?)(?=$|[,，。!?]|哈|啦|呀|的)", re.I)
 _CONTRAST_LEAD = re.compile(r"^.*\b(?:it's|its|it\s+is|is|was|are|'s|I'm|I\s+am|we're|meant|called|named|read|say|be)\s+|^(?:oh|ok|okay|no|wait)\b,?\s*",
                             re.I)
@@ -2164,6 +2310,7 @@ def _canonical_word(word: str) -> str:
 def _zh_contrast_value(raw: str) -> str:
     """"我在银行是客户经理" -> 客户经理, "我搬去的是保定" -> 保定: the value after the last copula."""
     value = re.split(r"(?:是|叫|在|当|做|住|去了|搬到|搬去)", raw)[-1] or raw
+    value = re.sub(r"(?:的|啦|了|哈|呀)+$", "", value) or value
     return value.rsplit("的", 1)[-1] if len(value.rsplit("的", 1)[-1]) >= 2 else value  # 检验科的检验师 -> 检验师
 
 
@@ -2178,9 +2325,9 @@ def _contrast_corrections(text: str, message: Message, known: list[ExtractedFact
     """A correction that names the wrong value instead of the slot: the slot is the one whose
     value is B, among the facts said before in the session or known as current. A contrast that
     names no known value ("宜家的宜，不是怡") leaves the word to a correction phrase ("口误，是静宜")."""
-    pairs = [((m["a3"] or m["a4"] or m["a5"] or "").strip(" ,.!") or (_contrast_value(m["a"] or m["a2"]) if m["a"] or m["a2"]
+    pairs = [((m["a3"] or m["a4"] or m["a5"] or m["a6"] or m["a7"] or m["a8"] or m["a9"] or "").strip(" ,.!") or (_contrast_value(m["a"] or m["a2"]) if m["a"] or m["a2"]
                                      else _zh_contrast_value(m["za"] or m["zc"] or m["za2"] or m["za3"] or "")),
-              (m["b3"] or m["b4"] or m["b5"] or "").strip(" ,.!") or (_contrast_value(m["b"] or m["b2"]) if m["b"] or m["b2"]
+              (m["b3"] or m["b4"] or m["b5"] or m["b6"] or m["b7"] or m["b8"] or m["b9"] or "").strip(" ,.!") or (_contrast_value(m["b"] or m["b2"]) if m["b"] or m["b2"]
                                      else _zh_contrast_value(m["zb"] or m["zb2"] or m["zb3"] or "")))
              for m in _CONTRAST.finditer(text)]
     out = _corrected_slots(pairs, message, known, found)
@@ -2198,6 +2345,15 @@ def _meant_pairs(text: str, facts: list[ExtractedFact | KnownFact]) -> list[tupl
         if not said:
             continue
         new = (proper or m["lc"] or m["money"] or m["z"]).strip().rstrip(",.")
+        if m["z"]:  # a Chinese value replaces one of its kind: a title, a city, an amount, else a name or an organisation
+            kind = ("job" if re.search(_ZH_JOB_TAIL + "$", new) else "city" if is_chinese_city(new)
+                    else "amount" if re.search(r"\d|[一二两三四五六七八九十百千万]{2,}", new) else "other")
+            said = [f for f in said if {"job": f.namespace == "work" and f.key == "job",
+                                        "city": f.namespace in ("location", "travel"),
+                                        "amount": f.namespace == "budget"}.get(kind, not (
+                                            (f.namespace == "work" and f.key == "job") or f.namespace in ("location", "travel", "budget")))]
+            if not said:
+                continue
         # A respelling ("*Bristol", "it's Katrine, with an e", "是静宜") fixes the value it most resembles;
         # otherwise the latest one of its kind.
         alike = max(said, key=lambda f: SequenceMatcher(None, f.value.lower(), new.lower()).ratio())
@@ -2286,6 +2442,26 @@ def _resolve_demonstratives(facts: list[ExtractedFact], text: str,
     return out
 
 
+_PET_GONE = re.compile(r"\b(?:let|letting)\s+(?P<a>[\w'-]+)\s+go\b|\bput\s+(?P<b>[\w'-]+)\s+(?:down|to\s+sleep)\b|"
+                       r"\b(?P<c>[\w'-]+)\s+(?:passed\s+away|died|passed|crossed\s+the\s+rainbow\s+bridge|didn't\s+make\s+it)\b|"
+                       r"(?P<z>[\u4e00-\u9fff]{1,4})(?:昨天|前天|今天|上周|前几天)?(?:去世了|死了|走了|没了|去喵星了|去汪星了|当天使了)", re.I)
+
+
+def _known_pet_gone(text: str, facts: list[ExtractedFact], known: list[ExtractedFact | KnownFact],
+                    message: Message) -> list[ExtractedFact]:
+    """"we had to let smokey go": a death said of a pet already known, whatever its case."""
+    pets = {f.key for f in known if f.namespace == "pet" and f.value}
+    said = {f.key for f in facts if f.namespace == "pet"}
+    out = []
+    for m in _PET_GONE.finditer(text):
+        name = _slug(m["a"] or m["b"] or m["c"] or m["z"] or "")
+        if name in pets and name not in said and not _hypothetical(text, m.start()):
+            out.append(ExtractedFact(namespace="pet", key=name, value="", operation="end", confidence=0.9,
+                                     evidence_message_ids=[message.message_id], observed_at=message.created_at))
+            said.add(name)
+    return out
+
+
 def _activity_ends_job(facts: list[ExtractedFact], known: list[ExtractedFact | KnownFact],
                        message: Message) -> list[ExtractedFact]:
     """Stopping the activity that is one's job ends the job ("quit bartending" while a bartender):
@@ -2314,11 +2490,12 @@ def _extract_facts(messages: list[Message], subject_role: str,
             continue
         facts = _message_facts(message)
         text = _prepare(message.content)
-        if _CORRECTION.search(text) or _MEANT.search(text) or re.search(r"\bnot\b|不是", text):
+        if _CORRECTION.search(text) or _MEANT.search(text) or re.search(r"\bnot\b|不是", text) or _CONTRAST.search(text):
             facts += _contrast_corrections(text, message, [*(known or []), *merged.values()], facts)
         facts = _resolve_demonstratives(facts, text, [*(known or []), *merged.values()])
         facts += _activity_ends_job(facts, [*(known or []), *merged.values()], message)
         facts += _species_gone(text, [*(known or []), *merged.values()], message)
+        facts += _known_pet_gone(text, facts, [*(known or []), *merged.values()], message)
         if not facts and previous is not None and previous.role != subject_role:
             facts = _answer_facts(_prepare(previous.content), message.content, earlier, message)
             for fact in facts:  # the pets are named now: drop their species-keyed placeholders
@@ -2357,7 +2534,9 @@ class RuleFactExtractor:
     # 3: clause-level subject analysis, verb classes, operations (end/correct), PHRASING vocabulary
     # 4: verb classes for moves/jobs/relationships, generic money limits, dropped subjects,
     #    contrast corrections against the current facts
-    version = "4"
+    # 5: given names, signatures, respellings, a key corrected (void + the right key), breeds, pronouns,
+    #    stays by length, intent hedging its own clause in Chinese
+    version = "5"
 
     async def extract(self, messages: list[Message], *, subject_role: str = "user",
                       current_facts: list[KnownFact] | None = None) -> ExtractionResult:

@@ -95,7 +95,7 @@ def test_the_later_phrasing_sets_parse_and_never_share_an_id():
     later = {name: load_probes(SAMPLES / f"phrasing-{name}.jsonl")
              for name in ("dev-en2", "dev-zh2", "dev-en3", "dev-zh3", "dev-en4", "dev-zh4", "dev-en5", "dev-zh5",
                           "dev-en6", "dev-zh6", "dev-en7", "dev-zh7", "dev-en8", "dev-zh8",
-                          "blind-en", "blind-zh")}
+                          "blind-en", "blind-zh", "blind-en2", "blind-zh2")}
     ids = [c.id for cases in [*_halves(), *later.values()] for c in cases]
     assert len(ids) == len(set(ids))
     for name, cases in later.items():

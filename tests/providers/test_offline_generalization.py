@@ -259,3 +259,83 @@ def test_a_demonstrative_taste_is_the_known_object_the_message_names_or_nothing(
     assert ("assert", "preference/榴莲", "dislike") in facts("上次吃完榴莲胃疼，现在闻到那味儿就想吐，讨厌死了",
                                                           known={"preference/榴莲": "like"})
     assert not {f for f in facts("现在闻到那味儿就想吐，讨厌死了") if f[1].startswith("preference/")}
+
+
+@pytest.mark.parametrize(("turns", "expected"), [
+    (("Baking hot again out here in Adelaide, 43 today. What can I make without turning the oven on?",),
+     ("assert", "location/home_city", "Adelaide")),
+    (("we loaded the van Sunday and went on back down to Mobile to be near my sister",),
+     ("assert", "location/home_city", "Mobile")),
+    (("looking at a used van, nothing over £6,000, what should I check?",), ("assert", "budget/car", "£6,000")),
+    (("the renovation's been knocked down to 18k after the quote came in",), ("assert", "budget/renovation", "18k")),
+    (("Another ten-hour day at Accenture and my eyes hurt",), ("assert", "work/employer", "Accenture")),
+    (("the glamour of being a night porter, eh. what can I eat at 4am",), ("assert", "work/job", "night porter")),
+    (("I'm not vegetarian any more, bacon won",), ("end", "diet/restriction", "vegetarian")),
+    (("can't handle chilli at all since the surgery",), ("assert", "diet/spicy", "no spicy food")),
+    (("Pickle's been barking at the postman all week. How do you calm a terrier down?",), ("assert", "pet/pickle", "dog")),
+    (("write my landlord a note and end it with 'thanks, Mags' since that's what everyone calls me",),
+     ("assert", "profile/name", "Mags")),
+    (("A: What should I call you?", "Put Temitope on the letter. But Tope's fine for you"), ("assert", "profile/name", "Tope")),
+    (("my old man Rocco (terrier, 12) has gone off his food",), ("assert", "pet/rocco", "dog")),
+])
+def test_phrasings_of_the_eighth_round(turns, expected):
+    assert expected in conversation(*turns)
+
+
+@pytest.mark.parametrize(("turns", "known", "expected"), [
+    (("I told you Leeds before — it's Bradford actually, I just work in Leeds",), {"location/home_city": "Leeds"},
+     ("correct", "location/home_city", "Bradford")),
+    (("typo earlier, I'm at Monzo not Revolut",), {"work/employer": "Revolut"}, ("correct", "work/employer", "Monzo")),
+    (("we had to let biscuit go this morning. the vet was lovely",), {"pet/biscuit": "dog"}, ("end", "pet/biscuit", "")),
+    (("上次手滑打错了，我其实是京东的，不是淘宝",), {"work/employer": "淘宝", "work/job": "运营"},
+     ("correct", "work/employer", "京东")),
+])
+def test_corrections_and_ends_of_known_facts_in_the_eighth_round(turns, known, expected):
+    messages = [Message(message_id=f"t{i}", turn_index=i, role="user", content=t, created_at=AT + timedelta(minutes=i))
+                for i, t in enumerate(turns)]
+    current = [KnownFact(namespace=k.split("/")[0], key=k.split("/")[1], value=v) for k, v in known.items()]
+    found = asyncio.run(RuleFactExtractor().extract(messages, current_facts=current)).facts
+    assert expected in {(f.operation, f"{f.namespace}/{f.key}", f.value) for f in found}
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("从网易出来以后去了米哈游，到现在半年了", ("assert", "work/employer", "米哈游")),
+    ("在腾讯熬了五年，终于升职了", ("assert", "work/employer", "腾讯")),
+    ("住苏州这么多年还是吃不惯甜", ("assert", "location/home_city", "苏州")),
+    ("这三天在厦门跑客户，晚上吃啥", ("assert", "travel/trip_city", "厦门")),
+    ("上个礼拜领的证，现在改名字要去哪", ("assert", "relationship/status", "married")),
+    ("离不开奶茶，一天两杯", ("assert", "preference/奶茶", "like")),
+    ("做外贸的，最近汇率愁死了", ("assert", "work/job", "外贸")),
+])
+def test_chinese_phrasings_of_the_eighth_round(text, expected):
+    assert expected in facts(text)
+
+
+@pytest.mark.parametrize("text", ["周末想自己做个辣子鸡，教教我", "当面说清楚比较好", "做梦都想去冰岛"])
+def test_making_a_dish_or_saying_it_face_to_face_is_no_job(text):
+    assert not {f for f in facts(text) if f[1] == "work/job"}
+
+
+@pytest.mark.parametrize(("turns", "known", "expected"), [
+    (("did I say Lidl before?? it's Aldi. no idea why I wrote that",), {"work/employer": "Lidl"},
+     ("correct", "work/employer", "Aldi")),
+    (("I called Nutmeg a rabbit last time, but she's a guinea pig, sorry",), {"pet/nutmeg": "rabbit"},
+     ("correct", "pet/nutmeg", "guinea pig")),
+    (("I keep calling Sam my boyfriend out of habit, he's my husband now",), {"relationship/status": "in a relationship"},
+     ("correct", "relationship/status", "married")),
+    (("scrap the sofa money, the car needed a new clutch",), {"budget/general": "£900"}, ("end", "budget/general", "")),
+    (("Poundworld went bust and my job went with it",), {"work/employer": "Poundworld"}, ("end", "work/employer", "")),
+])
+def test_corrections_and_ends_said_sideways(turns, known, expected):
+    messages = [Message(message_id=f"t{i}", turn_index=i, role="user", content=t, created_at=AT + timedelta(minutes=i))
+                for i, t in enumerate(turns)]
+    current = [KnownFact(namespace=k.split("/")[0], key=k.split("/")[1], value=v) for k, v in known.items()]
+    found = asyncio.run(RuleFactExtractor().extract(messages, current_facts=current)).facts
+    assert expected in {(f.operation, f"{f.namespace}/{f.key}", f.value) for f in found}
+
+
+def test_not_with_a_person_ends_a_relationship_not_a_job():
+    found = facts("I'm not with Oliver now, we split in March", known={"relationship/status": "in a relationship",
+                                                                      "work/employer": "Boots"})
+    assert ("end", "relationship/status", "") in found
+    assert not {f for f in found if f[1] == "work/employer"}
