@@ -392,7 +392,7 @@ _ZH_THIRD = re.compile(r"(?:我|我们|俺)?(?:单位|公司|学校|工厂|爸�
 
 
 # Words before a person that make them an object or a companion, not the subject ("被同事带着", "跟朋友").
-_ZH_NOT_SUBJECT = re.compile(r"(?:被|跟|和|同|给|陪|带|与|帮|替|为|让|叫|请|找|随|跟着|随着)(?:我|俺|咱)?(?:的)?$")
+_ZH_NOT_SUBJECT = re.compile(r"(?:被|跟|和|同|给|陪|带|与|帮|替|为|让|叫|请|找|随|跟着|随着|在|去|到|回|进|从|离开)(?:我|俺|咱)?(?:的|们)?$")
 
 
 def _zh_own_clause(local: str) -> bool:

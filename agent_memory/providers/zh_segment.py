@@ -93,4 +93,3 @@ def is_place_word(value: str) -> bool:
     """Whether jieba reads the value as one place word (美国, 国外), not an organisation (华为, 腾讯)."""
     words = tagged(value)
     return len(words) == 1 and words[0][1] in {"ns", "s"}
-
