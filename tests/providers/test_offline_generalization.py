@@ -213,11 +213,7 @@ def test_a_stay_is_a_trip_and_a_long_stay_a_home(text, expected, absent):
     (("刚发现打错字了😅 是晓雯，不是晓文",), {"profile/name": "晓文"}, ("correct", "profile/name", "晓雯")),
 ])
 def test_corrections_by_respelling_by_number_and_by_subject(turns, known, expected):
-    messages = [Message(message_id=f"t{i}", turn_index=i, role="user", content=t, created_at=AT + timedelta(minutes=i))
-                for i, t in enumerate(turns)]
-    current = [KnownFact(namespace=k.split("/")[0], key=k.split("/")[1], value=v) for k, v in known.items()]
-    found = asyncio.run(RuleFactExtractor().extract(messages, current_facts=current)).facts
-    assert expected in {(f.operation, f"{f.namespace}/{f.key}", f.value) for f in found}
+    assert expected in facts(*turns, known=known)
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -291,11 +287,7 @@ def test_phrasings_of_the_eighth_round(turns, expected):
      ("correct", "work/employer", "京东")),
 ])
 def test_corrections_and_ends_of_known_facts_in_the_eighth_round(turns, known, expected):
-    messages = [Message(message_id=f"t{i}", turn_index=i, role="user", content=t, created_at=AT + timedelta(minutes=i))
-                for i, t in enumerate(turns)]
-    current = [KnownFact(namespace=k.split("/")[0], key=k.split("/")[1], value=v) for k, v in known.items()]
-    found = asyncio.run(RuleFactExtractor().extract(messages, current_facts=current)).facts
-    assert expected in {(f.operation, f"{f.namespace}/{f.key}", f.value) for f in found}
+    assert expected in facts(*turns, known=known)
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -327,11 +319,7 @@ def test_making_a_dish_or_saying_it_face_to_face_is_no_job(text):
     (("Poundworld went bust and my job went with it",), {"work/employer": "Poundworld"}, ("end", "work/employer", "")),
 ])
 def test_corrections_and_ends_said_sideways(turns, known, expected):
-    messages = [Message(message_id=f"t{i}", turn_index=i, role="user", content=t, created_at=AT + timedelta(minutes=i))
-                for i, t in enumerate(turns)]
-    current = [KnownFact(namespace=k.split("/")[0], key=k.split("/")[1], value=v) for k, v in known.items()]
-    found = asyncio.run(RuleFactExtractor().extract(messages, current_facts=current)).facts
-    assert expected in {(f.operation, f"{f.namespace}/{f.key}", f.value) for f in found}
+    assert expected in facts(*turns, known=known)
 
 
 def test_not_with_a_person_ends_a_relationship_not_a_job():

@@ -395,9 +395,10 @@ async def test_a_cut_off_answer_with_a_parseable_fragment_says_it_was_cut(server
     assert "sentences: Field required" in str(caught.value) and "finish_reason=length" in str(caught.value)
 
 
-async def test_a_small_models_bounds_are_in_the_schemas_it_is_sent(server):
-    bundle = openai_providers(config_for(server, max_facts=4, max_sentences=3, max_citations=2))
-    server.reply(chat_completion(json.dumps({"facts": []})),
+async def schemas_sent(server, config, facts: list[dict]) -> tuple[dict, dict]:
+    """The response schemas one extraction and one summary send, in that order."""
+    bundle = openai_providers(config)
+    server.reply(chat_completion(json.dumps({"facts": facts})),
                  chat_completion(json.dumps({"sentences": [{"text": "Ana.", "source_message_ids": ["m1"]}]})))
     try:
         await bundle.extractor.extract(MESSAGES)
@@ -405,6 +406,11 @@ async def test_a_small_models_bounds_are_in_the_schemas_it_is_sent(server):
     finally:
         await bundle.aclose()
     extraction, summary = (r.body["response_format"]["json_schema"]["schema"] for r in server.requests)
+    return extraction, summary
+
+
+async def test_a_small_models_bounds_are_in_the_schemas_it_is_sent(server):
+    extraction, summary = await schemas_sent(server, config_for(server, max_facts=4, max_sentences=3, max_citations=2), [])
     assert extraction["properties"]["facts"]["maxItems"] == 4
     assert extraction["$defs"]["FactOut"]["properties"]["evidence_message_ids"]["maxItems"] == 2
     assert summary["properties"]["sentences"]["maxItems"] == 3
@@ -416,15 +422,7 @@ async def test_a_small_models_bounds_are_in_the_schemas_it_is_sent(server):
 
 async def test_a_small_model_cites_from_the_ids_it_was_shown(server):
     # (A grammar-constrained model otherwise makes ids up, and once looped inside one to max_tokens.)
-    bundle = openai_providers(config_for(server, cite_from_enum=True))
-    server.reply(chat_completion(json.dumps({"facts": [fact()]})),
-                 chat_completion(json.dumps({"sentences": [{"text": "Ana.", "source_message_ids": ["m1"]}]})))
-    try:
-        await bundle.extractor.extract(MESSAGES)
-        await bundle.summarizer.summarize(MESSAGES)
-    finally:
-        await bundle.aclose()
-    extraction, summary = (r.body["response_format"]["json_schema"]["schema"] for r in server.requests)
+    extraction, summary = await schemas_sent(server, config_for(server, cite_from_enum=True), [fact()])
     shown = {"type": "string", "enum": ["m1", "m2", "m3"]}
     assert extraction["$defs"]["FactOut"]["properties"]["evidence_message_ids"]["items"] == shown
     assert summary["$defs"]["SentenceOut"]["properties"]["source_message_ids"]["items"] == shown
