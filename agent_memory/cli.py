@@ -31,7 +31,9 @@ from agent_memory.keyring import list_keks
 from agent_memory.models import ErasureStatus, FactRow, check_identifier
 from agent_memory.operations import SubjectErasedError
 from agent_memory.projection_models import ProjectionLag
+from agent_memory.prompt import BuiltPrompt
 from agent_memory.providers.openai_compat import providers_for
+from agent_memory.recall_policy import PRESETS, RecallPolicy, policy_fields
 from agent_memory.services import Services, check_schema
 from agent_memory.settings import Settings
 
@@ -117,9 +119,34 @@ def build_parser(*extensions: Callable[[SubParsers], object],
     rec.add_argument("--json", action="store_true")
     ctx = scoped(sub.add_parser("context", help="the prompt context for a query: cited items within a token budget"))
     ctx.add_argument("query")
-    ctx.add_argument("--budget", type=int, default=1200, help="token budget (default 1200)")
+    ctx.add_argument("--budget", type=int, help="total memory tokens; every tier scales with it (default: the "
+                     "tenant's recall policy, 1200)")
     ctx.add_argument("--as-of", type=_time)
+    ctx.add_argument("--preset", choices=list(PRESETS), help="read under this recall policy preset instead of the "
+                     "tenant's policy")
     ctx.add_argument("--json", action="store_true")
+    prompt = scoped(sub.add_parser("prompt", help="the prompt for a user input in a live session: system, profile, "
+                                   "episodic memory, recent turns, input"))
+    prompt.add_argument("--session", required=True, type=_identifier("session"))
+    prompt.add_argument("input", help="the user's new message")
+    prompt.add_argument("--system", help="the system prompt (default: a memory-aware assistant)")
+    prompt.add_argument("--budget", type=int, help="total memory tokens; every tier scales with it")
+    prompt.add_argument("--as-of", type=_time)
+    prompt.add_argument("--preset", choices=list(PRESETS), help="read under this recall policy preset")
+    prompt.add_argument("--json", action="store_true")
+    policy = sub.add_parser("policy", help="a tenant's recall policy: time decay, importance, window, tier budgets")
+    policy_sub = policy.add_subparsers(dest="policy_command", required=True)
+    policy_show = scoped(policy_sub.add_parser("show", help="the policy in force"), subject=False)
+    policy_show.add_argument("--json", action="store_true")
+    policy_set = scoped(policy_sub.add_parser(
+        "set", help="set the policy: a preset, then FIELD=VALUE changes (fields: " + ", ".join(policy_fields()) + ")"),
+        subject=False)
+    policy_set.add_argument("--preset", choices=list(PRESETS), help="start from this preset (default: the policy "
+                            "in force)")
+    policy_set.add_argument("changes", nargs="*", metavar="FIELD=VALUE",
+                            help="e.g. tau_days=30 window_days=none profile_tokens=400")
+    policy_set.add_argument("--json", action="store_true")
+    scoped(policy_sub.add_parser("reset", help="back to the shipped default"), subject=False)
     facts = scoped(sub.add_parser("facts", help="current facts, facts as of a time, or one key's history"))
     facts.add_argument("--as-of", type=_time)
     facts.add_argument("--history", metavar="KEY", help="namespace/key or key, e.g. location/home_city")
@@ -199,9 +226,42 @@ def format_erasure_status(status: ErasureStatus) -> str:
 
 
 def format_context(assembled) -> str:
-    lines = [f"{item.text}   ⟨{item.kind}; cites {', '.join(item.cited_message_ids)}⟩" for item in assembled.items]
-    lines.append(f"({len(assembled.items)} items, ~{assembled.tokens} of {assembled.budget} tokens)")
+    lines = [f"[{item.tier}] {item.text}   ⟨{item.kind}" + (f"; score {item.score:.3f}" if item.tier == "episodic" else "")
+             + f"; cites {', '.join(item.cited_message_ids)}⟩" for item in assembled.items]
+    lines.append(f"({len(assembled.items)} items; profile ~{assembled.profile_tokens} of {assembled.profile_budget} "
+                 f"tokens, episodic ~{assembled.episodic_tokens} of {assembled.episodic_budget}, total budget "
+                 f"{assembled.budget})")
     return "\n".join(lines)
+
+
+def format_prompt(built: BuiltPrompt) -> str:
+    lines = []
+    for block in built.blocks:
+        budget = f" of {block.budget}" if block.budget is not None else ""
+        lines.append(f"── {block.name} ({block.tokens}{budget} tokens" + (
+            f", {len(block.item_ids)} items" if block.name in ("profile", "episodic", "recent") else "") + ")")
+        lines += [f"{m.role}: {m.content}" for m in block.messages]
+    lines.append(f"({built.tokens} tokens; recent turns from {built.recent_source}, {built.summarized_turns} "
+                 "summarised)")
+    return "\n".join(lines)
+
+
+def policy_with_changes(base: RecallPolicy, changes: list[str]) -> RecallPolicy:
+    """`base` with FIELD=VALUE changes applied ("none" clears window_days); a bad field or value
+    raises ValueError naming it."""
+    fields = dict(base.model_dump())
+    for change in changes:
+        name, sep, value = change.partition("=")
+        if not sep or name not in RecallPolicy.model_fields:
+            raise ValueError(f"{change!r} is not FIELD=VALUE with a policy field; fields: {', '.join(policy_fields())}")
+        fields[name] = None if value.strip().lower() in ("none", "null", "") else value
+    return RecallPolicy.model_validate(fields)
+
+
+def _budget(value: int | None) -> int | None:
+    if value is not None and value < 1:
+        raise ValueError("--budget must be a positive number of tokens")
+    return value
 
 
 @asynccontextmanager
@@ -229,7 +289,8 @@ async def _command(args: argparse.Namespace, settings: Settings, commands: Mappi
 
         return await register_search_attributes_command(settings)
     async with open_services(settings) as services:
-        client = MemoryClient(services, providers_for(services.settings).embedder)
+        providers = providers_for(services.settings)
+        client = MemoryClient(services, providers.embedder, summarizer=providers.summarizer)
         if args.command == "ingest":
             sessions = read_sessions(args.file)
             for session in sessions:
@@ -318,21 +379,44 @@ async def _command(args: argparse.Namespace, settings: Settings, commands: Mappi
                 for ep in recalled.episodes:
                     print(f"  [{ep.score:.3f}] {ep.happened_at.date()} importance {ep.importance}: {ep.summary}")
         elif args.command == "context":
-            if args.budget < 1:
-                raise ValueError("--budget must be a positive number of tokens")
             assembled = await client.context(args.tenant, args.subject, args.query, as_of=args.as_of,
-                                             token_budget=args.budget)
+                                             token_budget=_budget(args.budget),
+                                             policy=PRESETS[args.preset] if args.preset else None)
             if args.json:
                 _print_json(assembled.model_dump(mode="json"))
             else:
                 print(format_context(assembled))
+        elif args.command == "prompt":
+            built = await client.build_prompt(
+                args.tenant, args.subject, args.session, args.input, as_of=args.as_of, token_budget=_budget(args.budget),
+                policy=PRESETS[args.preset] if args.preset else None,
+                **({"system": args.system} if args.system else {}))
+            if args.json:
+                _print_json({**built.model_dump(mode="json"), "messages": built.chat_messages()})
+            else:
+                print(format_prompt(built))
+        elif args.command == "policy":
+            if args.policy_command == "show":
+                current = await client.recall_policy(args.tenant)
+            elif args.policy_command == "set":
+                base = PRESETS[args.preset] if args.preset else await client.recall_policy(args.tenant)
+                current = await client.set_recall_policy(args.tenant, policy_with_changes(base, args.changes))
+            else:
+                current = await client.set_recall_policy(args.tenant, None)
+            if getattr(args, "json", False):
+                _print_json(current.model_dump(mode="json"))
+            else:
+                print("\n".join(f"{name} = {value}" for name, value in current.model_dump().items()))
         elif args.command == "stats":
             drops = await client.leak_filter_drops(args.tenant)
             lag = await client.projection_lag(args.tenant)
+            reads = await client.read_counts(args.tenant)
             if args.json:
-                _print_json({"tenant_id": args.tenant, "leak_filter_drops": drops,
+                _print_json({"tenant_id": args.tenant, "leak_filter_drops": drops, "reads": reads,
                              "projection": lag.model_dump(mode="json", exclude={"tenant_id", "subject_id"})})
             else:
+                print(f"context reads: {reads['context_reads']} ({reads['context_items']} items served); "
+                      f"recall reads: {reads['recall_reads']} ({reads['recall_items']} items)")
                 print(f"leak filter drops: {drops['total']}" + "".join(
                     f"\n  {reason}: {n}" for reason, n in drops.items() if reason != "total" and n))
                 print(format_projection_lag(lag))

@@ -21,7 +21,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from agent_memory import contract
 from agent_memory.compaction import CompactionInput, CompactionResult
-from agent_memory.context import DEFAULT_TOKEN_BUDGET, AssembledContext, assemble_context
+from agent_memory.context import AssembledContext, assemble_context
 from agent_memory.contract import (  # the id builders: re-exported for existing importers
     SESSION_ID,
     SUBJECT_ID,
@@ -30,6 +30,7 @@ from agent_memory.contract import (  # the id builders: re-exported for existing
     idle_workflow_id,
 )
 from agent_memory.corrections import write_fact
+from agent_memory.db import tenant_transaction
 from agent_memory.erasure import check_reason, erasure_status, register_erasure_request
 from agent_memory.evidence import AppendResult, append_messages, unconsolidated_messages
 from agent_memory.keyring import KeyRotationInput, RotationResult
@@ -51,9 +52,12 @@ from agent_memory.models import (
 )
 from agent_memory.projection import projection_lag, requeue_dead_letters, wake_projector
 from agent_memory.projection_models import ProjectionLag
-from agent_memory.providers.base import Embedder
+from agent_memory.prompt import DEFAULT_SYSTEM, BuiltPrompt, build_prompt
+from agent_memory.providers.base import Embedder, Summarizer
+from agent_memory.read_metrics import read_counts
 from agent_memory.rebuild import rebuild_reports
 from agent_memory.recall import RecallResult, recall
+from agent_memory.recall_policy import RecallPolicy, read_policy, reset_policy, write_policy
 from agent_memory.services import Services
 
 log = logging.getLogger(__name__)
@@ -84,11 +88,13 @@ def visibility_query(tenant_id: str, subject_id: str | None = None) -> str:
 
 class MemoryClient:
     def __init__(self, services: Services, embedder: Embedder, *, task_queue: str | None = None,
-                 idle_timeout: timedelta | None = DEFAULT_IDLE_TIMEOUT):
+                 idle_timeout: timedelta | None = DEFAULT_IDLE_TIMEOUT, summarizer: Summarizer | None = None):
         """idle_timeout: consolidate a session after this long without messages (None: only the
-        session-end hook consolidates)."""
+        session-end hook consolidates). summarizer: writes the running summary of a long live
+        session in `build_prompt` (default: the offline extractive one)."""
         self.services = services
         self.embedder = embedder
+        self.summarizer = summarizer
         self.task_queue = task_queue or services.settings.task_queue
         self.idle_timeout = idle_timeout
 
@@ -285,13 +291,45 @@ class MemoryClient:
                                 include_history=history, include_candidates=candidates)
 
     async def context(self, tenant_id: str, subject_id: str, query: str, *, as_of: datetime | None = None,
-                      token_budget: int = DEFAULT_TOKEN_BUDGET) -> AssembledContext:
-        """What goes into the prompt: the memory items most relevant to the query (facts, notes,
-        episode summaries), each citing its evidence, packed into the token budget."""
+                      token_budget: int | None = None, policy: RecallPolicy | None = None) -> AssembledContext:
+        """What goes into the prompt's memory: the profile (current facts) and the episodes and
+        notes most relevant to the query, each citing its evidence, within the tenant's recall
+        policy (or `policy`), its tiers scaled to `token_budget` when given."""
         check_identifier("tenant", tenant_id)
         check_identifier("subject", subject_id)
         return await assemble_context(self.services.pool, self.services.keyring, self.embedder, tenant_id, subject_id,
-                                      query, as_of=as_of, token_budget=token_budget, redis=self.services.redis)
+                                      query, as_of=as_of, token_budget=token_budget, policy=policy,
+                                      redis=self.services.redis)
+
+    async def build_prompt(self, tenant_id: str, subject_id: str, session_id: str, user_input: str, *,
+                           system: str = DEFAULT_SYSTEM, as_of: datetime | None = None,
+                           token_budget: int | None = None, policy: RecallPolicy | None = None) -> BuiltPrompt:
+        """The prompt for the user's input in a live session, as chat messages in blocks: system,
+        profile, episodic, recent turns of the session, input (`.chat_messages()` for an
+        OpenAI-style API), with the cited memory ids and every block's tokens. A session of
+        another subject raises SessionOwnerError."""
+        return await build_prompt(self.services.pool, self.services.keyring, self.services.redis, self.embedder,
+                                  tenant_id, subject_id, session_id, user_input, system=system, as_of=as_of,
+                                  token_budget=token_budget, policy=policy, summarizer=self.summarizer)
+
+    async def recall_policy(self, tenant_id: str) -> RecallPolicy:
+        """The tenant's recall policy (the shipped default when none was set)."""
+        async with tenant_transaction(self.services.pool, tenant_id) as conn:
+            return await read_policy(conn, tenant_id)
+
+    async def set_recall_policy(self, tenant_id: str, policy: RecallPolicy | None) -> RecallPolicy:
+        """Set the tenant's recall policy; None returns the tenant to the shipped default."""
+        async with tenant_transaction(self.services.pool, tenant_id) as conn:
+            if policy is None:
+                await reset_policy(conn, tenant_id)
+            else:
+                await write_policy(conn, tenant_id, policy)
+            return await read_policy(conn, tenant_id)
+
+    async def read_counts(self, tenant_id: str) -> dict[str, int]:
+        """The tenant's memory-read counters (agent_memory.read_metrics)."""
+        check_identifier("tenant", tenant_id)
+        return await read_counts(self.services.redis, tenant_id)
 
     async def recall(self, tenant_id: str, subject_id: str, query: str, *, limit: int = 5,
                      as_of: datetime | None = None) -> RecallResult:

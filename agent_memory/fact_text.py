@@ -32,3 +32,11 @@ def fact_text(namespace: str, key: str, value: str) -> str:
             return f"does not eat {value} (diet: food to avoid)"
         return f"{namespace} {readable_key}: {value}"
     return phrase.format(v=value, k=readable_key)
+
+
+def fact_line(namespace: str, key: str, value: str) -> str:
+    """`fact_text` as a prompt shows it: a pet's key is the lower-case slug of its name, shown
+    capitalised again ("has a pet Waffles: dog")."""
+    if namespace == "pet" and key.isascii() and key.replace("_", "").isalpha():
+        key = key.replace("_", " ").title().replace(" ", "_")
+    return fact_text(namespace, key, value)

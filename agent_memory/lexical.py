@@ -31,8 +31,10 @@ def term_count(text: str) -> int:
 
 
 async def bm25_search(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, query: str, *,
-                      as_of: datetime | None, limit: int) -> list[tuple[str, str, int, float]]:
-    """(memory_id, kind, version, score) of the subject's items best matching `query`."""
+                      as_of: datetime | None, limit: int, kinds: tuple[str, ...] = ("fact", "episode", "observation"),
+                      since: datetime | None = None) -> list[tuple[str, str, int, float]]:
+    """(memory_id, kind, version, score) of the subject's items of `kinds` best matching `query`,
+    among those that happened between `since` and `as_of` (the statistics cover the same items)."""
     cur = await conn.execute(
         """
         WITH q AS (
@@ -41,6 +43,8 @@ async def bm25_search(conn: psycopg.AsyncConnection, tenant_id: str, subject_id:
             SELECT memory_id, memory_kind, version, tsv, term_count FROM memory_search
              WHERE tenant_id = %(tenant)s AND subject_id = %(subject)s
                AND happened_at <= coalesce(%(as_of)s::timestamptz, 'infinity')
+               AND happened_at >= coalesce(%(since)s::timestamptz, '-infinity')
+               AND memory_kind = ANY(%(kinds)s)
         ), stats AS (
             SELECT count(*)::float8 AS n, greatest(avg(term_count), 1)::float8 AS avgdl FROM docs
         ), postings AS (
@@ -58,6 +62,7 @@ async def bm25_search(conn: psycopg.AsyncConnection, tenant_id: str, subject_id:
          GROUP BY p.memory_id, p.memory_kind, p.version
          ORDER BY score DESC, p.memory_id
          LIMIT %(limit)s
-        """, {"query": search_text(query), "tenant": tenant_id, "subject": subject_id, "as_of": as_of,
+        """, {"query": search_text(query), "tenant": tenant_id, "subject": subject_id, "as_of": as_of, "since": since,
+              "kinds": list(kinds),
               "k1": K1, "b": B, "limit": limit})
     return [(mid, kind, version, float(score)) for mid, kind, version, score in await cur.fetchall()]

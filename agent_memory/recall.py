@@ -22,6 +22,7 @@ from agent_memory.memory_store import read_facts
 from agent_memory.models import EmbeddingResult, FactRow
 from agent_memory.providers.base import Embedder
 from agent_memory.providers.errors import ProviderRetryableError
+from agent_memory.read_metrics import count_read
 from agent_memory.scope import Mode, subject_scope
 
 
@@ -36,7 +37,9 @@ async def embed_query(embedder: Embedder, text: str) -> EmbeddingResult:
     async for attempt in AsyncRetrying(retry=retry_if_exception_type(ProviderRetryableError), wait=wait,
                                        stop=stop_after_attempt(4), reraise=True):
         with attempt:
-            return await embedder.embed([text])
+            # An embedder that embeds queries differently from passages (e5) says so.
+            query_embed = getattr(embedder, "embed_query", None)
+            return await query_embed(text) if query_embed is not None else await embedder.embed([text])
     raise AssertionError("unreachable")
 
 
@@ -119,5 +122,8 @@ async def recall(pool: AsyncConnectionPool, keyring: KeyRing, embedder: Embedder
     episodes, episode_leaks = await filter_items(pool, redis, tenant_id, subject_id, episodes,
                                                  text_of=lambda e: e.summary, cited_of=lambda e: e.source_message_ids,
                                                  id_of=lambda e: e.memory_id)
+    if redis is not None:
+        await count_read(redis, tenant_id, kind="recall", items=len(facts) + len(episodes),
+                         leak_filter_dropped=fact_leaks.dropped + episode_leaks.dropped)
     return RecallResult(tenant_id=tenant_id, subject_id=subject_id, query=query, facts=facts, episodes=episodes,
                         stale_hits_dropped=dropped, leak_filter_dropped=fact_leaks.dropped + episode_leaks.dropped)

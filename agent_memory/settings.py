@@ -24,7 +24,7 @@ ENV_VARS = (
     "DATABASE_ADMIN_URL",
     "REDIS_URL",
     "AGENT_MEMORY_PROVIDER", "OPENAI_BASE_URL", "OPENAI_API_KEY", "AGENT_MEMORY_CHAT_MODEL",
-    "AGENT_MEMORY_EMBEDDING_MODEL", "AGENT_MEMORY_PROVIDER_TIMEOUT",
+    "AGENT_MEMORY_EMBEDDING_MODEL", "AGENT_MEMORY_EMBEDDER", "AGENT_MEMORY_PROVIDER_TIMEOUT",
     "AGENT_MEMORY_INPUT_PRICE_PER_1K", "AGENT_MEMORY_OUTPUT_PRICE_PER_1K",
 )
 
@@ -59,6 +59,7 @@ class Settings:
     openai_api_key: str | None = field(default=None, repr=False)
     chat_model: str | None = None
     embedding_model: str | None = None
+    embedder: str | None = None  # hashing | e5-small | remote (agent_memory.providers.embedders)
     provider_timeout_seconds: float = 60.0
     input_price_per_1k: float = 0.0  # USD, for the cost estimate
     output_price_per_1k: float = 0.0
@@ -92,6 +93,7 @@ class Settings:
             openai_api_key=env.get("OPENAI_API_KEY") or None,
             chat_model=env.get("AGENT_MEMORY_CHAT_MODEL") or None,
             embedding_model=env.get("AGENT_MEMORY_EMBEDDING_MODEL") or None,
+            embedder=env.get("AGENT_MEMORY_EMBEDDER") or None,
             provider_timeout_seconds=float(env.get("AGENT_MEMORY_PROVIDER_TIMEOUT") or 60),
             input_price_per_1k=float(env.get("AGENT_MEMORY_INPUT_PRICE_PER_1K") or 0),
             output_price_per_1k=float(env.get("AGENT_MEMORY_OUTPUT_PRICE_PER_1K") or 0),

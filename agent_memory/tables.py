@@ -108,6 +108,8 @@ TABLES: tuple[Table, ...] = (
     Table("tombstones", "bookkeeping", erasure="pseudonymise"),
     # Tenant ids only (the projection sweep's listing).
     Table("projection_tenants", "bookkeeping", subject_column=None),
+    # The tenant's recall policy: configuration, no subject data.
+    Table("recall_policies", "bookkeeping", subject_column=None),
 )
 BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}
 

@@ -193,28 +193,36 @@ async def test_the_leak_filter_drops_planted_items_and_the_counter_goes_up(clien
     assert await drop_counts(services.redis, other_tenant) == {"total": 0, **dict.fromkeys(
         ("foreign_evidence", "foreign_subject", "foreign_tenant", "email", "phone"), 0)}
 
-    # Context assembly: a planted note that the query finds never reaches the prompt.
+    # Context assembly: a planted note that the query finds never reaches the prompt, nor do the
+    # planted facts (the profile tier loads every current fact, whatever the query).
     note = await plant_observation(services, tenant, "lin", "l1", "Lin: kim whispered the zebra password", own)
     ctx = await context_text(services, tenant, "lin", "zebra password")
-    assert note not in {i.memory_id for i in ctx.items} and "zebra" not in ctx.text
-    assert ctx.leak_filter_dropped == 1
-    assert (await drop_counts(services.redis, tenant))["total"] == 6
-    # Without the leak filter's Redis handle the item is still dropped (just not counted).
+    shown = {i.memory_id for i in ctx.items}
+    assert note not in shown and not shown & set(planted.values()) and "zebra" not in ctx.text
+    assert legit in shown and "Oslo" in ctx.profile_text
+    assert ctx.leak_filter_dropped == 6
+    assert (await drop_counts(services.redis, tenant))["total"] == 11
+    # Without the leak filter's Redis handle the items are still dropped (just not counted), but
+    # for the fact naming another tenant: the tenant registry is in Redis.
     ctx = await assemble_context(services.pool, services.keyring, offline_providers().embedder, tenant, "lin",
                                  "zebra password")
-    assert "zebra" not in ctx.text and ctx.leak_filter_dropped == 1
-    assert (await drop_counts(services.redis, tenant))["total"] == 6
+    assert "zebra" not in ctx.text and ctx.leak_filter_dropped == 5
+    assert (await drop_counts(services.redis, tenant))["total"] == 11
 
     # The operator reads the counter with the CLI; `recall --json` shows the drops of the call.
     stats = await asyncio.to_thread(run_cli, services, "stats", "--tenant", tenant, "--json")
     assert stats.returncode == 0, stats.stderr
-    assert json.loads(stats.stdout)["leak_filter_drops"]["total"] == 6
+    assert json.loads(stats.stdout)["leak_filter_drops"]["total"] == 11
+    # Reads are counted without content: two recalls and one context read through Redis so far.
+    assert json.loads(stats.stdout)["reads"] == {"context_reads": 1, "context_items": len(shown),
+                                                 "recall_reads": 2, "recall_items": len(kept) + len(clean.facts)
+                                                 + len(clean.episodes) + len(recalled.episodes)}
     text = await asyncio.to_thread(run_cli, services, "stats", "--tenant", tenant)
-    assert text.stdout.startswith("leak filter drops: 6")
+    assert "leak filter drops: 11" in text.stdout
     rec = await asyncio.to_thread(run_cli, services, "recall", "--tenant", tenant, "--subject", "lin", QUERY, "--json")
     assert rec.returncode == 0, rec.stderr
     assert json.loads(rec.stdout)["leak_filter_dropped"] == 5
-    assert int(await services.redis.hget(METRICS_KEY, tenant)) == 11
+    assert int(await services.redis.hget(METRICS_KEY, tenant)) == 16
 
 
 async def test_the_leak_filter_keeps_what_the_subjects_own_evidence_says(client, services, tenant):

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_memory import cli as core
+from agent_memory.recall_policy import DEFAULT_PRESET, PRESETS
 from agent_memory.services import Services
 from agent_memory.settings import Settings
 from workers.runtime import migrate_database, open_stack
@@ -39,12 +40,23 @@ def add_tooling_commands(sub: core.SubParsers) -> None:
     probes.add_argument("--data", type=Path, metavar="FILE.jsonl",
                         help="run this probe file instead of the bundled set (one case a line)")
     probes.add_argument("--json", action="store_true")
+    recall_probes = bench.add_parser("recall-probes", help="the recall probe set: recency, importance, window, "
+                                     "profile and in-session turns, checked in the built prompt")
+    recall_probes.add_argument("--split", choices=("dev", "test", "all"), default="all")
+    recall_probes.add_argument("--data", type=Path, metavar="FILE.jsonl", help="run this file instead of the bundled set")
+    recall_probes.add_argument("--preset", choices=list(PRESETS), default="designed",
+                               help="the recall policy to read under (default: designed, which has the window)")
+    recall_probes.add_argument("--json", action="store_true")
     loc = bench.add_parser("locomo", help="LoCoMo-format dir: sessions.jsonl, questions.jsonl[, adversarial]")
     loc.add_argument("--data", required=True, type=Path, metavar="DIR")
     loc.add_argument("--json", action="store_true", help="one JSON document instead of the table")
     loc.add_argument("--dump", type=Path, metavar="FILE.jsonl", help="one line per question: contexts, citations")
     loc.add_argument("--limit-conversations", type=int, metavar="N")
     loc.add_argument("--budget", type=int, default=1200, help="context token budget (default 1200)")
+    loc.add_argument("--preset", choices=list(PRESETS), default=DEFAULT_PRESET,
+                     help=f"the recall policy (default: the shipped default, {DEFAULT_PRESET})")
+    loc.add_argument("--compare", nargs="+", choices=list(PRESETS), metavar="PRESET",
+                     help="also score the questions under these presets (same ingest)")
     bench_parser = sub.add_parser("bench", help="benchmarks on a private embedded stack; they print figures")
     bench_sub = bench_parser.add_subparsers(dest="bench_name", required=True)
     bench_erasure = bench_sub.add_parser("erasure", help="cost of physical compaction and key rotation")
@@ -52,6 +64,13 @@ def add_tooling_commands(sub: core.SubParsers) -> None:
     bench_erasure.add_argument("--per-subject", type=int, default=10, help="memories per subject (default 10)")
     bench_erasure.add_argument("--erase", type=int, default=5, help="subjects to erase first (default 5)")
     bench_erasure.add_argument("--json", action="store_true")
+    bench_recall = bench_sub.add_parser("recall", help="context and prompt assembly latency at growing memory sizes")
+    bench_recall.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 50_000],
+                              help="memories of the one subject (default 1000 10000 50000)")
+    bench_recall.add_argument("--queries", type=int, default=100, help="queries per size and route (default 100)")
+    bench_recall.add_argument("--embedder", choices=("hashing", "e5-small"),
+                              help="the embedder (default: the offline default)")
+    bench_recall.add_argument("--json", action="store_true")
     chaos = sub.add_parser("chaos", help="randomized worker kills on a private embedded stack; prints the figures")
     chaos.add_argument("--kills", type=int, default=20, help="worker kills to perform (default 20)")
     chaos.add_argument("--seed", type=int, default=0)
@@ -135,12 +154,20 @@ async def _eval(args: argparse.Namespace, settings: Settings) -> int:
         from workers.evaluation.probes import probes_command
 
         return await probes_command(args, settings)
+    if args.benchmark == "recall-probes":
+        from workers.evaluation.recall_probes import recall_probes_command
+
+        return await recall_probes_command(args, settings)
     from workers.evaluation.locomo import eval_command
 
     return await eval_command(args, settings)
 
 
 async def _bench(args: argparse.Namespace, settings: Settings) -> int:
+    if args.bench_name == "recall":
+        from workers.evaluation.recall_bench import recall_bench_command
+
+        return await recall_bench_command(args, settings)
     from workers.evaluation.erasure_bench import bench_command
 
     return await bench_command(args, settings)

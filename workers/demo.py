@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime, timedelta
 from importlib import resources
 
 from pydantic import BaseModel
 
-from agent_memory.cli import format_context, format_fact
+from agent_memory.cli import format_context, format_fact, format_prompt
 from agent_memory.client import MemoryClient, RunSummary
 from agent_memory.context import AssembledContext
 from agent_memory.ingest import parse_session_line
-from agent_memory.models import ConsolidationResult, ErasureReceipt, FactRow, Session
+from agent_memory.models import ConsolidationResult, ErasureReceipt, FactRow, Message, Session
 from agent_memory.projection_models import ProjectionLag
+from agent_memory.prompt import BuiltPrompt
 from agent_memory.providers.openai_compat import providers_for
 from agent_memory.recall import RecallResult
 from agent_memory.services import Services
@@ -20,6 +22,7 @@ from workers.worker import build_worker
 
 DEMO_TENANT = "demo"
 DEMO_QUERY = "where does Lin live and what should I avoid when ordering food?"
+LIVE_INPUT = "Can you suggest a restaurant near where I live? Remember what I can't eat."
 
 
 class DemoReport(BaseModel):
@@ -32,6 +35,7 @@ class DemoReport(BaseModel):
     current_facts: list[FactRow]
     recall: RecallResult
     context: AssembledContext
+    prompt: BuiltPrompt | None = None  # the prompt for the query in a live session, before erasure
     runs: list[RunSummary]
     erasure: ErasureReceipt
     facts_after_erasure: int
@@ -52,6 +56,10 @@ class DemoReport(BaseModel):
                   for e in self.recall.episodes]
         lines += ["", f"Prompt context for {self.context.query!r} (budget {self.context.budget} tokens):"]
         lines += ["  " + line for line in format_context(self.context).splitlines()]
+        if self.prompt is not None:
+            lines += ["", f"Prompt for {LIVE_INPUT!r} in the live session {self.prompt.session_id} "
+                          "(blocks in order, tokens per block):"]
+            lines += ["  " + line for line in format_prompt(self.prompt).splitlines()]
         lines += ["", f"Temporal UI: {self.ui_url}  (search: TenantId = '{self.tenant_id}')"]
         lines += [f"  {r.status:<10} {r.workflow_id}" for r in self.runs]
         e = self.erasure
@@ -61,6 +69,16 @@ class DemoReport(BaseModel):
                   f"  shred irreversible after {e.shred_irreversible_after} (KEK {e.key_wrapped_by}); "
                   f"physical compaction: ticket {e.compaction_ticket} (hourly, or `agent-memory compact`)"]
         return "\n".join(lines)
+
+
+def live_session(run_id: str) -> Session:
+    """A session still going on (not ended): its turns reach the prompt from working memory."""
+    start = datetime.now(UTC) - timedelta(minutes=5)
+    lines = [("user", "I'm planning dinner for Friday."), ("assistant", "Nice! Who's coming, and any constraints?"),
+             ("user", "Just the two of us, something cosy.")]
+    return Session(session_id=f"{run_id}-live", started_at=start, messages=[
+        Message(message_id=f"{run_id}-live:{i + 1}", turn_index=i, role=role, content=text,  # type: ignore[arg-type]
+                created_at=start + timedelta(minutes=i)) for i, (role, text) in enumerate(lines)])
 
 
 def sample_sessions(run_id: str) -> list[Session]:
@@ -87,11 +105,14 @@ async def run_demo(services: Services) -> DemoReport:
         current = await client.facts(DEMO_TENANT, subject)
         recalled = await client.recall(DEMO_TENANT, subject, DEMO_QUERY)
         context = await client.context(DEMO_TENANT, subject, DEMO_QUERY, token_budget=300)
+        live = live_session(run_id)
+        await client.append_messages(DEMO_TENANT, subject, live)  # the conversation going on now
+        prompt = await client.build_prompt(DEMO_TENANT, subject, live.session_id, LIVE_INPUT, token_budget=600)
         runs = await client.runs(DEMO_TENANT, subject)
         receipt = await client.erasure_receipt(
             await client.erase(DEMO_TENANT, subject, reason="demo: user asked to be forgotten"))
         after = await client.facts(DEMO_TENANT, subject, history=True)
     return DemoReport(tenant_id=DEMO_TENANT, subject_id=subject, ui_url=services.settings.ui_url or "",
                       consolidations=consolidations, projection=projection, facts_history=history, current_facts=current, recall=recalled,
-                      context=context,
+                      context=context, prompt=prompt,
                       runs=runs, erasure=receipt, facts_after_erasure=len(after))

@@ -8,22 +8,20 @@ activity gets byte-identical results in any worker.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import re
-import unicodedata
 from collections import Counter
 from dataclasses import dataclass
-from functools import lru_cache
 
 from agent_memory.models import (
-    EmbeddingResult,
     ImportanceResult,
     Message,
     SummaryResult,
     SummarySentence,
 )
-from agent_memory.providers.base import EMBEDDING_DIMENSIONS, SUMMARY_TOKEN_CAP, estimate_tokens
+from agent_memory.providers.base import SUMMARY_TOKEN_CAP, Embedder, estimate_tokens
+from agent_memory.providers.embedders import local_embedder
+from agent_memory.providers.hashing import _CJK_RUN, _LATIN_WORD, _STOPWORDS, HashingEmbedder
 from agent_memory.providers.notes import write_observations
 from agent_memory.providers.offline_rules import RuleFactExtractor, _extract_facts, _prepare
 
@@ -44,8 +42,10 @@ __all__ = [
 _LIFE_EVENT = re.compile(
     r"\b(?:moved|moving|relocat\w*|married|engaged|wedding|divorc\w*|new job|hired|promot\w*|fired|laid off|"
     r"quit my job|retired|born|pregnan\w*|gave birth|died|passed away|funeral|diagnos\w*|surgery|hospital\w*|"
-    r"graduat\w*|accident|broke up)\b|搬家|搬到|搬去|结婚|订婚|离婚|新工作|换工作|找到工作|升职|辞职|被裁|退休|出生|"
-    r"怀孕|去世|过世|葬礼|确诊|诊断|手术|住院|毕业|分手|车祸", re.I)
+    r"graduat\w*|accident|broke up|job offer|offer letter|accepted (?:an|the|their) offer|got the job|lost my job|"
+    r"(?:start(?:ed|ing)?|begin|began) (?:a|my) new (?:job|role|position)|proposed to (?:me|her|him)|bought (?:a|our|my) (?:house|home|flat))\b|"
+    r"搬家|搬到|搬去|结婚|订婚|离婚|新工作|换工作|找到工作|升职|辞职|被裁|裁员|退休|出生|入职|跳槽|录取|拿到了?[^,，。]{0,8}offer|"
+    r"求婚|买房|怀孕|去世|过世|葬礼|确诊|诊断|手术|住院|毕业|分手|车祸", re.I)
 _CONSTRAINT = re.compile(r"\b(?:allerg\w*|budget|must|deadline|can't afford)\b|预算|过敏|必须|不能", re.I)
 _EMOTION = re.compile(r"\b(?:excited|thrilled|devastated|heartbroken|scared|anxious|worried|grateful|proud)\b|"
                       r"激动|难过|伤心|害怕|焦虑|担心|感激|骄傲", re.I)
@@ -53,7 +53,7 @@ _EMOTION = re.compile(r"\b(?:excited|thrilled|devastated|heartbroken|scared|anxi
 
 class HeuristicImportanceScorer:
     name = "heuristic-importance"
-    version = "1"
+    version = "2"
 
     async def score(self, messages: list[Message]) -> ImportanceResult:
         text = "\n".join(_prepare(m.content) for m in messages if m.content.strip())
@@ -84,14 +84,6 @@ class HeuristicImportanceScorer:
         return ImportanceResult(provider=self.name, importance=max(1, min(10, score)), rationale="; ".join(signals))
 
 
-_STOPWORDS = frozenset(
-    "a an the and or but if then so of to in on at by for with from as is am are was were be been being it its "
-    "this that these those i me my we our you your he him his she her they them their what which who whom do does "
-    "did have has had not no yes just very really too also can could would should will shall may might must about "
-    "into over than there here when where why how all any some more most such only own same other out up down off "
-    "again once ok okay oh yeah hi hello thanks thank well like get got go going know think".split())
-_LATIN_WORD = re.compile(r"[^\W\d_][^\W_]*(?:'[^\W_]+)?|\d+")
-_CJK_RUN = re.compile(f"[{_CJK}]+")
 _SUMMARY_SPLIT = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])|\n+")
 
 
@@ -182,58 +174,16 @@ class ExtractiveSummarizer:
                              observations=write_observations(messages))
 
 
-# Feature weights: whole words and CJK bigrams carry meaning; n-grams and single CJK characters
-# add robustness to inflection and segmentation at a lower weight.
-_WEIGHTS = {"w": 1.0, "g": 0.35, "b": 1.0, "u": 0.5}
-
-
-@lru_cache(maxsize=65536)
-def _slot(feature: str, dimensions: int) -> tuple[int, float]:
-    h = int.from_bytes(hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest(), "little")
-    return h % dimensions, (1.0 if (h >> 63) & 1 == 0 else -1.0)
-
-
-def _features(text: str) -> Counter[str]:
-    lower = unicodedata.normalize("NFKC", text).lower()
-    feats: Counter[str] = Counter()
-    for run in _CJK_RUN.findall(lower):
-        feats.update("u:" + ch for ch in run)
-        feats.update("b:" + run[i:i + 2] for i in range(len(run) - 1))
-    words = _LATIN_WORD.findall(_CJK_RUN.sub(" ", lower))
-    content = [w for w in words if w not in _STOPWORDS] or words  # keep stopwords only if nothing else
-    for word in content:
-        feats["w:" + word] += 1
-        padded = f"<{word}>"
-        if len(word) > 2 and not word.isdigit():
-            feats.update("g:" + padded[i:i + n] for n in (3, 4) for i in range(len(padded) - n + 1))
-    return feats
-
-
-class HashingEmbedder:
-    name = "hashing-embedder"
-    version = "1"
-    dimensions = EMBEDDING_DIMENSIONS
-
-    def _vector(self, text: str) -> list[float]:
-        vec = [0.0] * self.dimensions
-        for feature, tf in sorted(_features(text).items()):  # sorted: identical float summation order
-            index, sign = _slot(feature, self.dimensions)
-            vec[index] += sign * _WEIGHTS[feature[0]] * (1.0 + math.log(tf))
-        norm = math.sqrt(sum(v * v for v in vec))
-        return [v / norm for v in vec] if norm > 0 else vec
-
-    async def embed(self, texts: list[str]) -> EmbeddingResult:
-        return EmbeddingResult(provider=self.name, model=f"{self.name}-v{self.version}-{self.dimensions}",
-                               vectors=[self._vector(t) for t in texts])
-
-
 @dataclass(frozen=True)
 class OfflineProviders:
     extractor: RuleFactExtractor
     scorer: HeuristicImportanceScorer
     summarizer: ExtractiveSummarizer
-    embedder: HashingEmbedder
+    embedder: Embedder
 
 
 def offline_providers() -> OfflineProviders:
-    return OfflineProviders(RuleFactExtractor(), HeuristicImportanceScorer(), ExtractiveSummarizer(), HashingEmbedder())
+    """The offline bundle, with the default offline embedder (agent_memory.providers.embedders)."""
+    embedder = local_embedder(None)
+    assert embedder is not None  # offline: always a local embedder
+    return OfflineProviders(RuleFactExtractor(), HeuristicImportanceScorer(), ExtractiveSummarizer(), embedder)

@@ -1572,6 +1572,9 @@ _RULES: list[_Rule] = [
        on_negation="drop"),
     _r(r"(?:一|两)(?:只|条)" + _ZH_SPECIES + r"[,]\s*(?:它)?(?:名字叫|名叫|叫做|叫)(?P<n>" + _ZC + r"{1,4}?)(?=$|[,.!?。]|今年|已经|刚)",
        "pet", "", make=_pet, on_negation="drop"),
+    # "养了一只叫豆豆的柯基": the name before the species.
+    _r(r"(?:养了|养着|养)(?:一|两|二|三|几)?(?:只|条|个|头|匹)?(?:叫|名叫|叫做)(?P<n>" + _ZC + r"{1,4}?)的" + _ZH_SPECIES, "pet", "",
+       make=_pet, on_negation="drop"),
     _r(r"(?:养了|养着|养|有)(?:一|两|二|三|几)?(?:只|条|个|头|匹)" + _ZH_SPECIES
        + r"(?:,?\s*(?:它|他|她)?(?:取名叫|取名|起名叫|起名|叫|名叫|名字叫|叫做)(?P<n>" + _ZC + r"{1,6}))?", "pet", "", make=_pet_zh,
        on_negation="drop"),
@@ -2536,7 +2539,7 @@ class RuleFactExtractor:
     #    contrast corrections against the current facts
     # 5: given names, signatures, respellings, a key corrected (void + the right key), breeds, pronouns,
     #    stays by length, intent hedging its own clause in Chinese
-    version = "5"
+    version = "6"
 
     async def extract(self, messages: list[Message], *, subject_role: str = "user",
                       current_facts: list[KnownFact] | None = None) -> ExtractionResult:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import dataclasses
 import itertools
 import json
 import logging
@@ -796,12 +797,19 @@ def openai_providers(config: OpenAICompatibleConfig, client: AsyncOpenAI | None 
 
 
 def providers_for(settings: Any) -> Any:
-    """The provider bundle the settings select: offline (default) or openai-compatible."""
+    """The provider bundle the settings select: offline (default) or openai-compatible, with the
+    embedder AGENT_MEMORY_EMBEDDER names (agent_memory.providers.embedders) in place of the
+    bundle's own when it names one."""
+    from agent_memory.providers.embedders import local_embedder
+
     kind = (getattr(settings, "provider", None) or "offline").strip().lower()
+    embedder = local_embedder(getattr(settings, "embedder", None), provider=kind)
     if kind == "offline":
         from agent_memory.providers.offline import offline_providers
 
-        return offline_providers()
-    if kind in ("openai", "openai-compatible", "openai_compatible"):
-        return openai_providers(OpenAICompatibleConfig.from_settings(settings))
-    raise ValueError(f"unknown provider {kind!r}: use 'offline' or 'openai-compatible'")
+        bundle: Any = offline_providers()
+    elif kind in ("openai", "openai-compatible", "openai_compatible"):
+        bundle = openai_providers(OpenAICompatibleConfig.from_settings(settings))
+    else:
+        raise ValueError(f"unknown provider {kind!r}: use 'offline' or 'openai-compatible'")
+    return dataclasses.replace(bundle, embedder=embedder) if embedder is not None else bundle

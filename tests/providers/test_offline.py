@@ -444,7 +444,7 @@ def test_offline_providers_bundle():
     bundle = offline_providers()
     assert isinstance(bundle, OfflineProviders)
     assert (bundle.extractor.name, bundle.scorer.name, bundle.summarizer.name, bundle.embedder.name) == (
-        "rule-extractor", "heuristic-importance", "extractive-summarizer", "hashing-embedder")
+        "rule-extractor", "heuristic-importance", "extractive-summarizer", "e5-small")  # the offline default
     assert all(p.version for p in (bundle.extractor, bundle.scorer, bundle.summarizer, bundle.embedder))
     assert bundle.embedder.dimensions == EMBEDDING_DIMENSIONS
     with pytest.raises(dataclasses.FrozenInstanceError):

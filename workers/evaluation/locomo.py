@@ -16,7 +16,7 @@ import sys
 import time
 import unicodedata
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import pairwise
@@ -27,6 +27,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from agent_memory.ingest import InputError, parse_session_line
 from agent_memory.models import Message, Session, check_identifier
+from agent_memory.recall_policy import DEFAULT_PRESET, PRESETS
 from workers.evaluation.bm25 import BM25, pack_ranked, tokenize
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -317,7 +318,10 @@ class EvalReport(BaseModel):
     messages: int
     facts_extracted: int
     episodes_written: int
+    policy: str = ""  # the recall policy preset of `rows`
     rows: list[CategoryRow]  # categories 1-4, then overall
+    # The same questions under other recall policy presets (--compare): preset → rows, 1-4 and overall.
+    compared: dict[str, list[CategoryRow]] = {}
     adversarial: CategoryRow | None  # category 5, not in overall; None when there is no file
     bm25_floor: dict[str, float]
     bm25_minus_floor: dict[str, float | None]  # overall BM25 here minus the shared README's floor
@@ -342,7 +346,8 @@ class EvalReport(BaseModel):
 
         head = "ev.all ev.frac ans.cov"
         lines = [f"LoCoMo eval — {len(self.conversations)} conversations, {self.sessions} sessions, "
-                 f"{self.messages} messages, context budget {self.budget} tokens (tenant {self.tenant_id})",
+                 f"{self.messages} messages, context budget {self.budget} tokens, recall policy {self.policy!r} "
+                 f"(tenant {self.tenant_id})",
                  "",
                  f"{'':<17}{'':>5}  {'agent-memory':<22}  {'BM25 baseline':<22}  delta (system - BM25)",
                  f"{'category':<17}{'n':>5}  {head}  {head}  {head}"]
@@ -353,6 +358,16 @@ class EvalReport(BaseModel):
                 label += "*"
             dl = " ".join([d(r.delta[k]).rjust(w) for k, w in zip(METRICS, (6, 7, 7), strict=True)])
             lines.append(f"{label:<17}{r.system.questions:>5}  {cells(r.system)}  {cells(r.bm25)}  {dl}")
+        for preset, other in self.compared.items():
+            lines += ["", f"the same questions under recall policy {preset!r} (agent-memory, delta to {self.policy!r}):"]
+            for r in other:
+                base = self.row(r.category).system
+                label = r.name if r.category == "overall" else f"{r.category} {r.name}"
+                dl = " ".join(d(None if a is None or b is None else a - b).rjust(w) for a, b, w in zip(
+                    (r.system.evidence_all_in_context, r.system.mean_evidence_fraction, r.system.answer_token_coverage),
+                    (base.evidence_all_in_context, base.mean_evidence_fraction, base.answer_token_coverage),
+                    (6, 7, 7), strict=True))
+                lines.append(f"{label:<17}{r.system.questions:>5}  {cells(r.system)}  {dl}")
         o = self.row("overall")
         lines += ["",
                   f"mean context tokens: agent-memory {o.system.mean_context_tokens or 0:.0f}, "
@@ -466,13 +481,19 @@ async def _bounded(limit: int, jobs: list, on_done=None) -> list:
 
 async def run_locomo_eval(services, data_dir: Path | str, *, budget: int = 1200, limit_conversations: int | None = None,
                           dump: Path | str | None = None, progress: bool = True, task_queue: str | None = None,
-                          concurrency: int = DEFAULT_CONCURRENCY) -> EvalReport:
+                          concurrency: int = DEFAULT_CONCURRENCY, preset: str = DEFAULT_PRESET,
+                          compare: Sequence[str] = ()) -> EvalReport:
     """Ingest and consolidate every session (real workflows, an in-process worker on its own task
-    queue), assemble a context per question, score it and the BM25 baseline."""
+    queue), assemble a context per question under the recall policy `preset` (and each of
+    `compare`), score it and the BM25 baseline."""
     from agent_memory.client import MemoryClient
     from agent_memory.context import assemble_context
     from agent_memory.providers.openai_compat import providers_for
     from workers.worker import build_worker
+
+    unknown = [p for p in (preset, *compare) if p not in PRESETS]
+    if unknown:
+        raise ValueError(f"unknown recall policy preset(s) {unknown}: choose from {list(PRESETS)}")
 
     if budget < 1:
         raise ValueError(f"budget {budget} must be a positive number of tokens")
@@ -511,10 +532,11 @@ async def run_locomo_eval(services, data_dir: Path | str, *, budget: int = 1200,
     baselines = {c.conversation_id: ConversationBM25(c.messages) for c in data.conversations}
     bar = Progress("questions", len(questions), enabled=progress)
 
-    def question_job(q: LocomoQuestion):
+    def question_job(q: LocomoQuestion, policy_name: str):
         async def job():
             context = await assemble_context(services.pool, services.keyring, embedder, tenant, q.conversation_id,
-                                             q.question, as_of=q.asked_at, token_budget=budget)
+                                             q.question, as_of=q.asked_at, token_budget=budget,
+                                             policy=PRESETS[policy_name])
             bm25 = baselines[q.conversation_id].context(q.question, q.asked_at, budget)
             cited = {m for item in context.items for m in item.cited_message_ids}
             return (q, context, bm25,
@@ -522,8 +544,14 @@ async def run_locomo_eval(services, data_dir: Path | str, *, budget: int = 1200,
                     score_question(q.evidence_message_ids, q.answer, bm25.message_ids, bm25.text, bm25.tokens))
         return job
 
-    answered = await _bounded(concurrency, [question_job(q) for q in questions], bar.advance)
+    answered = await _bounded(concurrency, [question_job(q, preset) for q in questions], bar.advance)
     bar.close()
+    compared: dict[str, list[CategoryRow]] = {}
+    for other in compare:
+        bar = Progress(f"questions ({other})", len(questions), enabled=progress)
+        again = await _bounded(concurrency, [question_job(q, other) for q in data.questions], bar.advance)
+        bar.close()
+        compared[other] = build_rows([(q, sys_score, bm) for q, _, _, sys_score, bm in again])
     if dump is not None:
         with Path(dump).open("w", encoding="utf-8") as f:  # noqa: ASYNC230 - a one-off local dump after the run
             for q, context, bm25, _, _ in answered:
@@ -541,7 +569,8 @@ async def run_locomo_eval(services, data_dir: Path | str, *, budget: int = 1200,
         notes.append("the BM25 floor was measured on all of locomo-dev at 1,200 tokens: bm25_minus_floor only "
                      "means something for such a run")
     return EvalReport(
-        data_dir=str(data_dir), tenant_id=tenant, task_queue=task_queue, budget=budget,
+        data_dir=str(data_dir), tenant_id=tenant, task_queue=task_queue, budget=budget, policy=preset,
+        compared=compared,
         conversations=[c.conversation_id for c in data.conversations], sessions=sessions_total,
         messages=sum(len(c.messages) for c in data.conversations),
         facts_extracted=sum(r.facts_extracted for r in results),
@@ -564,7 +593,8 @@ async def eval_command(args, settings) -> int:
     load_locomo(args.data)  # fail on bad data before starting any server
     async with scratch_stack(settings, "eval") as services:
         report = await run_locomo_eval(services, args.data, budget=args.budget,
-                                       limit_conversations=args.limit_conversations, dump=args.dump)
+                                       limit_conversations=args.limit_conversations, dump=args.dump,
+                                       preset=args.preset, compare=args.compare or ())
     if args.json:
         print(json.dumps(report.model_dump(mode="json"), indent=2, ensure_ascii=False))
     else:

@@ -79,24 +79,28 @@ class ProbeReport(BaseModel):
         return "\n".join(lines)
 
 
+def read_case_file(path: Path | None, bundled: str) -> tuple[str, str]:
+    """(name, text) of a case file: `path`, or the bundled sample `bundled`. A file that cannot be
+    read raises ValueError in one line naming it."""
+    if path is None:
+        return bundled, (resources.files("agent_memory") / "samples" / bundled).read_text(encoding="utf-8")
+    name = str(path)
+    try:
+        return name, Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ValueError(f"{name}: no such file") from None
+    except IsADirectoryError:
+        raise ValueError(f"{name}: is a directory, not a probe file") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{name}: not UTF-8 text") from None
+    except OSError as exc:
+        raise ValueError(f"{name}: cannot read: {exc.strerror or exc}") from None
+
+
 def load_probes(path: Path | None = None) -> list[ProbeCase]:
     """The bundled probe set, or any probe file (JSON Lines, one case a line). A bad file raises
     ValueError in one line naming the file, the line and the problem."""
-    if path is None:
-        name, text = "probes.jsonl", (resources.files("agent_memory") / "samples" / "probes.jsonl").read_text(
-            encoding="utf-8")
-    else:
-        name = str(path)
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise ValueError(f"{name}: no such file") from None
-        except IsADirectoryError:
-            raise ValueError(f"{name}: is a directory, not a probe file") from None
-        except UnicodeDecodeError:
-            raise ValueError(f"{name}: not UTF-8 text") from None
-        except OSError as exc:
-            raise ValueError(f"{name}: cannot read: {exc.strerror or exc}") from None
+    name, text = read_case_file(path, "probes.jsonl")
     cases: list[ProbeCase] = []
     seen: set[str] = set()
     for number, line in enumerate(text.splitlines(), start=1):
@@ -133,9 +137,14 @@ def _day(value: str) -> datetime:
 
 
 def case_sessions(case: ProbeCase) -> list[Session]:
+    return build_sessions(case.id, case.sessions)
+
+
+def build_sessions(case_id: str, days: list[tuple[str, list[str | tuple[Role, str]]]]) -> list[Session]:
+    """Session n of a case is "{case}-{n}", its i-th message "{case}-{n}:{i}", at 09:00 + i minutes."""
     sessions = []
-    for n, (day, lines) in enumerate(case.sessions, start=1):
-        start, sid = _day(day), f"{case.id}-{n}"
+    for n, (day, lines) in enumerate(days, start=1):
+        start, sid = _day(day), f"{case_id}-{n}"
         messages = []
         for i, line in enumerate(lines):
             role: Role

@@ -1,0 +1,210 @@
+"""`agent-memory bench recall`: context and prompt assembly latency at 1k, 10k and 50k memories of
+one subject, measured side by side in one run.
+
+The store is built with the product's own write path (append_messages + commit_consolidation:
+messages, events, observations, episodes, lexical index, outbox; live fact writes for the
+profile) and the vector projection (OutboxProjector, the configured embedder), grown in place
+from one size to the next. At each size the same queries run, interleaved, through:
+- context, routes in parallel (what ships: profile, lexical and vector routes with asyncio.gather),
+- context, routes one after another (the landed single-route order, for comparison),
+- prompt (context plus the live session's turns from working memory).
+Figures are milliseconds (p50/p95/p99) and the parallel/sequential ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import time
+from datetime import UTC, datetime, timedelta
+
+from pydantic import BaseModel
+
+from agent_memory.context import assemble_context
+from agent_memory.corrections import write_fact
+from agent_memory.evidence import append_messages
+from agent_memory.memory_store import commit_consolidation
+from agent_memory.models import (
+    ConflictPlan,
+    ExtractionResult,
+    ImportanceResult,
+    Message,
+    Observation,
+    Session,
+    SummaryResult,
+    SummarySentence,
+)
+from agent_memory.operation_keys import CommitKey
+from agent_memory.projection import OutboxProjector
+from agent_memory.projection_models import ProjectionPolicy
+from agent_memory.prompt import build_prompt
+from agent_memory.providers.base import Embedder
+from agent_memory.providers.embedders import local_embedder
+from agent_memory.providers.openai_compat import providers_for
+from agent_memory.recall_policy import DEFAULT_POLICY
+from agent_memory.services import Services
+from agent_memory.settings import Settings
+
+TENANT, SUBJECT = "bench", "bench-subject"
+PER_SESSION = 100
+ROUTES = ("context-parallel", "context-sequential", "prompt")
+NAMES = ("Ana", "Bo", "Chen", "Dara", "Eli", "Farah", "Gus", "Hana", "Ivo", "Jun", "Kai", "Lena")
+VERBS = ("fixed", "painted", "sold", "borrowed", "cleaned", "photographed", "planted", "repaired", "cooked", "found")
+NOUNS = ("bicycle", "violin", "lantern", "garden", "canoe", "kitchen", "telescope", "piano", "quilt", "greenhouse",
+         "camera", "orchard", "kayak", "bookshelf", "fence", "aquarium")
+PLACES = ("harbour", "market", "cabin", "library", "studio", "park", "lake", "workshop", "museum", "bakery")
+FACTS = (("location", "home_city", "Lisbon"), ("work", "job", "architect"), ("pet", "biscuit", "dog"),
+         ("diet", "restriction", "vegetarian"), ("profile", "name", "Lin"), ("relationship", "partner", "Sam"))
+
+
+class LatencyRow(BaseModel):
+    memories: int
+    route: str  # context-parallel | context-sequential | prompt
+    queries: int
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    mean_items: float
+
+
+class RecallBenchReport(BaseModel):
+    embedder: str
+    rows: list[LatencyRow]
+    load_seconds: dict[int, float]  # size -> seconds to grow the store to it (write path + vectors)
+    # Passages embedded per second by each offline embedder, batches of 32 interleaved in one run.
+    embedding_throughput: dict[str, float] = {}
+
+    def render(self) -> str:
+        lines = [f"recall bench: one subject, embedder {self.embedder}, policy default; milliseconds",
+                 f"{'memories':>9} {'route':<20} {'n':>4} {'p50':>8} {'p95':>8} {'p99':>8} {'items':>6}"]
+        for r in self.rows:
+            lines.append(f"{r.memories:>9} {r.route:<20} {r.queries:>4} {r.p50_ms:>8.1f} {r.p95_ms:>8.1f} "
+                         f"{r.p99_ms:>8.1f} {r.mean_items:>6.1f}")
+        sizes = sorted({r.memories for r in self.rows})
+        for size in sizes:
+            by = {r.route: r for r in self.rows if r.memories == size}
+            if "context-parallel" in by and "context-sequential" in by:
+                p, s = by["context-parallel"], by["context-sequential"]
+                lines.append(f"{size:>9} parallel/sequential p50 {p.p50_ms / s.p50_ms:.2f}, p95 {p.p95_ms / s.p95_ms:.2f}")
+        lines.append("store growth (write path + vectors): " + ", ".join(
+            f"{size}: {secs:.1f} s" for size, secs in sorted(self.load_seconds.items())))
+        if self.embedding_throughput:
+            lines.append("embedding throughput (passages/s, batches of 32, interleaved): " + ", ".join(
+                f"{name} {rate:.0f}" for name, rate in self.embedding_throughput.items()))
+        return "\n".join(lines)
+
+
+async def embedding_throughput(texts: list[str], batch: int = 32) -> dict[str, float]:
+    """Each offline embedder on the same batches, alternating, so the machine's noise hits both."""
+    embedders = {name: local_embedder(name) for name in ("hashing", "e5-small")}
+    seconds = dict.fromkeys(embedders, 0.0)
+    for start in range(0, len(texts), batch):
+        chunk = texts[start:start + batch]
+        for name, embedder in embedders.items():
+            assert embedder is not None
+            t = time.perf_counter()
+            await embedder.embed(chunk)
+            seconds[name] += time.perf_counter() - t
+    return {name: round(len(texts) / max(secs, 1e-9), 1) for name, secs in seconds.items()}
+
+
+def _sentence(rng: random.Random) -> str:
+    return (f"I {rng.choice(VERBS)} the {rng.choice(NOUNS)} with {rng.choice(NAMES)} at the {rng.choice(PLACES)}, "
+            f"and {rng.choice(NAMES)} said the {rng.choice(NOUNS)} looked {rng.choice(('new', 'old', 'odd', 'fine'))}.")
+
+
+def _query(rng: random.Random) -> str:
+    return rng.choice((f"when did I {rng.choice(VERBS).rstrip('ed')} the {rng.choice(NOUNS)}?",
+                       f"what happened at the {rng.choice(PLACES)} with {rng.choice(NAMES)}?",
+                       f"tell me about the {rng.choice(NOUNS)}"))
+
+
+async def _grow(services: Services, projector: OutboxProjector, start_session: int, sessions: int,
+                rng: random.Random) -> None:
+    origin = datetime(2024, 1, 1, tzinfo=UTC)
+    for n in range(start_session, start_session + sessions):
+        began = origin + timedelta(hours=6 * n)
+        messages = [Message(message_id=f"s{n}:{i}", turn_index=i, role="user", speaker="Lin", content=_sentence(rng),
+                            created_at=began + timedelta(seconds=i)) for i in range(PER_SESSION)]
+        session = Session(session_id=f"s{n}", started_at=began, messages=messages)
+        await append_messages(services.pool, None, TENANT, SUBJECT, session,
+                              subject_digest=services.keyring.subject_digest(TENANT, SUBJECT))
+        summary = SummaryResult(
+            sentences=[SummarySentence(text=m.content, source_message_ids=[m.message_id]) for m in messages[:3]],
+            token_count=60,
+            observations=[Observation(text=f"Lin: {m.content}", source_message_ids=[m.message_id],
+                                      happened_at=m.created_at) for m in messages[: PER_SESSION - 1]])
+        await commit_consolidation(
+            services.pool, services.keyring, tenant_id=TENANT, subject_id=SUBJECT, session_id=session.session_id,
+            key=CommitKey.for_request(session.session_id, {"n": n}), request={"n": n},
+            extraction=ExtractionResult(extractor="bench", extractor_version="1", facts=[]),
+            plan=ConflictPlan(decisions=[]), importance=ImportanceResult(importance=rng.randint(2, 9)),
+            summary=summary, happened_at=began)
+    while (await projector.project_batch(TENANT, SUBJECT)).selected:
+        pass
+
+
+def _row(size: int, route: str, times: list[float], items: list[int]) -> LatencyRow:
+    cuts = statistics.quantiles(times, n=100, method="inclusive")
+    return LatencyRow(memories=size, route=route, queries=len(times), p50_ms=round(statistics.median(times), 2),
+                      p95_ms=round(cuts[94], 2), p99_ms=round(cuts[98], 2), mean_items=round(statistics.fmean(items), 1))
+
+
+async def run_recall_bench(services: Services, *, sizes: list[int], queries: int, embedder: Embedder | None = None,
+                           seed: int = 7, throughput_texts: int = 512) -> RecallBenchReport:
+    rng = random.Random(seed)
+    embedder = embedder or providers_for(services.settings).embedder
+    projector = OutboxProjector(services.pool, services.keyring, embedder, ProjectionPolicy(batch_size=256))
+    live = Session(session_id="live", started_at=datetime(2025, 1, 1, tzinfo=UTC), messages=[
+        Message(message_id=f"live:{i}", turn_index=i, role="user" if i % 2 == 0 else "assistant",
+                content=_sentence(rng), created_at=datetime(2025, 1, 1, tzinfo=UTC) + timedelta(minutes=i))
+        for i in range(12)])
+    await append_messages(services.pool, services.redis, TENANT, SUBJECT, live,
+                          subject_digest=services.keyring.subject_digest(TENANT, SUBJECT))
+    for ns, key, value in FACTS:  # the profile, said in the live session
+        await write_fact(services.pool, services.keyring, tenant_id=TENANT, subject_id=SUBJECT, namespace=ns, key=key,
+                         value=value, expected_version=0, evidence_message_ids=["live:0"])
+    rows: list[LatencyRow] = []
+    load_seconds: dict[int, float] = {}
+    stored = 0
+    for size in sorted(sizes):
+        # Each session adds its episode and PER_SESSION - 1 notes: PER_SESSION memories.
+        sessions = max(0, (size - stored) // PER_SESSION)
+        t0 = time.perf_counter()
+        await _grow(services, projector, stored // PER_SESSION, sessions, rng)
+        load_seconds[size] = round(time.perf_counter() - t0, 1)
+        stored += sessions * PER_SESSION
+        routes: dict[str, tuple[list[float], list[int]]] = {route: ([], []) for route in ROUTES}
+        for _ in range(queries):
+            query = _query(rng)
+            for route, (times, items) in routes.items():  # interleaved: the machine's noise hits all three
+                t = time.perf_counter()
+                if route == "prompt":
+                    built = await build_prompt(services.pool, services.keyring, services.redis, embedder, TENANT,
+                                               SUBJECT, "live", query, policy=DEFAULT_POLICY)
+                    count = len(built.cited_item_ids)
+                else:
+                    ctx = await assemble_context(services.pool, services.keyring, embedder, TENANT, SUBJECT, query,
+                                                 policy=DEFAULT_POLICY, parallel=route == "context-parallel")
+                    count = len(ctx.items)
+                times.append((time.perf_counter() - t) * 1000)
+                items.append(count)
+        rows += [_row(stored, route, times, items) for route, (times, items) in routes.items()]
+    throughput = await embedding_throughput([_sentence(rng) for _ in range(throughput_texts)])
+    return RecallBenchReport(embedder=getattr(embedder, "name", type(embedder).__name__), rows=rows,
+                             load_seconds=load_seconds, embedding_throughput=throughput)
+
+
+async def recall_bench_command(args: argparse.Namespace, settings: Settings) -> int:
+    from workers.runtime import scratch_stack
+
+    sizes = sorted(set(args.sizes))
+    if any(s < 100 for s in sizes) or args.queries < 2:
+        raise ValueError("--sizes must be at least 100 memories each and --queries at least 2")
+    async with scratch_stack(settings, "bench-recall", embedded_only=True) as services:
+        report = await run_recall_bench(services, sizes=sizes, queries=args.queries,
+                                        embedder=local_embedder(args.embedder))
+    print(json.dumps(report.model_dump(mode="json"), indent=2) if args.json else report.render())
+    return 0
