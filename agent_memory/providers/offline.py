@@ -43,7 +43,9 @@ _LIFE_EVENT = re.compile(
     r"\b(?:moved|moving|relocat\w*|married|engaged|wedding|divorc\w*|new job|hired|promot\w*|fired|laid off|"
     r"quit my job|retired|born|pregnan\w*|gave birth|died|passed away|funeral|diagnos\w*|surgery|hospital\w*|"
     r"graduat\w*|accident|broke up|job offer|offer letter|accepted (?:an|the|their) offer|got the job|lost my job|"
-    r"(?:start(?:ed|ing)?|begin|began) (?:a|my) new (?:job|role|position)|proposed to (?:me|her|him)|bought (?:a|our|my) (?:house|home|flat))\b|"
+    r"(?:start(?:ed|ing)?|begin|began) (?:a|my) new (?:job|role|position)|proposed to (?:me|her|him)|bought (?:a|our|my) (?:house|home|flat)|"
+    r"bereave\w*|lost my (?:grand)?(?:mother|father|mom|mum|dad|ma|pa|wife|husband|son|daughter|brother|sister|"
+    r"grandma|grandpa|best friend))\b|奔丧|丧事|离世|逝世|病逝|"
     r"搬家|搬到|搬去|结婚|订婚|离婚|新工作|换工作|找到工作|升职|辞职|被裁|裁员|退休|出生|入职|跳槽|录取|拿到了?[^,，。]{0,8}offer|"
     r"求婚|买房|怀孕|去世|过世|葬礼|确诊|诊断|手术|住院|毕业|分手|车祸", re.I)
 _CONSTRAINT = re.compile(r"\b(?:allerg\w*|budget|must|deadline|can't afford)\b|预算|过敏|必须|不能", re.I)
@@ -53,7 +55,7 @@ _EMOTION = re.compile(r"\b(?:excited|thrilled|devastated|heartbroken|scared|anxi
 
 class HeuristicImportanceScorer:
     name = "heuristic-importance"
-    version = "2"
+    version = "3"
 
     async def score(self, messages: list[Message]) -> ImportanceResult:
         text = "\n".join(_prepare(m.content) for m in messages if m.content.strip())

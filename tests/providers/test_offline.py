@@ -327,6 +327,13 @@ def test_importance_bounds_and_ordering():
     assert score("   ").importance == 1
 
 
+@pytest.mark.parametrize("text", [
+    "I got a job offer from the hospital and I start next month.", "I lost my dad last spring.",
+    "She proposed to me on the beach!", "我拿到了一家大厂的offer，下个月入职。", "我明天一早回老家奔丧。"])
+def test_job_changes_and_bereavements_are_life_events(text):
+    assert "life events" in score(text).rationale and score(text).importance > score("I lost my keys again.").importance
+
+
 def test_importance_rationale_lists_signals_in_chinese():
     result = score("我下个月结婚，然后搬到上海。我对花生过敏。")
     assert result.importance >= 7
