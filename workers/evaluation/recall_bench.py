@@ -156,7 +156,7 @@ async def run_recall_bench(services: Services, *, sizes: list[int], queries: int
                            seed: int = 7, throughput_texts: int = 512) -> RecallBenchReport:
     rng = random.Random(seed)
     embedder = embedder or providers_for(services.settings).embedder
-    projector = OutboxProjector(services.pool, services.keyring, embedder, ProjectionPolicy(batch_size=256))
+    projector = OutboxProjector(services.pool, services.keyring, embedder, ProjectionPolicy())  # the worker's batches
     live = Session(session_id="live", started_at=datetime(2025, 1, 1, tzinfo=UTC), messages=[
         Message(message_id=f"live:{i}", turn_index=i, role="user" if i % 2 == 0 else "assistant",
                 content=_sentence(rng), created_at=datetime(2025, 1, 1, tzinfo=UTC) + timedelta(minutes=i))
