@@ -127,7 +127,7 @@ def build_parser(*extensions: Callable[[SubParsers], object],
     ctx.add_argument("--json", action="store_true")
     prompt = scoped(sub.add_parser("prompt", help="the prompt for a user input in a live session: system, profile, "
                                    "episodic memory, recent turns, input"))
-    prompt.add_argument("--session", required=True, type=_identifier("session"))
+    prompt.add_argument("--session", required=True, help="the live session (a new id: no recent turns yet)")
     prompt.add_argument("input", help="the user's new message")
     prompt.add_argument("--system", help="the system prompt (default: a memory-aware assistant)")
     prompt.add_argument("--budget", type=int, help="total memory tokens; every tier scales with it")

@@ -28,7 +28,7 @@ from agent_memory.evidence import (
     redis_prefix,
 )
 from agent_memory.keyring import KeyRing
-from agent_memory.models import Message, check_identifier
+from agent_memory.models import Message, check_identifier, storable_text
 from agent_memory.providers.base import Embedder, Summarizer, estimate_tokens
 from agent_memory.providers.offline import ExtractiveSummarizer
 from agent_memory.recall_policy import RecallPolicy
@@ -187,7 +187,9 @@ async def build_prompt(pool: AsyncConnectionPool, keyring: KeyRing, redis: Redis
                        summarizer: Summarizer | None = None) -> BuiltPrompt:
     check_identifier("tenant", tenant_id)
     check_identifier("subject", subject_id)
-    check_identifier("session", session_id)
+    if not 1 <= len(session_id) <= 200:  # the rule of Session.session_id
+        raise ValueError(f"session {session_id[:40]!r} is invalid: use 1 to 200 characters")
+    storable_text(session_id)
     if not user_input.strip():
         raise ValueError("user_input is empty: pass the user's new message")
     recent = await _session_messages(pool, keyring, redis, tenant_id, subject_id, session_id, as_of)

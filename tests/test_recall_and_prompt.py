@@ -214,8 +214,12 @@ async def test_the_prompt_has_its_blocks_in_order_with_recent_turns_verbatim(cli
     await client.append_messages(tenant, "kim", session("kims", "2024-04-10T09:00:00Z", "hello"))
     with pytest.raises(SessionOwnerError):
         await client.build_prompt(tenant, "lin", "kims", "hi")
-    fresh = await client.build_prompt(tenant, "lin", "brand-new", "hi")
+    fresh = await client.build_prompt(tenant, "lin", "brand new: session 2", "hi")  # any session id a Session takes
     assert fresh.recent_source == "none" and not {b.name: b for b in fresh.blocks}["recent"].messages
+    with pytest.raises(ValueError, match="session"):
+        await client.build_prompt(tenant, "lin", "", "hi")
+    with pytest.raises(ValueError, match="user_input is empty"):
+        await client.build_prompt(tenant, "lin", "live", "  ")
 
 
 async def test_a_long_live_session_rolls_older_turns_into_a_running_summary(client, services, tenant):
