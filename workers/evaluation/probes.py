@@ -8,9 +8,11 @@ import asyncio
 import json
 import uuid
 from collections import Counter
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from importlib import resources
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -97,20 +99,22 @@ def read_case_file(path: Path | None, bundled: str) -> tuple[str, str]:
         raise ValueError(f"{name}: cannot read: {exc.strerror or exc}") from None
 
 
-def load_probes(path: Path | None = None) -> list[ProbeCase]:
-    """The bundled probe set, or any probe file (JSON Lines, one case a line). A bad file raises
-    ValueError in one line naming the file, the line and the problem."""
-    name, text = read_case_file(path, "probes.jsonl")
-    cases: list[ProbeCase] = []
+C = TypeVar("C", bound=BaseModel)
+
+
+def parse_cases(name: str, text: str, model: type[C], *, days: Callable[[C], Iterable[str]],
+                problem: Callable[[C], str], empty: str = "no probe cases") -> list[C]:
+    """JSON Lines of `model`, one case a line: every day `days` names must be a date, ids unique
+    and `problem` empty; anything else raises ValueError in one line naming the file, the line
+    and the problem."""
+    cases: list[C] = []
     seen: set[str] = set()
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            case = ProbeCase.model_validate_json(line)
-            for day, _ in case.sessions:
-                _day(day)
-            for day, *_ in [*case.as_of, *case.as_of_not]:
+            case = model.model_validate_json(line)
+            for day in days(case):
                 _day(day)
         except ValidationError as exc:
             err = exc.errors()[0]
@@ -118,18 +122,28 @@ def load_probes(path: Path | None = None) -> list[ProbeCase]:
             raise ValueError(f"{name}: line {number}: {where + ': ' if where else ''}{err['msg']}") from None
         except ValueError as exc:
             raise ValueError(f"{name}: line {number}: bad date: {exc}") from None
-        problem = ("duplicate case id " + repr(case.id) if case.id in seen
-                   else "no sessions" if not case.sessions
-                   else "no expectations" if not (case.current or case.as_of or case.history or case.evidence
-                                                  or case.candidates or case.values or case.as_of_not)
-                   else "")
-        if problem:
-            raise ValueError(f"{name}: line {number}: {problem}")
-        seen.add(case.id)
+        case_id = str(case.id)  # type: ignore[attr-defined]  # every case model has an id
+        found = f"duplicate case id {case_id!r}" if case_id in seen else problem(case)
+        if found:
+            raise ValueError(f"{name}: line {number}: {found}")
+        seen.add(case_id)
         cases.append(case)
     if not cases:
-        raise ValueError(f"{name}: no probe cases")
+        raise ValueError(f"{name}: {empty}")
     return cases
+
+
+def load_probes(path: Path | None = None) -> list[ProbeCase]:
+    """The bundled probe set, or any probe file (JSON Lines, one case a line). A bad file raises
+    ValueError in one line naming the file, the line and the problem."""
+    name, text = read_case_file(path, "probes.jsonl")
+    return parse_cases(
+        name, text, ProbeCase,
+        days=lambda c: [*(d for d, _ in c.sessions), *(d for d, *_ in [*c.as_of, *c.as_of_not])],
+        problem=lambda c: ("no sessions" if not c.sessions
+                           else "no expectations" if not (c.current or c.as_of or c.history or c.evidence
+                                                          or c.candidates or c.values or c.as_of_not)
+                           else ""))
 
 
 def _day(value: str) -> datetime:

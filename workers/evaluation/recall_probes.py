@@ -12,13 +12,13 @@ from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from agent_memory.client import MemoryClient
 from agent_memory.models import Role
 from agent_memory.prompt import BuiltPrompt
 from agent_memory.recall_policy import PRESETS, PresetName, RecallPolicy
-from workers.evaluation.probes import _day, build_sessions, read_case_file
+from workers.evaluation.probes import _day, build_sessions, parse_cases, read_case_file
 
 SPLITS = ("dev", "test")
 Lines = list[str | tuple[Role, str]]
@@ -88,34 +88,19 @@ def load_recall_probes(path: Path | None = None, split: str = "dev") -> list[Rec
     """A split of the bundled set, or any file of cases (JSON Lines). A bad file raises
     ValueError in one line naming the file, the line and the problem."""
     name, text = read_case_file(path, f"recall-probes-{split}.jsonl")
-    cases: list[RecallProbe] = []
-    seen: set[str] = set()
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            case = RecallProbe.model_validate_json(line)
-            for day in [d for d, _ in case.sessions] + [case.as_of] + ([case.live[0]] if case.live else []):
-                _day(day)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            where = ".".join(str(part) for part in err["loc"])
-            raise ValueError(f"{name}: line {number}: {where + ': ' if where else ''}{err['msg']}") from None
-        except ValueError as exc:
-            raise ValueError(f"{name}: line {number}: bad date: {exc}") from None
-        indices = [*case.recalled, *case.not_recalled, *(i for pair in case.ranked_before for i in pair)]
-        problem = ("duplicate case id " + repr(case.id) if case.id in seen
-                   else "no checks" if not case.checks()
-                   else "a session index out of range" if any(not 1 <= i <= len(case.sessions) for i in indices)
-                   else "recent checks need a live session" if case.recent and not case.live
-                   else "")
-        if problem:
-            raise ValueError(f"{name}: line {number}: {problem}")
-        seen.add(case.id)
-        cases.append(case)
-    if not cases:
-        raise ValueError(f"{name}: no cases")
-    return cases
+    return parse_cases(name, text, RecallProbe, days=_days, problem=_problem, empty="no cases")
+
+
+def _days(case: RecallProbe) -> list[str]:
+    return [d for d, _ in case.sessions] + [case.as_of] + ([case.live[0]] if case.live else [])
+
+
+def _problem(case: RecallProbe) -> str:
+    indices = [*case.recalled, *case.not_recalled, *(i for pair in case.ranked_before for i in pair)]
+    return ("no checks" if not case.checks()
+            else "a session index out of range" if any(not 1 <= i <= len(case.sessions) for i in indices)
+            else "recent checks need a live session" if case.recent and not case.live
+            else "")
 
 
 def _sessions_cited(built: BuiltPrompt, case_id: str, block: str) -> list[int]:
