@@ -250,14 +250,15 @@ async def test_the_extractor_is_shown_the_subjects_current_facts(client, service
 async def test_a_slow_call_keeps_its_claim_while_it_runs(services, tenant):
     """A call that outlasts the claim's lease (a local model under load) renews it: a second
     attempt meanwhile waits for the first one's result instead of calling again."""
-    recorder = OperationRecorder(services.pool, services.keyring, lease=timedelta(seconds=1.5))
+    # Seconds, not fractions: at the start of a busy suite a renewal can wait a second for Postgres.
+    recorder = OperationRecorder(services.pool, services.keyring, lease=timedelta(seconds=3))
     key = ProviderStepKey("importance", "slow", "p", "1", "d")
     calls = 0
 
     async def slow() -> ImportanceResult:
         nonlocal calls
         calls += 1
-        await asyncio.sleep(4)  # more than twice the lease
+        await asyncio.sleep(7)  # more than twice the lease
         return ImportanceResult(importance=7)
 
     async def run():
@@ -265,6 +266,6 @@ async def test_a_slow_call_keeps_its_claim_while_it_runs(services, tenant):
                                   result_type=ImportanceResult, call=slow)
 
     first = asyncio.create_task(run())
-    await asyncio.sleep(2.5)  # the first attempt's lease would have lapsed by now without renewal
+    await asyncio.sleep(4.5)  # the first attempt's lease would have lapsed by now without renewal
     (a, reused_a), (b, reused_b) = await asyncio.gather(first, run())
     assert calls == 1 and a == b and (reused_a, reused_b) == (False, True)
