@@ -294,6 +294,16 @@ async def _profile_route(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id:
         return None if scope.erased else await read_facts(scope, as_of=as_of)
 
 
+def _scored(row: _NoteRow, kind: Kind, content: str, text: str, relevance: float, scored_at: datetime,
+            policy: RecallPolicy) -> ContextItem:
+    """An episodic item from its re-read row, scored by the policy (a note takes its session's importance)."""
+    importance = row.importance or DEFAULT_IMPORTANCE
+    return ContextItem(kind=kind, memory_id=row.memory_id, text=text, content=content,
+                       cited_message_ids=row.source_message_ids, happened_at=row.happened_at, relevance=relevance,
+                       importance=importance, session_id=row.session_id,
+                       score=episodic_score(relevance, row.happened_at, importance, scored_at, policy))
+
+
 async def _episodic_items(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, query: str,
                           relevance: dict[Pointer, float], as_of: datetime | None, since: datetime | None,
                           policy: RecallPolicy) -> list[ContextItem]:
@@ -317,12 +327,8 @@ async def _episodic_items(conn: psycopg.AsyncConnection, tenant_id: str, subject
             if (key := (note.memory_id, "observation", note.version)) in relevance:
                 speaker, _, body = note.text.partition(": ")
                 text = f"{speaker}: {focus(body, query_terms, _terms(speaker))}" if FOCUS_NOTES else note.text
-                importance = note.importance or DEFAULT_IMPORTANCE
-                items.append(ContextItem(
-                    kind="observation", memory_id=note.memory_id, text=f"[{format_day(note.happened_at)}] {text}",
-                    content=text, cited_message_ids=note.source_message_ids, happened_at=note.happened_at,
-                    relevance=relevance[key], importance=importance, session_id=note.session_id,
-                    score=episodic_score(relevance[key], note.happened_at, importance, scored_at, policy)))
+                items.append(_scored(note, "observation", text, f"[{format_day(note.happened_at)}] {text}",
+                                     relevance[key], scored_at, policy))
         await rows.execute(
             "SELECT x.memory_id::text AS memory_id, x.version, x.summary AS text, x.happened_at, "
             "x.source_message_ids, x.importance::int AS importance, x.session_id FROM episodes x "
@@ -330,14 +336,10 @@ async def _episodic_items(conn: psycopg.AsyncConnection, tenant_id: str, subject
             + window, {**params, "ids": ids["episode"]})
         for episode in await rows.fetchall():
             if (key := (episode.memory_id, "episode", episode.version)) in relevance:
-                importance = episode.importance or DEFAULT_IMPORTANCE
                 summary = truncate_tokens(episode.text, policy.episode_tokens)
-                items.append(ContextItem(
-                    kind="episode", memory_id=episode.memory_id, content=summary,
-                    text=f"[{format_day(episode.happened_at)}] Session summary: {summary}",
-                    cited_message_ids=episode.source_message_ids, happened_at=episode.happened_at,
-                    relevance=relevance[key], importance=importance, session_id=episode.session_id,
-                    score=episodic_score(relevance[key], episode.happened_at, importance, scored_at, policy)))
+                items.append(_scored(episode, "episode", summary,
+                                     f"[{format_day(episode.happened_at)}] Session summary: {summary}",
+                                     relevance[key], scored_at, policy))
     return items
 
 
