@@ -17,6 +17,7 @@ from agent_memory.erasure import ErasureRequestConflictError
 from agent_memory.events import VersionConflictError
 from agent_memory.operations import OperationMismatchError, RecordNotFoundError, SubjectErasedError
 from agent_memory.providers.errors import ProviderOutputInvalid, ProviderPermanentError, ProviderRetryableError
+from agent_memory.reembedding import ModelMismatchError
 
 T = TypeVar("T")
 
@@ -34,6 +35,8 @@ PERMANENT: dict[type[Exception], ErrorType] = {
     ProviderPermanentError: ErrorType.PROVIDER_PERMANENT,
     # The raw text is in the failed operation's record; another sample is not our call to make.
     ProviderOutputInvalid: ErrorType.PROVIDER_OUTPUT_INVALID,
+    # A re-embedding on a worker whose embedder is another model: another worker must run it.
+    ModelMismatchError: ErrorType.MODEL_MISMATCH,
 }
 
 

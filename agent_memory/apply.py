@@ -31,6 +31,8 @@ from agent_memory.events import (
     FactEnded,
     FactSuperseded,
     MemoryEvent,
+    MemoryForgotten,
+    MemoryRestored,
     ObservationCreated,
 )
 from agent_memory.fact_text import fact_text
@@ -125,11 +127,26 @@ async def apply_event(conn: psycopg.AsyncConnection, tenant_id: str, subject_id:
              event.occurred_at, list(event.source_message_ids), event.operation_id))
         await _index(conn, tables, tenant_id, subject_id, event, "observation", p.text, p.answers)
         await _outbox(conn, tables, tenant_id, subject_id, event, "observation")
+    elif isinstance(p, MemoryForgotten):
+        await drop_memory_rows(conn, tables, tenant_id, event.memory_id)
     if isinstance(p, FactCreated | FactSuperseded | FactConfirmed | FactEnded | FactCorrected | CandidateHeld
-                  | CandidatePromoted):
+                  | CandidatePromoted | MemoryRestored):
         # One version per memory: every interval of the memory shows the memory's version.
         await conn.execute(sql.SQL("UPDATE {} SET memory_version = %s WHERE tenant_id = %s AND memory_id = %s").format(
             sql.Identifier(tables.facts)), (event.version, tenant_id, event.memory_id))
+
+
+async def drop_memory_rows(conn: psycopg.AsyncConnection, tables: ProjectionTables, tenant_id: str,
+                           memory_id: uuid.UUID) -> int:
+    """Remove one memory from the projections `apply_event` writes (a forget, a sweep). The
+    outbox row goes first: its row lock orders this against a projector about to write the
+    memory's vector (which marks the row processed before it inserts the vector)."""
+    removed = 0
+    for table in (tables.projection_outbox, tables.memory_search, tables.observations, tables.episodes, tables.facts):
+        cur = await conn.execute(sql.SQL("DELETE FROM {} WHERE tenant_id = %s AND memory_id = %s").format(
+            sql.Identifier(table)), (tenant_id, memory_id))
+        removed += cur.rowcount
+    return removed
 
 
 async def _insert_fact(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, event: MemoryEvent,

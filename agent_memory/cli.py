@@ -11,21 +11,25 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime
 from pathlib import Path
+from typing import TypeVar
 
 import psycopg
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from redis.exceptions import RedisError
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import TemporalError
 
 from agent_memory.client import MemoryClient
+from agent_memory.corrections import MemoryForgottenError
 from agent_memory.erasure import ErasureRequestConflictError
 from agent_memory.evidence import AppendConflictError, MessageConflictError, SessionOwnerError
+from agent_memory.forgetting import ForgetResult, MemoryNotForgottenError, RestoreWindowClosedError
 from agent_memory.ingest import InputError, read_sessions
 from agent_memory.keyring import list_keks
 from agent_memory.models import ErasureStatus, FactRow, check_identifier
@@ -33,18 +37,21 @@ from agent_memory.operations import SubjectErasedError
 from agent_memory.projection_models import ProjectionLag
 from agent_memory.prompt import BuiltPrompt
 from agent_memory.providers.openai_compat import providers_for
-from agent_memory.recall_policy import PRESETS, RecallPolicy, policy_fields
+from agent_memory.recall_policy import PRESETS, policy_fields
+from agent_memory.retention import WORKING_MEMORY_HOURS, RetentionPolicy
 from agent_memory.services import Services, check_schema
 from agent_memory.settings import Settings
 
 USER_ERRORS = (InputError, MessageConflictError, AppendConflictError, SessionOwnerError, SubjectErasedError,
-               ErasureRequestConflictError, ValueError, LookupError)
+               ErasureRequestConflictError, MemoryNotForgottenError, RestoreWindowClosedError, MemoryForgottenError,
+               ValueError, LookupError)
 
 SubParsers = argparse._SubParsersAction  # what add_subparsers returns; extensions add commands to it
 # A command that another layer adds (workers/cli.py: up, worker, demo, ...): parsed args, settings → exit code.
 CommandHandler = Callable[[argparse.Namespace, Settings], Awaitable[int]]
 # Opens the services the library commands use (default: the configured ones, `configured_services`).
 ServicesOpener = Callable[[Settings], AbstractAsyncContextManager[Services]]
+PolicyT = TypeVar("PolicyT", bound=BaseModel)
 
 
 def _identifier(field: str):
@@ -147,6 +154,16 @@ def build_parser(*extensions: Callable[[SubParsers], object],
                             help="e.g. tau_days=30 window_days=none profile_tokens=400")
     policy_set.add_argument("--json", action="store_true")
     scoped(policy_sub.add_parser("reset", help="back to the shipped default"), subject=False)
+    retention = sub.add_parser("retention", help="a tenant's retention per memory type (README, \"Lifecycle\")")
+    retention_sub = retention.add_subparsers(dest="retention_command", required=True)
+    retention_show = scoped(retention_sub.add_parser("show", help="the policy in force"), subject=False)
+    retention_show.add_argument("--json", action="store_true")
+    retention_set = scoped(retention_sub.add_parser(
+        "set", help="change it: FIELD=DAYS or FIELD=none (keep until forgotten); fields: "
+                    + ", ".join(RetentionPolicy.model_fields)), subject=False)
+    retention_set.add_argument("changes", nargs="+", metavar="FIELD=VALUE", help="e.g. note_days=365 candidate_days=30")
+    retention_set.add_argument("--json", action="store_true")
+    scoped(retention_sub.add_parser("reset", help="back to the defaults"), subject=False)
     facts = scoped(sub.add_parser("facts", help="current facts, facts as of a time, or one key's history"))
     facts.add_argument("--as-of", type=_time)
     facts.add_argument("--history", metavar="KEY", help="namespace/key or key, e.g. location/home_city")
@@ -181,6 +198,37 @@ def build_parser(*extensions: Callable[[SubParsers], object],
     erasure_status.add_argument("--subject", type=_identifier("subject"),
                                 help="the erased subject, to show its id in the receipt (kept only as a digest)")
     erasure_status.add_argument("--json", action="store_true")
+    forget = scoped(sub.add_parser("forget", help="forget one memory now (every read stops returning it); "
+                                                  "restorable within the grace period, swept after it"))
+    restore = scoped(sub.add_parser("restore", help="bring a forgotten memory back within the grace period"))
+    for lifecycle_parser in (forget, restore):
+        lifecycle_parser.add_argument("--memory-id", required=True,
+                                      help="the memory's id, as `facts --json`, `context` or `prompt --json` print it")
+        lifecycle_parser.add_argument("--reason", help="why (a ticket number): kept encrypted in the event log")
+        lifecycle_parser.add_argument("--actor-id", help="who asked (an operator's id), recorded with the event")
+        lifecycle_parser.add_argument("--json", action="store_true")
+    export = scoped(sub.add_parser("export", help="everything memory holds about a subject, as one JSON document "
+                                                  "(the right of access)"))
+    export.add_argument("--out", type=Path, metavar="FILE", help="write it here (private to you: mode 0600) "
+                        "instead of standard output")
+    forgotten = scoped(sub.add_parser("forgotten", help="a subject's forgotten memories (in grace) and swept "
+                                                        "tombstones"))
+    forgotten.add_argument("--json", action="store_true")
+    sweep = sub.add_parser("sweep", help="sweep memories forgotten longer than the grace period now "
+                                         "(the hourly Schedule)")
+    sweep.add_argument("--grace-seconds", type=float, default=None,
+                       help="override the worker's grace period (AGENT_MEMORY_FORGET_GRACE_SECONDS) for this run")
+    sweep.add_argument("--no-retention", action="store_true", help="skip the retention step of the sweep")
+    sweep.add_argument("--json", action="store_true")
+    reembed = scoped(sub.add_parser("reembed", help="re-embed a tenant's memories under the configured embedding "
+                                                    "model (workers start it when their model changed)"),
+                     subject=False)
+    reembed.add_argument("--wait", action="store_true", help="wait for the switch and print the result")
+    reembed.add_argument("--json", action="store_true")
+    redrive = sub.add_parser("redrive-erasures", help="start again the erasures stuck in 'started' whose workflow "
+                                                      "is gone (the hourly Schedule)")
+    redrive.add_argument("--stuck-after-seconds", type=float, default=3600.0)
+    redrive.add_argument("--json", action="store_true")
     compact = sub.add_parser("compact", help="physical compaction of what erasures deleted (the hourly Schedule)")
     compact.add_argument("--all", action="store_true", help="every erasure table, even with no pending ticket")
     compact.add_argument("--json", action="store_true")
@@ -188,6 +236,14 @@ def build_parser(*extensions: Callable[[SubParsers], object],
                    help="register the workflows' search attributes in the configured Temporal namespace "
                         "(idempotent; needs only TEMPORAL_ADDRESS and its TLS/API key settings)")
     return parser
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write a file only its owner can read (an export holds a person's data)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        os.fchmod(out.fileno(), 0o600)  # an existing file keeps its old mode otherwise
+        out.write(text)
 
 
 def _print_json(data) -> None:
@@ -246,16 +302,18 @@ def format_prompt(built: BuiltPrompt) -> str:
     return "\n".join(lines)
 
 
-def policy_with_changes(base: RecallPolicy, changes: list[str]) -> RecallPolicy:
-    """`base` with FIELD=VALUE changes applied ("none" clears window_days); a bad field or value
-    raises ValueError naming it."""
+def with_changes(base: PolicyT, changes: list[str]) -> PolicyT:
+    """`base` (a recall or retention policy) with FIELD=VALUE changes applied ("none" clears an
+    optional field); a bad field or value raises ValueError naming it."""
+    model = type(base)
     fields = dict(base.model_dump())
     for change in changes:
         name, sep, value = change.partition("=")
-        if not sep or name not in RecallPolicy.model_fields:
-            raise ValueError(f"{change!r} is not FIELD=VALUE with a policy field; fields: {', '.join(policy_fields())}")
+        if not sep or name not in model.model_fields:
+            raise ValueError(f"{change!r} is not FIELD=VALUE with a policy field; fields: "
+                             f"{', '.join(model.model_fields)}")
         fields[name] = None if value.strip().lower() in ("none", "null", "") else value
-    return RecallPolicy.model_validate(fields)
+    return model.model_validate(fields)
 
 
 def _budget(value: int | None) -> int | None:
@@ -358,6 +416,78 @@ async def _command(args: argparse.Namespace, settings: Settings, commands: Mappi
                 print(f"{k.kek_id:<32} {k.state:<10} created {k.created_at:%Y-%m-%d %H:%M}  shredded keys "
                       f"{k.shredded_keys}" + (f"  destroyed {k.destroyed_at:%Y-%m-%d %H:%M} by {k.destroyed_by}"
                                               if k.destroyed_at else ""))
+        elif args.command in ("forget", "restore"):
+            call = client.forget if args.command == "forget" else client.restore
+            done = await call(args.tenant, args.subject, args.memory_id, reason=args.reason, actor_id=args.actor_id)
+            if args.json:
+                _print_json(done.model_dump(mode="json"))
+            elif isinstance(done, ForgetResult):
+                print(f"memory {done.memory_id} ({done.memory_kind}) "
+                      + ("was already forgotten" if done.already_forgotten else "forgotten")
+                      + f" at {done.forgotten_at:%Y-%m-%d %H:%M:%S %Z}; restorable until "
+                      f"{done.restorable_until:%Y-%m-%d %H:%M:%S %Z}, swept after that")
+            else:
+                print(f"memory {done.memory_id} ({done.memory_kind}) restored: {done.events_reapplied} event(s) "
+                      f"applied again, now v{done.version}")
+        elif args.command == "export":
+            document = (await client.export(args.tenant, args.subject)).model_dump_json(indent=2)
+            if args.out is None:
+                print(document)
+            else:
+                write_private(args.out, document + "\n")
+                print(f"wrote {args.out} ({len(document):,} characters, mode 0600)")
+        elif args.command == "forgotten":
+            items = await client.forgotten(args.tenant, args.subject)
+            if args.json:
+                _print_json([i.model_dump(mode="json") for i in items])
+            elif not items:
+                print(f"no forgotten memories of subject {args.subject} (tenant {args.tenant})")
+            for item in [] if args.json else items:
+                state = (f"swept {item.swept_at:%Y-%m-%d %H:%M:%S}, residue {item.residue}" if item.state == "swept"
+                         else f"restorable until {item.forgotten_at + client.forget_grace:%Y-%m-%d %H:%M:%S %Z}")
+                print(f"{item.memory_id}  {item.memory_kind:<11} forgotten {item.forgotten_at:%Y-%m-%d %H:%M:%S} "
+                      f"by {item.actor}{'/' + item.actor_id if item.actor_id else ''}; {state}")
+        elif args.command == "sweep":
+            swept = await client.sweep(grace_seconds=args.grace_seconds, retention=not args.no_retention)
+            if args.json:
+                _print_json(swept.model_dump(mode="json"))
+            else:
+                print(f"swept {swept.swept} memories in {swept.tenants} tenant(s) (grace {swept.grace_seconds:g} s): "
+                      f"{swept.rows_deleted} rows, {swept.operations_deleted} recorded results, "
+                      f"{swept.events_deleted} events deleted; residue found in {swept.residue_found}")
+                print("retention forgot " + (", ".join(f"{n} {rule}" for rule, n in swept.retention_forgotten.items())
+                                             or "nothing") + " (swept after the grace period)")
+        elif args.command == "reembed":
+            handle = await client.reembed(args.tenant)
+            progress = await handle.result() if args.wait else await client.reembed_progress(handle)
+            if args.json:
+                _print_json({"workflow_id": handle.id, "progress": progress.model_dump(mode="json") if progress else None})
+            else:
+                print(f"re-embedding {handle.id}: {services.settings.workflow_url(handle.id)}")
+                if progress is not None:
+                    print(f"  {progress.state}: {progress.done} of {progress.total} vectors of "
+                          f"{progress.source_model or '-'} re-embedded under {progress.target_model}")
+        elif args.command == "redrive-erasures":
+            redriven = await client.redrive_erasures(stuck_after_seconds=args.stuck_after_seconds)
+            if args.json:
+                _print_json(redriven.model_dump(mode="json"))
+            else:
+                print(f"{redriven.stuck} stuck erasure(s): {redriven.redriven} re-driven, {redriven.still_running} "
+                      f"still running, {redriven.failed} failed (logged)")
+        elif args.command == "retention":
+            if args.retention_command == "show":
+                kept = await client.retention_policy(args.tenant)
+            elif args.retention_command == "set":
+                kept = await client.set_retention_policy(
+                    args.tenant, with_changes(await client.retention_policy(args.tenant), args.changes))
+            else:
+                kept = await client.set_retention_policy(args.tenant, None)
+            if getattr(args, "json", False):
+                _print_json({**kept.model_dump(mode="json"), "working_memory_hours": WORKING_MEMORY_HOURS})
+            else:
+                print(f"working_memory_hours = {WORKING_MEMORY_HOURS:g} (fixed)")
+                print("\n".join(f"{name} = {'none (until forgotten)' if value is None else value}"
+                                for name, value in kept.model_dump().items()))
         elif args.command == "compact":
             compaction = await client.compact(force=args.all)
             if args.json:
@@ -400,7 +530,7 @@ async def _command(args: argparse.Namespace, settings: Settings, commands: Mappi
                 current = await client.recall_policy(args.tenant)
             elif args.policy_command == "set":
                 base = PRESETS[args.preset] if args.preset else await client.recall_policy(args.tenant)
-                current = await client.set_recall_policy(args.tenant, policy_with_changes(base, args.changes))
+                current = await client.set_recall_policy(args.tenant, with_changes(base, args.changes))
             else:
                 current = await client.set_recall_policy(args.tenant, None)
             if getattr(args, "json", False):
@@ -411,8 +541,12 @@ async def _command(args: argparse.Namespace, settings: Settings, commands: Mappi
             drops = await client.leak_filter_drops(args.tenant)
             lag = await client.projection_lag(args.tenant)
             reads = await client.read_counts(args.tenant)
+            lifecycle = await client.lifecycle_counts(args.tenant)
+            erasures = await client.erasure_counts(args.tenant)
             if args.json:
                 _print_json({"tenant_id": args.tenant, "leak_filter_drops": drops, "reads": reads,
+                             "lifecycle": lifecycle.model_dump(mode="json"),
+                             "erasures": erasures.model_dump(mode="json"),
                              "projection": lag.model_dump(mode="json", exclude={"tenant_id", "subject_id"})})
             else:
                 print(f"context reads: {reads['context_reads']} ({reads['context_items']} items served); "
@@ -420,6 +554,10 @@ async def _command(args: argparse.Namespace, settings: Settings, commands: Mappi
                 print(f"leak filter drops: {drops['total']}" + "".join(
                     f"\n  {reason}: {n}" for reason, n in drops.items() if reason != "total" and n))
                 print(format_projection_lag(lag))
+                print(f"forgotten: {lifecycle.forgotten_in_grace} in grace, {lifecycle.swept} swept "
+                      f"({lifecycle.swept_with_residue} with residue)")
+                print(f"erasures: {erasures.started} started ({erasures.stuck} over an hour), {erasures.redriven} "
+                      f"re-driven ({erasures.redrives} re-drives)")
         elif args.command == "projection":
             woken = await client.retry_dead_letters(args.tenant, args.subject)
             if args.json:

@@ -32,7 +32,24 @@ from agent_memory.contract import (  # the id builders: re-exported for existing
 from agent_memory.corrections import write_fact
 from agent_memory.db import tenant_transaction
 from agent_memory.erasure import check_reason, erasure_status, register_erasure_request
+from agent_memory.erasure_runs import (
+    ErasureCounts,
+    ErasureRedriveInput,
+    ErasureRedriveResult,
+    erasure_counts,
+    start_erasure_workflow,
+)
 from agent_memory.evidence import AppendResult, append_messages, unconsolidated_messages
+from agent_memory.export import SubjectExport, export_subject
+from agent_memory.forgetting import (
+    Actor,
+    ForgetResult,
+    ForgottenMemory,
+    RestoreResult,
+    forget_memory,
+    list_forgotten,
+    restore_memory,
+)
 from agent_memory.keyring import KeyRotationInput, RotationResult
 from agent_memory.leak_filter import drop_counts
 from agent_memory.memory_store import list_facts
@@ -40,7 +57,6 @@ from agent_memory.models import (
     CommitOutcome,
     ConsolidationInput,
     ConsolidationResult,
-    ErasureInput,
     ErasureReceipt,
     ErasureStatus,
     FactRow,
@@ -58,7 +74,10 @@ from agent_memory.read_metrics import read_counts
 from agent_memory.rebuild import rebuild_reports
 from agent_memory.recall import RecallResult, recall
 from agent_memory.recall_policy import RecallPolicy, read_policy, reset_policy, write_policy
+from agent_memory.reembedding import ReembedProgress, start_reembedding
+from agent_memory.retention import RetentionPolicy, read_retention, write_retention
 from agent_memory.services import Services
+from agent_memory.sweeper import LifecycleCounts, MemorySweepInput, MemorySweepResult, lifecycle_counts
 
 log = logging.getLogger(__name__)
 # A session with no new message for this long is consolidated as if its end hook had fired.
@@ -172,11 +191,12 @@ class MemoryClient:
         check_identifier("request id", request_id)
         await register_erasure_request(self.services.pool, self.services.keyring, tenant_id, subject_id, request_id,
                                        reason)
-        return await self._start_once(
-            contract.ERASURE_WORKFLOW,
-            ErasureInput(tenant_id=tenant_id, subject_id=subject_id, request_id=request_id),
-            contract.erasure_workflow_id(tenant_id, subject_id, request_id),
-            [SearchAttributePair(TENANT_ID, tenant_id), SearchAttributePair(SUBJECT_ID, subject_id)], ErasureReceipt)
+        try:
+            return await start_erasure_workflow(self.services.temporal, self.task_queue, tenant_id, subject_id,
+                                                request_id)
+        except WorkflowAlreadyStartedError:  # completed before: attach to it (its receipt)
+            return self.services.temporal.get_workflow_handle(
+                contract.erasure_workflow_id(tenant_id, subject_id, request_id), result_type=ErasureReceipt)
 
     async def erasure_receipt(self, handle: WorkflowHandle) -> ErasureReceipt:
         return await handle.result()
@@ -201,6 +221,72 @@ class MemoryClient:
             contract.PHYSICAL_COMPACTION_WORKFLOW, CompactionInput(force=force),
             id=contract.manual_compaction_workflow_id(uuid.uuid4().hex[:12]), task_queue=self.task_queue,
             result_type=CompactionResult)
+        return await handle.result()
+
+    @property
+    def forget_grace(self) -> timedelta:
+        return timedelta(seconds=self.services.settings.forget_grace_seconds)
+
+    async def forget(self, tenant_id: str, subject_id: str, memory_id: str, *, reason: str | None = None,
+                     actor: Actor = "operator", actor_id: str | None = None) -> ForgetResult:
+        """Forget one memory at once (every read stops returning it); restorable within the
+        grace period, swept from every store after it (README, "Lifecycle")."""
+        return await forget_memory(self.services.pool, self.services.keyring, tenant_id=tenant_id,
+                                   subject_id=subject_id, memory_id=memory_id, reason=reason, actor=actor,
+                                   actor_id=actor_id, grace=self.forget_grace)
+
+    async def restore(self, tenant_id: str, subject_id: str, memory_id: str, *, reason: str | None = None,
+                      actor: Actor = "operator", actor_id: str | None = None) -> RestoreResult:
+        """Undo a forget within the grace period; the memory's vectors come back through the
+        projector (woken here; recorded embeddings, no model call)."""
+        result = await restore_memory(self.services.pool, self.services.keyring, tenant_id=tenant_id,
+                                      subject_id=subject_id, memory_id=memory_id, reason=reason, actor=actor,
+                                      actor_id=actor_id, grace=self.forget_grace)
+        try:
+            await self.wake_projector(tenant_id, subject_id)
+        except Exception as exc:  # the outbox rows stay due; the hourly projection sweep wakes it
+            log.warning("projector wake-up after a restore deferred to the sweep: %s", exc)
+        return result
+
+    async def export(self, tenant_id: str, subject_id: str) -> SubjectExport:
+        """Everything memory holds about the subject, as one document (the right of access)."""
+        check_identifier("tenant", tenant_id)
+        check_identifier("subject", subject_id)
+        return await export_subject(self.services.pool, self.services.keyring, tenant_id, subject_id,
+                                    grace=self.forget_grace)
+
+    async def forgotten(self, tenant_id: str, subject_id: str) -> list[ForgottenMemory]:
+        return await list_forgotten(self.services.pool, self.services.keyring, tenant_id, subject_id)
+
+    async def sweep(self, *, grace_seconds: float | None = None, retention: bool = True) -> MemorySweepResult:
+        """Run the memory sweep now, as a workflow (the hourly Schedule runs the same one):
+        retention first (unless `retention=False`), then the sweeper; `grace_seconds` overrides
+        the worker's grace period for this run."""
+        handle = await self.services.temporal.start_workflow(
+            contract.MEMORY_SWEEP_WORKFLOW, MemorySweepInput(grace_seconds=grace_seconds, retention=retention),
+            id=contract.manual_memory_sweep_workflow_id(uuid.uuid4().hex[:12]), task_queue=self.task_queue,
+            result_type=MemorySweepResult)
+        return await handle.result()
+
+    async def reembed(self, tenant_id: str) -> WorkflowHandle:
+        """Start (or attach to) the tenant's re-embedding under this client's embedder model
+        (workers start it by themselves when their model changed)."""
+        check_identifier("tenant", tenant_id)
+        return await start_reembedding(self.services.temporal, self.task_queue, tenant_id, self.embedder)
+
+    async def reembed_progress(self, handle: WorkflowHandle) -> ReembedProgress | None:
+        """The running re-embedding's progress (its `progress` query), or its result once done."""
+        description = await handle.describe()
+        if description.status == WorkflowExecutionStatus.RUNNING:
+            return await handle.query("progress", result_type=ReembedProgress)
+        return await handle.result()
+
+    async def redrive_erasures(self, *, stuck_after_seconds: float = 3600.0) -> ErasureRedriveResult:
+        """Run the erasure re-drive now, as a workflow (the hourly Schedule runs the same one)."""
+        handle = await self.services.temporal.start_workflow(
+            contract.ERASURE_REDRIVE_WORKFLOW, ErasureRedriveInput(stuck_after_seconds=stuck_after_seconds),
+            id=contract.manual_erasure_redrive_workflow_id(uuid.uuid4().hex[:12]), task_queue=self.task_queue,
+            result_type=ErasureRedriveResult)
         return await handle.result()
 
     async def rebuild(self, tenant_id: str, subject_id: str | None = None, *, force: bool = False,
@@ -326,6 +412,19 @@ class MemoryClient:
                 await write_policy(conn, tenant_id, policy)
             return await read_policy(conn, tenant_id)
 
+    async def retention_policy(self, tenant_id: str) -> RetentionPolicy:
+        """The tenant's retention policy (the defaults when none was set)."""
+        check_identifier("tenant", tenant_id)
+        async with tenant_transaction(self.services.pool, tenant_id) as conn:
+            return await read_retention(conn, tenant_id)
+
+    async def set_retention_policy(self, tenant_id: str, policy: RetentionPolicy | None) -> RetentionPolicy:
+        """Set the tenant's retention policy (None: the defaults); the hourly memory sweep applies it."""
+        check_identifier("tenant", tenant_id)
+        async with tenant_transaction(self.services.pool, tenant_id) as conn:
+            await write_retention(conn, tenant_id, policy)
+            return await read_retention(conn, tenant_id)
+
     async def read_counts(self, tenant_id: str) -> dict[str, int]:
         """The tenant's memory-read counters (agent_memory.read_metrics)."""
         check_identifier("tenant", tenant_id)
@@ -337,6 +436,17 @@ class MemoryClient:
         check_identifier("subject", subject_id)
         return await recall(self.services.pool, self.services.keyring, self.embedder, tenant_id, subject_id, query,
                             limit=limit, as_of=as_of, redis=self.services.redis)
+
+    async def erasure_counts(self, tenant_id: str) -> ErasureCounts:
+        """Erasure requests still started, stuck (over an hour), and re-driven by the Schedule."""
+        check_identifier("tenant", tenant_id)
+        return await erasure_counts(self.services.pool, tenant_id)
+
+    async def lifecycle_counts(self, tenant_id: str) -> LifecycleCounts:
+        """Forgotten memories in their grace period, swept ones, and swept ones whose residue
+        check found rows (0 expected)."""
+        check_identifier("tenant", tenant_id)
+        return await lifecycle_counts(self.services.pool, tenant_id)
 
     async def leak_filter_drops(self, tenant_id: str) -> dict[str, int]:
         """The tenant's leak-filter drop counters: {"total": n, "<reason>": n, ...}."""

@@ -39,6 +39,7 @@ from agent_memory.providers.base import Embedder, estimate_tokens
 from agent_memory.read_metrics import count_read
 from agent_memory.recall import embed_query
 from agent_memory.recall_policy import RecallPolicy, read_policy
+from agent_memory.reembedding import reading_embedder
 from agent_memory.scope import Mode, subject_scope
 from agent_memory.timeexpr import format_day
 
@@ -275,7 +276,8 @@ async def _lexical_route(pool: AsyncConnectionPool, tenant_id: str, subject_id: 
 
 async def _vector_route(pool: AsyncConnectionPool, embedder: Embedder, tenant_id: str, subject_id: str,
                         query: str) -> list[Pointer]:
-    embedded = await embed_query(embedder, query)
+    # The tenant's active model (the old one while a re-embedding runs), not always the configured one.
+    embedded = await embed_query(await reading_embedder(pool, tenant_id, embedder), query)
     async with tenant_transaction(pool, tenant_id) as conn:
         # Filtered HNSW scans keep going until enough rows pass the filter (pgvector >= 0.8).
         await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")

@@ -12,6 +12,7 @@ import it cheaply.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -31,10 +32,14 @@ KEY_ROTATION_WORKFLOW: Final = "KeyRotationWorkflow"
 PHYSICAL_COMPACTION_WORKFLOW: Final = "PhysicalCompactionWorkflow"
 PROJECTOR_WORKFLOW: Final = "ProjectorWorkflow"
 PROJECTION_SWEEP_WORKFLOW: Final = "ProjectionSweepWorkflow"
+MEMORY_SWEEP_WORKFLOW: Final = "MemorySweepWorkflow"
+ERASURE_REDRIVE_WORKFLOW: Final = "ErasureRedriveWorkflow"
+REEMBED_WORKFLOW: Final = "ReembedWorkflow"
 
 WORKFLOW_NAMES: Final = (CONSOLIDATION_WORKFLOW, ERASURE_WORKFLOW, REBUILD_WORKFLOW, SESSION_IDLE_WORKFLOW,
                          KEY_ROTATION_WORKFLOW, PHYSICAL_COMPACTION_WORKFLOW, PROJECTOR_WORKFLOW,
-                         PROJECTION_SWEEP_WORKFLOW)
+                         PROJECTION_SWEEP_WORKFLOW, MEMORY_SWEEP_WORKFLOW, ERASURE_REDRIVE_WORKFLOW,
+                         REEMBED_WORKFLOW)
 
 # Signals of SessionIdleWorkflow (sent by the client by name).
 SIGNAL_TOUCH: Final = "touch"
@@ -69,12 +74,21 @@ COMPACT_ERASED_DATA: Final = "compact_erased_data"
 PROJECT_OUTBOX_BATCH: Final = "project_outbox_batch"
 WAKE_PROJECTOR: Final = "wake_projector"
 SWEEP_PROJECTION_OUTBOX: Final = "sweep_projection_outbox"
+# Lifecycle (workflows/lifecycle.py)
+SWEEP_FORGOTTEN_MEMORIES: Final = "sweep_forgotten_memories"
+APPLY_RETENTION: Final = "apply_retention"
+REDRIVE_STUCK_ERASURES: Final = "redrive_stuck_erasures"
+# Re-embedding (workflows/reembedding.py)
+BEGIN_REEMBEDDING: Final = "begin_reembedding"
+REEMBED_BATCH: Final = "reembed_batch"
+SWITCH_EMBEDDING_MODEL: Final = "switch_embedding_model"
 
 ACTIVITY_NAMES: Final = (EXTRACT_FACTS, SCORE_IMPORTANCE, SUMMARIZE_SESSION, CHECK_CONFLICTS, COMMIT_CONSOLIDATION,
                          COUNT_UNCONSOLIDATED, PROJECT_VECTORS, BEGIN_ERASURE, ERASE_STORE, SHRED_SUBJECT_KEY,
                          VERIFY_ERASURE, COMPLETE_ERASURE, LIST_SUBJECTS_TO_REBUILD, REBUILD_SUBJECT,
                          ROTATE_KEY_ENCRYPTION_KEY, COMPACT_ERASED_DATA, PROJECT_OUTBOX_BATCH, WAKE_PROJECTOR,
-                         SWEEP_PROJECTION_OUTBOX)
+                         SWEEP_PROJECTION_OUTBOX, SWEEP_FORGOTTEN_MEMORIES, APPLY_RETENTION, REDRIVE_STUCK_ERASURES,
+                         BEGIN_REEMBEDDING, REEMBED_BATCH, SWITCH_EMBEDDING_MODEL)
 
 # --- Workflow ids (formats pinned: id reuse and attaching to a running run depend on them) ------
 
@@ -97,6 +111,12 @@ def rebuild_workflow_id(tenant_id: str, subject_id: str | None, request_id: str)
     return f"rebuild/{tenant_id}/{subject_id or '*'}/{request_id}"
 
 
+def reembed_workflow_id(tenant_id: str, target_model: str) -> str:
+    """One re-embedding per tenant and target model (the model id may hold any character: its
+    digest names the run)."""
+    return f"reembed/{tenant_id}/{uuid.uuid5(uuid.NAMESPACE_URL, target_model).hex[:16]}"
+
+
 def projector_workflow_id(tenant_id: str, subject_id: str) -> str:
     """One projector per subject: every wake-up signals the running one or starts the next run."""
     return f"projector/{tenant_id}/{subject_id}"
@@ -111,9 +131,19 @@ def manual_compaction_workflow_id(token: str) -> str:
     return f"physical-compaction/manual-{token}"
 
 
+def manual_memory_sweep_workflow_id(token: str) -> str:
+    return f"memory-sweep/manual-{token}"
+
+
+def manual_erasure_redrive_workflow_id(token: str) -> str:
+    return f"erasure-redrive/manual-{token}"
+
+
 KEY_ROTATION_SCHEDULE_ID: Final = "agent-memory/key-rotation"
 COMPACTION_SCHEDULE_ID: Final = "agent-memory/physical-compaction"
 PROJECTION_SWEEP_SCHEDULE_ID: Final = "agent-memory/projection-sweep"
+MEMORY_SWEEP_SCHEDULE_ID: Final = "agent-memory/memory-sweep"
+ERASURE_REDRIVE_SCHEDULE_ID: Final = "agent-memory/erasure-redrive"
 
 
 def scheduled_workflow_id(schedule_id: str) -> str:
@@ -122,7 +152,7 @@ def scheduled_workflow_id(schedule_id: str) -> str:
 
 
 # The per-tenant ids above put the tenant (an identifier: no '/') right after their prefix.
-_TENANT_ID_PREFIXES: Final = ("consolidate", "idle", "erase", "rebuild", "projector")
+_TENANT_ID_PREFIXES: Final = ("consolidate", "idle", "erase", "rebuild", "projector", "reembed")
 
 
 def workflow_id_tenant(workflow_id: str) -> str | None:
@@ -167,8 +197,10 @@ class ErrorType(StrEnum):
     PROVIDER_OUTPUT_INVALID = "ProviderOutputInvalid"
     UNSTORABLE_VALUE = "UnstorableValue"
     EVENT_LOG_UNREADABLE = "EventLogUnreadable"
+    MODEL_MISMATCH = "ModelMismatch"
     # Raised by workflows themselves.
     ERASURE_RESIDUE = "ErasureResidue"
+    REEMBED_INCOMPLETE = "ReembedIncomplete"
     # Transient: retried by the retry policy (after the provider's Retry-After, if any).
     PROVIDER_RETRYABLE = "ProviderRetryable"
 
@@ -280,11 +312,25 @@ PROJECTION_SWEEP: Final = ActivityPreset(
     start_to_close=timedelta(minutes=10), heartbeat=_HEARTBEAT,
     initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=60),
     permanent=(_E.UNSTORABLE_VALUE,))
+# The lifecycle steps (retention, the memory sweeper, the erasure re-drive): one transaction per
+# memory or request, every tenant; a database outage is waited out (a step resumes where it
+# stopped: what is forgotten, swept or re-driven is marked so).
+MEMORY_SWEEP: Final = ActivityPreset(
+    start_to_close=timedelta(minutes=30), heartbeat=_HEARTBEAT,
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=60),
+    permanent=(_E.UNSTORABLE_VALUE,))
+# A re-embedding batch: one embedder call of up to 1,024 texts (e5 on one core: ~10 s for 1,000);
+# a provider outage is waited out like a consolidation's.
+REEMBED_STEP: Final = ActivityPreset(
+    start_to_close=timedelta(minutes=10), heartbeat=_HEARTBEAT,
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1),
+    permanent=(_E.UNSTORABLE_VALUE, _E.MODEL_MISMATCH))
 
 ACTIVITY_PRESETS: Final[Mapping[str, ActivityPreset]] = {
     "PROVIDER_STEP": PROVIDER_STEP, "STORE_WRITE": STORE_WRITE, "VECTOR_PROJECTION": VECTOR_PROJECTION,
     "IDLE_CHECK": IDLE_CHECK, "ERASURE_STEP": ERASURE_STEP, "REBUILD_LIST": REBUILD_LIST,
     "REBUILD_SUBJECT_STEP": REBUILD_SUBJECT_STEP, "KEY_ROTATION": KEY_ROTATION,
     "PROJECTOR_WAKE": PROJECTOR_WAKE, "PROJECTION_SWEEP": PROJECTION_SWEEP,
-    "PHYSICAL_COMPACTION": PHYSICAL_COMPACTION,
+    "PHYSICAL_COMPACTION": PHYSICAL_COMPACTION, "MEMORY_SWEEP": MEMORY_SWEEP,
+    "REEMBED_STEP": REEMBED_STEP,
 }

@@ -19,13 +19,17 @@ from psycopg_pool import AsyncConnectionPool
 from agent_memory.crypto import SubjectKey
 from agent_memory.events import FactCreated, FactSuperseded, MemoryEvent, VersionConflictError, memory_version
 from agent_memory.keyring import KeyRing
-from agent_memory.memory_store import commit_events
+from agent_memory.memory_store import commit_events, forgotten_state, writable_version
 from agent_memory.models import CommitOutcome, ExtractedFact, check_identifier
 from agent_memory.operation_keys import LiveWriteKey
 from agent_memory.operations import request_hash
 
 LIVE_SESSION = "live-write"
 LIVE_REASON = "live write: the user stated it directly"
+
+
+class MemoryForgottenError(Exception):
+    """A live write of a fact an operator forgot (in its grace period)."""
 
 
 async def write_fact(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_id: str, subject_id: str,
@@ -56,7 +60,11 @@ async def write_fact(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_id: 
     async def decide(conn: psycopg.AsyncConnection, skey: SubjectKey) -> AsyncIterator[MemoryEvent]:
         memory_id = skey.memory_id("fact", name)
         current = await memory_version(conn, tenant_id, memory_id)
-        if current != expected_version:
+        expected = writable_version(await forgotten_state(conn, tenant_id, memory_id), expected_version, observed)
+        if expected is None:
+            raise MemoryForgottenError(f"fact {namespace}/{key} (memory {memory_id}) is forgotten: restore it "
+                                       "(agent-memory restore) or wait for the sweeper before writing it again")
+        if current != expected:
             raise VersionConflictError(f"memory {memory_id}: expected version {expected_version}, found {current}")
         fields = {"namespace": fact.namespace, "key": fact.key, "value": fact.value, "claim_type": fact.claim_type,
                   "permanence": fact.permanence, "confidence": fact.confidence, "session_id": LIVE_SESSION,
@@ -64,7 +72,7 @@ async def write_fact(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_id: 
         yield MemoryEvent(memory_id=memory_id, version=current + 1, namespace=namespace, name=name,
                           occurred_at=observed, source_message_ids=tuple(evidence_message_ids),
                           operation_id=op.operation_id, actor="user", extractor=("live-write", "1"),
-                          payload=(FactCreated if current == 0 else FactSuperseded).model_validate(fields))
+                          payload=(FactCreated if expected_version == 0 else FactSuperseded).model_validate(fields))
 
     return await commit_events(
         pool, keyring, tenant_id=tenant_id, subject_id=subject_id, key=op, request=request, decide=decide,

@@ -120,8 +120,26 @@ class ObservationCreated(_Payload):
     answers: str | None = None
 
 
+class MemoryForgotten(_Payload):
+    """An operator (or a retention rule) forgot the memory: it leaves every projection at once;
+    a restore within the grace period brings it back, the sweeper removes it for good after."""
+
+    type: Literal["MemoryForgotten"] = "MemoryForgotten"
+    memory_kind: Literal["fact", "episode", "observation"]
+    reason: str | None = None
+
+
+class MemoryRestored(_Payload):
+    """A forgotten memory restored within its grace period: its earlier events apply again."""
+
+    type: Literal["MemoryRestored"] = "MemoryRestored"
+    reason: str | None = None
+
+
+LIFECYCLE_EVENTS = (MemoryForgotten, MemoryRestored)
 EventPayload = Annotated[FactCreated | FactSuperseded | FactConfirmed | FactEnded | FactCorrected | CandidateHeld
-                         | CandidatePromoted | EpisodeCreated | ObservationCreated, Field(discriminator="type")]
+                         | CandidatePromoted | EpisodeCreated | ObservationCreated | MemoryForgotten | MemoryRestored,
+                         Field(discriminator="type")]
 FACT_EVENTS = (FactCreated, FactSuperseded, FactConfirmed, FactEnded, FactCorrected, CandidateHeld, CandidatePromoted)
 _PAYLOAD: TypeAdapter[EventPayload] = TypeAdapter(EventPayload)
 _LEGACY_FACT_ACTIONS = {"create": "FactCreated", "promote": "FactCreated", "supersede": "FactSuperseded",
@@ -168,7 +186,11 @@ class MemoryEvent:
     # The memory's name within the subject (hashed into key_digest; never stored in clear).
     name: str = ""
     actor: str = "consolidation"
+    actor_id: str | None = None
     extractor: tuple[str, str] | None = None
+    # A lifecycle event (forget, restore) does not know the memory's name: it repeats the
+    # memory's stored key digest instead.
+    key_digest: str | None = None
 
     @property
     def event_id(self) -> uuid.UUID:
@@ -177,9 +199,13 @@ class MemoryEvent:
 
 
 async def memory_version(conn: psycopg.AsyncConnection, tenant_id: str, memory_id: uuid.UUID) -> int:
-    """The memory's version: its latest event's (0: no event yet)."""
-    cur = await conn.execute("SELECT coalesce(max(aggregate_version), 0) FROM memory_events "
-                             "WHERE tenant_id = %s AND memory_id = %s", (tenant_id, memory_id))
+    """The memory's version: its latest event's, or its sweep tombstone's when the sweeper removed
+    its events (0: no event yet). A late commit that expects 0 can then never re-create a swept
+    episode or note."""
+    cur = await conn.execute("SELECT greatest((SELECT max(aggregate_version) FROM memory_events "
+                             "WHERE tenant_id = %s AND memory_id = %s), (SELECT version FROM forgotten_memories "
+                             "WHERE tenant_id = %s AND memory_id = %s AND state = 'swept'), 0)",
+                             (tenant_id, memory_id, tenant_id, memory_id))
     row = await cur.fetchone()
     return int(row[0]) if row else 0
 
@@ -196,13 +222,13 @@ async def append_event(conn: psycopg.AsyncConnection, key: SubjectKey, event: Me
             """
             INSERT INTO memory_events (event_id, tenant_id, subject_id, memory_id, namespace, key_digest, event_type,
                                        payload_ciphertext, payload_nonce, aggregate_version, occurred_at, actor,
-                                       source_message_ids, extractor_name, extractor_version, operation_id,
-                                       aad_version)
-            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 2)
+                                       actor_id, source_message_ids, extractor_name, extractor_version,
+                                       operation_id, aad_version)
+            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 2)
             """,
             (event.event_id, key.tenant_id, key.subject_id, event.memory_id, event.namespace,
-             key.digest(f"{event.namespace}/{event.name}"), event_type, ciphertext, nonce, event.version,
-             event.occurred_at, event.actor, list(event.source_message_ids),
+             event.key_digest or key.digest(f"{event.namespace}/{event.name}"), event_type, ciphertext, nonce, event.version,
+             event.occurred_at, event.actor, event.actor_id, list(event.source_message_ids),
              event.extractor[0] if event.extractor else None, event.extractor[1] if event.extractor else None,
              event.operation_id))
     except UniqueViolation as exc:
@@ -210,39 +236,59 @@ async def append_event(conn: psycopg.AsyncConnection, key: SubjectKey, event: Me
         raise VersionConflictError(f"memory {event.memory_id} already has version {event.version}") from exc
 
 
-async def read_subject_events(conn: psycopg.AsyncConnection, key: SubjectKey) -> list[MemoryEvent]:
-    """The subject's events, decrypted and typed, per memory in version order; a gap, a payload
-    that does not decrypt or an unknown event raises EventLogError (a rebuild must fail loudly
-    rather than diverge silently from the write path)."""
+async def read_subject_events(conn: psycopg.AsyncConnection, key: SubjectKey, *,
+                              memory_id: uuid.UUID | None = None) -> list[MemoryEvent]:
+    """The subject's events (or one memory's), decrypted and typed, per memory in version order;
+    a gap, a payload that does not decrypt or an unknown event raises EventLogError (a rebuild
+    must fail loudly rather than diverge silently from the write path). A swept memory's events
+    are gone up to its tombstone's version: a later life of the memory starts after it."""
+    cur = await conn.execute(
+        "SELECT memory_id, version FROM forgotten_memories WHERE tenant_id = %s AND subject_id = %s "
+        "AND state = 'swept' AND (%s::uuid IS NULL OR memory_id = %s)",
+        (key.tenant_id, key.subject_id, memory_id, memory_id))
+    last: dict[uuid.UUID, int] = {m: int(v) for m, v in await cur.fetchall()}
     cur = await conn.execute(
         "SELECT memory_id, namespace, event_type, aggregate_version, occurred_at, source_message_ids, operation_id, "
-        "payload_ciphertext, payload_nonce, event_id, aad_version FROM memory_events "
-        "WHERE tenant_id = %s AND subject_id = %s ORDER BY memory_id, aggregate_version",
-        (key.tenant_id, key.subject_id))
+        "payload_ciphertext, payload_nonce, event_id, aad_version, actor, actor_id FROM memory_events "
+        "WHERE tenant_id = %s AND subject_id = %s AND (%s::uuid IS NULL OR memory_id = %s) "
+        "ORDER BY memory_id, aggregate_version",
+        (key.tenant_id, key.subject_id, memory_id, memory_id))
     events: list[MemoryEvent] = []
-    last: dict[uuid.UUID, int] = {}
-    for (memory_id, namespace, event_type, version, occurred_at, sources, operation_id, ciphertext, nonce, event_id,
-         aad_version) in await cur.fetchall():
-        if version != last.get(memory_id, 0) + 1:
-            raise EventLogError(f"memory {memory_id}: version {version} follows {last.get(memory_id, 0)} "
+    for (mid, namespace, event_type, version, occurred_at, sources, operation_id, ciphertext, nonce, event_id,
+         aad_version, actor, actor_id) in await cur.fetchall():
+        if version != last.get(mid, 0) + 1:
+            raise EventLogError(f"memory {mid}: version {version} follows {last.get(mid, 0)} "
                                 "(gap or duplicate in the log)")
-        last[memory_id] = version
+        last[mid] = version
         if ciphertext is None or nonce is None:
-            raise EventLogError(f"memory {memory_id} v{version}: payload missing")
-        aad = key.legacy_aad() if aad_version == 1 else event_aad(key.tenant_id, key.subject_id, event_id, memory_id,
+            raise EventLogError(f"memory {mid} v{version}: payload missing")
+        aad = key.legacy_aad() if aad_version == 1 else event_aad(key.tenant_id, key.subject_id, event_id, mid,
                                                                     version, event_type)
         try:
             raw = key.decrypt(bytes(ciphertext), bytes(nonce), aad)
         except InvalidTag as exc:
-            raise EventLogError(f"memory {memory_id} v{version}: payload does not decrypt") from exc
+            raise EventLogError(f"memory {mid} v{version}: payload does not decrypt") from exc
         try:
             payload = upcast(event_type, namespace, raw)
         except EventLogError as exc:
-            raise EventLogError(f"memory {memory_id} v{version}: {exc}") from None
-        events.append(MemoryEvent(memory_id=memory_id, version=version, namespace=namespace,
+            raise EventLogError(f"memory {mid} v{version}: {exc}") from None
+        events.append(MemoryEvent(memory_id=mid, version=version, namespace=namespace,
                                   occurred_at=occurred_at, source_message_ids=tuple(sources),
-                                  operation_id=operation_id, payload=payload))
+                                  operation_id=operation_id, payload=payload, actor=actor, actor_id=actor_id))
     return events
+
+
+def effective_events(events: Sequence[MemoryEvent]) -> list[MemoryEvent]:
+    """The events a replay applies: a memory whose last lifecycle event is MemoryForgotten has no
+    projection (none of its events); a forget undone by a restore is skipped (the restore only
+    carries the memory's version). The live forget and restore produce exactly this."""
+    forgotten: set[uuid.UUID] = set()
+    for event in events:  # per memory in version order: the last lifecycle event wins
+        if isinstance(event.payload, MemoryForgotten):
+            forgotten.add(event.memory_id)
+        elif isinstance(event.payload, MemoryRestored):
+            forgotten.discard(event.memory_id)
+    return [e for e in events if e.memory_id not in forgotten and not isinstance(e.payload, MemoryForgotten)]
 
 
 def fact_events(events: Sequence[MemoryEvent]) -> list[MemoryEvent]:

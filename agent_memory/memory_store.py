@@ -8,8 +8,10 @@ events the same way; nothing else writes a projection row.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -52,6 +54,8 @@ from agent_memory.operation_keys import CommitKey, OperationKey
 from agent_memory.operations import record_succeeded, recorded_result, request_hash
 from agent_memory.scope import Mode, SubjectScope, subject_scope
 
+log = logging.getLogger(__name__)
+
 FACT_COLUMNS = ("fact_id::text, memory_id::text, tenant_id, subject_id, namespace, key, value, "
                 "memory_version AS version, version AS interval_version, valid_from, valid_to, recorded_at, "
                 "confidence, claim_type, permanence, source_kind, status, evidence_message_ids")
@@ -87,6 +91,34 @@ async def ended_fact_versions(conn: psycopg.AsyncConnection, tenant_id: str,
         HAVING NOT bool_or(status = 'active')
         """, (tenant_id, subject_id))
     return {(ns, k): int(v) for ns, k, v in await cur.fetchall()}
+
+
+@dataclass(frozen=True)
+class ForgottenState:
+    """A memory the operator forgot (in its grace period) or the sweeper removed (tombstone)."""
+
+    state: str  # forgotten | swept
+    version: int  # the forget's event version
+    forgotten_at: datetime
+
+
+async def forgotten_state(conn: psycopg.AsyncConnection, tenant_id: str, memory_id: uuid.UUID) -> ForgottenState | None:
+    cur = await conn.execute("SELECT state, version, forgotten_at FROM forgotten_memories "
+                             "WHERE tenant_id = %s AND memory_id = %s", (tenant_id, memory_id))
+    row = await cur.fetchone()
+    return ForgottenState(row[0], int(row[1]), row[2]) if row else None
+
+
+def writable_version(forgotten: ForgottenState | None, expected_version: int, observed_at: datetime) -> int | None:
+    """The version a new value of a forgotten or swept memory must expect, or None when it must
+    be held back: a forgotten memory takes no new value until restored or swept, and nothing
+    observed before its forget (a consolidation of an old session) may bring a swept one back.
+    Said again after the forget, a swept memory starts a new life after its tombstone."""
+    if forgotten is None:
+        return expected_version
+    if forgotten.state == "forgotten" or observed_at <= forgotten.forgotten_at:
+        return None
+    return expected_version or forgotten.version
 
 
 def _candidate(*, namespace: str, key: str, value: str, evidence_message_ids: list[str]) -> Candidate:
@@ -152,9 +184,14 @@ async def decide_fact_events(conn: psycopg.AsyncConnection, key: SubjectKey, *, 
             else f"{decision.namespace}/{decision.key}"
         memory_id = key.memory_id("candidate" if candidate else "fact", name)
         current = await memory_version(conn, key.tenant_id, memory_id)
-        if not candidate and current != decision.expected_version:
-            raise VersionConflictError(f"memory {memory_id}: expected version {decision.expected_version}, "
-                                       f"found {current}")
+        expected = writable_version(await forgotten_state(conn, key.tenant_id, memory_id),
+                                    decision.expected_version, fact.observed_at)
+        if expected is None:
+            # Ids only in the log line: the value is user content.
+            log.info("held back a value of forgotten memory %s (session %s)", memory_id, session_id)
+            continue
+        if not candidate and current != expected:
+            raise VersionConflictError(f"memory {memory_id}: expected version {expected}, found {current}")
         if candidate and current > 0:
             continue  # the same candidate was already recorded by an earlier session
         evidence = [*decision.promoted_candidate_evidence,

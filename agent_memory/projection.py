@@ -337,9 +337,22 @@ class OutboxProjector:
         done = [i for i in items if i.text is None or i.vector is not None]
         async with tenant_transaction(self.pool, tenant_id) as conn:
             await ensure_not_erased(conn, tenant_id, subject_id, self._digest(tenant_id, subject_id))
+            # Marked first, then written: the row lock orders this batch against a forget, which
+            # deletes the outbox row before the vectors; a row a forget removed is not returned,
+            # so no vector of a forgotten memory is written after its forget.
+            pending: set[tuple[Any, int]] = set()
+            if done:
+                cur = await conn.execute(
+                    """
+                    UPDATE projection_outbox SET processed_at = now(), last_error = NULL
+                     WHERE tenant_id = %(t)s AND processed_at IS NULL
+                       AND (memory_id, version) IN (SELECT * FROM unnest(%(ids)s::uuid[], %(versions)s::int[]))
+                    RETURNING memory_id, version
+                    """, {"t": tenant_id, **_keys(done)})
+                pending = {(m, int(v)) for m, v in await cur.fetchall()}
             for item in done:
-                if item.vector is None:
-                    outcome.skipped += 1  # the row was removed (erasure) or replaced; nothing to project
+                if item.vector is None or (item.memory_id, item.version) not in pending:
+                    outcome.skipped += 1  # the row was removed (erasure, forget) or replaced; nothing to project
                     continue
                 cur = await conn.execute(
                     """
@@ -349,13 +362,6 @@ class OutboxProjector:
                     """, (tenant_id, subject_id, item.memory_id, item.kind, item.version, item.model,
                           Vector(item.vector)))
                 outcome.vectors_upserted += cur.rowcount
-            if done:
-                await conn.execute(
-                    """
-                    UPDATE projection_outbox SET processed_at = now(), last_error = NULL
-                     WHERE tenant_id = %(t)s AND processed_at IS NULL
-                       AND (memory_id, version) IN (SELECT * FROM unnest(%(ids)s::uuid[], %(versions)s::int[]))
-                    """, {"t": tenant_id, **_keys(done)})
             for item, exc in failures["transient"]:
                 dead = item.attempts + 1 >= self.policy.max_attempts
                 await conn.execute(

@@ -39,7 +39,7 @@ from psycopg_pool import AsyncConnectionPool
 from agent_memory import tables
 from agent_memory.apply import ProjectionTables, apply_event
 from agent_memory.db import fetch_one, tenant_transaction
-from agent_memory.events import EventLogError, MemoryEvent, read_subject_events
+from agent_memory.events import EventLogError, MemoryEvent, effective_events, read_subject_events
 from agent_memory.keyring import KeyRing
 from agent_memory.memory_store import subject_key
 from agent_memory.models import EmbeddingResult, SubjectRebuild
@@ -47,6 +47,7 @@ from agent_memory.operation_keys import EmbedKey
 from agent_memory.operations import OperationRecorder, SubjectErasedError, request_hash
 from agent_memory.projection import memory_text
 from agent_memory.providers.base import Embedder
+from agent_memory.reembedding import embedder_model
 from agent_memory.scope import Mode, SubjectScope, is_subject_digest, subject_scope
 
 # The projections a rebuild replays, in digest order, each with the columns the digest covers
@@ -169,7 +170,8 @@ async def replay_subject(scope: SubjectScope, keyring: KeyRing) -> Replayed | No
                                  (tenant_id, subject_id))
         # Shredded: unreadable, so nothing can be rebuilt; a subject that never wrote has nothing to replay.
         return None if await cur.fetchone() is not None else await _replay(conn, tenant_id, subject_id, [])
-    return await _replay(conn, tenant_id, subject_id, await read_subject_events(conn, key))
+    # Forgotten memories have no projection (a forget undone by a restore replays as if never made).
+    return await _replay(conn, tenant_id, subject_id, effective_events(await read_subject_events(conn, key)))
 
 
 async def _replay(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str,
@@ -265,6 +267,11 @@ async def _recorded_embeddings(conn: psycopg.AsyncConnection, tenant_id: str, su
              ORDER BY created_at, operation_id
             """, (tenant_id, subject_id, list({i.memory_id for i in items})))
         records = await cur.fetchall()
+    # The models the tenant reads or is re-embedding into; a retired model's records stay (they
+    # are recorded calls) but its vectors were dropped at the switch and are not rebuilt.
+    models_cur = await conn.execute("SELECT model FROM embedding_models WHERE tenant_id = %s AND state <> 'retired'",
+                                    (tenant_id,))
+    models = {row[0] for row in await models_cur.fetchall()}
     rows: dict[tuple[Any, ...], dict[str, Any]] = {}
     unmatched = 0
     for record in records:
@@ -276,6 +283,8 @@ async def _recorded_embeddings(conn: psycopg.AsyncConnection, tenant_id: str, su
             unmatched += 1
             continue
         embedding = EmbeddingResult.model_validate(record.result)
+        if models and embedding.model not in models:
+            continue
         rows.setdefault((item.memory_id, item.version, embedding.model), {
             "memory_id": item.memory_id, "memory_kind": item.kind, "version": item.version,
             "model": embedding.model, "embedding": Vector(embedding.vectors[0])})
@@ -363,12 +372,16 @@ async def embed_missing(pool: AsyncConnectionPool, keyring: KeyRing, recorder: O
             """
             SELECT i.memory_id, i.version FROM unnest(%(ids)s::uuid[], %(versions)s::int[]) AS i(memory_id, version)
              WHERE NOT EXISTS (SELECT 1 FROM memory_vectors v WHERE v.tenant_id = %(t)s
-                                  AND v.memory_id = i.memory_id AND v.version = i.version)
+                                  AND v.memory_id = i.memory_id AND v.version = i.version
+                                  AND (%(model)s::text IS NULL OR v.model = %(model)s))
                AND NOT EXISTS (SELECT 1 FROM operations o WHERE o.tenant_id = %(t)s AND o.memory_id = i.memory_id
-                                  AND o.memory_version = i.version AND o.kind = 'embed' AND o.status = 'succeeded')
+                                  AND o.memory_version = i.version AND o.kind = 'embed' AND o.status = 'succeeded'
+                                  AND (o.model IS NULL OR (o.model = %(name)s AND o.model_version = %(version)s)))
                AND NOT EXISTS (SELECT 1 FROM projection_outbox b WHERE b.tenant_id = %(t)s
                                   AND b.memory_id = i.memory_id AND b.version = i.version AND b.processed_at IS NULL)
-            """, {"ids": [k[0] for k in items], "versions": [k[1] for k in items], "t": tenant_id})
+            """, {"ids": [k[0] for k in items], "versions": [k[1] for k in items], "t": tenant_id,
+                  # This embedder's vectors and records only: another model's do not count.
+                  "model": embedder_model(embedder), "name": embedder.name, "version": embedder.version})
         missing = [items[(memory_id, version)] for memory_id, version in await cur.fetchall()]
     embedded = 0
     for item in missing:

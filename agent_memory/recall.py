@@ -23,6 +23,7 @@ from agent_memory.models import EmbeddingResult, FactRow
 from agent_memory.providers.base import Embedder
 from agent_memory.providers.errors import ProviderRetryableError
 from agent_memory.read_metrics import count_read
+from agent_memory.reembedding import reading_embedder
 from agent_memory.scope import Mode, subject_scope
 
 
@@ -79,7 +80,8 @@ class RecallResult(BaseModel):
 
 async def recall(pool: AsyncConnectionPool, keyring: KeyRing, embedder: Embedder, tenant_id: str, subject_id: str,
                  query: str, *, limit: int = 5, as_of: datetime | None = None, redis=None) -> RecallResult:
-    embedded = await embed_query(embedder, query)
+    # The tenant's active model (the old one while a re-embedding runs), not always the configured one.
+    embedded = await embed_query(await reading_embedder(pool, tenant_id, embedder), query)
     embedding = embedded.vectors[0]
     episodes: list[RecalledEpisode] = []
     dropped = 0

@@ -26,7 +26,31 @@ ENV_VARS = (
     "AGENT_MEMORY_PROVIDER", "OPENAI_BASE_URL", "OPENAI_API_KEY", "AGENT_MEMORY_CHAT_MODEL",
     "AGENT_MEMORY_EMBEDDING_MODEL", "AGENT_MEMORY_EMBEDDER", "AGENT_MEMORY_PROVIDER_TIMEOUT",
     "AGENT_MEMORY_INPUT_PRICE_PER_1K", "AGENT_MEMORY_OUTPUT_PRICE_PER_1K",
+    "AGENT_MEMORY_FORGET_GRACE_SECONDS", "AGENT_MEMORY_EMBEDDING_DIMENSIONS",
 )
+
+
+def _seconds(env: dict[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not a number of seconds: set e.g. {name}={int(default)}") from None
+    if value < 0:
+        raise ValueError(f"{name}={raw!r} is negative: set a number of seconds >= 0, e.g. {name}={int(default)}")
+    return value
+
+
+def _dimensions(env: dict[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if not raw:
+        return default
+    if not raw.strip().isdigit() or int(raw) < 1:
+        raise ValueError(f"{name}={raw!r} is not a positive whole number: set the embedding model's width, "
+                         f"e.g. {name}={default}")
+    return int(raw)
 
 
 @dataclass(frozen=True)
@@ -60,9 +84,12 @@ class Settings:
     chat_model: str | None = None
     embedding_model: str | None = None
     embedder: str | None = None  # hashing | e5-small | remote (agent_memory.providers.embedders)
+    embedding_dimensions: int = 384  # the remote embedding model's stored width
     provider_timeout_seconds: float = 60.0
     input_price_per_1k: float = 0.0  # USD, for the cost estimate
     output_price_per_1k: float = 0.0
+    # How long a forgotten memory can be restored before the sweeper removes it for good.
+    forget_grace_seconds: float = 24 * 3600.0
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -94,9 +121,11 @@ class Settings:
             chat_model=env.get("AGENT_MEMORY_CHAT_MODEL") or None,
             embedding_model=env.get("AGENT_MEMORY_EMBEDDING_MODEL") or None,
             embedder=env.get("AGENT_MEMORY_EMBEDDER") or None,
+            embedding_dimensions=_dimensions(env, "AGENT_MEMORY_EMBEDDING_DIMENSIONS", 384),
             provider_timeout_seconds=float(env.get("AGENT_MEMORY_PROVIDER_TIMEOUT") or 60),
             input_price_per_1k=float(env.get("AGENT_MEMORY_INPUT_PRICE_PER_1K") or 0),
             output_price_per_1k=float(env.get("AGENT_MEMORY_OUTPUT_PRICE_PER_1K") or 0),
+            forget_grace_seconds=_seconds(env, "AGENT_MEMORY_FORGET_GRACE_SECONDS", 24 * 3600.0),
         )
 
     def with_services(self, **changes) -> Settings:

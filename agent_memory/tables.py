@@ -94,6 +94,9 @@ TABLES: tuple[Table, ...] = (
                "memory_version", "status", "valid_from", "valid_to", "valid_until", "recorded_at", "superseded_at",
                "confidence", "claim_type", "permanence", "source_kind", "evidence_message_ids", "close_reason",
                "operation_id"))),
+    # Forgotten memories in their grace period and swept memories' tombstones (ids and versions):
+    # deleted with the subject's facts (the subject's tombstone outlives them).
+    Table("forgotten_memories", "bookkeeping", erasure="delete", store="facts"),
     # Recorded provider results (extractions, summaries, embeddings): recomputable by the provider.
     Table("operations", "cache", erasure="delete", store="operations"),
     # What each subject showed in a rebuild (digests and counts); deleted with the operations.
@@ -110,6 +113,10 @@ TABLES: tuple[Table, ...] = (
     Table("projection_tenants", "bookkeeping", subject_column=None),
     # The tenant's recall policy: configuration, no subject data.
     Table("recall_policies", "bookkeeping", subject_column=None),
+    # The tenant's retention policy: configuration, no subject data.
+    Table("retention_policies", "bookkeeping", subject_column=None),
+    # Which embedding model the tenant's recall reads, and a re-embedding's target: no subject data.
+    Table("embedding_models", "bookkeeping", subject_column=None),
 )
 BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}
 

@@ -54,10 +54,19 @@ async def test_evidence_is_append_only_for_the_app_role(client, services, tenant
     await client.append_messages(tenant, "lin", session("s1", "2024-01-01T00:00:00Z", "I live in Oslo."))
     async with tenant_transaction(services.pool, tenant) as conn:
         for statement in ("UPDATE messages SET content = 'x'", "UPDATE memory_events SET actor = 'x'",
-                          "UPDATE facts SET value = 'x'", "DELETE FROM memory_events"):
+                          "UPDATE facts SET value = 'x'"):
             try:
                 async with conn.transaction():
                     await conn.execute(statement)
                 raise AssertionError(f"{statement!r} was allowed")
             except psycopg.errors.InsufficientPrivilege:
                 pass
+    # Events may be deleted only for a memory the sweeper marked swept (migration 014's
+    # restrictive policy): any other DELETE finds no row.
+    await client.write_fact(tenant, "lin", "location", "home_city", "Oslo", expected_version=0,
+                            evidence_message_ids=["s1:1"])
+    async with tenant_transaction(services.pool, tenant) as conn:
+        cur = await conn.execute("DELETE FROM memory_events")
+        assert cur.rowcount == 0
+        cur = await conn.execute("SELECT count(*) FROM memory_events WHERE tenant_id = %s", (tenant,))
+        assert await cur.fetchone() == (1,)

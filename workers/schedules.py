@@ -4,7 +4,7 @@ so an operator finds every periodic job, its last runs and its next one in the U
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from pydantic import BaseModel
 from temporalio.client import (
@@ -18,15 +18,20 @@ from temporalio.client import (
     ScheduleSpec,
     ScheduleState,
 )
+from temporalio.service import RPCError, RPCStatusCode
 
 from agent_memory import contract
 from agent_memory.compaction import CompactionInput
+from agent_memory.erasure_runs import ErasureRedriveInput
 from agent_memory.keyring import KeyRotationInput
 from agent_memory.projection_models import ProjectionSweepInput
+from agent_memory.sweeper import MemorySweepInput
 
 KEY_ROTATION_SCHEDULE = contract.KEY_ROTATION_SCHEDULE_ID
 COMPACTION_SCHEDULE = contract.COMPACTION_SCHEDULE_ID
 PROJECTION_SWEEP_SCHEDULE = contract.PROJECTION_SWEEP_SCHEDULE_ID
+MEMORY_SWEEP_SCHEDULE = contract.MEMORY_SWEEP_SCHEDULE_ID
+ERASURE_REDRIVE_SCHEDULE = contract.ERASURE_REDRIVE_SCHEDULE_ID
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,15 @@ SCHEDULES = (
                        timedelta(hours=1), "Wakes the projector of every subject with outbox rows due (pending, next "
                        "attempt passed, not dead-lettered), in every tenant: a stuck vector is retried without a "
                        "new consolidation of its subject."),
+    ScheduleDefinition(MEMORY_SWEEP_SCHEDULE, contract.MEMORY_SWEEP_WORKFLOW, MemorySweepInput(),
+                       timedelta(hours=1), "Forgets what each tenant's retention policy expires (agent-memory "
+                       "retention show), then removes memories forgotten longer than the grace period "
+                       "(AGENT_MEMORY_FORGET_GRACE_SECONDS, default 24 h) from every store, events included; keeps "
+                       "a tombstone (id, version) per memory and counts its residue (agent-memory stats)."),
+    ScheduleDefinition(ERASURE_REDRIVE_SCHEDULE, contract.ERASURE_REDRIVE_WORKFLOW, ErasureRedriveInput(),
+                       timedelta(hours=1), "Starts again the erasures stuck in 'started' for over an hour whose "
+                       "workflow is gone (terminated, failed, lost); erasure is idempotent. Counted in agent-memory "
+                       "stats; one that cannot be started is logged as an error with its reason."),
 )
 
 
@@ -76,3 +90,35 @@ async def ensure_schedules(client: Client, task_queue: str, *, keys_rotatable: b
         except ScheduleAlreadyRunningError:
             pass
     return created
+
+
+class ScheduleDescription(BaseModel):
+    schedule_id: str
+    workflow: str
+    every: str
+    paused: bool
+    note: str | None
+    recent_runs: int
+    last_run: datetime | None
+    next_run: datetime | None
+
+
+async def describe_schedules(client: Client) -> list[ScheduleDescription]:
+    """The deployment's Schedules as the UI shows them (ids of SCHEDULES that exist)."""
+    described = []
+    for definition in SCHEDULES:
+        try:
+            info = await client.get_schedule_handle(definition.schedule_id).describe()
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                continue
+            raise
+        intervals = info.schedule.spec.intervals
+        recent = info.info.recent_actions
+        described.append(ScheduleDescription(
+            schedule_id=definition.schedule_id, workflow=definition.workflow,
+            every=str(intervals[0].every) if intervals else "-", paused=info.schedule.state.paused,
+            note=info.schedule.state.note, recent_runs=len(recent),
+            last_run=recent[-1].started_at if recent else None,
+            next_run=info.info.next_action_times[0] if info.info.next_action_times else None))
+    return described

@@ -2,23 +2,29 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.consolidation import ConsolidationActivities
 from activities.erasure import ErasureActivities
+from activities.lifecycle import LifecycleActivities
 from activities.maintenance import MaintenanceActivities
 from activities.projection import ProjectionActivities
 from activities.rebuild import RebuildActivities
+from activities.reembedding import ReembeddingActivities
 from agent_memory.projection_models import ProjectionPolicy
 from agent_memory.providers.offline import OfflineProviders
 from agent_memory.providers.openai_compat import ProviderBundle, providers_for
 from agent_memory.services import Services
 from workflows.consolidation import ConsolidationWorkflow
 from workflows.erasure import ErasureWorkflow
+from workflows.lifecycle import ErasureRedriveWorkflow, MemorySweepWorkflow
 from workflows.maintenance import KeyRotationWorkflow, PhysicalCompactionWorkflow
 from workflows.projector import ProjectionSweepWorkflow, ProjectorWorkflow
 from workflows.rebuild import RebuildWorkflow
+from workflows.reembedding import ReembedWorkflow
 from workflows.session_idle import SessionIdleWorkflow
 
 # Client libraries that activity modules import (workflows import those modules for method
@@ -27,7 +33,8 @@ from workflows.session_idle import SessionIdleWorkflow
 PASSTHROUGH_MODULES = ("redis", "psycopg", "psycopg_pool", "pgvector", "cryptography", "openai", "httpx", "tenacity")
 
 WORKFLOWS = [ConsolidationWorkflow, ErasureWorkflow, RebuildWorkflow, SessionIdleWorkflow, KeyRotationWorkflow,
-             PhysicalCompactionWorkflow, ProjectorWorkflow, ProjectionSweepWorkflow]
+             PhysicalCompactionWorkflow, ProjectorWorkflow, ProjectionSweepWorkflow, MemorySweepWorkflow,
+             ErasureRedriveWorkflow, ReembedWorkflow]
 
 
 def build_worker(services: Services, *, task_queue: str | None = None,
@@ -42,9 +49,13 @@ def build_worker(services: Services, *, task_queue: str | None = None,
     rebuild = RebuildActivities(services.pool, services.keyring, providers.embedder, services.temporal)
     projection = ProjectionActivities(services.pool, services.keyring, providers.embedder, services.temporal,
                                       projection_policy)
+    queue = task_queue or services.settings.task_queue
+    lifecycle = LifecycleActivities(services.pool, services.keyring, services.temporal, queue,
+                                    forget_grace=timedelta(seconds=services.settings.forget_grace_seconds))
+    reembedding = ReembeddingActivities(services.pool, providers.embedder)
     return Worker(
         services.temporal,
-        task_queue=task_queue or services.settings.task_queue,
+        task_queue=queue,
         workflows=WORKFLOWS,
         workflow_runner=SandboxedWorkflowRunner(
             restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)),
@@ -68,5 +79,11 @@ def build_worker(services: Services, *, task_queue: str | None = None,
             projection.project_outbox_batch,
             projection.wake_projector,
             projection.sweep_projection_outbox,
+            lifecycle.apply_retention,
+            lifecycle.sweep_forgotten_memories,
+            lifecycle.redrive_stuck_erasures,
+            reembedding.begin_reembedding,
+            reembedding.reembed_batch,
+            reembedding.switch_embedding_model,
         ],
     )

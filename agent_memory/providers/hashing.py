@@ -56,6 +56,10 @@ class HashingEmbedder:
     version = "1"
     dimensions = EMBEDDING_DIMENSIONS
 
+    @property
+    def model(self) -> str:
+        return f"{self.name}-v{self.version}-{self.dimensions}"
+
     def _vector(self, text: str) -> list[float]:
         vec = [0.0] * self.dimensions
         for feature, tf in sorted(_features(text).items()):  # sorted: identical float summation order
@@ -65,5 +69,5 @@ class HashingEmbedder:
         return [v / norm for v in vec] if norm > 0 else vec
 
     async def embed(self, texts: list[str]) -> EmbeddingResult:
-        return EmbeddingResult(provider=self.name, model=f"{self.name}-v{self.version}-{self.dimensions}",
+        return EmbeddingResult(provider=self.name, model=self.model,
                                vectors=[self._vector(t) for t in texts])

@@ -131,6 +131,8 @@ class OpenAICompatibleConfig:
     # "none" for servers without it (the schema is then spelled out in the prompt).
     response_format: ResponseFormat = "json_schema"
     send_dimensions: bool = True  # False for embedding servers that reject the `dimensions` parameter
+    # The stored width (AGENT_MEMORY_EMBEDDING_DIMENSIONS); a change is a model change: re-embedding.
+    embedding_dimensions: int = EMBEDDING_DIMENSIONS
     temperature: float | None = 0.0  # None: not sent (models that only accept their default)
     max_tokens: int | None = None  # None: not sent (the server's default); small local models need >= 600
     # None: not sent. A small model decoding greedily under a grammar repeats itself inside a string
@@ -189,6 +191,7 @@ class OpenAICompatibleConfig:
             input_price_per_1k=settings.input_price_per_1k,
             output_price_per_1k=settings.output_price_per_1k,
             embedding_price_per_1k=getattr(settings, "embedding_price_per_1k", 0.0),
+            embedding_dimensions=getattr(settings, "embedding_dimensions", EMBEDDING_DIMENSIONS),
         )
 
     def client(self) -> AsyncOpenAI:
@@ -745,11 +748,16 @@ class OpenAICompatibleEmbedder(_OpenAICompatibleBase):
 
     def __init__(self, config: OpenAICompatibleConfig, client: AsyncOpenAI | None = None):
         super().__init__(config, client)
+        self.dimensions = config.embedding_dimensions
         self.version = f"{EMBEDDER_VERSION}-{_safe(config.embedding_model)}-{self.dimensions}"
+
+    @property
+    def model(self) -> str:
+        return f"{self.config.embedding_model}-{self.dimensions}"
 
     async def embed(self, texts: list[str]) -> EmbeddingResult:
         cfg = self.config
-        model_label = f"{cfg.embedding_model}-{self.dimensions}"
+        model_label = self.model
         if not texts:
             return EmbeddingResult(provider=f"{PROVIDER_PREFIX}:{cfg.embedding_model}", model=model_label, vectors=[])
         kwargs: dict[str, Any] = {"dimensions": self.dimensions} if cfg.send_dimensions else {}

@@ -1,0 +1,48 @@
+"""Lifecycle activities run by Schedules: retention, the sweeper of forgotten memories, and the
+re-drive of erasures stuck in `started`."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from psycopg_pool import AsyncConnectionPool
+from temporalio import activity
+from temporalio.client import Client
+
+from activities.errors import temporal_failures
+from activities.heartbeat import progress
+from agent_memory import contract
+from agent_memory.erasure_runs import ErasureRedriveInput, ErasureRedriveResult, redrive_stuck_erasures
+from agent_memory.keyring import KeyRing
+from agent_memory.retention import RetentionInput, RetentionResult, apply_retention
+from agent_memory.sweeper import MemorySweepInput, MemorySweepResult, sweep_forgotten
+
+
+class LifecycleActivities:
+    def __init__(self, pool: AsyncConnectionPool, keyring: KeyRing, temporal: Client, task_queue: str, *,
+                 forget_grace: timedelta):
+        self.pool = pool
+        self.keyring = keyring
+        self.temporal = temporal
+        self.task_queue = task_queue  # where re-driven erasures run
+        self.forget_grace = forget_grace  # the deployment's (AGENT_MEMORY_FORGET_GRACE_SECONDS)
+
+    @activity.defn(name=contract.APPLY_RETENTION)
+    @temporal_failures
+    async def apply_retention(self, request: RetentionInput) -> RetentionResult:
+        return await apply_retention(self.pool, self.keyring, limit_per_tenant=request.limit_per_tenant,
+                                     progress=lambda r: progress().update(step="retention",
+                                                                          done=sum(r.forgotten.values())))
+
+    @activity.defn(name=contract.SWEEP_FORGOTTEN_MEMORIES)
+    @temporal_failures
+    async def sweep_forgotten_memories(self, request: MemorySweepInput) -> MemorySweepResult:
+        grace = self.forget_grace if request.grace_seconds is None else timedelta(seconds=request.grace_seconds)
+        return await sweep_forgotten(self.pool, self.keyring, grace=grace, batch_size=request.batch_size,
+                                     progress=lambda r: progress().update(step="sweep", done=r.swept))
+
+    @activity.defn(name=contract.REDRIVE_STUCK_ERASURES)
+    @temporal_failures
+    async def redrive_stuck_erasures(self, request: ErasureRedriveInput) -> ErasureRedriveResult:
+        return await redrive_stuck_erasures(self.pool, self.temporal, self.task_queue,
+                                            stuck_after=timedelta(seconds=request.stuck_after_seconds))
