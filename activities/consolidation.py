@@ -41,6 +41,7 @@ from agent_memory.providers.base import Embedder, FactExtractor, ImportanceScore
 from agent_memory.providers.notes import write_observations
 from agent_memory.scope import Mode, subject_scope
 from agent_memory.vocabulary import VOCABULARY_VERSION, canonical_extraction
+from agent_memory.write_policy import read_write_policy
 
 
 def messages_digest(messages: list[Message]) -> str:
@@ -167,7 +168,9 @@ class ConsolidationActivities:
                 current = await current_facts(scope.conn, step.tenant_id, step.subject_id)
                 held = await current_candidates(scope.conn, step.tenant_id, step.subject_id)
                 ended = await ended_fact_versions(scope.conn, step.tenant_id, step.subject_id)
-            return ConflictPlan(decisions=decide(extraction.facts, current, held, ended))
+                policy = await read_write_policy(scope.conn, step.tenant_id)
+            return ConflictPlan(decisions=decide(extraction.facts, current, held, ended,
+                                                 needs_confirmation=policy.needs_confirmation))
 
         # Keyed on the extraction: a later run over more messages makes its own plan.
         key = PlanKey.for_extraction(step.session_id, step.extraction_operation_id, step.round)

@@ -26,7 +26,7 @@ from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import TemporalError
 
 from agent_memory.client import MemoryClient
-from agent_memory.corrections import MemoryForgottenError
+from agent_memory.corrections import MemoryForgottenError, WriteRefusedError
 from agent_memory.erasure import ErasureRequestConflictError
 from agent_memory.evidence import AppendConflictError, MessageConflictError, SessionOwnerError
 from agent_memory.forgetting import ForgetResult, MemoryNotForgottenError, RestoreWindowClosedError
@@ -41,9 +41,11 @@ from agent_memory.recall_policy import PRESETS, policy_fields
 from agent_memory.retention import WORKING_MEMORY_HOURS, RetentionPolicy
 from agent_memory.services import Services, check_schema
 from agent_memory.settings import Settings
+from agent_memory.write_policy import WritePolicy
 
 USER_ERRORS = (InputError, MessageConflictError, AppendConflictError, SessionOwnerError, SubjectErasedError,
                ErasureRequestConflictError, MemoryNotForgottenError, RestoreWindowClosedError, MemoryForgottenError,
+               WriteRefusedError,
                ValueError, LookupError)
 
 SubParsers = argparse._SubParsersAction  # what add_subparsers returns; extensions add commands to it
@@ -169,7 +171,32 @@ def build_parser(*extensions: Callable[[SubParsers], object],
     facts.add_argument("--history", metavar="KEY", help="namespace/key or key, e.g. location/home_city")
     facts.add_argument("--candidates", action="store_true",
                        help="also the candidate area: inferred or unconfirmed facts, with their evidence")
+    facts.add_argument("--confirm", metavar="CANDIDATE_ID",
+                       help="confirm this candidate (its memory_id in --candidates --json): it becomes current")
     facts.add_argument("--json", action="store_true")
+    write_policy = sub.add_parser("write-policy", help="a tenant's write gate: namespaces stored, namespaces that "
+                                                       "need consent, keys that need confirmation")
+    write_policy_sub = write_policy.add_subparsers(dest="write_policy_command", required=True)
+    write_policy_show = scoped(write_policy_sub.add_parser("show", help="the policy in force"), subject=False)
+    write_policy_show.add_argument("--json", action="store_true")
+    write_policy_set = scoped(write_policy_sub.add_parser(
+        "set", help="change it: FIELD=a,b,c or FIELD=none; fields: " + ", ".join(WritePolicy.model_fields)),
+        subject=False)
+    write_policy_set.add_argument("changes", nargs="+", metavar="FIELD=VALUE",
+                                  help="e.g. consent_namespaces=health stored_namespaces=none")
+    write_policy_set.add_argument("--json", action="store_true")
+    scoped(write_policy_sub.add_parser("reset", help="back to the defaults"), subject=False)
+    consent = sub.add_parser("consent", help="a subject's consents to storing a namespace (write-policy "
+                                             "consent_namespaces)")
+    consent_sub = consent.add_subparsers(dest="consent_command", required=True)
+    consent_grant = scoped(consent_sub.add_parser("grant", help="record the subject's consent"))
+    consent_grant.add_argument("--namespace", required=True)
+    consent_grant.add_argument("--consent-id", required=True, type=_identifier("consent id"),
+                               help="your record of the consent (a form or ticket id)")
+    consent_revoke = scoped(consent_sub.add_parser("revoke", help="revoke it: later commits withhold the namespace"))
+    consent_revoke.add_argument("--namespace", required=True)
+    consent_list = scoped(consent_sub.add_parser("list", help="the subject's consents"))
+    consent_list.add_argument("--json", action="store_true")
     stats = scoped(sub.add_parser("stats", help="operator counters of a tenant (leak-filter drops, projection lag)"),
                    subject=False)
     stats.add_argument("--json", action="store_true")
@@ -312,7 +339,12 @@ def with_changes(base: PolicyT, changes: list[str]) -> PolicyT:
         if not sep or name not in model.model_fields:
             raise ValueError(f"{change!r} is not FIELD=VALUE with a policy field; fields: "
                              f"{', '.join(model.model_fields)}")
-        fields[name] = None if value.strip().lower() in ("none", "null", "") else value
+        if value.strip().lower() in ("none", "null", ""):
+            fields[name] = None
+        elif "list" in str(model.model_fields[name].annotation):  # a list field: comma-separated
+            fields[name] = [v.strip() for v in value.split(",") if v.strip()]
+        else:
+            fields[name] = value
     return model.model_validate(fields)
 
 
@@ -543,10 +575,11 @@ async def _command(args: argparse.Namespace, settings: Settings, commands: Mappi
             reads = await client.read_counts(args.tenant)
             lifecycle = await client.lifecycle_counts(args.tenant)
             erasures = await client.erasure_counts(args.tenant)
+            withheld = await client.withheld_counts(args.tenant)
             if args.json:
                 _print_json({"tenant_id": args.tenant, "leak_filter_drops": drops, "reads": reads,
                              "lifecycle": lifecycle.model_dump(mode="json"),
-                             "erasures": erasures.model_dump(mode="json"),
+                             "erasures": erasures.model_dump(mode="json"), "write_gate_withheld": withheld,
                              "projection": lag.model_dump(mode="json", exclude={"tenant_id", "subject_id"})})
             else:
                 print(f"context reads: {reads['context_reads']} ({reads['context_items']} items served); "
@@ -556,6 +589,8 @@ async def _command(args: argparse.Namespace, settings: Settings, commands: Mappi
                 print(format_projection_lag(lag))
                 print(f"forgotten: {lifecycle.forgotten_in_grace} in grace, {lifecycle.swept} swept "
                       f"({lifecycle.swept_with_residue} with residue)")
+                print("write gate withheld: " + (", ".join(f"{n} {reason}" for reason, n in withheld.items())
+                                                 or "nothing"))
                 print(f"erasures: {erasures.started} started ({erasures.stuck} over an hour), {erasures.redriven} "
                       f"re-driven ({erasures.redrives} re-drives)")
         elif args.command == "projection":
@@ -564,6 +599,43 @@ async def _command(args: argparse.Namespace, settings: Settings, commands: Mappi
                 _print_json({"tenant_id": args.tenant, "subjects_woken": woken})
             else:
                 print(f"dead letters requeued for {len(woken)} subject(s)" + "".join(f"\n  {s}" for s in woken))
+        elif args.command == "facts" and args.confirm:
+            confirmed = await client.confirm_fact(args.tenant, args.subject, args.confirm)
+            if args.json:
+                _print_json(confirmed.model_dump(mode="json"))
+            else:
+                print(f"confirmed candidate {args.confirm}: it is the current value now ({confirmed.operation_id})")
+        elif args.command == "write-policy":
+            if args.write_policy_command == "show":
+                gate = await client.write_policy(args.tenant)
+            elif args.write_policy_command == "set":
+                gate = await client.set_write_policy(args.tenant, with_changes(await client.write_policy(args.tenant),
+                                                                               args.changes))
+            else:
+                gate = await client.set_write_policy(args.tenant, None)
+            if getattr(args, "json", False):
+                _print_json(gate.model_dump(mode="json"))
+            else:
+                print("\n".join(f"{name} = {'every namespace' if value is None else ', '.join(value) or '-'}"
+                                for name, value in gate.model_dump().items()))
+        elif args.command == "consent":
+            if args.consent_command == "grant":
+                await client.grant_consent(args.tenant, args.subject, args.namespace, args.consent_id)
+                print(f"consent {args.consent_id} to storing {args.namespace!r} recorded for {args.subject}")
+            elif args.consent_command == "revoke":
+                revoked = await client.revoke_consent(args.tenant, args.subject, args.namespace)
+                print(f"consent to storing {args.namespace!r} revoked" if revoked
+                      else f"no active consent to storing {args.namespace!r} for {args.subject}")
+            else:
+                consents = await client.consents(args.tenant, args.subject)
+                if args.json:
+                    _print_json([c.model_dump(mode="json") for c in consents])
+                else:
+                    for c in consents:
+                        print(f"{c.namespace:<20} {c.consent_id:<24} granted {c.granted_at}"
+                              + (f", revoked {c.revoked_at}" if c.revoked_at else ""))
+                    if not consents:
+                        print(f"no consents recorded for {args.subject} (tenant {args.tenant})")
         elif args.command == "facts":
             rows = await client.facts(args.tenant, args.subject, as_of=args.as_of, history=bool(args.history),
                                       candidates=args.candidates)

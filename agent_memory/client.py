@@ -29,7 +29,7 @@ from agent_memory.contract import (  # the id builders: re-exported for existing
     consolidation_workflow_id,
     idle_workflow_id,
 )
-from agent_memory.corrections import write_fact
+from agent_memory.corrections import LiveActor, confirm_candidate, write_fact
 from agent_memory.db import tenant_transaction
 from agent_memory.erasure import check_reason, erasure_status, register_erasure_request
 from agent_memory.erasure_runs import (
@@ -78,6 +78,16 @@ from agent_memory.reembedding import ReembedProgress, start_reembedding
 from agent_memory.retention import RetentionPolicy, read_retention, write_retention
 from agent_memory.services import Services
 from agent_memory.sweeper import LifecycleCounts, MemorySweepInput, MemorySweepResult, lifecycle_counts
+from agent_memory.write_policy import (
+    Consent,
+    WritePolicy,
+    grant_consent,
+    list_consents,
+    read_write_policy,
+    revoke_consent,
+    withheld_counts,
+    write_write_policy,
+)
 
 log = logging.getLogger(__name__)
 # A session with no new message for this long is consolidated as if its end hook had fired.
@@ -321,20 +331,64 @@ class MemoryClient:
 
     async def write_fact(self, tenant_id: str, subject_id: str, namespace: str, key: str, value: str, *,
                          expected_version: int, evidence_message_ids: list[str],
-                         observed_at: datetime | None = None) -> CommitOutcome:
-        """A live write (the user states a fact directly), conditional on the fact's version.
+                         observed_at: datetime | None = None, actor: LiveActor = "user",
+                         actor_id: str | None = None) -> CommitOutcome:
+        """A live write (the user states a fact directly, or an agent or operator on the user's
+        behalf: `actor`, `actor_id` are recorded on the event), conditional on the fact's version.
         Facts and the lexical index are current when it returns; the subject's projector is woken
         to embed the vector (`wait_for_projection` waits for it). Should the wake-up fail, the
         outbox row stays due and the hourly sweep wakes the projector."""
         outcome = await write_fact(self.services.pool, self.services.keyring, tenant_id=tenant_id,
                                    subject_id=subject_id, namespace=namespace, key=key, value=value,
                                    expected_version=expected_version, evidence_message_ids=evidence_message_ids,
-                                   observed_at=observed_at)
+                                   observed_at=observed_at, actor=actor, actor_id=actor_id)
         try:
             await self.wake_projector(tenant_id, subject_id)
         except Exception as exc:  # the outbox row stays due; nothing is lost
             log.warning("projector wake-up after a live write deferred to the sweep: %s", exc)
         return outcome
+
+    async def confirm_fact(self, tenant_id: str, subject_id: str, candidate_memory_id: str, *,
+                           actor: LiveActor = "user", actor_id: str | None = None) -> CommitOutcome:
+        """Confirm a value of the candidate area (a sensitive key's new value waits there): it
+        becomes the current fact."""
+        check_identifier("tenant", tenant_id)
+        check_identifier("subject", subject_id)
+        outcome = await confirm_candidate(self.services.pool, self.services.keyring, tenant_id=tenant_id,
+                                          subject_id=subject_id, candidate_memory_id=candidate_memory_id,
+                                          actor=actor, actor_id=actor_id)
+        try:
+            await self.wake_projector(tenant_id, subject_id)
+        except Exception as exc:  # the outbox row stays due; nothing is lost
+            log.warning("projector wake-up after a confirmation deferred to the sweep: %s", exc)
+        return outcome
+
+    async def write_policy(self, tenant_id: str) -> WritePolicy:
+        check_identifier("tenant", tenant_id)
+        async with tenant_transaction(self.services.pool, tenant_id) as conn:
+            return await read_write_policy(conn, tenant_id)
+
+    async def set_write_policy(self, tenant_id: str, policy: WritePolicy | None) -> WritePolicy:
+        """Set which namespaces are stored, which need consent, which keys need confirmation
+        (None: the defaults). The next commit of any session applies it."""
+        check_identifier("tenant", tenant_id)
+        async with tenant_transaction(self.services.pool, tenant_id) as conn:
+            await write_write_policy(conn, tenant_id, policy)
+            return await read_write_policy(conn, tenant_id)
+
+    async def grant_consent(self, tenant_id: str, subject_id: str, namespace: str, consent_id: str) -> None:
+        await grant_consent(self.services.pool, self.services.keyring, tenant_id, subject_id, namespace, consent_id)
+
+    async def revoke_consent(self, tenant_id: str, subject_id: str, namespace: str) -> bool:
+        return await revoke_consent(self.services.pool, self.services.keyring, tenant_id, subject_id, namespace)
+
+    async def consents(self, tenant_id: str, subject_id: str) -> list[Consent]:
+        return await list_consents(self.services.pool, self.services.keyring, tenant_id, subject_id)
+
+    async def withheld_counts(self, tenant_id: str) -> dict[str, int]:
+        """Facts the write gate kept out, per reason, since the tenant began (Postgres counters)."""
+        check_identifier("tenant", tenant_id)
+        return await withheld_counts(self.services.pool, tenant_id)
 
     async def wake_projector(self, tenant_id: str, subject_id: str) -> None:
         """Signal-with-start the subject's projector (workflow projector/{tenant}/{subject})."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -147,10 +148,12 @@ def _end_or_correct(index: int, fact: ExtractedFact, existing: CurrentFact | Non
 
 def decide(extracted: list[ExtractedFact], current: dict[tuple[str, str], CurrentFact],
            candidates: dict[tuple[str, str, str], Candidate] | None = None,
-           ended: dict[tuple[str, str], int] | None = None) -> list[FactDecision]:
+           ended: dict[tuple[str, str], int] | None = None,
+           needs_confirmation: Callable[[str, str], bool] | None = None) -> list[FactDecision]:
     """One decision per extracted fact, in order; later facts see earlier decisions. `ended`:
     the versions of facts that exist but have no current value (ended earlier), which a new
-    value of the same key must expect."""
+    value of the same key must expect. `needs_confirmation(namespace, key)`: a key whose value
+    never changes silently (the tenant's write policy): a new value waits as a candidate."""
     candidates = candidates or {}
     ended = dict(ended or {})
     decisions: list[FactDecision] = []
@@ -208,6 +211,9 @@ def decide(extracted: list[ExtractedFact], current: dict[tuple[str, str], Curren
                                                f"(support {new:.2f} ≥ {old:.2f})")
             else:
                 action, reason = "candidate", f"weaker than the current {existing.value!r} ({new:.2f} < {old:.2f})"
+        if action == "supersede" and existing and needs_confirmation and needs_confirmation(namespace, key):
+            action, reason = "candidate", ("sensitive key: the new value waits for confirmation "
+                                           "(agent-memory facts --confirm)")
         if action != "confirm" and not (polarity and existing):
             # (A change of polarity stays on the key of the preference it changes.)
             namespace, key = fact.namespace, fact.key

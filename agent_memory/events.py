@@ -187,6 +187,7 @@ class MemoryEvent:
     name: str = ""
     actor: str = "consolidation"
     actor_id: str | None = None
+    consent_id: str | None = None  # the subject's consent a consent-only namespace was stored under
     extractor: tuple[str, str] | None = None
     # A lifecycle event (forget, restore) does not know the memory's name: it repeats the
     # memory's stored key digest instead.
@@ -222,13 +223,13 @@ async def append_event(conn: psycopg.AsyncConnection, key: SubjectKey, event: Me
             """
             INSERT INTO memory_events (event_id, tenant_id, subject_id, memory_id, namespace, key_digest, event_type,
                                        payload_ciphertext, payload_nonce, aggregate_version, occurred_at, actor,
-                                       actor_id, source_message_ids, extractor_name, extractor_version,
-                                       operation_id, aad_version)
-            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 2)
+                                       actor_id, consent_id, source_message_ids, extractor_name,
+                                       extractor_version, operation_id, aad_version)
+            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 2)
             """,
             (event.event_id, key.tenant_id, key.subject_id, event.memory_id, event.namespace,
              event.key_digest or key.digest(f"{event.namespace}/{event.name}"), event_type, ciphertext, nonce, event.version,
-             event.occurred_at, event.actor, event.actor_id, list(event.source_message_ids),
+             event.occurred_at, event.actor, event.actor_id, event.consent_id, list(event.source_message_ids),
              event.extractor[0] if event.extractor else None, event.extractor[1] if event.extractor else None,
              event.operation_id))
     except UniqueViolation as exc:

@@ -53,8 +53,10 @@ from agent_memory.models import (
 from agent_memory.operation_keys import CommitKey, OperationKey
 from agent_memory.operations import record_succeeded, recorded_result, request_hash
 from agent_memory.scope import Mode, SubjectScope, subject_scope
+from agent_memory.write_policy import active_consents, count_withheld, read_write_policy
 
 log = logging.getLogger(__name__)
+FORGOTTEN = "forgotten"  # a withheld reason: a new value of a forgotten memory
 
 FACT_COLUMNS = ("fact_id::text, memory_id::text, tenant_id, subject_id, namespace, key, value, "
                 "memory_version AS version, version AS interval_version, valid_from, valid_to, recorded_at, "
@@ -172,13 +174,23 @@ async def _fact_payload(conn: psycopg.AsyncConnection, memory_id: uuid.UUID, dec
 
 async def decide_fact_events(conn: psycopg.AsyncConnection, key: SubjectKey, *, session_id: str,
                              operation_id: str, extraction: ExtractionResult, plan: ConflictPlan,
-                             actor: str = "consolidation") -> AsyncIterator[MemoryEvent]:
+                             actor: str = "consolidation",
+                             withheld: dict[str, int] | None = None) -> AsyncIterator[MemoryEvent]:
     """The events a conflict plan makes, each checked against the memory's version as it is
     now (VersionConflictError if a fact moved since the plan). Yielded one at a time: each is
-    recorded before the next is decided, so two decisions on one memory see each other."""
+    recorded before the next is decided, so two decisions on one memory see each other. The
+    write gate runs here, in the commit's transaction: a fact of a namespace the tenant's write
+    policy does not store, or stores only under a consent the subject has not given, is
+    withheld (counted in `withheld` by reason), as is a new value of a forgotten memory."""
     extractor = (extraction.extractor, extraction.extractor_version)
+    policy = await read_write_policy(conn, key.tenant_id)
+    consents = await active_consents(conn, key.tenant_id, key.subject_id)
+    kept_out: dict[str, int] = {} if withheld is None else withheld
     for decision in plan.decisions:
         fact = extraction.facts[decision.fact_index]
+        if (gate := policy.withheld_reason(decision.namespace, consents)) is not None:
+            kept_out[gate] = kept_out.get(gate, 0) + 1
+            continue
         candidate = decision.action == "candidate"
         name = candidate_name(decision.namespace, decision.key, fact.value) if candidate \
             else f"{decision.namespace}/{decision.key}"
@@ -189,6 +201,7 @@ async def decide_fact_events(conn: psycopg.AsyncConnection, key: SubjectKey, *, 
         if expected is None:
             # Ids only in the log line: the value is user content.
             log.info("held back a value of forgotten memory %s (session %s)", memory_id, session_id)
+            kept_out[FORGOTTEN] = kept_out.get(FORGOTTEN, 0) + 1
             continue
         if not candidate and current != expected:
             raise VersionConflictError(f"memory {memory_id}: expected version {expected}, found {current}")
@@ -199,15 +212,16 @@ async def decide_fact_events(conn: psycopg.AsyncConnection, key: SubjectKey, *, 
         yield MemoryEvent(memory_id=memory_id, version=current + 1, namespace=decision.namespace, name=name,
                           occurred_at=fact.observed_at, source_message_ids=tuple(evidence),
                           operation_id=operation_id, actor=actor, extractor=extractor,
+                          consent_id=policy.consent_for(decision.namespace, consents),
                           payload=await _fact_payload(conn, memory_id, decision, fact, session_id))
         if decision.promoted_candidate_evidence:
-            promoted = await _promoted_candidate(conn, key, decision.namespace, decision.key, fact.value,
+            promoted = await promoted_candidate_event(conn, key, decision.namespace, decision.key, fact.value,
                                                  fact.observed_at, operation_id)
             if promoted is not None:
                 yield promoted
 
 
-async def _promoted_candidate(conn: psycopg.AsyncConnection, key: SubjectKey, namespace: str, fact_key: str,
+async def promoted_candidate_event(conn: psycopg.AsyncConnection, key: SubjectKey, namespace: str, fact_key: str,
                               value: str, closed_at: datetime, operation_id: str) -> MemoryEvent | None:
     """A promoted candidate leaves the candidate area (its evidence now backs the current fact)."""
     name = candidate_name(namespace, fact_key, value)
@@ -254,14 +268,15 @@ async def _observation_events(conn: psycopg.AsyncConnection, key: SubjectKey, se
 
 
 def _outcome(operation_id: str, session_id: str, through: datetime | None,
-             events: list[MemoryEvent]) -> CommitOutcome:
+             events: list[MemoryEvent], withheld: dict[str, int]) -> CommitOutcome:
     kinds = [type(e.payload) for e in events]
     facts = sum(k in (FactCreated, FactSuperseded, FactCorrected, CandidateHeld) for k in kinds)
     episodes = kinds.count(EpisodeCreated)
     observations = kinds.count(ObservationCreated)
     return CommitOutcome(operation_id=operation_id, session_id=session_id, through=through,
                          events_appended=len(events), facts_written=facts, episode_written=episodes > 0,
-                         observations_written=observations, outbox_rows=facts + episodes + observations)
+                         observations_written=observations, outbox_rows=facts + episodes + observations,
+                         withheld=withheld)
 
 
 async def commit_events(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_id: str, subject_id: str,
@@ -296,11 +311,14 @@ async def commit_consolidation(pool: AsyncConnectionPool, keyring: KeyRing, *, t
     """A consolidation's commit: its facts' events as planned, then the session's episode and
     observations (commit_events: one transaction, recorded once)."""
     operation_id = key.operation_id
+    withheld: dict[str, int] = {}
 
     async def decide(conn: psycopg.AsyncConnection, skey: SubjectKey) -> AsyncIterator[MemoryEvent]:
+        withheld.clear()  # a retried transaction decides again from the start
         async for event in decide_fact_events(conn, skey, session_id=session_id, operation_id=operation_id,
-                                              extraction=extraction, plan=plan):
+                                              extraction=extraction, plan=plan, withheld=withheld):
             yield event
+        await count_withheld(conn, skey.tenant_id, withheld)
         episode = await _episode_event(conn, skey, session_id, importance, summary, happened_at, operation_id)
         if episode is not None:
             yield episode
@@ -309,7 +327,8 @@ async def commit_consolidation(pool: AsyncConnectionPool, keyring: KeyRing, *, t
 
     return await commit_events(pool, keyring, tenant_id=tenant_id, subject_id=subject_id, key=key, request=request,
                                decide=decide,
-                               outcome=lambda recorded: _outcome(operation_id, session_id, through, recorded))
+                               outcome=lambda recorded: _outcome(operation_id, session_id, through, recorded,
+                                                                 dict(withheld)))
 
 
 async def list_facts(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id: str, subject_id: str, *,

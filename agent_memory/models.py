@@ -283,6 +283,8 @@ class CommitOutcome(BaseModel):
     observations_written: int = 0
     outbox_rows: int
     refused_reason: str | None = None
+    # Facts the write gate kept out, per reason (agent_memory.write_policy; forgotten memories).
+    withheld: dict[str, int] = Field(default_factory=dict)
 
 
 class ProjectionInput(BaseModel):
@@ -316,6 +318,7 @@ class ConsolidationResult(BaseModel):
     episode_written: bool
     vectors_upserted: int
     refused_reason: str | None = None
+    withheld: dict[str, int] = Field(default_factory=dict)  # facts the write gate kept out, per reason
 
 
 class ErasureInput(BaseModel):

@@ -97,6 +97,8 @@ TABLES: tuple[Table, ...] = (
     # Forgotten memories in their grace period and swept memories' tombstones (ids and versions):
     # deleted with the subject's facts (the subject's tombstone outlives them).
     Table("forgotten_memories", "bookkeeping", erasure="delete", store="facts"),
+    # The subject's consents to storing a namespace: deleted with its facts.
+    Table("consents", "bookkeeping", erasure="delete", store="facts"),
     # Recorded provider results (extractions, summaries, embeddings): recomputable by the provider.
     Table("operations", "cache", erasure="delete", store="operations"),
     # What each subject showed in a rebuild (digests and counts); deleted with the operations.
@@ -117,6 +119,9 @@ TABLES: tuple[Table, ...] = (
     Table("retention_policies", "bookkeeping", subject_column=None),
     # Which embedding model the tenant's recall reads, and a re-embedding's target: no subject data.
     Table("embedding_models", "bookkeeping", subject_column=None),
+    # The tenant's write policy and the write gate's counters: no subject data.
+    Table("write_policies", "bookkeeping", subject_column=None),
+    Table("write_gate_counts", "bookkeeping", subject_column=None),
 )
 BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}
 

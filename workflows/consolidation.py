@@ -140,4 +140,4 @@ class ConsolidationWorkflow:
             events_appended=commit.events_appended if commit else 0,
             facts_written=commit.facts_written if commit else 0,
             episode_written=commit.episode_written if commit else False, vectors_upserted=vectors,
-            refused_reason=refused_reason)
+            refused_reason=refused_reason, withheld=commit.withheld if commit else {})
