@@ -151,8 +151,9 @@ async def forget_memory(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_i
         latest = await _latest_event(conn, tenant_id, subject_id, mid)
         key = await subject_key(conn, keyring, tenant_id, subject_id, create=False)
         if latest is None or key is None:
+            swept = row is not None and row.subject_id == subject_id
             raise MemoryNotFoundError(f"no memory {mid} of subject {subject_id!r} in tenant {tenant_id!r}"
-                                      + (" (it was swept: forgotten for good)" if row is not None else ""))
+                                      + (" (it was swept: forgotten for good)" if swept else ""))
         namespace, version, key_digest = latest
         events = await read_subject_events(conn, key, memory_id=mid)
         kind = _kind(events)

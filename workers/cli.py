@@ -77,6 +77,13 @@ def add_tooling_commands(sub: core.SubParsers) -> None:
     bench_recall.add_argument("--embedder", choices=("hashing", "e5-small"),
                               help="the embedder (default: the offline default)")
     bench_recall.add_argument("--json", action="store_true")
+    bench_reembed = bench_sub.add_parser("reembed", help="an embedding-model change: re-embedding time at N "
+                                         "memories, and LoCoMo recall before, without and after re-embedding")
+    bench_reembed.add_argument("--memories", type=int, default=10_000, help="memories of the one subject (default 10000)")
+    bench_reembed.add_argument("--source", choices=("hashing", "e5-small"), default="hashing")
+    bench_reembed.add_argument("--target", choices=("hashing", "e5-small"), default="e5-small")
+    bench_reembed.add_argument("--locomo", type=Path, metavar="DIR", help="also score LoCoMo (e.g. ../shared/bench/locomo-dev)")
+    bench_reembed.add_argument("--json", action="store_true")
     chaos = sub.add_parser("chaos", help="randomized worker kills on a private embedded stack; prints the figures")
     chaos.add_argument("--kills", type=int, default=20, help="worker kills to perform (default 20)")
     chaos.add_argument("--seed", type=int, default=0)
@@ -199,6 +206,12 @@ async def _eval(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _bench(args: argparse.Namespace, settings: Settings) -> int:
+    if args.bench_name == "reembed":
+        if args.source == args.target:
+            raise ValueError("--source and --target name the same embedder: nothing to re-embed")
+        from workers.evaluation.reembed_bench import reembed_bench_command
+
+        return await reembed_bench_command(args, settings)
     if args.bench_name == "recall":
         from workers.evaluation.recall_bench import recall_bench_command
 

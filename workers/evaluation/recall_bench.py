@@ -122,27 +122,27 @@ def _query(rng: random.Random) -> str:
 
 
 async def _grow(services: Services, projector: OutboxProjector, start_session: int, sessions: int,
-                rng: random.Random) -> None:
+                rng: random.Random, tenant: str = TENANT) -> None:
     origin = datetime(2024, 1, 1, tzinfo=UTC)
     for n in range(start_session, start_session + sessions):
         began = origin + timedelta(hours=6 * n)
         messages = [Message(message_id=f"s{n}:{i}", turn_index=i, role="user", speaker="Lin", content=_sentence(rng),
                             created_at=began + timedelta(seconds=i)) for i in range(PER_SESSION)]
         session = Session(session_id=f"s{n}", started_at=began, messages=messages)
-        await append_messages(services.pool, None, TENANT, SUBJECT, session,
-                              subject_digest=services.keyring.subject_digest(TENANT, SUBJECT))
+        await append_messages(services.pool, None, tenant, SUBJECT, session,
+                              subject_digest=services.keyring.subject_digest(tenant, SUBJECT))
         summary = SummaryResult(
             sentences=[SummarySentence(text=m.content, source_message_ids=[m.message_id]) for m in messages[:3]],
             token_count=60,
             observations=[Observation(text=f"Lin: {m.content}", source_message_ids=[m.message_id],
                                       happened_at=m.created_at) for m in messages[: PER_SESSION - 1]])
         await commit_consolidation(
-            services.pool, services.keyring, tenant_id=TENANT, subject_id=SUBJECT, session_id=session.session_id,
+            services.pool, services.keyring, tenant_id=tenant, subject_id=SUBJECT, session_id=session.session_id,
             key=CommitKey.for_request(session.session_id, {"n": n}), request={"n": n},
             extraction=ExtractionResult(extractor="bench", extractor_version="1", facts=[]),
             plan=ConflictPlan(decisions=[]), importance=ImportanceResult(importance=rng.randint(2, 9)),
             summary=summary, happened_at=began)
-    while (await projector.project_batch(TENANT, SUBJECT)).selected:
+    while (await projector.project_batch(tenant, SUBJECT)).selected:
         pass
 
 
