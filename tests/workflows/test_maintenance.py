@@ -10,6 +10,7 @@ from temporalio.client import ScheduleActionStartWorkflow
 
 from workers.schedules import (
     COMPACTION_SCHEDULE,
+    ERASURE_REDRIVE_SCHEDULE,
     KEY_ROTATION_SCHEDULE,
     MEMORY_SWEEP_SCHEDULE,
     PROJECTION_SWEEP_SCHEDULE,
@@ -20,11 +21,11 @@ from workers.schedules import (
 async def test_schedules_are_created_once_and_a_triggered_run_completes(services, running_worker, task_queue):
     temporal = services.temporal
     for schedule_id in (KEY_ROTATION_SCHEDULE, COMPACTION_SCHEDULE, PROJECTION_SWEEP_SCHEDULE,
-                        MEMORY_SWEEP_SCHEDULE):  # a fresh start
+                        MEMORY_SWEEP_SCHEDULE, ERASURE_REDRIVE_SCHEDULE):  # a fresh start
         with contextlib.suppress(Exception):  # not there yet
             await temporal.get_schedule_handle(schedule_id).delete()
     assert await ensure_schedules(temporal, task_queue, keys_rotatable=False) == [
-        COMPACTION_SCHEDULE, PROJECTION_SWEEP_SCHEDULE, MEMORY_SWEEP_SCHEDULE]
+        COMPACTION_SCHEDULE, PROJECTION_SWEEP_SCHEDULE, MEMORY_SWEEP_SCHEDULE, ERASURE_REDRIVE_SCHEDULE]
     assert await ensure_schedules(temporal, task_queue) == [KEY_ROTATION_SCHEDULE]
     assert await ensure_schedules(temporal, task_queue) == []  # idempotent: an operator's edits survive
 
