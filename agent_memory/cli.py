@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
@@ -65,14 +65,26 @@ def _identifier(field: str):
     return parse
 
 
+def _positive(option: str):
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{option} {value!r} is not a whole number, e.g. {option} 5") from None
+        if number < 1:
+            raise argparse.ArgumentTypeError(f"{option} {value} is below 1: give at least 1, e.g. {option} 5")
+        return number
+
+    return parse
+
+
 def _time(value: str) -> datetime:
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         raise argparse.ArgumentTypeError(f"{value!r} is not a time: use ISO 8601, e.g. 2024-05-01T10:00:00Z") from None
-    if parsed.tzinfo is None:
-        raise argparse.ArgumentTypeError(f"{value!r} has no timezone: add Z or an offset, e.g. 2024-05-01T10:00:00Z")
-    return parsed
+    # One rule with ingest (models.py): a time without a timezone is UTC.
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -100,7 +112,14 @@ def build_parser(*extensions: Callable[[SubParsers], object],
     for extend in extensions:
         extend(sub)
 
-    ingest = scoped(sub.add_parser("ingest", help="append sessions from a JSONL file (one session a line)"))
+    ingest = scoped(sub.add_parser(
+        "ingest", help="append sessions from a JSONL file (one session a line)",
+        description="Append sessions from a JSON Lines file: one session per line, "
+                    '{"session_id": "s1", "started_at": "2024-05-01T09:00:00Z", "messages": [{"message_id": "s1:1", '
+                    '"turn_index": 0, "role": "user", "speaker": "Lin", "content": "I live in Oslo.", '
+                    '"created_at": "2024-05-01T09:00:00Z"}, ...]}. role is user or assistant; speaker, '
+                    "image_caption and started_at are optional. Times without a timezone are read as UTC. Appending "
+                    "is idempotent by message id; a message id stored with other content is refused."))
     ingest.add_argument("file", type=Path)
     end = scoped(sub.add_parser("end-session", help="the session-end hook: start (or attach to) consolidation"))
     end.add_argument("--session", required=True)
@@ -123,7 +142,7 @@ def build_parser(*extensions: Callable[[SubParsers], object],
     rebuild.add_argument("--json", action="store_true")
     rec = scoped(sub.add_parser("recall", help="current facts and the episodes nearest the query"))
     rec.add_argument("query")
-    rec.add_argument("--limit", type=int, default=5)
+    rec.add_argument("--limit", type=_positive("--limit"), default=5, help="episodes at most (default 5)")
     rec.add_argument("--as-of", type=_time)
     rec.add_argument("--json", action="store_true")
     ctx = scoped(sub.add_parser("context", help="the prompt context for a query: cited items within a token budget"))
@@ -646,6 +665,10 @@ async def _command(args: argparse.Namespace, settings: Settings, commands: Mappi
                 _print_json([r.model_dump(mode="json") for r in rows])
             for fact in [] if args.json else rows:
                 print(format_fact(fact))
+            if not rows and not args.json:
+                erased = await client.subject_erased(args.tenant, args.subject)
+                print(f"subject {args.subject} of tenant {args.tenant} was erased: nothing is kept" if erased
+                      else f"no facts for subject {args.subject} (tenant {args.tenant})")
     return 0
 
 

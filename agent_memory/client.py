@@ -39,7 +39,7 @@ from agent_memory.erasure_runs import (
     erasure_counts,
     start_erasure_workflow,
 )
-from agent_memory.evidence import AppendResult, append_messages, unconsolidated_messages
+from agent_memory.evidence import AppendResult, SessionOwnerError, append_messages, unconsolidated_messages
 from agent_memory.export import SubjectExport, export_subject
 from agent_memory.forgetting import (
     Actor,
@@ -76,6 +76,7 @@ from agent_memory.recall import RecallResult, recall
 from agent_memory.recall_policy import RecallPolicy, read_policy, reset_policy, write_policy
 from agent_memory.reembedding import ReembedProgress, start_reembedding
 from agent_memory.retention import RetentionPolicy, read_retention, write_retention
+from agent_memory.scope import Mode, SubjectErasedError, subject_scope
 from agent_memory.services import Services
 from agent_memory.sweeper import LifecycleCounts, MemorySweepInput, MemorySweepResult, lifecycle_counts
 from agent_memory.write_policy import (
@@ -170,6 +171,9 @@ class MemoryClient:
         """The session-end hook: one consolidation per session, however often it fires."""
         check_identifier("tenant", tenant_id)
         check_identifier("subject", subject_id)
+        check_identifier("session", session_id)
+        # Before any signal: a wrong subject must not end the owner's idle timer, nor see its result.
+        await self._check_session_owner(tenant_id, subject_id, session_id)
         try:  # the idle timer has nothing left to do
             await self.services.temporal.get_workflow_handle(idle_workflow_id(tenant_id, session_id)).signal(contract.SIGNAL_END)
         except RPCError as exc:
@@ -186,6 +190,21 @@ class MemoryClient:
              SearchAttributePair(SESSION_ID, session_id)], ConsolidationResult,
             reuse=(WorkflowIDReusePolicy.ALLOW_DUPLICATE if pending
                    else WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY))
+
+    async def _check_session_owner(self, tenant_id: str, subject_id: str, session_id: str) -> None:
+        """The session exists and is the subject's, and the subject is not erased; else a clear error."""
+        async with subject_scope(self.services.pool, self.services.keyring, tenant_id, subject_id, Mode.READ) as scope:
+            if scope.erased:
+                raise SubjectErasedError(tenant_id, subject_id)
+            cur = await scope.conn.execute("SELECT subject_id FROM sessions WHERE tenant_id = %s AND session_id = %s",
+                                           (tenant_id, session_id))
+            owner = await cur.fetchone()
+        if owner is None:
+            raise LookupError(f"no session {session_id!r} in tenant {tenant_id!r}: append its messages first "
+                              "(agent-memory ingest, client.append_messages)")
+        if owner[0] != subject_id:
+            raise SessionOwnerError(f"session {session_id!r} belongs to another subject of tenant {tenant_id!r}: "
+                                    "end it with its own subject")
 
     async def consolidation_result(self, handle: WorkflowHandle) -> ConsolidationResult:
         return await handle.result()
@@ -424,6 +443,11 @@ class MemoryClient:
         for subject in subjects:
             await self.wake_projector(tenant_id, subject)
         return subjects
+
+    async def subject_erased(self, tenant_id: str, subject_id: str) -> bool:
+        """Whether the subject has a tombstone (reads of an erased subject return nothing)."""
+        async with subject_scope(self.services.pool, self.services.keyring, tenant_id, subject_id, Mode.READ) as scope:
+            return scope.erased
 
     async def facts(self, tenant_id: str, subject_id: str, *, as_of: datetime | None = None,
                     history: bool = False, candidates: bool = False) -> list[FactRow]:

@@ -80,6 +80,10 @@ class RecallResult(BaseModel):
 
 async def recall(pool: AsyncConnectionPool, keyring: KeyRing, embedder: Embedder, tenant_id: str, subject_id: str,
                  query: str, *, limit: int = 5, as_of: datetime | None = None, redis=None) -> RecallResult:
+    if not query.strip():
+        raise ValueError("query is empty: ask something, e.g. \"where does she live?\"")
+    if limit < 1:
+        raise ValueError(f"limit {limit} is below 1: ask for at least one episode, e.g. --limit 5")
     # The tenant's active model (the old one while a re-embedding runs), not always the configured one.
     embedded = await embed_query(await reading_embedder(pool, tenant_id, embedder), query)
     embedding = embedded.vectors[0]
@@ -93,6 +97,9 @@ async def recall(pool: AsyncConnectionPool, keyring: KeyRing, embedder: Embedder
         facts = await read_facts(scope, as_of=as_of)
         # Filtered HNSW scans keep going until enough rows pass the filter (pgvector >= 0.8).
         await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        # A query with no features (punctuation only, for the hashing embedder) embeds to zeros,
+        # whose cosine distance is NaN: no episode is near it.
+        nearest = any(embedding)
         async with conn.cursor(row_factory=class_row(_VectorHit)) as hits_cur:
             await hits_cur.execute(
                 """
@@ -102,7 +109,7 @@ async def recall(pool: AsyncConnectionPool, keyring: KeyRing, embedder: Embedder
                  ORDER BY v.embedding <=> %s
                  LIMIT %s
                 """, (Vector(embedding), tenant_id, subject_id, embedded.model, Vector(embedding), limit * 3))
-            hits = await hits_cur.fetchall()
+            hits = await hits_cur.fetchall() if nearest else []
         async with conn.cursor(row_factory=class_row(_EpisodeRow)) as cur:
             for hit in hits:
                 await cur.execute(

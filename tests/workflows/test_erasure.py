@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from agent_memory import contract
 from agent_memory.db import tenant_transaction
 from agent_memory.evidence import recent_messages
+from agent_memory.models import ConsolidationInput, ConsolidationResult
 from agent_memory.operations import SubjectErasedError
 from tests.sessions import session
 from workflows.erasure import ErasureWorkflow
@@ -84,7 +86,15 @@ async def test_erased_subject_is_never_resurrected(client, tenant, running_worke
         await client.erasure_receipt(await client.erase(tenant, subject, reason="user request"))
         with pytest.raises(SubjectErasedError):
             await client.append_messages(tenant, subject, session("i2", "2024-02-02T08:00:00Z", "I live in Oslo."))
-        result = await client.consolidation_result(await client.end_session(tenant, subject, "i1"))
+        # The session-end hook says so at once (nothing is started)…
+        with pytest.raises(SubjectErasedError):
+            await client.end_session(tenant, subject, "i1")
+        # …and a consolidation that starts anyway (the idle timer racing the erasure) is refused.
+        handle = await client.services.temporal.start_workflow(
+            contract.CONSOLIDATION_WORKFLOW, ConsolidationInput(tenant_id=tenant, subject_id=subject, session_id="i1"),
+            id=contract.consolidation_workflow_id(tenant, "i1"), task_queue=client.task_queue,
+            result_type=ConsolidationResult)
+        result = await client.consolidation_result(handle)
     assert result.refused_reason == "subject erased"
     assert result.events_appended == 0
     assert await client.facts(tenant, subject, history=True) == []

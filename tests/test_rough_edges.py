@@ -1,0 +1,94 @@
+"""Rough edges a new user hit (issue 12), each fixed with a clear answer instead of silence, a
+traceback or a database error; CLI runs against the session's real stack."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+
+from agent_memory.client import MemoryClient
+from agent_memory.providers.hashing import HashingEmbedder
+from agent_memory.providers.offline import OfflineProviders, offline_providers
+from tests.sessions import session
+from tests.test_cli import run_cli
+
+
+def test_recall_refuses_an_empty_query_and_a_limit_below_one(services, tenant):
+    empty = run_cli(services, "recall", "--tenant", tenant, "--subject", "kim", "  ")
+    assert empty.returncode == 2 and "query is empty" in empty.stderr and "Traceback" not in empty.stderr
+    negative = run_cli(services, "recall", "--tenant", tenant, "--subject", "kim", "where?", "--limit", "-1")
+    assert negative.returncode == 2 and "--limit -1 is below 1" in negative.stderr
+    assert "psycopg" not in negative.stderr and "LIMIT" not in negative.stderr
+
+
+async def test_a_query_without_features_recalls_no_nan_scores(services, tenant, task_queue, running_worker):
+    client = MemoryClient(services, HashingEmbedder(), task_queue=task_queue)
+    p = offline_providers()
+    async with running_worker(providers=OfflineProviders(p.extractor, p.scorer, p.summarizer, HashingEmbedder())):
+        await client.append_messages(tenant, "kim", session("n1", "2024-03-01T09:00:00Z", "I live in Oslo."))
+        await client.consolidation_result(await client.end_session(tenant, "kim", "n1"))
+        await client.wait_for_projection(tenant, "kim")
+    recalled = await client.recall(tenant, "kim", "?!?")
+    assert all(not math.isnan(e.score) for e in recalled.episodes) and recalled.facts
+
+
+async def test_facts_says_when_there_are_none_and_when_the_subject_was_erased(client, services, tenant,
+                                                                             task_queue, running_worker):
+    unknown = run_cli(services, "facts", "--tenant", tenant, "--subject", "nobody")
+    assert unknown.returncode == 0 and f"no facts for subject nobody (tenant {tenant})" in unknown.stdout
+    async with running_worker():
+        await client.append_messages(tenant, "kim", session("e1", "2024-03-01T09:00:00Z", "I live in Oslo."))
+        await client.erasure_receipt(await client.erase(tenant, "kim", reason="test"))
+        erased = await asyncio.to_thread(run_cli, services, "facts", "--tenant", tenant, "--subject", "kim")
+    assert erased.returncode == 0 and f"subject kim of tenant {tenant} was erased" in erased.stdout
+    as_json = run_cli(services, "facts", "--tenant", tenant, "--subject", "kim", "--json")
+    assert json.loads(as_json.stdout) == []
+
+
+def test_ingest_help_describes_the_file_format(services):
+    shown = run_cli(services, "ingest", "--help")
+    assert shown.returncode == 0
+    text = " ".join(shown.stdout.split())
+    assert "one session per line" in text and '"message_id"' in text and "read as UTC" in text
+
+
+async def test_as_of_without_a_timezone_is_utc_as_on_ingest(client, services, tenant, running_worker):
+    async with running_worker():
+        await client.append_messages(tenant, "kim", session("t1", "2024-03-01T09:00:00Z", "I live in Oslo."))
+        await client.consolidation_result(await client.end_session(tenant, "kim", "t1"))
+    naive = run_cli(services, "facts", "--tenant", tenant, "--subject", "kim", "--as-of", "2024-03-02T00:00:00",
+                    "--json")
+    aware = run_cli(services, "facts", "--tenant", tenant, "--subject", "kim", "--as-of", "2024-03-02T00:00:00Z",
+                    "--json")
+    assert naive.returncode == aware.returncode == 0, naive.stderr
+    assert json.loads(naive.stdout) == json.loads(aware.stdout) != []
+
+
+async def test_end_session_checks_the_session_and_its_owner_before_any_signal(client, services, tenant,
+                                                                               task_queue, running_worker):
+    await client.append_messages(tenant, "lin", session("o1", "2024-03-01T09:00:00Z", "I live in Oslo."))
+    wrong = await asyncio.to_thread(run_cli, services, "end-session", "--tenant", tenant, "--subject", "kim",
+                                    "--session", "o1", task_queue=task_queue)
+    assert wrong.returncode == 2 and "belongs to another subject" in wrong.stderr
+    # The owner's idle timer got no "end" signal from the refused call.
+    idle = services.temporal.get_workflow_handle(f"idle/{tenant}/o1")
+    signals = [e.workflow_execution_signaled_event_attributes.signal_name
+               async for e in idle.fetch_history_events() if e.HasField("workflow_execution_signaled_event_attributes")]
+    assert "end" not in signals
+    for bad in ("no such session", "x" * 500):
+        refused = run_cli(services, "end-session", "--tenant", tenant, "--subject", "lin", "--session", bad)
+        assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+    unknown = run_cli(services, "end-session", "--tenant", tenant, "--subject", "lin", "--session", "o9")
+    assert unknown.returncode == 2 and "no session 'o9'" in unknown.stderr
+    async with running_worker():
+        done = await client.consolidation_result(await client.end_session(tenant, "lin", "o1"))
+        assert done.refused_reason is None
+        # Consolidated: another subject still gets nothing of it.
+        again = await asyncio.to_thread(run_cli, services, "end-session", "--tenant", tenant, "--subject", "kim",
+                                        "--session", "o1", "--wait", task_queue=task_queue)
+        assert again.returncode == 2 and "Oslo" not in again.stdout + again.stderr
+        await client.erasure_receipt(await client.erase(tenant, "lin", reason="test"))
+        erased = await asyncio.to_thread(run_cli, services, "end-session", "--tenant", tenant, "--subject", "lin",
+                                         "--session", "o1", "--wait", task_queue=task_queue)
+    assert erased.returncode == 2 and "was erased" in erased.stderr
