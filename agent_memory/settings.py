@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -41,6 +42,20 @@ def _seconds(env: dict[str, str], name: str, default: float) -> float:
     if value < 0:
         raise ValueError(f"{name}={raw!r} is negative: set a number of seconds >= 0, e.g. {name}={int(default)}")
     return value
+
+
+def default_home(env: dict[str, str] | None = None) -> Path:
+    """The per-user home of the embedded stack, the same from every directory: the platform's
+    data directory (Linux: $XDG_DATA_HOME or ~/.local/share; macOS: ~/Library/Application
+    Support; Windows: %LOCALAPPDATA%) / agent-memory."""
+    env = dict(os.environ if env is None else env)
+    if sys.platform == "darwin":
+        base = Path("~/Library/Application Support").expanduser()
+    elif sys.platform == "win32":
+        base = Path(env.get("LOCALAPPDATA") or Path("~/AppData/Local").expanduser())
+    else:
+        base = Path(env.get("XDG_DATA_HOME") or Path("~/.local/share").expanduser())
+    return base / "agent-memory"
 
 
 def _dimensions(env: dict[str, str], name: str, default: int) -> int:
@@ -94,7 +109,7 @@ class Settings:
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
         env = dict(os.environ if env is None else env)
-        home = Path(env.get("AGENT_MEMORY_HOME") or "./.agent-memory").expanduser().resolve()
+        home = Path(env.get("AGENT_MEMORY_HOME") or default_home(env)).expanduser().resolve()
         return cls(
             home=home,
             task_queue=env.get("AGENT_MEMORY_TASK_QUEUE") or "agent-memory",

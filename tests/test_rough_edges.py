@@ -92,3 +92,37 @@ async def test_end_session_checks_the_session_and_its_owner_before_any_signal(cl
         erased = await asyncio.to_thread(run_cli, services, "end-session", "--tenant", tenant, "--subject", "lin",
                                          "--session", "o1", "--wait", task_queue=task_queue)
     assert erased.returncode == 2 and "was erased" in erased.stderr
+
+
+async def test_one_off_jobs_never_use_the_live_home_or_configured_services(services, tmp_path):
+    from workers.runtime import scratch_settings, scratch_stack
+
+    live = services.settings.with_services(home=tmp_path / "live")
+    private = scratch_settings(live, tmp_path / "scratch")
+    assert private.home == tmp_path / "scratch"
+    assert (private.database_url, private.redis_url, private.temporal_address) == (None, None, None)
+    assert private.embedder == live.embedder and private.provider == live.provider  # the providers stay
+    async with scratch_stack(live, "test") as scratch:
+        home = scratch.settings.home
+        assert home != live.home and home != services.settings.home and home.exists()
+        assert scratch.settings.database_url != services.settings.database_url
+    assert not home.exists()  # removed afterwards
+
+
+def test_the_default_home_is_per_user_and_a_missing_stack_says_where_it_looked(tmp_path, monkeypatch):
+    import os
+    import subprocess
+    import sys
+
+    from agent_memory.settings import ENV_VARS, Settings, default_home
+
+    monkeypatch.chdir(tmp_path)  # the same home from any directory
+    assert Settings.from_env({"XDG_DATA_HOME": "/srv/data"}).home.as_posix() == "/srv/data/agent-memory"
+    assert Settings.from_env({}).home == default_home({}).resolve()
+    empty = tmp_path / "no-stack-here"
+    env = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
+    env["AGENT_MEMORY_HOME"] = str(empty)
+    out = subprocess.run([sys.executable, "-m", "workers.cli", "facts", "--tenant", "t", "--subject", "s"], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1 and f"no agent-memory stack is running under {empty}" in out.stderr, out.stderr
+    assert not (tmp_path / ".agent-memory").exists()  # nothing stray in the current directory

@@ -633,8 +633,8 @@ async def run_campaign(services, *, kills: int, seed: int, work_dir: Path,
 
 
 async def chaos_command(args, settings: Settings) -> int:
-    """`agent-memory chaos`: on its own embedded stack (free ports; a temporary home unless
-    AGENT_MEMORY_HOME is set), never on configured services."""
+    """`agent-memory chaos`: on its own embedded stack (free ports, a temporary home removed
+    afterwards), never on a running `agent-memory up` or configured services."""
     from workers.runtime import scratch_stack
 
     say = (lambda _: None) if args.json else (lambda line: print(line, file=sys.stderr, flush=True))

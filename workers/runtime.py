@@ -4,7 +4,6 @@ connections, and optionally an in-process worker."""
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 import tempfile
 from collections.abc import AsyncIterator
@@ -12,7 +11,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from agent_memory.services import Services, check_schema, migrate
-from agent_memory.settings import Settings
+from agent_memory.settings import Settings, default_home
 from workers.embedded import EmbeddedStack, Ports
 
 
@@ -33,8 +32,9 @@ async def open_stack(settings: Settings, *, start: bool, ports: Ports | None = N
         resolved = await asyncio.to_thread(stack.start if start else stack.running, settings)
         if resolved is None:
             raise StackNotRunningError(
-                "no agent-memory stack is running here: start one with `agent-memory up` in another terminal, "
-                "or set TEMPORAL_ADDRESS, DATABASE_URL and REDIS_URL")
+                f"no agent-memory stack is running under {settings.home} (AGENT_MEMORY_HOME, default "
+                f"{default_home()}): start one with `agent-memory up` in another terminal, point AGENT_MEMORY_HOME "
+                "at the home `up` printed, or set TEMPORAL_ADDRESS, DATABASE_URL and REDIS_URL")
         if start:
             await migrate(resolved, app_password=stack.app_password)
         await check_schema(resolved)
@@ -69,17 +69,29 @@ async def migrate_database(settings: Settings) -> list[str]:
         await asyncio.to_thread(stack.stop)
 
 
+def scratch_settings(settings: Settings, home: Path, *, embedded_only: bool = False) -> Settings:
+    """Settings of a private stack under `home`: never the configured services (a one-off job
+    must not write into a live store). The providers stay as configured (an eval measures the
+    deployment's embedder) unless `embedded_only`, which keeps nothing but the home."""
+    if embedded_only:
+        return Settings.from_env({"AGENT_MEMORY_HOME": str(home)})
+    return settings.with_services(home=home, temporal_address=None, temporal_namespace="default",
+                                  temporal_tls_cert=None, temporal_tls_key=None, temporal_tls_ca=None,
+                                  temporal_tls_server_name=None, temporal_api_key=None, ui_url=None,
+                                  database_url=None, database_admin_url=None, redis_url=None, key_dir=None,
+                                  master_key=None, identifier_key=None, payload_key=None)
+
+
 @asynccontextmanager
 async def scratch_stack(settings: Settings, purpose: str, *, embedded_only: bool = False) -> AsyncIterator[Services]:
-    """A stack for a one-off job (eval, probes, chaos): free ports, so it never collides with a
-    running `agent-memory up`, under a temporary home removed afterwards unless
-    AGENT_MEMORY_HOME is set. embedded_only ignores configured service URLs."""
-    temp_home = None if os.environ.get("AGENT_MEMORY_HOME") else Path(tempfile.mkdtemp(prefix=f"agent-memory-{purpose}-"))
-    home = temp_home or settings.home
-    own = Settings.from_env({"AGENT_MEMORY_HOME": str(home)}) if embedded_only else settings.with_services(home=home)
+    """A private stack for a one-off job (eval, probes, benchmarks, chaos): its own temporary
+    home (removed afterwards), free ports, its own embedded servers and keys, so it never
+    touches a running `agent-memory up` or a configured deployment, whatever AGENT_MEMORY_HOME
+    or the service URLs say."""
+    temp_home = Path(tempfile.mkdtemp(prefix=f"agent-memory-{purpose}-"))
     try:
-        async with open_stack(own, start=True, ports=Ports.free()) as services:
+        async with open_stack(scratch_settings(settings, temp_home, embedded_only=embedded_only), start=True,
+                              ports=Ports.free()) as services:
             yield services
     finally:
-        if temp_home is not None:
-            shutil.rmtree(temp_home, ignore_errors=True)
+        shutil.rmtree(temp_home, ignore_errors=True)

@@ -583,7 +583,7 @@ async def run_locomo_eval(services, data_dir: Path | str, *, budget: int = 1200,
 
 
 async def eval_command(args, settings) -> int:
-    """The CLI: always free ports; its own temporary home unless AGENT_MEMORY_HOME is set."""
+    """The CLI: a private stack (free ports, a temporary home removed afterwards), never the live one."""
     from workers.runtime import scratch_stack
 
     if args.benchmark != "locomo":  # argparse only offers locomo today
