@@ -132,6 +132,8 @@ def build_parser(*extensions: Callable[[SubParsers], object],
     erase.add_argument("--reason", required=True)
     erase.add_argument("--request-id", type=_identifier("request id"))
     erase.add_argument("--wait", action="store_true")
+    erase.add_argument("--block-future-writes", action="store_true",
+                       help="erase (tombstone) a subject with no data too, so no write for this id is ever accepted")
     erase.add_argument("--json", action="store_true")
     rebuild = scoped(sub.add_parser("rebuild", help="rebuild projections from the event log and compare digests"),
                      subject=False)
@@ -435,7 +437,8 @@ async def _command(args: argparse.Namespace, settings: Settings, commands: Mappi
                           + (f" ({rebuilt.subjects_not_listed} more subjects counted, not listed)"
                              if rebuilt.subjects_not_listed else ""))
         elif args.command == "erase":
-            handle = await client.erase(args.tenant, args.subject, args.reason, args.request_id)
+            handle = await client.erase(args.tenant, args.subject, args.reason, args.request_id,
+                                        block_future_writes=args.block_future_writes)
             if not args.json:
                 print(f"workflow {handle.id}\n{services.settings.workflow_url(handle.id)}")
             if args.wait or args.json:

@@ -191,6 +191,21 @@ class MemoryClient:
             reuse=(WorkflowIDReusePolicy.ALLOW_DUPLICATE if pending
                    else WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY))
 
+    async def _has_data(self, tenant_id: str, subject_id: str) -> bool:
+        """Whether anything of the subject is stored, or it is erased already (then erasing again
+        returns the recorded receipt)."""
+        async with subject_scope(self.services.pool, self.services.keyring, tenant_id, subject_id, Mode.READ) as scope:
+            if scope.erased:
+                return True
+            cur = await scope.conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM sessions WHERE tenant_id = %(t)s AND subject_id = %(s)s) "
+                "OR EXISTS (SELECT 1 FROM memory_events WHERE tenant_id = %(t)s AND subject_id = %(s)s) "
+                "OR EXISTS (SELECT 1 FROM subject_keys WHERE tenant_id = %(t)s AND subject_id = %(s)s) "
+                "OR EXISTS (SELECT 1 FROM erasure_requests WHERE tenant_id = %(t)s AND subject_id = %(s)s)",
+                {"t": tenant_id, "s": subject_id})
+            row = await cur.fetchone()
+        return bool(row and row[0])
+
     async def _check_session_owner(self, tenant_id: str, subject_id: str, session_id: str) -> None:
         """The session exists and is the subject's, and the subject is not erased; else a clear error."""
         async with subject_scope(self.services.pool, self.services.keyring, tenant_id, subject_id, Mode.READ) as scope:
@@ -209,13 +224,21 @@ class MemoryClient:
     async def consolidation_result(self, handle: WorkflowHandle) -> ConsolidationResult:
         return await handle.result()
 
-    async def erase(self, tenant_id: str, subject_id: str, reason: str, request_id: str | None = None) -> WorkflowHandle:
+    async def erase(self, tenant_id: str, subject_id: str, reason: str, request_id: str | None = None, *,
+                    block_future_writes: bool = False) -> WorkflowHandle:
         """Start (or attach to) the erasure of a subject. The request and its reason (encrypted)
         are recorded in Postgres first: workflow history carries ids only. A request id already
-        used for another subject raises ErasureRequestConflictError and nothing is written."""
+        used for another subject raises ErasureRequestConflictError and nothing is written.
+
+        A subject with no data at all (a mistyped id) is refused with LookupError: its tombstone
+        would block that id forever. `block_future_writes=True` erases it anyway, to refuse any
+        future write for the id; the receipt's `data_found` then says nothing was found."""
         check_identifier("tenant", tenant_id)
         check_identifier("subject", subject_id)
         check_reason(reason)
+        if not block_future_writes and not await self._has_data(tenant_id, subject_id):
+            raise LookupError(f"subject {subject_id!r} has no data in tenant {tenant_id!r}: nothing to erase (check "
+                              "the id); to refuse future writes for this id anyway, pass --block-future-writes")
         request_id = request_id or erasure_request_id(tenant_id, subject_id, reason)
         check_identifier("request id", request_id)
         await register_erasure_request(self.services.pool, self.services.keyring, tenant_id, subject_id, request_id,

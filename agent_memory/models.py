@@ -10,7 +10,7 @@ import re
 from datetime import UTC, datetime
 from typing import Literal, overload
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, computed_field, field_validator
 
 # Tenants and subjects appear in workflow ids, Redis keys and search attributes, so their
 # alphabet is restricted; the error names the rule.
@@ -360,6 +360,13 @@ class ErasureReceipt(BaseModel):
     completed_at: datetime
     compaction_ticket: str | None = None
     physical_horizon: str | None = None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def data_found(self) -> bool:
+        """Whether the erasure found anything of the subject (a mistyped id finds nothing)."""
+        # key_wrapped_by: a subject key existed (key_shredded is also true when there was none).
+        return self.key_wrapped_by is not None or any(self.removed.values())
 
 
 class ErasureStatus(BaseModel):

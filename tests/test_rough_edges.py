@@ -126,3 +126,22 @@ def test_the_default_home_is_per_user_and_a_missing_stack_says_where_it_looked(t
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 1 and f"no agent-memory stack is running under {empty}" in out.stderr, out.stderr
     assert not (tmp_path / ".agent-memory").exists()  # nothing stray in the current directory
+
+
+async def test_erasing_a_subject_with_no_data_needs_an_explicit_block(client, services, tenant, task_queue,
+                                                                       running_worker):
+    import pytest
+
+    from agent_memory.operations import SubjectErasedError
+
+    mistyped = run_cli(services, "erase", "--tenant", tenant, "--subject", "kimm", "--reason", "typo")
+    assert mistyped.returncode == 2 and "has no data" in mistyped.stderr and "--block-future-writes" in mistyped.stderr
+    async with running_worker():
+        blocked = await client.erasure_receipt(await client.erase(tenant, "kimm", "never store this id",
+                                                                  block_future_writes=True))
+        assert not blocked.data_found and blocked.residue_total == 0
+        with pytest.raises(SubjectErasedError):
+            await client.append_messages(tenant, "kimm", session("b1", "2024-03-01T09:00:00Z", "hello"))
+        await client.append_messages(tenant, "kim", session("b2", "2024-03-01T09:00:00Z", "I live in Oslo."))
+        real = await client.erasure_receipt(await client.erase(tenant, "kim", "art. 17"))
+    assert real.data_found and real.model_dump()["data_found"] is True
