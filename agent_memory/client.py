@@ -6,6 +6,8 @@ import asyncio
 import hashlib
 import logging
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 
 from pydantic import BaseModel
@@ -70,6 +72,7 @@ from agent_memory.projection import projection_lag, requeue_dead_letters, wake_p
 from agent_memory.projection_models import ProjectionLag
 from agent_memory.prompt import DEFAULT_SYSTEM, BuiltPrompt, build_prompt
 from agent_memory.providers.base import Embedder, Summarizer
+from agent_memory.providers.openai_compat import providers_for
 from agent_memory.read_metrics import read_counts
 from agent_memory.rebuild import rebuild_reports
 from agent_memory.recall import RecallResult, recall
@@ -77,7 +80,8 @@ from agent_memory.recall_policy import RecallPolicy, read_policy, reset_policy, 
 from agent_memory.reembedding import ReembedProgress, start_reembedding
 from agent_memory.retention import RetentionPolicy, read_retention, write_retention
 from agent_memory.scope import Mode, SubjectErasedError, subject_scope
-from agent_memory.services import Services
+from agent_memory.services import Services, check_schema
+from agent_memory.settings import Settings
 from agent_memory.sweeper import LifecycleCounts, MemorySweepInput, MemorySweepResult, lifecycle_counts
 from agent_memory.write_policy import (
     Consent,
@@ -127,6 +131,41 @@ class MemoryClient:
         self.summarizer = summarizer
         self.task_queue = task_queue or services.settings.task_queue
         self.idle_timeout = idle_timeout
+        self._owns_services = False
+
+    @classmethod
+    async def open(cls, settings: Settings | None = None, *, task_queue: str | None = None) -> MemoryClient:
+        """A client on the configured services (TEMPORAL_ADDRESS, DATABASE_URL, REDIS_URL) or on the
+        stack `agent-memory up` runs under AGENT_MEMORY_HOME, with the configured embedder. It
+        owns its connections: `await client.aclose()` (or use `connect()`)."""
+        settings = (settings or Settings.from_env()).with_running_stack()
+        await check_schema(settings)
+        services = await Services.open(settings)
+        try:
+            client = cls(services, providers_for(settings).embedder, task_queue=task_queue)
+        except BaseException:
+            await services.close()
+            raise
+        client._owns_services = True
+        return client
+
+    @classmethod
+    @asynccontextmanager
+    async def connect(cls, settings: Settings | None = None, *,
+                      task_queue: str | None = None) -> AsyncIterator[MemoryClient]:
+        """`async with MemoryClient.connect() as client:` — `open()`, closed at the end."""
+        client = await cls.open(settings, task_queue=task_queue)
+        try:
+            yield client
+        finally:
+            await client.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connections this client opened (`open`/`connect`); a client built on your
+        own Services leaves them to you."""
+        if self._owns_services:
+            self._owns_services = False
+            await self.services.close()
 
     async def append_messages(self, tenant_id: str, subject_id: str, session: Session, *,
                               expected_parent: str | None = None) -> AppendResult:

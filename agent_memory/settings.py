@@ -6,6 +6,7 @@ import os
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 # Variables this module reads; the compose test checks docker-compose.yml sets no others.
 ENV_VARS = (
@@ -143,8 +144,23 @@ class Settings:
             forget_grace_seconds=_seconds(env, "AGENT_MEMORY_FORGET_GRACE_SECONDS", 24 * 3600.0),
         )
 
-    def with_services(self, **changes) -> Settings:
+    def with_services(self, **changes: Any) -> Settings:
         return replace(self, **changes)
+
+    def with_running_stack(self) -> Settings:
+        """These settings, with the service URLs they do not configure taken from the stack
+        `agent-memory up` runs under the home (agent_memory.stack_connection); unchanged when
+        every URL is configured. Raises RuntimeError, naming the home, when one is missing."""
+        if self.temporal_address and self.database_url and self.redis_url:
+            return self
+        from agent_memory.stack_connection import read_connection
+
+        running = read_connection(self.home)
+        if running is None:
+            raise RuntimeError(f"no agent-memory stack is running under {self.home} (AGENT_MEMORY_HOME, default "
+                               f"{default_home()}): start one with `agent-memory up`, point AGENT_MEMORY_HOME at the "
+                               "home it printed, or set TEMPORAL_ADDRESS, DATABASE_URL and REDIS_URL")
+        return self.with_services(**{k: v for k, v in running.items() if not getattr(self, k)})
 
     def workflow_url(self, workflow_id: str) -> str:
         from urllib.parse import quote

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from agent_memory import contract
 from agent_memory.settings import Settings
+from agent_memory.stack_connection import remove_connection, write_connection
 
 log = logging.getLogger(__name__)
 
@@ -201,7 +202,13 @@ class EmbeddedStack:
         if "temporal" in only and not settings.temporal_address:
             address, ui = self._start_temporal()
             changes.update(temporal_address=address, ui_url=settings.ui_url or ui)
-        return settings.with_services(**changes)
+        resolved = settings.with_services(**changes)
+        if set(only) == {"postgres", "redis", "temporal"}:  # the whole stack: programs may connect to it
+            pids = [state["pid"] for name in only if not configured[name] and (state := self._state(name))]
+            write_connection(self.home, {"temporal_address": resolved.temporal_address, "ui_url": resolved.ui_url,
+                                         "database_url": resolved.database_url, "redis_url": resolved.redis_url},
+                             pids)
+        return resolved
 
     def running(self, settings: Settings) -> Settings | None:
         """Settings for a stack already running under this home, or None (nothing is started)."""
@@ -213,6 +220,8 @@ class EmbeddedStack:
 
     def stop(self) -> None:
         """Stop, in reverse order, the services this instance started (not the reused ones)."""
+        if self.started:
+            remove_connection(self.home)
         for name in reversed(self.started):
             try:
                 getattr(self, f"_stop_{name}")()
