@@ -25,6 +25,7 @@ from redis.exceptions import RedisError
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import TemporalError
 
+from agent_memory.api_keys import create_key, list_keys, revoke_key
 from agent_memory.client import MemoryClient
 from agent_memory.corrections import MemoryForgottenError, WriteRefusedError
 from agent_memory.erasure import ErasureRequestConflictError
@@ -228,8 +229,8 @@ def build_parser(*extensions: Callable[[SubParsers], object],
                                    "projectors (after fixing what made them fail)"), subject=False)
     retry.add_argument("--subject", type=_identifier("subject"), help="one subject (default: every subject)")
     retry.add_argument("--json", action="store_true")
-    keys = sub.add_parser("keys", help="key-encryption keys: rotate (re-wrap every subject key, destroy the old KEK), "
-                                       "status")
+    keys = sub.add_parser("keys", help="API keys of the HTTP API (create, list, revoke), and key-encryption keys "
+                                       "(rotate: re-wrap every subject key, destroy the old KEK; status)")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
     rotate = keys_sub.add_parser("rotate", help="rotate now (the daily Schedule rotates only after erasures)")
     rotate.add_argument("--if-needed", action="store_true",
@@ -237,6 +238,16 @@ def build_parser(*extensions: Callable[[SubParsers], object],
     rotate.add_argument("--json", action="store_true")
     keys_status = keys_sub.add_parser("status", help="every KEK: state, shredded keys it still covers")
     keys_status.add_argument("--json", action="store_true")
+    key_create = scoped(keys_sub.add_parser("create", help="an API key of the tenant (printed once; only its hash "
+                                                           "is stored)"), subject=False)
+    key_create.add_argument("--scope", choices=("read", "write", "erase"), default="write",
+                            help="read: reads; write: also appends and ends sessions; erase: also forgets and erases")
+    key_create.add_argument("--name", help="a label, e.g. support-bot")
+    key_create.add_argument("--json", action="store_true")
+    key_list = scoped(keys_sub.add_parser("list", help="the tenant's API keys (no secrets)"), subject=False)
+    key_list.add_argument("--json", action="store_true")
+    key_revoke = scoped(keys_sub.add_parser("revoke", help="revoke an API key at once"), subject=False)
+    key_revoke.add_argument("--key-id", required=True)
     erasure = sub.add_parser("erasure", help="an erasure request as it stands now")
     erasure_sub = erasure.add_subparsers(dest="erasure_command", required=True)
     erasure_status = scoped(erasure_sub.add_parser(
@@ -462,6 +473,25 @@ async def _command(args: argparse.Namespace, settings: Settings, commands: Mappi
                       f"subject keys and {rotation.reencrypted_reasons} erasure reasons; destroyed "
                       f"{', '.join(rotation.destroyed_kek_ids) or 'none'} ({rotation.shreds_made_irreversible} "
                       f"shreds now irreversible) in {rotation.elapsed_seconds:.2f} s")
+        elif args.command == "keys" and args.keys_command == "create":
+            created = await create_key(services.pool, args.tenant, args.scope, args.name)
+            if args.json:
+                _print_json(created.model_dump(mode="json"))
+            else:
+                print(f"API key {created.key.key_id} ({created.key.scope}) of tenant {args.tenant}; shown once:\n"
+                      f"{created.token}")
+        elif args.command == "keys" and args.keys_command == "list":
+            api_keys = await list_keys(services.pool, args.tenant)
+            if args.json:
+                _print_json([ak.model_dump(mode="json") for ak in api_keys])
+            for ak in [] if args.json else api_keys:
+                print(f"{ak.key_id}  {ak.scope:<6} {ak.name or '-':<20} created {ak.created_at:%Y-%m-%d %H:%M}"
+                      + (f"  revoked {ak.revoked_at:%Y-%m-%d %H:%M}" if ak.revoked_at else ""))
+        elif args.command == "keys" and args.keys_command == "revoke":
+            if not await revoke_key(services.pool, args.tenant, args.key_id):
+                raise LookupError(f"no active API key {args.key_id!r} in tenant {args.tenant!r}: "
+                                  "`agent-memory keys list` shows them")
+            print(f"API key {args.key_id} revoked")
         elif args.command == "keys":
             keks = await list_keks(services.pool)
             if args.json:

@@ -47,6 +47,7 @@ def read_connection(home: Path) -> dict[str, str] | None:
         data = json.loads((home / CONNECTION_FILE).read_text())
     except (OSError, ValueError):
         return None
-    if not isinstance(data, dict) or not all(isinstance(p, int) and _alive(p) for p in data.get("pids") or [0]):
+    pids = data.get("pids") if isinstance(data, dict) else None
+    if not isinstance(pids, list) or not pids or not all(isinstance(p, int) and p > 0 and _alive(p) for p in pids):
         return None
     return {k: v for k in FIELDS if isinstance(v := data.get(k), str)}

@@ -155,7 +155,9 @@ def init_scripts(compose_services) -> list[Path]:
 
 
 def test_services_exist(compose_services, setup_service):
-    assert {"postgres", "temporal", "temporal-ui", "redis", "worker"} <= set(compose_services)
+    assert {"postgres", "temporal", "temporal-ui", "redis", "worker", "api"} <= set(compose_services)
+    assert compose_services["api"]["command"][0] == "serve"
+    assert compose_services["api"]["ports"] == ["127.0.0.1:8765:8765"]
     assert compose_services["postgres"]["image"].startswith("pgvector/pgvector:pg1")
     assert compose_services["temporal"]["image"].startswith("temporalio/auto-setup:")
     assert compose_services["temporal-ui"]["image"].startswith("temporalio/ui:")
@@ -164,7 +166,7 @@ def test_services_exist(compose_services, setup_service):
     assert setup_service[1].get("build") == compose_services["worker"].get("build")
 
 
-@pytest.mark.parametrize("name", ["worker", "migrate", "temporal-setup"])
+@pytest.mark.parametrize("name", ["worker", "migrate", "temporal-setup", "api"])
 def test_agent_memory_services_set_only_settings_env_vars(compose_services, name):
     service = compose_services[name]
     env = environment(service)

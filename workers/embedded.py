@@ -203,8 +203,8 @@ class EmbeddedStack:
             address, ui = self._start_temporal()
             changes.update(temporal_address=address, ui_url=settings.ui_url or ui)
         resolved = settings.with_services(**changes)
-        if set(only) == {"postgres", "redis", "temporal"}:  # the whole stack: programs may connect to it
-            pids = [state["pid"] for name in only if not configured[name] and (state := self._state(name))]
+        pids = [state["pid"] for name in only if not configured[name] and (state := self._state(name))]
+        if set(only) == {"postgres", "redis", "temporal"} and pids:  # an embedded stack: programs may connect to it
             write_connection(self.home, {"temporal_address": resolved.temporal_address, "ui_url": resolved.ui_url,
                                          "database_url": resolved.database_url, "redis_url": resolved.redis_url},
                              pids)

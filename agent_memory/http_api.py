@@ -1,0 +1,285 @@
+"""The HTTP API (`agent-memory serve`): the hooks and reads an agent runtime in any language calls.
+
+FastAPI, because the OpenAPI document (`/v1/openapi.json`) and request validation come from the
+same pydantic models the library already uses. The server is uvicorn. Every route is versioned
+under `/v1`.
+
+- **Authentication:** `Authorization: Bearer amk:...`, an API key from `agent-memory keys create`.
+  The tenant comes from the key, never from the URL or the body. Row-level security still
+  applies underneath, because every call runs in the key's tenant. Scopes nest: `read`, then
+  `write` (append, end a session), then `erase` (forget, restore, erasure).
+- **Errors:** RFC 9457 problem+json, `{type, title, status, detail, errors?}`. The detail names
+  the field and the fix; no traceback ever reaches a caller.
+- **Limits:** request bodies over 1 MB are refused with 413 before they are read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Header, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
+
+from agent_memory import contract
+from agent_memory.api_keys import ApiKey, ApiKeyError, KeyScope, verify_key
+from agent_memory.client import MemoryClient
+from agent_memory.corrections import MemoryForgottenError, WriteRefusedError
+from agent_memory.erasure import ErasureRequestConflictError
+from agent_memory.events import VersionConflictError
+from agent_memory.evidence import AppendConflictError, MessageConflictError, SessionOwnerError
+from agent_memory.forgetting import MemoryNotForgottenError, RestoreWindowClosedError
+from agent_memory.models import Message as ChatMessage
+from agent_memory.models import Session, check_identifier
+from agent_memory.scope import SubjectErasedError
+
+MAX_BODY_BYTES = 1_000_000
+PROBLEM_TYPE = "https://github.com/agent-memory/agent-memory/blob/main/README.md#http-api"
+
+
+def problem(status: int, title: str, detail: str, **extra: Any) -> JSONResponse:
+    return JSONResponse({"type": PROBLEM_TYPE, "title": title, "status": status, "detail": detail, **extra},
+                        status_code=status, media_type="application/problem+json")
+
+
+class BodyLimit:
+    """Refuse a body over the limit before the app reads it: by Content-Length, or by counting a
+    chunked body's bytes as they arrive."""
+
+    def __init__(self, app: ASGIApp, limit: int = MAX_BODY_BYTES):
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        too_big = problem(413, "Request body too large",
+                          f"the body is over {self.limit:,} bytes: send fewer messages per request")
+        if length is not None and length.isdigit() and int(length) > self.limit:
+            await too_big(scope, receive, send)
+            return
+        seen = 0
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                raise _TooLarge()
+            return message
+
+        try:
+            await self.app(scope, counted, send)
+        except _TooLarge:
+            await too_big(scope, receive, send)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class AppendRequest(BaseModel):
+    started_at: datetime | None = None
+    messages: list[ChatMessage] = Field(min_length=1, max_length=1000)
+    expected_parent: str | None = Field(default=None, description="the last message id you saw ('' for none)")
+
+
+class EndedSession(BaseModel):
+    workflow_id: str
+    ui_url: str
+
+
+class RunStatus(BaseModel):
+    workflow_id: str
+    status: str
+    result: dict[str, Any] | None = None
+
+
+class QueryRequest(BaseModel):
+    query: str = Field(min_length=1, max_length=4000)
+    limit: int = Field(default=5, ge=1, le=50)
+    budget: int | None = Field(default=None, ge=50, le=32000)
+    as_of: datetime | None = None
+
+
+class PromptRequest(BaseModel):
+    session_id: str
+    input: str = Field(min_length=1, max_length=20000)
+    system: str | None = Field(default=None, max_length=20000)
+    budget: int | None = Field(default=None, ge=50, le=32000)
+
+
+class ForgetRequest(BaseModel):
+    reason: str | None = Field(default=None, max_length=1000)
+
+
+class ErasureRequest(BaseModel):
+    reason: str = Field(min_length=1, max_length=1000)
+    request_id: str | None = None
+    block_future_writes: bool = False
+
+
+class ErasureStarted(BaseModel):
+    workflow_id: str
+    ui_url: str
+
+
+# Domain errors → (status, title). Order matters: subclasses first.
+ERRORS: list[tuple[type[Exception], int, str]] = [
+    (ApiKeyError, 401, "Unauthorized"),
+    (PermissionError, 403, "Forbidden"),
+    (WriteRefusedError, 403, "Refused by the tenant's write policy"),
+    (SubjectErasedError, 409, "Subject erased"),
+    (SessionOwnerError, 409, "Session of another subject"),
+    (AppendConflictError, 409, "Session moved on"),
+    (MessageConflictError, 409, "Message id reused with other content"),
+    (VersionConflictError, 409, "Version conflict"),
+    (MemoryForgottenError, 409, "Memory forgotten"),
+    (MemoryNotForgottenError, 409, "Memory not forgotten"),
+    (RestoreWindowClosedError, 409, "Grace period over"),
+    (ErasureRequestConflictError, 409, "Request id taken"),
+    (LookupError, 404, "Not found"),
+    (ValueError, 422, "Invalid input"),
+]
+
+
+def _key(needed: KeyScope) -> Callable[..., Awaitable[ApiKey]]:
+    async def dependency(request: Request, authorization: Annotated[str | None, Header()] = None) -> ApiKey:
+        if not authorization or not authorization.startswith("Bearer "):
+            raise ApiKeyError("no API key: send `Authorization: Bearer amk:...` (agent-memory keys create)")
+        client: MemoryClient = request.app.state.client
+        return await verify_key(client.services.pool, authorization.removeprefix("Bearer ").strip(), needed)
+    return dependency
+
+
+ReadKey = Annotated[ApiKey, Depends(_key("read"))]
+WriteKey = Annotated[ApiKey, Depends(_key("write"))]
+EraseKey = Annotated[ApiKey, Depends(_key("erase"))]
+
+
+def create_app(client: MemoryClient) -> FastAPI:
+    app = FastAPI(title="agent-memory", version="1", openapi_url="/v1/openapi.json", docs_url="/v1/docs",
+                  redoc_url=None)
+    app.state.client = client
+    settings = client.services.settings
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [{"field": ".".join(str(p) for p in e["loc"] if p != "body"), "message": e["msg"]}
+                  for e in exc.errors()]
+        first = errors[0] if errors else {"field": "body", "message": "invalid"}
+        return problem(422, "Invalid input", f"{first['field']}: {first['message']}", errors=errors)
+
+    for error_type, status, title in ERRORS:
+        def handler(status: int = status, title: str = title) -> Callable[[Request, Exception], Awaitable[JSONResponse]]:
+            async def handle(_: Request, exc: Exception) -> JSONResponse:
+                return problem(status, title, str(exc).strip().splitlines()[0] if str(exc).strip() else title)
+            return handle
+        app.add_exception_handler(error_type, handler())
+
+    def subject(subject_id: str) -> str:
+        return check_identifier("subject", subject_id)
+
+    @app.get("/v1/health")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.post("/v1/subjects/{subject_id}/sessions/{session_id}/messages")
+    async def append(subject_id: str, session_id: str, body: AppendRequest,
+                     api_key: WriteKey) -> dict[str, Any]:
+        check_identifier("session", session_id)
+        session = Session(session_id=session_id, started_at=body.started_at, messages=body.messages)
+        result = await client.append_messages(api_key.tenant_id, subject(subject_id), session,
+                                              expected_parent=body.expected_parent)
+        return result.model_dump(mode="json")
+
+    @app.post("/v1/subjects/{subject_id}/sessions/{session_id}/end")
+    async def end(subject_id: str, session_id: str, api_key: WriteKey) -> EndedSession:
+        handle = await client.end_session(api_key.tenant_id, subject(subject_id), session_id)
+        return EndedSession(workflow_id=handle.id, ui_url=settings.workflow_url(handle.id))
+
+    @app.get("/v1/runs/{workflow_id:path}")
+    async def run(workflow_id: str, api_key: ReadKey) -> RunStatus:
+        if contract.workflow_id_tenant(workflow_id) != api_key.tenant_id:
+            raise LookupError(f"no run {workflow_id!r} of this key's tenant")
+        handle = client.services.temporal.get_workflow_handle(workflow_id)
+        try:
+            status = (await handle.describe()).status
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                raise LookupError(f"no run {workflow_id!r} of this key's tenant") from None
+            raise
+        result = await handle.result() if status == WorkflowExecutionStatus.COMPLETED else None
+        return RunStatus(workflow_id=workflow_id, status=status.name.lower() if status else "unknown",
+                         result=result if isinstance(result, dict) else None)
+
+    @app.get("/v1/subjects/{subject_id}/facts")
+    async def facts(subject_id: str, api_key: ReadKey, as_of: datetime | None = None, history: bool = False,
+                    candidates: bool = False) -> list[dict[str, Any]]:
+        rows = await client.facts(api_key.tenant_id, subject(subject_id), as_of=as_of, history=history,
+                                  candidates=candidates)
+        return [r.model_dump(mode="json") for r in rows]
+
+    @app.post("/v1/subjects/{subject_id}/recall")
+    async def recall(subject_id: str, body: QueryRequest, api_key: ReadKey) -> dict[str, Any]:
+        found = await client.recall(api_key.tenant_id, subject(subject_id), body.query, limit=body.limit,
+                                    as_of=body.as_of)
+        return found.model_dump(mode="json")
+
+    @app.post("/v1/subjects/{subject_id}/context")
+    async def context(subject_id: str, body: QueryRequest, api_key: ReadKey) -> dict[str, Any]:
+        assembled = await client.context(api_key.tenant_id, subject(subject_id), body.query, as_of=body.as_of,
+                                         token_budget=body.budget)
+        return {**assembled.model_dump(mode="json"), "text": assembled.text}
+
+    @app.post("/v1/subjects/{subject_id}/prompt")
+    async def prompt(subject_id: str, body: PromptRequest, api_key: ReadKey) -> dict[str, Any]:
+        check_identifier("session", body.session_id)
+        kwargs: dict[str, Any] = {"token_budget": body.budget}
+        if body.system is not None:
+            kwargs["system"] = body.system
+        built = await client.build_prompt(api_key.tenant_id, subject(subject_id), body.session_id, body.input,
+                                          **kwargs)
+        return {**built.model_dump(mode="json"), "messages": built.chat_messages()}
+
+    @app.post("/v1/subjects/{subject_id}/memories/{memory_id}/forget")
+    async def forget(subject_id: str, memory_id: str, body: ForgetRequest,
+                     api_key: EraseKey) -> dict[str, Any]:
+        done = await client.forget(api_key.tenant_id, subject(subject_id), memory_id, reason=body.reason,
+                                   actor_id=f"api-key:{api_key.key_id}")
+        return done.model_dump(mode="json")
+
+    @app.post("/v1/subjects/{subject_id}/memories/{memory_id}/restore")
+    async def restore(subject_id: str, memory_id: str, body: ForgetRequest,
+                      api_key: EraseKey) -> dict[str, Any]:
+        done = await client.restore(api_key.tenant_id, subject(subject_id), memory_id, reason=body.reason,
+                                    actor_id=f"api-key:{api_key.key_id}")
+        return done.model_dump(mode="json")
+
+    @app.get("/v1/subjects/{subject_id}/export")
+    async def export(subject_id: str, api_key: ReadKey) -> dict[str, Any]:
+        return (await client.export(api_key.tenant_id, subject(subject_id))).model_dump(mode="json")
+
+    @app.post("/v1/subjects/{subject_id}/erasure")
+    async def erase(subject_id: str, body: ErasureRequest, api_key: EraseKey) -> ErasureStarted:
+        handle = await client.erase(api_key.tenant_id, subject(subject_id), body.reason, body.request_id,
+                                    block_future_writes=body.block_future_writes)
+        return ErasureStarted(workflow_id=handle.id, ui_url=settings.workflow_url(handle.id))
+
+    @app.get("/v1/erasures/{request_id}")
+    async def erasure(request_id: str, api_key: EraseKey) -> dict[str, Any]:
+        return (await client.erasure_status(api_key.tenant_id, request_id)).model_dump(mode="json")
+
+    return app
+
+
+def serve_app(client: MemoryClient) -> ASGIApp:
+    """The app behind the body limit: what uvicorn serves."""
+    return BodyLimit(create_app(client))
