@@ -108,8 +108,10 @@ def test_a_trailing_newline_is_not_an_identifier():
 
 
 def test_as_of_and_limit_errors_are_one_line():
-    for argv in (["facts", "--tenant", "a", "--subject", "b", "--as-of", "2024-05-01T10:00:00"],
+    # (A time without a timezone is UTC, as on ingest: not an error.)
+    for argv in (["facts", "--tenant", "a", "--subject", "b", "--as-of", "2024-05-01 the 10th"],
                  ["facts", "--tenant", "a", "--subject", "b", "--as-of", "yesterday\nmidnight"],
                  ["recall", "--tenant", "a", "--subject", "b", "q", "--limit", "many"],
+                 ["recall", "--tenant", "a", "--subject", "b", "q", "--limit", "0"],
                  ["nope"], []):
         check_usage_error(argv)

@@ -85,6 +85,11 @@ def add_tooling_commands(sub: core.SubParsers) -> None:
     bench_recall.add_argument("--embedder", choices=("hashing", "e5-small"),
                               help="the embedder (default: the offline default)")
     bench_recall.add_argument("--json", action="store_true")
+    bench_http = bench_sub.add_parser("http", help="the HTTP API under a bounded local load: requests/s, p50/p99 "
+                                      "for append and context")
+    bench_http.add_argument("--concurrency", type=int, default=50, help="concurrent clients (default 50)")
+    bench_http.add_argument("--seconds", type=float, default=30.0, help="seconds per route (default 30)")
+    bench_http.add_argument("--json", action="store_true")
     bench_reembed = bench_sub.add_parser("reembed", help="an embedding-model change: re-embedding time at N "
                                          "memories, and LoCoMo recall before, without and after re-embedding")
     bench_reembed.add_argument("--memories", type=int, default=10_000, help="memories of the one subject (default 10000)")
@@ -278,6 +283,10 @@ async def _eval(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _bench(args: argparse.Namespace, settings: Settings) -> int:
+    if args.bench_name == "http":
+        from workers.evaluation.http_bench import http_bench_command
+
+        return await http_bench_command(args, settings)
     if args.bench_name == "reembed":
         if args.source == args.target:
             raise ValueError("--source and --target name the same embedder: nothing to re-embed")

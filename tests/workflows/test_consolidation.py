@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from temporalio.client import WorkflowFailureError
 
+from agent_memory import contract
 from agent_memory.db import tenant_transaction
+from agent_memory.models import ConsolidationInput, ConsolidationResult
 from tests.sessions import session
 from workflows.consolidation import ConsolidationWorkflow
 
@@ -95,8 +98,14 @@ async def test_runs_lists_workflows_with_the_ui_visibility_query(client, tenant,
 
 async def test_a_failed_run_and_a_resumed_session_are_consolidated_again(client, tenant, running_worker):
     async with running_worker():
-        # The hook fired before the messages were stored: that run fails for good…
-        early = await client.end_session(tenant, "eve", "s-late")
+        # The hook fired before the messages were stored: refused at once, nothing started…
+        with pytest.raises(LookupError, match="no session 's-late'"):
+            await client.end_session(tenant, "eve", "s-late")
+        # …and a run that starts anyway (an idle timer racing the append) fails for good…
+        early = await client.services.temporal.start_workflow(
+            contract.CONSOLIDATION_WORKFLOW, ConsolidationInput(tenant_id=tenant, subject_id="eve", session_id="s-late"),
+            id=contract.consolidation_workflow_id(tenant, "s-late"), task_queue=client.task_queue,
+            result_type=ConsolidationResult)
         try:
             await client.consolidation_result(early)
             raise AssertionError("a run over a missing session should fail")
