@@ -130,6 +130,12 @@ async def confirm_candidate(pool: AsyncConnectionPool, keyring: KeyRing, *, tena
             raise CandidateNotFoundError(f"no candidate {candidate_id} of subject {subject_id!r}: "
                                          "`agent-memory facts --candidates --json` lists the candidate area")
         namespace, key, value, permanence, valid_until, evidence = row
+        # The write gate as it is now: a consent revoked (or a namespace dropped) since the
+        # candidate was held refuses its confirmation.
+        policy = await read_write_policy(conn, tenant_id)
+        consents = await active_consents(conn, tenant_id, subject_id)
+        if (gate := policy.withheld_reason(namespace, consents)) is not None:
+            raise WriteRefusedError(_REFUSALS[gate].format(namespace=namespace))
         name = f"{namespace}/{key}"
         memory_id = skey.memory_id("fact", name)
         now = datetime.now(UTC)
@@ -146,7 +152,8 @@ async def confirm_candidate(pool: AsyncConnectionPool, keyring: KeyRing, *, tena
             fields["promoted"] = True
         yield MemoryEvent(memory_id=memory_id, version=current + 1, namespace=namespace, name=name, occurred_at=now,
                           source_message_ids=tuple(evidence), operation_id=op.operation_id, actor=actor,
-                          actor_id=actor_id, extractor=("live-write", "1"),
+                          actor_id=actor_id, consent_id=policy.consent_for(namespace, consents),
+                          extractor=("live-write", "1"),
                           payload=(FactSuperseded if active else FactCreated).model_validate(fields))
         promoted = await promoted_candidate_event(conn, skey, namespace, key, value, now, op.operation_id)
         if promoted is not None:

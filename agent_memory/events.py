@@ -204,8 +204,9 @@ async def memory_version(conn: psycopg.AsyncConnection, tenant_id: str, memory_i
     its events (0: no event yet). A late commit that expects 0 can then never re-create a swept
     episode or note."""
     cur = await conn.execute("SELECT greatest((SELECT max(aggregate_version) FROM memory_events "
-                             "WHERE tenant_id = %s AND memory_id = %s), (SELECT version FROM forgotten_memories "
-                             "WHERE tenant_id = %s AND memory_id = %s AND state = 'swept'), 0)",
+                             "WHERE tenant_id = %s AND memory_id = %s), (SELECT greatest(CASE WHEN state = 'swept' "
+                             "THEN version END, swept_before_version) FROM forgotten_memories "
+                             "WHERE tenant_id = %s AND memory_id = %s), 0)",
                              (tenant_id, memory_id, tenant_id, memory_id))
     row = await cur.fetchone()
     return int(row[0]) if row else 0
@@ -243,9 +244,12 @@ async def read_subject_events(conn: psycopg.AsyncConnection, key: SubjectKey, *,
     a gap, a payload that does not decrypt or an unknown event raises EventLogError (a rebuild
     must fail loudly rather than diverge silently from the write path). A swept memory's events
     are gone up to its tombstone's version: a later life of the memory starts after it."""
+    # The version a swept memory's surviving log starts after (a later life forgotten again
+    # keeps its first sweep in swept_before_version).
     cur = await conn.execute(
-        "SELECT memory_id, version FROM forgotten_memories WHERE tenant_id = %s AND subject_id = %s "
-        "AND state = 'swept' AND (%s::uuid IS NULL OR memory_id = %s)",
+        "SELECT memory_id, CASE WHEN state = 'swept' THEN version ELSE swept_before_version END "
+        "FROM forgotten_memories WHERE tenant_id = %s AND subject_id = %s "
+        "AND (state = 'swept' OR swept_before_version IS NOT NULL) AND (%s::uuid IS NULL OR memory_id = %s)",
         (key.tenant_id, key.subject_id, memory_id, memory_id))
     last: dict[uuid.UUID, int] = {m: int(v) for m, v in await cur.fetchall()}
     cur = await conn.execute(

@@ -26,7 +26,9 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
 from agent_memory.apply import apply_event
+from agent_memory.crypto import SubjectKey
 from agent_memory.events import (
+    FACT_EVENTS,
     LIFECYCLE_EVENTS,
     EpisodeCreated,
     MemoryEvent,
@@ -154,42 +156,69 @@ async def forget_memory(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_i
             swept = row is not None and row.subject_id == subject_id
             raise MemoryNotFoundError(f"no memory {mid} of subject {subject_id!r} in tenant {tenant_id!r}"
                                       + (" (it was swept: forgotten for good)" if swept else ""))
-        namespace, version, key_digest = latest
-        events = await read_subject_events(conn, key, memory_id=mid)
-        kind = _kind(events)
-        sessions = sorted({s for e in events if (s := getattr(e.payload, "session_id", None))})
         now = datetime.now(UTC)
-        # Rows are counted before the forget's own apply removes them (the receipt's figure).
-        cur = await conn.execute(
-            "SELECT (SELECT count(*) FROM facts WHERE tenant_id = %(t)s AND memory_id = %(m)s)"
-            " + (SELECT count(*) FROM episodes WHERE tenant_id = %(t)s AND memory_id = %(m)s)"
-            " + (SELECT count(*) FROM observations WHERE tenant_id = %(t)s AND memory_id = %(m)s)"
-            " + (SELECT count(*) FROM memory_search WHERE tenant_id = %(t)s AND memory_id = %(m)s)",
-            {"t": tenant_id, "m": mid})
-        counted = await cur.fetchone()
-        event = MemoryEvent(memory_id=mid, version=version + 1, namespace=namespace, key_digest=key_digest,
-                            occurred_at=now, source_message_ids=(), operation_id=f"forget/{mid}/{version + 1}",
-                            actor=actor, actor_id=actor_id,
-                            payload=MemoryForgotten(memory_kind=kind, reason=reason))
-        await record_event(conn, key, event)  # append + apply: the projection rows go (outbox first)
-        cur = await conn.execute("DELETE FROM memory_vectors WHERE tenant_id = %s AND memory_id = %s",
-                                 (tenant_id, mid))
-        vectors = cur.rowcount
-        await conn.execute(
-            """
-            INSERT INTO forgotten_memories (tenant_id, subject_id, memory_id, memory_kind, version, session_ids,
-                                            forgotten_at, actor, actor_id, state)
-            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, 'forgotten')
-            ON CONFLICT (tenant_id, memory_id) DO UPDATE
-               SET version = EXCLUDED.version, forgotten_at = EXCLUDED.forgotten_at, actor = EXCLUDED.actor,
-                   actor_id = EXCLUDED.actor_id, state = 'forgotten', swept_at = NULL, residue = NULL,
-                   session_ids = ARRAY(SELECT DISTINCT unnest(forgotten_memories.session_ids
-                                                              || EXCLUDED.session_ids) ORDER BY 1)
-            """, (tenant_id, subject_id, mid, kind, version + 1, sessions, now, actor, actor_id))
+        kind, version, counted, vectors, fact_key = await _forget_one(conn, key, mid, latest, reason, actor, actor_id,
+                                                                      now)
+        if fact_key is not None:
+            # The key's candidate area holds values of the same fact (held, or promoted into it):
+            # forgotten with it, or a forgotten value would still be listed, and exported.
+            cur = await conn.execute(
+                "SELECT DISTINCT f.memory_id FROM facts f WHERE f.tenant_id = %s AND f.subject_id = %s "
+                "AND f.namespace = %s AND f.key = %s AND f.status IN ('candidate', 'promoted') AND f.memory_id <> %s",
+                (tenant_id, subject_id, fact_key[0], fact_key[1], mid))
+            for (candidate_id,) in await cur.fetchall():
+                candidate_latest = await _latest_event(conn, tenant_id, subject_id, candidate_id)
+                if candidate_latest is not None:
+                    await _forget_one(conn, key, candidate_id, candidate_latest, reason, actor, actor_id, now)
     return ForgetResult(tenant_id=tenant_id, subject_id=subject_id, memory_id=str(mid), memory_kind=kind,
-                        version=version + 1, forgotten_at=now, restorable_until=now + grace,
-                        already_forgotten=False, projection_rows_removed=int(counted[0]) if counted else 0,
-                        vectors_removed=vectors)
+                        version=version, forgotten_at=now, restorable_until=now + grace,
+                        already_forgotten=False, projection_rows_removed=counted, vectors_removed=vectors)
+
+
+async def _forget_one(conn: psycopg.AsyncConnection, key: SubjectKey, mid: uuid.UUID, latest: tuple[str, int, str],
+                      reason: str | None, actor: Actor, actor_id: str | None,
+                      now: datetime) -> tuple[MemoryKind, int, int, int, tuple[str, str] | None]:
+    """Forget one memory inside the caller's subject scope: (kind, forget version, projection rows
+    removed, vectors removed, the fact's namespace and key when it is a fact)."""
+    tenant_id, subject_id = key.tenant_id, key.subject_id
+    namespace, version, key_digest = latest
+    events = await read_subject_events(conn, key, memory_id=mid)
+    kind = _kind(events)
+    sessions = sorted({s for e in events if (s := getattr(e.payload, "session_id", None))})
+    keys = [(p.namespace, p.key) for e in events if isinstance(p := e.payload, FACT_EVENTS) and p.key]
+    fact_key = keys[0] if kind == "fact" and keys else None
+    # Rows are counted before the forget's own apply removes them (the receipt's figure).
+    cur = await conn.execute(
+        "SELECT (SELECT count(*) FROM facts WHERE tenant_id = %(t)s AND memory_id = %(m)s)"
+        " + (SELECT count(*) FROM episodes WHERE tenant_id = %(t)s AND memory_id = %(m)s)"
+        " + (SELECT count(*) FROM observations WHERE tenant_id = %(t)s AND memory_id = %(m)s)"
+        " + (SELECT count(*) FROM memory_search WHERE tenant_id = %(t)s AND memory_id = %(m)s)",
+        {"t": tenant_id, "m": mid})
+    counted = await cur.fetchone()
+    event = MemoryEvent(memory_id=mid, version=version + 1, namespace=namespace, key_digest=key_digest,
+                        occurred_at=now, source_message_ids=(), operation_id=f"forget/{mid}/{version + 1}",
+                        actor=actor, actor_id=actor_id,
+                        payload=MemoryForgotten(memory_kind=kind, reason=reason))
+    await record_event(conn, key, event)  # append + apply: the projection rows go (outbox first)
+    cur = await conn.execute("DELETE FROM memory_vectors WHERE tenant_id = %s AND memory_id = %s", (tenant_id, mid))
+    vectors = cur.rowcount
+    await conn.execute(
+        """
+        INSERT INTO forgotten_memories (tenant_id, subject_id, memory_id, memory_kind, version, session_ids,
+                                        forgotten_at, actor, actor_id, state)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, 'forgotten')
+        ON CONFLICT (tenant_id, memory_id) DO UPDATE
+           SET swept_before_version = CASE WHEN forgotten_memories.state = 'swept'
+                                           THEN forgotten_memories.version
+                                           ELSE forgotten_memories.swept_before_version END,
+               swept_before_at = CASE WHEN forgotten_memories.state = 'swept' THEN forgotten_memories.forgotten_at
+                                      ELSE forgotten_memories.swept_before_at END,
+               version = EXCLUDED.version, forgotten_at = EXCLUDED.forgotten_at, actor = EXCLUDED.actor,
+               actor_id = EXCLUDED.actor_id, state = 'forgotten', swept_at = NULL, residue = NULL,
+               session_ids = ARRAY(SELECT DISTINCT unnest(forgotten_memories.session_ids
+                                                          || EXCLUDED.session_ids) ORDER BY 1)
+        """, (tenant_id, subject_id, mid, kind, version + 1, sessions, now, actor, actor_id))
+    return kind, version + 1, int(counted[0]) if counted else 0, vectors, fact_key
 
 
 async def restore_memory(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_id: str, subject_id: str,
@@ -226,7 +255,15 @@ async def restore_memory(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_
             memory_id=mid, version=last.version + 1, namespace=last.namespace, key_digest=await _key_digest(conn, mid),
             occurred_at=datetime.now(UTC), source_message_ids=(), operation_id=f"restore/{mid}/{last.version + 1}",
             actor=actor, actor_id=actor_id, payload=MemoryRestored(reason=reason)))
-        await conn.execute("DELETE FROM forgotten_memories WHERE tenant_id = %s AND memory_id = %s", (tenant_id, mid))
+        # A memory swept once before keeps that tombstone (what was said before that sweep stays
+        # held back); any other restored memory has no row any more.
+        cur = await conn.execute(
+            "UPDATE forgotten_memories SET state = 'swept', version = swept_before_version, "
+            "forgotten_at = swept_before_at, swept_before_version = NULL, swept_before_at = NULL "
+            "WHERE tenant_id = %s AND memory_id = %s AND swept_before_version IS NOT NULL", (tenant_id, mid))
+        if cur.rowcount == 0:
+            await conn.execute("DELETE FROM forgotten_memories WHERE tenant_id = %s AND memory_id = %s",
+                               (tenant_id, mid))
     return RestoreResult(tenant_id=tenant_id, subject_id=subject_id, memory_id=str(mid), memory_kind=row.memory_kind,
                          version=last.version + 1, events_reapplied=len(earlier))
 

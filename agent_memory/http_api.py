@@ -23,12 +23,13 @@ from fastapi import Depends, FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from agent_memory import contract
-from agent_memory.api_keys import ApiKey, ApiKeyError, KeyScope, verify_key
+from agent_memory.api_keys import ApiKey, ApiKeyError, KeyScope, allows, verify_key
 from agent_memory.client import MemoryClient
 from agent_memory.corrections import MemoryForgottenError, WriteRefusedError
 from agent_memory.erasure import ErasureRequestConflictError
@@ -72,17 +73,18 @@ class BodyLimit:
             message = await receive()
             seen += len(message.get("body", b""))
             if seen > self.limit:
-                raise _TooLarge()
+                raise _TooLarge(self.limit)
             return message
 
-        try:
-            await self.app(scope, counted, send)
-        except _TooLarge:
-            await too_big(scope, receive, send)
+        await self.app(scope, counted, send)
 
 
-class _TooLarge(Exception):
-    pass
+class _TooLarge(HTTPException):
+    """Raised while the app reads a chunked body past the limit. An HTTPException, so FastAPI's
+    body parsing lets it through (it turns any other error into a 400)."""
+
+    def __init__(self, limit: int):
+        super().__init__(413, f"the body is over {limit:,} bytes: send fewer messages per request")
 
 
 class AppendRequest(BaseModel):
@@ -170,6 +172,11 @@ def create_app(client: MemoryClient) -> FastAPI:
     app.state.client = client
     settings = client.services.settings
 
+    @app.exception_handler(HTTPException)
+    async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
+        titles = {404: "Not found", 405: "Method not allowed", 413: "Request body too large"}
+        return problem(exc.status_code, titles.get(exc.status_code, "HTTP error"), str(exc.detail))
+
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
         errors = [{"field": ".".join(str(p) for p in e["loc"] if p != "body"), "message": e["msg"]}
@@ -209,6 +216,8 @@ def create_app(client: MemoryClient) -> FastAPI:
     async def run(workflow_id: str, api_key: ReadKey) -> RunStatus:
         if contract.workflow_id_tenant(workflow_id) != api_key.tenant_id:
             raise LookupError(f"no run {workflow_id!r} of this key's tenant")
+        if workflow_id.startswith("erase/") and not allows(api_key.scope, "erase"):
+            raise PermissionError(f"this key's scope is {api_key.scope!r}; an erasure's run needs 'erase'")
         handle = client.services.temporal.get_workflow_handle(workflow_id)
         try:
             status = (await handle.describe()).status

@@ -10,7 +10,6 @@ API: read for `recall`, `context` and `facts`; write for `remember` and `end_ses
 from __future__ import annotations
 
 import functools
-import hashlib
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
@@ -19,12 +18,12 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 
-from agent_memory.api_keys import ApiKey, KeyScope, allows
+from agent_memory.api_keys import ApiKey, KeyScope, verify_key
 from agent_memory.client import MemoryClient
 from agent_memory.corrections import MemoryForgottenError, WriteRefusedError
 from agent_memory.db import tenant_transaction
 from agent_memory.events import VersionConflictError
-from agent_memory.evidence import AppendConflictError, MessageConflictError, SessionOwnerError
+from agent_memory.evidence import NO_PARENT, AppendConflictError, MessageConflictError, SessionOwnerError
 from agent_memory.models import Message, Session, check_identifier
 from agent_memory.scope import SubjectErasedError
 
@@ -40,7 +39,8 @@ INSTRUCTIONS = (
 class Turn(BaseModel):
     role: Literal["user", "assistant"]
     content: str = Field(min_length=1, max_length=100_000)
-    message_id: str | None = Field(default=None, description="your id of the message; default: derived from it")
+    message_id: str | None = Field(default=None, description="your id of the message, which makes a retry a "
+                                                               "duplicate; default: its position in the session")
     created_at: datetime | None = None
 
 
@@ -59,42 +59,48 @@ def _answers(tool: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
     return answered
 
 
-def build_mcp_server(client: MemoryClient, key: ApiKey) -> MCPServer:
+def build_mcp_server(client: MemoryClient, key: ApiKey, token: str) -> MCPServer:
     server = MCPServer(name="agent-memory", instructions=INSTRUCTIONS, version="1")
     tenant = key.tenant_id
 
-    def need(scope: KeyScope) -> None:
-        if not allows(key.scope, scope):
-            raise PermissionError(f"this key's scope is {key.scope!r}; the tool needs {scope!r}")
+    async def need(scope: KeyScope) -> None:
+        # Checked again on every call: a key revoked (or narrowed) while the server runs stops at once.
+        await verify_key(client.services.pool, token, scope)
 
     @server.tool(description="Append turns of a conversation (idempotent by message id).")
     @_answers
     async def remember(subject: str, session: str, turns: list[Turn]) -> dict[str, Any]:
-        need("write")
+        await need("write")
         check_identifier("subject", subject)
         check_identifier("session", session)
-        ids = [t.message_id or f"{session}:{hashlib.sha256(f'{t.role}{t.content}'.encode()).hexdigest()[:16]}"
-               for t in turns]
+        given = [t.message_id for t in turns if t.message_id]
         async with tenant_transaction(client.services.pool, tenant) as conn:
-            cur = await conn.execute("SELECT coalesce(max(turn_index) + 1, 0), "
-                                     "coalesce(array_agg(message_id) FILTER (WHERE message_id = ANY(%s)), '{}') "
-                                     "FROM messages WHERE tenant_id = %s AND session_id = %s", (ids, tenant, session))
+            cur = await conn.execute(
+                "SELECT coalesce(max(turn_index) + 1, 0), "
+                "(SELECT message_id FROM messages WHERE tenant_id = %s AND session_id = %s "
+                " ORDER BY turn_index DESC LIMIT 1), "
+                "coalesce(array_agg(message_id) FILTER (WHERE message_id = ANY(%s)), '{}') "
+                "FROM messages WHERE tenant_id = %s AND session_id = %s", (tenant, session, given, tenant, session))
             row = await cur.fetchone()
-        start, stored = (int(row[0]), set(row[1])) if row else (0, set())
+        start, parent, stored = (int(row[0]), row[1], set(row[2])) if row else (0, None, set())
         now = datetime.now(UTC)
-        # A turn sent again (its id is stored) is a duplicate, not a new turn.
-        fresh = [(i, t) for i, t in zip(ids, turns, strict=True) if i not in stored]
-        messages = [Message(message_id=i, turn_index=start + n, role=t.role, content=t.content,
-                            created_at=t.created_at or now) for n, (i, t) in enumerate(fresh)]
+        # A turn whose id is stored already is a duplicate (a retry). A turn without an id is a new
+        # message, named by its position, so "yes" said twice is two turns. The append expects
+        # the session's last message as it was read: a concurrent `remember` conflicts instead of
+        # taking the same positions.
+        fresh = [t for t in turns if not (t.message_id and t.message_id in stored)]
+        messages = [Message(message_id=t.message_id or f"{session}:{start + n}", turn_index=start + n, role=t.role,
+                            content=t.content, created_at=t.created_at or now) for n, t in enumerate(fresh)]
         if not messages:
             return {"session_id": session, "inserted": 0, "duplicates": len(turns)}
-        result = await client.append_messages(tenant, subject, Session(session_id=session, messages=messages))
+        result = await client.append_messages(tenant, subject, Session(session_id=session, messages=messages),
+                                              expected_parent=parent or NO_PARENT)
         return {**result.model_dump(mode="json"), "duplicates": result.duplicates + len(turns) - len(fresh)}
 
     @server.tool(description="The conversation is over: consolidate it into memory (returns the workflow id).")
     @_answers
     async def end_session(subject: str, session: str) -> dict[str, Any]:
-        need("write")
+        await need("write")
         handle = await client.end_session(tenant, subject, session)
         return {"workflow_id": handle.id, "ui_url": client.services.settings.workflow_url(handle.id)}
 
@@ -102,26 +108,26 @@ def build_mcp_server(client: MemoryClient, key: ApiKey) -> MCPServer:
                              "sessions and notes, each with the ids of the messages it cites.")
     @_answers
     async def context(subject: str, query: str, budget: int | None = None) -> dict[str, Any]:
-        need("read")
+        await need("read")
         assembled = await client.context(tenant, subject, query, token_budget=budget)
         return {"text": assembled.text, "items": [i.model_dump(mode="json") for i in assembled.items]}
 
     @server.tool(description="Current facts about the person, with validity and evidence.")
     @_answers
     async def facts(subject: str) -> list[dict[str, Any]]:
-        need("read")
+        await need("read")
         return [f.model_dump(mode="json") for f in await client.facts(tenant, subject)]
 
     @server.tool(description="Facts and the past sessions nearest a query.")
     @_answers
     async def recall(subject: str, query: str, limit: int = 5) -> dict[str, Any]:
-        need("read")
+        await need("read")
         return (await client.recall(tenant, subject, query, limit=limit)).model_dump(mode="json")
 
     @server.tool(description="Operator only: forget one memory now (restorable within the grace period).")
     @_answers
     async def forget(subject: str, memory_id: str, reason: str | None = None) -> dict[str, Any]:
-        need("erase")
+        await need("erase")
         done = await client.forget(tenant, subject, memory_id, reason=reason, actor_id=f"mcp:{key.key_id}")
         return done.model_dump(mode="json")
 

@@ -188,7 +188,9 @@ async def decide_fact_events(conn: psycopg.AsyncConnection, key: SubjectKey, *, 
     kept_out: dict[str, int] = {} if withheld is None else withheld
     for decision in plan.decisions:
         fact = extraction.facts[decision.fact_index]
-        if (gate := policy.withheld_reason(decision.namespace, consents)) is not None:
+        # Only what stores a value is gated: an end (a retraction) always goes through.
+        gate = None if decision.action == "end" else policy.withheld_reason(decision.namespace, consents)
+        if gate is not None:
             kept_out[gate] = kept_out.get(gate, 0) + 1
             continue
         candidate = decision.action == "candidate"
@@ -196,8 +198,11 @@ async def decide_fact_events(conn: psycopg.AsyncConnection, key: SubjectKey, *, 
             else f"{decision.namespace}/{decision.key}"
         memory_id = key.memory_id("candidate" if candidate else "fact", name)
         current = await memory_version(conn, key.tenant_id, memory_id)
-        expected = writable_version(await forgotten_state(conn, key.tenant_id, memory_id),
-                                    decision.expected_version, fact.observed_at)
+        # A candidate of a forgotten fact is held back as the fact is (its value is the fact's).
+        forgotten = await forgotten_state(conn, key.tenant_id, memory_id) or (
+            await forgotten_state(conn, key.tenant_id, key.memory_id("fact", f"{decision.namespace}/{decision.key}"))
+            if candidate else None)
+        expected = writable_version(forgotten, decision.expected_version, fact.observed_at)
         if expected is None:
             # Ids only in the log line: the value is user content.
             log.info("held back a value of forgotten memory %s (session %s)", memory_id, session_id)

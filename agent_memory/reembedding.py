@@ -200,7 +200,7 @@ async def _mark(conn: psycopg.AsyncConnection, tenant_id: str, model: str, state
 # The text a vector embeds, as the projector reads it from the projections.
 _ITEMS = """
     SELECT v.memory_id, v.memory_kind, v.version, v.subject_id, f.namespace, f.key,
-           CASE v.memory_kind WHEN 'episode' THEN e.summary WHEN 'observation' THEN o.text ELSE f.value END
+           CASE v.memory_kind WHEN 'episode' THEN e.summary WHEN 'observation' THEN o.text ELSE f.value END AS text
       FROM memory_vectors v
       LEFT JOIN facts f ON v.memory_kind = 'fact' AND f.tenant_id = v.tenant_id AND f.memory_id = v.memory_id
                        AND f.version = v.version
@@ -275,7 +275,8 @@ async def switch_model(pool: AsyncConnectionPool, request: SwitchModelInput) -> 
     memory still there) has its target twin; else nothing changes and `missing` says how many."""
     t = request.tenant_id
     async with tenant_transaction(pool, t) as conn:
-        cur = await conn.execute(f"SELECT count(*) FROM ({_ITEMS}) missing",
+        # A source vector whose memory row is gone (nothing to embed) is not missing: it goes below.
+        cur = await conn.execute(f"SELECT count(*) FROM ({_ITEMS}) missing WHERE missing.text IS NOT NULL",
                                  {"t": t, "source": request.source_model, "target": request.target_model})
         (missing,) = await fetch_one(cur)
         if missing:

@@ -356,3 +356,57 @@ async def test_the_schedules_commands(services, task_queue):
     assert again.returncode == 0 and "every Schedule exists" in again.stdout
     for schedule_id in by_id:  # they would fire on this test's queue later
         await services.temporal.get_schedule_handle(schedule_id).delete()
+
+
+async def test_a_forged_tombstone_opens_no_event_and_a_fact_takes_its_candidates_along(client, services, tenant):
+    import psycopg
+
+    await commit_written_out(services, tenant, "f1", said("Oslo", datetime(2024, 3, 1, 9, tzinfo=UTC), "f1:1"))
+    oslo = await home_fact(client, tenant)
+    # The app role cannot forge a swept tombstone to delete a memory's history.
+    async with tenant_transaction(services.pool, tenant) as conn:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            async with conn.transaction():
+                await conn.execute(
+                    "INSERT INTO forgotten_memories (tenant_id, subject_id, memory_id, memory_kind, version, "
+                    "forgotten_at, actor, state) VALUES (%s, %s, %s, 'fact', 99, now(), 'operator', 'swept')",
+                    (tenant, SUBJECT, uuid.UUID(oslo.memory_id)))
+        await conn.execute(
+            "INSERT INTO forgotten_memories (tenant_id, subject_id, memory_id, memory_kind, version, forgotten_at, "
+            "actor, state) VALUES (%s, %s, %s, 'fact', 99, now(), 'operator', 'forgotten')",
+            (tenant, SUBJECT, uuid.UUID(oslo.memory_id)))
+        await conn.execute("UPDATE forgotten_memories SET state = 'swept' WHERE tenant_id = %s", (tenant,))
+        cur = await conn.execute("DELETE FROM memory_events WHERE tenant_id = %s", (tenant,))
+        assert cur.rowcount == 0  # no MemoryForgotten event at version 99: nothing opens
+        await conn.execute("DELETE FROM forgotten_memories WHERE tenant_id = %s", (tenant,))
+    # A weaker value waits as a candidate of the same key; forgetting the fact forgets it too.
+    weak = said("Bergen", datetime(2024, 3, 2, 9, tzinfo=UTC), "f1:2").model_copy(
+        update={"claim_type": "inference", "confidence": 0.5})
+    await commit_written_out(services, tenant, "f2", weak)
+    assert {f.value for f in await client.facts(tenant, SUBJECT, candidates=True)} == {"Oslo", "Bergen"}
+    await client.forget(tenant, SUBJECT, oslo.memory_id)
+    assert await client.facts(tenant, SUBJECT, candidates=True, history=True) == []
+    assert {f.state for f in await client.forgotten(tenant, SUBJECT)} == {"forgotten"}
+    assert len(await client.forgotten(tenant, SUBJECT)) == 2
+    # A re-run of the old session brings back neither the fact nor its candidate.
+    again = await commit_written_out(services, tenant, "f2-rerun", weak)
+    assert again.events_appended == 0 and again.withheld == {"forgotten": 1}
+
+
+async def test_a_restore_after_a_second_life_keeps_the_first_tombstone(client, services, tenant, running_worker):
+    await commit_written_out(services, tenant, "g1", said("Oslo", datetime(2024, 3, 1, 9, tzinfo=UTC), "g1:1"))
+    oslo = await home_fact(client, tenant)
+    await client.forget(tenant, SUBJECT, oslo.memory_id)
+    async with running_worker():
+        await client.sweep(grace_seconds=0, retention=False)
+    [first] = await client.forgotten(tenant, SUBJECT)
+    await commit_written_out(services, tenant, "g9", said("Bergen", datetime.now(UTC), "g1:1"))  # a second life
+    await client.forget(tenant, SUBJECT, oslo.memory_id)
+    await client.restore(tenant, SUBJECT, oslo.memory_id)
+    assert (await home_fact(client, tenant)).value == "Bergen"
+    [kept] = await client.forgotten(tenant, SUBJECT)
+    assert (kept.state, kept.version, kept.forgotten_at) == ("swept", first.version, first.forgotten_at)
+    rerun = await commit_written_out(services, tenant, "g1-rerun", said("Oslo", datetime(2024, 3, 1, 9, tzinfo=UTC),
+                                                                        "g1:1"))
+    assert rerun.events_appended == 0  # what was said before the sweep stays held back
+    assert (await home_fact(client, tenant)).value == "Bergen"

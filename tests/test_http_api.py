@@ -99,6 +99,14 @@ async def test_errors_name_the_field_and_the_body_is_limited(client, services, t
                                headers={**bearer(writer), "content-type": "application/json"},
                                content=b"{" + b" " * (MAX_BODY_BYTES + 10) + b"}")
         assert huge.status_code == 413 and "over 1,000,000 bytes" in huge.json()["detail"]
+
+        async def chunks():  # no Content-Length: counted as it arrives
+            for _ in range(20):
+                yield b" " * 100_000
+
+        chunked = await http.post("/v1/subjects/lin/sessions/h1/messages",
+                                  headers={**bearer(writer), "content-type": "application/json"}, content=chunks())
+        assert chunked.status_code == 413 and chunked.headers["content-type"] == "application/problem+json"
         unknown = await http.post("/v1/subjects/lin/sessions/nope/end", headers=bearer(writer))
         assert unknown.status_code == 404 and "no session 'nope'" in unknown.json()["detail"]
 
@@ -115,6 +123,7 @@ async def test_a_key_of_one_tenant_reaches_nothing_of_another(client, services, 
         assert (await http.get("/v1/subjects/lin/facts", headers=bearer(intruder))).json() == []
         run = await http.get(f"/v1/runs/{ended.json()['workflow_id']}", headers=bearer(intruder))
         assert run.status_code == 404
+        reader = (await create_key(services.pool, other, "read")).token
         end = await http.post("/v1/subjects/lin/sessions/h1/end", headers=bearer(intruder))
         assert end.status_code == 404  # no such session in the intruder's tenant
         erased = await http.post("/v1/subjects/lin/erasure", headers=bearer(intruder), json={"reason": "x"})
@@ -128,6 +137,9 @@ async def test_a_key_of_one_tenant_reaches_nothing_of_another(client, services, 
         assert erase.status_code == 200
         receipt = await client.erasure_receipt(client.services.temporal.get_workflow_handle(
             erase.json()["workflow_id"], result_type=ErasureReceipt))
+        # A read key of the same tenant does not see an erasure's result.
+        hidden = await http.get(f"/v1/runs/{erase.json()['workflow_id']}", headers=bearer(reader))
+        assert hidden.status_code == 403
     assert receipt.residue_total == 0 and receipt.data_found
 
 

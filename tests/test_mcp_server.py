@@ -40,13 +40,18 @@ async def test_an_agent_remembers_ends_a_session_and_reads_memory_through_mcp(cl
             assert tools == {"remember", "end_session", "context", "facts", "recall", "forget"}
             remembered = payload(await mcp.call_tool("remember", {
                 "subject": "lin", "session": "m1",
-                "turns": [{"role": "user", "content": "I live in Oslo."},
+                "turns": [{"role": "user", "content": "I live in Oslo.", "message_id": "m1:a"},
                           {"role": "assistant", "content": "Noted."},
                           {"role": "user", "content": "I'm allergic to peanuts."}]}))
             assert remembered["inserted"] == 3
             again = payload(await mcp.call_tool("remember", {
-                "subject": "lin", "session": "m1", "turns": [{"role": "user", "content": "I live in Oslo."}]}))
-            assert again["inserted"] == 0  # the same turn: the same derived message id
+                "subject": "lin", "session": "m1",
+                "turns": [{"role": "user", "content": "I live in Oslo.", "message_id": "m1:a"}]}))
+            assert again["inserted"] == 0 and again["duplicates"] == 1  # a retry, by its id
+            twice = payload(await mcp.call_tool("remember", {
+                "subject": "lin", "session": "m1", "turns": [{"role": "user", "content": "yes"},
+                                                             {"role": "user", "content": "yes"}]}))
+            assert twice["inserted"] == 2  # without ids, every turn is a turn
             ended = payload(await mcp.call_tool("end_session", {"subject": "lin", "session": "m1"}))
             await client.consolidation_result(client.services.temporal.get_workflow_handle(ended["workflow_id"]))
             facts = payload(await mcp.call_tool("facts", {"subject": "lin"}))

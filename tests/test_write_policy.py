@@ -150,3 +150,20 @@ async def test_the_write_policy_and_consent_commands(services, tenant, task_queu
     stats = run_cli(services, "stats", "--tenant", tenant)
     assert "write gate withheld: nothing" in stats.stdout
     assert run_cli(services, "write-policy", "reset", "--tenant", tenant).returncode == 0
+
+
+async def test_a_revoked_consent_refuses_a_confirmation_but_lets_a_retraction_through(client, services, tenant):
+    await client.set_write_policy(tenant, WritePolicy(consent_namespaces=["health"],
+                                                      confirm_keys=["health/*"]))
+    await client.grant_consent(tenant, SUBJECT, "health", "form-9")
+    await commit(services, tenant, "r1", said("health", "medication", "ibuprofen", 1, "r1:1"))
+    await commit(services, tenant, "r2", said("health", "medication", "aspirin", 2, "r2:1"))  # waits: a confirm key
+    [candidate] = [f for f in await client.facts(tenant, SUBJECT, candidates=True) if f.status == "candidate"]
+    assert await client.revoke_consent(tenant, SUBJECT, "health")
+    with pytest.raises(WriteRefusedError, match="consent"):
+        await client.confirm_fact(tenant, SUBJECT, candidate.memory_id)
+    ended = ExtractedFact(namespace="health", key="medication", value="ibuprofen", operation="end",
+                          claim_type="explicit", confidence=0.9, evidence_message_ids=["r3:1"],
+                          observed_at=datetime(2024, 3, 3, 9, tzinfo=UTC))
+    outcome = await commit(services, tenant, "r3", ended)
+    assert outcome.withheld == {} and "health/medication" not in await current(client, tenant)

@@ -252,7 +252,7 @@ async def _mcp(args: argparse.Namespace, settings: Settings) -> int:
     async with running_stack(settings) as services:
         key = await verify_key(services.pool, settings.api_key, "read")
         client = MemoryClient(services, providers_for(services.settings).embedder)
-        await build_mcp_server(client, key).run_stdio_async()
+        await build_mcp_server(client, key, settings.api_key).run_stdio_async()
     return 0
 
 
