@@ -20,21 +20,17 @@ from pathlib import Path
 from typing import TypeVar
 
 import psycopg
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 from redis.exceptions import RedisError
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import TemporalError
 
 from agent_memory.api_keys import create_key, list_keys, revoke_key
 from agent_memory.client import MemoryClient
-from agent_memory.corrections import MemoryForgottenError, WriteRefusedError
-from agent_memory.erasure import ErasureRequestConflictError
-from agent_memory.evidence import AppendConflictError, MessageConflictError, SessionOwnerError
-from agent_memory.forgetting import ForgetResult, MemoryNotForgottenError, RestoreWindowClosedError
-from agent_memory.ingest import InputError, read_sessions
+from agent_memory.forgetting import ForgetResult
+from agent_memory.ingest import read_sessions
 from agent_memory.keyring import list_keks
 from agent_memory.models import ErasureStatus, FactRow, check_identifier
-from agent_memory.operations import SubjectErasedError
 from agent_memory.projection_models import ProjectionLag
 from agent_memory.prompt import BuiltPrompt
 from agent_memory.providers.openai_compat import providers_for
@@ -42,12 +38,8 @@ from agent_memory.recall_policy import PRESETS, policy_fields
 from agent_memory.retention import WORKING_MEMORY_HOURS, RetentionPolicy
 from agent_memory.services import Services, check_schema
 from agent_memory.settings import Settings
+from agent_memory.user_errors import USER_ERRORS
 from agent_memory.write_policy import WritePolicy
-
-USER_ERRORS = (InputError, MessageConflictError, AppendConflictError, SessionOwnerError, SubjectErasedError,
-               ErasureRequestConflictError, MemoryNotForgottenError, RestoreWindowClosedError, MemoryForgottenError,
-               WriteRefusedError,
-               ValueError, LookupError)
 
 SubParsers = argparse._SubParsersAction  # what add_subparsers returns; extensions add commands to it
 # A command that another layer adds (workers/cli.py: up, worker, demo, ...): parsed args, settings → exit code.
@@ -715,7 +707,7 @@ def main(argv: list[str] | None = None, *, parser: argparse.ArgumentParser | Non
     try:
         settings = Settings.from_env()
         return asyncio.run(_command(args, settings, commands or {}, open_services or configured_services))
-    except (*USER_ERRORS, ValidationError) as exc:
+    except USER_ERRORS as exc:  # pydantic's ValidationError is a ValueError
         print(f"agent-memory {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except WorkflowFailureError as exc:  # --wait on a run that failed: say why, in one line

@@ -15,7 +15,10 @@ under `/v1`.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import asyncio
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -31,14 +34,9 @@ from temporalio.service import RPCError, RPCStatusCode
 from agent_memory import contract
 from agent_memory.api_keys import ApiKey, ApiKeyError, KeyScope, allows, verify_key
 from agent_memory.client import MemoryClient
-from agent_memory.corrections import MemoryForgottenError, WriteRefusedError
-from agent_memory.erasure import ErasureRequestConflictError
-from agent_memory.events import VersionConflictError
-from agent_memory.evidence import AppendConflictError, MessageConflictError, SessionOwnerError
-from agent_memory.forgetting import MemoryNotForgottenError, RestoreWindowClosedError
 from agent_memory.models import Message as ChatMessage
 from agent_memory.models import Session, check_identifier
-from agent_memory.scope import SubjectErasedError
+from agent_memory.user_errors import USER_ERROR_TABLE
 
 MAX_BODY_BYTES = 1_000_000
 PROBLEM_TYPE = "https://github.com/agent-memory/agent-memory/blob/main/README.md#http-api"
@@ -133,23 +131,6 @@ class ErasureStarted(BaseModel):
     ui_url: str
 
 
-# Domain errors → (status, title). Order matters: subclasses first.
-ERRORS: list[tuple[type[Exception], int, str]] = [
-    (ApiKeyError, 401, "Unauthorized"),
-    (PermissionError, 403, "Forbidden"),
-    (WriteRefusedError, 403, "Refused by the tenant's write policy"),
-    (SubjectErasedError, 409, "Subject erased"),
-    (SessionOwnerError, 409, "Session of another subject"),
-    (AppendConflictError, 409, "Session moved on"),
-    (MessageConflictError, 409, "Message id reused with other content"),
-    (VersionConflictError, 409, "Version conflict"),
-    (MemoryForgottenError, 409, "Memory forgotten"),
-    (MemoryNotForgottenError, 409, "Memory not forgotten"),
-    (RestoreWindowClosedError, 409, "Grace period over"),
-    (ErasureRequestConflictError, 409, "Request id taken"),
-    (LookupError, 404, "Not found"),
-    (ValueError, 422, "Invalid input"),
-]
 
 
 def _key(needed: KeyScope) -> Callable[..., Awaitable[ApiKey]]:
@@ -184,7 +165,7 @@ def create_app(client: MemoryClient) -> FastAPI:
         first = errors[0] if errors else {"field": "body", "message": "invalid"}
         return problem(422, "Invalid input", f"{first['field']}: {first['message']}", errors=errors)
 
-    for error_type, status, title in ERRORS:
+    for error_type, status, title in USER_ERROR_TABLE:
         def handler(status: int = status, title: str = title) -> Callable[[Request, Exception], Awaitable[JSONResponse]]:
             async def handle(_: Request, exc: Exception) -> JSONResponse:
                 return problem(status, title, str(exc).strip().splitlines()[0] if str(exc).strip() else title)
@@ -292,3 +273,37 @@ def create_app(client: MemoryClient) -> FastAPI:
 def serve_app(client: MemoryClient) -> ASGIApp:
     """The app behind the body limit: what uvicorn serves."""
     return BodyLimit(create_app(client))
+
+
+def free_port(host: str = "127.0.0.1", wanted: int = 0) -> int:
+    """`wanted` when it can be bound on `host`, else a free port."""
+    with socket.socket() as probe:
+        try:
+            probe.bind((host, wanted))
+        except OSError:
+            probe.bind((host, 0))
+        return int(probe.getsockname()[1])
+
+
+@asynccontextmanager
+async def serving(client: MemoryClient, *, host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[int]:
+    """The API served by uvicorn in this event loop while the block runs; yields the port
+    (`port`, or a free one when it is 0 or taken). `up`, the benchmark and the tests use it."""
+    import uvicorn
+
+    port = free_port(host, port)
+    server = uvicorn.Server(uvicorn.Config(serve_app(client), host=host, port=port, log_level="warning",
+                                           lifespan="off"))
+    task = asyncio.create_task(server.serve())
+    for _ in range(400):  # up to 20 s
+        if server.started or task.done():
+            break
+        await asyncio.sleep(0.05)
+    if not server.started:
+        await task  # its error, if it failed to start
+        raise RuntimeError(f"the HTTP API did not start on {host}:{port}")
+    try:
+        yield port
+    finally:
+        server.should_exit = True
+        await task

@@ -20,12 +20,10 @@ from pydantic import BaseModel, Field
 
 from agent_memory.api_keys import ApiKey, KeyScope, verify_key
 from agent_memory.client import MemoryClient
-from agent_memory.corrections import MemoryForgottenError, WriteRefusedError
 from agent_memory.db import tenant_transaction
-from agent_memory.events import VersionConflictError
-from agent_memory.evidence import NO_PARENT, AppendConflictError, MessageConflictError, SessionOwnerError
+from agent_memory.evidence import NO_PARENT
 from agent_memory.models import Message, Session, check_identifier
-from agent_memory.scope import SubjectErasedError
+from agent_memory.user_errors import USER_ERRORS
 
 T = TypeVar("T")
 
@@ -44,9 +42,6 @@ class Turn(BaseModel):
     created_at: datetime | None = None
 
 
-# What a caller can fix: the tool answers with the message (other errors stay "Error executing tool").
-ANSWERED = (PermissionError, ValueError, LookupError, SubjectErasedError, SessionOwnerError, AppendConflictError,
-            MessageConflictError, VersionConflictError, MemoryForgottenError, WriteRefusedError)
 
 
 def _answers(tool: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
@@ -54,7 +49,7 @@ def _answers(tool: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
     async def answered(*args: Any, **kwargs: Any) -> T:
         try:
             return await tool(*args, **kwargs)
-        except ANSWERED as exc:
+        except USER_ERRORS as exc:  # the caller can fix it: the message (else "Error executing tool")
             raise ToolError(str(exc)) from None
     return answered
 

@@ -4,17 +4,14 @@ tenant A that can read, write or erase nothing of tenant B."""
 
 from __future__ import annotations
 
-import asyncio
-import socket
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import httpx
-import uvicorn
 
 from agent_memory.api_keys import create_key
-from agent_memory.http_api import MAX_BODY_BYTES, serve_app
+from agent_memory.http_api import MAX_BODY_BYTES, serving
 from agent_memory.models import ErasureReceipt
 
 MESSAGES = [{"message_id": "h1:1", "turn_index": 0, "role": "user", "content": "I live in Oslo.",
@@ -25,22 +22,8 @@ MESSAGES = [{"message_id": "h1:1", "turn_index": 0, "role": "user", "content": "
 
 @asynccontextmanager
 async def api(client) -> AsyncIterator[httpx.AsyncClient]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(serve_app(client), host="127.0.0.1", port=port, log_level="warning",
-                                           lifespan="off"))
-    task = asyncio.create_task(server.serve())
-    for _ in range(400):  # up to 20 s
-        if server.started:
-            break
-        await asyncio.sleep(0.05)
-    try:
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=120) as http:
-            yield http
-    finally:
-        server.should_exit = True
-        await task
+    async with serving(client) as port, httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=120) as http:
+        yield http
 
 
 def bearer(token: str) -> dict[str, str]:

@@ -133,38 +133,18 @@ async def run_worker_until_signal(services: Services, announce: str, providers: 
         if reembedding:
             print(f"re-embedding {len(reembedding)} tenant(s) under {embedder_model(providers.embedder)} "
                   "(agent-memory reembed --tenant T shows progress)", flush=True)
-        server, serving = None, None
-        if api_port is not None:
-            server, port = _api_server(services, providers.embedder, api_port)
-            serving = asyncio.create_task(server.serve())
-            announce = announce.replace("Ctrl-C", f"  HTTP API  http://127.0.0.1:{port}/v1 (keys: agent-memory keys "
-                                                  "create --tenant T)\nCtrl-C", 1)
-        print(announce, flush=True)
-        await stop.wait()
-        print("stopping…", flush=True)
-        if server is not None and serving is not None:
-            server.should_exit = True
-            await serving
+        async with contextlib.AsyncExitStack() as api:
+            if api_port is not None:
+                from agent_memory.client import MemoryClient
+                from agent_memory.http_api import serving
 
-
-def _api_server(services: Services, embedder: Any, port: int) -> tuple[Any, int]:
-    """uvicorn serving the HTTP API on 127.0.0.1: `port`, or a free one when it is taken."""
-    import socket
-
-    import uvicorn
-
-    from agent_memory.client import MemoryClient
-    from agent_memory.http_api import serve_app
-
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    config = uvicorn.Config(serve_app(MemoryClient(services, embedder)), host="127.0.0.1", port=port,
-                            log_level="warning", lifespan="off")
-    return uvicorn.Server(config), port
+                port = await api.enter_async_context(serving(MemoryClient(services, providers.embedder),
+                                                             port=api_port))
+                announce = announce.replace("Ctrl-C", f"  HTTP API  http://127.0.0.1:{port}/v1 (keys: agent-memory "
+                                                      "keys create --tenant T)\nCtrl-C", 1)
+            print(announce, flush=True)
+            await stop.wait()
+            print("stopping…", flush=True)
 
 
 async def _up(args: argparse.Namespace, settings: Settings) -> int:
@@ -232,9 +212,9 @@ async def _serve(args: argparse.Namespace, settings: Settings) -> int:
 
     async with running_stack(settings) as services:
         client = MemoryClient(services, providers_for(services.settings).embedder)
-        config = uvicorn.Config(serve_app(client), host=args.host, port=args.port, log_level="warning",
-                                lifespan="off")
-        server = uvicorn.Server(config)
+        # Its own uvicorn loop (signals, graceful shutdown), unlike `up`'s background server.
+        server = uvicorn.Server(uvicorn.Config(serve_app(client), host=args.host, port=args.port,
+                                               log_level="warning", lifespan="off"))
         print(f"agent-memory HTTP API on http://{args.host}:{args.port}/v1 (OpenAPI /v1/openapi.json); "
               "keys: agent-memory keys create --tenant T", flush=True)
         await server.serve()

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import socket
 import statistics
 import time
 from datetime import UTC, datetime, timedelta
@@ -25,7 +24,7 @@ from pydantic import BaseModel
 
 from agent_memory.api_keys import create_key
 from agent_memory.client import MemoryClient
-from agent_memory.http_api import serve_app
+from agent_memory.http_api import serving
 from agent_memory.providers.openai_compat import providers_for
 from agent_memory.services import Services
 from agent_memory.settings import Settings
@@ -68,70 +67,59 @@ def _figures(route: str, times: list[float], errors: int, seconds: float) -> Rou
 
 
 async def run_http_bench(services: Services, *, concurrency: int = 50, seconds: float = 30.0) -> HttpBenchReport:
-    import httpx
-    import uvicorn
-
     client = MemoryClient(services, providers_for(services.settings).embedder, task_queue="bench-http")
     token = (await create_key(services.pool, TENANT, "write")).token
     headers = {"Authorization": f"Bearer {token}"}
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(serve_app(client), host="127.0.0.1", port=port, log_level="error",
-                                           lifespan="off"))
-    serving = asyncio.create_task(server.serve())
-    for _ in range(400):
-        if server.started:
-            break
-        await asyncio.sleep(0.05)
-    base = f"http://127.0.0.1:{port}"
+    async with serving(client) as port:
+        return await _load(services, client, headers, f"http://127.0.0.1:{port}", concurrency, seconds)
+
+
+async def _load(services: Services, client: MemoryClient, headers: dict[str, str], base: str, concurrency: int,
+                seconds: float) -> HttpBenchReport:
+    import httpx
+
     origin = datetime(2024, 5, 1, tzinfo=UTC)
-    routes: list[RouteFigures] = []
-    try:
-        async with build_worker(services, task_queue="bench-http"), httpx.AsyncClient(base_url=base) as http:
-            for n, line in enumerate(LINES):  # the context route's subject: a few consolidated sessions
-                session = f"seed-{n}"
-                await http.post(f"/v1/subjects/lin/sessions/{session}/messages", headers=headers, json={"messages": [
-                    {"message_id": f"{session}:1", "turn_index": 0, "role": "user", "content": line,
-                     "created_at": (origin + timedelta(days=n)).isoformat()}]})
-                ended = await http.post(f"/v1/subjects/lin/sessions/{session}/end", headers=headers)
-                await client.consolidation_result(services.temporal.get_workflow_handle(ended.json()["workflow_id"]))
-            await client.wait_for_projection(TENANT, "lin", timeout=600)
+    async with build_worker(services, task_queue="bench-http"), httpx.AsyncClient(base_url=base) as http:
+        for n, line in enumerate(LINES):  # the context route's subject: a few consolidated sessions
+            session = f"seed-{n}"
+            await http.post(f"/v1/subjects/lin/sessions/{session}/messages", headers=headers, json={"messages": [
+                {"message_id": f"{session}:1", "turn_index": 0, "role": "user", "content": line,
+                 "created_at": (origin + timedelta(days=n)).isoformat()}]})
+            ended = await http.post(f"/v1/subjects/lin/sessions/{session}/end", headers=headers)
+            await client.consolidation_result(services.temporal.get_workflow_handle(ended.json()["workflow_id"]))
+        await client.wait_for_projection(TENANT, "lin", timeout=600)
 
-            async def load(route: str) -> RouteFigures:
-                times: list[float] = []
-                errors = 0
-                deadline = time.monotonic() + seconds
+        async def load(route: str) -> RouteFigures:
+            times: list[float] = []
+            errors = 0
+            deadline = time.monotonic() + seconds
 
-                async def one_client(c: int) -> None:
-                    nonlocal errors
-                    async with httpx.AsyncClient(base_url=base, timeout=60) as own:
-                        turn = 0
-                        while time.monotonic() < deadline:
-                            started = time.perf_counter()
-                            if route == "append":
-                                response = await own.post(
-                                    f"/v1/subjects/u{c}/sessions/load-{c}/messages", headers=headers,
-                                    json={"messages": [{"message_id": f"load-{c}:{turn}", "turn_index": turn,
-                                                        "role": "user", "content": LINES[turn % len(LINES)],
-                                                        "created_at": datetime.now(UTC).isoformat()}]})
-                                turn += 1
-                            else:
-                                response = await own.post("/v1/subjects/lin/context", headers=headers,
-                                                          json={"query": "what should I cook for her?"})
-                            if response.status_code == 200:
-                                times.append((time.perf_counter() - started) * 1000)
-                            else:
-                                errors += 1
+            async def one_client(c: int) -> None:
+                nonlocal errors
+                async with httpx.AsyncClient(base_url=base, timeout=60) as own:
+                    turn = 0
+                    while time.monotonic() < deadline:
+                        started = time.perf_counter()
+                        if route == "append":
+                            response = await own.post(
+                                f"/v1/subjects/u{c}/sessions/load-{c}/messages", headers=headers,
+                                json={"messages": [{"message_id": f"load-{c}:{turn}", "turn_index": turn,
+                                                    "role": "user", "content": LINES[turn % len(LINES)],
+                                                    "created_at": datetime.now(UTC).isoformat()}]})
+                            turn += 1
+                        else:
+                            response = await own.post("/v1/subjects/lin/context", headers=headers,
+                                                      json={"query": "what should I cook for her?"})
+                        if response.status_code == 200:
+                            times.append((time.perf_counter() - started) * 1000)
+                        else:
+                            errors += 1
 
-                began = time.monotonic()
-                await asyncio.gather(*(one_client(c) for c in range(concurrency)))
-                return _figures(route, times, errors, time.monotonic() - began)
+            began = time.monotonic()
+            await asyncio.gather(*(one_client(c) for c in range(concurrency)))
+            return _figures(route, times, errors, time.monotonic() - began)
 
-            routes = [await load("append"), await load("context")]
-    finally:
-        server.should_exit = True
-        await serving
+        routes = [await load("append"), await load("context")]
     return HttpBenchReport(concurrency=concurrency, seconds=seconds, routes=routes)
 
 
