@@ -30,6 +30,7 @@ from agent_memory.crypto import SubjectKey
 from agent_memory.events import (
     FACT_EVENTS,
     LIFECYCLE_EVENTS,
+    CandidateHeld,
     EpisodeCreated,
     MemoryEvent,
     MemoryForgotten,
@@ -186,7 +187,9 @@ async def _forget_one(conn: psycopg.AsyncConnection, key: SubjectKey, mid: uuid.
     kind = _kind(events)
     sessions = sorted({s for e in events if (s := getattr(e.payload, "session_id", None))})
     keys = [(p.namespace, p.key) for e in events if isinstance(p := e.payload, FACT_EVENTS) and p.key]
-    fact_key = keys[0] if kind == "fact" and keys else None
+    # The fact memory itself, not one held value of the candidate area (whose siblings stay).
+    candidate = isinstance(events[0].payload, CandidateHeld) if events else False
+    fact_key = keys[0] if kind == "fact" and keys and not candidate else None
     # Rows are counted before the forget's own apply removes them (the receipt's figure).
     cur = await conn.execute(
         "SELECT (SELECT count(*) FROM facts WHERE tenant_id = %(t)s AND memory_id = %(m)s)"
