@@ -29,6 +29,7 @@ from agent_memory.api_keys import create_key, list_keys, revoke_key
 from agent_memory.client import MemoryClient
 from agent_memory.forgetting import ForgetResult
 from agent_memory.ingest import read_sessions
+from agent_memory.inventory import SessionSummary, SubjectSummary, list_sessions, list_subjects
 from agent_memory.keyring import list_keks
 from agent_memory.models import ErasureStatus, FactRow, check_identifier
 from agent_memory.projection_models import ProjectionLag
@@ -211,6 +212,15 @@ def build_parser(*extensions: Callable[[SubParsers], object],
     consent_revoke.add_argument("--namespace", required=True)
     consent_list = scoped(consent_sub.add_parser("list", help="the subject's consents"))
     consent_list.add_argument("--json", action="store_true")
+    subjects = scoped(sub.add_parser("subjects", help="the tenant's subjects: sessions, messages, current facts, "
+                                                       "episodes, last consolidation (erased ones marked)"),
+                      subject=False)
+    subjects.add_argument("--limit", type=_positive("--limit"), default=1000)
+    subjects.add_argument("--json", action="store_true")
+    sessions = scoped(sub.add_parser("sessions", help="a subject's sessions: messages, last consolidation, "
+                                                       "messages not yet consolidated"))
+    sessions.add_argument("--limit", type=_positive("--limit"), default=1000)
+    sessions.add_argument("--json", action="store_true")
     stats = scoped(sub.add_parser("stats", help="operator counters of a tenant (leak-filter drops, projection lag)"),
                    subject=False)
     stats.add_argument("--json", action="store_true")
@@ -351,6 +361,23 @@ def format_prompt(built: BuiltPrompt) -> str:
     lines.append(f"({built.tokens} tokens; recent turns from {built.recent_source}, {built.summarized_turns} "
                  "summarised)")
     return "\n".join(lines)
+
+
+def _when(moment: datetime | None) -> str:
+    return f"{moment:%Y-%m-%d %H:%M}" if moment is not None else "never"
+
+
+def format_subject(row: SubjectSummary) -> str:
+    return (f"{row.subject_id:<24} {row.sessions} sessions, {row.messages} messages, {row.current_facts} current facts, "
+            f"{row.episodes} episodes; last message {_when(row.last_message_at)}, last consolidated "
+            f"{_when(row.last_consolidated_at)}")
+
+
+def format_session(row: SessionSummary) -> str:
+    episode = f", episode importance {row.episode_importance}" if row.episode_importance is not None else ""
+    pending = f", {row.unconsolidated} not consolidated yet" if row.unconsolidated else ""
+    return (f"{row.session_id:<24} {row.messages} messages {_when(row.first_message_at)} → "
+            f"{_when(row.last_message_at)}; consolidated {_when(row.last_consolidated_at)}{pending}{episode}")
 
 
 def with_changes(base: PolicyT, changes: list[str]) -> PolicyT:
@@ -637,6 +664,28 @@ async def _command(args: argparse.Namespace, settings: Settings, commands: Mappi
                                                  or "nothing"))
                 print(f"erasures: {erasures.started} started ({erasures.stuck} over an hour), {erasures.redriven} "
                       f"re-driven ({erasures.redrives} re-drives)")
+        elif args.command == "subjects":
+            listing = await list_subjects(services.pool, args.tenant, args.limit)
+            if args.json:
+                _print_json(listing.model_dump(mode="json"))
+            else:
+                for row in listing.subjects:
+                    print(format_subject(row))
+                if not listing.subjects:
+                    print(f"no subjects in tenant {args.tenant}")
+                if listing.erased_subjects:
+                    print(f"{listing.erased_subjects} erased subject(s): their ids are not kept "
+                          "(`agent-memory sessions --subject S` says whether S was erased)")
+        elif args.command == "sessions":
+            held = await list_sessions(services.pool, args.tenant, args.subject, args.limit)
+            if args.json:
+                _print_json([row.model_dump(mode="json") for row in held])
+            elif not held:
+                erased = await client.subject_erased(args.tenant, args.subject)
+                print(f"subject {args.subject} of tenant {args.tenant} was erased: nothing is kept" if erased
+                      else f"no sessions for subject {args.subject} (tenant {args.tenant})")
+            for session_row in [] if args.json else held:
+                print(format_session(session_row))
         elif args.command == "projection":
             woken = await client.retry_dead_letters(args.tenant, args.subject)
             if args.json:

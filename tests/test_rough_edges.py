@@ -145,3 +145,34 @@ async def test_erasing_a_subject_with_no_data_needs_an_explicit_block(client, se
         await client.append_messages(tenant, "kim", session("b2", "2024-03-01T09:00:00Z", "I live in Oslo."))
         real = await client.erasure_receipt(await client.erase(tenant, "kim", "art. 17"))
     assert real.data_found and real.model_dump()["data_found"] is True
+
+
+async def test_subjects_and_sessions_list_what_exists_with_counts(client, services, tenant, running_worker):
+    async with running_worker():
+        await client.append_messages(tenant, "lin", session("l1", "2024-03-01T09:00:00Z", "I live in Oslo."))
+        await client.consolidation_result(await client.end_session(tenant, "lin", "l1"))
+        await client.append_messages(tenant, "lin", session("l2", "2024-03-02T09:00:00Z", "I like tea."))
+        await client.append_messages(tenant, "kim", session("k1", "2024-03-01T09:00:00Z", "I live in Rome."))
+        await client.erasure_receipt(await client.erase(tenant, "kim", reason="test"))
+    out = run_cli(services, "subjects", "--tenant", tenant, "--json")
+    assert out.returncode == 0, out.stderr
+    listed = json.loads(out.stdout)
+    by_id = {row["subject_id"]: row for row in listed["subjects"]}
+    assert set(by_id) == {"lin"} and listed["erased_subjects"] == 1  # an erased subject's id is not kept
+    assert by_id["lin"]["sessions"] == 2 and by_id["lin"]["messages"] == 2 and by_id["lin"]["current_facts"] >= 1
+    assert by_id["lin"]["last_consolidated_at"] is not None
+    text = run_cli(services, "subjects", "--tenant", tenant).stdout
+    assert "2 sessions, 2 messages" in text and "1 erased subject(s)" in text and "kim" not in text
+
+    sessions = {row["session_id"]: row for row in
+                json.loads(run_cli(services, "sessions", "--tenant", tenant, "--subject", "lin", "--json").stdout)}
+    assert sessions["l1"]["last_consolidated_at"] is not None and sessions["l1"]["unconsolidated"] == 0
+    assert sessions["l1"]["episode_importance"] is not None
+    assert sessions["l2"]["last_consolidated_at"] is None and sessions["l2"]["unconsolidated"] == 1
+    shown = run_cli(services, "sessions", "--tenant", tenant, "--subject", "lin").stdout
+    assert "l2" in shown and "1 not consolidated yet" in shown
+    erased = run_cli(services, "sessions", "--tenant", tenant, "--subject", "kim")
+    assert erased.returncode == 0 and f"subject kim of tenant {tenant} was erased" in erased.stdout
+    nobody = run_cli(services, "sessions", "--tenant", tenant, "--subject", "nobody")
+    assert f"no sessions for subject nobody (tenant {tenant})" in nobody.stdout
+    assert run_cli(services, "subjects", "--tenant", "empty-tenant").stdout.strip() == "no subjects in tenant empty-tenant"
