@@ -238,9 +238,12 @@ async def _mcp(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _demo(args: argparse.Namespace, settings: Settings) -> int:
     from workers.demo import run_demo
+    from workers.embedded import EmbeddedStack
 
+    # Whether the demo starts the stack (and so stops it at the end, taking the UI link with it).
+    starts_stack = await asyncio.to_thread(EmbeddedStack(settings.home).running, settings) is None
     async with open_stack(settings, start=True) as services:
-        report = await run_demo(services)
+        report = await run_demo(services, stack_started=starts_stack)
     if args.json:
         print(json.dumps(report.model_dump(mode="json"), indent=2, ensure_ascii=False, default=str))
     else:

@@ -27,8 +27,10 @@ LIVE_INPUT = "Can you suggest a restaurant near where I live? Remember what I ca
 
 class DemoReport(BaseModel):
     tenant_id: str
-    subject_id: str
+    subject_id: str  # kept after the demo, to explore
+    erased_subject_id: str  # a copy of the first session under another subject, erased at the end
     ui_url: str
+    stack_started: bool = False  # the demo started the embedded stack and stopped it again
     consolidations: list[ConsolidationResult]
     projection: ProjectionLag | None = None  # after waiting for the subject's projector
     facts_history: list[FactRow]
@@ -63,11 +65,22 @@ class DemoReport(BaseModel):
         lines += ["", f"Temporal UI: {self.ui_url}  (search: TenantId = '{self.tenant_id}')"]
         lines += [f"  {r.status:<10} {r.workflow_id}" for r in self.runs]
         e = self.erasure
-        lines += ["", f"Erasure receipt {e.request_id}: removed {e.removed}", f"  residue {e.residue_total} "
+        lines += ["", f"Erasure of subject {self.erased_subject_id} (a copy of the first session), receipt "
+                      f"{e.request_id}: removed {e.removed}", f"  residue {e.residue_total} "
                   f"{e.residue}, key shredded: {e.key_shredded}, completed {e.completed_at.isoformat()}",
                   f"  facts readable after erasure: {self.facts_after_erasure}",
                   f"  shred irreversible after {e.shred_irreversible_after} (KEK {e.key_wrapped_by}); "
                   f"physical compaction: ticket {e.compaction_ticket} (hourly, or `agent-memory compact`)"]
+        explore = [f"  agent-memory sessions --tenant {self.tenant_id} --subject {self.subject_id}",
+                   f"  agent-memory facts --tenant {self.tenant_id} --subject {self.subject_id} --history",
+                   f"  agent-memory context --tenant {self.tenant_id} --subject {self.subject_id} 'what does Lin eat?'"]
+        if self.stack_started:
+            lines += ["", "The demo started the embedded stack and has stopped it: the Temporal UI link above works "
+                          "again once a stack runs. To keep it running, start `agent-memory up` in another terminal "
+                          "and run `agent-memory demo` again. The data stays; with `up` running, explore subject "
+                          f"{self.subject_id} (kept, not erased):", *explore]
+        else:
+            lines += ["", f"Subject {self.subject_id} is kept (not erased): explore it", *explore]
         return "\n".join(lines)
 
 
@@ -88,13 +101,16 @@ def sample_sessions(run_id: str) -> list[Session]:
     return [s.model_copy(update={"session_id": f"{run_id}-{s.session_id}"}) for s in sessions]
 
 
-async def run_demo(services: Services) -> DemoReport:
+async def run_demo(services: Services, *, stack_started: bool = False, task_queue: str | None = None) -> DemoReport:
+    """The flows on subject lin-{run}, which is kept; erasure on a copy of its first session under
+    another subject, so what the demo leaves behind can be explored afterwards."""
     run_id = uuid.uuid4().hex[:8]
-    subject = f"lin-{run_id}"
-    client = MemoryClient(services, providers_for(services.settings).embedder)
-    async with build_worker(services):
+    subject, erased_subject = f"lin-{run_id}", f"lin-{run_id}-erased"
+    client = MemoryClient(services, providers_for(services.settings).embedder, task_queue=task_queue)
+    async with build_worker(services, task_queue=task_queue):
         consolidations = []
-        for session in sample_sessions(run_id):
+        sessions = sample_sessions(run_id)
+        for session in sessions:
             await client.append_messages(DEMO_TENANT, subject, session)
             # Sessions end in order, so each consolidation sees the facts of the earlier ones.
             handle = await client.end_session(DEMO_TENANT, subject, session.session_id)
@@ -109,10 +125,15 @@ async def run_demo(services: Services) -> DemoReport:
         await client.append_messages(DEMO_TENANT, subject, live)  # the conversation going on now
         prompt = await client.build_prompt(DEMO_TENANT, subject, live.session_id, LIVE_INPUT, token_budget=600)
         runs = await client.runs(DEMO_TENANT, subject)
+        copy = sessions[0].model_copy(update={"session_id": f"{sessions[0].session_id}-copy", "messages": [
+            m.model_copy(update={"message_id": f"{m.message_id}-copy"}) for m in sessions[0].messages]})
+        await client.append_messages(DEMO_TENANT, erased_subject, copy)
+        await client.consolidation_result(await client.end_session(DEMO_TENANT, erased_subject, copy.session_id))
         receipt = await client.erasure_receipt(
-            await client.erase(DEMO_TENANT, subject, reason="demo: user asked to be forgotten"))
-        after = await client.facts(DEMO_TENANT, subject, history=True)
-    return DemoReport(tenant_id=DEMO_TENANT, subject_id=subject, ui_url=services.settings.ui_url or "",
-                      consolidations=consolidations, projection=projection, facts_history=history, current_facts=current, recall=recalled,
-                      context=context, prompt=prompt,
+            await client.erase(DEMO_TENANT, erased_subject, reason="demo: user asked to be forgotten"))
+        after = await client.facts(DEMO_TENANT, erased_subject, history=True)
+    return DemoReport(tenant_id=DEMO_TENANT, subject_id=subject, erased_subject_id=erased_subject,
+                      ui_url=services.settings.ui_url or "", stack_started=stack_started,
+                      consolidations=consolidations, projection=projection, facts_history=history,
+                      current_facts=current, recall=recalled, context=context, prompt=prompt,
                       runs=runs, erasure=receipt, facts_after_erasure=len(after))
