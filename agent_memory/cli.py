@@ -32,6 +32,7 @@ from agent_memory.ingest import read_sessions
 from agent_memory.inventory import SessionSummary, SubjectSummary, list_sessions, list_subjects
 from agent_memory.keyring import list_keks
 from agent_memory.models import ErasureStatus, FactRow, check_identifier
+from agent_memory.progress import Progress, wait_with_progress
 from agent_memory.projection_models import ProjectionLag
 from agent_memory.prompt import BuiltPrompt
 from agent_memory.providers.openai_compat import providers_for
@@ -434,9 +435,12 @@ async def _command(args: argparse.Namespace, settings: Settings, commands: Mappi
         client = MemoryClient(services, providers.embedder, summarizer=providers.summarizer)
         if args.command == "ingest":
             sessions = read_sessions(args.file)
-            for session in sessions:
-                result = await client.append_messages(args.tenant, args.subject, session)
-                print(f"{session.session_id}: {result.inserted} new, {result.duplicates} already stored")
+            with Progress("ingest sessions", len(sessions)) as bar:
+                for session in sessions:
+                    result = await client.append_messages(args.tenant, args.subject, session)
+                    print(f"{session.session_id}: {result.inserted} new, {result.duplicates} already stored",
+                          flush=True)
+                    bar.advance(note=session.session_id)
         elif args.command == "end-session":
             handle = await client.end_session(args.tenant, args.subject, args.session)
             print(f"workflow {handle.id}\n{services.settings.workflow_url(handle.id)}")
@@ -453,7 +457,9 @@ async def _command(args: argparse.Namespace, settings: Settings, commands: Mappi
             if not args.json:
                 print(f"workflow {handle.id}\n{services.settings.workflow_url(handle.id)}")
             if args.wait or args.json:
-                rebuilt = await client.rebuild_result(handle)
+                rebuilt = await wait_with_progress(
+                    handle, lambda: client.rebuild_result(handle), Progress("rebuild subjects", None, enabled=not args.json),
+                    lambda p: (p.get("subjects_done", 0), p.get("subjects_total") or None, p.get("step", "")))
                 if args.json:
                     _print_json(rebuilt.model_dump(mode="json"))
                 else:
@@ -472,7 +478,9 @@ async def _command(args: argparse.Namespace, settings: Settings, commands: Mappi
             if not args.json:
                 print(f"workflow {handle.id}\n{services.settings.workflow_url(handle.id)}")
             if args.wait or args.json:
-                receipt = await client.erasure_receipt(handle)
+                receipt = await wait_with_progress(
+                    handle, lambda: client.erasure_receipt(handle), Progress("erase stores", None, enabled=not args.json),
+                    lambda p: (len(p.get("stores_done", [])), None, p.get("step", "")))
                 _print_json(receipt.model_dump(mode="json"))
         elif args.command == "erasure":
             status = await client.erasure_status(args.tenant, args.request_id, args.subject)

@@ -45,6 +45,7 @@ from agent_memory.db import fetch_one, tenant_transaction
 from agent_memory.erasure import STORES
 from agent_memory.faults import FAULTS_ENV, STATE_ENV, hits
 from agent_memory.models import Session
+from agent_memory.progress import Progress
 from agent_memory.settings import ENV_VARS, Settings
 from agent_memory.tables import duplicate_keys
 
@@ -573,7 +574,8 @@ class _Aim:
 
 
 async def run_campaign(services, *, kills: int, seed: int, work_dir: Path,
-                       progress: Callable[[str], None] = lambda _: None) -> CampaignReport:
+                       progress: Callable[[int, str], None] = lambda kills, line: None) -> CampaignReport:
+    """The campaign; `progress(kills so far, what happened)` after the reference run and each round."""
     started = time.monotonic()
     rng = random.Random(seed)
     await asyncio.to_thread(work_dir.mkdir, parents=True, exist_ok=True)
@@ -595,7 +597,7 @@ async def run_campaign(services, *, kills: int, seed: int, work_dir: Path,
     ref_state = work_dir / "faults-reference"
     reference, _ = await scenario(f"chaos-ref-{run_id}", None, ref_state)
     budget = {p: hits(ref_state, p) for p in KILL_POINTS}
-    progress(f"reference run done; fault point hits per round: {budget}")
+    progress(0, f"reference run done; fault point hits per round: {budget}")
 
     report = CampaignReport(seed=seed, kills_requested=kills, kills=0, kill_points={}, rounds=0,
                             workflows_completed=reference.workflows_completed, workflows_failed=0, duplicates=0,
@@ -626,8 +628,8 @@ async def run_campaign(services, *, kills: int, seed: int, work_dir: Path,
         problems = mismatches(outcome, reference) + outcome.errors
         report.problems += [f"round {report.rounds} ({', '.join(supervisor.kills) or 'no kill'}): {p}"
                             for p in problems]
-        progress(f"round {report.rounds}: killed at {supervisor.kills or 'nothing'}; "
-                 f"{problems or 'ok'}")
+        progress(report.kills, f"round {report.rounds}: killed at {supervisor.kills or 'nothing'}; "
+                               f"{problems or 'ok'}")
     report.wall_seconds = round(time.monotonic() - started, 1)
     return report
 
@@ -637,13 +639,13 @@ async def chaos_command(args, settings: Settings) -> int:
     afterwards), never on a running `agent-memory up` or configured services."""
     from workers.runtime import scratch_stack
 
-    say = (lambda _: None) if args.json else (lambda line: print(line, file=sys.stderr, flush=True))
     async with scratch_stack(settings, "chaos", embedded_only=True) as services:
         home = services.settings.home
-        say(f"chaos: embedded stack under {home}")
-        report = await run_campaign(services, kills=args.kills, seed=args.seed,
-                                    work_dir=home / "chaos" / f"seed-{args.seed}-{uuid.uuid4().hex[:6]}",
-                                    progress=say)
+        with Progress("chaos kills", args.kills, enabled=not args.json) as bar:
+            bar.update(0, note=f"reference run on a stack under {home}")
+            report = await run_campaign(services, kills=args.kills, seed=args.seed,
+                                        work_dir=home / "chaos" / f"seed-{args.seed}-{uuid.uuid4().hex[:6]}",
+                                        progress=lambda kills, line: bar.update(kills, note=line[:100]))
     if args.json:
         print(json.dumps(report.model_dump(mode="json"), indent=2, ensure_ascii=False))
     else:

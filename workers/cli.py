@@ -113,6 +113,7 @@ async def run_worker_until_signal(services: Services, announce: str, providers: 
     """Run a worker (and, with `api_port`, the HTTP API on 127.0.0.1) until SIGINT/SIGTERM."""
     from agent_memory.providers.openai_compat import providers_for
     from agent_memory.reembedding import embedder_model, start_needed_reembeddings
+    from workers.run_log import log_closed_runs
     from workers.schedules import ensure_schedules
     from workers.worker import build_worker
 
@@ -143,8 +144,11 @@ async def run_worker_until_signal(services: Services, announce: str, providers: 
                 announce = announce.replace("Ctrl-C", f"  HTTP API  http://127.0.0.1:{port}/v1 (keys: agent-memory "
                                                       "keys create --tenant T)\nCtrl-C", 1)
             print(announce, flush=True)
+            # One line per workflow that closes on the queue (what the UI lists), while it runs.
+            closed_runs = asyncio.create_task(log_closed_runs(services.temporal, services.settings.task_queue, stop))
             await stop.wait()
             print("stopping…", flush=True)
+            await closed_runs
 
 
 async def _up(args: argparse.Namespace, settings: Settings) -> int:

@@ -3,7 +3,6 @@ a tiny synthetic LoCoMo-format directory against the real embedded stack (no LoC
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import subprocess
@@ -20,7 +19,6 @@ from workers.evaluation.locomo import (
     ConversationBM25,
     EvalReport,
     LocomoQuestion,
-    Progress,
     QuestionScore,
     aggregate,
     answer_token_coverage,
@@ -153,18 +151,6 @@ def test_build_rows_per_category_overall_and_adversarial_apart():
     assert overall.system.evidence_all_in_context == 0.5 and overall.bm25.evidence_all_in_context == 0.0
     assert overall.delta["evidence_all_in_context"] == 0.5
     assert rows[1].system.questions == 0 and rows[1].delta["mean_evidence_fraction"] is None
-
-
-def test_progress_off_a_terminal_writes_one_line_per_phase():
-    out = io.StringIO()
-    bar = Progress("questions", 3, stream=out)
-    for _ in range(3):
-        bar.advance()
-    bar.close()
-    assert out.getvalue().startswith("questions: 3/3 in ") and out.getvalue().count("\n") == 1
-    silent = io.StringIO()
-    Progress("x", 1, enabled=False, stream=silent).close()
-    assert silent.getvalue() == ""
 
 
 # --- loading -------------------------------------------------------------------------------------

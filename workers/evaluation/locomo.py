@@ -12,7 +12,6 @@ import asyncio
 import bisect
 import json
 import re
-import sys
 import time
 import unicodedata
 import uuid
@@ -21,12 +20,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import pairwise
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
 from agent_memory.ingest import InputError, parse_session_line
 from agent_memory.models import Message, Session, check_identifier
+from agent_memory.progress import Progress
 from agent_memory.recall_policy import DEFAULT_PRESET, PRESETS
 from workers.evaluation.bm25 import BM25, pack_ranked, tokenize
 
@@ -405,49 +405,6 @@ NOTES = [
     "(estimate_tokens + 1 each)",
     "5 adversarial* (not in overall): the answer there is the misleading one, so answer coverage means little",
 ]
-
-
-# --- progress --------------------------------------------------------------------------------
-
-
-class Progress:
-    """A one-line bar on stderr when it is a terminal; elsewhere one summary line per phase."""
-
-    def __init__(self, label: str, total: int, *, enabled: bool = True, stream: TextIO | None = None):
-        self.label, self.total, self.done = label, total, 0
-        self.stream = stream or sys.stderr
-        self.enabled = enabled
-        self.live = enabled and self.stream.isatty()
-        self.started = time.monotonic()
-        self._drawn = 0.0
-        self._draw(force=True)
-
-    def advance(self, n: int = 1) -> None:
-        self.done += n
-        self._draw(force=self.done >= self.total)
-
-    def _draw(self, force: bool = False) -> None:
-        now = time.monotonic()
-        if not self.live or (not force and now - self._drawn < 0.1):
-            return
-        self._drawn = now
-        width = 30
-        filled = width * self.done // self.total if self.total else width
-        elapsed = now - self.started
-        self.stream.write(f"\r{self.label:<22} [{'#' * filled}{'.' * (width - filled)}] "
-                          f"{self.done}/{self.total} {elapsed:6.1f}s")
-        self.stream.flush()
-
-    def close(self) -> None:
-        if not self.enabled:
-            return
-        elapsed = time.monotonic() - self.started
-        if self.live:
-            self._draw(force=True)
-            self.stream.write("\n")
-        else:
-            self.stream.write(f"{self.label}: {self.done}/{self.total} in {elapsed:.1f}s\n")
-        self.stream.flush()
 
 
 # --- the runner ------------------------------------------------------------------------------
