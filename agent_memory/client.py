@@ -568,7 +568,7 @@ class MemoryClient:
     async def read_counts(self, tenant_id: str) -> dict[str, int]:
         """The tenant's memory-read counters (agent_memory.read_metrics)."""
         check_identifier("tenant", tenant_id)
-        return await read_counts(self.services.redis, tenant_id)
+        return await read_counts(self.services.pool, tenant_id)
 
     async def recall(self, tenant_id: str, subject_id: str, query: str, *, limit: int = 5,
                      as_of: datetime | None = None) -> RecallResult:
@@ -591,7 +591,7 @@ class MemoryClient:
     async def leak_filter_drops(self, tenant_id: str) -> dict[str, int]:
         """The tenant's leak-filter drop counters: {"total": n, "<reason>": n, ...}."""
         check_identifier("tenant", tenant_id)
-        return await drop_counts(self.services.redis, tenant_id)
+        return await drop_counts(self.services.pool, tenant_id)
 
     async def runs(self, tenant_id: str, subject_id: str | None = None, limit: int = 100) -> list[RunSummary]:
         runs: list[RunSummary] = []

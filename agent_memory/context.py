@@ -389,8 +389,7 @@ async def assemble_context(pool: AsyncConnectionPool, keyring: KeyRing, embedder
     profile_text, episodic_text = render_block(PROFILE_HEADER, profile), render_block(EPISODIC_HEADER, recalled)
     profile_tokens = block_tokens(profile_text)
     text = "\n".join(i.text for i in chosen)
-    if redis is not None:
-        await count_read(redis, tenant_id, items=len(chosen), leak_filter_dropped=leaks.dropped)
+    await count_read(pool, tenant_id, items=len(chosen), leak_filter_dropped=leaks.dropped)
     return AssembledContext(
         query=query, items=chosen, text=text, tokens=estimate_tokens(text), budget=policy.total_tokens,
         profile_text=profile_text, episodic_text=episodic_text, profile_tokens=profile_tokens,

@@ -166,13 +166,22 @@ async def erase_store(pool: AsyncConnectionPool, redis: Redis, keyring: KeyRing,
                 "occurred_at = 'epoch'::timestamptz WHERE tenant_id = %s AND subject_id = %s",
                 (keyring.subject_digest(tenant_id, subject_id), tenant_id, subject_id))
             removed = cur.rowcount
-        for table in SQL_STORES.get(store, ()):
+        # The store's own table is counted under the store's name, each further table (a message
+        # store's session rows, a fact store's consents) under its own: a receipt's "messages"
+        # counts messages.
+        extra: dict[str, int] = {}
+        for n, table in enumerate(SQL_STORES.get(store, ())):
             cur = await conn.execute(
                 sql.SQL("DELETE FROM {} WHERE tenant_id = %s AND subject_id = %s").format(sql.Identifier(table)),
                 (tenant_id, subject_id))
-            removed += cur.rowcount
+            if n == 0:
+                removed += cur.rowcount
+            else:
+                extra[table] = cur.rowcount
         if recorded is None:
             await _record_count(conn, tenant_id, request_id, store, removed)
+            for table, count in extra.items():
+                await _record_count(conn, tenant_id, request_id, table, count)
             return removed
         return recorded
 

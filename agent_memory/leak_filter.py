@@ -17,16 +17,9 @@ names, their own e-mail address, a colleague's phone number they dictated), so t
 drops what the subject's memory could not have learnt from the subject. The subject's own id and
 tenant id are always allowed.
 
-Drops are counted in Redis, in one hash (an operator reads it with ``agent-memory stats --tenant T``
-or ``HGETALL am:metrics:leak_filter_drops``)::
-
-    am:metrics:leak_filter_drops   field "{tenant}"           total drops of the tenant
-                                   field "{tenant}:{reason}"  drops per reason
-
-One hash rather than a key per tenant: a key ``am:metrics:leak_filter_drops:{tenant}`` would fall
-under the prefix ``am:{tenant}:{subject}:`` of tenant "metrics", subject "leak_filter_drops", and
-that subject's erasure would delete (and report as residue) every tenant's counter. Counts carry
-no content; a log line names the memory id and the reason only.
+Drops are counted in Postgres (agent_memory.counters: `leak_drops:total` and `leak_drops:{reason}`
+per tenant; `agent-memory stats --tenant T` shows them), so they survive restarts. Counts carry no
+content; a log line names the memory id and the reason only.
 """
 
 from __future__ import annotations
@@ -41,11 +34,11 @@ from typing import Protocol, TypeVar
 from psycopg_pool import AsyncConnectionPool
 from redis.asyncio import Redis
 
+from agent_memory import counters
 from agent_memory.db import tenant_transaction
 
 log = logging.getLogger(__name__)
 
-METRICS_KEY = "am:metrics:leak_filter_drops"
 TENANT_REGISTRY_KEY = "am:registry:tenant_digests"
 REASONS = ("foreign_evidence", "foreign_subject", "foreign_tenant", "email", "phone")
 
@@ -161,7 +154,7 @@ async def filter_items(pool: AsyncConnectionPool, redis: Redis | None, tenant_id
                        items: Sequence[T], *, text_of: Callable[[T], str], cited_of: Callable[[T], list[str]],
                        id_of: Callable[[T], str]) -> tuple[list[T], LeakReport]:
     """Keep the items that mention nothing foreign to the subject; count and log the drops.
-    Without `redis`, other tenants' ids are not recognised and drops are not counted in Redis."""
+    Without `redis`, other tenants' ids are not recognised (their registry is in Redis)."""
     report = LeakReport()
     if not items:
         return list(items), report
@@ -221,26 +214,20 @@ async def filter_items(pool: AsyncConnectionPool, redis: Redis | None, tenant_id
         else:
             report.add(reason, id_of(item))
             log.warning("leak filter dropped memory %s of tenant %s: %s", id_of(item), tenant_id, reason)
-    if report.dropped and redis is not None:
-        await count_drops(redis, tenant_id, report)
+    if report.dropped:
+        await count_drops(pool, tenant_id, report)
     return kept, report
 
 
-async def count_drops(redis: Redis, tenant_id: str, report: LeakReport) -> None:
-    async with redis.pipeline(transaction=True) as pipe:
-        pipe.hincrby(METRICS_KEY, tenant_id, report.dropped)
-        for reason, n in report.reasons.items():
-            pipe.hincrby(METRICS_KEY, f"{tenant_id}:{reason}", n)
-        await pipe.execute()
+async def count_drops(pool: AsyncConnectionPool, tenant_id: str, report: LeakReport) -> None:
+    await counters.add_counts(pool, tenant_id, {"leak_drops:total": report.dropped,
+                                                **{f"leak_drops:{r}": n for r, n in report.reasons.items()}})
 
 
-async def drop_counts(redis: Redis, tenant_id: str) -> dict[str, int]:
+async def drop_counts(pool: AsyncConnectionPool, tenant_id: str) -> dict[str, int]:
     """{"total": n, "<reason>": n, ...} for a tenant (zeros when nothing was dropped)."""
-    fields = [tenant_id, *(f"{tenant_id}:{r}" for r in REASONS)]
-    values = await redis.hmget(METRICS_KEY, fields)
-    counts = {"total": int(values[0] or 0)}
-    counts.update({r: int(v or 0) for r, v in zip(REASONS, values[1:], strict=True)})
-    return counts
+    totals = await counters.read_counts(pool, tenant_id, [f"leak_drops:{r}" for r in ("total", *REASONS)])
+    return {name.removeprefix("leak_drops:"): n for name, n in totals.items()}
 
 
 async def filter_context(pool: AsyncConnectionPool, redis: Redis | None, tenant_id: str, subject_id: str,

@@ -1,11 +1,10 @@
 """Counters of memory reads an operator can count (`agent-memory stats --tenant T`), without
 content: context reads (context, prompt) and recall reads per tenant, and the items they served.
 
-One Redis hash, like the leak filter's drop counters (agent_memory.leak_filter explains why not a
-key per tenant)::
+Durable counters in Postgres (agent_memory.counters), with the leak filter's drops::
 
-    am:metrics:memory_reads   field "{tenant}:{kind}"        reads of that kind
-                              field "{tenant}:{kind}:items"  items served by them
+    reads:{kind}         reads of that kind
+    reads:{kind}:items   items served by them
 
 Each read also logs one line (tenant, kind, item count, leak-filter drops): never a query or a
 memory's text.
@@ -16,28 +15,26 @@ from __future__ import annotations
 import logging
 from typing import Literal
 
-from redis.asyncio import Redis
+from psycopg_pool import AsyncConnectionPool
 
-METRICS_KEY = "am:metrics:memory_reads"
+from agent_memory import counters
+
 ReadKind = Literal["context", "recall"]
 READ_KINDS: tuple[ReadKind, ...] = ("context", "recall")
 
 log = logging.getLogger("agent_memory.reads")
 
 
-async def count_read(redis: Redis, tenant_id: str, *, items: int, kind: ReadKind = "context",
+async def count_read(pool: AsyncConnectionPool, tenant_id: str, *, items: int, kind: ReadKind = "context",
                      leak_filter_dropped: int = 0) -> None:
-    async with redis.pipeline(transaction=True) as pipe:
-        pipe.hincrby(METRICS_KEY, f"{tenant_id}:{kind}", 1)
-        pipe.hincrby(METRICS_KEY, f"{tenant_id}:{kind}:items", items)
-        await pipe.execute()
+    await counters.add_counts(pool, tenant_id, {f"reads:{kind}": 1, f"reads:{kind}:items": items})
     log.info("memory read tenant=%s kind=%s items=%d leak_filter_dropped=%d", tenant_id, kind, items,
              leak_filter_dropped)
 
 
-async def read_counts(redis: Redis, tenant_id: str) -> dict[str, int]:
+async def read_counts(pool: AsyncConnectionPool, tenant_id: str) -> dict[str, int]:
     """{"context_reads": n, "context_items": n, "recall_reads": n, "recall_items": n}."""
-    fields = [f"{tenant_id}:{kind}{suffix}" for kind in READ_KINDS for suffix in ("", ":items")]
-    values = await redis.hmget(METRICS_KEY, fields)
-    names = [f"{kind}_{name}" for kind in READ_KINDS for name in ("reads", "items")]
-    return {name: int(v or 0) for name, v in zip(names, values, strict=True)}
+    names = {f"{kind}_{name}": f"reads:{kind}" + (":items" if name == "items" else "")
+             for kind in READ_KINDS for name in ("reads", "items")}
+    totals = await counters.read_counts(pool, tenant_id, names.values())
+    return {shown: totals[counter] for shown, counter in names.items()}

@@ -131,8 +131,7 @@ async def recall(pool: AsyncConnectionPool, keyring: KeyRing, embedder: Embedder
     episodes, episode_leaks = await filter_items(pool, redis, tenant_id, subject_id, episodes,
                                                  text_of=lambda e: e.summary, cited_of=lambda e: e.source_message_ids,
                                                  id_of=lambda e: e.memory_id)
-    if redis is not None:
-        await count_read(redis, tenant_id, kind="recall", items=len(facts) + len(episodes),
-                         leak_filter_dropped=fact_leaks.dropped + episode_leaks.dropped)
+    await count_read(pool, tenant_id, kind="recall", items=len(facts) + len(episodes),
+                     leak_filter_dropped=fact_leaks.dropped + episode_leaks.dropped)
     return RecallResult(tenant_id=tenant_id, subject_id=subject_id, query=query, facts=facts, episodes=episodes,
                         stale_hits_dropped=dropped, leak_filter_dropped=fact_leaks.dropped + episode_leaks.dropped)

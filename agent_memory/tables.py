@@ -122,6 +122,8 @@ TABLES: tuple[Table, ...] = (
     # The tenant's write policy and the write gate's counters: no subject data.
     Table("write_policies", "bookkeeping", subject_column=None),
     Table("write_gate_counts", "bookkeeping", subject_column=None),
+    # Operator counters (reads, leak-filter drops): no subject data.
+    Table("operator_counters", "bookkeeping", subject_column=None),
     # The HTTP API's keys (hashes): no subject data.
     Table("api_keys", "bookkeeping", subject_column=None),
 )

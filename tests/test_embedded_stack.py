@@ -224,3 +224,47 @@ def test_the_postgres_user_may_search_but_not_list_and_nobody_else_gains(tmp_pat
     shell = shutil.which("sh") or "/bin/sh"
     assert as_user(uid, gid, shell, "-c", f"cd '{directory}/inner'") == 0
     assert as_user(uid, gid, shell, "-c", f"ls '{directory}'") != 0  # search, not read
+
+
+def _wait_until_dead(pid: int) -> None:
+    import time
+
+    while pid_alive(pid):
+        time.sleep(0.05)
+
+
+async def test_working_memory_survives_a_redis_crash_and_a_restart(tmp_path):
+    """Redis keeps an append-only file fsynced every second: a crash (SIGKILL) loses at most the
+    last second, and a restart of the stack finds the session's recent turns (issue 12)."""
+    import asyncio
+    import signal
+    from datetime import UTC, datetime
+
+    from redis.asyncio import Redis
+
+    from agent_memory.evidence import push_working_memory, recent_messages
+    from agent_memory.models import Message
+
+    settings = Settings.from_env({"AGENT_MEMORY_HOME": str(tmp_path)}).with_services(temporal_address="127.0.0.1:1")
+    turn = Message(message_id="s1:1", turn_index=0, role="user", content="I live in Oslo.",
+                   created_at=datetime(2024, 5, 1, 9, tzinfo=UTC))
+    first = EmbeddedStack(tmp_path, Ports.free())
+    resolved = first.start(settings, only=("redis",))
+    redis = Redis.from_url(resolved.redis_url)
+    try:
+        await push_working_memory(redis, "acme", "lin", "s1", [turn])
+        assert list((await redis.config_get("appendonly")).values()) == ["yes"]
+        await asyncio.sleep(2.5)  # appendfsync everysec: the write is on disk within about a second
+    finally:
+        await redis.aclose()
+    pid = json.loads((tmp_path / "run" / "redis.json").read_text())["pid"]
+    os.kill(pid, signal.SIGKILL)  # a crash: no shutdown save
+    await asyncio.to_thread(_wait_until_dead, pid)
+    second = EmbeddedStack(tmp_path, Ports.free())
+    restarted = second.start(settings, only=("redis",))
+    redis = Redis.from_url(restarted.redis_url)
+    try:
+        assert await recent_messages(redis, "acme", "lin", "s1") == [turn]
+    finally:
+        await redis.aclose()
+        second.stop()

@@ -15,7 +15,7 @@ from psycopg import sql
 from agent_memory.context import assemble_context
 from agent_memory.db import tenant_transaction
 from agent_memory.evidence import recent_messages, redis_prefix
-from agent_memory.leak_filter import METRICS_KEY, drop_counts, filter_items
+from agent_memory.leak_filter import drop_counts, filter_items
 from agent_memory.lexical import search_text, term_count
 from agent_memory.providers.offline import offline_providers
 from tests.sessions import session
@@ -166,7 +166,7 @@ async def test_the_leak_filter_drops_planted_items_and_the_counter_goes_up(clien
     async with running_worker():
         await consolidate(client, tenant, "lin", lin)
         await consolidate(client, tenant, "kim", kim)
-    assert await drop_counts(services.redis, tenant) == {"total": 0, "foreign_evidence": 0, "foreign_subject": 0,
+    assert await drop_counts(services.pool, tenant) == {"total": 0, "foreign_evidence": 0, "foreign_subject": 0,
                                                          "foreign_tenant": 0, "email": 0, "phone": 0}
     clean = await client.recall(tenant, "lin", QUERY)
     assert clean.leak_filter_dropped == 0 and "Oslo" in {f.value for f in clean.facts}
@@ -188,9 +188,9 @@ async def test_the_leak_filter_drops_planted_items_and_the_counter_goes_up(clien
     kept = {f.memory_id for f in recalled.facts}
     assert not kept & set(planted.values()) and legit in kept and "Oslo" in {f.value for f in recalled.facts}
     assert recalled.leak_filter_dropped == 5
-    assert await drop_counts(services.redis, tenant) == {"total": 5, "foreign_evidence": 1, "foreign_subject": 1,
+    assert await drop_counts(services.pool, tenant) == {"total": 5, "foreign_evidence": 1, "foreign_subject": 1,
                                                          "foreign_tenant": 1, "email": 1, "phone": 1}
-    assert await drop_counts(services.redis, other_tenant) == {"total": 0, **dict.fromkeys(
+    assert await drop_counts(services.pool, other_tenant) == {"total": 0, **dict.fromkeys(
         ("foreign_evidence", "foreign_subject", "foreign_tenant", "email", "phone"), 0)}
 
     # Context assembly: a planted note that the query finds never reaches the prompt, nor do the
@@ -201,28 +201,28 @@ async def test_the_leak_filter_drops_planted_items_and_the_counter_goes_up(clien
     assert note not in shown and not shown & set(planted.values()) and "zebra" not in ctx.text
     assert legit in shown and "Oslo" in ctx.profile_text
     assert ctx.leak_filter_dropped == 6
-    assert (await drop_counts(services.redis, tenant))["total"] == 11
-    # Without the leak filter's Redis handle the items are still dropped (just not counted), but
-    # for the fact naming another tenant: the tenant registry is in Redis.
+    assert (await drop_counts(services.pool, tenant))["total"] == 11
+    # Without the leak filter's Redis handle the items are still dropped and counted (the counters
+    # are in Postgres), but for the fact naming another tenant: the tenant registry is in Redis.
     ctx = await assemble_context(services.pool, services.keyring, offline_providers().embedder, tenant, "lin",
                                  "zebra password")
     assert "zebra" not in ctx.text and ctx.leak_filter_dropped == 5
-    assert (await drop_counts(services.redis, tenant))["total"] == 11
+    assert (await drop_counts(services.pool, tenant))["total"] == 16
 
     # The operator reads the counter with the CLI; `recall --json` shows the drops of the call.
     stats = await asyncio.to_thread(run_cli, services, "stats", "--tenant", tenant, "--json")
     assert stats.returncode == 0, stats.stderr
-    assert json.loads(stats.stdout)["leak_filter_drops"]["total"] == 11
-    # Reads are counted without content: two recalls and one context read through Redis so far.
-    assert json.loads(stats.stdout)["reads"] == {"context_reads": 1, "context_items": len(shown),
+    assert json.loads(stats.stdout)["leak_filter_drops"]["total"] == 16
+    # Reads are counted without content: two recalls and two context reads so far.
+    assert json.loads(stats.stdout)["reads"] == {"context_reads": 2, "context_items": len(shown) + len(ctx.items),
                                                  "recall_reads": 2, "recall_items": len(kept) + len(clean.facts)
                                                  + len(clean.episodes) + len(recalled.episodes)}
     text = await asyncio.to_thread(run_cli, services, "stats", "--tenant", tenant)
-    assert "leak filter drops: 11" in text.stdout
+    assert "leak filter drops: 16" in text.stdout
     rec = await asyncio.to_thread(run_cli, services, "recall", "--tenant", tenant, "--subject", "lin", QUERY, "--json")
     assert rec.returncode == 0, rec.stderr
     assert json.loads(rec.stdout)["leak_filter_dropped"] == 5
-    assert int(await services.redis.hget(METRICS_KEY, tenant)) == 16
+    assert (await drop_counts(services.pool, tenant))["total"] == 21
 
 
 async def test_the_leak_filter_keeps_what_the_subjects_own_evidence_says(client, services, tenant):

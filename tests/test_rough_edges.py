@@ -176,3 +176,21 @@ async def test_subjects_and_sessions_list_what_exists_with_counts(client, servic
     nobody = run_cli(services, "sessions", "--tenant", tenant, "--subject", "nobody")
     assert f"no sessions for subject nobody (tenant {tenant})" in nobody.stdout
     assert run_cli(services, "subjects", "--tenant", "empty-tenant").stdout.strip() == "no subjects in tenant empty-tenant"
+
+
+async def test_stats_counters_are_durable_rows_in_postgres(client, services, tenant, running_worker):
+    """Read and leak-filter counters live in Postgres (they survive any server restart), not in Redis."""
+    from agent_memory.db import tenant_transaction
+
+    async with running_worker():
+        await client.append_messages(tenant, "kim", session("c1", "2024-03-01T09:00:00Z", "I live in Oslo."))
+        await client.consolidation_result(await client.end_session(tenant, "kim", "c1"))
+    await asyncio.gather(*(client.recall(tenant, "kim", "where?") for _ in range(5)))
+    await client.context(tenant, "kim", "where?")
+    async with tenant_transaction(services.pool, tenant) as conn:
+        cur = await conn.execute("SELECT counter, sum(count) FROM operator_counters WHERE tenant_id = %s "
+                                 "AND counter IN ('reads:recall', 'reads:context') GROUP BY counter", (tenant,))
+        rows = dict(await cur.fetchall())
+    assert rows == {"reads:recall": 5, "reads:context": 1}
+    assert (await client.read_counts(tenant))["recall_reads"] == 5
+    assert not [key async for key in services.redis.scan_iter(match="am:metrics:*")]

