@@ -11,6 +11,7 @@ under `/v1`.
 - **Errors:** RFC 9457 problem+json, `{type, title, status, detail, errors?}`. The detail names
   the field and the fix; no traceback ever reaches a caller.
 - **Limits:** request bodies over 1 MB are refused with 413 before they are read.
+- **MCP:** `/mcp` serves the MCP tools over streamable HTTP behind the same keys (`WithMcp`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from fastapi import Depends, FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from temporalio.client import WorkflowExecutionStatus
@@ -34,11 +36,13 @@ from temporalio.service import RPCError, RPCStatusCode
 from agent_memory import contract
 from agent_memory.api_keys import ApiKey, ApiKeyError, KeyScope, allows, verify_key
 from agent_memory.client import MemoryClient
+from agent_memory.mcp_server import bearer_token, build_mcp_server
 from agent_memory.models import Message as ChatMessage
 from agent_memory.models import Session, check_identifier
 from agent_memory.user_errors import USER_ERROR_TABLE
 
 MAX_BODY_BYTES = 1_000_000
+MCP_PATH = "/mcp"
 PROBLEM_TYPE = "https://github.com/agent-memory/agent-memory/blob/main/README.md#http-api"
 
 
@@ -270,9 +274,43 @@ def create_app(client: MemoryClient) -> FastAPI:
     return app
 
 
-def serve_app(client: MemoryClient) -> ASGIApp:
-    """The app behind the body limit: what uvicorn serves."""
-    return BodyLimit(create_app(client))
+class WithMcp:
+    """`/mcp`: the MCP server over streamable HTTP (agent_memory.mcp_server), behind the same API
+    keys: a request without a valid key gets 401 here, before it reaches an MCP session, and every
+    tool call checks its key's scope again. Every other path goes to the REST app. Lifespan events
+    go to the MCP app, whose lifespan runs its session manager (serve with lifespan on)."""
+
+    def __init__(self, rest: ASGIApp, client: MemoryClient, host: str):
+        self.rest, self.pool = rest, client.services.pool
+        self.mcp = build_mcp_server(client).streamable_http_app(streamable_http_path=MCP_PATH, host=host)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self.mcp(scope, receive, send)
+            return
+        path = scope.get("path", "")
+        if path != MCP_PATH and not path.startswith(MCP_PATH + "/"):
+            await self.rest(scope, receive, send)
+            return
+        if scope["type"] == "http":
+            token = bearer_token(Headers(scope=scope))
+            try:
+                if token is None:
+                    raise ApiKeyError("no API key: send `Authorization: Bearer amk:...` (agent-memory keys create)")
+                await verify_key(self.pool, token, "read")
+            except ApiKeyError as exc:
+                response = problem(401, "Unauthorized", str(exc))
+                response.headers["WWW-Authenticate"] = "Bearer"
+                await response(scope, receive, send)
+                return
+        await self.mcp(scope, receive, send)
+
+
+def serve_app(client: MemoryClient, host: str = "127.0.0.1") -> ASGIApp:
+    """What uvicorn serves (with lifespan on): the REST routes and `/mcp`, behind the body limit.
+    `host` is the address served on: the MCP transport refuses other Host headers on loopback
+    (DNS rebinding)."""
+    return BodyLimit(WithMcp(create_app(client), client, host))
 
 
 def free_port(host: str = "127.0.0.1", wanted: int = 0) -> int:
@@ -292,8 +330,8 @@ async def serving(client: MemoryClient, *, host: str = "127.0.0.1", port: int = 
     import uvicorn
 
     port = free_port(host, port)
-    server = uvicorn.Server(uvicorn.Config(serve_app(client), host=host, port=port, log_level="warning",
-                                           lifespan="off"))
+    server = uvicorn.Server(uvicorn.Config(serve_app(client, host), host=host, port=port, log_level="warning",
+                                           lifespan="on"))
     task = asyncio.create_task(server.serve())
     for _ in range(400):  # up to 20 s
         if server.started or task.done():

@@ -1,10 +1,17 @@
-"""The MCP server (`agent-memory mcp`): memory as tools an agent calls, on the official MCP SDK.
+"""The MCP server: memory as tools an agent calls, on the official MCP SDK.
 
-It runs over stdio, the way an MCP host (a desktop agent, an IDE) launches a tool server. It
-carries one API key (`AGENT_MEMORY_API_KEY`, from `agent-memory keys create`). The key's tenant
-is the only tenant the tools can touch, and its scope decides what they may do, as in the HTTP
-API: read for `recall`, `context` and `facts`; write for `remember` and `end_session`; erase
-(the operator's scope) for `forget`.
+Two transports, one set of tools:
+
+- **stdio** (`agent-memory mcp`), the way an MCP host (a desktop agent, an IDE) launches a tool
+  server. It carries one API key (`AGENT_MEMORY_API_KEY`, from `agent-memory keys create`).
+- **streamable HTTP** at `/mcp` of the HTTP API (`agent-memory serve`, and `up`). Every request
+  carries its own key, `Authorization: Bearer amk:...`, as on the REST routes: a request without
+  a valid key gets 401 before it reaches the MCP session.
+
+The key's tenant is the only tenant the tools can touch, and its scope decides what they may
+do, as in the HTTP API: read for `recall`, `context` and `facts`; write for `remember` and
+`end_session`; erase (the operator's scope) for `forget`. The key is verified again on every
+tool call, so a key revoked while a session is open stops at once.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
 
 from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 
@@ -54,18 +62,29 @@ def _answers(tool: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
     return answered
 
 
-def build_mcp_server(client: MemoryClient, key: ApiKey, token: str) -> MCPServer:
-    server = MCPServer(name="agent-memory", instructions=INSTRUCTIONS, version="1")
-    tenant = key.tenant_id
+def bearer_token(headers: Any) -> str | None:
+    """The API key of an `Authorization: Bearer ...` header, or None."""
+    value = (headers.get("authorization") if headers is not None else None) or ""
+    scheme, _, token = value.partition(" ")
+    return token.strip() or None if scheme.lower() == "bearer" else None
 
-    async def need(scope: KeyScope) -> None:
-        # Checked again on every call: a key revoked (or narrowed) while the server runs stops at once.
-        await verify_key(client.services.pool, token, scope)
+
+def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServer:
+    """The tools. With `token` (stdio) every call uses that key; without (streamable HTTP) each
+    call uses the key its HTTP request carries."""
+    server = MCPServer(name="agent-memory", instructions=INSTRUCTIONS, version="1")
+
+    async def need(ctx: Context, scope: KeyScope) -> ApiKey:
+        presented = token if token is not None else bearer_token(ctx.headers)
+        if presented is None:
+            raise ToolError("no API key: send `Authorization: Bearer amk:...` (agent-memory keys create)")
+        # Checked on every call: a key revoked (or narrowed) while the server runs stops at once.
+        return await verify_key(client.services.pool, presented, scope)
 
     @server.tool(description="Append turns of a conversation (idempotent by message id).")
     @_answers
-    async def remember(subject: str, session: str, turns: list[Turn]) -> dict[str, Any]:
-        await need("write")
+    async def remember(subject: str, session: str, turns: list[Turn], ctx: Context) -> dict[str, Any]:
+        tenant = (await need(ctx, "write")).tenant_id
         check_identifier("subject", subject)
         check_identifier("session", session)
         given = [t.message_id for t in turns if t.message_id]
@@ -94,35 +113,36 @@ def build_mcp_server(client: MemoryClient, key: ApiKey, token: str) -> MCPServer
 
     @server.tool(description="The conversation is over: consolidate it into memory (returns the workflow id).")
     @_answers
-    async def end_session(subject: str, session: str) -> dict[str, Any]:
-        await need("write")
+    async def end_session(subject: str, session: str, ctx: Context) -> dict[str, Any]:
+        tenant = (await need(ctx, "write")).tenant_id
         handle = await client.end_session(tenant, subject, session)
         return {"workflow_id": handle.id, "ui_url": client.services.settings.workflow_url(handle.id)}
 
     @server.tool(description="What to put in the prompt for this message: the profile and relevant past "
                              "sessions and notes, each with the ids of the messages it cites.")
     @_answers
-    async def context(subject: str, query: str, budget: int | None = None) -> dict[str, Any]:
-        await need("read")
+    async def context(subject: str, query: str, ctx: Context, budget: int | None = None) -> dict[str, Any]:
+        tenant = (await need(ctx, "read")).tenant_id
         assembled = await client.context(tenant, subject, query, token_budget=budget)
         return {"text": assembled.text, "items": [i.model_dump(mode="json") for i in assembled.items]}
 
     @server.tool(description="Current facts about the person, with validity and evidence.")
     @_answers
-    async def facts(subject: str) -> list[dict[str, Any]]:
-        await need("read")
+    async def facts(subject: str, ctx: Context) -> list[dict[str, Any]]:
+        tenant = (await need(ctx, "read")).tenant_id
         return [f.model_dump(mode="json") for f in await client.facts(tenant, subject)]
 
     @server.tool(description="Facts and the past sessions nearest a query.")
     @_answers
-    async def recall(subject: str, query: str, limit: int = 5) -> dict[str, Any]:
-        await need("read")
+    async def recall(subject: str, query: str, ctx: Context, limit: int = 5) -> dict[str, Any]:
+        tenant = (await need(ctx, "read")).tenant_id
         return (await client.recall(tenant, subject, query, limit=limit)).model_dump(mode="json")
 
     @server.tool(description="Operator only: forget one memory now (restorable within the grace period).")
     @_answers
-    async def forget(subject: str, memory_id: str, reason: str | None = None) -> dict[str, Any]:
-        await need("erase")
+    async def forget(subject: str, memory_id: str, ctx: Context, reason: str | None = None) -> dict[str, Any]:
+        key = await need(ctx, "erase")
+        tenant = key.tenant_id
         done = await client.forget(tenant, subject, memory_id, reason=reason, actor_id=f"mcp:{key.key_id}")
         return done.model_dump(mode="json")
 

