@@ -35,7 +35,7 @@ from agent_memory.models import (
     SummaryResult,
 )
 from agent_memory.operation_keys import CommitKey, PlanKey, ProviderStep, ProviderStepKey, request_hash
-from agent_memory.operations import OperationRecorder, RecordNotFoundError
+from agent_memory.operations import OperationRecorder
 from agent_memory.projection import project_vectors
 from agent_memory.providers.base import Embedder, FactExtractor, ImportanceScorer, Summarizer
 from agent_memory.providers.notes import write_observations
@@ -81,11 +81,7 @@ class ConsolidationActivities:
         # An erased subject's messages are gone; say so rather than "session not found".
         async with subject_scope(self.pool, self.keyring, step.tenant_id, step.subject_id, Mode.WRITE):
             pass
-        owner, messages, newest = await load_session(self.pool, step.tenant_id, step.session_id,
-                                                     through=step.through)
-        if owner != step.subject_id:
-            raise RecordNotFoundError(f"session {step.session_id!r} does not belong to subject {step.subject_id!r}")
-        return messages, newest
+        return await load_session(self.pool, step.tenant_id, step.subject_id, step.session_id, through=step.through)
 
     async def _known_facts(self, step: StepInput) -> list[KnownFact]:
         """The subject's current facts, as check_conflicts reads them (an erased subject is refused)."""
@@ -109,7 +105,7 @@ class ConsolidationActivities:
             # recorded one.
             request |= context
             digest = request_hash({"messages": digest, **context})[:24]
-        key = ProviderStepKey.for_messages(kind, step.session_id, provider, digest)
+        key = ProviderStepKey.for_messages(kind, step.subject_id, step.session_id, provider, digest)
         result, reused = await self.recorder.run(
             tenant_id=step.tenant_id, subject_id=step.subject_id, key=key, request=request,
             result_type=result_type, call=lambda: call(messages))
@@ -202,7 +198,7 @@ class ConsolidationActivities:
     @temporal_failures
     async def count_unconsolidated(self, step: StepInput) -> StepOutcome:
         """How many of the session's messages no successful consolidation has covered yet."""
-        count = await unconsolidated_messages(self.pool, step.tenant_id, step.session_id)
+        count = await unconsolidated_messages(self.pool, step.tenant_id, step.subject_id, step.session_id)
         return StepOutcome(operation_id="", count=count)
 
     @activity.defn(name=contract.PROJECT_VECTORS)

@@ -41,7 +41,7 @@ from agent_memory.erasure_runs import (
     erasure_counts,
     start_erasure_workflow,
 )
-from agent_memory.evidence import AppendResult, SessionOwnerError, append_messages, unconsolidated_messages
+from agent_memory.evidence import AppendResult, append_messages, unconsolidated_messages
 from agent_memory.export import SubjectExport, export_subject
 from agent_memory.forgetting import (
     Actor,
@@ -186,7 +186,7 @@ class MemoryClient:
             contract.SESSION_IDLE_WORKFLOW,
             SessionIdleInput(tenant_id=tenant_id, subject_id=subject_id, session_id=session_id,
                              idle_seconds=idle_timeout.total_seconds()),
-            id=idle_workflow_id(tenant_id, session_id), task_queue=self.task_queue, start_signal=contract.SIGNAL_TOUCH,
+            id=idle_workflow_id(tenant_id, subject_id, session_id), task_queue=self.task_queue, start_signal=contract.SIGNAL_TOUCH,
             search_attributes=TypedSearchAttributes([
                 SearchAttributePair(TENANT_ID, tenant_id), SearchAttributePair(SUBJECT_ID, subject_id),
                 SearchAttributePair(SESSION_ID, session_id)]))
@@ -214,17 +214,18 @@ class MemoryClient:
         # Before any signal: a wrong subject must not end the owner's idle timer, nor see its result.
         await self._check_session_owner(tenant_id, subject_id, session_id)
         try:  # the idle timer has nothing left to do
-            await self.services.temporal.get_workflow_handle(idle_workflow_id(tenant_id, session_id)).signal(contract.SIGNAL_END)
+            idle = self.services.temporal.get_workflow_handle(idle_workflow_id(tenant_id, subject_id, session_id))
+            await idle.signal(contract.SIGNAL_END)
         except RPCError as exc:
             if exc.status != RPCStatusCode.NOT_FOUND:
                 raise
         # Messages no consolidation has covered (the session went on after a run finished) get a
         # new run under the same id; otherwise the hook attaches to the existing run.
-        pending = await unconsolidated_messages(self.services.pool, tenant_id, session_id)
+        pending = await unconsolidated_messages(self.services.pool, tenant_id, subject_id, session_id)
         return await self._start_once(
             contract.CONSOLIDATION_WORKFLOW,
             ConsolidationInput(tenant_id=tenant_id, subject_id=subject_id, session_id=session_id),
-            consolidation_workflow_id(tenant_id, session_id),
+            consolidation_workflow_id(tenant_id, subject_id, session_id),
             [SearchAttributePair(TENANT_ID, tenant_id), SearchAttributePair(SUBJECT_ID, subject_id),
              SearchAttributePair(SESSION_ID, session_id)], ConsolidationResult,
             reuse=(WorkflowIDReusePolicy.ALLOW_DUPLICATE if pending
@@ -246,19 +247,18 @@ class MemoryClient:
         return bool(row and row[0])
 
     async def _check_session_owner(self, tenant_id: str, subject_id: str, session_id: str) -> None:
-        """The session exists and is the subject's, and the subject is not erased; else a clear error."""
+        """The subject has this session (session ids are per subject) and is not erased; else a
+        clear error."""
         async with subject_scope(self.services.pool, self.services.keyring, tenant_id, subject_id, Mode.READ) as scope:
             if scope.erased:
                 raise SubjectErasedError(tenant_id, subject_id)
-            cur = await scope.conn.execute("SELECT subject_id FROM sessions WHERE tenant_id = %s AND session_id = %s",
-                                           (tenant_id, session_id))
-            owner = await cur.fetchone()
-        if owner is None:
-            raise LookupError(f"no session {session_id!r} in tenant {tenant_id!r}: append its messages first "
-                              "(agent-memory ingest, client.append_messages)")
-        if owner[0] != subject_id:
-            raise SessionOwnerError(f"session {session_id!r} belongs to another subject of tenant {tenant_id!r}: "
-                                    "end it with its own subject")
+            cur = await scope.conn.execute(
+                "SELECT 1 FROM sessions WHERE tenant_id = %s AND subject_id = %s AND session_id = %s",
+                (tenant_id, subject_id, session_id))
+            found = await cur.fetchone()
+        if found is None:
+            raise LookupError(f"no session {session_id!r} of subject {subject_id!r} in tenant {tenant_id!r}: append "
+                              "its messages first (agent-memory ingest, client.append_messages)")
 
     async def consolidation_result(self, handle: WorkflowHandle) -> ConsolidationResult:
         return await handle.result()
@@ -532,8 +532,8 @@ class MemoryClient:
                            token_budget: int | None = None, policy: RecallPolicy | None = None) -> BuiltPrompt:
         """The prompt for the user's input in a live session, as chat messages in blocks: system,
         profile, episodic, recent turns of the session, input (`.chat_messages()` for an
-        OpenAI-style API), with the cited memory ids and every block's tokens. A session of
-        another subject raises SessionOwnerError."""
+        OpenAI-style API), with the cited memory ids and every block's tokens. Session ids are
+        per subject: another subject's session of the same id is not this one."""
         return await build_prompt(self.services.pool, self.services.keyring, self.services.redis, self.embedder,
                                   tenant_id, subject_id, session_id, user_input, system=system, as_of=as_of,
                                   token_budget=token_budget, policy=policy, summarizer=self.summarizer)

@@ -93,13 +93,21 @@ ACTIVITY_NAMES: Final = (EXTRACT_FACTS, SCORE_IMPORTANCE, SUMMARIZE_SESSION, CHE
 # --- Workflow ids (formats pinned: id reuse and attaching to a running run depend on them) ------
 
 
-def consolidation_workflow_id(tenant_id: str, session_id: str) -> str:
-    """One consolidation per session: the session-end hook and the idle timer share it."""
+def consolidation_workflow_id(tenant_id: str, subject_id: str, session_id: str) -> str:
+    """One consolidation per session: the session-end hook and the idle timer share it. Session
+    ids are scoped per subject (migration 021), so the id names the subject."""
+    return f"consolidate/{tenant_id}/{subject_id}/{session_id}"
+
+
+def idle_workflow_id(tenant_id: str, subject_id: str, session_id: str) -> str:
+    return f"idle/{tenant_id}/{subject_id}/{session_id}"
+
+
+def legacy_consolidation_workflow_id(tenant_id: str, session_id: str) -> str:
+    """The id before sessions were scoped per subject: only the replay of an idle timer that
+    started its consolidation under it uses it (workflows/session_idle.py). Runs started under the
+    old ids keep them; an old idle timer still waiting consolidates under the new id."""
     return f"consolidate/{tenant_id}/{session_id}"
-
-
-def idle_workflow_id(tenant_id: str, session_id: str) -> str:
-    return f"idle/{tenant_id}/{session_id}"
 
 
 def erasure_workflow_id(tenant_id: str, subject_id: str, request_id: str) -> str:

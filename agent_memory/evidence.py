@@ -25,10 +25,6 @@ class MessageConflictError(Exception):
     """A message id was re-sent with a different body."""
 
 
-class SessionOwnerError(Exception):
-    """A session id already belongs to another subject."""
-
-
 class AppendConflictError(Exception):
     """The session moved on since the caller last saw it: its last stored message is not the
     caller's expected parent. Nothing of the call was written; re-read the session and retry."""
@@ -54,21 +50,22 @@ class AppendResult(BaseModel):
 NO_PARENT = ""
 
 
-def session_lock_key(tenant_id: str, session_id: str) -> int:
-    """63-bit advisory lock key per (tenant, session); a different namespace than subject locks."""
-    digest = hashlib.blake2b(f"session\x1f{tenant_id}\x1f{session_id}".encode(), digest_size=8).digest()
+def session_lock_key(tenant_id: str, subject_id: str, session_id: str) -> int:
+    """63-bit advisory lock key per (tenant, subject, session); a different namespace than subject locks."""
+    digest = hashlib.blake2b(f"session\x1f{tenant_id}\x1f{subject_id}\x1f{session_id}".encode(),
+                             digest_size=8).digest()
     return int.from_bytes(digest, "big", signed=True)
 
 
-LAST_MESSAGE_SQL = ("SELECT message_id FROM messages WHERE tenant_id = %s AND session_id = %s "
+LAST_MESSAGE_SQL = ("SELECT message_id FROM messages WHERE tenant_id = %s AND subject_id = %s AND session_id = %s "
                     "ORDER BY turn_index DESC, created_at DESC, message_id DESC LIMIT 1")
 
 
-async def last_message_id(pool: AsyncConnectionPool, tenant_id: str, session_id: str) -> str | None:
+async def last_message_id(pool: AsyncConnectionPool, tenant_id: str, subject_id: str, session_id: str) -> str | None:
     """The session's last message in turn order (what load_session lists last): the parent to pass
     as expected_parent; None when the session has no message."""
     async with tenant_transaction(pool, tenant_id) as conn:
-        cur = await conn.execute(LAST_MESSAGE_SQL, (tenant_id, session_id))
+        cur = await conn.execute(LAST_MESSAGE_SQL, (tenant_id, subject_id, session_id))
         row = await cur.fetchone()
     return None if row is None else row[0]
 
@@ -107,18 +104,14 @@ async def append_messages(pool: AsyncConnectionPool, redis: Redis | None, tenant
     duplicates = 0
     async with tenant_transaction(pool, tenant_id) as conn:
         await enter_subject(conn, tenant_id, subject_id, subject_digest, Mode.WRITE)
-        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (session_lock_key(tenant_id, session.session_id),))
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)",
+                           (session_lock_key(tenant_id, subject_id, session.session_id),))
+        # Session ids are per subject (migration 021): another subject's "s1" is another session.
         await conn.execute(
             "INSERT INTO sessions (tenant_id, session_id, subject_id, started_at) VALUES (%s, %s, %s, %s) "
-            "ON CONFLICT (tenant_id, session_id) DO NOTHING",
+            "ON CONFLICT (tenant_id, subject_id, session_id) DO NOTHING",
             (tenant_id, session.session_id, subject_id, session.started_at))
-        cur = await conn.execute("SELECT subject_id FROM sessions WHERE tenant_id = %s AND session_id = %s",
-                                 (tenant_id, session.session_id))
-        owner = (await fetch_one(cur))[0]
-        if owner != subject_id:
-            raise SessionOwnerError(f"session {session.session_id!r} belongs to another subject; "
-                                    "use a new session id")
-        cur = await conn.execute(LAST_MESSAGE_SQL, (tenant_id, session.session_id))
+        cur = await conn.execute(LAST_MESSAGE_SQL, (tenant_id, subject_id, session.session_id))
         row = await cur.fetchone()
         parent = None if row is None else row[0]
         for message in session.messages:
@@ -128,7 +121,7 @@ async def append_messages(pool: AsyncConnectionPool, redis: Redis | None, tenant
                 INSERT INTO messages (tenant_id, session_id, message_id, subject_id, turn_index, role, speaker,
                                       content, image_caption, created_at, content_sha256)
                 VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
-                ON CONFLICT (tenant_id, session_id, message_id) DO NOTHING
+                ON CONFLICT (tenant_id, subject_id, session_id, message_id) DO NOTHING
                 RETURNING message_id
                 """,
                 (tenant_id, session.session_id, message.message_id, subject_id, message.turn_index, message.role,
@@ -137,8 +130,8 @@ async def append_messages(pool: AsyncConnectionPool, redis: Redis | None, tenant
                 inserted.append(message)
                 continue
             cur = await conn.execute(
-                "SELECT content_sha256 FROM messages WHERE tenant_id = %s AND session_id = %s AND message_id = %s",
-                (tenant_id, session.session_id, message.message_id))
+                "SELECT content_sha256 FROM messages WHERE tenant_id = %s AND subject_id = %s AND session_id = %s "
+                "AND message_id = %s", (tenant_id, subject_id, session.session_id, message.message_id))
             if (await fetch_one(cur))[0] != digest:
                 raise MessageConflictError(
                     f"message {message.message_id!r} of session {session.session_id!r} was already stored with a "
@@ -146,7 +139,7 @@ async def append_messages(pool: AsyncConnectionPool, redis: Redis | None, tenant
             duplicates += 1
         if inserted and expected_parent is not None and (expected_parent or None) != parent:
             raise AppendConflictError(tenant_id, session.session_id, expected_parent, parent)  # rolls back
-        cur = await conn.execute(LAST_MESSAGE_SQL, (tenant_id, session.session_id))
+        cur = await conn.execute(LAST_MESSAGE_SQL, (tenant_id, subject_id, session.session_id))
         last = (await fetch_one(cur))[0]
         if redis is not None and inserted:
             # Still holding the shared subject lock: an erasure (exclusive lock) either waits for
@@ -172,40 +165,42 @@ async def recent_messages(redis: Redis, tenant_id: str, subject_id: str, session
     return [Message.model_validate_json(item) for item in raw]
 
 
-async def load_session(pool: AsyncConnectionPool, tenant_id: str, session_id: str, *,
-                       through: datetime | None = None) -> tuple[str, list[Message], datetime | None]:
-    """The session's owner, its messages in turn order (only those recorded at or before
+async def load_session(pool: AsyncConnectionPool, tenant_id: str, subject_id: str, session_id: str, *,
+                       through: datetime | None = None) -> tuple[list[Message], datetime | None]:
+    """The subject's session: its messages in turn order (only those recorded at or before
     `through`, when given) and when the newest of them was recorded."""
     async with tenant_transaction(pool, tenant_id) as conn:
-        cur = await conn.execute("SELECT subject_id FROM sessions WHERE tenant_id = %s AND session_id = %s",
-                                 (tenant_id, session_id))
-        row = await cur.fetchone()
-        if row is None:
-            raise RecordNotFoundError(f"session {session_id!r} has no messages in tenant {tenant_id!r}")
+        cur = await conn.execute("SELECT 1 FROM sessions WHERE tenant_id = %s AND subject_id = %s AND session_id = %s",
+                                 (tenant_id, subject_id, session_id))
+        if await cur.fetchone() is None:
+            raise RecordNotFoundError(f"session {session_id!r} of subject {subject_id!r} has no messages in "
+                                      f"tenant {tenant_id!r}")
         async with conn.cursor(row_factory=class_row(Message)) as mcur:
             await mcur.execute(
                 "SELECT message_id, turn_index, role, speaker, content, image_caption, created_at FROM messages "
-                "WHERE tenant_id = %s AND session_id = %s AND recorded_at <= coalesce(%s::timestamptz, 'infinity') "
-                "ORDER BY turn_index, created_at, message_id",
-                (tenant_id, session_id, through))
+                "WHERE tenant_id = %s AND subject_id = %s AND session_id = %s "
+                "AND recorded_at <= coalesce(%s::timestamptz, 'infinity') ORDER BY turn_index, created_at, message_id",
+                (tenant_id, subject_id, session_id, through))
             messages = await mcur.fetchall()
         cur = await conn.execute(
-            "SELECT max(recorded_at) FROM messages WHERE tenant_id = %s AND session_id = %s "
-            "AND recorded_at <= coalesce(%s::timestamptz, 'infinity')", (tenant_id, session_id, through))
+            "SELECT max(recorded_at) FROM messages WHERE tenant_id = %s AND subject_id = %s AND session_id = %s "
+            "AND recorded_at <= coalesce(%s::timestamptz, 'infinity')", (tenant_id, subject_id, session_id, through))
         newest = (await fetch_one(cur))[0]
-    return row[0], messages, newest
+    return messages, newest
 
 
-async def unconsolidated_messages(pool: AsyncConnectionPool, tenant_id: str, session_id: str) -> int:
-    """Messages of the session recorded after everything its successful consolidations covered."""
+async def unconsolidated_messages(pool: AsyncConnectionPool, tenant_id: str, subject_id: str,
+                                  session_id: str) -> int:
+    """Messages of the session recorded after everything its successful consolidations covered
+    (the session's commits through an index, migration 021: no scan of the tenant's operations)."""
     async with tenant_transaction(pool, tenant_id) as conn:
         cur = await conn.execute(
             """
             SELECT count(*) FROM messages m
-             WHERE m.tenant_id = %(t)s AND m.session_id = %(s)s
+             WHERE m.tenant_id = %(t)s AND m.subject_id = %(u)s AND m.session_id = %(s)s
                AND m.recorded_at > coalesce(
                    (SELECT max((o.result ->> 'through')::timestamptz) FROM operations o
-                     WHERE o.tenant_id = %(t)s AND o.kind = 'commit' AND o.status = 'succeeded'
-                       AND o.result ->> 'session_id' = %(s)s), '-infinity')
-            """, {"t": tenant_id, "s": session_id})
+                     WHERE o.tenant_id = %(t)s AND o.subject_id = %(u)s AND o.session_id = %(s)s
+                       AND o.kind = 'commit' AND o.status = 'succeeded'), '-infinity')
+            """, {"t": tenant_id, "u": subject_id, "s": session_id})
         return int((await fetch_one(cur))[0])

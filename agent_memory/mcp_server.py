@@ -91,10 +91,11 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
         async with tenant_transaction(client.services.pool, tenant) as conn:
             cur = await conn.execute(
                 "SELECT coalesce(max(turn_index) + 1, 0), "
-                "(SELECT message_id FROM messages WHERE tenant_id = %s AND session_id = %s "
-                " ORDER BY turn_index DESC LIMIT 1), "
-                "coalesce(array_agg(message_id) FILTER (WHERE message_id = ANY(%s)), '{}') "
-                "FROM messages WHERE tenant_id = %s AND session_id = %s", (tenant, session, given, tenant, session))
+                "(SELECT message_id FROM messages WHERE tenant_id = %(t)s AND subject_id = %(u)s "
+                " AND session_id = %(s)s ORDER BY turn_index DESC, created_at DESC, message_id DESC LIMIT 1), "
+                "coalesce(array_agg(message_id) FILTER (WHERE message_id = ANY(%(given)s)), '{}') "
+                "FROM messages WHERE tenant_id = %(t)s AND subject_id = %(u)s AND session_id = %(s)s",
+                {"t": tenant, "u": subject, "s": session, "given": given})
             row = await cur.fetchone()
         start, parent, stored = (int(row[0]), row[1], set(row[2])) if row else (0, None, set())
         now = datetime.now(UTC)

@@ -11,7 +11,7 @@ existed must keep matching, so a retry after an upgrade finds its recorded resul
 
     embed/{memory id}/{version}/{model}-{model version}/{text digest}   EmbedKey
     embed-batch/{digest of the batch's operation ids}                   EmbedBatchKey
-    {extract|importance|summary}/{session}/{provider}-{version}/{messages digest}   ProviderStepKey
+    {extract|importance|summary}/{subject}/{session}/{provider}-{version}/{messages digest}   ProviderStepKey
     plan/{session}/{extraction digest}/{round}                          PlanKey
     commit/{session}/{request digest}                                   CommitKey
     live/{request digest}                                               LiveWriteKey
@@ -162,18 +162,24 @@ ProviderStep = Literal["extract", "importance", "summary"]
 
 @dataclass(frozen=True)
 class ProviderStepKey(_Key):
-    """A consolidation step's provider call over exactly these messages of a session."""
+    """A consolidation step's provider call over exactly these messages of a subject's session.
+
+    Session ids are per subject (migration 021), so the id names the subject: two subjects' "s1"
+    with the same messages are two operations. Rows recorded before (`{step}/{session}/...`) are
+    not found under the new id: a consolidation in flight across that upgrade calls its provider
+    once more. Plan and commit ids need no subject: their digests cover the subject already."""
 
     step: ProviderStep
+    subject_id: str
     session_id: str
     provider: str
     provider_version: str
     messages_digest: str
 
     @classmethod
-    def for_messages(cls, step: ProviderStep, session_id: str, provider: Versioned,
+    def for_messages(cls, step: ProviderStep, subject_id: str, session_id: str, provider: Versioned,
                      messages_digest: str) -> ProviderStepKey:
-        return cls(step, session_id, provider.name, provider.version, messages_digest)
+        return cls(step, subject_id, session_id, provider.name, provider.version, messages_digest)
 
     @property
     def kind(self) -> str:
@@ -185,7 +191,8 @@ class ProviderStepKey(_Key):
 
     @property
     def operation_id(self) -> str:
-        return f"{self.step}/{self.session_id}/{self.provider}-{self.provider_version}/{self.messages_digest}"
+        return (f"{self.step}/{self.subject_id}/{self.session_id}/{self.provider}-{self.provider_version}/"
+                f"{self.messages_digest}")
 
     def columns(self) -> KeyColumns:
         return KeyColumns(session_id=self.session_id, model=self.provider, model_version=self.provider_version,
@@ -205,7 +212,8 @@ class PlanKey(_Key):
 
     @classmethod
     def for_extraction(cls, session_id: str, extraction_operation_id: str, round_: int) -> PlanKey:
-        # Keyed on the extraction: a later run over more messages makes its own plan.
+        # Keyed on the extraction (whose id names the subject): a later run over more messages
+        # makes its own plan.
         return cls(session_id, request_hash({"extraction": extraction_operation_id})[:16], round_)
 
     @property
@@ -228,6 +236,7 @@ class CommitKey(_Key):
 
     @classmethod
     def for_request(cls, session_id: str, request: dict[str, Any]) -> CommitKey:
+        # A consolidation's request names its subject, so the digest tells two subjects' "s1" apart.
         return cls(session_id, request_hash(request)[:16])
 
     @property

@@ -23,7 +23,6 @@ from redis.asyncio import Redis
 from agent_memory.context import MESSAGE_OVERHEAD, AssembledContext, assemble_context, truncate_tokens
 from agent_memory.evidence import (
     WORKING_MEMORY_TTL_SECONDS,
-    SessionOwnerError,
     recent_messages,
     redis_prefix,
 )
@@ -100,19 +99,16 @@ class _Recent(BaseModel):
 async def _session_messages(pool: AsyncConnectionPool, keyring: KeyRing, redis: Redis | None, tenant_id: str,
                             subject_id: str, session_id: str, as_of: datetime | None) -> _Recent:
     """The live session's messages, in turn order, recorded by `as_of`: working memory when it
-    holds the session from its first turn, else the messages table. Refuses a session that
-    belongs to another subject; an erased subject has none."""
+    holds the session from its first turn, else the messages table. Session ids are per subject:
+    another subject's session of the same id is not this one. An erased subject has none."""
     async with subject_scope(pool, keyring, tenant_id, subject_id, Mode.READ) as scope:
         if scope.erased:
             return _Recent(messages=[], source="none")
-        cur = await scope.conn.execute("SELECT subject_id FROM sessions WHERE tenant_id = %s AND session_id = %s",
-                                       (tenant_id, session_id))
-        owner = await cur.fetchone()
-        if owner is None:
-            return _Recent(messages=[], source="none")  # a new session: nothing said yet
-        if owner[0] != subject_id:
-            raise SessionOwnerError(f"session {session_id!r} belongs to another subject of tenant {tenant_id!r}; "
-                                    "use a session id of this subject")
+        cur = await scope.conn.execute(
+            "SELECT 1 FROM sessions WHERE tenant_id = %s AND subject_id = %s AND session_id = %s",
+            (tenant_id, subject_id, session_id))
+        if await cur.fetchone() is None:
+            return _Recent(messages=[], source="none")  # a new session of this subject: nothing said yet
         cached = await recent_messages(redis, tenant_id, subject_id, session_id) if redis is not None else []
         if cached and cached[0].turn_index == 0:
             source: RecentSource = "redis"
@@ -121,8 +117,8 @@ async def _session_messages(pool: AsyncConnectionPool, keyring: KeyRing, redis: 
             async with scope.conn.cursor(row_factory=class_row(Message)) as mcur:
                 await mcur.execute(
                     "SELECT message_id, turn_index, role, speaker, content, image_caption, created_at FROM messages "
-                    "WHERE tenant_id = %s AND session_id = %s ORDER BY turn_index, created_at, message_id",
-                    (tenant_id, session_id))
+                    "WHERE tenant_id = %s AND subject_id = %s AND session_id = %s "
+                    "ORDER BY turn_index, created_at, message_id", (tenant_id, subject_id, session_id))
                 messages = await mcur.fetchall()
             source = "messages"
     if as_of is not None:

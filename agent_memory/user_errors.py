@@ -8,7 +8,7 @@ from agent_memory.api_keys import ApiKeyError
 from agent_memory.corrections import MemoryForgottenError, WriteRefusedError
 from agent_memory.erasure import ErasureRequestConflictError
 from agent_memory.events import VersionConflictError
-from agent_memory.evidence import AppendConflictError, MessageConflictError, SessionOwnerError
+from agent_memory.evidence import AppendConflictError, MessageConflictError
 from agent_memory.forgetting import MemoryNotForgottenError, RestoreWindowClosedError
 from agent_memory.ingest import InputError
 from agent_memory.scope import SubjectErasedError
@@ -19,7 +19,6 @@ USER_ERROR_TABLE: tuple[tuple[type[Exception], int, str], ...] = (
     (PermissionError, 403, "Forbidden"),
     (WriteRefusedError, 403, "Refused by the tenant's write policy"),
     (SubjectErasedError, 409, "Subject erased"),
-    (SessionOwnerError, 409, "Session of another subject"),
     (AppendConflictError, 409, "Session moved on"),
     (MessageConflictError, 409, "Message id reused with other content"),
     (VersionConflictError, 409, "Version conflict"),

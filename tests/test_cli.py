@@ -45,7 +45,7 @@ async def test_ingest_end_session_facts_and_erase_from_the_cli(services, tenant,
         ended = await asyncio.to_thread(run_cli, services, "end-session", "--tenant", tenant, "--subject", "kim", "--session", "c1",
                         "--wait", task_queue=task_queue)
         assert ended.returncode == 0, ended.stderr
-        assert f"workflow consolidate/{tenant}/c1" in ended.stdout
+        assert f"workflow consolidate/{tenant}/kim/c1" in ended.stdout
         assert "/namespaces/default/workflows/consolidate%2F" in ended.stdout
         facts = run_cli(services, "facts", "--tenant", tenant, "--subject", "kim", "--json")
         assert [(f["key"], f["value"]) for f in json.loads(facts.stdout)] == [("home_city", "Kyoto")]

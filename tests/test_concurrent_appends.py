@@ -80,8 +80,8 @@ async def test_many_appenders_on_one_session_lose_nothing_and_every_conflict_is_
     await asyncio.gather(*(appender(k) for k in range(appenders)))
 
     total = appenders * batches_each * batch_size
-    owner, messages, _ = await load_session(services.pool, tenant, sid)
-    assert owner == SUBJECT and len(messages) == total == await message_count(services, tenant)
+    messages, _ = await load_session(services.pool, tenant, SUBJECT, sid)
+    assert len(messages) == total == await message_count(services, tenant)
     assert sorted(m.message_id for m in messages) == sorted(
         f"a{k}-b{b}-m{i}" for k in range(appenders) for b in range(batches_each) for i in range(batch_size))
     # One consistent sequence: turns 0..n-1, each message written after the one before it, and
@@ -96,7 +96,7 @@ async def test_many_appenders_on_one_session_lose_nothing_and_every_conflict_is_
     assert calls == appenders * batches_each + len(conflicts)  # every failed call was a reported conflict
     print(f"\n{appenders} appenders, {calls} calls, {len(conflicts)} conflicts reported")
     assert conflicts, "12 concurrent appenders on one session should have collided at least once"
-    assert await last_message_id(services.pool, tenant, sid) == messages[-1].message_id
+    assert await last_message_id(services.pool, tenant, SUBJECT, sid) == messages[-1].message_id
     cached = await recent_messages(services.redis, tenant, SUBJECT, sid)
     assert sorted(m.message_id for m in cached) == sorted(m.message_id for m in messages)  # working memory too
 
@@ -154,4 +154,4 @@ async def test_stale_parent_conflicts_and_writes_nothing_but_a_replay_is_idempot
     async with tenant_transaction(services.pool, tenant) as conn:
         cur = await conn.execute("SELECT count(*) FROM sessions WHERE session_id = 'nope'")
         assert (await cur.fetchone())[0] == 0
-    assert await last_message_id(services.pool, tenant, "nope") is None
+    assert await last_message_id(services.pool, tenant, SUBJECT, "nope") is None

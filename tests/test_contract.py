@@ -35,8 +35,9 @@ def test_every_activity_has_a_pinned_name():
 
 
 def test_workflow_id_formats():
-    assert contract.consolidation_workflow_id("acme", "s1") == "consolidate/acme/s1"
-    assert contract.idle_workflow_id("acme", "s2") == "idle/acme/s2"
+    assert contract.consolidation_workflow_id("acme", "lin", "s1") == "consolidate/acme/lin/s1"
+    assert contract.idle_workflow_id("acme", "lin", "s2") == "idle/acme/lin/s2"
+    assert contract.legacy_consolidation_workflow_id("acme", "s1") == "consolidate/acme/s1"  # replay only
     assert contract.erasure_workflow_id("acme", "lin", "r1") == "erase/acme/lin/r1"
     assert contract.rebuild_workflow_id("acme", None, "recorded") == "rebuild/acme/*/recorded"
     assert contract.rebuild_workflow_id("acme", "kim", "x") == "rebuild/acme/kim/x"
@@ -46,7 +47,8 @@ def test_workflow_id_formats():
 
 
 def test_the_tenant_is_read_back_from_per_tenant_workflow_ids_only():
-    for workflow_id in (contract.consolidation_workflow_id("acme", "s/1"), contract.idle_workflow_id("acme", "s"),
+    for workflow_id in (contract.consolidation_workflow_id("acme", "lin", "s/1"),
+                        contract.idle_workflow_id("acme", "lin", "s"), contract.legacy_consolidation_workflow_id("acme", "s"),
                         contract.erasure_workflow_id("acme", "lin", "r"), contract.rebuild_workflow_id("acme", None, "r"),
                         contract.projector_workflow_id("acme", "lin")):
         assert contract.workflow_id_tenant(workflow_id) == "acme", workflow_id

@@ -44,7 +44,7 @@ async def test_the_hooks_and_reads_over_http(client, services, tenant, running_w
                                 json={"messages": MESSAGES})
         assert again.json()["inserted"] == 0 and again.json()["duplicates"] == 2  # idempotent by message id
         ended = await http.post("/v1/subjects/lin/sessions/h1/end", headers=bearer(writer))
-        assert ended.status_code == 200 and ended.json()["workflow_id"] == f"consolidate/{tenant}/h1"
+        assert ended.status_code == 200 and ended.json()["workflow_id"] == f"consolidate/{tenant}/lin/h1"
         await client.consolidation_result(client.services.temporal.get_workflow_handle(ended.json()["workflow_id"]))
         run = await http.get(f"/v1/runs/{ended.json()['workflow_id']}", headers=bearer(reader))
         assert run.json()["status"] == "completed" and run.json()["result"]["facts_written"] >= 1

@@ -57,7 +57,7 @@ async def test_the_same_subject_id_in_two_tenants_never_mixes(client, services, 
         (ha, ra), (hb, rb) = await asyncio.gather(consolidate(client, a, SUBJECT, sa),
                                                   consolidate(client, b, SUBJECT, sb))
         # Workflow ids carry the tenant: the same session id in two tenants is two workflows.
-        assert (ha.id, hb.id) == (f"consolidate/{a}/s1", f"consolidate/{b}/s1")
+        assert (ha.id, hb.id) == (f"consolidate/{a}/{SUBJECT}/s1", f"consolidate/{b}/{SUBJECT}/s1")
         assert ra.tenant_id == a and rb.tenant_id == b and ra.facts_written and rb.facts_written
         for _ in range(50):  # visibility is eventually consistent
             runs_a = await client.runs(a, SUBJECT)
@@ -65,7 +65,7 @@ async def test_the_same_subject_id_in_two_tenants_never_mixes(client, services, 
                 break
             await asyncio.sleep(0.1)
         # The session's consolidation, its idle timer and the subject's projector, all of tenant a only.
-        assert sorted(r.workflow_id for r in runs_a) == [ha.id, f"idle/{a}/s1", f"projector/{a}/{SUBJECT}"]
+        assert sorted(r.workflow_id for r in runs_a) == [ha.id, f"idle/{a}/{SUBJECT}/s1", f"projector/{a}/{SUBJECT}"]
 
         # Facts, recall and context: each tenant sees its own subject only.
         def values(facts):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import uuid
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 import psycopg
 import pytest
@@ -20,6 +21,7 @@ from agent_memory.operation_keys import (
     CommitKey,
     EmbedBatchKey,
     EmbedKey,
+    KeyColumns,
     LiveWriteKey,
     PlanKey,
     ProviderStepKey,
@@ -49,8 +51,8 @@ def test_each_key_renders_the_pinned_id():
                                                       "version": "1"}
     assert EmbedBatchKey.for_operations([embed]).operation_id == (
         f"embed-batch/{request_hash({'operations': [embed.operation_id]})[:24]}")
-    step = ProviderStepKey.for_messages("extract", "s/1", _Provider("rule-extractor", "2"), "abc123")
-    assert step.operation_id == "extract/s/1/rule-extractor-2/abc123"
+    step = ProviderStepKey.for_messages("extract", "lin", "s/1", _Provider("rule-extractor", "2"), "abc123")
+    assert step.operation_id == "extract/lin/s/1/rule-extractor-2/abc123"  # sessions are per subject (021)
     assert (step.kind, step.prefix) == ("extract", "extract")
     plan = PlanKey.for_extraction("s1", "extract/s1/rule-extractor-2/abc", 2)
     assert plan.operation_id == "plan/s1/77d3f5c78b330c5e/2"
@@ -76,7 +78,8 @@ def test_keys_render_what_the_old_builders_built(name, version):
         assert request_hash(key.request(text)) == request_hash({"text": text, "model": name, "version": version})
     request = {"tenant_id": "t", "session_id": "s1", "round": 0}
     assert CommitKey.for_request("s1", request).operation_id == f"commit/s1/{request_hash(request)[:16]}"
-    assert ProviderStepKey.for_messages("summary", "s1", provider, "d").operation_id == f"summary/s1/{name}-{version}/d"
+    assert ProviderStepKey.for_messages("summary", "lin", "s1", provider, "d").operation_id == (
+        f"summary/lin/s1/{name}-{version}/d")
     extraction = f"extract/s1/{name}-{version}/d"
     assert PlanKey.for_extraction("s1", extraction, 1).operation_id == (
         f"plan/s1/{request_hash({'extraction': extraction})[:16]}/1")
@@ -106,6 +109,15 @@ def test_columns_name_the_fields_in_order():
 
 # --- migration 010: the backfill of rows recorded before -----------------------------------------
 
+class _LegacyStep(NamedTuple):
+    operation_id: str
+    kind: str
+    key_columns: KeyColumns
+
+    def columns(self) -> KeyColumns:
+        return self.key_columns
+
+
 async def test_migration_010_backfills_the_key_columns_of_recorded_operations(services):
     database = f"opkeys_{uuid.uuid4().hex[:10]}"
     admin_url = services.settings.database_admin_url
@@ -113,7 +125,10 @@ async def test_migration_010_backfills_the_key_columns_of_recorded_operations(se
         await admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
     embed = EmbedKey(MEMORY, 3, "openai-compatible-embedder", "1-text-embedding-3-small-1536", "b4aacbd565af")
     batch = EmbedBatchKey.for_operations([embed])
-    step = ProviderStepKey("summary", "s/1", "extractive-summarizer", "4", "0123456789abcdef01234567")
+    # A provider step's id before migration 021 named no subject: {step}/{session}/{provider}/{digest}.
+    step = _LegacyStep("summary/s/1/extractive-summarizer-4/0123456789abcdef01234567", "summary",
+                       KeyColumns(session_id="s/1", model="extractive-summarizer", model_version="4",
+                                  key_digest="0123456789abcdef01234567"))
     plan = PlanKey("s/1", "77d3f5c78b330c5e", 2)
     commit = CommitKey("s/1", "f9d86028c6e0d64e")
     live = LiveWriteKey("f9d86028c6e0d64e225186f9")

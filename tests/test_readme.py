@@ -35,7 +35,7 @@ async def test_every_python_block_of_the_readme_runs_as_written(services, task_q
                                           capture_output=True, text=True, timeout=300)
             assert ran.returncode == 0, f"README python block {n} failed:\n{ran.stderr[-3000:]}"
             if "facts written" in block:
-                assert "facts written by consolidate/acme/quickstart-1" in ran.stdout
+                assert "facts written by consolidate/acme/lin/quickstart-1" in ran.stdout
                 assert "Oslo" in ran.stdout
 
 

@@ -70,9 +70,9 @@ async def test_end_session_checks_the_session_and_its_owner_before_any_signal(cl
     await client.append_messages(tenant, "lin", session("o1", "2024-03-01T09:00:00Z", "I live in Oslo."))
     wrong = await asyncio.to_thread(run_cli, services, "end-session", "--tenant", tenant, "--subject", "kim",
                                     "--session", "o1", task_queue=task_queue)
-    assert wrong.returncode == 2 and "belongs to another subject" in wrong.stderr
+    assert wrong.returncode == 2 and "no session 'o1' of subject 'kim'" in wrong.stderr
     # The owner's idle timer got no "end" signal from the refused call.
-    idle = services.temporal.get_workflow_handle(f"idle/{tenant}/o1")
+    idle = services.temporal.get_workflow_handle(f"idle/{tenant}/lin/o1")
     signals = [e.workflow_execution_signaled_event_attributes.signal_name
                async for e in idle.fetch_history_events() if e.HasField("workflow_execution_signaled_event_attributes")]
     assert "end" not in signals

@@ -129,10 +129,10 @@ async def test_a_digest_only_tombstone_hides_the_subject_from_readers_and_refuse
 
         with pytest.raises(SubjectErasedError):
             await OperationRecorder(pool, keyring).run(
-                tenant_id=tenant, subject_id="lin", key=ProviderStepKey("importance", "s1", "p", "1", "d"),
+                tenant_id=tenant, subject_id="lin", key=ProviderStepKey("importance", "lin", "s1", "p", "1", "d"),
                 request={"session": "s1"}, result_type=ImportanceResult, call=never)
         with pytest.raises(SubjectErasedError):
-            await OperationRecorder(pool, keyring).load(tenant, "lin", "importance/s1/p-1/d", ImportanceResult)
+            await OperationRecorder(pool, keyring).load(tenant, "lin", "importance/lin/s1/p-1/d", ImportanceResult)
     finally:
         await _drop_tombstones(services, tenant)
 

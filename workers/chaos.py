@@ -384,7 +384,8 @@ async def lost_sessions(pool: AsyncConnectionPool, tenant_id: str, subject_id: s
     async with tenant_transaction(pool, tenant_id) as conn:
         cur = await conn.execute(
             "SELECT s.session_id FROM sessions s WHERE s.tenant_id = %s AND s.subject_id = %s AND NOT EXISTS "
-            "(SELECT 1 FROM episodes e WHERE e.tenant_id = s.tenant_id AND e.session_id = s.session_id) "
+            "(SELECT 1 FROM episodes e WHERE e.tenant_id = s.tenant_id AND e.subject_id = s.subject_id "
+            "AND e.session_id = s.session_id) "
             "ORDER BY 1", (tenant_id, subject_id))
         return [row[0] for row in await cur.fetchall()]
 

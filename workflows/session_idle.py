@@ -52,7 +52,11 @@ class SessionIdleWorkflow:
                 return SessionIdleResult(outcome="ended by the session-end hook")
             if self._touches >= MAX_TOUCHES_PER_RUN:
                 workflow.continue_as_new(request)
-        consolidation_id = contract.consolidation_workflow_id(request.tenant_id, request.session_id)
+        if workflow.patched("consolidation-id-names-the-subject"):
+            consolidation_id = contract.consolidation_workflow_id(request.tenant_id, request.subject_id,
+                                                                  request.session_id)
+        else:  # a history from before session ids were scoped per subject
+            consolidation_id = contract.legacy_consolidation_workflow_id(request.tenant_id, request.session_id)
         # An outage must not drop the idle timer: retried without an attempt cap (contract.IDLE_CHECK).
         pending = await workflow.execute_activity_method(
             ConsolidationActivities.count_unconsolidated,

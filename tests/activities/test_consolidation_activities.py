@@ -252,7 +252,7 @@ async def test_a_slow_call_keeps_its_claim_while_it_runs(services, tenant):
     attempt meanwhile waits for the first one's result instead of calling again."""
     # Seconds, not fractions: at the start of a busy suite a renewal can wait a second for Postgres.
     recorder = OperationRecorder(services.pool, services.keyring, lease=timedelta(seconds=3))
-    key = ProviderStepKey("importance", "slow", "p", "1", "d")
+    key = ProviderStepKey("importance", "lin", "slow", "p", "1", "d")
     calls = 0
 
     async def slow() -> ImportanceResult:

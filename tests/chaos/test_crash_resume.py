@@ -187,7 +187,7 @@ async def test_a_workflow_survives_a_restart_of(service, own_stack, reference):
     assert await projection_digest(services.pool, tenant, SUBJECT) == reference.digest
     async with tenant_transaction(services.pool, tenant) as conn:
         cur = await conn.execute("SELECT attempts FROM operations WHERE tenant_id = %s AND operation_id LIKE %s",
-                                 (tenant, "summary/s2/%"))
+                                 (tenant, f"summary/{SUBJECT}/s2/%"))
         (attempts,), = await cur.fetchall()
     # Postgres: the held summary could not be recorded while the database was down and ran again.
     assert attempts >= 2 if service == "postgres" else attempts == 1

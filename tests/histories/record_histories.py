@@ -39,7 +39,7 @@ HERE = Path(__file__).parent
 
 # The file each workflow's current version is recorded to.
 CURRENT = {"consolidation": "consolidation-v3.json", "projector": "projector.json", "rebuild": "rebuild-v3.json",
-           "erasure": "erasure-v4.json", "session-idle": "session-idle-v2.json"}
+           "erasure": "erasure-v4.json", "session-idle": "session-idle-v3.json"}
 
 
 async def _decode(node: Any, codec: PayloadCodec) -> None:
@@ -105,9 +105,9 @@ async def main(only: set[str] | None = None) -> None:
             async with build_worker(services, task_queue="record-histories"):
                 await idle_client.append_messages("acme", "ana", session("s2", "2024-03-02T09:00:00Z",
                                                                           "I live in Rome."))
-                idle = services.temporal.get_workflow_handle("idle/acme/s2")
+                idle = services.temporal.get_workflow_handle("idle/acme/ana/s2")
                 await idle.result()
-                await services.temporal.get_workflow_handle("consolidate/acme/s2").result()
+                await services.temporal.get_workflow_handle("consolidate/acme/ana/s2").result()
                 if keep(CURRENT["session-idle"]):
                     await _write(idle, CURRENT["session-idle"], codec)
 

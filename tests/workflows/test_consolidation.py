@@ -33,7 +33,7 @@ async def test_session_end_consolidates_move_without_trip_overwrite(client, serv
             first = await client.end_session(tenant, subject, s.session_id)
             # A duplicate hook attaches to the same run instead of starting a second one.
             again = await client.end_session(tenant, subject, s.session_id)
-            assert first.id == again.id == f"consolidate/{tenant}/{s.session_id}"
+            assert first.id == again.id == f"consolidate/{tenant}/{subject}/{s.session_id}"
             result = await client.consolidation_result(first)
             assert result.refused_reason is None
             assert (await again.describe()).run_id == (await first.describe()).run_id
@@ -86,7 +86,7 @@ async def test_runs_lists_workflows_with_the_ui_visibility_query(client, tenant,
     # The consolidation (done), the session's idle timer (stopped by the end hook) and the
     # subject's projector (woken by the commit).
     assert sorted((r.workflow_id, r.workflow_type) for r in runs) == [
-        (f"consolidate/{tenant}/s-ana", "ConsolidationWorkflow"), (f"idle/{tenant}/s-ana", "SessionIdleWorkflow"),
+        (f"consolidate/{tenant}/ana/s-ana", "ConsolidationWorkflow"), (f"idle/{tenant}/ana/s-ana", "SessionIdleWorkflow"),
         (f"projector/{tenant}/ana", "ProjectorWorkflow")]
     assert {r.workflow_type: r.status for r in runs}["ConsolidationWorkflow"] == "COMPLETED"
     assert await client.runs(tenant, "someone-else") == []
@@ -104,7 +104,7 @@ async def test_a_failed_run_and_a_resumed_session_are_consolidated_again(client,
         # …and a run that starts anyway (an idle timer racing the append) fails for good…
         early = await client.services.temporal.start_workflow(
             contract.CONSOLIDATION_WORKFLOW, ConsolidationInput(tenant_id=tenant, subject_id="eve", session_id="s-late"),
-            id=contract.consolidation_workflow_id(tenant, "s-late"), task_queue=client.task_queue,
+            id=contract.consolidation_workflow_id(tenant, "eve", "s-late"), task_queue=client.task_queue,
             result_type=ConsolidationResult)
         try:
             await client.consolidation_result(early)

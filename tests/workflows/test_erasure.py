@@ -92,7 +92,7 @@ async def test_erased_subject_is_never_resurrected(client, tenant, running_worke
         # …and a consolidation that starts anyway (the idle timer racing the erasure) is refused.
         handle = await client.services.temporal.start_workflow(
             contract.CONSOLIDATION_WORKFLOW, ConsolidationInput(tenant_id=tenant, subject_id=subject, session_id="i1"),
-            id=contract.consolidation_workflow_id(tenant, "i1"), task_queue=client.task_queue,
+            id=contract.consolidation_workflow_id(tenant, subject, "i1"), task_queue=client.task_queue,
             result_type=ConsolidationResult)
         result = await client.consolidation_result(handle)
     assert result.refused_reason == "subject erased"

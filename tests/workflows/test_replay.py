@@ -36,7 +36,10 @@ WORKFLOW_DIR = Path(__file__).resolve().parents[2] / "workflows"
                                                # rebuild carries counts only.
                                                ("consolidation-v3.json", "consolidate/acme/s1"),
                                                ("projector.json", "projector/acme/lin"),
-                                               ("rebuild-v3.json", "rebuild/acme/*/recorded")])
+                                               ("rebuild-v3.json", "rebuild/acme/*/recorded"),
+                                               # Session ids per subject (migration 021): the idle
+                                               # timer's consolidation id names the subject.
+                                               ("session-idle-v3.json", "idle/acme/ana/s2")])
 async def test_recorded_history_replays(name, workflow_id):
     history = WorkflowHistory.from_json(workflow_id, (HISTORIES / name).read_text())
     replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)

@@ -22,7 +22,7 @@ async def test_an_idle_session_is_consolidated_without_its_end_hook(services, te
                                                             "I love jazz."))
         await asyncio.sleep(1.2)
         assert await client.facts(tenant, "lin") == []
-        idle = services.temporal.get_workflow_handle(idle_workflow_id(tenant, "s1"))
+        idle = services.temporal.get_workflow_handle(idle_workflow_id(tenant, "lin", "s1"))
         outcome = await asyncio.wait_for(idle.result(), timeout=30)
         assert outcome["outcome"] == "idle: consolidation started"
         consolidation = services.temporal.get_workflow_handle(outcome["consolidation_workflow_id"])
@@ -40,6 +40,6 @@ async def test_the_end_hook_stops_the_idle_timer(services, tenant, task_queue, r
     async with running_worker():
         await client.append_messages(tenant, "ana", session("s2", "2024-01-01T09:00:00Z", "I live in Rome."))
         await client.consolidation_result(await client.end_session(tenant, "ana", "s2"))
-        idle = services.temporal.get_workflow_handle(idle_workflow_id(tenant, "s2"))
+        idle = services.temporal.get_workflow_handle(idle_workflow_id(tenant, "ana", "s2"))
         outcome = await asyncio.wait_for(idle.result(), timeout=30)
     assert outcome["outcome"] == "ended by the session-end hook"

@@ -314,7 +314,7 @@ async def test_the_idle_timer_starts_the_consolidation_in_virtual_time(env, work
     request = _idle_input(session)
     assert request.idle_seconds == 600
     async with worker(mocks) as task_queue:
-        handle = await env.client.start_workflow(SessionIdleWorkflow.run, request, id=f"idle/t-ts/{session}",
+        handle = await env.client.start_workflow(SessionIdleWorkflow.run, request, id=f"idle/t-ts/lin/{session}",
                                                  task_queue=task_queue, result_type=SessionIdleResult)
         outcome = await _result(handle)
         consolidation = env.client.get_workflow_handle_for(
@@ -322,7 +322,7 @@ async def test_the_idle_timer_starts_the_consolidation_in_virtual_time(env, work
         result = await _result(consolidation)
         events = await _events(env.client, handle.id, handle.result_run_id)
     assert outcome.outcome == "idle: consolidation started"
-    assert outcome.consolidation_workflow_id == f"consolidate/t-ts/{session}"
+    assert outcome.consolidation_workflow_id == f"consolidate/t-ts/lin/{session}"
     assert mocks.count("count_unconsolidated") == 1
     assert result.session_id == session and result.events_appended == EVENTS_PER_COMMIT
     # The 10-minute timer ran out in virtual time, well before 10 real minutes.
@@ -339,7 +339,7 @@ async def test_an_idle_session_with_nothing_new_starts_no_consolidation(env, wor
     session = f"s-{uuid.uuid4().hex[:8]}"
     async with worker(mocks) as task_queue:
         outcome = await _result(await env.client.start_workflow(
-            SessionIdleWorkflow.run, _idle_input(session), id=f"idle/t-ts/{session}", task_queue=task_queue,
+            SessionIdleWorkflow.run, _idle_input(session), id=f"idle/t-ts/lin/{session}", task_queue=task_queue,
             result_type=SessionIdleResult))
     assert outcome.outcome == "nothing new to consolidate" and mocks.count("extract_facts") == 0
 
@@ -360,7 +360,7 @@ async def test_a_chatty_session_continues_as_new_after_its_touch_limit(env, work
     async with worker(mocks) as task_queue:
         # Real time while the touches arrive (the 10-minute timer cannot run out meanwhile).
         with env.with_time_skipping_disabled():
-            first = await env.client.start_workflow(SessionIdleWorkflow.run, request, id=f"idle/t-ts/{session}",
+            first = await env.client.start_workflow(SessionIdleWorkflow.run, request, id=f"idle/t-ts/lin/{session}",
                                                     task_queue=task_queue, result_type=SessionIdleResult)
         for batch in range(0, MAX_TOUCHES_PER_RUN, 50):
             await asyncio.gather(*(first.signal(SessionIdleWorkflow.touch)

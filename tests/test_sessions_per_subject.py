@@ -1,0 +1,88 @@
+"""Session ids are scoped per subject (issue 12, rough edge 1): two people of one tenant may each
+have a session "s1". Against the real stack and a worker; migration 021 on rows stored before it."""
+
+from __future__ import annotations
+
+import uuid
+
+import psycopg
+from psycopg import sql
+
+from agent_memory.db import migration_files, tenant_transaction
+from tests.sessions import session
+from tests.test_migrations import with_database
+
+
+async def test_two_subjects_each_have_their_own_session_s1(client, services, tenant, running_worker):
+    lin = session("s1", "2024-03-01T09:00:00Z", "I live in Oslo.", "I have a cat named Pixel.")
+    kim = session("s1", "2024-03-02T09:00:00Z", "I live in Rome.")
+    async with running_worker():
+        assert (await client.append_messages(tenant, "lin", lin)).inserted == 2
+        assert (await client.append_messages(tenant, "kim", kim)).inserted == 1  # not "another subject's"
+        lin_run = await client.end_session(tenant, "lin", "s1")
+        kim_run = await client.end_session(tenant, "kim", "s1")
+        assert (lin_run.id, kim_run.id) == (f"consolidate/{tenant}/lin/s1", f"consolidate/{tenant}/kim/s1")
+        lin_done, kim_done = await client.consolidation_result(lin_run), await client.consolidation_result(kim_run)
+        assert lin_done.episode_written and kim_done.episode_written
+        kim_done_facts = await client.facts(tenant, "kim")
+        # A retry of kim's hook attaches to kim's run, not lin's.
+        assert (await (await client.end_session(tenant, "kim", "s1")).describe()).run_id == (
+            await kim_run.describe()).run_id
+        # Erasing kim (below) leaves lin's s1 whole.
+        await client.erasure_receipt(await client.erase(tenant, "kim", reason="test"))
+        assert await client.facts(tenant, "kim") == []
+    assert {f.value for f in await client.facts(tenant, "lin")} >= {"Oslo"}
+    assert "Rome" in {f.value for f in kim_done_facts}
+    assert "Oslo" not in {f.value for f in kim_done_facts}
+    # Each subject's prompt sees its own session's turns only.
+    lin_prompt = await client.build_prompt(tenant, "lin", "s1", "and now?")
+    recent = {b.name: b for b in lin_prompt.blocks}["recent"].messages
+    assert [m.content for m in recent] == ["I live in Oslo.", "I have a cat named Pixel."]
+    async with tenant_transaction(services.pool, tenant) as conn:
+        cur = await conn.execute("SELECT subject_id, count(*) FROM messages WHERE tenant_id = %s AND session_id = 's1' "
+                                 "GROUP BY subject_id", (tenant,))
+        assert dict(await cur.fetchall()) == {"lin": 2}
+        cur = await conn.execute("SELECT subject_id FROM episodes WHERE tenant_id = %s AND session_id = 's1'",
+                                 (tenant,))
+        assert [r[0] for r in await cur.fetchall()] == ["lin"]
+
+
+async def test_migration_021_keeps_the_sessions_stored_before_it(services):
+    """Before 021 a session id was unique per tenant; its rows keep their ids, and after it a
+    second subject can store the same session id."""
+    database = f"sessions_{uuid.uuid4().hex[:10]}"
+    admin_url = services.settings.database_admin_url
+    async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as admin:
+        await admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
+    try:
+        files = migration_files()
+        before = [(name, text) for name, text in files if name < "021"]
+        async with await psycopg.AsyncConnection.connect(with_database(admin_url, database)) as conn:
+            await conn.execute("CREATE TABLE schema_migrations (name text PRIMARY KEY, sha256 text NOT NULL, "
+                               "applied_at timestamptz NOT NULL DEFAULT now())")
+            for _, text in before:
+                await conn.execute(text)
+            await conn.execute("INSERT INTO sessions (tenant_id, session_id, subject_id) VALUES ('t', 's1', 'lin')")
+            await conn.execute(
+                "INSERT INTO messages (tenant_id, session_id, message_id, subject_id, turn_index, role, content, "
+                "created_at, content_sha256) VALUES ('t', 's1', 'm1', 'lin', 0, 'user', 'hi', now(), 'x')")
+            for _, text in files[len(before):]:
+                await conn.execute(text)
+            await conn.execute("INSERT INTO sessions (tenant_id, session_id, subject_id) VALUES ('t', 's1', 'kim')")
+            await conn.execute(
+                "INSERT INTO messages (tenant_id, session_id, message_id, subject_id, turn_index, role, content, "
+                "created_at, content_sha256) VALUES ('t', 's1', 'm1', 'kim', 0, 'user', 'hey', now(), 'y')")
+            cur = await conn.execute("SELECT subject_id, content FROM messages ORDER BY subject_id")
+            assert await cur.fetchall() == [("kim", "hey"), ("lin", "hi")]
+            # A message of a session the subject does not have is refused by the foreign key.
+            try:
+                await conn.execute(
+                    "INSERT INTO messages (tenant_id, session_id, message_id, subject_id, turn_index, role, content, "
+                    "created_at, content_sha256) VALUES ('t', 's1', 'm2', 'ana', 0, 'user', 'x', now(), 'z')")
+            except psycopg.errors.ForeignKeyViolation:
+                await conn.rollback()
+            else:
+                raise AssertionError("a message of another subject's session was stored")
+    finally:
+        async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as admin:
+            await admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database)))
