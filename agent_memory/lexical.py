@@ -15,6 +15,46 @@ CJK_RUN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
 WORD = re.compile(r"\w+")
 K1, B = 1.2, 0.75
 
+# Candidates are the items holding a query lexeme, found through the (tenant, subject, tsv)
+# GIN index (migration 022); only their postings are read. The statistics (n, avgdl) cover
+# every item in the window and the df of a lexeme counts the candidates holding it, so the
+# scores are those of BM25 over the whole window. The tsquery ORs the query's own lexemes,
+# quoted so that the cast does not parse or stem them again.
+BM25_SQL = r"""
+WITH q AS (
+    SELECT DISTINCT lexeme FROM unnest(to_tsvector('english', %(query)s))
+), tsq AS (
+    SELECT string_agg('''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || '''', ' | ')::tsquery
+           AS query FROM q
+), stats AS (
+    SELECT count(*)::float8 AS n, greatest(avg(term_count), 1)::float8 AS avgdl FROM memory_search
+     WHERE tenant_id = %(tenant)s AND subject_id = %(subject)s
+       AND happened_at <= coalesce(%(as_of)s::timestamptz, 'infinity')
+       AND happened_at >= coalesce(%(since)s::timestamptz, '-infinity')
+       AND memory_kind = ANY(%(kinds)s)
+), candidates AS (
+    SELECT memory_id, memory_kind, version, tsv, term_count FROM memory_search
+     WHERE tenant_id = %(tenant)s AND subject_id = %(subject)s AND tsv @@ (SELECT query FROM tsq)
+       AND happened_at <= coalesce(%(as_of)s::timestamptz, 'infinity')
+       AND happened_at >= coalesce(%(since)s::timestamptz, '-infinity')
+       AND memory_kind = ANY(%(kinds)s)
+), postings AS (
+    SELECT d.memory_id, d.memory_kind, d.version, d.term_count, t.lexeme,
+           coalesce(array_length(t.positions, 1), 1)::float8 AS tf
+      FROM candidates d, unnest(d.tsv) AS t
+     WHERE t.lexeme IN (SELECT lexeme FROM q)
+), df AS (
+    SELECT lexeme, count(*)::float8 AS df FROM postings GROUP BY lexeme
+)
+SELECT p.memory_id::text, p.memory_kind, p.version,
+       sum(ln(1 + (s.n - df.df + 0.5) / (df.df + 0.5))
+           * p.tf * (%(k1)s + 1) / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.term_count / s.avgdl))) AS score
+  FROM postings p JOIN df USING (lexeme) CROSS JOIN stats s
+ GROUP BY p.memory_id, p.memory_kind, p.version
+ ORDER BY score DESC, p.memory_id
+ LIMIT %(limit)s
+"""
+
 
 def indexed_text(text: str, hint: str | None = None) -> str:
     """What the index holds for an item: its text, plus a hint (the question a note answers)."""
@@ -35,34 +75,7 @@ async def bm25_search(conn: psycopg.AsyncConnection, tenant_id: str, subject_id:
                       since: datetime | None = None) -> list[tuple[str, str, int, float]]:
     """(memory_id, kind, version, score) of the subject's items of `kinds` best matching `query`,
     among those that happened between `since` and `as_of` (the statistics cover the same items)."""
-    cur = await conn.execute(
-        """
-        WITH q AS (
-            SELECT DISTINCT lexeme FROM unnest(to_tsvector('english', %(query)s))
-        ), docs AS (
-            SELECT memory_id, memory_kind, version, tsv, term_count FROM memory_search
-             WHERE tenant_id = %(tenant)s AND subject_id = %(subject)s
-               AND happened_at <= coalesce(%(as_of)s::timestamptz, 'infinity')
-               AND happened_at >= coalesce(%(since)s::timestamptz, '-infinity')
-               AND memory_kind = ANY(%(kinds)s)
-        ), stats AS (
-            SELECT count(*)::float8 AS n, greatest(avg(term_count), 1)::float8 AS avgdl FROM docs
-        ), postings AS (
-            SELECT d.memory_id, d.memory_kind, d.version, d.term_count, t.lexeme,
-                   coalesce(array_length(t.positions, 1), 1)::float8 AS tf
-              FROM docs d, unnest(d.tsv) AS t
-             WHERE t.lexeme IN (SELECT lexeme FROM q)
-        ), df AS (
-            SELECT lexeme, count(*)::float8 AS df FROM postings GROUP BY lexeme
-        )
-        SELECT p.memory_id::text, p.memory_kind, p.version,
-               sum(ln(1 + (s.n - df.df + 0.5) / (df.df + 0.5))
-                   * p.tf * (%(k1)s + 1) / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.term_count / s.avgdl))) AS score
-          FROM postings p JOIN df USING (lexeme) CROSS JOIN stats s
-         GROUP BY p.memory_id, p.memory_kind, p.version
-         ORDER BY score DESC, p.memory_id
-         LIMIT %(limit)s
-        """, {"query": search_text(query), "tenant": tenant_id, "subject": subject_id, "as_of": as_of, "since": since,
-              "kinds": list(kinds),
-              "k1": K1, "b": B, "limit": limit})
+    cur = await conn.execute(BM25_SQL, {"query": search_text(query), "tenant": tenant_id, "subject": subject_id,
+                                        "as_of": as_of, "since": since, "kinds": list(kinds), "k1": K1, "b": B,
+                                        "limit": limit})
     return [(mid, kind, version, float(score)) for mid, kind, version, score in await cur.fetchall()]

@@ -86,6 +86,14 @@ def add_tooling_commands(sub: core.SubParsers) -> None:
     bench_recall.add_argument("--embedder", choices=("hashing", "e5-small"),
                               help="the embedder (default: the offline default)")
     bench_recall.add_argument("--json", action="store_true")
+    bench_lexical = bench_sub.add_parser("lexical", help="BM25 search latency at growing memory counts of one "
+                                         "subject: the indexed search beside the full scan it replaced, with plans")
+    bench_lexical.add_argument("--memories", type=int, nargs="+", default=[1_000, 10_000, 50_000],
+                               help="index rows of the one subject (default 1000 10000 50000)")
+    bench_lexical.add_argument("--total-rows", type=int, default=0,
+                               help="index rows of the tenant in all (filler subjects), e.g. 1000000")
+    bench_lexical.add_argument("--queries", type=int, default=100, help="queries per size (default 100)")
+    bench_lexical.add_argument("--json", action="store_true")
     bench_http = bench_sub.add_parser("http", help="the HTTP API under a bounded local load: requests/s, p50/p99 "
                                       "for append and context")
     bench_http.add_argument("--concurrency", type=int, default=50, help="concurrent clients (default 50)")
@@ -282,6 +290,10 @@ async def _bench(args: argparse.Namespace, settings: Settings) -> int:
         from workers.evaluation.reembed_bench import reembed_bench_command
 
         return await reembed_bench_command(args, settings)
+    if args.bench_name == "lexical":
+        from workers.evaluation.lexical_bench import lexical_bench_command
+
+        return await lexical_bench_command(args, settings)
     if args.bench_name == "recall":
         from workers.evaluation.recall_bench import recall_bench_command
 

@@ -1,0 +1,20 @@
+"""`agent-memory bench lexical` at a tiny size: the report's shape (not its speed)."""
+
+from __future__ import annotations
+
+from workers.cli import build_parser
+from workers.evaluation.lexical_bench import run_lexical_bench
+
+
+async def test_the_lexical_benchmark_reports_both_searches_per_size(services):
+    report = await run_lexical_bench(services, sizes=[30, 60], queries=4, total_rows=100)
+    assert [(r.memories, r.search) for r in report.rows] == [
+        (30, "indexed"), (30, "full-scan"), (60, "indexed"), (60, "full-scan")]
+    assert all(r.queries == 4 and 0 < r.p50_ms <= r.p99_ms for r in report.rows)
+    assert report.same_ranking and report.total_rows == 100
+    assert set(report.plans) == {"30/indexed", "30/full-scan", "60/indexed", "60/full-scan"}
+    assert all("memory_search" in plan for plan in report.plans.values())
+    text = report.render()
+    assert "indexed/full-scan p50" in text and "growth 30 → 60" in text
+    args = build_parser().parse_args(["bench", "lexical", "--memories", "1000", "50000", "--total-rows", "1000000"])
+    assert (args.memories, args.total_rows) == ([1000, 50000], 1_000_000)
