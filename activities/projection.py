@@ -17,6 +17,7 @@ from agent_memory.models import ProjectionInput
 from agent_memory.projection import (
     OutboxProjector,
     projection_tenants,
+    prune_projected_rows,
     subjects_with_due_rows,
     wake_projector,
 )
@@ -53,13 +54,16 @@ class ProjectionActivities:
     @temporal_failures
     async def sweep_projection_outbox(self, request: ProjectionSweepInput) -> ProjectionSweepResult:
         """Wake the projector of every subject with due rows (pending, not dead, next attempt
-        passed), tenant by tenant: each tenant's rows are read in its own RLS-scoped transaction."""
+        passed), and prune rows projected over an hour ago, tenant by tenant: each tenant's rows
+        are read in its own RLS-scoped transaction."""
         tenants = await projection_tenants(self.pool)
-        woken = 0
+        woken = pruned = 0
         task_queue = activity.info().task_queue
         for done, tenant_id in enumerate(tenants):
             progress().update(step="sweep", done=done, total=len(tenants))
             for subject_id in await subjects_with_due_rows(self.pool, tenant_id, request.subjects_per_tenant):
                 await wake_projector(self.temporal, task_queue, tenant_id, subject_id)
                 woken += 1
-        return ProjectionSweepResult(tenants=len(tenants), subjects_woken=woken)
+            # Projected rows are pruned, bounded per run: the outbox holds what is in flight.
+            pruned += await prune_projected_rows(self.pool, tenant_id, limit=request.prune_per_tenant)
+        return ProjectionSweepResult(tenants=len(tenants), subjects_woken=woken, rows_pruned=pruned)

@@ -440,6 +440,28 @@ async def subjects_with_due_rows(pool: AsyncConnectionPool, tenant_id: str, limi
         return [row[0] for row in await cur.fetchall()]
 
 
+# A projected row is kept this long: the rebuild and the forget/projector ordering only need rows
+# still pending, and an hour leaves any in-flight transaction that saw the row long finished.
+PRUNE_PROJECTED_AFTER_SECONDS = 3600
+
+
+async def prune_projected_rows(pool: AsyncConnectionPool, tenant_id: str, *, limit: int = 10_000,
+                               older_than_seconds: float = PRUNE_PROJECTED_AFTER_SECONDS) -> int:
+    """Delete up to `limit` of the tenant's outbox rows projected more than `older_than_seconds`
+    ago (oldest first); returns how many."""
+    async with tenant_transaction(pool, tenant_id) as conn:
+        cur = await conn.execute(
+            """
+            DELETE FROM projection_outbox o USING (
+                SELECT memory_id, version FROM projection_outbox
+                 WHERE tenant_id = %(t)s AND processed_at IS NOT NULL
+                   AND processed_at < now() - make_interval(secs => %(age)s)
+                 ORDER BY processed_at LIMIT %(limit)s) old
+             WHERE o.tenant_id = %(t)s AND o.memory_id = old.memory_id AND o.version = old.version
+            """, {"t": tenant_id, "age": older_than_seconds, "limit": limit})
+        return cur.rowcount
+
+
 async def requeue_dead_letters(pool: AsyncConnectionPool, tenant_id: str, subject_id: str | None = None) -> list[str]:
     """Give dead-lettered rows a fresh set of attempts (after fixing the provider, say); returns
     the subjects whose projector should be woken."""

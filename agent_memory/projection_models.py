@@ -74,11 +74,13 @@ class ProjectorResult(BaseModel):
 
 class ProjectionSweepInput(BaseModel):
     subjects_per_tenant: int = Field(default=1000, ge=1)
+    prune_per_tenant: int = Field(default=10_000, ge=0)  # projected outbox rows deleted per tenant per run
 
 
 class ProjectionSweepResult(BaseModel):
     tenants: int
     subjects_woken: int
+    rows_pruned: int = 0  # projected outbox rows deleted (absent from runs before migration 023)
 
 
 class ProjectionLag(BaseModel):
