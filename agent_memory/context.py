@@ -23,7 +23,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 import psycopg
-from pgvector import Vector
 from psycopg.rows import class_row
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
@@ -42,6 +41,7 @@ from agent_memory.recall_policy import RecallPolicy, read_policy
 from agent_memory.reembedding import reading_embedder
 from agent_memory.scope import Mode, subject_scope
 from agent_memory.timeexpr import format_day
+from agent_memory.vector_search import nearest
 
 DEFAULT_TOKEN_BUDGET = 1200
 CANDIDATES = 150
@@ -279,14 +279,9 @@ async def _vector_route(pool: AsyncConnectionPool, embedder: Embedder, tenant_id
     # The tenant's active model (the old one while a re-embedding runs), not always the configured one.
     embedded = await embed_query(await reading_embedder(pool, tenant_id, embedder), query)
     async with tenant_transaction(pool, tenant_id) as conn:
-        # Filtered HNSW scans keep going until enough rows pass the filter (pgvector >= 0.8).
-        await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        cur = await conn.execute(
-            "SELECT memory_id::text, memory_kind, version FROM memory_vectors "
-            "WHERE tenant_id = %s AND subject_id = %s AND model = %s AND memory_kind IN ('episode', 'observation') "
-            "ORDER BY embedding <=> %s LIMIT %s",
-            (tenant_id, subject_id, embedded.model, Vector(embedded.vectors[0]), CANDIDATES))
-        return [(m, k, v) for m, k, v in await cur.fetchall()]
+        hits = await nearest(conn, tenant_id, subject_id, embedded.model, embedded.vectors[0],
+                             ("episode", "observation"), CANDIDATES)
+    return [(m, k, v) for m, k, v, _ in hits]
 
 
 async def _profile_route(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id: str, subject_id: str,

@@ -25,6 +25,11 @@ MIGRATION_LOCK_ID = 7_331_004_211
 
 async def _configure(conn: psycopg.AsyncConnection) -> None:
     await register_vector_async(conn)
+    # psycopg prepares a statement after a few runs, and Postgres would then reuse one generic
+    # plan for every subject (one plan for a subject of ten memories and one of fifty thousand):
+    # every execution is planned with its own parameters instead.
+    await conn.execute("SET plan_cache_mode = force_custom_plan")
+    await conn.commit()
 
 
 async def open_pool(database_url: str, *, min_size: int = 1, max_size: int = 8) -> AsyncConnectionPool:

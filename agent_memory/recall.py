@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pgvector import Vector
 from psycopg.rows import class_row
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
@@ -25,6 +24,7 @@ from agent_memory.providers.errors import ProviderRetryableError
 from agent_memory.read_metrics import count_read
 from agent_memory.reembedding import reading_embedder
 from agent_memory.scope import Mode, subject_scope
+from agent_memory.vector_search import nearest
 
 
 async def embed_query(embedder: Embedder, text: str) -> EmbeddingResult:
@@ -95,21 +95,11 @@ async def recall(pool: AsyncConnectionPool, keyring: KeyRing, embedder: Embedder
                                 stale_hits_dropped=0)
         conn = scope.conn
         facts = await read_facts(scope, as_of=as_of)
-        # Filtered HNSW scans keep going until enough rows pass the filter (pgvector >= 0.8).
-        await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
         # A query with no features (punctuation only, for the hashing embedder) embeds to zeros,
         # whose cosine distance is NaN: no episode is near it.
-        nearest = any(embedding)
-        async with conn.cursor(row_factory=class_row(_VectorHit)) as hits_cur:
-            await hits_cur.execute(
-                """
-                SELECT v.memory_id::text AS memory_id, v.version, 1 - (v.embedding <=> %s) AS score
-                  FROM memory_vectors v
-                 WHERE v.tenant_id = %s AND v.subject_id = %s AND v.memory_kind = 'episode' AND v.model = %s
-                 ORDER BY v.embedding <=> %s
-                 LIMIT %s
-                """, (Vector(embedding), tenant_id, subject_id, embedded.model, Vector(embedding), limit * 3))
-            hits = await hits_cur.fetchall() if nearest else []
+        hits = [_VectorHit(memory_id=m, version=v, score=1 - distance) for m, _, v, distance in
+                await nearest(conn, tenant_id, subject_id, embedded.model, embedding, ("episode",), limit * 3)
+                ] if any(embedding) else []
         async with conn.cursor(row_factory=class_row(_EpisodeRow)) as cur:
             for hit in hits:
                 await cur.execute(

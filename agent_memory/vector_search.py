@@ -1,0 +1,71 @@
+"""The nearest vectors of one subject: exact for a small subject, through HNSW for a large one.
+
+The choice is made here, per call, from the subject's size, instead of by the planner's generic
+plan (a pooled connection prepares a statement after a few runs, and Postgres then reuses one
+plan for every subject):
+
+- up to `EXACT_UP_TO` vectors of the model: an exact scan of the subject's rows (its btree
+  index, then the distances). The HNSW index cannot serve this form of the query.
+- more: the HNSW index of the vectors' width (migration 016 keeps one partial expression index
+  per width), with pgvector's iterative scan so that the subject filter still yields `limit`
+  rows; the planner may still pick the subject's rows when that is cheaper.
+
+Both return the same columns, nearest first.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from pgvector import Vector
+from psycopg import sql
+
+# A subject with at most this many vectors of the model is searched exactly (a few milliseconds
+# of distance computations; exact results).
+EXACT_UP_TO = 20_000
+# Widths that have an HNSW index (migration 016).
+INDEXED_WIDTHS = frozenset({384})
+
+_EXACT = """
+    SELECT memory_id::text, memory_kind, version, embedding <=> %(q)s AS distance FROM memory_vectors
+     WHERE tenant_id = %(t)s AND subject_id = %(s)s AND model = %(m)s AND memory_kind = ANY(%(kinds)s)
+     ORDER BY embedding <=> %(q)s, memory_id LIMIT %(limit)s
+"""
+_INDEXED = sql.SQL("""
+    SELECT memory_id::text, memory_kind, version, embedding::vector({w}) <=> %(q)s::vector({w}) AS distance
+      FROM memory_vectors
+     WHERE tenant_id = %(t)s AND subject_id = %(s)s AND model = %(m)s AND memory_kind = ANY(%(kinds)s)
+       AND vector_dims(embedding) = {w}
+     ORDER BY embedding::vector({w}) <=> %(q)s::vector({w}) LIMIT %(limit)s
+""")
+
+
+async def subject_is_large(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, model: str,
+                           exact_up_to: int = EXACT_UP_TO) -> bool:
+    """Whether the subject has more than `exact_up_to` vectors of the model (reads at most that many
+    index entries)."""
+    cur = await conn.execute(
+        "SELECT count(*) FROM (SELECT 1 FROM memory_vectors WHERE tenant_id = %s AND subject_id = %s AND model = %s "
+        "LIMIT %s) AS bounded", (tenant_id, subject_id, model, exact_up_to + 1))
+    row = await cur.fetchone()
+    return bool(row and row[0] > exact_up_to)
+
+
+async def nearest(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, model: str, vector: list[float],
+                  kinds: tuple[str, ...], limit: int, *, exact_up_to: int = EXACT_UP_TO,
+                  ) -> list[tuple[str, str, int, float]]:
+    """(memory_id, kind, version, cosine distance) of the subject's `limit` nearest vectors of
+    `kinds`, nearest first, in the caller's (tenant-scoped) transaction."""
+    params: dict[str, Any] = {"q": Vector(vector), "t": tenant_id, "s": subject_id, "m": model,
+                              "kinds": list(kinds), "limit": limit}
+    width = len(vector)
+    if width in INDEXED_WIDTHS and await subject_is_large(conn, tenant_id, subject_id, model, exact_up_to):
+        # Filtered HNSW scans keep going until enough rows pass the filter (pgvector >= 0.8);
+        # relaxed order may return them slightly out of order, so they are sorted again below.
+        await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        cur = await conn.execute(_INDEXED.format(w=sql.Literal(width)), params)
+    else:
+        cur = await conn.execute(_EXACT, params)
+    rows = [(m, k, v, float(d)) for m, k, v, d in await cur.fetchall()]
+    return sorted(rows, key=lambda r: (r[3], r[0]))

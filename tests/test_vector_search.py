@@ -1,0 +1,50 @@
+"""The vector route's two ways (issue 13): exact for a small subject, HNSW with iterative scan for a
+large one. Both find the subject's own nearest vectors; the exact one matches a brute force."""
+
+from __future__ import annotations
+
+import math
+import random
+import uuid
+
+from pgvector import Vector
+
+from agent_memory.db import tenant_transaction
+from agent_memory.vector_search import nearest, subject_is_large
+
+MODEL = "bench-model"
+
+
+def _unit(rng: random.Random, width: int = 384) -> list[float]:
+    v = [rng.gauss(0, 1) for _ in range(width)]
+    norm = math.sqrt(sum(x * x for x in v))
+    return [x / norm for x in v]
+
+
+async def test_exact_and_indexed_routes_find_the_subjects_nearest_vectors(services, tenant):
+    rng = random.Random(7)
+    stored: dict[str, list[float]] = {}
+    async with tenant_transaction(services.pool, tenant) as conn:
+        for subject, count in (("lin", 300), ("kim", 300)):
+            for _ in range(count):
+                memory_id, vector = uuid.uuid4(), _unit(rng)
+                if subject == "lin":
+                    stored[str(memory_id)] = vector
+                await conn.execute(
+                    "INSERT INTO memory_vectors (tenant_id, subject_id, memory_id, memory_kind, version, model, "
+                    "embedding) VALUES (%s, %s, %s, 'episode', 1, %s, %s)",
+                    (tenant, subject, memory_id, MODEL, Vector(vector)))
+    query = _unit(rng)
+    brute = sorted(stored, key=lambda m: 1 - sum(a * b for a, b in zip(stored[m], query, strict=True)))[:10]
+    async with tenant_transaction(services.pool, tenant) as conn:
+        assert not await subject_is_large(conn, tenant, "lin", MODEL)
+        assert await subject_is_large(conn, tenant, "lin", MODEL, exact_up_to=299)
+        exact = await nearest(conn, tenant, "lin", MODEL, query, ("episode",), 10)
+        indexed = await nearest(conn, tenant, "lin", MODEL, query, ("episode",), 10, exact_up_to=0)
+        none = await nearest(conn, tenant, "lin", MODEL, query, ("observation",), 10, exact_up_to=0)
+    assert [m for m, *_ in exact] == brute
+    assert [d for *_, d in exact] == sorted(d for *_, d in exact)
+    assert {m for m, *_ in indexed} <= set(stored)  # only lin's vectors, whatever the index found
+    assert len({m for m, *_ in indexed} & set(brute)) >= 8  # approximate, but close
+    assert [d for *_, d in indexed] == sorted(d for *_, d in indexed)
+    assert none == []
