@@ -48,3 +48,11 @@ async def test_exact_and_indexed_routes_find_the_subjects_nearest_vectors(servic
     assert len({m for m, *_ in indexed} & set(brute)) >= 8  # approximate, but close
     assert [d for *_, d in indexed] == sorted(d for *_, d in indexed)
     assert none == []
+
+
+async def test_pooled_connections_plan_each_statement_with_its_parameters(services, tenant):
+    """No generic plan shared by every subject once psycopg prepares a statement."""
+    async with tenant_transaction(services.pool, tenant) as conn:
+        for _ in range(8):  # past psycopg's prepare threshold
+            cur = await conn.execute("SHOW plan_cache_mode")
+            assert (await cur.fetchone())[0] == "force_custom_plan"
