@@ -21,9 +21,9 @@ from agent_memory import tables
 from agent_memory.compaction import ERASURE_TABLES, request_compaction
 from agent_memory.crypto import decrypt_reason
 from agent_memory.db import fetch_one, tenant_transaction
-from agent_memory.evidence import redis_prefix
 from agent_memory.keyring import KeyRing
 from agent_memory.models import ErasureReceipt, ErasureStatus
+from agent_memory.redis_keys import registry_key, subject_keys
 from agent_memory.scope import Mode, subject_scope
 
 # From the table registry (agent_memory/tables.py), in its order: derived projections first,
@@ -138,21 +138,16 @@ async def _record_count(conn: psycopg.AsyncConnection, tenant_id: str, request_i
         (store, Jsonb(removed), tenant_id, request_id))
 
 
-async def _subject_redis_keys(redis: Redis, tenant_id: str, subject_id: str) -> list[str]:
-    return [key async for key in redis.scan_iter(match=f"{redis_prefix(tenant_id, subject_id)}*", count=500)]
-
-
 async def erase_store(pool: AsyncConnectionPool, redis: Redis, keyring: KeyRing, tenant_id: str, subject_id: str,
                       request_id: str, store: str) -> int:
     """Remove the subject from one store; return the count removed by the first successful pass."""
     if store == "working_memory":
-        keys = await _subject_redis_keys(redis, tenant_id, subject_id)
+        keys = await subject_keys(redis, tenant_id, subject_id)
         async with tenant_transaction(pool, tenant_id) as conn:
             recorded = await _recorded_count(conn, tenant_id, request_id, store)
             if recorded is None:  # count before deleting, so a retry after a crash keeps the figure
                 await _record_count(conn, tenant_id, request_id, store, len(keys))
-        if keys:
-            await redis.delete(*keys)
+        await redis.delete(*keys, registry_key(tenant_id, subject_id))
         return len(keys) if recorded is None else recorded
     async with tenant_transaction(pool, tenant_id) as conn:
         recorded = await _recorded_count(conn, tenant_id, request_id, store)
@@ -208,7 +203,8 @@ async def shred_subject_key(pool: AsyncConnectionPool, tenant_id: str, subject_i
 
 async def scan_residue(pool: AsyncConnectionPool, redis: Redis, tenant_id: str, subject_id: str) -> dict[str, int]:
     """Count what is left of the subject in every store; every figure must be 0."""
-    residue: dict[str, int] = {"working_memory": len(await _subject_redis_keys(redis, tenant_id, subject_id))}
+    residue: dict[str, int] = {"working_memory": len(await subject_keys(redis, tenant_id, subject_id))
+                                                  + await redis.exists(registry_key(tenant_id, subject_id))}
     async with tenant_transaction(pool, tenant_id) as conn:
         for store, tables in SQL_STORES.items():
             total = 0

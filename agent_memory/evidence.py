@@ -15,6 +15,7 @@ from agent_memory.db import fetch_one, tenant_transaction
 from agent_memory.leak_filter import register_tenant
 from agent_memory.models import Message, Session, check_identifier
 from agent_memory.operations import RecordNotFoundError
+from agent_memory.redis_keys import redis_prefix, register
 from agent_memory.scope import Mode, enter_subject
 
 WORKING_MEMORY_TTL_SECONDS = 4 * 3600
@@ -68,11 +69,6 @@ async def last_message_id(pool: AsyncConnectionPool, tenant_id: str, subject_id:
         cur = await conn.execute(LAST_MESSAGE_SQL, (tenant_id, subject_id, session_id))
         row = await cur.fetchone()
     return None if row is None else row[0]
-
-
-def redis_prefix(tenant_id: str, subject_id: str) -> str:
-    """Every Redis key of a subject starts with this, so erasure can find them all."""
-    return f"am:{tenant_id}:{subject_id}:"
 
 
 def working_memory_key(tenant_id: str, subject_id: str, session_id: str) -> str:
@@ -157,6 +153,7 @@ async def push_working_memory(redis: Redis, tenant_id: str, subject_id: str, ses
         pipe.rpush(key, *(m.model_dump_json() for m in messages))
         pipe.ltrim(key, -WORKING_MEMORY_MAX_MESSAGES, -1)
         pipe.expire(key, WORKING_MEMORY_TTL_SECONDS)
+        register(pipe, tenant_id, subject_id, key, WORKING_MEMORY_TTL_SECONDS)  # erasure finds it there
         await pipe.execute()
 
 

@@ -21,16 +21,13 @@ from pydantic import BaseModel
 from redis.asyncio import Redis
 
 from agent_memory.context import MESSAGE_OVERHEAD, AssembledContext, assemble_context, truncate_tokens
-from agent_memory.evidence import (
-    WORKING_MEMORY_TTL_SECONDS,
-    recent_messages,
-    redis_prefix,
-)
+from agent_memory.evidence import WORKING_MEMORY_TTL_SECONDS, recent_messages
 from agent_memory.keyring import KeyRing
 from agent_memory.models import Message, check_identifier, storable_text
 from agent_memory.providers.base import Embedder, Summarizer, estimate_tokens
 from agent_memory.providers.offline import ExtractiveSummarizer
 from agent_memory.recall_policy import RecallPolicy
+from agent_memory.redis_keys import redis_prefix, register
 from agent_memory.scope import Mode, subject_scope
 
 log = logging.getLogger(__name__)
@@ -127,7 +124,7 @@ async def _session_messages(pool: AsyncConnectionPool, keyring: KeyRing, redis: 
 
 
 def _summary_key(tenant_id: str, subject_id: str, session_id: str) -> str:
-    # Under the subject's prefix: erasure deletes it with the working memory.
+    # Under the subject's prefix and in its registry: erasure deletes it with the working memory.
     return f"{redis_prefix(tenant_id, subject_id)}wm-summary:{session_id}"
 
 
@@ -153,8 +150,11 @@ async def running_summary(redis: Redis | None, summarizer: Summarizer, tenant_id
     if estimate_tokens(text) > token_cap:  # a model may overrun its cap; the budget holds regardless
         text = truncate_tokens(text, token_cap)
     if redis is not None:
-        await redis.set(key, json.dumps({"through": through, "cap": token_cap, "text": text}),
-                        ex=WORKING_MEMORY_TTL_SECONDS)
+        async with redis.pipeline(transaction=True) as pipe:
+            pipe.set(key, json.dumps({"through": through, "cap": token_cap, "text": text}),
+                     ex=WORKING_MEMORY_TTL_SECONDS)
+            register(pipe, tenant_id, subject_id, key, WORKING_MEMORY_TTL_SECONDS)
+            await pipe.execute()
     return text
 
 

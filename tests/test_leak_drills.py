@@ -14,10 +14,11 @@ from psycopg import sql
 
 from agent_memory.context import assemble_context
 from agent_memory.db import tenant_transaction
-from agent_memory.evidence import recent_messages, redis_prefix
+from agent_memory.evidence import recent_messages
 from agent_memory.leak_filter import drop_counts, filter_items
 from agent_memory.lexical import search_text, term_count
 from agent_memory.providers.offline import offline_providers
+from agent_memory.redis_keys import redis_prefix
 from tests.sessions import session
 from tests.test_cli import run_cli
 

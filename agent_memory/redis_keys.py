@@ -1,0 +1,76 @@
+"""A subject's Redis keys: one prefix, and a registry, so that erasure finds them without a SCAN
+of the whole keyspace.
+
+Every key written under `am:{tenant}:{subject}:` (working memory, the running summary) is added,
+in the same MULTI, to the subject's registry set `am:{tenant}:{subject}:keys`, whose TTL is
+renewed with each write, so it outlives its members. Erasure deletes the registered keys and the
+registry; its residue check asks EXISTS of the same keys (tests also SCAN the prefix, so a key
+written without registering fails them).
+
+Keys written before the registry existed (an upgrade with live sessions) are registered by one
+SCAN of `am:*`, run by the first erasure that finds no completion marker; after it, no erasure
+scans the keyspace again.
+"""
+
+from __future__ import annotations
+
+from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
+
+REGISTRY = "keys"
+BACKFILL_MARKER = "am:registry:subject-keys-registered"
+
+
+def redis_prefix(tenant_id: str, subject_id: str) -> str:
+    """Every Redis key of a subject starts with this."""
+    return f"am:{tenant_id}:{subject_id}:"
+
+
+def registry_key(tenant_id: str, subject_id: str) -> str:
+    return f"{redis_prefix(tenant_id, subject_id)}{REGISTRY}"
+
+
+def register(pipe: Pipeline, tenant_id: str, subject_id: str, key: str, ttl_seconds: int) -> None:
+    """Queue, in the writer's MULTI, the registration of `key` of the subject."""
+    registry = registry_key(tenant_id, subject_id)
+    pipe.sadd(registry, key)
+    pipe.expire(registry, ttl_seconds)
+
+
+async def register_existing_keys(redis: Redis) -> int:
+    """Register every subject key written before the registries existed (one SCAN), then set the
+    marker; returns how many keys were registered."""
+    registered = 0
+    persistent: set[str] = set()  # registries given a member without expiry
+    async for raw in redis.scan_iter(match="am:*", count=1000):
+        key = raw.decode() if isinstance(raw, bytes) else raw
+        parts = key.split(":", 3)
+        if len(parts) < 4 or parts[1] == "registry" or parts[3] == REGISTRY:
+            continue
+        registry = registry_key(parts[1], parts[2])
+        await redis.sadd(registry, key)
+        # The registry lives as long as its longest-lived member (EXPIRE GT needs Redis 7).
+        ttl, registry_ttl = await redis.ttl(key), await redis.ttl(registry)
+        if ttl == -1:  # a member that never expires: nor does the registry
+            await redis.persist(registry)
+            persistent.add(registry)
+        elif ttl > 0 and registry not in persistent and (registry_ttl == -1 or ttl > registry_ttl):
+            await redis.expire(registry, ttl)
+        registered += 1
+    await redis.set(BACKFILL_MARKER, "1")
+    return registered
+
+
+async def subject_keys(redis: Redis, tenant_id: str, subject_id: str) -> list[str]:
+    """The subject's registered keys that exist now (the registry itself is `registry_key`)."""
+    if not await redis.exists(BACKFILL_MARKER):
+        await register_existing_keys(redis)
+    registry = registry_key(tenant_id, subject_id)
+    candidates = sorted(m.decode() if isinstance(m, bytes) else m for m in await redis.smembers(registry))
+    if not candidates:
+        return []
+    async with redis.pipeline(transaction=False) as pipe:
+        for key in candidates:
+            pipe.exists(key)
+        flags = await pipe.execute()
+    return [key for key, present in zip(candidates, flags, strict=True) if present]
