@@ -18,14 +18,11 @@ K1, B = 1.2, 0.75
 # Candidates are the items holding a query lexeme, found through the (tenant, subject, tsv)
 # GIN index (migration 022); only their postings are read. The statistics (n, avgdl) cover
 # every item in the window and the df of a lexeme counts the candidates holding it, so the
-# scores are those of BM25 over the whole window. The tsquery ORs the query's own lexemes,
-# quoted so that the cast does not parse or stem them again.
-BM25_SQL = r"""
+# scores are those of BM25 over the whole window. The query's lexemes and their OR-tsquery are
+# parameters (bm25_search computes them first), so the planner sees how rare they are.
+BM25_SQL = """
 WITH q AS (
-    SELECT DISTINCT lexeme FROM unnest(to_tsvector('english', %(query)s))
-), tsq AS (
-    SELECT string_agg('''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || '''', ' | ')::tsquery
-           AS query FROM q
+    SELECT unnest(%(lexemes)s::text[]) AS lexeme
 ), stats AS (
     SELECT count(*)::float8 AS n, greatest(avg(term_count), 1)::float8 AS avgdl FROM memory_search
      WHERE tenant_id = %(tenant)s AND subject_id = %(subject)s
@@ -34,7 +31,7 @@ WITH q AS (
        AND memory_kind = ANY(%(kinds)s)
 ), candidates AS (
     SELECT memory_id, memory_kind, version, tsv, term_count FROM memory_search
-     WHERE tenant_id = %(tenant)s AND subject_id = %(subject)s AND tsv @@ (SELECT query FROM tsq)
+     WHERE tenant_id = %(tenant)s AND subject_id = %(subject)s AND tsv @@ %(tsquery)s::tsquery
        AND happened_at <= coalesce(%(as_of)s::timestamptz, 'infinity')
        AND happened_at >= coalesce(%(since)s::timestamptz, '-infinity')
        AND memory_kind = ANY(%(kinds)s)
@@ -56,6 +53,11 @@ SELECT p.memory_id::text, p.memory_kind, p.version,
 """
 
 
+def or_tsquery(lexemes: list[str]) -> str:
+    """A tsquery matching any of these lexemes as they are (quoted: not parsed or stemmed again)."""
+    return " | ".join("'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'" for lexeme in lexemes)
+
+
 def indexed_text(text: str, hint: str | None = None) -> str:
     """What the index holds for an item: its text, plus a hint (the question a note answers)."""
     return f"{text} {hint}" if hint else text
@@ -70,12 +72,23 @@ def term_count(text: str) -> int:
     return max(1, len(WORD.findall(CJK_RUN.sub(" ", text))) + sum(len(r) for r in CJK_RUN.findall(text)))
 
 
+async def query_lexemes(conn: psycopg.AsyncConnection, query: str) -> list[str]:
+    """The query's distinct lexemes, as the index's configuration makes them."""
+    cur = await conn.execute("SELECT coalesce(array_agg(DISTINCT lexeme ORDER BY lexeme), '{}') "
+                             "FROM unnest(to_tsvector('english', %s))", (search_text(query),))
+    row = await cur.fetchone()
+    return list(row[0]) if row else []
+
+
 async def bm25_search(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, query: str, *,
                       as_of: datetime | None, limit: int, kinds: tuple[str, ...] = ("fact", "episode", "observation"),
                       since: datetime | None = None) -> list[tuple[str, str, int, float]]:
     """(memory_id, kind, version, score) of the subject's items of `kinds` best matching `query`,
     among those that happened between `since` and `as_of` (the statistics cover the same items)."""
-    cur = await conn.execute(BM25_SQL, {"query": search_text(query), "tenant": tenant_id, "subject": subject_id,
-                                        "as_of": as_of, "since": since, "kinds": list(kinds), "k1": K1, "b": B,
-                                        "limit": limit})
+    lexemes = await query_lexemes(conn, query)
+    if not lexemes:  # stop words or punctuation only: nothing matches
+        return []
+    cur = await conn.execute(BM25_SQL, {"lexemes": lexemes, "tsquery": or_tsquery(lexemes), "tenant": tenant_id,
+                                        "subject": subject_id, "as_of": as_of, "since": since, "kinds": list(kinds),
+                                        "k1": K1, "b": B, "limit": limit})
     return [(mid, kind, version, float(score)) for mid, kind, version, score in await cur.fetchall()]

@@ -56,7 +56,11 @@ async def test_indexed_bm25_ranks_exactly_like_the_full_scan(services, tenant, s
                     expected = [(m, k, v, float(s)) for m, k, v, s in await cur.fetchall()]
                     got = await bm25_search(conn, tenant, "lin", query, as_of=as_of, since=since, limit=30,
                                             kinds=kinds)
-                    assert [g[:3] for g in got] == [e[:3] for e in expected], (query, since, as_of, kinds)
-                    assert [g[3] for g in got] == pytest.approx([e[3] for e in expected], rel=1e-9)
+                    # The same scores rank by rank; items whose scores tie (within float rounding of a
+                    # sum taken in another order) may swap places, so ids are compared above the cut.
+                    assert [g[3] for g in got] == pytest.approx([e[3] for e in expected], rel=1e-9), query
+                    cut = expected[-1][3] * (1 + 1e-9) if expected else 0
+                    assert {g[:3] for g in got if g[3] > cut} == {e[:3] for e in expected if e[3] > cut}, (
+                        query, since, as_of, kinds)
                     compared += bool(expected)
     assert compared > 40  # most combinations match something: the comparison is not vacuous
