@@ -23,7 +23,7 @@ from agent_memory.crypto import decrypt_reason
 from agent_memory.db import fetch_one, tenant_transaction
 from agent_memory.keyring import KeyRing
 from agent_memory.models import ErasureReceipt, ErasureStatus
-from agent_memory.redis_keys import registry_key, subject_keys
+from agent_memory.redis_keys import delete_subject_keys, registry_key, subject_keys
 from agent_memory.scope import Mode, subject_scope
 
 # From the table registry (agent_memory/tables.py), in its order: derived projections first,
@@ -147,7 +147,7 @@ async def erase_store(pool: AsyncConnectionPool, redis: Redis, keyring: KeyRing,
             recorded = await _recorded_count(conn, tenant_id, request_id, store)
             if recorded is None:  # count before deleting, so a retry after a crash keeps the figure
                 await _record_count(conn, tenant_id, request_id, store, len(keys))
-        await redis.delete(*keys, registry_key(tenant_id, subject_id))
+        await delete_subject_keys(redis, tenant_id, subject_id)
         return len(keys) if recorded is None else recorded
     async with tenant_transaction(pool, tenant_id) as conn:
         recorded = await _recorded_count(conn, tenant_id, request_id, store)

@@ -292,6 +292,9 @@ class WithMcp:
         if path != MCP_PATH and not path.startswith(MCP_PATH + "/"):
             await self.rest(scope, receive, send)
             return
+        if scope["type"] == "websocket":  # the MCP transport here is HTTP only
+            await send({"type": "websocket.close", "code": 1008})
+            return
         if scope["type"] == "http":
             token = bearer_token(Headers(scope=scope))
             try:

@@ -458,6 +458,8 @@ async def prune_projected_rows(pool: AsyncConnectionPool, tenant_id: str, *, lim
                    AND processed_at < now() - make_interval(secs => %(age)s)
                  ORDER BY processed_at LIMIT %(limit)s) old
              WHERE o.tenant_id = %(t)s AND o.memory_id = old.memory_id AND o.version = old.version
+               -- Again on the row as it is now: a rebuild may have made it pending meanwhile.
+               AND o.processed_at IS NOT NULL AND o.processed_at < now() - make_interval(secs => %(age)s)
             """, {"t": tenant_id, "age": older_than_seconds, "limit": limit})
         return cur.rowcount
 

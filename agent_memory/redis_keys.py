@@ -45,12 +45,15 @@ async def register_existing_keys(redis: Redis) -> int:
     async for raw in redis.scan_iter(match="am:*", count=1000):
         key = raw.decode() if isinstance(raw, bytes) else raw
         parts = key.split(":", 3)
-        if len(parts) < 4 or parts[1] == "registry" or parts[3] == REGISTRY:
+        if len(parts) < 4 or parts[3] == REGISTRY:  # am:registry:* and am:metrics:* have three parts
+            continue
+        ttl = await redis.ttl(key)
+        if ttl == -2:  # gone since the SCAN saw it (an erasure, an expiry): nothing to register
             continue
         registry = registry_key(parts[1], parts[2])
         await redis.sadd(registry, key)
         # The registry lives as long as its longest-lived member (EXPIRE GT needs Redis 7).
-        ttl, registry_ttl = await redis.ttl(key), await redis.ttl(registry)
+        registry_ttl = await redis.ttl(registry)
         if ttl == -1:  # a member that never expires: nor does the registry
             await redis.persist(registry)
             persistent.add(registry)
@@ -59,6 +62,28 @@ async def register_existing_keys(redis: Redis) -> int:
         registered += 1
     await redis.set(BACKFILL_MARKER, "1")
     return registered
+
+
+# Deletes the registered keys and the registry in one step: a writer's MULTI (key + SADD) lands
+# wholly before it (deleted here) or after it (a new registry, which the residue check sees).
+_DELETE_REGISTERED = """
+local members = redis.call('SMEMBERS', KEYS[1])
+local deleted = 0
+for _, key in ipairs(members) do
+    deleted = deleted + redis.call('DEL', key)
+end
+redis.call('DEL', KEYS[1])
+return deleted
+"""
+
+
+async def delete_subject_keys(redis: Redis, tenant_id: str, subject_id: str) -> int:
+    """Delete the subject's registered keys and its registry atomically; returns how many keys
+    existed. (The keys are named by the registry, not declared to the script: fine for one
+    Redis server, which is what the deployment runs.)"""
+    if not await redis.exists(BACKFILL_MARKER):
+        await register_existing_keys(redis)
+    return int(await redis.eval(_DELETE_REGISTERED, 1, registry_key(tenant_id, subject_id)))
 
 
 async def subject_keys(redis: Redis, tenant_id: str, subject_id: str) -> list[str]:

@@ -65,7 +65,11 @@ async def nearest(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str
         # relaxed order may return them slightly out of order, so they are sorted again below.
         await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
         cur = await conn.execute(_INDEXED.format(w=sql.Literal(width)), params)
+        rows = [(m, k, v, float(d)) for m, k, v, d in await cur.fetchall()]
+        if len(rows) < limit:  # the iterative scan stopped (hnsw.max_scan_tuples) before enough rows
+            cur = await conn.execute(_EXACT, params)
+            rows = [(m, k, v, float(d)) for m, k, v, d in await cur.fetchall()]
     else:
         cur = await conn.execute(_EXACT, params)
-    rows = [(m, k, v, float(d)) for m, k, v, d in await cur.fetchall()]
+        rows = [(m, k, v, float(d)) for m, k, v, d in await cur.fetchall()]
     return sorted(rows, key=lambda r: (r[3], r[0]))

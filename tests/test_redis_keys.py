@@ -32,3 +32,15 @@ async def test_keys_written_before_the_registry_are_registered_once(services, te
     assert await subject_keys(services.redis, tenant, "kim") == [legacy]
     assert await services.redis.exists(BACKFILL_MARKER)
     assert 0 < await services.redis.ttl(registry_key(tenant, "kim")) <= 600
+
+
+async def test_erasure_deletes_the_registered_keys_and_the_registry_in_one_step(services, tenant):
+    from agent_memory.redis_keys import delete_subject_keys, register
+
+    key = working_memory_key(tenant, "ana", "d1")
+    async with services.redis.pipeline(transaction=True) as pipe:
+        pipe.rpush(key, "{}")
+        register(pipe, tenant, "ana", key, 600)
+        await pipe.execute()
+    assert await delete_subject_keys(services.redis, tenant, "ana") == 1
+    assert await _scan(services, tenant, "ana") == set()
