@@ -30,6 +30,8 @@ from agent_memory.contract import (  # the id builders: re-exported for existing
     TENANT_ID,
     consolidation_workflow_id,
     idle_workflow_id,
+    legacy_consolidation_workflow_id,
+    legacy_idle_workflow_id,
 )
 from agent_memory.corrections import LiveActor, confirm_candidate, write_fact
 from agent_memory.db import tenant_transaction
@@ -213,15 +215,26 @@ class MemoryClient:
         check_identifier("session", session_id)
         # Before any signal: a wrong subject must not end the owner's idle timer, nor see its result.
         await self._check_session_owner(tenant_id, subject_id, session_id)
-        try:  # the idle timer has nothing left to do
-            idle = self.services.temporal.get_workflow_handle(idle_workflow_id(tenant_id, subject_id, session_id))
-            await idle.signal(contract.SIGNAL_END)
-        except RPCError as exc:
-            if exc.status != RPCStatusCode.NOT_FOUND:
-                raise
+        legacy_idle = await self._subject_run(legacy_idle_workflow_id(tenant_id, session_id), subject_id)
+        for idle in (self.services.temporal.get_workflow_handle(idle_workflow_id(tenant_id, subject_id, session_id)),
+                     legacy_idle[0] if legacy_idle else None):
+            if idle is None:
+                continue
+            try:  # the idle timer has nothing left to do
+                await idle.signal(contract.SIGNAL_END)
+            except RPCError as exc:
+                if exc.status != RPCStatusCode.NOT_FOUND:
+                    raise
         # Messages no consolidation has covered (the session went on after a run finished) get a
         # new run under the same id; otherwise the hook attaches to the existing run.
         pending = await unconsolidated_messages(self.services.pool, tenant_id, subject_id, session_id)
+        # A run started before migration 021 under the old id: attach to it while it runs, or when
+        # it covered every message; a second run over the same messages would repeat its calls.
+        legacy = await self._subject_run(legacy_consolidation_workflow_id(tenant_id, session_id), subject_id,
+                                         result_type=ConsolidationResult)
+        if legacy is not None and (legacy[1] == WorkflowExecutionStatus.RUNNING or (
+                legacy[1] == WorkflowExecutionStatus.COMPLETED and not pending)):
+            return legacy[0]
         return await self._start_once(
             contract.CONSOLIDATION_WORKFLOW,
             ConsolidationInput(tenant_id=tenant_id, subject_id=subject_id, session_id=session_id),
@@ -230,6 +243,21 @@ class MemoryClient:
              SearchAttributePair(SESSION_ID, session_id)], ConsolidationResult,
             reuse=(WorkflowIDReusePolicy.ALLOW_DUPLICATE if pending
                    else WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY))
+
+    async def _subject_run(self, workflow_id: str, subject_id: str, result_type: type | None = None,
+                           ) -> tuple[WorkflowHandle, WorkflowExecutionStatus | None] | None:
+        """The latest run under `workflow_id` and its status when it is the subject's, else None: an
+        id without the subject (before migration 021) may name another subject's session."""
+        handle = self.services.temporal.get_workflow_handle(workflow_id, result_type=result_type)
+        try:
+            description = await handle.describe()
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+        if description.typed_search_attributes.get(SUBJECT_ID) != subject_id:
+            return None
+        return handle, description.status
 
     async def _has_data(self, tenant_id: str, subject_id: str) -> bool:
         """Whether anything of the subject is stored, or it is erased already (then erasing again

@@ -104,10 +104,17 @@ def idle_workflow_id(tenant_id: str, subject_id: str, session_id: str) -> str:
 
 
 def legacy_consolidation_workflow_id(tenant_id: str, session_id: str) -> str:
-    """The id before sessions were scoped per subject: only the replay of an idle timer that
-    started its consolidation under it uses it (workflows/session_idle.py). Runs started under the
-    old ids keep them; an old idle timer still waiting consolidates under the new id."""
+    """The id before sessions were scoped per subject. Runs started under it keep it: the
+    session-end hook attaches to one of the caller's subject (client.end_session), and the replay
+    of an idle timer that started its consolidation under it uses it (workflows/session_idle.py);
+    an old idle timer still waiting consolidates under the new id."""
     return f"consolidate/{tenant_id}/{session_id}"
+
+
+def legacy_idle_workflow_id(tenant_id: str, session_id: str) -> str:
+    """An idle timer started before migration 021: the session-end hook still ends it (when its
+    subject is the caller's) so it does not consolidate a second time."""
+    return f"idle/{tenant_id}/{session_id}"
 
 
 def erasure_workflow_id(tenant_id: str, subject_id: str, request_id: str) -> str:

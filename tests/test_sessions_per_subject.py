@@ -6,9 +6,15 @@ from __future__ import annotations
 import uuid
 
 import psycopg
+import pytest
 from psycopg import sql
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.service import RPCError
 
+from agent_memory import contract
 from agent_memory.db import migration_files, tenant_transaction
+from agent_memory.models import ConsolidationInput, ConsolidationResult, SessionIdleInput, SessionIdleResult
 from tests.sessions import session
 from tests.test_migrations import with_database
 
@@ -45,6 +51,54 @@ async def test_two_subjects_each_have_their_own_session_s1(client, services, ten
         cur = await conn.execute("SELECT subject_id FROM episodes WHERE tenant_id = %s AND session_id = 's1'",
                                  (tenant,))
         assert [r[0] for r in await cur.fetchall()] == ["lin"]
+
+
+def _attributes(tenant: str, subject: str, session_id: str) -> TypedSearchAttributes:
+    return TypedSearchAttributes([SearchAttributePair(contract.TENANT_ID, tenant),
+                                  SearchAttributePair(contract.SUBJECT_ID, subject),
+                                  SearchAttributePair(contract.SESSION_ID, session_id)])
+
+
+async def test_end_session_attaches_to_the_runs_started_under_the_old_ids(client, services, tenant, task_queue,
+                                                                         running_worker):
+    """Runs started before migration 021 keep ids without the subject. The hook ends the caller's
+    old idle timer and attaches to its old consolidation (no second run over the same messages),
+    and leaves another subject's old timer of the same session name alone."""
+    temporal = services.temporal
+    await client.append_messages(tenant, "lin", session("s1", "2024-03-01T09:00:00Z", "I live in Oslo."))
+    await client.append_messages(tenant, "kim", session("s2", "2024-03-02T09:00:00Z", "I live in Rome."))
+    await client.append_messages(tenant, "lin", session("s2", "2024-03-03T09:00:00Z", "I like tea."))
+    async with running_worker():
+        old_idle = await temporal.start_workflow(
+            contract.SESSION_IDLE_WORKFLOW, SessionIdleInput(tenant_id=tenant, subject_id="lin", session_id="s1",
+                                                             idle_seconds=3600),
+            id=contract.legacy_idle_workflow_id(tenant, "s1"), task_queue=task_queue,
+            start_signal=contract.SIGNAL_TOUCH, search_attributes=_attributes(tenant, "lin", "s1"),
+            result_type=SessionIdleResult)
+        kim_idle = await temporal.start_workflow(
+            contract.SESSION_IDLE_WORKFLOW, SessionIdleInput(tenant_id=tenant, subject_id="kim", session_id="s2",
+                                                             idle_seconds=3600),
+            id=contract.legacy_idle_workflow_id(tenant, "s2"), task_queue=task_queue,
+            start_signal=contract.SIGNAL_TOUCH, search_attributes=_attributes(tenant, "kim", "s2"))
+        old_run = await temporal.start_workflow(
+            contract.CONSOLIDATION_WORKFLOW, ConsolidationInput(tenant_id=tenant, subject_id="lin", session_id="s1"),
+            id=contract.legacy_consolidation_workflow_id(tenant, "s1"), task_queue=task_queue,
+            search_attributes=_attributes(tenant, "lin", "s1"), result_type=ConsolidationResult)
+        hooked = await client.end_session(tenant, "lin", "s1")
+        assert (hooked.id, (await hooked.describe()).run_id) == (old_run.id, old_run.result_run_id)
+        assert (await old_idle.result()).outcome == "ended by the session-end hook"
+        assert (await client.consolidation_result(hooked)).episode_written
+        # Done and nothing new: a second hook attaches to the old run again.
+        again = await client.end_session(tenant, "lin", "s1")
+        assert (again.id, (await again.describe()).run_id) == (old_run.id, old_run.result_run_id)
+        with pytest.raises(RPCError):
+            await temporal.get_workflow_handle(contract.consolidation_workflow_id(tenant, "lin", "s1")).describe()
+        # lin's new s2 is not kim's old s2: kim's timer keeps waiting.
+        lin_s2 = await client.end_session(tenant, "lin", "s2")
+        assert lin_s2.id == contract.consolidation_workflow_id(tenant, "lin", "s2")
+        await client.consolidation_result(lin_s2)
+        assert (await kim_idle.describe()).status == WorkflowExecutionStatus.RUNNING
+        await kim_idle.terminate("test over")
 
 
 async def test_migration_021_keeps_the_sessions_stored_before_it(services):

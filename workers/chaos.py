@@ -69,7 +69,7 @@ def _tenant_in_activity() -> str:
         workflow_id = activity.info().workflow_id
     except RuntimeError:  # not in an activity
         return "-"
-    # consolidate/{tenant}/{session}, projector/{tenant}/{subject}; None: a standalone activity
+    # consolidate/{tenant}/{subject}/{session}, projector/{tenant}/{subject}; None: a standalone activity
     return workflow_id_tenant(workflow_id or "") or "-"
 
 
