@@ -74,7 +74,9 @@ async def heartbeating() -> AsyncIterator[Progress]:
     state = Progress()
     token = _progress.set(state)
     beat = None
-    if activity.in_activity():
+    # A local activity has no heartbeat (the server never sees it): its workflow task's timeout
+    # notices a dead worker.
+    if activity.in_activity() and not activity.info().is_local:
         interval = heartbeat_interval(activity.info().heartbeat_timeout).total_seconds()
         beat = asyncio.create_task(_beat(state, interval))
     try:

@@ -231,6 +231,13 @@ class ActivityOptions(TypedDict, total=False):
     retry_policy: RetryPolicy
 
 
+class LocalActivityOptions(TypedDict, total=False):
+    """Keyword arguments of workflow.execute_local_activity_method: `**preset.local_options()`."""
+
+    start_to_close_timeout: timedelta
+    retry_policy: RetryPolicy
+
+
 @dataclass(frozen=True)
 class ActivityPreset:
     """How one kind of activity is run. Transient failures are retried without an attempt cap
@@ -256,6 +263,12 @@ class ActivityPreset:
         if self.heartbeat is not None:
             options["heartbeat_timeout"] = self.heartbeat
         return options
+
+    def local_options(self) -> LocalActivityOptions:
+        """The same bounds and retries for a local activity (run in the workflow's worker, its
+        result one marker event: no task round trip through the server). No heartbeat: a dead
+        worker is noticed by the workflow task's timeout, and the step runs again on another."""
+        return LocalActivityOptions(start_to_close_timeout=self.start_to_close, retry_policy=self.retry_policy())
 
 
 # Activities heartbeat at a third of their heartbeat timeout (activities/heartbeat.py): a dead

@@ -94,6 +94,16 @@ def add_tooling_commands(sub: core.SubParsers) -> None:
                                help="index rows of the tenant in all (filler subjects), e.g. 1000000")
     bench_lexical.add_argument("--queries", type=int, default=100, help="queries per size (default 100)")
     bench_lexical.add_argument("--json", action="store_true")
+    bench_consolidate = bench_sub.add_parser(
+        "consolidate", help="consolidation through Temporal against a direct pipeline of the same activity code: "
+                            "sessions/s, their ratio and CPU per session, in one run")
+    bench_consolidate.add_argument("--sessions", type=int, default=128, help="sessions per mode (default 128)")
+    bench_consolidate.add_argument("--concurrency", type=int, default=8, help="sessions in flight (default 8)")
+    bench_consolidate.add_argument("--model-latency-ms", type=float, default=0.0,
+                                   help="simulated latency added to every provider call (default 0)")
+    bench_consolidate.add_argument("--embedder", choices=("hashing", "e5-small"), default=None,
+                                   help="the offline embedder (default: the configured offline one, e5-small)")
+    bench_consolidate.add_argument("--json", action="store_true")
     bench_http = bench_sub.add_parser("http", help="the HTTP API under a bounded local load: requests/s, p50/p99 "
                                       "for append and context")
     bench_http.add_argument("--concurrency", type=int, default=50, help="concurrent clients (default 50)")
@@ -294,6 +304,10 @@ async def _bench(args: argparse.Namespace, settings: Settings) -> int:
         from workers.evaluation.lexical_bench import lexical_bench_command
 
         return await lexical_bench_command(args, settings)
+    if args.bench_name == "consolidate":
+        from workers.evaluation.consolidate_bench import consolidate_bench_command
+
+        return await consolidate_bench_command(args, settings)
     if args.bench_name == "recall":
         from workers.evaluation.recall_bench import recall_bench_command
 

@@ -36,7 +36,11 @@ with workflow.unsafe.imports_passed_through():
 MAX_CONFLICT_ROUNDS = 5
 
 
-def _failure_type(err: ActivityError) -> str | None:
+def _failure_type(err: ActivityError | ApplicationError) -> str | None:
+    """The error type of a failed step: an activity's failure is an ActivityError whose cause is
+    the ApplicationError; a local activity's reaches the workflow as the ApplicationError itself."""
+    if isinstance(err, ApplicationError):
+        return err.type
     return err.cause.type if isinstance(err.cause, ApplicationError) else None
 
 
@@ -54,7 +58,7 @@ class ConsolidationWorkflow:
     async def run(self, request: ConsolidationInput) -> ConsolidationResult:
         try:
             return await self._consolidate(request)
-        except ActivityError as err:
+        except (ActivityError, ApplicationError) as err:
             if _failure_type(err) != ErrorType.SUBJECT_ERASED:
                 raise
             self._progress.step = "refused: subject erased"
@@ -62,6 +66,10 @@ class ConsolidationWorkflow:
             return self._result(request, commit=self._commit, refused_reason="subject erased")
 
     async def _consolidate(self, request: ConsolidationInput) -> ConsolidationResult:
+        # The short database steps (plan, commit, wake) run as local activities: each is one
+        # marker event instead of a task round trip through the server (six events). They are
+        # recorded operations like every step, so running one again after a crash is harmless.
+        local = workflow.patched("store-steps-as-local-activities")
         step = StepInput(tenant_id=request.tenant_id, subject_id=request.subject_id, session_id=request.session_id)
 
         self._progress.step = "extract_facts"
@@ -80,10 +88,14 @@ class ConsolidationWorkflow:
         commit = None
         for round_ in range(MAX_CONFLICT_ROUNDS):
             self._progress.step = "check_conflicts"
-            plan = await workflow.execute_activity_method(
-                ConsolidationActivities.check_conflicts,
-                ConflictPlanInput(**step.model_dump(), extraction_operation_id=extraction.operation_id, round=round_),
-                **contract.STORE_WRITE.options())
+            plan_input = ConflictPlanInput(**step.model_dump(), extraction_operation_id=extraction.operation_id,
+                                           round=round_)
+            if local:
+                plan = await workflow.execute_local_activity_method(
+                    ConsolidationActivities.check_conflicts, plan_input, **contract.STORE_WRITE.local_options())
+            else:
+                plan = await workflow.execute_activity_method(
+                    ConsolidationActivities.check_conflicts, plan_input, **contract.STORE_WRITE.options())
             self._progress.decisions = plan.count
 
             if round_ == 0:
@@ -93,15 +105,20 @@ class ConsolidationWorkflow:
                     **contract.PROVIDER_STEP.options())
 
             self._progress.step = "commit_consolidation"
+            commit_input = CommitInput(**step.model_dump(), extraction_operation_id=extraction.operation_id,
+                                       plan_operation_id=plan.operation_id,
+                                       importance_operation_id=importance.operation_id,
+                                       summary_operation_id=summary.operation_id)
             try:
-                commit = await workflow.execute_activity_method(
-                    ConsolidationActivities.commit_consolidation,
-                    CommitInput(**step.model_dump(), extraction_operation_id=extraction.operation_id,
-                                plan_operation_id=plan.operation_id, importance_operation_id=importance.operation_id,
-                                summary_operation_id=summary.operation_id),
-                    **contract.STORE_WRITE.options())
+                if local:
+                    commit = await workflow.execute_local_activity_method(
+                        ConsolidationActivities.commit_consolidation, commit_input,
+                        **contract.STORE_WRITE.local_options())
+                else:
+                    commit = await workflow.execute_activity_method(
+                        ConsolidationActivities.commit_consolidation, commit_input, **contract.STORE_WRITE.options())
                 break
-            except ActivityError as err:
+            except (ActivityError, ApplicationError) as err:
                 if _failure_type(err) != ErrorType.VERSION_CONFLICT:
                     raise
                 # Another writer changed a fact since the plan: re-read and re-decide.
@@ -116,10 +133,13 @@ class ConsolidationWorkflow:
             # Committed is done: the subject's projector (workflows/projector.py) embeds the outbox
             # rows on its own schedule, so lagging embeddings never fail or hold a consolidation.
             self._progress.step = "wake_projector"
-            await workflow.execute_activity_method(
-                ProjectionActivities.wake_projector,
-                ProjectionInput(tenant_id=request.tenant_id, subject_id=request.subject_id),
-                **contract.PROJECTOR_WAKE.options())
+            wake = ProjectionInput(tenant_id=request.tenant_id, subject_id=request.subject_id)
+            if local:
+                await workflow.execute_local_activity_method(
+                    ProjectionActivities.wake_projector, wake, **contract.PROJECTOR_WAKE.local_options())
+            else:
+                await workflow.execute_activity_method(
+                    ProjectionActivities.wake_projector, wake, **contract.PROJECTOR_WAKE.options())
             self._progress.step = "done"
             return self._result(request, commit=commit, vectors=0)
 
