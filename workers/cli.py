@@ -79,6 +79,11 @@ def add_tooling_commands(sub: core.SubParsers) -> None:
     bench_erasure.add_argument("--per-subject", type=int, default=10, help="memories per subject (default 10)")
     bench_erasure.add_argument("--erase", type=int, default=5, help="subjects to erase first (default 5)")
     bench_erasure.add_argument("--json", action="store_true")
+    bench_erase = bench_sub.add_parser("erase", help="erasure of one subject with N memories, verification "
+                                                     "included (then compaction and key rotation)")
+    bench_erase.add_argument("--memories", type=int, default=100_000,
+                             help="memories of the erased subject (default 100000)")
+    bench_erase.add_argument("--json", action="store_true")
     bench_recall = bench_sub.add_parser("recall", help="context and prompt assembly latency at growing memory sizes")
     bench_recall.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 50_000],
                               help="memories of the one subject (default 1000 10000 50000)")
@@ -314,6 +319,8 @@ async def _bench(args: argparse.Namespace, settings: Settings) -> int:
         return await recall_bench_command(args, settings)
     from workers.evaluation.erasure_bench import bench_command
 
+    if args.bench_name == "erase":  # one subject holding every memory, erased once
+        args.per_subject, args.erase = args.memories, 1
     return await bench_command(args, settings)
 
 
