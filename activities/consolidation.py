@@ -15,7 +15,7 @@ from temporalio import activity
 from activities.errors import temporal_failures
 from agent_memory import contract
 from agent_memory.conflicts import decide
-from agent_memory.evidence import load_session, unconsolidated_messages
+from agent_memory.evidence import load_session, session_idle_state
 from agent_memory.faults import after_record, fault_point
 from agent_memory.keyring import KeyRing
 from agent_memory.memory_store import commit_consolidation, current_candidates, current_facts, ended_fact_versions
@@ -198,8 +198,8 @@ class ConsolidationActivities:
     @temporal_failures
     async def count_unconsolidated(self, step: StepInput) -> StepOutcome:
         """How many of the session's messages no successful consolidation has covered yet."""
-        count = await unconsolidated_messages(self.pool, step.tenant_id, step.subject_id, step.session_id)
-        return StepOutcome(operation_id="", count=count)
+        count, idle = await session_idle_state(self.pool, step.tenant_id, step.subject_id, step.session_id)
+        return StepOutcome(operation_id="", count=count, idle_seconds=idle)
 
     @activity.defn(name=contract.PROJECT_VECTORS)
     @temporal_failures

@@ -99,6 +99,15 @@ from agent_memory.write_policy import (
 log = logging.getLogger(__name__)
 # A session with no new message for this long is consolidated as if its end hook had fired.
 DEFAULT_IDLE_TIMEOUT = timedelta(minutes=10)
+# Appends signal a session's idle timer at most once per this window (or half the idle timeout).
+IDLE_SIGNAL_DEBOUNCE = timedelta(seconds=5)
+
+
+def _idle_touch_key(tenant_id: str, subject_id: str, session_id: str) -> str:
+    """A Redis key per session that lives for the debounce window; a digest names it, so no
+    subject id is written to Redis by it (erasure has nothing to find there)."""
+    digest = hashlib.sha256(f"{tenant_id}\x1f{subject_id}\x1f{session_id}".encode()).hexdigest()[:32]
+    return f"idle-touch:{digest}"
 
 
 class RunSummary(BaseModel):
@@ -124,7 +133,8 @@ def visibility_query(tenant_id: str, subject_id: str | None = None) -> str:
 
 class MemoryClient:
     def __init__(self, services: Services, embedder: Embedder, *, task_queue: str | None = None,
-                 idle_timeout: timedelta | None = DEFAULT_IDLE_TIMEOUT, summarizer: Summarizer | None = None):
+                 idle_timeout: timedelta | None = DEFAULT_IDLE_TIMEOUT, summarizer: Summarizer | None = None,
+                 idle_signal_debounce: timedelta = IDLE_SIGNAL_DEBOUNCE):
         """idle_timeout: consolidate a session after this long without messages (None: only the
         session-end hook consolidates). summarizer: writes the running summary of a long live
         session in `build_prompt` (default: the offline extractive one)."""
@@ -133,6 +143,7 @@ class MemoryClient:
         self.summarizer = summarizer
         self.task_queue = task_queue or services.settings.task_queue
         self.idle_timeout = idle_timeout
+        self.idle_signal_debounce = idle_signal_debounce  # zero: every append signals the idle timer
         self._owns_services = False
 
     @classmethod
@@ -183,7 +194,24 @@ class MemoryClient:
 
     async def _touch_idle_timer(self, tenant_id: str, subject_id: str, session_id: str,
                                 idle_timeout: timedelta) -> None:
-        """Signal-with-start: the first message starts the timer, later ones restart it."""
+        """Signal-with-start: the first message starts the timer, later ones restart it, at most
+        once per debounce window (a signal is a server round trip and a history event; the timer
+        measures idle time from the session's newest message, workflows/session_idle.py)."""
+        window_ms = int(min(self.idle_signal_debounce, idle_timeout / 2).total_seconds() * 1000)
+        if window_ms <= 0:
+            await self._signal_idle_timer(tenant_id, subject_id, session_id, idle_timeout)
+            return
+        key = _idle_touch_key(tenant_id, subject_id, session_id)
+        if not await self.services.redis.set(key, "1", nx=True, px=window_ms):
+            return  # signalled within the window
+        try:
+            await self._signal_idle_timer(tenant_id, subject_id, session_id, idle_timeout)
+        except BaseException:
+            await self.services.redis.delete(key)  # the next append signals again
+            raise
+
+    async def _signal_idle_timer(self, tenant_id: str, subject_id: str, session_id: str,
+                                 idle_timeout: timedelta) -> None:
         await self.services.temporal.start_workflow(
             contract.SESSION_IDLE_WORKFLOW,
             SessionIdleInput(tenant_id=tenant_id, subject_id=subject_id, session_id=session_id,
@@ -215,6 +243,8 @@ class MemoryClient:
         check_identifier("session", session_id)
         # Before any signal: a wrong subject must not end the owner's idle timer, nor see its result.
         await self._check_session_owner(tenant_id, subject_id, session_id)
+        # A message right after this hook signals its timer again.
+        await self.services.redis.delete(_idle_touch_key(tenant_id, subject_id, session_id))
         legacy_idle = await self._subject_run(legacy_idle_workflow_id(tenant_id, session_id), subject_id)
         for idle in (self.services.temporal.get_workflow_handle(idle_workflow_id(tenant_id, subject_id, session_id)),
                      legacy_idle[0] if legacy_idle else None):

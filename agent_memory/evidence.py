@@ -110,29 +110,50 @@ async def append_messages(pool: AsyncConnectionPool, redis: Redis | None, tenant
         cur = await conn.execute(LAST_MESSAGE_SQL, (tenant_id, subject_id, session.session_id))
         row = await cur.fetchone()
         parent = None if row is None else row[0]
-        for message in session.messages:
-            digest = content_digest(message)
-            cur = await conn.execute(
-                """
-                INSERT INTO messages (tenant_id, session_id, message_id, subject_id, turn_index, role, speaker,
-                                      content, image_caption, created_at, content_sha256)
-                VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
-                ON CONFLICT (tenant_id, subject_id, session_id, message_id) DO NOTHING
-                RETURNING message_id
-                """,
-                (tenant_id, session.session_id, message.message_id, subject_id, message.turn_index, message.role,
-                 message.speaker, message.content, message.image_caption, message.created_at, digest))
-            if await cur.fetchone() is not None:
+        # One statement for the whole call (not a round trip per message): new ids are returned,
+        # the others are re-sends, checked against the stored body below.
+        digests = [content_digest(m) for m in session.messages]
+        cur = await conn.execute(
+            """
+            INSERT INTO messages (tenant_id, session_id, message_id, subject_id, turn_index, role, speaker,
+                                  content, image_caption, created_at, content_sha256)
+            SELECT %(t)s, %(s)s, m.message_id, %(u)s, m.turn_index, m.role, m.speaker, m.content, m.image_caption,
+                   m.created_at, m.digest
+              FROM unnest(%(ids)s::text[], %(turns)s::int[], %(roles)s::text[], %(speakers)s::text[],
+                          %(contents)s::text[], %(captions)s::text[], %(created)s::timestamptz[], %(digests)s::text[])
+                   WITH ORDINALITY AS m(message_id, turn_index, role, speaker, content, image_caption, created_at,
+                                        digest, position)
+             ORDER BY m.position
+            ON CONFLICT (tenant_id, subject_id, session_id, message_id) DO NOTHING
+            RETURNING message_id
+            """,
+            {"t": tenant_id, "s": session.session_id, "u": subject_id,
+             "ids": [m.message_id for m in session.messages], "turns": [m.turn_index for m in session.messages],
+             "roles": [m.role for m in session.messages], "speakers": [m.speaker for m in session.messages],
+             "contents": [m.content for m in session.messages],
+             "captions": [m.image_caption for m in session.messages],
+             "created": [m.created_at for m in session.messages], "digests": digests})
+        new_ids = {row[0] for row in await cur.fetchall()}
+        resent: list[tuple[Message, str]] = []
+        for message, digest in zip(session.messages, digests, strict=True):
+            if message.message_id in new_ids:  # its first occurrence in the call was inserted
+                new_ids.discard(message.message_id)
                 inserted.append(message)
-                continue
+            else:
+                resent.append((message, digest))
+        if resent:
             cur = await conn.execute(
-                "SELECT content_sha256 FROM messages WHERE tenant_id = %s AND subject_id = %s AND session_id = %s "
-                "AND message_id = %s", (tenant_id, subject_id, session.session_id, message.message_id))
-            if (await fetch_one(cur))[0] != digest:
-                raise MessageConflictError(
-                    f"message {message.message_id!r} of session {session.session_id!r} was already stored with a "
-                    "different body; messages are append-only evidence, send the change under a new message id")
-            duplicates += 1
+                "SELECT message_id, content_sha256 FROM messages WHERE tenant_id = %s AND subject_id = %s "
+                "AND session_id = %s AND message_id = ANY(%s)",
+                (tenant_id, subject_id, session.session_id, [m.message_id for m, _ in resent]))
+            stored = dict(await cur.fetchall())
+            for message, digest in resent:
+                if stored.get(message.message_id) != digest:
+                    raise MessageConflictError(
+                        f"message {message.message_id!r} of session {session.session_id!r} was already stored with "
+                        "a different body; messages are append-only evidence, send the change under a new message "
+                        "id")
+                duplicates += 1
         if inserted and expected_parent is not None and (expected_parent or None) != parent:
             raise AppendConflictError(tenant_id, session.session_id, expected_parent, parent)  # rolls back
         cur = await conn.execute(LAST_MESSAGE_SQL, (tenant_id, subject_id, session.session_id))
@@ -190,14 +211,21 @@ async def unconsolidated_messages(pool: AsyncConnectionPool, tenant_id: str, sub
                                   session_id: str) -> int:
     """Messages of the session recorded after everything its successful consolidations covered
     (the session's commits through an index, migration 021: no scan of the tenant's operations)."""
+    return (await session_idle_state(pool, tenant_id, subject_id, session_id))[0]
+
+
+async def session_idle_state(pool: AsyncConnectionPool, tenant_id: str, subject_id: str,
+                             session_id: str) -> tuple[int, float | None]:
+    """(messages no consolidation has covered, seconds since the newest of them was recorded)."""
     async with tenant_transaction(pool, tenant_id) as conn:
         cur = await conn.execute(
             """
-            SELECT count(*) FROM messages m
+            SELECT count(*), extract(epoch FROM now() - max(m.recorded_at)) FROM messages m
              WHERE m.tenant_id = %(t)s AND m.subject_id = %(u)s AND m.session_id = %(s)s
                AND m.recorded_at > coalesce(
                    (SELECT max((o.result ->> 'through')::timestamptz) FROM operations o
                      WHERE o.tenant_id = %(t)s AND o.subject_id = %(u)s AND o.session_id = %(s)s
                        AND o.kind = 'commit' AND o.status = 'succeeded'), '-infinity')
             """, {"t": tenant_id, "u": subject_id, "s": session_id})
-        return int((await fetch_one(cur))[0])
+        count, idle = await fetch_one(cur)
+    return int(count), float(idle) if idle is not None else None

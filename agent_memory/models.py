@@ -231,6 +231,9 @@ class StepOutcome(BaseModel):
     count: int = 0
     reused: bool = False  # True when the recorded result was returned without a provider call
     through: datetime | None = None  # when the newest message the step saw was recorded
+    # count_unconsolidated: seconds since the session's newest message was recorded (Postgres's
+    # clock); the idle timer waits on when appends signal it at most once per debounce window.
+    idle_seconds: float | None = None
 
 
 class ConflictPlanInput(BaseModel):

@@ -109,6 +109,12 @@ def add_tooling_commands(sub: core.SubParsers) -> None:
     bench_consolidate.add_argument("--embedder", choices=("hashing", "e5-small"), default=None,
                                    help="the offline embedder (default: the configured offline one, e5-small)")
     bench_consolidate.add_argument("--json", action="store_true")
+    bench_ingest = bench_sub.add_parser("ingest", help="append_messages throughput: batched, and one message per "
+                                                       "call with the idle timer on (debounced and not)")
+    bench_ingest.add_argument("--messages", type=int, default=4_000, help="messages per mode (default 4000)")
+    bench_ingest.add_argument("--clients", type=int, default=8, help="concurrent callers (default 8)")
+    bench_ingest.add_argument("--batch", type=int, default=100, help="messages per batched call (default 100)")
+    bench_ingest.add_argument("--json", action="store_true")
     bench_http = bench_sub.add_parser("http", help="the HTTP API under a bounded local load: requests/s, p50/p99 "
                                       "for append and context")
     bench_http.add_argument("--concurrency", type=int, default=50, help="concurrent clients (default 50)")
@@ -313,6 +319,10 @@ async def _bench(args: argparse.Namespace, settings: Settings) -> int:
         from workers.evaluation.consolidate_bench import consolidate_bench_command
 
         return await consolidate_bench_command(args, settings)
+    if args.bench_name == "ingest":
+        from workers.evaluation.ingest_bench import ingest_bench_command
+
+        return await ingest_bench_command(args, settings)
     if args.bench_name == "recall":
         from workers.evaluation.recall_bench import recall_bench_command
 

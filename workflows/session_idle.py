@@ -4,6 +4,7 @@ the session-end hook uses, so whichever comes first wins and the other attaches.
 
 from __future__ import annotations
 
+import contextlib
 from datetime import timedelta
 
 from temporalio import workflow
@@ -58,10 +59,20 @@ class SessionIdleWorkflow:
         else:  # a history from before session ids were scoped per subject
             consolidation_id = contract.legacy_consolidation_workflow_id(request.tenant_id, request.session_id)
         # An outage must not drop the idle timer: retried without an attempt cap (contract.IDLE_CHECK).
+        check = StepInput(tenant_id=request.tenant_id, subject_id=request.subject_id, session_id=request.session_id)
         pending = await workflow.execute_activity_method(
-            ConsolidationActivities.count_unconsolidated,
-            StepInput(tenant_id=request.tenant_id, subject_id=request.subject_id, session_id=request.session_id),
-            **contract.IDLE_CHECK.options())
+            ConsolidationActivities.count_unconsolidated, check, **contract.IDLE_CHECK.options())
+        # Appends signal at most once per debounce window (client.touch_idle_timer), so the last
+        # messages may not have restarted the clock: idle is measured from the newest message.
+        while (workflow.patched("idle-from-the-newest-message") and pending.count
+               and pending.idle_seconds is not None and pending.idle_seconds < request.idle_seconds):
+            remaining = timedelta(seconds=request.idle_seconds - pending.idle_seconds)
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(lambda: self._ended, timeout=remaining)
+            if self._ended:
+                return SessionIdleResult(outcome="ended by the session-end hook")
+            pending = await workflow.execute_activity_method(
+                ConsolidationActivities.count_unconsolidated, check, **contract.IDLE_CHECK.options())
         if pending.count == 0:
             return SessionIdleResult(outcome="nothing new to consolidate", consolidation_workflow_id=consolidation_id)
         try:

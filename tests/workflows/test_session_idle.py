@@ -43,3 +43,32 @@ async def test_the_end_hook_stops_the_idle_timer(services, tenant, task_queue, r
         idle = services.temporal.get_workflow_handle(idle_workflow_id(tenant, "ana", "s2"))
         outcome = await asyncio.wait_for(idle.result(), timeout=30)
     assert outcome["outcome"] == "ended by the session-end hook"
+
+
+async def test_appends_signal_the_timer_once_per_window_and_idle_counts_from_the_newest_message(
+        services, tenant, task_queue, running_worker):
+    """Appends signal the idle timer at most once per debounce window (5 s here: half the idle
+    timeout would be more); a message inside the window that sent no signal still moves the
+    consolidation to idle-timeout after itself, because the timer reads the newest message."""
+    client = MemoryClient(services, offline_providers().embedder, task_queue=task_queue,
+                          idle_timeout=timedelta(seconds=10))
+    texts = ["I live in Oslo.", "Hello there.", "How are you?", "Fine, thanks.", "Good."]
+    loop = asyncio.get_running_loop()
+    async with running_worker():
+        started = loop.time()
+        for n in range(1, len(texts) + 1):  # five appends, one message each
+            await client.append_messages(tenant, "kim", session("s3", "2024-01-01T09:00:00Z", *texts[:n]))
+        await asyncio.sleep(max(0.0, started + 2 - loop.time()))
+        await client.append_messages(tenant, "kim", session("s3", "2024-01-01T09:00:00Z", *texts, "I love jazz."))
+        idle = services.temporal.get_workflow_handle(idle_workflow_id(tenant, "kim", "s3"))
+        # The timer ran out 10 s after the first signal; the newest message is 2 s younger.
+        await asyncio.sleep(max(0.0, started + 11 - loop.time()))
+        assert await client.facts(tenant, "kim") == []
+        outcome = await asyncio.wait_for(idle.result(), timeout=30)
+        assert outcome["outcome"] == "idle: consolidation started"
+        consolidation = services.temporal.get_workflow_handle(outcome["consolidation_workflow_id"])
+        await asyncio.wait_for(consolidation.result(), timeout=60)
+        history = await idle.fetch_history()
+    signals = [e for e in history.events if e.HasField("workflow_execution_signaled_event_attributes")]
+    assert len(signals) == 1  # six appends, one signal
+    assert sorted(f.key for f in await client.facts(tenant, "kim")) == ["home_city", "jazz"]

@@ -1,0 +1,17 @@
+"""`agent-memory bench ingest` at a tiny size: the report's shape (not its speed)."""
+
+from __future__ import annotations
+
+from workers.cli import build_parser
+from workers.evaluation.ingest_bench import run_ingest_bench
+
+
+async def test_the_ingest_benchmark_reports_batched_and_one_per_call(services):
+    report = await run_ingest_bench(services, messages=40, clients=2, batch=10)
+    assert [f.mode for f in report.figures] == ["batched", "one per call, idle timer debounced",
+                                                "one per call, a signal per append"]
+    assert [f.messages for f in report.figures] == [40, 40, 40]
+    assert all(f.messages_per_second > 0 for f in report.figures) and report.debounced_over_every_append > 0
+    assert "messages/s" in report.render()
+    args = build_parser().parse_args(["bench", "ingest", "--messages", "4000", "--clients", "8", "--batch", "100"])
+    assert (args.messages, args.clients, args.batch) == (4000, 8, 100)
