@@ -29,6 +29,7 @@ from agent_memory.scope import Mode, SubjectErasedError, enter_subject, subject_
 
 __all__ = ["KEY_COLUMN_LIST", "KEY_FILL", "KEY_PLACEHOLDERS", "OperationKey", "OperationMismatchError",
            "OperationRecorder", "RecordNotFoundError", "SubjectErasedError", "ensure_not_erased", "record_succeeded",
+           "record_succeeded_many",
            "recorded_result", "request_hash"]
 
 R = TypeVar("R", bound=BaseModel)
@@ -72,27 +73,38 @@ async def recorded_result(conn: psycopg.AsyncConnection, tenant_id: str, key: Op
     return result_type.model_validate(row[2])
 
 
+_RECORD_SUCCEEDED_SQL = f"""
+    INSERT INTO operations (tenant_id, operation_id, subject_id, kind, request_hash, status, result,
+                            provider, provider_request_id, input_tokens, output_tokens, cost_usd, attempts,
+                            {KEY_COLUMN_LIST})
+    VALUES (%s, %s, %s, %s, %s, 'succeeded', %s, %s, %s, %s, %s, %s, 1, {KEY_PLACEHOLDERS})
+    ON CONFLICT (tenant_id, operation_id) DO UPDATE
+       SET status = 'succeeded', result = EXCLUDED.result, provider = EXCLUDED.provider,
+           provider_request_id = EXCLUDED.provider_request_id, input_tokens = EXCLUDED.input_tokens,
+           output_tokens = EXCLUDED.output_tokens, cost_usd = EXCLUDED.cost_usd, error = NULL,
+           updated_at = now(), {KEY_FILL}
+     WHERE operations.status <> 'succeeded'
+    """
+
+
 async def record_succeeded(conn: psycopg.AsyncConnection, *, tenant_id: str, subject_id: str, key: OperationKey,
                            req_hash: str, result: BaseModel) -> None:
     """Record a completed operation inside the caller's transaction (transactional writes)."""
-    meta = result if isinstance(result, ProviderResult) else ProviderResult()
-    await conn.execute(
-        f"""
-        INSERT INTO operations (tenant_id, operation_id, subject_id, kind, request_hash, status, result,
-                                provider, provider_request_id, input_tokens, output_tokens, cost_usd, attempts,
-                                {KEY_COLUMN_LIST})
-        VALUES (%s, %s, %s, %s, %s, 'succeeded', %s, %s, %s, %s, %s, %s, 1, {KEY_PLACEHOLDERS})
-        ON CONFLICT (tenant_id, operation_id) DO UPDATE
-           SET status = 'succeeded', result = EXCLUDED.result, provider = EXCLUDED.provider,
-               provider_request_id = EXCLUDED.provider_request_id, input_tokens = EXCLUDED.input_tokens,
-               output_tokens = EXCLUDED.output_tokens, cost_usd = EXCLUDED.cost_usd, error = NULL,
-               updated_at = now(), {KEY_FILL}
-         WHERE operations.status <> 'succeeded'
-        """,
-        (tenant_id, key.operation_id, subject_id, key.kind, req_hash, Jsonb(result.model_dump(mode="json")),
-         meta.provider or None, meta.provider_request_id, meta.input_tokens, meta.output_tokens, meta.cost_usd,
-         *key.columns()),
-    )
+    await record_succeeded_many(conn, tenant_id=tenant_id, subject_id=subject_id, records=[(key, req_hash, result)])
+
+
+async def record_succeeded_many(conn: psycopg.AsyncConnection, *, tenant_id: str, subject_id: str,
+                                records: list[tuple[OperationKey, str, BaseModel]]) -> None:
+    """Record completed operations (key, request hash, result) inside the caller's transaction,
+    in one pipelined round trip."""
+    def row(key: OperationKey, req_hash: str, result: BaseModel) -> tuple[Any, ...]:
+        meta = result if isinstance(result, ProviderResult) else ProviderResult()
+        return (tenant_id, key.operation_id, subject_id, key.kind, req_hash, Jsonb(result.model_dump(mode="json")),
+                meta.provider or None, meta.provider_request_id, meta.input_tokens, meta.output_tokens,
+                meta.cost_usd, *key.columns())
+
+    async with conn.cursor() as cur:
+        await cur.executemany(_RECORD_SUCCEEDED_SQL, [row(*record) for record in records])
 
 
 # A claimed call's lease: renewed every third of it while the call runs, so a slow call (a local

@@ -46,6 +46,7 @@ from agent_memory.operations import (
     OperationRecorder,
     ensure_not_erased,
     record_succeeded,
+    record_succeeded_many,
     request_hash,
 )
 from agent_memory.projection_models import ProjectionLag, ProjectionPolicy, ProjectorBatchOutcome, ProjectorInput
@@ -219,12 +220,12 @@ class OutboxProjector:
     async def _claim(self, tenant_id: str, subject_id: str, items: list[_Item]) -> list[_Item]:
         """Claim each item's operation (as OperationRecorder.run does): a live claim of another
         attempt is respected, a claim older than the lease taken over. Returns the items claimed."""
-        claimed = []
+        if not items:
+            return []
         async with tenant_transaction(self.pool, tenant_id) as conn:
             await ensure_not_erased(conn, tenant_id, subject_id, self._digest(tenant_id, subject_id))
-            for item in items:
-                key = _key(item)
-                cur = await conn.execute(
+            async with conn.cursor() as cur:  # one pipelined round trip for the batch
+                await cur.executemany(
                     f"""
                     INSERT INTO operations (tenant_id, operation_id, subject_id, kind, request_hash, status, attempts,
                                             {KEY_COLUMN_LIST})
@@ -234,11 +235,14 @@ class OutboxProjector:
                      WHERE operations.status = 'failed'
                         OR (operations.status = 'started' AND operations.updated_at < now() - %s)
                     RETURNING operation_id
-                    """, (tenant_id, key.operation_id, subject_id, key.kind, item.req_hash, *key.columns(),
-                          CLAIM_LEASE))
-                if await cur.fetchone() is not None:
-                    claimed.append(item)
-        return claimed
+                    """, [(tenant_id, _key(item).operation_id, subject_id, _key(item).kind, item.req_hash,
+                           *_key(item).columns(), CLAIM_LEASE) for item in items], returning=True)
+                won: set[str] = set()
+                while True:
+                    won.update(row[0] for row in await cur.fetchall())
+                    if not cur.nextset():
+                        break
+        return [item for item in items if _key(item).operation_id in won]
 
     async def _release_failed(self, tenant_id: str, items: list[_Item], exc: BaseException) -> None:
         async with tenant_transaction(self.pool, tenant_id) as conn:
@@ -277,12 +281,11 @@ class OutboxProjector:
                                                           input_tokens=result.input_tokens,
                                                           output_tokens=result.output_tokens,
                                                           cost_usd=result.cost_usd, model=result.model, vectors=[]))
-            for key, item, vector in zip(keys, items, result.vectors, strict=True):
-                await record_succeeded(conn, tenant_id=tenant_id, subject_id=subject_id, key=key,
-                                       req_hash=item.req_hash,
-                                       result=EmbeddingResult(provider=result.provider,
-                                                              provider_request_id=result.provider_request_id,
-                                                              model=result.model, vectors=[vector]))
+            await record_succeeded_many(conn, tenant_id=tenant_id, subject_id=subject_id, records=[
+                (key, item.req_hash, EmbeddingResult(provider=result.provider,
+                                                     provider_request_id=result.provider_request_id,
+                                                     model=result.model, vectors=[vector]))
+                for key, item, vector in zip(keys, items, result.vectors, strict=True)])
         if self.after_record is not None:
             await self.after_record(keys[0])
         for item, vector in zip(items, result.vectors, strict=True):
@@ -350,17 +353,20 @@ class OutboxProjector:
                     RETURNING memory_id, version
                     """, {"t": tenant_id, **_keys(done)})
                 pending = {(m, int(v)) for m, v in await cur.fetchall()}
-            for item in done:
-                if item.vector is None or (item.memory_id, item.version) not in pending:
-                    outcome.skipped += 1  # the row was removed (erasure, forget) or replaced; nothing to project
-                    continue
+            writes = [item for item in done if item.vector is not None and (item.memory_id, item.version) in pending]
+            outcome.skipped += len(done) - len(writes)  # rows removed (erasure, forget) or replaced: nothing to project
+            if writes:
                 cur = await conn.execute(
                     """
                     INSERT INTO memory_vectors (tenant_id, subject_id, memory_id, memory_kind, version, model, embedding)
-                    VALUES (%s, %s, %s, %s, %s, %s, %s)
+                    SELECT %(t)s, %(u)s, v.memory_id, v.kind, v.version, v.model, v.embedding
+                      FROM unnest(%(ids)s::uuid[], %(kinds)s::text[], %(versions)s::int[], %(models)s::text[],
+                                  %(vectors)s::vector[]) AS v(memory_id, kind, version, model, embedding)
                     ON CONFLICT (tenant_id, memory_id, version, model) DO NOTHING
-                    """, (tenant_id, subject_id, item.memory_id, item.kind, item.version, item.model,
-                          Vector(item.vector)))
+                    """, {"t": tenant_id, "u": subject_id, "ids": [i.memory_id for i in writes],
+                          "kinds": [i.kind for i in writes], "versions": [i.version for i in writes],
+                          "models": [i.model for i in writes],
+                          "vectors": [Vector(i.vector) for i in writes if i.vector is not None]})
                 outcome.vectors_upserted += cur.rowcount
             for item, exc in failures["transient"]:
                 dead = item.attempts + 1 >= self.policy.max_attempts
