@@ -62,8 +62,8 @@ class SessionIdleWorkflow:
         check = StepInput(tenant_id=request.tenant_id, subject_id=request.subject_id, session_id=request.session_id)
         pending = await workflow.execute_activity_method(
             ConsolidationActivities.count_unconsolidated, check, **contract.IDLE_CHECK.options())
-        # Appends signal at most once per debounce window (client.touch_idle_timer), so the last
-        # messages may not have restarted the clock: idle is measured from the newest message.
+        # Appends signal at most once per debounce window (MemoryClient._touch_idle_timer), so the
+        # last messages may not have restarted the clock: idle is measured from the newest message.
         while (workflow.patched("idle-from-the-newest-message") and pending.count
                and pending.idle_seconds is not None and pending.idle_seconds < request.idle_seconds):
             remaining = timedelta(seconds=request.idle_seconds - pending.idle_seconds)
