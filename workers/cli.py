@@ -115,6 +115,13 @@ def add_tooling_commands(sub: core.SubParsers) -> None:
     bench_ingest.add_argument("--clients", type=int, default=8, help="concurrent callers (default 8)")
     bench_ingest.add_argument("--batch", type=int, default=100, help="messages per batched call (default 100)")
     bench_ingest.add_argument("--json", action="store_true")
+    bench_end = bench_sub.add_parser("end-session", help="the session-end hook's latency in a tenant of N rows "
+                                                         "beside a fresh one")
+    bench_end.add_argument("--rows", type=int, default=1_000_000,
+                           help="rows of the large tenant in sessions, messages and operations (default 1000000)")
+    bench_end.add_argument("--sessions", type=int, default=20, help="measured sessions per tenant (default 20)")
+    bench_end.add_argument("--calls", type=int, default=200, help="hook calls per tenant (default 200)")
+    bench_end.add_argument("--json", action="store_true")
     bench_http = bench_sub.add_parser("http", help="the HTTP API under a bounded local load: requests/s, p50/p99 "
                                       "for append and context")
     bench_http.add_argument("--concurrency", type=int, default=50, help="concurrent clients (default 50)")
@@ -323,6 +330,10 @@ async def _bench(args: argparse.Namespace, settings: Settings) -> int:
         from workers.evaluation.ingest_bench import ingest_bench_command
 
         return await ingest_bench_command(args, settings)
+    if args.bench_name == "end-session":
+        from workers.evaluation.end_session_bench import end_session_bench_command
+
+        return await end_session_bench_command(args, settings)
     if args.bench_name == "recall":
         from workers.evaluation.recall_bench import recall_bench_command
 
