@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
+from agent_memory.models import EmbeddingResult
 from agent_memory.providers.base import EMBEDDING_DIMENSIONS
 from agent_memory.providers.e5 import E5SmallEmbedder
 from agent_memory.providers.embedders import OFFLINE_DEFAULT, local_embedder
@@ -44,3 +48,17 @@ async def test_e5_embeds_passages_and_queries_into_one_space_across_languages():
     assert (await e5.embed([])).vectors == []
     again = await e5.embed(["I adopted a beagle puppy last week."])
     assert np.allclose(again.vectors[0], passages.vectors[0], atol=1e-5)  # deterministic
+
+
+def test_a_recorded_embedding_is_packed_as_float32_and_older_records_still_read():
+    """Recorded results hold float32 vectors as base64 (what pgvector stores, a third of the JSON
+    list's size); a record written before as a list of numbers is read as it was."""
+    live = EmbeddingResult(model="m", vectors=[[0.1, -0.25, 1e-3], [1.0]])
+    recorded = live.model_dump(mode="json")
+    assert list(recorded["vectors"]) == ["float32_base64"]
+    as_float32 = [[struct.unpack("<f", struct.pack("<f", x))[0] for x in v] for v in live.vectors]
+    assert EmbeddingResult.model_validate(recorded).vectors == as_float32
+    assert EmbeddingResult.model_validate_json(live.model_dump_json()).vectors == as_float32
+    assert EmbeddingResult.model_validate({**recorded, "vectors": [[0.5, 0.25]]}).vectors == [[0.5, 0.25]]
+    with pytest.raises(ValidationError, match="multiple of 4"):
+        EmbeddingResult.model_validate({**recorded, "vectors": {"float32_base64": ["AAA="]}})
