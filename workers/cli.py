@@ -85,8 +85,10 @@ def add_tooling_commands(sub: core.SubParsers) -> None:
                              help="memories of the erased subject (default 100000)")
     bench_erase.add_argument("--json", action="store_true")
     bench_recall = bench_sub.add_parser("recall", help="context and prompt assembly latency at growing memory sizes")
-    bench_recall.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 50_000],
+    bench_recall.add_argument("--memories", "--sizes", dest="sizes", type=int, nargs="+", default=[1_000, 10_000, 50_000],
                               help="memories of the one subject (default 1000 10000 50000)")
+    bench_recall.add_argument("--total-rows", type=int, default=0,
+                              help="memories of the tenant in all: filler subjects beside the measured one")
     bench_recall.add_argument("--queries", type=int, default=100, help="queries per size and route (default 100)")
     bench_recall.add_argument("--embedder", choices=("hashing", "e5-small"),
                               help="the embedder (default: the offline default)")

@@ -8,7 +8,10 @@ from one size to the next. At each size the same queries run, interleaved, throu
 - context, routes in parallel (what ships: profile, lexical and vector routes with asyncio.gather),
 - context, routes one after another (the landed single-route order, for comparison),
 - prompt (context plus the live session's turns from working memory).
-Figures are milliseconds (p50/p95/p99) and the parallel/sequential ratio.
+Figures are milliseconds (p50/p95/p99) and the parallel/sequential ratio. With --total-rows, the
+tenant also holds filler memories of other subjects (5,000 each: an index row and a vector each,
+loaded by COPY with rows shaped like the write path's, before the measured subject grows), so the
+figures show whether the database's size matters beside the subject's.
 """
 
 from __future__ import annotations
@@ -18,13 +21,17 @@ import json
 import random
 import statistics
 import time
+import uuid
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
+import psycopg
 from pydantic import BaseModel
 
 from agent_memory.context import assemble_context
 from agent_memory.corrections import write_fact
 from agent_memory.evidence import append_messages
+from agent_memory.lexical import search_text, term_count
 from agent_memory.memory_store import commit_consolidation
 from agent_memory.models import (
     ConflictPlan,
@@ -71,13 +78,15 @@ class LatencyRow(BaseModel):
 
 class RecallBenchReport(BaseModel):
     embedder: str
+    total_rows: int = 0  # filler memories of other subjects in the tenant
     rows: list[LatencyRow]
     load_seconds: dict[int, float]  # size -> seconds to grow the store to it (write path + vectors)
     # Passages embedded per second by each offline embedder, batches of 32 interleaved in one run.
     embedding_throughput: dict[str, float] = {}
 
     def render(self) -> str:
-        lines = [f"recall bench: one subject, embedder {self.embedder}, policy default; milliseconds",
+        filler = f", beside {self.total_rows:,} memories of other subjects" if self.total_rows else ""
+        lines = [f"recall bench: one subject{filler}, embedder {self.embedder}, policy default; milliseconds",
                  f"{'memories':>9} {'route':<20} {'n':>4} {'p50':>8} {'p95':>8} {'p99':>8} {'items':>6}"]
         for r in self.rows:
             lines.append(f"{r.memories:>9} {r.route:<20} {r.queries:>4} {r.p50_ms:>8.1f} {r.p95_ms:>8.1f} "
@@ -152,10 +161,48 @@ def _row(size: int, route: str, times: list[float], items: list[int]) -> Latency
                       p95_ms=round(cuts[94], 2), p99_ms=round(cuts[98], 2), mean_items=round(statistics.fmean(items), 1))
 
 
+FILLER_PER_SUBJECT = 5_000
+
+
+async def _load_filler(services: Services, embedder: Embedder, memories: int, rng: random.Random) -> None:
+    """`memories` episodes of filler subjects: their index rows and vectors (random unit vectors of
+    the embedder's model and width), by COPY as the owner (COPY FROM is not available under RLS)."""
+    admin_url = services.settings.database_admin_url
+    if admin_url is None:
+        raise ValueError("--total-rows loads its filler as the owner role: set DATABASE_ADMIN_URL")
+    probe = await embedder.embed(["filler"])
+    model, width = probe.model, len(probe.vectors[0])
+    numbers = np.random.default_rng(rng.randrange(2**32))
+    happened = datetime(2024, 1, 1, tzinfo=UTC)
+    async with await psycopg.AsyncConnection.connect(admin_url) as conn:
+        for start in range(0, memories, FILLER_PER_SUBJECT):
+            subject = f"filler-{start // FILLER_PER_SUBJECT}"
+            count = min(FILLER_PER_SUBJECT, memories - start)
+            ids = [uuid.UUID(int=rng.getrandbits(128), version=4) for _ in range(count)]
+            texts = [_sentence(rng) for _ in range(count)]
+            vectors = numbers.standard_normal((count, width)).astype(np.float32)
+            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+            async with conn.cursor().copy(
+                    "COPY memory_search (tenant_id, subject_id, memory_id, memory_kind, version, search_text, "
+                    "term_count, happened_at) FROM STDIN") as copy:
+                for memory_id, text in zip(ids, texts, strict=True):
+                    await copy.write_row((TENANT, subject, memory_id, "episode", 1, search_text(text), term_count(text),
+                                          happened))
+            async with conn.cursor().copy(
+                    "COPY memory_vectors (tenant_id, subject_id, memory_id, memory_kind, version, model, embedding) "
+                    "FROM STDIN") as copy:
+                for memory_id, vector in zip(ids, vectors, strict=True):
+                    await copy.write_row((TENANT, subject, memory_id, "episode", 1, model,
+                                          "[" + ",".join(f"{x:.7g}" for x in vector) + "]"))
+            await conn.commit()
+
+
 async def run_recall_bench(services: Services, *, sizes: list[int], queries: int, embedder: Embedder | None = None,
-                           seed: int = 7, throughput_texts: int = 512) -> RecallBenchReport:
+                           seed: int = 7, throughput_texts: int = 512, total_rows: int = 0) -> RecallBenchReport:
     rng = random.Random(seed)
     embedder = embedder or providers_for(services.settings).embedder
+    if total_rows > max(sizes):
+        await _load_filler(services, embedder, total_rows - max(sizes), rng)
     projector = OutboxProjector(services.pool, services.keyring, embedder, ProjectionPolicy())  # the worker's batches
     live = Session(session_id="live", started_at=datetime(2025, 1, 1, tzinfo=UTC), messages=[
         Message(message_id=f"live:{i}", turn_index=i, role="user" if i % 2 == 0 else "assistant",
@@ -193,7 +240,8 @@ async def run_recall_bench(services: Services, *, sizes: list[int], queries: int
                 items.append(count)
         rows += [_row(stored, route, times, items) for route, (times, items) in routes.items()]
     throughput = await embedding_throughput([_sentence(rng) for _ in range(throughput_texts)])
-    return RecallBenchReport(embedder=getattr(embedder, "name", type(embedder).__name__), rows=rows,
+    return RecallBenchReport(embedder=getattr(embedder, "name", type(embedder).__name__),
+                             total_rows=max(0, total_rows - max(sizes)), rows=rows,
                              load_seconds=load_seconds, embedding_throughput=throughput)
 
 
@@ -201,10 +249,10 @@ async def recall_bench_command(args: argparse.Namespace, settings: Settings) -> 
     from workers.runtime import scratch_stack
 
     sizes = sorted(set(args.sizes))
-    if any(s < 100 for s in sizes) or args.queries < 2:
-        raise ValueError("--sizes must be at least 100 memories each and --queries at least 2")
+    if any(s < 100 for s in sizes) or args.queries < 2 or args.total_rows < 0:
+        raise ValueError("--memories must be at least 100 each, --queries at least 2 and --total-rows 0 or more")
     async with scratch_stack(settings, "bench-recall", embedded_only=True) as services:
         report = await run_recall_bench(services, sizes=sizes, queries=args.queries,
-                                        embedder=local_embedder(args.embedder))
+                                        embedder=local_embedder(args.embedder), total_rows=args.total_rows)
     print(json.dumps(report.model_dump(mode="json"), indent=2) if args.json else report.render())
     return 0
