@@ -180,8 +180,9 @@ class SummaryResult(ProviderResult):
 class EmbeddingResult(ProviderResult):
     """An embedding call's result. Recorded (operations.result, JSON) with each vector packed as
     base64 of its float32 values, little-endian: exactly what pgvector stores, so a vector
-    rebuilt or restored from the record equals the one first written, in 2.1 KB per 384-dim
-    vector instead of 7.7 KB as a list of JSON numbers. Records in either form are read."""
+    rebuilt or restored from the record equals the one first written, and a stored e5-small
+    record takes 2.3 KB instead of 5.0 KB as a list of JSON numbers. Records in either form are
+    read."""
 
     model: str
     vectors: list[list[float]]

@@ -78,14 +78,14 @@ class LatencyRow(BaseModel):
 
 class RecallBenchReport(BaseModel):
     embedder: str
-    total_rows: int = 0  # filler memories of other subjects in the tenant
+    filler_memories: int = 0  # memories of other subjects in the tenant (--total-rows)
     rows: list[LatencyRow]
     load_seconds: dict[int, float]  # size -> seconds to grow the store to it (write path + vectors)
     # Passages embedded per second by each offline embedder, batches of 32 interleaved in one run.
     embedding_throughput: dict[str, float] = {}
 
     def render(self) -> str:
-        filler = f", beside {self.total_rows:,} memories of other subjects" if self.total_rows else ""
+        filler = f", beside {self.filler_memories:,} memories of other subjects" if self.filler_memories else ""
         lines = [f"recall bench: one subject{filler}, embedder {self.embedder}, policy default; milliseconds",
                  f"{'memories':>9} {'route':<20} {'n':>4} {'p50':>8} {'p95':>8} {'p99':>8} {'items':>6}"]
         for r in self.rows:
@@ -241,7 +241,7 @@ async def run_recall_bench(services: Services, *, sizes: list[int], queries: int
         rows += [_row(stored, route, times, items) for route, (times, items) in routes.items()]
     throughput = await embedding_throughput([_sentence(rng) for _ in range(throughput_texts)])
     return RecallBenchReport(embedder=getattr(embedder, "name", type(embedder).__name__),
-                             total_rows=max(0, total_rows - max(sizes)), rows=rows,
+                             filler_memories=max(0, total_rows - max(sizes)), rows=rows,
                              load_seconds=load_seconds, embedding_throughput=throughput)
 
 
