@@ -214,18 +214,21 @@ async def unconsolidated_messages(pool: AsyncConnectionPool, tenant_id: str, sub
     return (await session_idle_state(pool, tenant_id, subject_id, session_id))[0]
 
 
+# The session's messages after the newest commit that covered it (bench end-session explains it).
+SESSION_IDLE_STATE_SQL = """
+SELECT count(*), extract(epoch FROM now() - max(m.recorded_at)) FROM messages m
+ WHERE m.tenant_id = %(t)s AND m.subject_id = %(u)s AND m.session_id = %(s)s
+   AND m.recorded_at > coalesce(
+       (SELECT max((o.result ->> 'through')::timestamptz) FROM operations o
+         WHERE o.tenant_id = %(t)s AND o.subject_id = %(u)s AND o.session_id = %(s)s
+           AND o.kind = 'commit' AND o.status = 'succeeded'), '-infinity')
+"""
+
+
 async def session_idle_state(pool: AsyncConnectionPool, tenant_id: str, subject_id: str,
                              session_id: str) -> tuple[int, float | None]:
     """(messages no consolidation has covered, seconds since the newest of them was recorded)."""
     async with tenant_transaction(pool, tenant_id) as conn:
-        cur = await conn.execute(
-            """
-            SELECT count(*), extract(epoch FROM now() - max(m.recorded_at)) FROM messages m
-             WHERE m.tenant_id = %(t)s AND m.subject_id = %(u)s AND m.session_id = %(s)s
-               AND m.recorded_at > coalesce(
-                   (SELECT max((o.result ->> 'through')::timestamptz) FROM operations o
-                     WHERE o.tenant_id = %(t)s AND o.subject_id = %(u)s AND o.session_id = %(s)s
-                       AND o.kind = 'commit' AND o.status = 'succeeded'), '-infinity')
-            """, {"t": tenant_id, "u": subject_id, "s": session_id})
+        cur = await conn.execute(SESSION_IDLE_STATE_SQL, {"t": tenant_id, "u": subject_id, "s": session_id})
         count, idle = await fetch_one(cur)
     return int(count), float(idle) if idle is not None else None

@@ -31,7 +31,7 @@ from pydantic import BaseModel
 from agent_memory.client import MemoryClient
 from agent_memory.compaction import MAINTAINER_ROLE
 from agent_memory.db import tenant_transaction
-from agent_memory.evidence import unconsolidated_messages
+from agent_memory.evidence import SESSION_IDLE_STATE_SQL, unconsolidated_messages
 from agent_memory.models import Message, Session
 from agent_memory.providers.offline import offline_providers
 from agent_memory.services import Services
@@ -136,16 +136,8 @@ async def _tenant_rows(services: Services, tenant: str) -> int:
 
 async def _check_plan(services: Services, tenant: str, subject: str, session: str) -> list[str]:
     async with tenant_transaction(services.pool, tenant) as conn:
-        cur = await conn.execute(
-            """
-            EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
-            SELECT count(*) FROM messages m
-             WHERE m.tenant_id = %(t)s AND m.subject_id = %(u)s AND m.session_id = %(s)s
-               AND m.recorded_at > coalesce(
-                   (SELECT max((o.result ->> 'through')::timestamptz) FROM operations o
-                     WHERE o.tenant_id = %(t)s AND o.subject_id = %(u)s AND o.session_id = %(s)s
-                       AND o.kind = 'commit' AND o.status = 'succeeded'), '-infinity')
-            """, {"t": tenant, "u": subject, "s": session})
+        cur = await conn.execute("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) " + SESSION_IDLE_STATE_SQL,
+                                 {"t": tenant, "u": subject, "s": session})
         return [str(row[0]) for row in await cur.fetchall()]
 
 
