@@ -7,6 +7,8 @@ import json
 import os
 import subprocess
 import sys
+import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -131,3 +133,19 @@ def test_external_servers_need_no_embedded_extra(monkeypatch, tmp_path):
                                   "DATABASE_URL": "postgresql://app@db/agent_memory", "REDIS_URL": "redis://redis"})
     stack = EmbeddedStack(settings.home)
     assert stack.start(settings) == settings and stack.running(settings) == settings and stack.started == []
+
+
+def test_the_console_entry_point_flushes_its_output_and_exits_with_the_commands_code():
+    """`agent-memory` exits through os._exit after the command (skipping the interpreter teardown
+    the Temporal client's threads can abort): buffered output still arrives whole, with the code."""
+    with open(Path(__file__).resolve().parents[1] / "pyproject.toml", "rb") as f:
+        assert tomllib.load(f)["project"]["scripts"]["agent-memory"] == "workers.cli:run"
+    script = ("import sys, workers.cli as cli\n"
+              "def command():\n"
+              "    print('x' * 100_000, end='')\n"
+              "    print('the end', file=sys.stderr, end='')\n"
+              "    return 3\n"
+              "cli.main = command\n"
+              "cli.run()\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, len(done.stdout), done.stderr) == (3, 100_000, "the end")

@@ -9,6 +9,8 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
+import os
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -370,5 +372,18 @@ def main(argv: list[str] | None = None) -> int:
     return core.main(argv, parser=build_parser(), commands=COMMANDS, open_services=running_stack)
 
 
+def run() -> None:
+    """The process entry point (`agent-memory`, `python -m workers.cli`): main(), then exit
+    without interpreter teardown. The Temporal client's Rust runtime threads can outlive the event
+    loop and abort a finished command (SIGABRT, "PyGILState_Release ... finalizing") while Python
+    finalizes (temporalio/sdk-python#300); every command has closed its services and stopped any
+    server it started by the time main() returns, so only the output is left to flush."""
+    code = main()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
