@@ -16,14 +16,16 @@ WORD = re.compile(r"\w+")
 K1, B = 1.2, 0.75
 
 # Candidates are the items holding a query lexeme, found through the (tenant, subject, tsv)
-# GIN index (migration 022); only their postings are read. The statistics (n, avgdl) cover
-# every item in the window and the df of a lexeme counts the candidates holding it, so the
+# GIN index (migration 022), and only their postings of query lexemes are read: the index's
+# tsvectors carry no weights (all D) and always positions, so marking the query's lexemes A and
+# keeping the A entries cuts a tsvector to those lexemes in one C call, instead of unnesting
+# every lexeme of every candidate into rows to filter them (a third less time at 10k-50k
+# items, measured with `agent-memory bench lexical`). The statistics (n, avgdl) cover every item
+# in the window and the df of a lexeme counts the candidates holding it, so the
 # scores are those of BM25 over the whole window. The query's lexemes and their OR-tsquery are
 # parameters (bm25_search computes them first), so the planner sees how rare they are.
 BM25_SQL = """
-WITH q AS (
-    SELECT unnest(%(lexemes)s::text[]) AS lexeme
-), stats AS (
+WITH stats AS (
     SELECT count(*)::float8 AS n, greatest(avg(term_count), 1)::float8 AS avgdl FROM memory_search
      WHERE tenant_id = %(tenant)s AND subject_id = %(subject)s
        AND happened_at <= coalesce(%(as_of)s::timestamptz, 'infinity')
@@ -38,8 +40,7 @@ WITH q AS (
 ), postings AS (
     SELECT d.memory_id, d.memory_kind, d.version, d.term_count, t.lexeme,
            coalesce(array_length(t.positions, 1), 1)::float8 AS tf
-      FROM candidates d, unnest(d.tsv) AS t
-     WHERE t.lexeme IN (SELECT lexeme FROM q)
+      FROM candidates d, unnest(ts_filter(setweight(d.tsv, 'A', %(lexemes)s::text[]), '{a}')) AS t
 ), df AS (
     SELECT lexeme, count(*)::float8 AS df FROM postings GROUP BY lexeme
 )

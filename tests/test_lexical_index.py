@@ -35,7 +35,9 @@ async def test_indexed_bm25_ranks_exactly_like_the_full_scan(services, tenant, s
     async with tenant_transaction(services.pool, tenant) as conn:
         for subject in ("lin", "kim"):  # kim's items must never count in lin's statistics
             for n in range(400):
-                text = _text(rng)
+                # One long item: past 256 positions of a lexeme and past position 16,383, where
+                # Postgres caps what a tsvector keeps (the index's tf must still agree).
+                text = " ".join(rng.choice(WORDS) for _ in range(20_000)) if n == 7 else _text(rng)
                 await conn.execute(
                     "INSERT INTO memory_search (tenant_id, subject_id, memory_id, memory_kind, version, search_text, "
                     "term_count, happened_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
