@@ -23,6 +23,7 @@ from agent_memory.providers.openai_compat import providers_for
 from agent_memory.recall_policy import DEFAULT_PRESET, PRESETS
 from agent_memory.services import Services
 from agent_memory.settings import Settings
+from workers.heap import freeze_startup_heap
 from workers.runtime import migrate_database, open_stack
 
 
@@ -184,6 +185,7 @@ async def run_worker_until_signal(services: Services, announce: str, providers: 
                                                              port=api_port))
                 announce = announce.replace("Ctrl-C", f"  HTTP API  http://127.0.0.1:{port}/v1, MCP http://127.0.0.1:{port}"
                                                       "/mcp (keys: agent-memory keys create --tenant T)\nCtrl-C", 1)
+            freeze_startup_heap()
             print(announce, flush=True)
             # One line per workflow that closes on the queue (what the UI lists), while it runs.
             closed_runs = asyncio.create_task(log_closed_runs(services.temporal, services.settings.task_queue, stop))
@@ -263,6 +265,7 @@ async def _serve(args: argparse.Namespace, settings: Settings) -> int:
         print(f"agent-memory HTTP API on http://{args.host}:{args.port}/v1 (OpenAPI /v1/openapi.json), MCP over "
               f"streamable HTTP on http://{args.host}:{args.port}/mcp; keys: agent-memory keys create --tenant T",
               flush=True)
+        freeze_startup_heap()
         await server.serve()
     return 0
 
@@ -278,7 +281,9 @@ async def _mcp(args: argparse.Namespace, settings: Settings) -> int:
     async with running_stack(settings) as services:
         await verify_key(services.pool, settings.api_key, "read")  # a bad key fails here, not at the first call
         client = MemoryClient(services, providers_for(services.settings).embedder)
-        await build_mcp_server(client, settings.api_key).run_stdio_async()
+        server = build_mcp_server(client, settings.api_key)
+        freeze_startup_heap()
+        await server.run_stdio_async()
     return 0
 
 

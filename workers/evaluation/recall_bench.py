@@ -12,6 +12,10 @@ Figures are milliseconds (p50/p95/p99) and the parallel/sequential ratio. With -
 tenant also holds filler memories of other subjects (5,000 each: an index row and a vector each,
 loaded by COPY with rows shaped like the write path's, before the measured subject grows), so the
 figures show whether the database's size matters beside the subject's.
+
+Before measuring at a size, planner statistics are refreshed (what autovacuum does for a store
+that grows over days) and the process's heap is frozen as the servers freeze theirs at start-up
+(workers/heap.py), so the figures are the product's, not a fresh bulk load's or a collector's.
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ from agent_memory.providers.openai_compat import providers_for
 from agent_memory.recall_policy import DEFAULT_POLICY
 from agent_memory.services import Services
 from agent_memory.settings import Settings
+from workers.heap import startup_heap_frozen
 
 TENANT, SUBJECT = "bench", "bench-subject"
 PER_SESSION = 100
@@ -155,6 +160,35 @@ async def _grow(services: Services, projector: OutboxProjector, start_session: i
         pass
 
 
+async def _analyze(services: Services) -> None:
+    """Planner statistics as autovacuum keeps them in a store that grew over time; this one grew
+    in seconds, and stale estimates (one row for a 10k-memory subject) picked plans that scan the
+    subject. By the owner role, which ANALYZE needs."""
+    admin_url = services.settings.database_admin_url
+    if admin_url is None:
+        raise ValueError("the recall bench refreshes planner statistics as the owner role: set DATABASE_ADMIN_URL")
+    async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as admin:
+        await admin.execute("ANALYZE")
+
+
+async def _measure(services: Services, embedder: Embedder, queries: int, rng: random.Random,
+                   routes: dict[str, tuple[list[float], list[int]]]) -> None:
+    for _ in range(queries):
+        query = _query(rng)
+        for route, (times, items) in routes.items():  # interleaved: the machine's noise hits all three
+            t = time.perf_counter()
+            if route == "prompt":
+                built = await build_prompt(services.pool, services.keyring, services.redis, embedder, TENANT,
+                                           SUBJECT, "live", query, policy=DEFAULT_POLICY)
+                count = len(built.cited_item_ids)
+            else:
+                ctx = await assemble_context(services.pool, services.keyring, embedder, TENANT, SUBJECT, query,
+                                             policy=DEFAULT_POLICY, parallel=route == "context-parallel")
+                count = len(ctx.items)
+            times.append((time.perf_counter() - t) * 1000)
+            items.append(count)
+
+
 def _row(size: int, route: str, times: list[float], items: list[int]) -> LatencyRow:
     cuts = statistics.quantiles(times, n=100, method="inclusive")
     return LatencyRow(memories=size, route=route, queries=len(times), p50_ms=round(statistics.median(times), 2),
@@ -223,21 +257,10 @@ async def run_recall_bench(services: Services, *, sizes: list[int], queries: int
         await _grow(services, projector, stored // PER_SESSION, sessions, rng)
         load_seconds[size] = round(time.perf_counter() - t0, 1)
         stored += sessions * PER_SESSION
+        await _analyze(services)
         routes: dict[str, tuple[list[float], list[int]]] = {route: ([], []) for route in ROUTES}
-        for _ in range(queries):
-            query = _query(rng)
-            for route, (times, items) in routes.items():  # interleaved: the machine's noise hits all three
-                t = time.perf_counter()
-                if route == "prompt":
-                    built = await build_prompt(services.pool, services.keyring, services.redis, embedder, TENANT,
-                                               SUBJECT, "live", query, policy=DEFAULT_POLICY)
-                    count = len(built.cited_item_ids)
-                else:
-                    ctx = await assemble_context(services.pool, services.keyring, embedder, TENANT, SUBJECT, query,
-                                                 policy=DEFAULT_POLICY, parallel=route == "context-parallel")
-                    count = len(ctx.items)
-                times.append((time.perf_counter() - t) * 1000)
-                items.append(count)
+        with startup_heap_frozen():
+            await _measure(services, embedder, queries, rng, routes)
         rows += [_row(stored, route, times, items) for route, (times, items) in routes.items()]
     throughput = await embedding_throughput([_sentence(rng) for _ in range(throughput_texts)])
     return RecallBenchReport(embedder=getattr(embedder, "name", type(embedder).__name__),
