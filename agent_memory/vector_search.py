@@ -41,13 +41,16 @@ _INDEXED = sql.SQL("""
 """)
 
 
+# An index-only scan of memory_vectors_subject_model (migration 024): no vector is read.
+SUBJECT_SIZE_SQL = ("SELECT count(*) FROM (SELECT 1 FROM memory_vectors WHERE tenant_id = %s AND subject_id = %s "
+                    "AND model = %s LIMIT %s) AS bounded")
+
+
 async def subject_is_large(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, model: str,
                            exact_up_to: int = EXACT_UP_TO) -> bool:
     """Whether the subject has more than `exact_up_to` vectors of the model (reads at most that many
     index entries)."""
-    cur = await conn.execute(
-        "SELECT count(*) FROM (SELECT 1 FROM memory_vectors WHERE tenant_id = %s AND subject_id = %s AND model = %s "
-        "LIMIT %s) AS bounded", (tenant_id, subject_id, model, exact_up_to + 1))
+    cur = await conn.execute(SUBJECT_SIZE_SQL, (tenant_id, subject_id, model, exact_up_to + 1))
     row = await cur.fetchone()
     return bool(row and row[0] > exact_up_to)
 
