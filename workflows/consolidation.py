@@ -1,7 +1,7 @@
 """Consolidation of one finished session into long-term memory.
 
-extract facts → score importance → check conflicts → summarize → commit (one transaction) →
-wake the subject's projector (which embeds the outbox rows on its own: workflows/projector.py;
+extract facts → score importance and summarize, at once → check conflicts → commit (one
+transaction) → wake the subject's projector (which embeds the outbox rows on its own: workflows/projector.py;
 runs recorded before it existed project the vectors themselves). History carries operation ids
 and counts; the data stays in Postgres.
 """
@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
         ConsolidationResult,
         ProjectionInput,
         StepInput,
+        StepOutcome,
     )
 
 # Activity options: agent_memory/contract.py's presets. Transient failures are retried without an
@@ -80,25 +81,39 @@ class ConsolidationWorkflow:
         # Every later step works on the messages the extraction saw, however many arrive meanwhile.
         step = step.model_copy(update={"through": extraction.through})
 
-        self._progress.step = "score_importance"
-        importance = await workflow.execute_activity_method(
-            ConsolidationActivities.score_importance, step,
-            **contract.PROVIDER_STEP.options())
+        if workflow.patched("importance-and-summary-at-once"):
+            # Importance and the summary read the messages the extraction saw and nothing of each
+            # other: the two model calls run at once, so a consolidation waits for two model calls
+            # in a row instead of three. (The conflict plan, a local activity, would hold the
+            # workflow task open and so delay their scheduling: it runs after them.)
+            self._progress.step = "score_importance, summarize_session"
+            importance_call = workflow.start_activity_method(
+                ConsolidationActivities.score_importance, step, **contract.PROVIDER_STEP.options())
+            summary_call = workflow.start_activity_method(
+                ConsolidationActivities.summarize_session, step, **contract.PROVIDER_STEP.options())
+            try:
+                importance = await importance_call
+                summary = await summary_call
+            except BaseException:
+                # One failed (or the run is cancelled): the other is not waited for.
+                importance_call.cancel()
+                summary_call.cancel()
+                raise
+            at_once = True
+        else:
+            self._progress.step = "score_importance"
+            importance = await workflow.execute_activity_method(
+                ConsolidationActivities.score_importance, step,
+                **contract.PROVIDER_STEP.options())
+            at_once = False
 
         commit = None
         for round_ in range(MAX_CONFLICT_ROUNDS):
             self._progress.step = "check_conflicts"
-            plan_input = ConflictPlanInput(**step.model_dump(), extraction_operation_id=extraction.operation_id,
-                                           round=round_)
-            if local:
-                plan = await workflow.execute_local_activity_method(
-                    ConsolidationActivities.check_conflicts, plan_input, **contract.STORE_WRITE.local_options())
-            else:
-                plan = await workflow.execute_activity_method(
-                    ConsolidationActivities.check_conflicts, plan_input, **contract.STORE_WRITE.options())
+            plan = await self._check_conflicts(step, extraction.operation_id, round_, local)
             self._progress.decisions = plan.count
 
-            if round_ == 0:
+            if round_ == 0 and not at_once:
                 self._progress.step = "summarize_session"
                 summary = await workflow.execute_activity_method(
                     ConsolidationActivities.summarize_session, step,
@@ -151,6 +166,16 @@ class ConsolidationWorkflow:
         self._progress.vectors_upserted = projection.vectors_upserted
         self._progress.step = "done"
         return self._result(request, commit=commit, vectors=projection.vectors_upserted)
+
+    async def _check_conflicts(self, step: StepInput, extraction_operation_id: str, round_: int,
+                               local: bool) -> StepOutcome:
+        plan_input = ConflictPlanInput(**step.model_dump(), extraction_operation_id=extraction_operation_id,
+                                       round=round_)
+        if local:
+            return await workflow.execute_local_activity_method(
+                ConsolidationActivities.check_conflicts, plan_input, **contract.STORE_WRITE.local_options())
+        return await workflow.execute_activity_method(
+            ConsolidationActivities.check_conflicts, plan_input, **contract.STORE_WRITE.options())
 
     def _result(self, request: ConsolidationInput, *, commit: CommitOutcome | None = None, vectors: int = 0,
                 refused_reason: str | None = None) -> ConsolidationResult:

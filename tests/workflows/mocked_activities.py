@@ -8,6 +8,7 @@ with `fail(name, error, times=...)`, the residue each `verify_erasure` reports, 
 
 from __future__ import annotations
 
+import asyncio
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -65,6 +66,22 @@ class MockedActivities:
         # verify_erasure reports these one after another; the last one again once they run out.
         self.residue = residue or [{}]
         self.unconsolidated = unconsolidated
+        # Activities that wait, each, until all of them have started (see `meet`).
+        self._meeting: set[str] = set()
+
+    def meet(self, *names: str) -> None:
+        """Each of `names` returns only once every one of them has started: run one after another,
+        the first would never return (it fails after a few seconds instead)."""
+        self._meeting = set(names)
+
+    async def _wait_for_the_others(self, name: str) -> None:
+        if name not in self._meeting:
+            return
+        for _ in range(500):
+            if all(self.calls[other] for other in self._meeting):
+                return
+            await asyncio.sleep(0.01)
+        raise ApplicationError(f"{name} ran alone: {sorted(self._meeting)} did not run at once", non_retryable=True)
 
     def fail(self, name: str, error: BaseException, *, times: int | None = None) -> None:
         """Attempts of `name` raise `error`: the first `times` of them, or every one (None)."""
@@ -112,6 +129,7 @@ class MockedActivities:
     @activity.defn(name="score_importance")
     async def score_importance(self, step: StepInput) -> StepOutcome:
         self._record("score_importance", step)
+        await self._wait_for_the_others("score_importance")
         return StepOutcome(operation_id=f"importance/{step.session_id}", count=1, through=THROUGH)
 
     @activity.defn(name="check_conflicts")
@@ -122,6 +140,7 @@ class MockedActivities:
     @activity.defn(name="summarize_session")
     async def summarize_session(self, step: StepInput) -> StepOutcome:
         self._record("summarize_session", step)
+        await self._wait_for_the_others("summarize_session")
         return StepOutcome(operation_id=f"summary/{step.session_id}", count=1, through=THROUGH)
 
     @activity.defn(name="commit_consolidation")

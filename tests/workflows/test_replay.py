@@ -43,7 +43,9 @@ WORKFLOW_DIR = Path(__file__).resolve().parents[2] / "workflows"
                                                # Issue 13: plan, commit and wake as local
                                                # activities; idle time from the newest message.
                                                ("consolidation-v4.json", "consolidate/acme/ana/s1"),
-                                               ("session-idle-v4.json", "idle/acme/ana/s2")])
+                                               ("session-idle-v4.json", "idle/acme/ana/s2"),
+                                               # Importance, summary and the first plan at once.
+                                               ("consolidation-v5.json", "consolidate/acme/ana/s1")])
 async def test_recorded_history_replays(name, workflow_id):
     history = WorkflowHistory.from_json(workflow_id, (HISTORIES / name).read_text())
     replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)

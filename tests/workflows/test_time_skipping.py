@@ -191,6 +191,18 @@ async def test_commit_conflicts_every_round_fail_the_run_after_the_last_round(en
     assert progress.conflict_retries == MAX_CONFLICT_ROUNDS and progress.step == "commit_consolidation"
 
 
+async def test_importance_and_summary_run_at_once(env, worker, mocks):
+    mocks.meet("score_importance", "summarize_session")
+    async with worker(mocks) as task_queue:
+        result = await _result(await _consolidation(env, task_queue))
+    assert result.refused_reason is None and result.events_appended == EVENTS_PER_COMMIT
+    # The commit takes the three results; each step ran once.
+    [commit] = mocks.inputs("commit_consolidation")
+    assert (commit.importance_operation_id, commit.summary_operation_id, commit.plan_operation_id) == (
+        "importance/s1", "summary/s1", "plan/s1/0")
+    assert all(mocks.count(step) == 1 for step in ("score_importance", "check_conflicts", "summarize_session"))
+
+
 async def test_a_commit_conflict_resolved_in_a_later_round_commits_once(env, worker, mocks):
     mocks.fail("commit_consolidation", ApplicationError("moved on", type="VersionConflict", non_retryable=True),
                times=MAX_CONFLICT_ROUNDS - 1)
@@ -218,11 +230,14 @@ async def test_an_erased_subject_is_refused_with_a_result(env, worker, mocks, re
     assert result.refused_reason == "subject erased"
     assert result.workflow_id == handle.id and (result.tenant_id, result.subject_id) == ("t-ts", "lin")
     assert progress.step == "refused: subject erased"
-    # Refused at once (not retried), and no step after the refusing one ran.
+    # Refused at once (not retried), and no step of a later stage ran (importance and the
+    # summary run at once: one of them refusing does not stop the other).
     assert mocks.attempts(refusing) == [1]
-    order = ["extract_facts", "score_importance", "check_conflicts", "summarize_session", "commit_consolidation",
-             "wake_projector"]
-    assert all(mocks.count(step) == 0 for step in [*order[order.index(refusing) + 1:], "project_vectors"])
+    stages = [["extract_facts"], ["score_importance", "summarize_session"], ["check_conflicts"],
+              ["commit_consolidation"], ["wake_projector"]]
+    stage = next(n for n, names in enumerate(stages) if refusing in names)
+    assert all(mocks.count(step) == 0 for names in stages[stage + 1:] for step in names)
+    assert mocks.count("project_vectors") == 0
     assert result.vectors_upserted == 0
     if refusing == "wake_projector":  # the facts were committed before the subject was erased
         assert mocks.count("commit_consolidation") == 1 and progress.events_appended == EVENTS_PER_COMMIT

@@ -302,9 +302,9 @@ def test_removing_an_activity_call_is_reported():
 
 def test_reordering_or_making_a_call_conditional_is_reported():
     source = _source("consolidation.py")
-    assert "            if round_ == 0:\n" in source
-    problems, _ = _check("consolidation.py", source.replace("            if round_ == 0:\n",
-                                                            "            if round_ == 1:\n"))
+    assert "            if round_ == 0 and not at_once:\n" in source
+    problems, _ = _check("consolidation.py", source.replace("            if round_ == 0 and not at_once:\n",
+                                                            "            if round_ == 1 and not at_once:\n"))
     assert problems and "ConsolidationWorkflow" in problems[0]
     problems, _ = _check("maintenance.py", _source("maintenance.py").replace(
         "return await workflow.execute_activity_method(",

@@ -153,11 +153,11 @@ async def _direct(activities: ConsolidationActivities, projector: OutboxProjecto
     step = StepInput(tenant_id=tenant, subject_id=subject, session_id=session_id)
     extraction = await activities.extract_facts(step)
     step = step.model_copy(update={"through": extraction.through})
-    importance = await activities.score_importance(step)
+    # At once, as the workflow runs them.
+    importance, summary = await asyncio.gather(activities.score_importance(step), activities.summarize_session(step))
     plan = await activities.check_conflicts(ConflictPlanInput(**step.model_dump(),
                                                               extraction_operation_id=extraction.operation_id,
                                                               round=0))
-    summary = await activities.summarize_session(step)
     await activities.commit_consolidation(CommitInput(
         **step.model_dump(), extraction_operation_id=extraction.operation_id, plan_operation_id=plan.operation_id,
         importance_operation_id=importance.operation_id, summary_operation_id=summary.operation_id))
