@@ -1,9 +1,9 @@
 """Consolidation of one finished session into long-term memory.
 
 extract facts → score importance and summarize, at once → check conflicts → commit (one
-transaction) → wake the subject's projector (which embeds the outbox rows on its own: workflows/projector.py;
-runs recorded before it existed project the vectors themselves). History carries operation ids
-and counts; the data stays in Postgres.
+transaction) → wake the subject's projector (which embeds the outbox rows on its own:
+workflows/projector.py; runs recorded before it existed project the vectors themselves). History
+carries operation ids and counts; the data stays in Postgres.
 """
 
 from __future__ import annotations
