@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
+import psycopg
 from psycopg_pool import AsyncConnectionPool
 from redis.asyncio import Redis
 
@@ -132,22 +133,78 @@ class _Markers:
 
 
 class _Evidence:
-    """The subject's own evidence, loaded only when some item carries a marker to check."""
+    """What the checked markers find in the subject's own evidence messages; grows by rows."""
 
-    def __init__(self, rows: Iterable[tuple[str | None, ...]]):
-        texts = [" ".join(part for part in row if part) for row in rows]
-        self.tokens = {t.lower() for text in texts for t in identifier_tokens(text)}
-        self.lowered = "\n".join(texts).lower()
-        self.digits = [_NON_DIGIT.sub("", text) for text in texts]
+    def __init__(self) -> None:
+        self.tokens: set[str] = set()
+        self.lowered: list[str] = []
+        self.digits: list[str] = []
+
+    def add(self, rows: Iterable[tuple[str | None, ...]]) -> None:
+        for row in rows:
+            text = " ".join(part for part in row if part)
+            self.tokens.update(t.lower() for t in identifier_tokens(text))
+            self.lowered.append(text.lower())
+            self.digits.append(_NON_DIGIT.sub("", text))
 
     def has_token(self, token: str) -> bool:
         return token.lower() in self.tokens
 
     def has_email(self, email: str) -> bool:
-        return email in self.lowered
+        return any(email in text for text in self.lowered)
 
     def has_phone(self, digits: str) -> bool:
         return any(digits in d for d in self.digits)
+
+
+# The subject's messages that may hold a marker the cited messages did not: a superset of those
+# _Evidence would find it in (it decides on these rows), computed in Postgres so a check reads a
+# few rows instead of shipping every message of the subject to Python. Markers are ASCII and
+# hold no space: a text marker lies within one column, lower-cased ASCII-only (collation "C"),
+# with "k" and "i" matching any character in the pattern (KELVIN SIGN and I WITH DOT ABOVE are
+# the characters whose Python lower-case is ASCII); a phone marker is a run of the row's ASCII
+# digits (a run of them stays a run when other digits are removed around it), which may span
+# columns as it does in the joined text.
+_ROWS_MENTIONING_SQL = """
+SELECT content, speaker, image_caption FROM messages
+ WHERE tenant_id = %(tenant)s AND subject_id = %(subject)s
+   AND (lower(content COLLATE "C") LIKE ANY(%(texts)s::text[])
+     OR lower(speaker COLLATE "C") LIKE ANY(%(texts)s::text[])
+     OR lower(image_caption COLLATE "C") LIKE ANY(%(texts)s::text[])
+     OR (cardinality(%(digits)s::text[]) > 0
+         AND regexp_replace(concat_ws(' ', content, speaker, image_caption), '[^0-9]+', '', 'g')
+             LIKE ANY(%(digits)s::text[])))
+"""
+_ALL_ROWS_SQL = ("SELECT content, speaker, image_caption FROM messages "
+                 "WHERE tenant_id = %(tenant)s AND subject_id = %(subject)s")
+
+
+def _containing(needle: str, *, loose: str = "") -> str:
+    """A LIKE pattern (default escape character) matching text that contains `needle`, with the
+    characters in `loose` matching any character."""
+    escaped = needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return "%" + "".join("_" if c in loose else c for c in escaped) + "%"
+
+
+async def _evidence_for(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str,
+                        cited_rows: list[tuple[str | None, ...]], tokens: set[str], addresses: set[str],
+                        phones: set[str]) -> _Evidence:
+    """The subject's evidence as far as these markers go: the cited messages first (a note usually
+    cites the message its e-mail address or number came from), then the other messages that may
+    mention what those did not."""
+    evidence = _Evidence()
+    evidence.add(cited_rows)
+    texts = sorted({t.lower() for t in tokens if not evidence.has_token(t)}
+                   | {e for e in addresses if not evidence.has_email(e)})
+    digits = sorted(p for p in phones if not evidence.has_phone(p))
+    if not texts and not digits:
+        return evidence
+    params = {"tenant": tenant_id, "subject": subject_id, "texts": [_containing(t, loose="ki") for t in texts],
+              "digits": [_containing(d) for d in digits]}
+    ascii_only = all(n.isascii() for n in (*texts, *digits))
+    cur = await conn.execute(_ROWS_MENTIONING_SQL if ascii_only else _ALL_ROWS_SQL, params)
+    evidence.add(await cur.fetchall())
+    return evidence
 
 
 async def filter_items(pool: AsyncConnectionPool, redis: Redis | None, tenant_id: str, subject_id: str,
@@ -183,17 +240,20 @@ async def filter_items(pool: AsyncConnectionPool, redis: Redis | None, tenant_id
                 "AND subject_id <> %s", (tenant_id, sorted(all_tokens), subject_id))
             other_subjects = {row[0] for row in await cur.fetchall()}
         own_cited: set[str] = set()
+        cited_rows: list[tuple[str | None, ...]] = []
         if all_cited:
             cur = await conn.execute(
-                "SELECT DISTINCT message_id FROM messages WHERE tenant_id = %s AND subject_id = %s "
-                "AND message_id = ANY(%s)", (tenant_id, subject_id, all_cited))
-            own_cited = {row[0] for row in await cur.fetchall()}
+                "SELECT message_id, content, speaker, image_caption FROM messages WHERE tenant_id = %s "
+                "AND subject_id = %s AND message_id = ANY(%s)", (tenant_id, subject_id, all_cited))
+            for message_id, *texts in await cur.fetchall():
+                own_cited.add(message_id)
+                cited_rows.append(tuple(texts))
         evidence: _Evidence | None = None
         if other_subjects or foreign_tenants or any(m.emails or m.phones for m in markers):
-            cur = await conn.execute(
-                "SELECT content, speaker, image_caption FROM messages WHERE tenant_id = %s AND subject_id = %s",
-                (tenant_id, subject_id))
-            evidence = _Evidence(await cur.fetchall())
+            named = {t for m in markers for t in m.tokens if t in other_subjects or t in foreign_tenants}
+            evidence = await _evidence_for(conn, tenant_id, subject_id, cited_rows, named,
+                                           {e for m in markers for e in m.emails},
+                                           {p for m in markers for p in m.phones})
 
     kept: list[T] = []
     for item, m in zip(items, markers, strict=True):
