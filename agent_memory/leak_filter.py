@@ -15,7 +15,9 @@ merged two people, a prompt-injected note, a planted row. An item is dropped whe
 What occurs in the subject's own evidence is legitimate by construction (the subject's friends'
 names, their own e-mail address, a colleague's phone number they dictated), so the filter only
 drops what the subject's memory could not have learnt from the subject. The subject's own id and
-tenant id are always allowed.
+tenant id are always allowed. A marker is looked up in the messages the items cite first, then in
+the subject's other messages, through a scan in Postgres that returns only the rows that may hold
+it (`_evidence_for`): a check never reads every message of the subject into the worker.
 
 Drops are counted in Postgres (agent_memory.counters: `leak_drops:total` and `leak_drops:{reason}`
 per tenant; `agent-memory stats --tenant T` shows them), so they survive restarts. Counts carry no

@@ -24,13 +24,10 @@ K1, B = 1.2, 0.75
 # in the window and the df of a lexeme counts the candidates holding it, so the
 # scores are those of BM25 over the whole window. The query's lexemes and their OR-tsquery are
 # parameters (bm25_search computes them first), so the planner sees how rare they are.
-BM25_SQL = """
-WITH stats AS (
-    SELECT count(*)::float8 AS n, greatest(avg(term_count), 1)::float8 AS avgdl FROM memory_search
-     WHERE tenant_id = %(tenant)s AND subject_id = %(subject)s
-       AND happened_at <= coalesce(%(as_of)s::timestamptz, 'infinity')
-       AND happened_at >= coalesce(%(since)s::timestamptz, '-infinity')
-       AND memory_kind = ANY(%(kinds)s)
+# Without a window the statistics are one row kept by memory_search's triggers (migration 025);
+# with one, the items inside it are counted (an index-only scan).
+_BM25_TEMPLATE = """
+WITH stats AS ({stats}
 ), candidates AS (
     SELECT memory_id, memory_kind, version, tsv, term_count FROM memory_search
      WHERE tenant_id = %(tenant)s AND subject_id = %(subject)s AND tsv @@ %(tsquery)s::tsquery
@@ -40,7 +37,7 @@ WITH stats AS (
 ), postings AS (
     SELECT d.memory_id, d.memory_kind, d.version, d.term_count, t.lexeme,
            coalesce(array_length(t.positions, 1), 1)::float8 AS tf
-      FROM candidates d, unnest(ts_filter(setweight(d.tsv, 'A', %(lexemes)s::text[]), '{a}')) AS t
+      FROM candidates d, unnest(ts_filter(setweight(d.tsv, 'A', %(lexemes)s::text[]), '{{a}}')) AS t
 ), df AS (
     SELECT lexeme, count(*)::float8 AS df FROM postings GROUP BY lexeme
 )
@@ -52,6 +49,22 @@ SELECT p.memory_id::text, p.memory_kind, p.version,
  ORDER BY score DESC, p.memory_id
  LIMIT %(limit)s
 """
+# The same value as avg(term_count) over the items (numeric division, then float8).
+BM25_SQL = _BM25_TEMPLATE.format(stats="""
+    SELECT coalesce(items, 0)::float8 AS n, greatest(terms::numeric / nullif(items, 0), 1)::float8 AS avgdl
+      FROM (SELECT sum(CASE WHEN 'fact' = ANY(%(kinds)s) THEN fact_items ELSE 0 END
+                       + CASE WHEN 'episode' = ANY(%(kinds)s) THEN episode_items ELSE 0 END
+                       + CASE WHEN 'observation' = ANY(%(kinds)s) THEN observation_items ELSE 0 END) AS items,
+                   sum(CASE WHEN 'fact' = ANY(%(kinds)s) THEN fact_terms ELSE 0 END
+                       + CASE WHEN 'episode' = ANY(%(kinds)s) THEN episode_terms ELSE 0 END
+                       + CASE WHEN 'observation' = ANY(%(kinds)s) THEN observation_terms ELSE 0 END) AS terms
+              FROM lexical_statistics WHERE tenant_id = %(tenant)s AND subject_id = %(subject)s) AS kept""")
+BM25_WINDOW_SQL = _BM25_TEMPLATE.format(stats="""
+    SELECT count(*)::float8 AS n, greatest(avg(term_count), 1)::float8 AS avgdl FROM memory_search
+     WHERE tenant_id = %(tenant)s AND subject_id = %(subject)s
+       AND happened_at <= coalesce(%(as_of)s::timestamptz, 'infinity')
+       AND happened_at >= coalesce(%(since)s::timestamptz, '-infinity')
+       AND memory_kind = ANY(%(kinds)s)""")
 
 
 def or_tsquery(lexemes: list[str]) -> str:
@@ -89,7 +102,8 @@ async def bm25_search(conn: psycopg.AsyncConnection, tenant_id: str, subject_id:
     lexemes = await query_lexemes(conn, query)
     if not lexemes:  # stop words or punctuation only: nothing matches
         return []
-    cur = await conn.execute(BM25_SQL, {"lexemes": lexemes, "tsquery": or_tsquery(lexemes), "tenant": tenant_id,
-                                        "subject": subject_id, "as_of": as_of, "since": since, "kinds": list(kinds),
-                                        "k1": K1, "b": B, "limit": limit})
+    windowed = as_of is not None or since is not None
+    cur = await conn.execute(BM25_WINDOW_SQL if windowed else BM25_SQL, {
+        "lexemes": lexemes, "tsquery": or_tsquery(lexemes), "tenant": tenant_id, "subject": subject_id,
+        "as_of": as_of, "since": since, "kinds": list(kinds), "k1": K1, "b": B, "limit": limit})
     return [(mid, kind, version, float(score)) for mid, kind, version, score in await cur.fetchall()]

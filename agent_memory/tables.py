@@ -69,6 +69,9 @@ TABLES: tuple[Table, ...] = (
               # memory_search.tsv is generated
               ("tenant_id", "subject_id", "memory_id", "memory_kind", "version", "search_text", "term_count",
                "happened_at"))),
+    # BM25's item counts and lengths per subject, kept by memory_search's triggers (deleting the
+    # subject's index rows deletes its row; erasure deletes what would be left).
+    Table("lexical_statistics", "projection", erasure="delete", store="search_index"),
     Table("projection_outbox", "projection", erasure="delete", store="outbox", label="outbox",
           natural_key="memory_id, version"),
     Table("observations", "projection", erasure="delete", store="observations", label="observations",

@@ -1,7 +1,9 @@
 """Lexical search through its index (issue 13): candidates from the (tenant, subject, tsv) GIN
-index give the same BM25 ranking as the scan over every posting of the subject it replaced. Both
-queries run on the real Postgres over a random corpus; the old one is kept as the benchmark's
-reference (workers/evaluation/lexical_bench.py)."""
+index, with the statistics memory_search's triggers keep (or, in a window, count), give the same
+BM25 ranking as the scan over every posting of the subject it replaced. Both queries run on the
+real Postgres over a random corpus; the old one is kept as the benchmark's reference
+(workers/evaluation/lexical_bench.py). The kept statistics equal a recount of the index after
+every kind of write."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import random
 import uuid
 from datetime import UTC, datetime, timedelta
 
+import psycopg
 import pytest
 
 from agent_memory.db import tenant_transaction
@@ -43,6 +46,10 @@ async def test_indexed_bm25_ranks_exactly_like_the_full_scan(services, tenant, s
                     "term_count, happened_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
                     (tenant, subject, uuid.UUID(int=rng.getrandbits(128)), rng.choice(("fact", "episode", "observation")),
                      rng.randint(1, 3), search_text(text), term_count(text), start + timedelta(days=n)))
+        # Some go again (a forget, a sweep): the kept statistics must follow.
+        await conn.execute("DELETE FROM memory_search WHERE tenant_id = %s AND subject_id = 'lin' AND memory_id IN "
+                           "(SELECT memory_id FROM memory_search WHERE tenant_id = %s AND subject_id = 'lin' "
+                           "ORDER BY memory_id LIMIT 40)", (tenant, tenant))
     queries = ["where does she live? oslo or rome", "peanut allergy", "won't O'Brien back\\slash", "我住在哪里 杭州",
                "the a of", "", "café naïve #42 2024", "jazz guitar piano marathon sushi vegan tea coffee"]
     windows = [(None, None), (start + timedelta(days=100), None), (start + timedelta(days=50), start + timedelta(days=300))]
@@ -66,3 +73,66 @@ async def test_indexed_bm25_ranks_exactly_like_the_full_scan(services, tenant, s
                         query, since, as_of, kinds)
                     compared += bool(expected)
     assert compared > 40  # most combinations match something: the comparison is not vacuous
+
+
+_RECOUNTED = """
+SELECT subject_id,
+       count(*) FILTER (WHERE memory_kind = 'fact'), coalesce(sum(term_count) FILTER (WHERE memory_kind = 'fact'), 0),
+       count(*) FILTER (WHERE memory_kind = 'episode'),
+       coalesce(sum(term_count) FILTER (WHERE memory_kind = 'episode'), 0),
+       count(*) FILTER (WHERE memory_kind = 'observation'),
+       coalesce(sum(term_count) FILTER (WHERE memory_kind = 'observation'), 0)
+  FROM memory_search WHERE tenant_id = %s GROUP BY subject_id
+"""
+_KEPT = """
+SELECT subject_id, fact_items, fact_terms, episode_items, episode_terms, observation_items, observation_terms
+  FROM lexical_statistics WHERE tenant_id = %s
+"""
+
+
+async def test_the_statistics_are_kept_by_the_index_through_every_write(services, tenant):
+    """What the triggers keep equals a recount of the index after inserts (one row and many rows per
+    statement), a forget's delete, an owner's update and an erasure's delete, as the app role under
+    RLS; a subject whose rows are gone leaves no statistics."""
+    rng = random.Random(4)
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+
+    async def kept_equals_recount() -> set:
+        async with tenant_transaction(services.pool, tenant) as conn:
+            kept = {tuple(int(v) if i else v for i, v in enumerate(r))
+                    for r in await (await conn.execute(_KEPT, (tenant,))).fetchall()}
+            recounted = {tuple(int(v) if i else v for i, v in enumerate(r))
+                         for r in await (await conn.execute(_RECOUNTED, (tenant,))).fetchall()}
+        assert kept == recounted
+        return kept
+
+    rows = {subject: [(tenant, subject, uuid.uuid4(), rng.choice(("fact", "episode", "observation")),
+                       search_text(text), term_count(text), start) for text in (_text(rng) for _ in range(60))]
+            for subject in ("lin", "kim")}
+    insert = ("INSERT INTO memory_search (tenant_id, subject_id, memory_id, memory_kind, version, search_text, "
+              "term_count, happened_at) VALUES ")
+    async with tenant_transaction(services.pool, tenant) as conn:
+        async with conn.cursor() as cur:  # lin: one statement per row
+            await cur.executemany(insert + "(%s, %s, %s, %s, 1, %s, %s, %s)", rows["lin"])
+        # kim: every row in one statement
+        await conn.execute(insert + ", ".join(["(%s, %s, %s, %s, 1, %s, %s, %s)"] * len(rows["kim"])),
+                           [value for row in rows["kim"] for value in row])
+    assert {r[0] for r in await kept_equals_recount()} == {"lin", "kim"}
+    async with tenant_transaction(services.pool, tenant) as conn:  # a forget: one memory's row
+        deleted = await conn.execute("DELETE FROM memory_search WHERE tenant_id = %s AND memory_id = %s",
+                                     (tenant, rows["lin"][0][2]))
+        assert deleted.rowcount == 1
+    await kept_equals_recount()
+    # The app role cannot update index rows; the owner can (a repair by hand): kinds and lengths move.
+    admin_url = services.settings.database_admin_url
+    async with await psycopg.AsyncConnection.connect(admin_url) as admin:
+        await admin.execute("SELECT set_config('app.tenant_id', %s, true)", (tenant,))
+        await admin.execute("UPDATE memory_search SET memory_kind = 'fact', term_count = term_count + 3 "
+                            "WHERE tenant_id = %s AND subject_id = 'kim' AND memory_kind <> 'fact'", (tenant,))
+        await admin.commit()
+    kept = await kept_equals_recount()
+    assert {r[3] for r in kept if r[0] == "kim"} == {0}  # kim has no episodes now
+    async with tenant_transaction(services.pool, tenant) as conn:  # an erasure's delete: the subject's rows
+        await conn.execute("DELETE FROM memory_search WHERE tenant_id = %s AND subject_id = 'lin'", (tenant,))
+    kept = await kept_equals_recount()
+    assert {r[0] for r in kept} == {"kim"}

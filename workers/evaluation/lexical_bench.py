@@ -26,7 +26,7 @@ import psycopg
 from pydantic import BaseModel
 
 from agent_memory.db import fetch_one, tenant_transaction
-from agent_memory.lexical import BM25_SQL, K1, B, bm25_search, or_tsquery, query_lexemes, search_text, term_count
+from agent_memory.lexical import BM25_WINDOW_SQL, K1, B, bm25_search, or_tsquery, query_lexemes, search_text, term_count
 from agent_memory.services import Services
 from agent_memory.settings import Settings
 
@@ -196,7 +196,7 @@ async def run_lexical_bench(services: Services, *, sizes: list[int], queries: in
                       "since": since, "kinds": KINDS, "k1": K1, "b": B, "limit": 50}
             lexemes = await query_lexemes(conn, query)
             indexed_params = {**params, "lexemes": lexemes, "tsquery": or_tsquery(lexemes)}
-            for search, text, bound in (("indexed", BM25_SQL, indexed_params), ("full-scan", FULL_SCAN_SQL, params)):
+            for search, text, bound in (("indexed", BM25_WINDOW_SQL, indexed_params), ("full-scan", FULL_SCAN_SQL, params)):
                 cur = await conn.execute("EXPLAIN (FORMAT JSON) " + text, bound)
                 plans[f"{size}/{search}"] = ", ".join(dict.fromkeys(_scan_nodes((await fetch_one(cur))[0][0]["Plan"])))
         for search, measured in times.items():
