@@ -177,6 +177,10 @@ SELECT content, speaker, image_caption FROM messages
          AND regexp_replace(concat_ws(' ', content, speaker, image_caption), '[^0-9]+', '', 'g')
              LIKE ANY(%(digits)s::text[])))
 """
+_CITED_SQL = ("SELECT DISTINCT message_id FROM messages "
+              "WHERE tenant_id = %s AND subject_id = %s AND message_id = ANY(%s)")
+_CITED_WITH_TEXT_SQL = ("SELECT message_id, content, speaker, image_caption FROM messages "
+                        "WHERE tenant_id = %s AND subject_id = %s AND message_id = ANY(%s)")
 _ALL_ROWS_SQL = ("SELECT content, speaker, image_caption FROM messages "
                  "WHERE tenant_id = %(tenant)s AND subject_id = %(subject)s")
 
@@ -241,17 +245,18 @@ async def filter_items(pool: AsyncConnectionPool, redis: Redis | None, tenant_id
                 "SELECT DISTINCT subject_id FROM sessions WHERE tenant_id = %s AND subject_id = ANY(%s) "
                 "AND subject_id <> %s", (tenant_id, sorted(all_tokens), subject_id))
             other_subjects = {row[0] for row in await cur.fetchall()}
+        checks_markers = bool(other_subjects or foreign_tenants or any(m.emails or m.phones for m in markers))
         own_cited: set[str] = set()
         cited_rows: list[tuple[str | None, ...]] = []
         if all_cited:
+            # The cited messages' texts only when some marker is to be looked up in them.
             cur = await conn.execute(
-                "SELECT message_id, content, speaker, image_caption FROM messages WHERE tenant_id = %s "
-                "AND subject_id = %s AND message_id = ANY(%s)", (tenant_id, subject_id, all_cited))
+                _CITED_WITH_TEXT_SQL if checks_markers else _CITED_SQL, (tenant_id, subject_id, all_cited))
             for message_id, *texts in await cur.fetchall():
                 own_cited.add(message_id)
                 cited_rows.append(tuple(texts))
         evidence: _Evidence | None = None
-        if other_subjects or foreign_tenants or any(m.emails or m.phones for m in markers):
+        if checks_markers:
             named = {t for m in markers for t in m.tokens if t in other_subjects or t in foreign_tenants}
             evidence = await _evidence_for(conn, tenant_id, subject_id, cited_rows, named,
                                            {e for m in markers for e in m.emails},
