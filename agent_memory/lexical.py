@@ -15,29 +15,22 @@ CJK_RUN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
 WORD = re.compile(r"\w+")
 K1, B = 1.2, 0.75
 
-# Candidates are the items holding a query lexeme, found through the (tenant, subject, tsv)
-# GIN index (migration 022), and only their postings of query lexemes are read: the index's
-# tsvectors carry no weights (all D) and always positions, so marking the query's lexemes A and
-# keeping the A entries cuts a tsvector to those lexemes in one C call, instead of unnesting
-# every lexeme of every candidate into rows to filter them (a third less time at 10k-50k
-# items, measured with `agent-memory bench lexical`). The statistics (n, avgdl) cover every item
-# in the window and the df of a lexeme counts the candidates holding it, so the
-# scores are those of BM25 over the whole window. The query's lexemes and their OR-tsquery are
-# parameters (bm25_search computes them first), so the planner sees how rare they are.
-# Without a window the statistics are one row kept by memory_search's triggers (migration 025);
-# with one, the items inside it are counted (an index-only scan).
+# A query's postings are the index ranges of its lexemes in the subject's inverted index
+# (memory_postings, kept by memory_search's triggers, migration 026), read by an index-only scan
+# carrying each posting's kind, tf, item length and time: no item is read and no tsvector unnested,
+# so the cost follows the postings of the query's lexemes, not the subject's size. The statistics
+# (n, avgdl) cover every item in the window and the df of a lexeme counts its postings in the
+# window, so the scores are those of BM25 over the whole window. Without a window the statistics are
+# one row kept by the same triggers (migration 025); with one, the items inside it are counted (an
+# index-only scan).
 _BM25_TEMPLATE = """
 WITH stats AS ({stats}
-), candidates AS (
-    SELECT memory_id, memory_kind, version, tsv, term_count FROM memory_search
-     WHERE tenant_id = %(tenant)s AND subject_id = %(subject)s AND tsv @@ %(tsquery)s::tsquery
+), postings AS (
+    SELECT memory_id, memory_kind, version, term_count, lexeme, tf::float8 AS tf FROM memory_postings
+     WHERE tenant_id = %(tenant)s AND subject_id = %(subject)s AND lexeme = ANY(%(lexemes)s::text[])
        AND happened_at <= coalesce(%(as_of)s::timestamptz, 'infinity')
        AND happened_at >= coalesce(%(since)s::timestamptz, '-infinity')
        AND memory_kind = ANY(%(kinds)s)
-), postings AS (
-    SELECT d.memory_id, d.memory_kind, d.version, d.term_count, t.lexeme,
-           coalesce(array_length(t.positions, 1), 1)::float8 AS tf
-      FROM candidates d, unnest(ts_filter(setweight(d.tsv, 'A', %(lexemes)s::text[]), '{{a}}')) AS t
 ), df AS (
     SELECT lexeme, count(*)::float8 AS df FROM postings GROUP BY lexeme
 )
@@ -65,11 +58,6 @@ BM25_WINDOW_SQL = _BM25_TEMPLATE.format(stats="""
        AND happened_at <= coalesce(%(as_of)s::timestamptz, 'infinity')
        AND happened_at >= coalesce(%(since)s::timestamptz, '-infinity')
        AND memory_kind = ANY(%(kinds)s)""")
-
-
-def or_tsquery(lexemes: list[str]) -> str:
-    """A tsquery matching any of these lexemes as they are (quoted: not parsed or stemmed again)."""
-    return " | ".join("'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'" for lexeme in lexemes)
 
 
 def indexed_text(text: str, hint: str | None = None) -> str:
@@ -104,6 +92,6 @@ async def bm25_search(conn: psycopg.AsyncConnection, tenant_id: str, subject_id:
         return []
     windowed = as_of is not None or since is not None
     cur = await conn.execute(BM25_WINDOW_SQL if windowed else BM25_SQL, {
-        "lexemes": lexemes, "tsquery": or_tsquery(lexemes), "tenant": tenant_id, "subject": subject_id,
+        "lexemes": lexemes, "tenant": tenant_id, "subject": subject_id,
         "as_of": as_of, "since": since, "kinds": list(kinds), "k1": K1, "b": B, "limit": limit})
     return [(mid, kind, version, float(score)) for mid, kind, version, score in await cur.fetchall()]

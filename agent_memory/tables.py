@@ -72,6 +72,8 @@ TABLES: tuple[Table, ...] = (
     # BM25's item counts and lengths per subject, kept by memory_search's triggers (deleting the
     # subject's index rows deletes its row; erasure deletes what would be left).
     Table("lexical_statistics", "projection", erasure="delete", store="search_index"),
+    # The index's postings (item, lexeme), written and deleted by memory_search's triggers.
+    Table("memory_postings", "projection", erasure="delete", store="search_index"),
     Table("projection_outbox", "projection", erasure="delete", store="outbox", label="outbox",
           natural_key="memory_id, version"),
     Table("observations", "projection", erasure="delete", store="observations", label="observations",

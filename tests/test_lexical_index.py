@@ -1,9 +1,9 @@
-"""Lexical search through its index (issue 13): candidates from the (tenant, subject, tsv) GIN
-index, with the statistics memory_search's triggers keep (or, in a window, count), give the same
-BM25 ranking as the scan over every posting of the subject it replaced. Both queries run on the
-real Postgres over a random corpus; the old one is kept as the benchmark's reference
-(workers/evaluation/lexical_bench.py). The kept statistics equal a recount of the index after
-every kind of write."""
+"""Lexical search through its index (issue 13): the postings of the query's lexemes and the
+statistics that memory_search's triggers keep (or, in a window, count) give the same BM25 ranking
+as the scan over every posting of the subject it replaced. Both queries run on the real Postgres
+over a random corpus; the old one is kept as the benchmark's reference
+(workers/evaluation/lexical_bench.py). The kept statistics and postings equal a recount of the
+index after every kind of write."""
 
 from __future__ import annotations
 
@@ -84,6 +84,16 @@ SELECT subject_id,
        coalesce(sum(term_count) FILTER (WHERE memory_kind = 'observation'), 0)
   FROM memory_search WHERE tenant_id = %s GROUP BY subject_id
 """
+# The postings the triggers keep, and those recounted from the index's tsvectors.
+_POSTINGS = """
+SELECT subject_id, lexeme, memory_id, version, memory_kind, tf, term_count, happened_at
+  FROM memory_postings WHERE tenant_id = %s
+"""
+_POSTINGS_RECOUNTED = """
+SELECT m.subject_id, t.lexeme, m.memory_id, m.version, m.memory_kind, coalesce(array_length(t.positions, 1), 1),
+       m.term_count, m.happened_at
+  FROM memory_search m, unnest(m.tsv) AS t WHERE m.tenant_id = %s
+"""
 _KEPT = """
 SELECT subject_id, fact_items, fact_terms, episode_items, episode_terms, observation_items, observation_terms
   FROM lexical_statistics WHERE tenant_id = %s
@@ -91,9 +101,10 @@ SELECT subject_id, fact_items, fact_terms, episode_items, episode_terms, observa
 
 
 async def test_the_statistics_are_kept_by_the_index_through_every_write(services, tenant):
-    """What the triggers keep equals a recount of the index after inserts (one row and many rows per
-    statement), a forget's delete, an owner's update and an erasure's delete, as the app role under
-    RLS; a subject whose rows are gone leaves no statistics."""
+    """What the triggers keep (statistics and postings) equals a recount of the index after inserts
+    (one row and many rows per statement), a forget's delete, an owner's update of kinds, lengths
+    and texts, and an erasure's delete, as the app role under RLS; a subject whose rows are gone
+    leaves no statistics and no postings."""
     rng = random.Random(4)
     start = datetime(2024, 1, 1, tzinfo=UTC)
 
@@ -104,6 +115,10 @@ async def test_the_statistics_are_kept_by_the_index_through_every_write(services
             recounted = {tuple(int(v) if i else v for i, v in enumerate(r))
                          for r in await (await conn.execute(_RECOUNTED, (tenant,))).fetchall()}
         assert kept == recounted
+        async with tenant_transaction(services.pool, tenant) as conn:
+            postings = await (await conn.execute(_POSTINGS, (tenant,))).fetchall()
+            recounted_postings = await (await conn.execute(_POSTINGS_RECOUNTED, (tenant,))).fetchall()
+        assert len(postings) == len(set(postings)) and set(postings) == set(recounted_postings)
         return kept
 
     rows = {subject: [(tenant, subject, uuid.uuid4(), rng.choice(("fact", "episode", "observation")),
@@ -127,12 +142,23 @@ async def test_the_statistics_are_kept_by_the_index_through_every_write(services
     admin_url = services.settings.database_admin_url
     async with await psycopg.AsyncConnection.connect(admin_url) as admin:
         await admin.execute("SELECT set_config('app.tenant_id', %s, true)", (tenant,))
-        await admin.execute("UPDATE memory_search SET memory_kind = 'fact', term_count = term_count + 3 "
+        await admin.execute("UPDATE memory_search SET memory_kind = 'fact', term_count = term_count + 3, "
+                            "search_text = search_text || ' repaired ' || search_text "
                             "WHERE tenant_id = %s AND subject_id = 'kim' AND memory_kind <> 'fact'", (tenant,))
         await admin.commit()
     kept = await kept_equals_recount()
     assert {r[3] for r in kept if r[0] == "kim"} == {0}  # kim has no episodes now
-    async with tenant_transaction(services.pool, tenant) as conn:  # an erasure's delete: the subject's rows
-        await conn.execute("DELETE FROM memory_search WHERE tenant_id = %s AND subject_id = 'lin'", (tenant,))
+    # An erasure's delete (every row of lin), in one statement with one row of kim: lin's postings
+    # go by range, kim's by the item's key.
+    async with tenant_transaction(services.pool, tenant) as conn:
+        deleted = await conn.execute("DELETE FROM memory_search WHERE tenant_id = %s AND (subject_id = 'lin' "
+                                     "OR memory_id = %s)", (tenant, rows["kim"][5][2]))
+        assert deleted.rowcount == len(rows["lin"])  # 59 of lin (one was forgotten) and one of kim
     kept = await kept_equals_recount()
     assert {r[0] for r in kept} == {"kim"}
+    async with tenant_transaction(services.pool, tenant) as conn:
+        left = await (await conn.execute("SELECT DISTINCT subject_id FROM memory_postings WHERE tenant_id = %s",
+                                         (tenant,))).fetchall()
+        repaired = await (await conn.execute(
+            "SELECT count(*) FROM memory_postings WHERE tenant_id = %s AND lexeme = 'repair'", (tenant,))).fetchone()
+    assert left == [("kim",)] and repaired is not None and repaired[0] > 0

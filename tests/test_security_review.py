@@ -288,6 +288,8 @@ async def test_erasure_and_compaction_leave_no_plaintext_in_pages_statistics_or_
     marker = uuid.uuid4().hex[:8]
     subject = f"subj-{marker}"
     words = [f"Quux{marker}ville", f"Zorb{marker}"]
+    # As the lexical index's tsvectors and postings hold them: lower-cased, perhaps stemmed.
+    lexemes = [f"quux{marker}", f"zorb{marker}"]
     await services.redis.config_set("appendonly", "yes")  # as compose runs Redis
     try:
         async with running_worker():
@@ -303,6 +305,7 @@ async def test_erasure_and_compaction_leave_no_plaintext_in_pages_statistics_or_
                 await admin.execute("CHECKPOINT")
                 # The problem, reproduced: the words are on disk and in the planner's statistics.
                 assert _files_containing(db_dir, [w.encode() for w in words])
+                assert _files_containing(db_dir, [w.encode() for w in lexemes])
                 assert await _statistics_containing(admin, [*words, subject])
             await services.redis.bgrewriteaof()
 
@@ -324,15 +327,15 @@ async def test_erasure_and_compaction_leave_no_plaintext_in_pages_statistics_or_
 
             compaction = await client.compact()
             assert compaction.deferred_because is None and compaction.tickets_closed == compaction.tickets >= 1
-            assert {t.table for t in compaction.tables} >= {"messages", "memory_search"}
+            assert {t.table for t in compaction.tables} >= {"messages", "memory_search", "memory_postings"}
             assert compaction.redis == {"aof": "rewritten", "rdb": "rewritten"}
             status = await client.erasure_status(tenant, receipt.request_id, subject)
             assert status.compacted and status.compaction_id == compaction.compaction_id
 
             async with await _admin(services) as admin:
                 await admin.execute("CHECKPOINT")
-                assert await _statistics_containing(admin, [*words, subject]) == []
-            assert _files_containing(db_dir, [w.encode() for w in [*words, subject]]) == {}
+                assert await _statistics_containing(admin, [*words, *lexemes, subject]) == []
+            assert _files_containing(db_dir, [w.encode() for w in [*words, *lexemes, subject]]) == {}
             redis_dir = Path((await services.redis.config_get("dir"))["dir"])
             assert _files_containing(redis_dir, [w.encode() for w in words]) == {}
     finally:

@@ -125,8 +125,8 @@ async def run_erasure_bench(services: Services, *, memories: int, per_subject: i
     async with services.pool.connection() as conn:
         cur = await conn.execute(
             "SELECT sum(n_live_tup) FROM pg_stat_user_tables WHERE relname = ANY(%s)",
-            (["messages", "sessions", "memory_events", "observations", "episodes", "memory_search", "memory_vectors",
-              "projection_outbox", "operations", "subject_keys"],))
+            (["messages", "sessions", "memory_events", "observations", "episodes", "memory_search", "memory_postings",
+              "lexical_statistics", "memory_vectors", "projection_outbox", "operations", "subject_keys"],))
         row = await cur.fetchone()
         await conn.commit()
     t0 = time.monotonic()

@@ -1,9 +1,10 @@
 """`agent-memory bench lexical`: BM25 search latency at growing memory counts of one subject,
-the indexed search (agent_memory.lexical, migration 022) beside the full scan of the subject's
-postings it replaced, in one run, with the plan each one got.
+the indexed search (agent_memory.lexical: the postings of migration 026) beside the full scan of
+every item's tsvector it replaced, in one run, with the plan each one got.
 
 The lexical index is loaded by COPY with rows shaped exactly like the write path's
-(`memory_search`: search text with CJK bigrams, term count, kind, version, happened_at), for the
+(`memory_search`: search text with CJK bigrams, term count, kind, version, happened_at; its
+triggers write the postings and statistics, as for every write), for the
 measured subject and, with --total-rows, for filler subjects of the same tenant, so the figures
 show growth in the subject's size and (not) in the database's. Both queries see the same rows,
 the same queries and the same windows, interleaved query by query, and return the same ranking
@@ -26,7 +27,7 @@ import psycopg
 from pydantic import BaseModel
 
 from agent_memory.db import fetch_one, tenant_transaction
-from agent_memory.lexical import BM25_WINDOW_SQL, K1, B, bm25_search, or_tsquery, query_lexemes, search_text, term_count
+from agent_memory.lexical import BM25_WINDOW_SQL, K1, B, bm25_search, query_lexemes, search_text, term_count
 from agent_memory.services import Services
 from agent_memory.settings import Settings
 
@@ -131,7 +132,7 @@ async def _load(admin_url: str, subject: str, count: int, rng: random.Random) ->
 
 
 def _scan_nodes(plan: dict) -> list[str]:
-    """The plan's scan nodes, outermost first ("Bitmap Index Scan on memory_search_subject_tsv", ...)."""
+    """The plan's scan nodes, outermost first ("Index Only Scan on memory_postings_pkey", ...)."""
     found = []
     node_type = plan.get("Node Type", "")
     if "Scan" in node_type:
@@ -156,7 +157,7 @@ async def run_lexical_bench(services: Services, *, sizes: list[int], queries: in
 
     async def analyze() -> None:
         async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as admin:
-            await admin.execute("VACUUM ANALYZE memory_search")
+            await admin.execute("VACUUM ANALYZE memory_search, memory_postings")
 
     rng = random.Random(13)
     if total_rows > max(sizes):  # filler subjects of the same tenant, 5,000 items each
@@ -195,7 +196,7 @@ async def run_lexical_bench(services: Services, *, sizes: list[int], queries: in
             params = {"query": search_text(query), "tenant": TENANT, "subject": SUBJECT, "as_of": None,
                       "since": since, "kinds": KINDS, "k1": K1, "b": B, "limit": 50}
             lexemes = await query_lexemes(conn, query)
-            indexed_params = {**params, "lexemes": lexemes, "tsquery": or_tsquery(lexemes)}
+            indexed_params = {**params, "lexemes": lexemes}
             for search, text, bound in (("indexed", BM25_WINDOW_SQL, indexed_params), ("full-scan", FULL_SCAN_SQL, params)):
                 cur = await conn.execute("EXPLAIN (FORMAT JSON) " + text, bound)
                 plans[f"{size}/{search}"] = ", ".join(dict.fromkeys(_scan_nodes((await fetch_one(cur))[0][0]["Plan"])))

@@ -160,15 +160,16 @@ async def _grow(services: Services, projector: OutboxProjector, start_session: i
         pass
 
 
-async def _analyze(services: Services) -> None:
-    """Planner statistics as autovacuum keeps them in a store that grew over time; this one grew
-    in seconds, and stale estimates (one row for a 10k-memory subject) picked plans that scan the
-    subject. By the owner role, which ANALYZE needs."""
+async def _vacuum_analyze(services: Services) -> None:
+    """Planner statistics and visibility maps as autovacuum keeps them in a store that grew over
+    time; this one grew in seconds: stale estimates (one row for a 10k-memory subject) picked plans
+    that scan the subject, and the lexical postings' index-only scans went to the heap for pages
+    not yet marked all-visible. By the owner role, which VACUUM and ANALYZE need."""
     admin_url = services.settings.database_admin_url
     if admin_url is None:
         raise ValueError("the recall bench refreshes planner statistics as the owner role: set DATABASE_ADMIN_URL")
     async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as admin:
-        await admin.execute("ANALYZE")
+        await admin.execute("VACUUM (ANALYZE)")
 
 
 async def _measure(services: Services, embedder: Embedder, queries: int, rng: random.Random,
@@ -257,7 +258,7 @@ async def run_recall_bench(services: Services, *, sizes: list[int], queries: int
         await _grow(services, projector, stored // PER_SESSION, sessions, rng)
         load_seconds[size] = round(time.perf_counter() - t0, 1)
         stored += sessions * PER_SESSION
-        await _analyze(services)
+        await _vacuum_analyze(services)
         routes: dict[str, tuple[list[float], list[int]]] = {route: ([], []) for route in ROUTES}
         with startup_heap_frozen():
             await _measure(services, embedder, queries, rng, routes)
