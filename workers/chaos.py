@@ -480,6 +480,11 @@ async def run_scenario(services, supervisor: WorkerSupervisor, tenant_id: str, *
         try:
             receipt = await supervisor.result(await client.erase(tenant_id, SUBJECT, ERASURE_REASON), timeout)
             outcome.receipt = comparable(receipt)
+            # The projector records one `embed-batch/...` operation per provider call, and how
+            # the due rows fall into batches depends on timing (a crash, a loaded machine): the
+            # erased operations count may differ by those records alone. Each item's operation
+            # is checked instead by the provider calls (each request reached once) and the digest.
+            outcome.receipt.get("removed", {}).pop("operations", None)
             outcome.workflows_completed += 1
         except (TimeoutError, WorkerDied):
             raise
