@@ -1,4 +1,5 @@
-"""The lexical index: Okapi BM25 computed in Postgres over `memory_search`.
+"""The lexical index: Okapi BM25 computed in Postgres over `memory_search`, read through its
+inverted postings (`memory_postings`).
 
 Postgres' English configuration stems and drops stop words; Chinese text is indexed as
 character bigrams appended to the searchable text, since no built-in parser segments it.
