@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -107,13 +107,40 @@ async def record_succeeded_many(conn: psycopg.AsyncConnection, *, tenant_id: str
         await cur.executemany(_RECORD_SUCCEEDED_SQL, [row(*record) for record in records])
 
 
-# A claimed call's lease: renewed every third of it while the call runs, so a slow call (a local
-# model under load takes minutes: its client timeout is 300 s) keeps its claim however long it
-# takes, and the claim of an attempt that died lapses after at most this long. Below the
-# activities' start-to-close timeouts (contract.PROVIDER_STEP): a retry that waits out a dead
+# A claimed call's lease: renewed every third of it while the call runs (`renewed_claims`), so a
+# slow call (a local model under load takes minutes: its client timeout is 300 s) keeps its claim
+# however long it takes, and the claim of an attempt that died lapses after at most this long: a
+# retry after a crash waits out at most this (the heartbeat timeout, 20 s, has usually passed
+# first). Three missed renewals in a row, not one slow commit, make a live attempt look dead. Below
+# the activities' start-to-close timeouts (contract.PROVIDER_STEP): a retry that waits out a dead
 # attempt's claim must still have the time for its own call.
-CLAIM_LEASE = timedelta(seconds=90)
+CLAIM_LEASE = timedelta(seconds=30)
 CLAIM_POLL_SECONDS = 0.5
+
+
+async def _renew_claims(pool: AsyncConnectionPool, tenant_id: str, operation_ids: list[str],
+                        lease: timedelta) -> None:
+    while True:
+        await asyncio.sleep(lease.total_seconds() / 3)
+        try:
+            async with tenant_transaction(pool, tenant_id) as conn:
+                await conn.execute("UPDATE operations SET updated_at = now() WHERE tenant_id = %s "
+                                   "AND operation_id = ANY(%s) AND status = 'started'", (tenant_id, operation_ids))
+        except psycopg.Error as exc:  # the call goes on; at worst a claim lapses and is taken over
+            log.warning("could not renew the claims of %s: %s", operation_ids[:3], exc)
+
+
+@contextlib.asynccontextmanager
+async def renewed_claims(pool: AsyncConnectionPool, tenant_id: str, operation_ids: list[str], *,
+                         lease: timedelta = CLAIM_LEASE) -> AsyncIterator[None]:
+    """Keep this attempt's claims of `operation_ids` live while the body (the claimed call) runs."""
+    renewal = asyncio.create_task(_renew_claims(pool, tenant_id, operation_ids, lease))
+    try:
+        yield
+    finally:
+        renewal.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await renewal
 
 
 class OperationRecorder:
@@ -132,6 +159,7 @@ class OperationRecorder:
         when no successful record exists."""
         req_hash = request_hash(request)
         operation_id = key.operation_id
+        waited = False
         while True:
             async with subject_scope(self._pool, self.keyring, tenant_id, subject_id, Mode.WRITE) as scope:
                 conn = scope.conn
@@ -154,10 +182,16 @@ class OperationRecorder:
                     (tenant_id, operation_id, subject_id, key.kind, req_hash, *key.columns(), self.lease))
                 if await cur.fetchone() is not None:
                     break
+            if not waited:  # once per wait: an operator sees why a retry is slow
+                log.warning("operation %s is claimed by another attempt; waiting for its result or for its "
+                            "claim to lapse (lease %ss)", operation_id, int(self.lease.total_seconds()))
+            waited = True
             await asyncio.sleep(CLAIM_POLL_SECONDS)
-        renewal = asyncio.create_task(self._renew(tenant_id, operation_id))
+        if waited:
+            log.warning("operation %s: claimed after waiting", operation_id)
         try:
-            result = await call()
+            async with renewed_claims(self._pool, tenant_id, [operation_id], lease=self.lease):
+                result = await call()
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
             if raw := getattr(exc, "raw_text", None):  # what the model said, for the operator
@@ -170,27 +204,12 @@ class OperationRecorder:
                     "WHERE tenant_id = %s AND operation_id = %s AND status <> 'succeeded'",
                     (error, tenant_id, operation_id))
             raise
-        finally:
-            renewal.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewal
         async with subject_scope(self._pool, self.keyring, tenant_id, subject_id, Mode.WRITE) as scope:
             await record_succeeded(scope.conn, tenant_id=tenant_id, subject_id=subject_id, key=key,
                                    req_hash=req_hash, result=result)
         if self.after_record is not None:
             await self.after_record(key)
         return result, False
-
-    async def _renew(self, tenant_id: str, operation_id: str) -> None:
-        """Keep this attempt's claim live while its call runs."""
-        while True:
-            await asyncio.sleep(self.lease.total_seconds() / 3)
-            try:
-                async with tenant_transaction(self._pool, tenant_id) as conn:
-                    await conn.execute("UPDATE operations SET updated_at = now() WHERE tenant_id = %s "
-                                       "AND operation_id = %s AND status = 'started'", (tenant_id, operation_id))
-            except psycopg.Error as exc:  # the call goes on; at worst the claim lapses and is taken over
-                log.warning("could not renew the claim of %s: %s", operation_id, exc)
 
     async def load(self, tenant_id: str, subject_id: str, operation_id: str, result_type: type[R]) -> R:
         # An erased subject raises (erasure deleted the results).

@@ -5,9 +5,9 @@ the provider call and before the upsert resumes without calling the embedder aga
 
 `project_outbox_batch` is the projector's step (workflows/projector.py): one provider call
 embeds up to `ProjectionPolicy.batch_size` due rows. Each item's `embed/...` operation is claimed
-(with the recorder's lease) before the call and recorded, with the item's vector, right after
-it in one transaction, together with an `embed-batch/...` record that carries the call's
-provider request id, tokens and cost. A retry finds the per-item records and writes from them:
+(with the recorder's lease, renewed while the call runs) before the call and recorded, with the
+item's vector, right after it in one transaction, together with an `embed-batch/...` record that
+carries the call's provider request id, tokens and cost. A retry finds the per-item records and writes from them:
 no second provider call, and the vector upsert does nothing on conflict (no duplicate row).
 Transient failures back off per row (attempts, next_attempt_at, a short content-free
 last_error); a permanent failure of a single item, or max attempts, dead-letters the row. A
@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from functools import partial
 from typing import Any
 
@@ -47,6 +48,7 @@ from agent_memory.operations import (
     ensure_not_erased,
     record_succeeded,
     record_succeeded_many,
+    renewed_claims,
     request_hash,
 )
 from agent_memory.projection_models import ProjectionLag, ProjectionPolicy, ProjectorBatchOutcome, ProjectorInput
@@ -188,11 +190,12 @@ class OutboxProjector:
     """Drains one subject's outbox in bounded batches (see the module docstring)."""
 
     def __init__(self, pool: AsyncConnectionPool, keyring: KeyRing, embedder: Embedder,
-                 policy: ProjectionPolicy | None = None):
+                 policy: ProjectionPolicy | None = None, *, lease: timedelta = CLAIM_LEASE):
         self.pool = pool
         self.keyring = keyring
         self.embedder = embedder
         self.policy = policy or ProjectionPolicy()
+        self.lease = lease  # of the embedding calls' claims, renewed while a call runs
         # Called after a batch's embeddings are recorded, before anything is written from them
         # (the crash suite's after_record hook; tests simulate a crash there).
         self.after_record: Callable[[EmbedKey], Awaitable[None]] | None = None
@@ -236,7 +239,7 @@ class OutboxProjector:
                         OR (operations.status = 'started' AND operations.updated_at < now() - %s)
                     RETURNING operation_id
                     """, [(tenant_id, _key(item).operation_id, subject_id, _key(item).kind, item.req_hash,
-                           *_key(item).columns(), CLAIM_LEASE) for item in items], returning=True)
+                           *_key(item).columns(), self.lease) for item in items], returning=True)
                 won: set[str] = set()
                 while True:
                     won.update(row[0] for row in await cur.fetchall())
@@ -297,7 +300,8 @@ class OutboxProjector:
             return
         outcome.provider_calls += 1
         try:
-            result = await self._call(items)
+            async with renewed_claims(self.pool, tenant_id, _operation_ids(items), lease=self.lease):
+                result = await self._call(items)
         except (ProviderPermanentError, ProviderOutputInvalid) as exc:
             await self._release_failed(tenant_id, items, exc)
             if len(items) == 1:

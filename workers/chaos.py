@@ -16,13 +16,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import os
 import random
 import signal
 import sys
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -74,8 +74,8 @@ def _tenant_in_activity() -> str:
 
 
 class _Logged:
-    """A provider that appends `kind<TAB>tenant<TAB>request digest` per real call (O_APPEND, one
-    write a line: lines from processes killed mid-way are whole or absent)."""
+    """A provider that appends `kind<TAB>tenant<TAB>request digest<TAB>pid` per real call (O_APPEND,
+    one write a line: lines from processes killed mid-way are whole or absent)."""
 
     def __init__(self, inner, kind: str, log_path: str):
         self._inner = inner
@@ -87,7 +87,7 @@ class _Logged:
     def _log(self, digest: str) -> None:
         fd = os.open(self._log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            os.write(fd, f"{self._kind}\t{_tenant_in_activity()}\t{digest}\n".encode())
+            os.write(fd, f"{self._kind}\t{_tenant_in_activity()}\t{digest}\t{os.getpid()}\n".encode())
         finally:
             os.close(fd)
 
@@ -142,6 +142,9 @@ async def _serve_worker() -> int:
     from agent_memory.services import Services
     from workers.worker import build_worker
 
+    # Timestamped warnings (a claim waited for, a renewal that failed): the log tells what a slow
+    # scenario waited on.
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = Settings.from_env()
     if not (settings.temporal_address and settings.database_url and settings.redis_url):
         raise SystemExit("the chaos worker needs TEMPORAL_ADDRESS, DATABASE_URL and REDIS_URL")
@@ -232,6 +235,7 @@ class WorkerSupervisor:
         self.next_faults = next_faults
         self.argv = argv or [sys.executable, "-m", "workers.chaos"]
         self.kills: list[str] = []  # the fault configuration of each process that was killed
+        self.killed_pids: set[int] = set()
         self.orphans_failed = 0
         self.active: set[str] = set()  # workflow ids being waited for
         self.proc: asyncio.subprocess.Process | None = None
@@ -268,6 +272,7 @@ class WorkerSupervisor:
                 if code != -signal.SIGKILL:
                     raise WorkerDied(f"the worker exited with {code}; log {self.log_file}:\n{self.log_tail()}")
                 self.kills.append(self.faults or "?")
+                self.killed_pids.add(proc.pid)
                 self.orphans_failed += await fail_orphaned_activities(self.client, self.active)
                 proc = await self._spawn(self.next_faults())
         except Exception as exc:
@@ -390,19 +395,42 @@ async def lost_sessions(pool: AsyncConnectionPool, tenant_id: str, subject_id: s
         return [row[0] for row in await cur.fetchall()]
 
 
-def provider_calls(log_path: Path, tenant_id: str) -> Counter:
-    """Calls that reached the provider for `tenant_id`, per (kind, request digest)."""
-    calls: Counter = Counter()
+def provider_calls(log_path: Path, tenant_id: str) -> dict[tuple[str, str], list[int]]:
+    """Calls that reached the provider for `tenant_id`: per (kind, request digest), the pid of the
+    process that made each call, in order."""
+    calls: dict[tuple[str, str], list[int]] = {}
     if log_path.exists():
         for line in log_path.read_text().splitlines():
-            kind, tenant, digest = line.split("\t")
+            kind, tenant, digest, pid = line.split("\t")
             if tenant == tenant_id:
-                calls[(kind, digest)] += 1
+                calls.setdefault((kind, digest), []).append(int(pid))
     return calls
 
 
-def repeated_calls(calls: Counter) -> int:
-    return sum(n - 1 for n in calls.values() if n > 1)
+# The kind of provider call whose recorded result a kill point follows: that request must be
+# reused by the retry, never made again.
+def _recorded_kind(fault: str) -> str | None:
+    point = fault.split("@")[0]
+    if point.startswith("after_record:"):
+        return point.removeprefix("after_record:")
+    return "embed" if point == "mid_projection" else None
+
+
+def lost_in_flight(calls: dict[tuple[str, str], list[int]], killed_pids: set[int],
+                   kills: list[str]) -> dict[tuple[str, str], int]:
+    """Calls made again because the process that made them was killed before recording the result:
+    a call in flight when its process dies (importance beside the summary, an extraction beside
+    the projector) returned to nobody, so the retry must call again; at-most-once holds for
+    recorded results. Per request, the calls of killed processes followed by a later call, except
+    for the kind whose recorded result a kill point follows (that one must be reused)."""
+    protected = {kind for kind in map(_recorded_kind, kills) if kind}
+    lost: dict[tuple[str, str], int] = {}
+    for (kind, digest), pids in calls.items():
+        if kind in protected:
+            continue
+        if n := sum(pid in killed_pids for pid in pids[:-1]):
+            lost[(kind, digest)] = n
+    return lost
 
 
 # --- scenario ----------------------------------------------------------------------------------
@@ -434,7 +462,8 @@ class ScenarioOutcome(BaseModel):
     receipt: dict | None = None
     erased_digest: str = ""
     erased_duplicates: dict[str, int] = {}
-    calls: dict[str, int] = {}
+    calls: dict[str, int] = {}  # per request, the calls whose result was recorded or reused
+    lost_in_flight: dict[str, int] = {}  # per request, calls made again after their process died
     workflows_completed: int = 0
     workflows_failed: int = 0
     errors: list[str] = []
@@ -493,7 +522,10 @@ async def run_scenario(services, supervisor: WorkerSupervisor, tenant_id: str, *
             outcome.errors.append(f"erasure: {exc!r}")
         outcome.erased_digest = await projection_digest(services.pool, tenant_id, SUBJECT)
         outcome.erased_duplicates = await duplicate_counts(services.pool, tenant_id, SUBJECT)
-    outcome.calls = {f"{k}:{d}": n for (k, d), n in sorted(provider_calls(provider_log, tenant_id).items())}
+    calls = provider_calls(provider_log, tenant_id)
+    lost = lost_in_flight(calls, supervisor.killed_pids, supervisor.kills)
+    outcome.calls = {f"{k}:{d}": len(pids) - lost.get((k, d), 0) for (k, d), pids in sorted(calls.items())}
+    outcome.lost_in_flight = {f"{k}:{d}": n for (k, d), n in sorted(lost.items())}
     return outcome
 
 
@@ -528,6 +560,7 @@ class CampaignReport(BaseModel):
     duplicates: int
     lost_sessions: int
     repeated_provider_calls: int
+    in_flight_calls_made_again: int  # calls a killed process had in flight (never recorded)
     digest_mismatches: int
     receipt_mismatches: int
     residue: int
@@ -544,7 +577,8 @@ class CampaignReport(BaseModel):
             f"  workflows completed       {self.workflows_completed} (failed {self.workflows_failed})",
             f"  duplicates                {self.duplicates}",
             f"  lost sessions             {self.lost_sessions}",
-            f"  repeated provider calls   {self.repeated_provider_calls}",
+            f"  repeated provider calls   {self.repeated_provider_calls} "
+            f"(in flight at a kill, made again: {self.in_flight_calls_made_again})",
             f"  digest mismatches         {self.digest_mismatches}",
             f"  receipt mismatches        {self.receipt_mismatches} (residue {self.residue})",
             f"  orphaned attempts failed  {self.orphaned_attempts_failed}",
@@ -607,7 +641,7 @@ async def run_campaign(services, *, kills: int, seed: int, work_dir: Path,
 
     report = CampaignReport(seed=seed, kills_requested=kills, kills=0, kill_points={}, rounds=0,
                             workflows_completed=reference.workflows_completed, workflows_failed=0, duplicates=0,
-                            lost_sessions=0, repeated_provider_calls=repeated_calls(Counter(reference.calls)),
+                            lost_sessions=0, repeated_provider_calls=reference.repeated, in_flight_calls_made_again=0,
                             digest_mismatches=0, receipt_mismatches=0, residue=0, orphaned_attempts_failed=0,
                             wall_seconds=0.0, problems=[])
     max_rounds = 4 * kills + 4
@@ -627,6 +661,7 @@ async def run_campaign(services, *, kills: int, seed: int, work_dir: Path,
         report.duplicates += sum(outcome.duplicates.values()) + sum(outcome.erased_duplicates.values())
         report.lost_sessions += len(outcome.lost)
         report.repeated_provider_calls += outcome.repeated
+        report.in_flight_calls_made_again += sum(outcome.lost_in_flight.values())
         report.digest_mismatches += (outcome.digest != reference.digest) + \
             (outcome.erased_digest != reference.erased_digest)
         report.receipt_mismatches += outcome.receipt != reference.receipt

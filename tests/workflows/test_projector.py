@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from datetime import timedelta
 
 import psycopg
 import pytest
@@ -225,6 +226,42 @@ async def test_one_provider_call_per_batch_and_a_crash_after_the_call_never_call
     # Once more: nothing due, nothing called.
     again = await projector.project_batch(tenant, "ana")
     assert (again.selected, embedder.calls) == (0, [4, 4, 2])
+
+
+class SlowEmbedder(ScriptedEmbedder):
+    """Takes `seconds` per call (a local model under load)."""
+
+    def __init__(self, seconds: float):
+        super().__init__()
+        self.seconds = seconds
+
+    async def embed(self, texts: list[str]) -> EmbeddingResult:
+        self.calls.append(len(texts))
+        await asyncio.sleep(self.seconds)
+        return await self._inner.embed(texts)
+
+
+async def test_a_slow_embedding_call_keeps_its_claims_while_it_runs(client, services, tenant):
+    """An embedding call that outlasts its claims' lease renews them: a second projector attempt
+    meanwhile (the sweep's, or a retry the server started) leaves the rows to the live call
+    instead of embedding them again."""
+    await client.append_messages(tenant, "ana", session("s-a", "2024-01-01T10:00:00Z", "I live in Lisbon."))
+    for i in range(3):
+        await client.write_fact(tenant, "ana", "preference", f"thing_{i}", f"value number {i}", expected_version=0,
+                                evidence_message_ids=["s-a:1"])
+    embedder = SlowEmbedder(7)  # more than twice the lease
+    # Seconds, not fractions: at the start of a busy suite a renewal can wait a second for Postgres.
+    projector = OutboxProjector(services.pool, services.keyring, embedder, ProjectionPolicy(batch_size=4),
+                                lease=timedelta(seconds=3))
+    first = asyncio.create_task(projector.project_batch(tenant, "ana"))
+    await asyncio.sleep(4.5)  # the first call's claims would have lapsed by now without renewal
+    second = await projector.project_batch(tenant, "ana")
+    assert (second.selected, second.in_flight, second.embedded) == (3, 3, 0)
+    assert (await first).embedded == 3
+    assert embedder.calls == [3]
+    ops = dict(await rows(services, tenant, "SELECT kind, count(*) FROM operations WHERE tenant_id = %s "
+                          "AND kind LIKE 'embed%%' AND status = 'succeeded' GROUP BY kind", tenant))
+    assert ops == {"embed": 3, "embed-batch": 1}
 
 
 async def test_the_sweep_lists_tenants_from_a_table_the_app_role_may_read(services, client, tenant):
