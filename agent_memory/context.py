@@ -8,10 +8,12 @@
   recall window (agent_memory.recall_policy). It gets its own budget plus what the profile left.
 
 The three routes (profile read, lexical, vector) run in parallel, each on its own connection.
-The index routes return pointers only: every candidate is re-read from its relational row (same
-version, valid at the as-of time) in one READ `subject_scope` (tombstone checked, shared subject
-lock held) before it may enter the context, and every item says which evidence messages its text
-draws on. The profile is read in a READ scope of its own; an erased subject yields nothing.
+An index hit is only a pointer: each index route re-reads its candidates from their relational
+rows (same version, valid at the as-of time, inside the window) in its own transaction, so one
+route's re-read overlaps the other route's search. Once every route has read, one READ
+`subject_scope` checks the tombstone: an erasure commits its tombstone before it deletes
+anything, so a read that met a half-erased subject is always caught there, and an erased subject
+yields nothing. Every item says which evidence messages its text draws on.
 """
 
 from __future__ import annotations
@@ -126,6 +128,7 @@ class _NoteRow(BaseModel):
 
 
 Pointer = tuple[str, str, int]  # (memory_id, kind, version)
+_Route = tuple[list[Pointer], dict[Pointer, _NoteRow]]  # a route's ranked hits and their re-read rows
 
 _WORD = re.compile(r"\w+")
 _SENTENCE = re.compile(r"(?<=[.!?。！？])\s*|\s(?=\[photo:)")
@@ -267,21 +270,23 @@ def render_block(header: str, items: list[ContextItem]) -> str:
 
 
 async def _lexical_route(pool: AsyncConnectionPool, tenant_id: str, subject_id: str, query: str,
-                         as_of: datetime | None, since: datetime | None) -> list[Pointer]:
+                         as_of: datetime | None, since: datetime | None) -> _Route:
     async with tenant_transaction(pool, tenant_id) as conn:
         hits = await bm25_search(conn, tenant_id, subject_id, query, as_of=as_of, limit=CANDIDATES,
                                  kinds=("episode", "observation"), since=since)
-    return [(m, k, v) for m, k, v, _ in hits]
+        pointers = [(m, k, v) for m, k, v, _ in hits]
+        return pointers, await _read_candidates(conn, tenant_id, subject_id, pointers, as_of, since)
 
 
 async def _vector_route(pool: AsyncConnectionPool, embedder: Embedder, tenant_id: str, subject_id: str,
-                        query: str) -> list[Pointer]:
+                        query: str, as_of: datetime | None, since: datetime | None) -> _Route:
     # The tenant's active model (the old one while a re-embedding runs), not always the configured one.
     embedded = await embed_query(await reading_embedder(pool, tenant_id, embedder), query)
     async with tenant_transaction(pool, tenant_id) as conn:
         hits = await nearest(conn, tenant_id, subject_id, embedded.model, embedded.vectors[0],
                              ("episode", "observation"), CANDIDATES)
-    return [(m, k, v) for m, k, v, _ in hits]
+        pointers = [(m, k, v) for m, k, v, _ in hits]
+        return pointers, await _read_candidates(conn, tenant_id, subject_id, pointers, as_of, since)
 
 
 async def _profile_route(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id: str, subject_id: str,
@@ -301,42 +306,57 @@ def _scored(row: _NoteRow, kind: Kind, content: str, text: str, relevance: float
                        score=episodic_score(relevance, row.happened_at, importance, scored_at, policy))
 
 
-async def _episodic_items(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, query: str,
-                          relevance: dict[Pointer, float], as_of: datetime | None, since: datetime | None,
-                          policy: RecallPolicy) -> list[ContextItem]:
-    """Re-read each candidate from its relational row; stale, superseded, future or out-of-window
-    ones drop out. A note takes its session's importance."""
-    ids = {kind: [mid for mid, k, _ in relevance if k == kind] for kind in ("episode", "observation")}
-    scored_at = as_of or datetime.now(UTC)
-    items: list[ContextItem] = []
-    query_terms = _terms(query)
+async def _read_candidates(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, hits: list[Pointer],
+                           as_of: datetime | None, since: datetime | None) -> dict[Pointer, _NoteRow]:
+    """Re-read a route's candidates from their relational rows, in the route's transaction (so it
+    overlaps the other route): a stale version, a superseded, future or out-of-window item has
+    no row here and drops out. A note takes its session's importance. Whether the subject was
+    erased meanwhile is checked once, after every route has read (assemble_context)."""
+    ids = {kind: [mid for mid, k, _ in hits if k == kind] for kind in ("episode", "observation")}
+    wanted = set(hits)
     window = ("AND x.happened_at <= coalesce(%(as_of)s::timestamptz, 'infinity') "
               "AND x.happened_at >= coalesce(%(since)s::timestamptz, '-infinity')")
     params = {"tenant": tenant_id, "subject": subject_id, "as_of": as_of, "since": since}
-    async with conn.cursor(row_factory=class_row(_NoteRow)) as rows:
-        await rows.execute(
-            "SELECT x.memory_id::text AS memory_id, x.version, x.text, x.happened_at, x.source_message_ids, "
-            "e.importance::int AS importance, x.session_id FROM observations x LEFT JOIN episodes e "
-            "ON e.tenant_id = x.tenant_id AND e.session_id = x.session_id AND e.subject_id = x.subject_id "
-            "WHERE x.tenant_id = %(tenant)s AND x.subject_id = %(subject)s AND x.memory_id = ANY(%(ids)s::uuid[]) "
-            + window, {**params, "ids": ids["observation"]})
-        for note in await rows.fetchall():
-            if (key := (note.memory_id, "observation", note.version)) in relevance:
-                speaker, _, body = note.text.partition(": ")
-                text = f"{speaker}: {focus(body, query_terms, _terms(speaker))}" if FOCUS_NOTES else note.text
-                items.append(_scored(note, "observation", text, f"[{format_day(note.happened_at)}] {text}",
-                                     relevance[key], scored_at, policy))
-        await rows.execute(
-            "SELECT x.memory_id::text AS memory_id, x.version, x.summary AS text, x.happened_at, "
-            "x.source_message_ids, x.importance::int AS importance, x.session_id FROM episodes x "
-            "WHERE x.tenant_id = %(tenant)s AND x.subject_id = %(subject)s AND x.memory_id = ANY(%(ids)s::uuid[]) "
-            + window, {**params, "ids": ids["episode"]})
-        for episode in await rows.fetchall():
-            if (key := (episode.memory_id, "episode", episode.version)) in relevance:
-                summary = truncate_tokens(episode.text, policy.episode_tokens)
-                items.append(_scored(episode, "episode", summary,
-                                     f"[{format_day(episode.happened_at)}] Session summary: {summary}",
-                                     relevance[key], scored_at, policy))
+    rows: dict[Pointer, _NoteRow] = {}
+    async with conn.cursor(row_factory=class_row(_NoteRow)) as cur:
+        for kind, statement in (("observation", _OBSERVATION_ROWS_SQL), ("episode", _EPISODE_ROWS_SQL)):
+            if not ids[kind]:
+                continue
+            await cur.execute(statement + window, {**params, "ids": ids[kind]})
+            for row in await cur.fetchall():
+                if (key := (row.memory_id, kind, row.version)) in wanted:
+                    rows[key] = row
+    return rows
+
+
+_OBSERVATION_ROWS_SQL = (
+    "SELECT x.memory_id::text AS memory_id, x.version, x.text, x.happened_at, x.source_message_ids, "
+    "e.importance::int AS importance, x.session_id FROM observations x LEFT JOIN episodes e "
+    "ON e.tenant_id = x.tenant_id AND e.session_id = x.session_id AND e.subject_id = x.subject_id "
+    "WHERE x.tenant_id = %(tenant)s AND x.subject_id = %(subject)s AND x.memory_id = ANY(%(ids)s::uuid[]) ")
+_EPISODE_ROWS_SQL = (
+    "SELECT x.memory_id::text AS memory_id, x.version, x.summary AS text, x.happened_at, "
+    "x.source_message_ids, x.importance::int AS importance, x.session_id FROM episodes x "
+    "WHERE x.tenant_id = %(tenant)s AND x.subject_id = %(subject)s AND x.memory_id = ANY(%(ids)s::uuid[]) ")
+
+
+def _episodic_items(query: str, relevance: dict[Pointer, float], rows: dict[Pointer, _NoteRow],
+                    as_of: datetime | None, policy: RecallPolicy) -> list[ContextItem]:
+    """The re-read candidates as scored context items."""
+    scored_at = as_of or datetime.now(UTC)
+    query_terms = _terms(query)
+    items: list[ContextItem] = []
+    for key, row in rows.items():
+        kind = key[1]
+        if kind == "observation":
+            speaker, _, body = row.text.partition(": ")
+            text = f"{speaker}: {focus(body, query_terms, _terms(speaker))}" if FOCUS_NOTES else row.text
+            items.append(_scored(row, "observation", text, f"[{format_day(row.happened_at)}] {text}",
+                                 relevance[key], scored_at, policy))
+        else:
+            summary = truncate_tokens(row.text, policy.episode_tokens)
+            items.append(_scored(row, "episode", summary, f"[{format_day(row.happened_at)}] Session summary: {summary}",
+                                 relevance[key], scored_at, policy))
     return items
 
 
@@ -362,18 +382,20 @@ async def assemble_context(pool: AsyncConnectionPool, keyring: KeyRing, embedder
         since = (as_of or datetime.now(UTC)) - timedelta(days=policy.window_days)
     routes = (_profile_route(pool, keyring, tenant_id, subject_id, as_of),
               _lexical_route(pool, tenant_id, subject_id, query, as_of, since),
-              _vector_route(pool, embedder, tenant_id, subject_id, query))
+              _vector_route(pool, embedder, tenant_id, subject_id, query, as_of, since))
     if parallel:
-        facts, lexical, vector = await asyncio.gather(*routes)
+        facts, (lexical, lexical_rows), (vector, vector_rows) = await asyncio.gather(*routes)
     else:
-        facts, lexical, vector = await routes[0], await routes[1], await routes[2]
+        facts, (lexical, lexical_rows), (vector, vector_rows) = await routes[0], await routes[1], await routes[2]
     if facts is None:  # erased: nothing may reach a prompt
         return empty
-    relevance = normalise(fuse((LEXICAL_WEIGHT, lexical), (VECTOR_WEIGHT, vector)))
+    # After every read: an erasure commits its tombstone before it deletes anything, so a route
+    # that read a half-erased subject is caught here.
     async with subject_scope(pool, keyring, tenant_id, subject_id, Mode.READ) as scope:
         if scope.erased:  # erased while the routes ran
             return empty
-        episodic = await _episodic_items(scope.conn, tenant_id, subject_id, query, relevance, as_of, since, policy)
+    relevance = normalise(fuse((LEXICAL_WEIGHT, lexical), (VECTOR_WEIGHT, vector)))
+    episodic = _episodic_items(query, relevance, {**lexical_rows, **vector_rows}, as_of, policy)
     episodic.sort(key=lambda i: (-i.score, i.memory_id))
     candidates = profile_items(facts, query, policy) + episodic
     # pack, then the leak filter's last check (re-packing without what it dropped)

@@ -24,21 +24,23 @@ K1, B = 1.2, 0.75
 # window, so the scores are those of BM25 over the whole window. Without a window the statistics are
 # one row kept by the same triggers (migration 025); with one, the items inside it are counted (an
 # index-only scan).
+#
+# A lexeme's df is counted over its postings by a window function as they stream out of the index
+# in lexeme order (a materialised CTE aggregated and joined back cost 15% more at 50k items).
 _BM25_TEMPLATE = """
 WITH stats AS ({stats}
 ), postings AS (
-    SELECT memory_id, memory_kind, version, term_count, lexeme, tf::float8 AS tf FROM memory_postings
+    SELECT memory_id, memory_kind, version, term_count, tf::float8 AS tf,
+           count(*) OVER (PARTITION BY lexeme)::float8 AS df FROM memory_postings
      WHERE tenant_id = %(tenant)s AND subject_id = %(subject)s AND lexeme = ANY(%(lexemes)s::text[])
        AND happened_at <= coalesce(%(as_of)s::timestamptz, 'infinity')
        AND happened_at >= coalesce(%(since)s::timestamptz, '-infinity')
        AND memory_kind = ANY(%(kinds)s)
-), df AS (
-    SELECT lexeme, count(*)::float8 AS df FROM postings GROUP BY lexeme
 )
 SELECT p.memory_id::text, p.memory_kind, p.version,
-       sum(ln(1 + (s.n - df.df + 0.5) / (df.df + 0.5))
+       sum(ln(1 + (s.n - p.df + 0.5) / (p.df + 0.5))
            * p.tf * (%(k1)s + 1) / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.term_count / s.avgdl))) AS score
-  FROM postings p JOIN df USING (lexeme) CROSS JOIN stats s
+  FROM postings p CROSS JOIN stats s
  GROUP BY p.memory_id, p.memory_kind, p.version
  ORDER BY score DESC, p.memory_id
  LIMIT %(limit)s
