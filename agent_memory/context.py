@@ -118,6 +118,7 @@ class AssembledContext(BaseModel):
 class _NoteRow(BaseModel):
     """An observation or an episode as the context re-reads it."""
 
+    kind: str
     memory_id: str
     version: int
     text: str
@@ -312,32 +313,38 @@ async def _read_candidates(conn: psycopg.AsyncConnection, tenant_id: str, subjec
     overlaps the other route): a stale version, a superseded, future or out-of-window item has
     no row here and drops out. A note takes its session's importance. Whether the subject was
     erased meanwhile is checked once, after every route has read (assemble_context)."""
+    if not hits:
+        return {}
     ids = {kind: [mid for mid, k, _ in hits if k == kind] for kind in ("episode", "observation")}
     wanted = set(hits)
-    window = ("AND x.happened_at <= coalesce(%(as_of)s::timestamptz, 'infinity') "
-              "AND x.happened_at >= coalesce(%(since)s::timestamptz, '-infinity')")
-    params = {"tenant": tenant_id, "subject": subject_id, "as_of": as_of, "since": since}
     rows: dict[Pointer, _NoteRow] = {}
     async with conn.cursor(row_factory=class_row(_NoteRow)) as cur:
-        for kind, statement in (("observation", _OBSERVATION_ROWS_SQL), ("episode", _EPISODE_ROWS_SQL)):
-            if not ids[kind]:
-                continue
-            await cur.execute(statement + window, {**params, "ids": ids[kind]})
-            for row in await cur.fetchall():
-                if (key := (row.memory_id, kind, row.version)) in wanted:
-                    rows[key] = row
+        await cur.execute(_CANDIDATE_ROWS_SQL, {"tenant": tenant_id, "subject": subject_id, "as_of": as_of,
+                                                "since": since, "observations": ids["observation"],
+                                                "episodes": ids["episode"]})
+        for row in await cur.fetchall():
+            if (key := (row.memory_id, row.kind, row.version)) in wanted:
+                rows[key] = row
     return rows
 
 
-_OBSERVATION_ROWS_SQL = (
-    "SELECT x.memory_id::text AS memory_id, x.version, x.text, x.happened_at, x.source_message_ids, "
-    "e.importance::int AS importance, x.session_id FROM observations x LEFT JOIN episodes e "
-    "ON e.tenant_id = x.tenant_id AND e.session_id = x.session_id AND e.subject_id = x.subject_id "
-    "WHERE x.tenant_id = %(tenant)s AND x.subject_id = %(subject)s AND x.memory_id = ANY(%(ids)s::uuid[]) ")
-_EPISODE_ROWS_SQL = (
-    "SELECT x.memory_id::text AS memory_id, x.version, x.summary AS text, x.happened_at, "
-    "x.source_message_ids, x.importance::int AS importance, x.session_id FROM episodes x "
-    "WHERE x.tenant_id = %(tenant)s AND x.subject_id = %(subject)s AND x.memory_id = ANY(%(ids)s::uuid[]) ")
+# Both kinds in one round trip.
+_CANDIDATE_ROWS_SQL = """
+SELECT 'observation' AS kind, x.memory_id::text AS memory_id, x.version, x.text, x.happened_at, x.source_message_ids,
+       e.importance::int AS importance, x.session_id
+  FROM observations x LEFT JOIN episodes e
+    ON e.tenant_id = x.tenant_id AND e.session_id = x.session_id AND e.subject_id = x.subject_id
+ WHERE x.tenant_id = %(tenant)s AND x.subject_id = %(subject)s AND x.memory_id = ANY(%(observations)s::uuid[])
+   AND x.happened_at <= coalesce(%(as_of)s::timestamptz, 'infinity')
+   AND x.happened_at >= coalesce(%(since)s::timestamptz, '-infinity')
+UNION ALL
+SELECT 'episode', x.memory_id::text, x.version, x.summary, x.happened_at, x.source_message_ids,
+       x.importance::int, x.session_id
+  FROM episodes x
+ WHERE x.tenant_id = %(tenant)s AND x.subject_id = %(subject)s AND x.memory_id = ANY(%(episodes)s::uuid[])
+   AND x.happened_at <= coalesce(%(as_of)s::timestamptz, 'infinity')
+   AND x.happened_at >= coalesce(%(since)s::timestamptz, '-infinity')
+"""
 
 
 def _episodic_items(query: str, relevance: dict[Pointer, float], rows: dict[Pointer, _NoteRow],
