@@ -235,7 +235,7 @@ class WorkerSupervisor:
         self.next_faults = next_faults
         self.argv = argv or [sys.executable, "-m", "workers.chaos"]
         self.kills: list[str] = []  # the fault configuration of each process that was killed
-        self.killed_pids: set[int] = set()
+        self.killed: dict[int, str] = {}  # pid -> the fault point it was killed at
         self.orphans_failed = 0
         self.active: set[str] = set()  # workflow ids being waited for
         self.proc: asyncio.subprocess.Process | None = None
@@ -272,7 +272,7 @@ class WorkerSupervisor:
                 if code != -signal.SIGKILL:
                     raise WorkerDied(f"the worker exited with {code}; log {self.log_file}:\n{self.log_tail()}")
                 self.kills.append(self.faults or "?")
-                self.killed_pids.add(proc.pid)
+                self.killed[proc.pid] = self.faults or "?"
                 self.orphans_failed += await fail_orphaned_activities(self.client, self.active)
                 proc = await self._spawn(self.next_faults())
         except Exception as exc:
@@ -416,19 +416,16 @@ def _recorded_kind(fault: str) -> str | None:
     return "embed" if point == "mid_projection" else None
 
 
-def lost_in_flight(calls: dict[tuple[str, str], list[int]], killed_pids: set[int],
-                   kills: list[str]) -> dict[tuple[str, str], int]:
+def lost_in_flight(calls: dict[tuple[str, str], list[int]], killed: dict[int, str]) -> dict[tuple[str, str], int]:
     """Calls made again because the process that made them was killed before recording the result:
-    a call in flight when its process dies (importance beside the summary, an extraction beside
-    the projector) returned to nobody, so the retry must call again; at-most-once holds for
-    recorded results. Per request, the calls of killed processes followed by a later call, except
-    for the kind whose recorded result a kill point follows (that one must be reused)."""
-    protected = {kind for kind in map(_recorded_kind, kills) if kind}
+    a call in flight when its process dies (importance beside the summary, an embedding batch
+    beside an extraction) returned to nobody, so the retry must call again; at-most-once holds
+    for recorded results. Per request, the calls of killed processes (`killed`: pid -> fault)
+    followed by a later call, except a call of the kind whose recorded result that process's kill
+    point follows (that one must be reused)."""
     lost: dict[tuple[str, str], int] = {}
     for (kind, digest), pids in calls.items():
-        if kind in protected:
-            continue
-        if n := sum(pid in killed_pids for pid in pids[:-1]):
+        if n := sum(pid in killed and _recorded_kind(killed[pid]) != kind for pid in pids[:-1]):
             lost[(kind, digest)] = n
     return lost
 
@@ -523,7 +520,7 @@ async def run_scenario(services, supervisor: WorkerSupervisor, tenant_id: str, *
         outcome.erased_digest = await projection_digest(services.pool, tenant_id, SUBJECT)
         outcome.erased_duplicates = await duplicate_counts(services.pool, tenant_id, SUBJECT)
     calls = provider_calls(provider_log, tenant_id)
-    lost = lost_in_flight(calls, supervisor.killed_pids, supervisor.kills)
+    lost = lost_in_flight(calls, supervisor.killed)
     outcome.calls = {f"{k}:{d}": len(pids) - lost.get((k, d), 0) for (k, d), pids in sorted(calls.items())}
     outcome.lost_in_flight = {f"{k}:{d}": n for (k, d), n in sorted(lost.items())}
     return outcome

@@ -119,13 +119,16 @@ async def test_a_worker_killed_at_a_fault_point_resumes_without_a_trace(fault, s
 
 def test_only_a_call_a_killed_process_had_in_flight_may_be_made_again():
     """The repeated-call check: a request made again counts as lost in flight only when the
-    earlier call came from a killed process and is not of the kind whose recorded result the
-    kill point follows (that result must be reused)."""
-    calls = {("importance", "a"): [10, 11], ("summary", "b"): [10, 11], ("extract", "c"): [11, 11],
-             ("embed", "d"): [10, 11], ("extract", "e"): [10]}
-    assert lost_in_flight(calls, {10}, ["after_record:summary@2"]) == {("importance", "a"): 1, ("embed", "d"): 1}
-    assert lost_in_flight(calls, {10}, ["mid_projection@2"]) == {("importance", "a"): 1, ("summary", "b"): 1}
-    assert lost_in_flight(calls, set(), []) == {}  # no kill: every repeat is a defect
+    earlier call came from a killed process and is not of the kind whose recorded result that
+    process's kill point follows (that result must be reused)."""
+    calls = {("importance", "a"): [10, 12], ("summary", "b"): [10, 12], ("extract", "c"): [12, 12],
+             ("embed", "d"): [10, 11, 12], ("extract", "e"): [10]}
+    killed = {10: "after_record:summary@2", 11: "after_record:embed@3"}
+    # 10's summary was recorded before it died: made again, it is a defect (not in the result).
+    # 11's embedding of d was recorded too; 10's, in flight, was lost.
+    assert lost_in_flight(calls, killed) == {("importance", "a"): 1, ("embed", "d"): 1}
+    assert lost_in_flight(calls, {10: "mid_projection@2"}) == {("importance", "a"): 1, ("summary", "b"): 1}
+    assert lost_in_flight(calls, {}) == {}  # no kill: every repeat is a defect
 
 
 # --- infrastructure restarts under a running workflow, on a private stack ----------------------
