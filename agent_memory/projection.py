@@ -7,8 +7,9 @@ the provider call and before the upsert resumes without calling the embedder aga
 embeds up to `ProjectionPolicy.batch_size` due rows. Each item's `embed/...` operation is claimed
 (with the recorder's lease, renewed while the call runs) before the call and recorded, with the
 item's vector, right after it in one transaction, together with an `embed-batch/...` record that
-carries the call's provider request id, tokens and cost. A retry finds the per-item records and writes from them:
-no second provider call, and the vector upsert does nothing on conflict (no duplicate row).
+carries the call's provider request id, tokens and cost. A retry finds the per-item records and
+writes from them: no second provider call, and the vector upsert does nothing on conflict (no
+duplicate row).
 Transient failures back off per row (attempts, next_attempt_at, a short content-free
 last_error); a permanent failure of a single item, or max attempts, dead-letters the row. A
 permanent failure of a batch of several items is retried item by item, so one bad text does not

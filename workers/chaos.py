@@ -234,8 +234,7 @@ class WorkerSupervisor:
         self.log_file = log_file
         self.next_faults = next_faults
         self.argv = argv or [sys.executable, "-m", "workers.chaos"]
-        self.kills: list[str] = []  # the fault configuration of each process that was killed
-        self.killed: dict[int, str] = {}  # pid -> the fault point it was killed at
+        self.killed: dict[int, str] = {}  # pid -> the fault configuration it was killed at, in order
         self.orphans_failed = 0
         self.active: set[str] = set()  # workflow ids being waited for
         self.proc: asyncio.subprocess.Process | None = None
@@ -271,13 +270,17 @@ class WorkerSupervisor:
                     return
                 if code != -signal.SIGKILL:
                     raise WorkerDied(f"the worker exited with {code}; log {self.log_file}:\n{self.log_tail()}")
-                self.kills.append(self.faults or "?")
                 self.killed[proc.pid] = self.faults or "?"
                 self.orphans_failed += await fail_orphaned_activities(self.client, self.active)
                 proc = await self._spawn(self.next_faults())
         except Exception as exc:
             if not died.done():
                 died.set_exception(exc)
+
+    @property
+    def kills(self) -> list[str]:
+        """The fault configuration of each process that was killed, in order."""
+        return list(self.killed.values())
 
     def log_tail(self, chars: int = 3000) -> str:
         return self.log_file.read_text(errors="replace")[-chars:] if self.log_file.exists() else ""
