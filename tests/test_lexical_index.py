@@ -162,3 +162,19 @@ async def test_the_statistics_are_kept_by_the_index_through_every_write(services
         repaired = await (await conn.execute(
             "SELECT count(*) FROM memory_postings WHERE tenant_id = %s AND lexeme = 'repair'", (tenant,))).fetchone()
     assert left == [("kim",)] and repaired is not None and repaired[0] > 0
+
+
+@pytest.mark.parametrize("windowed", [False, True])
+async def test_the_statistics_are_computed_once_per_query_not_per_posting(services, tenant, windowed):
+    """Inlined, the statistics' numeric division and casts were folded into every posting's score
+    (0.58x the search's p99 at 50k items once materialised): the plan scans them as a CTE."""
+    from agent_memory.lexical import BM25_SQL, BM25_WINDOW_SQL
+
+    async with tenant_transaction(services.pool, tenant) as conn:
+        cur = await conn.execute("EXPLAIN (VERBOSE) " + (BM25_WINDOW_SQL if windowed else BM25_SQL), {
+            "lexemes": ["oslo", "rome"], "tenant": tenant, "subject": "lin", "as_of": None, "since": None,
+            "kinds": ["episode", "observation"], "k1": K1, "b": B, "limit": 10})
+        plan = "\n".join(row[0] for row in await cur.fetchall())
+    assert "CTE Scan on stats" in plan, plan
+    aggregate = next(line for line in plan.splitlines() if "Output:" in line and "sum((" in line)
+    assert "numeric" not in aggregate, aggregate

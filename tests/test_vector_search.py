@@ -50,6 +50,22 @@ async def test_exact_and_indexed_routes_find_the_subjects_nearest_vectors(servic
     assert none == []
 
 
+async def test_the_indexed_route_searches_with_a_candidate_list_of_the_limit(services, tenant):
+    """One HNSW search holding `limit` candidates instead of an iterative scan growing the default
+    list of 40 (p50 0.50x at 50k vectors, the same recall): all `limit` rows come back, nearest first."""
+    rng = random.Random(11)
+    async with tenant_transaction(services.pool, tenant) as conn:
+        for _ in range(200):
+            await conn.execute(
+                "INSERT INTO memory_vectors (tenant_id, subject_id, memory_id, memory_kind, version, model, embedding) "
+                "VALUES (%s, 'lin', %s, 'episode', 1, %s, %s)", (tenant, uuid.uuid4(), MODEL, Vector(_unit(rng))))
+    async with tenant_transaction(services.pool, tenant) as conn:
+        rows = await nearest(conn, tenant, "lin", MODEL, _unit(rng), ("episode",), 120, exact_up_to=0)
+        setting = await (await conn.execute("SHOW hnsw.ef_search")).fetchone()
+    assert setting == ("120",)
+    assert len(rows) == 120 and [d for *_, d in rows] == sorted(d for *_, d in rows)
+
+
 async def test_pooled_connections_plan_each_statement_with_its_parameters(services, tenant):
     """No generic plan shared by every subject once psycopg prepares a statement."""
     async with tenant_transaction(services.pool, tenant) as conn:
