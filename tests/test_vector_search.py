@@ -21,6 +21,13 @@ def _unit(rng: random.Random, width: int = 384) -> list[float]:
     return [x / norm for x in v]
 
 
+async def _store_vectors(conn, tenant: str, count: int, kind: str, rng: random.Random) -> None:
+    for _ in range(count):
+        await conn.execute(
+            "INSERT INTO memory_vectors (tenant_id, subject_id, memory_id, memory_kind, version, model, embedding) "
+            "VALUES (%s, 'lin', %s, %s, 1, %s, %s)", (tenant, uuid.uuid4(), kind, MODEL, Vector(_unit(rng))))
+
+
 async def test_exact_and_indexed_routes_find_the_subjects_nearest_vectors(services, tenant):
     rng = random.Random(7)
     stored: dict[str, list[float]] = {}
@@ -55,10 +62,7 @@ async def test_the_indexed_route_searches_with_a_candidate_list_of_the_limit(ser
     list of 40 (p50 0.50x at 50k vectors, the same recall): all `limit` rows come back, nearest first."""
     rng = random.Random(11)
     async with tenant_transaction(services.pool, tenant) as conn:
-        for _ in range(200):
-            await conn.execute(
-                "INSERT INTO memory_vectors (tenant_id, subject_id, memory_id, memory_kind, version, model, embedding) "
-                "VALUES (%s, 'lin', %s, 'episode', 1, %s, %s)", (tenant, uuid.uuid4(), MODEL, Vector(_unit(rng))))
+        await _store_vectors(conn, tenant, 200, "episode", rng)
     async with tenant_transaction(services.pool, tenant) as conn:
         rows = await nearest(conn, tenant, "lin", MODEL, _unit(rng), ("episode",), 120, exact_up_to=0)
         setting = await (await conn.execute("SHOW hnsw.ef_search")).fetchone()
@@ -79,10 +83,7 @@ async def test_the_size_check_reads_the_index_alone(services, tenant):
     (tenant, subject) index and the heap, 1.4 ms as an index-only scan (migration 024)."""
     rng = random.Random(3)
     async with tenant_transaction(services.pool, tenant) as conn:
-        for _ in range(50):
-            await conn.execute(
-                "INSERT INTO memory_vectors (tenant_id, subject_id, memory_id, memory_kind, version, model, embedding) "
-                "VALUES (%s, 'lin', %s, 'observation', 1, %s, %s)", (tenant, uuid.uuid4(), MODEL, Vector(_unit(rng))))
+        await _store_vectors(conn, tenant, 50, "observation", rng)
     async with tenant_transaction(services.pool, tenant) as conn:
         await conn.execute("SET LOCAL enable_seqscan = off")  # a 50-row table would be scanned otherwise
         cur = await conn.execute("EXPLAIN " + SUBJECT_SIZE_SQL, (tenant, "lin", MODEL, 20_001))

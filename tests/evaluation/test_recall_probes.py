@@ -3,6 +3,7 @@ at a small size (the benchmark's figures are printed by `agent-memory bench reca
 
 from __future__ import annotations
 
+import psycopg
 import pytest
 
 from workers.cli import build_parser
@@ -40,8 +41,18 @@ async def test_recall_probes_hold_under_the_designed_policy(services, task_queue
     assert report.by_category["window"].passed == report.by_category["window"].checks, report.render()
 
 
+async def _hnsw_indexes(services) -> list[str]:
+    async with await psycopg.AsyncConnection.connect(services.settings.database_admin_url) as admin:
+        cur = await admin.execute("SELECT indexdef FROM pg_indexes WHERE tablename = 'memory_vectors' "
+                                  "AND indexdef LIKE '%%USING hnsw%%' ORDER BY indexname")
+        return [row[0] for row in await cur.fetchall()]
+
+
 async def test_the_recall_benchmark_reports_every_route_at_each_size(services):
+    indexes = await _hnsw_indexes(services)
     report = await run_recall_bench(services, sizes=[200, 400], queries=3, throughput_texts=64, total_rows=1_400)
+    # The filler is bulk-loaded with the HNSW indexes dropped, then built again as migrated.
+    assert indexes and await _hnsw_indexes(services) == indexes
     assert [(r.memories, r.route) for r in report.rows] == [(n, route) for n in (200, 400) for route in ROUTES]
     assert report.filler_memories == 1_000 and "beside 1,000 memories of other subjects" in report.render()
     assert all(r.queries == 3 and r.p50_ms > 0 and r.mean_items > 0 for r in report.rows)
