@@ -6,6 +6,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
+from agent_memory.providers.embedders import local_embedder
 from workers.cli import build_parser
 from workers.evaluation.recall_bench import ROUTES, run_recall_bench
 from workers.evaluation.recall_probes import SPLITS, load_recall_probes, run_recall_probes
@@ -50,9 +51,12 @@ async def _hnsw_indexes(services) -> list[str]:
 
 async def test_the_recall_benchmark_reports_every_route_at_each_size(services):
     indexes = await _hnsw_indexes(services)
-    report = await run_recall_bench(services, sizes=[200, 400], queries=3, throughput_texts=64, total_rows=1_400)
-    # The filler is bulk-loaded with the HNSW indexes dropped, then built again as migrated.
+    report = await run_recall_bench(services, sizes=[200, 400], queries=3, throughput_texts=64, total_rows=1_400,
+                                    embedder=local_embedder("hashing"))
+    # The filler is bulk-loaded with the HNSW indexes dropped, then built again as migrated; its
+    # vectors are its texts' (the hashing embedder does 1,000 in well under a second).
     assert indexes and await _hnsw_indexes(services) == indexes
+    assert report.filler_vectors == "embedded" and "(embedded vectors)" in report.render()
     assert [(r.memories, r.route) for r in report.rows] == [(n, route) for n in (200, 400) for route in ROUTES]
     assert report.filler_memories == 1_000 and "beside 1,000 memories of other subjects" in report.render()
     assert all(r.queries == 3 and r.p50_ms > 0 and r.mean_items > 0 for r in report.rows)

@@ -10,7 +10,8 @@ from one size to the next. At each size the same queries run, interleaved, throu
 - prompt (context plus the live session's turns from working memory).
 Figures are milliseconds (p50/p95/p99) and the parallel/sequential ratio. With --total-rows, the
 tenant also holds filler memories of other subjects (5,000 each: an index row and a vector each,
-loaded by COPY with rows shaped like the write path's, before the measured subject grows), so the
+loaded by COPY with rows shaped like the write path's, before the measured subject grows; the
+vectors are their texts' embeddings when the embedder is fast enough, else random), so the
 figures show whether the database's size matters beside the subject's.
 
 Before measuring at a size, planner statistics are refreshed (what autovacuum does for a store
@@ -86,13 +87,15 @@ class LatencyRow(BaseModel):
 class RecallBenchReport(BaseModel):
     embedder: str
     filler_memories: int = 0  # memories of other subjects in the tenant (--total-rows)
+    filler_vectors: str = ""  # "embedded" (their own texts' embeddings) or "random" (a model too slow for that)
     rows: list[LatencyRow]
     load_seconds: dict[int, float]  # size -> seconds to grow the store to it (write path + vectors)
     # Passages embedded per second by each offline embedder, batches of 32 interleaved in one run.
     embedding_throughput: dict[str, float] = {}
 
     def render(self) -> str:
-        filler = f", beside {self.filler_memories:,} memories of other subjects" if self.filler_memories else ""
+        filler = (f", beside {self.filler_memories:,} memories of other subjects ({self.filler_vectors} vectors)"
+                  if self.filler_memories else "")
         lines = [f"recall bench: one subject{filler}, embedder {self.embedder}, policy default; milliseconds",
                  f"{'memories':>9} {'route':<20} {'n':>4} {'p50':>8} {'p95':>8} {'p99':>8} {'items':>6}"]
         for r in self.rows:
@@ -199,15 +202,23 @@ def _row(size: int, route: str, times: list[float], items: list[int]) -> Latency
 
 
 FILLER_PER_SUBJECT = 5_000
+FILLER_EMBED_BATCH = 256
+FILLER_EMBED_SECONDS = 300.0
 
 
-async def _load_filler(services: Services, embedder: Embedder, memories: int, rng: random.Random) -> None:
-    """`memories` episodes of filler subjects: their index rows and vectors (random unit vectors of
-    the embedder's model and width), by COPY as the owner (COPY FROM is not available under RLS)."""
+async def _load_filler(services: Services, embedder: Embedder, memories: int, rng: random.Random) -> str:
+    """`memories` episodes of filler subjects: their index rows and vectors, by COPY as the owner
+    (COPY FROM is not available under RLS). Returns how the vectors were made: "embedded" (the
+    embeddings of the filler's own texts, when the embedder does them all within
+    FILLER_EMBED_SECONDS: the hashing one) or "random" (unit vectors of the model's width, for a
+    model too slow for that). Random vectors lie apart from every text's, so other subjects'
+    vectors are no longer among the measured subject's: a filtered HNSW scan's worst case."""
     admin_url = services.settings.database_admin_url
     if admin_url is None:
         raise ValueError("--total-rows loads its filler as the owner role: set DATABASE_ADMIN_URL")
-    probe = await embedder.embed(["filler"])
+    started = time.perf_counter()
+    probe = await embedder.embed([_sentence(rng) for _ in range(FILLER_EMBED_BATCH)])
+    embedded = memories * (time.perf_counter() - started) / FILLER_EMBED_BATCH <= FILLER_EMBED_SECONDS
     model, width = probe.model, len(probe.vectors[0])
     numbers = np.random.default_rng(rng.randrange(2**32))
     happened = datetime(2024, 1, 1, tzinfo=UTC)
@@ -226,8 +237,13 @@ async def _load_filler(services: Services, embedder: Embedder, memories: int, rn
             count = min(FILLER_PER_SUBJECT, memories - start)
             ids = [uuid.UUID(int=rng.getrandbits(128), version=4) for _ in range(count)]
             texts = [_sentence(rng) for _ in range(count)]
-            vectors = numbers.standard_normal((count, width)).astype(np.float32)
-            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+            if embedded:
+                vectors = np.asarray([v for at in range(0, count, FILLER_EMBED_BATCH)
+                                      for v in (await embedder.embed(texts[at:at + FILLER_EMBED_BATCH])).vectors],
+                                     dtype=np.float32)
+            else:
+                vectors = numbers.standard_normal((count, width)).astype(np.float32)
+                vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
             async with conn.cursor().copy(
                     "COPY memory_search (tenant_id, subject_id, memory_id, memory_kind, version, search_text, "
                     "term_count, happened_at) FROM STDIN") as copy:
@@ -245,14 +261,16 @@ async def _load_filler(services: Services, embedder: Embedder, memories: int, rn
         for _, definition in hnsw_indexes:
             await conn.execute(definition)  # pg_get_indexdef's own text: names and expression as migrated
         await conn.commit()
+    return "embedded" if embedded else "random"
 
 
 async def run_recall_bench(services: Services, *, sizes: list[int], queries: int, embedder: Embedder | None = None,
                            seed: int = 7, throughput_texts: int = 512, total_rows: int = 0) -> RecallBenchReport:
     rng = random.Random(seed)
     embedder = embedder or providers_for(services.settings).embedder
+    filler_vectors = ""
     if total_rows > max(sizes):
-        await _load_filler(services, embedder, total_rows - max(sizes), rng)
+        filler_vectors = await _load_filler(services, embedder, total_rows - max(sizes), rng)
     projector = OutboxProjector(services.pool, services.keyring, embedder, ProjectionPolicy())  # the worker's batches
     live = Session(session_id="live", started_at=datetime(2025, 1, 1, tzinfo=UTC), messages=[
         Message(message_id=f"live:{i}", turn_index=i, role="user" if i % 2 == 0 else "assistant",
@@ -280,7 +298,7 @@ async def run_recall_bench(services: Services, *, sizes: list[int], queries: int
         rows += [_row(stored, route, times, items) for route, (times, items) in routes.items()]
     throughput = await embedding_throughput([_sentence(rng) for _ in range(throughput_texts)])
     return RecallBenchReport(embedder=getattr(embedder, "name", type(embedder).__name__),
-                             filler_memories=max(0, total_rows - max(sizes)), rows=rows,
+                             filler_memories=max(0, total_rows - max(sizes)), filler_vectors=filler_vectors, rows=rows,
                              load_seconds=load_seconds, embedding_throughput=throughput)
 
 
