@@ -7,10 +7,18 @@ import math
 import random
 import uuid
 
+import psycopg
 from pgvector import Vector
 
 from agent_memory.db import tenant_transaction
-from agent_memory.vector_search import SUBJECT_SIZE_SQL, nearest, subject_is_large
+from agent_memory.vector_search import (
+    EXACT_UP_TO,
+    HNSW_VISIT_COST,
+    SUBJECT_SIZE_SQL,
+    exact_scan_limit,
+    nearest,
+    subject_is_large,
+)
 
 MODEL = "bench-model"
 
@@ -21,11 +29,11 @@ def _unit(rng: random.Random, width: int = 384) -> list[float]:
     return [x / norm for x in v]
 
 
-async def _store_vectors(conn, tenant: str, count: int, kind: str, rng: random.Random) -> None:
+async def _store_vectors(conn, tenant: str, count: int, kind: str, rng: random.Random, subject: str = "lin") -> None:
     for _ in range(count):
         await conn.execute(
             "INSERT INTO memory_vectors (tenant_id, subject_id, memory_id, memory_kind, version, model, embedding) "
-            "VALUES (%s, 'lin', %s, %s, 1, %s, %s)", (tenant, uuid.uuid4(), kind, MODEL, Vector(_unit(rng))))
+            "VALUES (%s, %s, %s, %s, 1, %s, %s)", (tenant, subject, uuid.uuid4(), kind, MODEL, Vector(_unit(rng))))
 
 
 async def test_exact_and_indexed_routes_find_the_subjects_nearest_vectors(services, tenant):
@@ -47,8 +55,8 @@ async def test_exact_and_indexed_routes_find_the_subjects_nearest_vectors(servic
         assert not await subject_is_large(conn, tenant, "lin", MODEL)
         assert await subject_is_large(conn, tenant, "lin", MODEL, exact_up_to=299)
         exact = await nearest(conn, tenant, "lin", MODEL, query, ("episode",), 10)
-        indexed = await nearest(conn, tenant, "lin", MODEL, query, ("episode",), 10, exact_up_to=0)
-        none = await nearest(conn, tenant, "lin", MODEL, query, ("observation",), 10, exact_up_to=0)
+        indexed = await nearest(conn, tenant, "lin", MODEL, query, ("episode",), 10, exact_up_to=0, visit_cost=0)
+        none = await nearest(conn, tenant, "lin", MODEL, query, ("observation",), 10, exact_up_to=0, visit_cost=0)
     assert [m for m, *_ in exact] == brute
     assert [d for *_, d in exact] == sorted(d for *_, d in exact)
     assert {m for m, *_ in indexed} <= set(stored)  # only lin's vectors, whatever the index found
@@ -64,7 +72,7 @@ async def test_the_indexed_route_searches_with_a_candidate_list_of_the_limit(ser
     async with tenant_transaction(services.pool, tenant) as conn:
         await _store_vectors(conn, tenant, 200, "episode", rng)
     async with tenant_transaction(services.pool, tenant) as conn:
-        rows = await nearest(conn, tenant, "lin", MODEL, _unit(rng), ("episode",), 120, exact_up_to=0)
+        rows = await nearest(conn, tenant, "lin", MODEL, _unit(rng), ("episode",), 120, exact_up_to=0, visit_cost=0)
         setting = await (await conn.execute("SHOW hnsw.ef_search")).fetchone()
     assert setting == ("120",)
     assert len(rows) == 120 and [d for *_, d in rows] == sorted(d for *_, d in rows)
@@ -89,3 +97,33 @@ async def test_the_size_check_reads_the_index_alone(services, tenant):
         cur = await conn.execute("EXPLAIN " + SUBJECT_SIZE_SQL, (tenant, "lin", MODEL, 20_001))
         plan = "\n".join(row[0] for row in await cur.fetchall())
     assert "Index Only Scan using memory_vectors_subject_model" in plan, plan
+
+
+def test_a_subject_is_searched_exactly_until_the_index_would_cost_more():
+    """n² > visit_cost × limit × N: a 50k-memory subject alone in its index goes to HNSW (3.2 ms
+    against 40 ms exact), beside 950k vectors of other subjects it is scanned exactly (50 ms
+    against 95 ms through the filtered index)."""
+    assert exact_scan_limit(50_000, 150) == EXACT_UP_TO  # the floor: exact results for small subjects
+    assert exact_scan_limit(1_000_000, 150) == 61_237
+    assert 50_000 < exact_scan_limit(1_000_000, 150) < 100_000
+    assert exact_scan_limit(1_000_000, 150, visit_cost=0, exact_up_to=0) == 0
+
+
+async def test_the_route_follows_the_subjects_share_of_the_index(services, tenant):
+    """A subject past the size floor but a small share of the index is scanned exactly (the
+    HNSW settings are never made); the same subject with the index's cost ignored goes through it."""
+    rng = random.Random(5)
+    async with tenant_transaction(services.pool, tenant) as conn:
+        await _store_vectors(conn, tenant, 300, "episode", rng)
+        await _store_vectors(conn, tenant, 1500, "episode", rng, subject="kim")
+    async with await psycopg.AsyncConnection.connect(services.settings.database_admin_url, autocommit=True) as admin:
+        await admin.execute("ANALYZE memory_vectors")  # what autovacuum keeps: the index's row count
+    query = _unit(rng)
+    routes = {}
+    for visit_cost in (HNSW_VISIT_COST, 0):
+        async with tenant_transaction(services.pool, tenant) as conn:
+            rows = await nearest(conn, tenant, "lin", MODEL, query, ("episode",), 60, exact_up_to=0,
+                                 visit_cost=visit_cost)
+            routes[visit_cost] = (await (await conn.execute("SHOW hnsw.ef_search")).fetchone(), len(rows))
+    # 300² < 25 × 60 × 1,800+: exact (the default candidate list untouched); without the cost: HNSW.
+    assert routes == {HNSW_VISIT_COST: (("40",), 60), 0: (("60",), 60)}
