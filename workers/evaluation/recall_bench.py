@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import time
@@ -257,7 +258,10 @@ async def _load_filler(services: Services, embedder: Embedder, memories: int, rn
                 for memory_id, vector in zip(ids, vectors, strict=True):
                     await copy.write_row((TENANT, subject, memory_id, "episode", 1, model, vector))
             await conn.commit()
-        await conn.execute("SET maintenance_work_mem = '4GB'")
+        # The graph built in memory (1M vectors of 384 floats: about 2 GB), within a quarter of the RAM.
+        ram_mb = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2**20
+        await conn.execute(sql.SQL("SET maintenance_work_mem = {}").format(
+            sql.Literal(f"{max(64, min(4096, ram_mb // 4))}MB")))
         for _, definition in hnsw_indexes:
             await conn.execute(definition)  # pg_get_indexdef's own text: names and expression as migrated
         await conn.commit()
