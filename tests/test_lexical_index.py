@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from agent_memory.db import tenant_transaction
-from agent_memory.lexical import K1, B, bm25_search, search_text, term_count
+from agent_memory.lexical import BM25_SQL, BM25_WINDOW_SQL, K1, B, bm25_search, search_text, term_count
 from workers.evaluation.lexical_bench import FULL_SCAN_SQL
 
 WORDS = ("oslo rome cat dog pixel rex jazz tea coffee peanut allergic moved lives travel trip budget dollars "
@@ -168,8 +168,6 @@ async def test_the_statistics_are_kept_by_the_index_through_every_write(services
 async def test_the_statistics_are_computed_once_per_query_not_per_posting(services, tenant, windowed):
     """Inlined, the statistics' numeric division and casts were folded into every posting's score
     (0.58x the search's p99 at 50k items once materialised): the plan scans them as a CTE."""
-    from agent_memory.lexical import BM25_SQL, BM25_WINDOW_SQL
-
     async with tenant_transaction(services.pool, tenant) as conn:
         cur = await conn.execute("EXPLAIN (VERBOSE) " + (BM25_WINDOW_SQL if windowed else BM25_SQL), {
             "lexemes": ["oslo", "rome"], "tenant": tenant, "subject": "lin", "as_of": None, "since": None,
