@@ -30,6 +30,7 @@ from agent_memory.models import (
     Message,
     ProjectionInput,
     ProjectionOutcome,
+    ProviderPlacement,
     StepInput,
     StepOutcome,
     SummaryResult,
@@ -37,7 +38,7 @@ from agent_memory.models import (
 from agent_memory.operation_keys import CommitKey, PlanKey, ProviderStep, ProviderStepKey, request_hash
 from agent_memory.operations import OperationRecorder
 from agent_memory.projection import project_vectors
-from agent_memory.providers.base import Embedder, FactExtractor, ImportanceScorer, Summarizer
+from agent_memory.providers.base import Embedder, FactExtractor, ImportanceScorer, Summarizer, runs_in_worker
 from agent_memory.providers.notes import write_observations
 from agent_memory.scope import Mode, subject_scope
 from agent_memory.vocabulary import VOCABULARY_VERSION, canonical_extraction
@@ -193,6 +194,15 @@ class ConsolidationActivities:
             happened_at=max(m.created_at for m in messages), through=step.through)
         fault_point("after_commit")
         return outcome
+
+    @activity.defn(name=contract.LOCATE_PROVIDERS)
+    @temporal_failures
+    async def locate_providers(self, step: StepInput) -> ProviderPlacement:
+        """Where this worker's providers compute: the consolidation runs the steps of providers in
+        the worker's process as local activities, and those of remote ones as ordinary ones."""
+        return ProviderPlacement(
+            model_steps_in_worker=all(runs_in_worker(p) for p in (self.extractor, self.scorer, self.summarizer)),
+            embedder_in_worker=runs_in_worker(self.embedder))
 
     @activity.defn(name=contract.COUNT_UNCONSOLIDATED)
     @temporal_failures

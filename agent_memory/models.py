@@ -335,6 +335,14 @@ class ConsolidationProgress(BaseModel):
     conflict_retries: int = 0
 
 
+class ProviderPlacement(BaseModel):
+    """Where a worker's providers compute (providers.base.runs_in_worker), recorded once per
+    consolidation run so that its replay takes the same route on any worker."""
+
+    model_steps_in_worker: bool  # extractor, scorer and summarizer all in the worker's process
+    embedder_in_worker: bool
+
+
 class ConsolidationResult(BaseModel):
     workflow_id: str
     tenant_id: str
@@ -347,6 +355,9 @@ class ConsolidationResult(BaseModel):
     vectors_upserted: int
     refused_reason: str | None = None
     withheld: dict[str, int] = Field(default_factory=dict)  # facts the write gate kept out, per reason
+    # True when the subject's projector was woken to embed what the run did not (a remote embedder,
+    # rows left over or failed): the vectors follow from the projector run, not from this one.
+    projector_woken: bool = False
 
 
 class ErasureInput(BaseModel):

@@ -46,6 +46,7 @@ from agent_memory.erasure import STORES
 from agent_memory.faults import FAULTS_ENV, STATE_ENV, hits
 from agent_memory.models import Session
 from agent_memory.progress import Progress
+from agent_memory.providers.base import runs_in_worker
 from agent_memory.settings import ENV_VARS, Settings
 from agent_memory.tables import duplicate_keys
 
@@ -53,6 +54,9 @@ if TYPE_CHECKING:
     from agent_memory.providers.openai_compat import ProviderBundle
 
 PROVIDER_LOG_ENV = "AGENT_MEMORY_PROVIDER_LOG"
+# "remote": the logged providers say they are not in the worker, so the consolidation runs their
+# steps as ordinary activities (the route of a remote model) instead of local ones.
+PLACEMENT_ENV = "AGENT_MEMORY_CHAOS_PROVIDERS"
 CONSOLIDATION_POINTS = ("after_record:extract", "after_record:importance", "after_record:summary",
                         "after_record:plan", "after_record:embed", "after_plan", "after_commit", "mid_projection")
 ERASURE_POINTS = tuple(f"mid_erasure:{store}" for store in STORES)
@@ -83,6 +87,8 @@ class _Logged:
         self._log_path = log_path
         self.name = inner.name
         self.version = inner.version
+        # The same route as unlogged, unless the scenario asks for the remote one.
+        self.runs_in_worker = runs_in_worker(inner) and os.environ.get(PLACEMENT_ENV) != "remote"
 
     def _log(self, digest: str) -> None:
         fd = os.open(self._log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -169,10 +175,11 @@ def worker_main() -> int:
 
 
 def worker_env(settings: Settings, *, task_queue: str, provider_log: Path, state_dir: Path | None = None,
-               faults: str | None = None) -> dict[str, str]:
+               faults: str | None = None, remote_providers: bool = False) -> dict[str, str]:
     """The environment of a chaos worker on `settings`' services (nothing of the caller's own
-    service configuration leaks in)."""
-    env = {k: v for k, v in os.environ.items() if k not in ENV_VARS and k not in (FAULTS_ENV, STATE_ENV)}
+    service configuration leaks in). `remote_providers`: model steps as ordinary activities."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ENV_VARS and k not in (FAULTS_ENV, STATE_ENV, PLACEMENT_ENV)}
     env.update(TEMPORAL_ADDRESS=settings.temporal_address or "", DATABASE_URL=settings.database_url or "",
                DATABASE_ADMIN_URL=settings.database_admin_url or "", REDIS_URL=settings.redis_url or "",
                TEMPORAL_NAMESPACE=settings.temporal_namespace, AGENT_MEMORY_TASK_QUEUE=task_queue,
@@ -184,6 +191,8 @@ def worker_env(settings: Settings, *, task_queue: str, provider_log: Path, state
         env[STATE_ENV] = str(state_dir)
     if faults:
         env[FAULTS_ENV] = faults
+    if remote_providers:
+        env[PLACEMENT_ENV] = "remote"
     return env
 
 
@@ -443,10 +452,12 @@ def demo_sessions() -> list[Session]:
 
 
 def comparable(result: BaseModel) -> dict:
-    """A workflow result without its ids, times and the vectors figure (a resumed projection
-    counts only what it upserted itself)."""
+    """A workflow result without its ids, times, the vectors figure (a resumed projection counts
+    only what it upserted itself) and whether the projector was woken (the providers' placement
+    and the timing decide who embeds; the digest of the vectors compares what was embedded)."""
     data = result.model_dump(mode="json")
-    for name in ("workflow_id", "tenant_id", "subject_id", "vectors_upserted", "request_id", "requested_at",
+    for name in ("workflow_id", "tenant_id", "subject_id", "vectors_upserted", "projector_woken", "request_id",
+                 "requested_at",
                  "tombstoned_at", "completed_at", "compaction_ticket"):
         data.pop(name, None)
     return data

@@ -1,12 +1,15 @@
 """Consolidation of one finished session into long-term memory.
 
-extract facts → score importance and summarize, at once → check conflicts → commit (one
-transaction) → wake the subject's projector (which embeds the outbox rows on its own:
-workflows/projector.py; runs recorded before it existed project the vectors themselves). History
-carries operation ids and counts; the data stays in Postgres.
+locate the providers → extract facts → score importance and summarize, at once → check conflicts →
+commit (one transaction) → embed the session's rows when the embedder is in the worker, and wake
+the subject's projector for whatever is left (workflows/projector.py; runs recorded before it
+existed project the vectors themselves). History carries operation ids and counts; the data stays
+in Postgres.
 """
 
 from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
@@ -24,9 +27,11 @@ with workflow.unsafe.imports_passed_through():
         ConsolidationProgress,
         ConsolidationResult,
         ProjectionInput,
+        ProviderPlacement,
         StepInput,
         StepOutcome,
     )
+    from agent_memory.projection_models import ProjectorBatchInput
 
 # Activity options: agent_memory/contract.py's presets. Transient failures are retried without an
 # attempt cap, at a capped interval: an outage of the model provider or of Postgres must not fail
@@ -35,6 +40,10 @@ with workflow.unsafe.imports_passed_through():
 # each retry free of a second call once a result exists; database writes (STORE_WRITE): fast
 # retries; the vector projection (VECTOR_PROJECTION) can lag without blocking the facts.
 MAX_CONFLICT_ROUNDS = 5
+# Runs recorded before the providers were located: every model call an ordinary activity, and the
+# projector embeds every row.
+REMOTE_PROVIDERS = ProviderPlacement(model_steps_in_worker=False, embedder_in_worker=False)
+ProviderStepMethod = Callable[[ConsolidationActivities, StepInput], Awaitable[StepOutcome]]
 
 
 def _failure_type(err: ActivityError | ApplicationError) -> str | None:
@@ -73,10 +82,19 @@ class ConsolidationWorkflow:
         local = workflow.patched("store-steps-as-local-activities")
         step = StepInput(tenant_id=request.tenant_id, subject_id=request.subject_id, session_id=request.session_id)
 
+        placement = REMOTE_PROVIDERS
+        if workflow.patched("in-worker-providers-as-local-activities"):
+            # Providers that compute in the worker's process (the offline default) run as local
+            # activities too: with all of them in the worker a consolidation is one workflow task,
+            # its steps marker events. A remote model's calls stay ordinary activities, which the
+            # server heartbeats and times out while a call takes its minutes. The placement is
+            # recorded (a marker), so a replay on any worker takes the same route.
+            placement = await workflow.execute_local_activity_method(
+                ConsolidationActivities.locate_providers, step, **contract.STORE_WRITE.local_options())
+        in_worker = placement.model_steps_in_worker
+
         self._progress.step = "extract_facts"
-        extraction = await workflow.execute_activity_method(
-            ConsolidationActivities.extract_facts, step,
-            **contract.PROVIDER_STEP.options())
+        extraction = await self._start_provider_step(ConsolidationActivities.extract_facts, step, in_worker)
         self._progress.facts_extracted = extraction.count
         # Every later step works on the messages the extraction saw, however many arrive meanwhile.
         step = step.model_copy(update={"through": extraction.through})
@@ -87,10 +105,8 @@ class ConsolidationWorkflow:
             # in a row instead of three. (The conflict plan, a local activity, would hold the
             # workflow task open and so delay their scheduling: it runs after them.)
             self._progress.step = "score_importance, summarize_session"
-            importance_call = workflow.start_activity_method(
-                ConsolidationActivities.score_importance, step, **contract.PROVIDER_STEP.options())
-            summary_call = workflow.start_activity_method(
-                ConsolidationActivities.summarize_session, step, **contract.PROVIDER_STEP.options())
+            importance_call = self._start_provider_step(ConsolidationActivities.score_importance, step, in_worker)
+            summary_call = self._start_provider_step(ConsolidationActivities.summarize_session, step, in_worker)
             try:
                 importance = await importance_call
                 summary = await summary_call
@@ -145,6 +161,21 @@ class ConsolidationWorkflow:
         self._commit = commit
 
         if workflow.patched("projection-by-projector"):
+            vectors = 0
+            if placement.embedder_in_worker:
+                # An embedder in the worker's process: the run embeds its own rows (the projector's
+                # batch step, as a local activity) and leaves the rest to the projector: more rows
+                # than a batch, an embedding failed and due again later, rows another attempt holds.
+                # A failed embedding is recorded on its row, never raised: it cannot hold the run.
+                self._progress.step = "project_vectors"
+                batch = await workflow.execute_local_activity_method(
+                    ProjectionActivities.project_outbox_batch,
+                    ProjectorBatchInput(tenant_id=request.tenant_id, subject_id=request.subject_id),
+                    **contract.VECTOR_PROJECTION.local_options())
+                vectors = self._progress.vectors_upserted = batch.vectors_upserted
+                if not batch.pending:
+                    self._progress.step = "done"
+                    return self._result(request, commit=commit, vectors=vectors)
             # Committed is done: the subject's projector (workflows/projector.py) embeds the outbox
             # rows on its own schedule, so lagging embeddings never fail or hold a consolidation.
             self._progress.step = "wake_projector"
@@ -156,7 +187,7 @@ class ConsolidationWorkflow:
                 await workflow.execute_activity_method(
                     ProjectionActivities.wake_projector, wake, **contract.PROJECTOR_WAKE.options())
             self._progress.step = "done"
-            return self._result(request, commit=commit, vectors=0)
+            return self._result(request, commit=commit, vectors=vectors, projector_woken=True)
 
         self._progress.step = "project_vectors"
         projection = await workflow.execute_activity_method(
@@ -166,6 +197,15 @@ class ConsolidationWorkflow:
         self._progress.vectors_upserted = projection.vectors_upserted
         self._progress.step = "done"
         return self._result(request, commit=commit, vectors=projection.vectors_upserted)
+
+    @staticmethod
+    def _start_provider_step(method: ProviderStepMethod, step: StepInput,
+                             in_worker: bool) -> workflow.ActivityHandle[StepOutcome]:
+        """A model step: a local activity for a provider in the worker's process, else an ordinary
+        one (the same retry preset either way)."""
+        if in_worker:
+            return workflow.start_local_activity_method(method, step, **contract.PROVIDER_STEP.local_options())
+        return workflow.start_activity_method(method, step, **contract.PROVIDER_STEP.options())
 
     async def _check_conflicts(self, step: StepInput, extraction_operation_id: str, round_: int,
                                local: bool) -> StepOutcome:
@@ -178,11 +218,12 @@ class ConsolidationWorkflow:
             ConsolidationActivities.check_conflicts, plan_input, **contract.STORE_WRITE.options())
 
     def _result(self, request: ConsolidationInput, *, commit: CommitOutcome | None = None, vectors: int = 0,
-                refused_reason: str | None = None) -> ConsolidationResult:
+                refused_reason: str | None = None, projector_woken: bool = False) -> ConsolidationResult:
         return ConsolidationResult(
             workflow_id=workflow.info().workflow_id, tenant_id=request.tenant_id, subject_id=request.subject_id,
             session_id=request.session_id, facts_extracted=self._progress.facts_extracted,
             events_appended=commit.events_appended if commit else 0,
             facts_written=commit.facts_written if commit else 0,
             episode_written=commit.episode_written if commit else False, vectors_upserted=vectors,
-            refused_reason=refused_reason, withheld=commit.withheld if commit else {})
+            refused_reason=refused_reason, withheld=commit.withheld if commit else {},
+            projector_woken=projector_woken)

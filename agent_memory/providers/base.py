@@ -53,6 +53,15 @@ class Embedder(Protocol):
     async def embed(self, texts: list[str]) -> EmbeddingResult: ...
 
 
+def runs_in_worker(provider: object) -> bool:
+    """Whether a provider computes in the worker's own process, with no network call (the offline
+    extractor, scorer and summarizer; the hashing and e5 embedders): the workflows run its steps
+    as local activities, one marker event each instead of a task round trip through the server. A
+    provider that does not say so (a remote API, a wrapper) is treated as remote: its steps are
+    ordinary activities, retried, heartbeated and timed out by the server."""
+    return getattr(provider, "runs_in_worker", False) is True
+
+
 def estimate_tokens(text: str) -> int:
     """CJK characters count one token each, other characters a quarter (the bench's rule)."""
     cjk = sum(1 for ch in text if "\u3400" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff")

@@ -46,6 +46,7 @@ def _encode(texts: list[str], is_query: bool) -> list[list[float]]:
 
 class E5SmallEmbedder:
     name = "e5-small"
+    runs_in_worker = True  # computed in this process: its steps run as local activities
     version = "1"
     dimensions = EMBEDDING_DIMENSIONS  # 384, as the pgvector column
 

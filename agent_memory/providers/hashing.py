@@ -53,6 +53,7 @@ def _features(text: str) -> Counter[str]:
 
 class HashingEmbedder:
     name = "hashing-embedder"
+    runs_in_worker = True  # computed in this process: its steps run as local activities
     version = "1"
     dimensions = EMBEDDING_DIMENSIONS
 

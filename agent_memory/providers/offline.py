@@ -55,6 +55,7 @@ _EMOTION = re.compile(r"\b(?:excited|thrilled|devastated|heartbroken|scared|anxi
 
 class HeuristicImportanceScorer:
     name = "heuristic-importance"
+    runs_in_worker = True  # computed in this process: its steps run as local activities
     version = "3"
 
     async def score(self, messages: list[Message]) -> ImportanceResult:
@@ -135,6 +136,7 @@ def _truncate(prefix: str, text: str, cap: int) -> str:
 
 class ExtractiveSummarizer:
     name = "extractive-summarizer"
+    runs_in_worker = True  # computed in this process: its steps run as local activities
     version = "4"  # 2: observations; 3: with the question they answer; 4: greetings no longer hide statements
 
     async def summarize(self, messages: list[Message], *, token_cap: int = SUMMARY_TOKEN_CAP) -> SummaryResult:

@@ -2534,6 +2534,7 @@ class RuleFactExtractor:
     pet of a species said to be gone; everything else is read from the statements."""
 
     name = "rule-extractor"
+    runs_in_worker = True  # computed in this process: its steps run as local activities
     # 3: clause-level subject analysis, verb classes, operations (end/correct), PHRASING vocabulary
     # 4: verb classes for moves/jobs/relationships, generic money limits, dropped subjects,
     #    contrast corrections against the current facts

@@ -422,6 +422,7 @@ class _Usage(NamedTuple):
 
 class _OpenAICompatibleBase:
     task = "task"
+    runs_in_worker = False  # a network call: its steps are ordinary activities, heartbeated by the server
 
     def __init__(self, config: OpenAICompatibleConfig, client: AsyncOpenAI | None = None):
         self.config = config

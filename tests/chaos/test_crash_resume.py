@@ -45,8 +45,15 @@ WORKER = [sys.executable, "-m", "tests.chaos.worker_main"]
 KILLS = ["after_record:extract", "after_record:summary@2", "after_plan@2", "after_commit@2", "mid_projection@2",
          "mid_erasure:facts", "mid_erasure:messages"]
 
-# Fault points inside the consolidation's local activities (workflows/consolidation.py).
+# Fault points inside the consolidation's local activities (workflows/consolidation.py): with the
+# offline providers every step of it, the embedding of its own rows included. With providers that
+# say they are remote, only the plan and the commit; the model calls and the projector's embedding
+# are ordinary activities.
 LOCAL_ACTIVITY_POINTS = {"after_plan", "after_commit"}
+IN_WORKER_LOCAL_POINTS = LOCAL_ACTIVITY_POINTS | {f"after_record:{kind}" for kind in (
+    "extract", "importance", "summary", "plan", "embed")} | {"mid_projection"}
+# The model-call and projection kills again on the route of a remote model.
+REMOTE_KILLS = ["after_record:extract", "after_record:summary@2", "mid_projection@2"]
 
 
 @pytest.fixture(scope="module")
@@ -61,10 +68,11 @@ def chaos_dir(tmp_path_factory):
 SCENARIO_TIMEOUT = CLAIM_LEASE.total_seconds() + 90
 
 
-async def scenario(services, chaos_dir, tenant: str, fault: str | None = None):
+async def scenario(services, chaos_dir, tenant: str, fault: str | None = None, *, remote_providers: bool = False):
     state_dir = chaos_dir / f"faults-{tenant}"
     provider_log = chaos_dir / "provider-calls.log"
-    env = worker_env(services.settings, task_queue=f"chaos-{tenant}", provider_log=provider_log, state_dir=state_dir)
+    env = worker_env(services.settings, task_queue=f"chaos-{tenant}", provider_log=provider_log, state_dir=state_dir,
+                     remote_providers=remote_providers)
     supervisor = await WorkerSupervisor(services.temporal, env, chaos_dir / f"worker-{tenant}.log",
                                         argv=WORKER).start(fault)  # restarted without the fault
     try:
@@ -99,17 +107,19 @@ async def reference(services, chaos_dir) -> ScenarioOutcome:
     return outcome
 
 
-@pytest.mark.parametrize("fault", KILLS)
-async def test_a_worker_killed_at_a_fault_point_resumes_without_a_trace(fault, services, chaos_dir, reference):
-    outcome, supervisor, state_dir = await scenario(services, chaos_dir, f"crash-{uuid.uuid4().hex[:8]}", fault)
+@pytest.mark.parametrize("fault, remote", [(f, False) for f in KILLS] + [(f, True) for f in REMOTE_KILLS])
+async def test_a_worker_killed_at_a_fault_point_resumes_without_a_trace(fault, remote, services, chaos_dir,
+                                                                        reference):
+    outcome, supervisor, state_dir = await scenario(services, chaos_dir, f"crash-{uuid.uuid4().hex[:8]}", fault,
+                                                    remote_providers=remote)
 
     (point, nth), = parse_faults(fault).items()
     assert supervisor.kills == [fault], supervisor.log_tail()  # died there once, by SIGKILL, and came back
     # Inside an activity: its attempt was left running (the subject's projector may have had one
-    # running at the same time, alongside the consolidation). The plan and the commit are local
-    # activities: the server never saw their attempt, the workflow task's timeout hands the step
-    # to the restarted worker, and there is no orphan to fail (a projector's may be).
-    if point not in LOCAL_ACTIVITY_POINTS:
+    # running at the same time, alongside the consolidation). In a local activity the server never
+    # saw the attempt, the workflow task's timeout hands the step to the restarted worker, and
+    # there is no orphan to fail (a projector's may be).
+    if point not in (LOCAL_ACTIVITY_POINTS if remote else IN_WORKER_LOCAL_POINTS):
         assert supervisor.orphans_failed >= 1
     assert hits(state_dir, point) >= nth
     assert_clean(outcome)

@@ -38,7 +38,7 @@ from workers.worker import build_worker
 HERE = Path(__file__).parent
 
 # The file each workflow's current version is recorded to.
-CURRENT = {"consolidation": "consolidation-v5.json", "projector": "projector.json", "rebuild": "rebuild-v3.json",
+CURRENT = {"consolidation": "consolidation-v6.json", "projector": "projector.json", "rebuild": "rebuild-v3.json",
            "erasure": "erasure-v4.json", "session-idle": "session-idle-v4.json"}
 
 

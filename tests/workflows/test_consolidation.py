@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowFailureError
+from temporalio.service import RPCError, RPCStatusCode
 
 from agent_memory import contract
 from agent_memory.db import tenant_transaction
@@ -71,6 +73,30 @@ async def test_session_end_consolidates_move_without_trip_overwrite(client, serv
     assert {f.value for f in recalled.facts} >= {"Shanghai", "peanuts"}
 
 
+async def test_offline_providers_consolidate_in_one_workflow_task(client, services, tenant, running_worker):
+    """Providers in the worker's process (the offline default): every step is a local activity, so
+    the run is one workflow task with a marker per step, and it embeds its own rows: no activity
+    task, no projector run."""
+    async with running_worker():
+        await client.append_messages(tenant, "lin", HANGZHOU)
+        handle = await client.end_session(tenant, "lin", HANGZHOU.session_id)
+        result = await client.consolidation_result(handle)
+    history = await handle.fetch_history()
+    kinds = [e.event_type for e in history.events]
+    assert EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED not in kinds
+    assert kinds.count(EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED) == 1
+    # locate providers, extract, importance, summary, plan, commit, embed
+    assert [e.marker_recorded_event_attributes.marker_name for e in history.events
+            if e.HasField("marker_recorded_event_attributes")].count("core_local_activity") == 7
+    vectors = await _count(services, tenant, "SELECT count(*) FROM memory_vectors WHERE tenant_id = %s", tenant)
+    assert result.vectors_upserted == vectors > 3 and not result.projector_woken
+    assert await _count(services, tenant, "SELECT count(*) FROM projection_outbox "
+                        "WHERE tenant_id = %s AND processed_at IS NULL", tenant) == 0
+    with pytest.raises(RPCError) as missing:
+        await services.temporal.get_workflow_handle(contract.projector_workflow_id(tenant, "lin")).describe()
+    assert missing.value.status == RPCStatusCode.NOT_FOUND
+
+
 async def test_runs_lists_workflows_with_the_ui_visibility_query(client, tenant, running_worker):
     async with running_worker():
         await client.append_messages(tenant, "ana", session("s-ana", "2024-01-01T10:00:00Z", "I live in Lisbon."))
@@ -80,14 +106,13 @@ async def test_runs_lists_workflows_with_the_ui_visibility_query(client, tenant,
     for _ in range(50):  # visibility is eventually consistent
         runs = await client.runs(tenant, "ana")
         statuses = {r.workflow_type: r.status for r in runs}
-        if statuses.get("ConsolidationWorkflow") == "COMPLETED" and "ProjectorWorkflow" in statuses:
+        if statuses.get("ConsolidationWorkflow") == "COMPLETED" and "SessionIdleWorkflow" in statuses:
             break
         await asyncio.sleep(0.2)
-    # The consolidation (done), the session's idle timer (stopped by the end hook) and the
-    # subject's projector (woken by the commit).
+    # The consolidation (done) and the session's idle timer (stopped by the end hook); no projector:
+    # with the embedder in the worker the consolidation embedded its own rows.
     assert sorted((r.workflow_id, r.workflow_type) for r in runs) == [
-        (f"consolidate/{tenant}/ana/s-ana", "ConsolidationWorkflow"), (f"idle/{tenant}/ana/s-ana", "SessionIdleWorkflow"),
-        (f"projector/{tenant}/ana", "ProjectorWorkflow")]
+        (f"consolidate/{tenant}/ana/s-ana", "ConsolidationWorkflow"), (f"idle/{tenant}/ana/s-ana", "SessionIdleWorkflow")]
     assert {r.workflow_type: r.status for r in runs}["ConsolidationWorkflow"] == "COMPLETED"
     assert await client.runs(tenant, "someone-else") == []
     described = await handle.describe()

@@ -299,18 +299,42 @@ async def test_histories_of_the_new_path_replay(client, services, tenant, runnin
     consolidation = await handle.fetch_history()
     activities = [e.activity_task_scheduled_event_attributes.activity_type.name for e in consolidation.events
                   if e.HasField("activity_task_scheduled_event_attributes")]
-    # The plan, the commit and the wake run as local activities: one marker each, in the history.
+    # The offline model steps (in the worker), the plan, the commit and the wake run as local
+    # activities: one marker each, in the history; the scripted embedder (remote: it does not say
+    # it runs in the worker) is left to the projector, which the run woke.
     local = [e.marker_recorded_event_attributes for e in consolidation.events
              if e.HasField("marker_recorded_event_attributes")
              and e.marker_recorded_event_attributes.marker_name == "core_local_activity"]
-    assert len(local) == 3 and contract.WAKE_PROJECTOR not in activities
-    assert contract.PROJECT_VECTORS not in activities
+    assert len(local) == 7 and activities == []
+    assert (await handle.result()).projector_woken
     projection = await projector.fetch_history()
     assert any(e.HasField("timer_started_event_attributes") for e in projection.events)  # slept on a retry
     replayer = Replayer(workflows=WORKFLOWS, data_converter=services.temporal.data_converter)
     for history in (consolidation, projection):
         result = await replayer.replay_workflow(history, raise_on_replay_failure=True)
         assert result.replay_failure is None
+
+
+async def test_an_in_worker_embedder_that_fails_leaves_its_rows_to_the_projector(client, services, tenant,
+                                                                                 running_worker):
+    """The consolidation embeds its own rows when the embedder is in the worker; a transient
+    failure is recorded on the rows (not raised: the run is not held) and the projector it wakes
+    embeds them after their backoff."""
+    embedder = ScriptedEmbedder(failures=1)
+    embedder.runs_in_worker = True  # type: ignore[attr-defined]
+    async with running_worker(providers=providers_with(embedder), projection_policy=FAST):
+        handle, result = await consolidate(client, tenant, "lin")
+        assert result.refused_reason is None and result.facts_written >= 3
+        assert result.projector_woken and result.vectors_upserted == 0
+        projector = client.services.temporal.get_workflow_handle(contract.projector_workflow_id(tenant, "lin"),
+                                                                 result_type=ProjectorResult)
+        done = await projector.result()
+    assert done.vectors_upserted == await scalar(
+        services, tenant, "SELECT count(*) FROM memory_vectors WHERE tenant_id = %s", tenant) > 3
+    assert embedder.calls[0] == FAST.batch_size  # the run's own batch, the one that failed
+    markers = [e.marker_recorded_event_attributes.marker_name for e in (await handle.fetch_history()).events
+               if e.HasField("marker_recorded_event_attributes")]
+    assert markers.count("core_local_activity") == 8  # locate, extract, importance, summary, plan, commit, embed, wake
 
 
 async def test_a_rebuild_that_leaves_rows_due_wakes_the_projector(client, services, tenant, running_worker):

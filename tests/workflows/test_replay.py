@@ -45,7 +45,10 @@ WORKFLOW_DIR = Path(__file__).resolve().parents[2] / "workflows"
                                                ("consolidation-v4.json", "consolidate/acme/ana/s1"),
                                                ("session-idle-v4.json", "idle/acme/ana/s2"),
                                                # Importance, summary and the first plan at once.
-                                               ("consolidation-v5.json", "consolidate/acme/ana/s1")])
+                                               ("consolidation-v5.json", "consolidate/acme/ana/s1"),
+                                               # Offline providers as local activities, the
+                                               # run's own rows embedded: one workflow task.
+                                               ("consolidation-v6.json", "consolidate/acme/lin/s1")])
 async def test_recorded_history_replays(name, workflow_id):
     history = WorkflowHistory.from_json(workflow_id, (HISTORIES / name).read_text())
     replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)

@@ -5,8 +5,8 @@ messages stored beforehand and not timed) are consolidated two ways with `--conc
 flight:
 
 - **temporal**: the session-end hook (`client.end_session`) starts the consolidation workflow on
-  an in-process worker; a session is done when its run has committed and the subject's projector
-  run has embedded its outbox rows.
+  an in-process worker; a session is done when its run has committed and its outbox rows are
+  embedded (by the run itself with an embedder in the worker, else by the subject's projector).
 - **direct**: one asyncio task per session calls the same activity code in the same order
   (extract → importance → conflicts → summary → commit) and then the projector's batch step
   until the subject's outbox is empty. No Temporal: no history, no task round trips, no retries.
@@ -42,6 +42,7 @@ from agent_memory.evidence import append_messages
 from agent_memory.models import CommitInput, ConflictPlanInput, Message, Session, StepInput
 from agent_memory.projection import OutboxProjector
 from agent_memory.projection_models import ProjectionPolicy
+from agent_memory.providers.base import runs_in_worker
 from agent_memory.providers.embedders import local_embedder
 from agent_memory.providers.offline import OfflineProviders, offline_providers
 from agent_memory.services import Services
@@ -93,12 +94,14 @@ class ConsolidateBenchReport(BaseModel):
 
 
 class _Delayed:
-    """A provider whose calls each take `seconds` longer: a model's latency, without the model."""
+    """A provider whose calls each take `seconds` longer: a model's latency, without the model.
+    With a latency it stands for a remote model (its steps run as ordinary activities)."""
 
     def __init__(self, inner: Any, seconds: float, methods: tuple[str, ...]):
         self._inner = inner
         self._seconds = seconds
         self._methods = methods
+        self.runs_in_worker = seconds <= 0 and runs_in_worker(inner)
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._inner, name)
@@ -167,9 +170,9 @@ async def _direct(activities: ConsolidationActivities, projector: OutboxProjecto
 
 async def _temporal(client: MemoryClient, tenant: str, subject: str, session_id: str) -> None:
     run = await client.end_session(tenant, subject, session_id)
-    await run.result()
-    # The commit woke the subject's projector; its latest run embeds this session's rows.
-    await client.services.temporal.get_workflow_handle(contract.projector_workflow_id(tenant, subject)).result()
+    result = await run.result()
+    if result.projector_woken:  # the projector's latest run embeds what the consolidation left
+        await client.services.temporal.get_workflow_handle(contract.projector_workflow_id(tenant, subject)).result()
 
 
 async def _timed_block(jobs: list[Callable[[], Awaitable[None]]], concurrency: int) -> tuple[float, float, float]:
