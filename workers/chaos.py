@@ -509,7 +509,7 @@ async def run_scenario(services, supervisor: WorkerSupervisor, tenant_id: str, *
         except Exception as exc:  # a workflow that failed for good
             outcome.workflows_failed += 1
             outcome.errors.append(f"{s.session_id}: {exc!r}")
-    # Consolidations end at their commits; the subject's projector embeds the outbox after them.
+    # The outbox is embedded by the runs themselves or by the subject's projector after them.
     await client.wait_for_projection(tenant_id, SUBJECT, timeout=timeout)
     supervisor.active.discard(projector_workflow_id(tenant_id, SUBJECT))
     outcome.contents = await projection_contents(services.pool, tenant_id, SUBJECT)

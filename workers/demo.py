@@ -115,7 +115,8 @@ async def run_demo(services: Services, *, stack_started: bool = False, task_queu
             # Sessions end in order, so each consolidation sees the facts of the earlier ones.
             handle = await client.end_session(DEMO_TENANT, subject, session.session_id)
             consolidations.append(await client.consolidation_result(handle))
-        # Consolidation ends at its commit; the subject's projector embeds the vectors recall uses.
+        # The vectors recall uses: embedded by the run (an embedder in the worker) or by the
+        # subject's projector after it (a remote one, or rows left over): waited for either way.
         projection = await client.wait_for_projection(DEMO_TENANT, subject, timeout=120)
         history = await client.facts(DEMO_TENANT, subject, history=True)
         current = await client.facts(DEMO_TENANT, subject)

@@ -1,6 +1,7 @@
 """The vector projection as its own durable flow: one projector per subject, id
-projector/{tenant}/{subject}, started or signalled ("wake", signal-with-start) by every commit,
-live write, rebuild repair and the hourly sweep.
+projector/{tenant}/{subject}, started or signalled ("wake", signal-with-start) by every commit that
+leaves rows to it (all of them with a remote embedder; with one in the worker, the consolidation
+embeds its own rows first), live write, rebuild repair and the hourly sweep.
 
 It drains the subject's outbox in bounded batches (one provider call per batch), loops while rows
 are due, sleeps until the earliest retry of a failed row (woken early by "wake"), continues as

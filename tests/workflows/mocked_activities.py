@@ -3,7 +3,9 @@ models, for the time-skipping workflow tests (tests/workflows/test_time_skipping
 
 Each call is recorded (its input and its attempt number); a test scripts failures per activity
 with `fail(name, error, times=...)`, the residue each `verify_erasure` reports, the subjects
-`list_subjects_to_rebuild` pages through and how many messages `count_unconsolidated` finds.
+`list_subjects_to_rebuild` pages through, how many messages `count_unconsolidated` finds, where
+`locate_providers` says the providers run (remote unless told: every model step an ordinary
+activity) and how many rows the consolidation's own embedding batch leaves pending.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from agent_memory.models import (
     ErasureStepInput,
     ProjectionInput,
     ProjectionOutcome,
+    ProviderPlacement,
     RebuildSubjectInput,
     StepInput,
     StepOutcome,
@@ -38,6 +41,7 @@ from agent_memory.models import (
     SubjectListInput,
     SubjectRebuild,
 )
+from agent_memory.projection_models import ProjectorBatchInput, ProjectorBatchOutcome
 
 THROUGH = datetime(2024, 1, 1, 9, 30, tzinfo=UTC)
 FACTS_EXTRACTED = 2
@@ -59,7 +63,9 @@ class _Failure:
 
 class MockedActivities:
     def __init__(self, *, subjects: list[str] | None = None, residue: list[dict[str, int]] | None = None,
-                 unconsolidated: int = 3) -> None:
+                 unconsolidated: int = 3, in_worker: bool = False, left_pending: int = 0) -> None:
+        self.placement = ProviderPlacement(model_steps_in_worker=in_worker, embedder_in_worker=in_worker)
+        self.left_pending = left_pending
         self.calls: dict[str, list[Call]] = defaultdict(list)
         self._failures: dict[str, _Failure] = {}
         self.subjects = sorted(subjects or [])
@@ -105,8 +111,9 @@ class MockedActivities:
             raise failure.error
 
     def all(self) -> list[Any]:
-        return [self.extract_facts, self.score_importance, self.check_conflicts, self.summarize_session,
-                self.commit_consolidation, self.project_vectors, self.wake_projector, self.count_unconsolidated,
+        return [self.locate_providers, self.extract_facts, self.score_importance, self.check_conflicts,
+                self.summarize_session, self.commit_consolidation, self.project_vectors, self.project_outbox_batch,
+                self.wake_projector, self.count_unconsolidated,
                 self.begin_erasure, self.erase_store, self.shred_subject_key, self.verify_erasure,
                 self.complete_erasure, self.list_subjects_to_rebuild, self.rebuild_subject, self.unmocked]
 
@@ -120,6 +127,11 @@ class MockedActivities:
                                non_retryable=True)
 
     # --- consolidation -----------------------------------------------------------------------
+
+    @activity.defn(name="locate_providers")
+    async def locate_providers(self, step: StepInput) -> ProviderPlacement:
+        self._record("locate_providers", step)
+        return self.placement
 
     @activity.defn(name="extract_facts")
     async def extract_facts(self, step: StepInput) -> StepOutcome:
@@ -154,6 +166,13 @@ class MockedActivities:
     async def project_vectors(self, step: ProjectionInput) -> ProjectionOutcome:
         self._record("project_vectors", step)
         return ProjectionOutcome(vectors_upserted=VECTORS_PER_PROJECTION, outbox_done=VECTORS_PER_PROJECTION)
+
+    @activity.defn(name="project_outbox_batch")
+    async def project_outbox_batch(self, step: ProjectorBatchInput) -> ProjectorBatchOutcome:
+        self._record("project_outbox_batch", step)
+        return ProjectorBatchOutcome(selected=VECTORS_PER_PROJECTION, vectors_upserted=VECTORS_PER_PROJECTION,
+                                     embedded=VECTORS_PER_PROJECTION, provider_calls=1, pending=self.left_pending,
+                                     due=self.left_pending)
 
     @activity.defn(name="wake_projector")
     async def wake_projector(self, step: ProjectionInput) -> None:

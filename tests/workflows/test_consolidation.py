@@ -41,7 +41,7 @@ async def test_session_end_consolidates_move_without_trip_overwrite(client, serv
             assert (await again.describe()).run_id == (await first.describe()).run_id
             progress = await first.query(ConsolidationWorkflow.progress)
             assert progress.step == "done"
-        # Consolidation ends at its commit; the subject's projector embeds the outbox rows.
+        # The runs embedded their own rows (the embedder is in the worker): nothing is left pending.
         lag = await client.wait_for_projection(tenant, subject)
         assert lag.pending == 0 and lag.dead_letters == 0
 

@@ -130,8 +130,8 @@ async def _events(client: Client, workflow_id: str, run_id: str) -> list[Any]:
 # --- the mocks are the real activities ---------------------------------------------------------
 
 
-# Activities of workflows these tests do not run: the projector's batches and its hourly sweep.
-NOT_MOCKED = {"project_outbox_batch", "sweep_projection_outbox"}
+# Activities of workflows these tests do not run: the projection's hourly sweep.
+NOT_MOCKED = {"sweep_projection_outbox"}
 
 
 def test_the_mocks_carry_the_real_activity_names_and_types():
@@ -256,7 +256,8 @@ async def test_another_permanent_failure_fails_the_run_without_a_conflict_round(
     assert mocks.count("commit_consolidation") == 1 and mocks.count("check_conflicts") == 1
 
 
-LOCAL_STEPS = ("check_conflicts", "commit_consolidation", "wake_projector")  # workflows/consolidation.py
+# workflows/consolidation.py: local activities on every route (remote providers: the mocks' default).
+LOCAL_STEPS = ("locate_providers", "check_conflicts", "commit_consolidation", "wake_projector")
 
 
 @pytest.mark.parametrize(("step", "error"), [
@@ -274,7 +275,7 @@ async def test_a_transient_failure_is_retried_until_it_passes(env, worker, mocks
                  if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED}
     if step in LOCAL_STEPS:
         # A local activity is retried in the worker: the server never schedules it, and its
-        # result is one marker per step (plan, commit, wake) however many attempts it took.
+        # result is one marker per step (placement, plan, commit, wake) however many attempts it took.
         markers = [e for e in events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
                    and e.marker_recorded_event_attributes.marker_name == "core_local_activity"]
         assert step not in scheduled.values() and len(markers) == len(LOCAL_STEPS)
@@ -290,6 +291,46 @@ async def test_a_transient_failure_is_retried_until_it_passes(env, worker, mocks
     assert result.events_appended == EVENTS_PER_COMMIT and mocks.count("wake_projector") == 1
     # The same plan is committed on each attempt: a retry is not a new conflict round.
     assert mocks.count("check_conflicts") == 1
+
+
+async def test_in_worker_providers_run_every_step_as_a_local_activity(env, worker):
+    """The offline route: a model step retried in the worker, the run's own rows embedded, one
+    workflow task, no activity task; the projector is not woken when nothing is left."""
+    mocks = MockedActivities(in_worker=True)
+    mocks.fail("extract_facts", ApplicationError("busy", type="ProviderRetryable"), times=1)
+    async with worker(mocks) as task_queue:
+        handle = await _consolidation(env, task_queue)
+        result = await _result(handle)
+        events = await _events(env.client, handle.id, handle.result_run_id)
+    kinds = [e.event_type for e in events]
+    assert EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED not in kinds
+    assert kinds.count(EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED) == 1
+    markers = [e for e in events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+               and e.marker_recorded_event_attributes.marker_name == "core_local_activity"]
+    assert len(markers) == 7  # placement, extract, importance, summary, plan, commit, embed
+    assert mocks.attempts("extract_facts") == [1, 2]
+    assert mocks.count("project_outbox_batch") == 1 and mocks.count("wake_projector") == 0
+    assert result.vectors_upserted == 3 and not result.projector_woken and result.refused_reason is None
+
+
+async def test_rows_the_run_leaves_pending_wake_the_projector(env, worker):
+    mocks = MockedActivities(in_worker=True, left_pending=2)
+    async with worker(mocks) as task_queue:
+        result = await _result(await _consolidation(env, task_queue))
+    assert mocks.count("project_outbox_batch") == mocks.count("wake_projector") == 1
+    assert result.vectors_upserted == 3 and result.projector_woken
+
+
+@pytest.mark.parametrize("refusing", ["extract_facts", "project_outbox_batch"])
+async def test_an_erased_subject_is_refused_on_the_in_worker_route(env, worker, refusing):
+    mocks = MockedActivities(in_worker=True)
+    mocks.fail(refusing, ApplicationError("subject lin is erased", type="SubjectErased", non_retryable=True))
+    async with worker(mocks) as task_queue:
+        result = await _result(await _consolidation(env, task_queue))
+    assert result.refused_reason == "subject erased" and mocks.attempts(refusing) == [1]
+    assert mocks.count("wake_projector") == 0
+    # Erased after the commit: the result reports what was committed.
+    assert result.events_appended == (EVENTS_PER_COMMIT if refusing == "project_outbox_batch" else 0)
 
 
 # --- erasure -----------------------------------------------------------------------------------
