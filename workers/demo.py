@@ -46,10 +46,12 @@ class DemoReport(BaseModel):
         lines = [f"agent-memory demo — tenant {self.tenant_id}, subject {self.subject_id}", "",
                  "Consolidation workflows:"]
         lines += [f"  {c.workflow_id}: {c.facts_extracted} facts extracted, {c.events_appended} events, "
-                  f"{c.facts_written} facts written" for c in self.consolidations]
+                  f"{c.facts_written} facts written, {c.vectors_upserted} vectors"
+                  + (" (the rest left to the subject's projector)" if c.projector_woken else "")
+                  for c in self.consolidations]
         if self.projection is not None:
-            lines += [f"  projector/{self.tenant_id}/{self.subject_id}: vectors embedded after the commits; "
-                      f"{self.projection.pending} pending, {self.projection.dead_letters} dead letter(s)"]
+            lines += [f"  vectors after the commits: {self.projection.pending} pending, "
+                      f"{self.projection.dead_letters} dead letter(s)"]
         lines += ["", "Facts with validity intervals and evidence (history):"]
         lines += ["  " + format_fact(f) for f in self.facts_history]
         lines += ["", "Current facts:"] + ["  " + format_fact(f) for f in self.current_facts]
