@@ -457,8 +457,7 @@ def comparable(result: BaseModel) -> dict:
     and the timing decide who embeds; the digest of the vectors compares what was embedded)."""
     data = result.model_dump(mode="json")
     for name in ("workflow_id", "tenant_id", "subject_id", "vectors_upserted", "projector_woken", "request_id",
-                 "requested_at",
-                 "tombstoned_at", "completed_at", "compaction_ticket"):
+                 "requested_at", "tombstoned_at", "completed_at", "compaction_ticket"):
         data.pop(name, None)
     return data
 
