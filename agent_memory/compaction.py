@@ -141,15 +141,26 @@ class _DeadRowsKept:
                 self.count += int(match.group(1))
 
 
+# A table and, when it is partitioned, its partitions (pg_partition_tree lists nothing for a
+# table that is not).
+_RELATIONS = ("SELECT %(table)s::regclass AS relid UNION "
+              "SELECT relid FROM pg_catalog.pg_partition_tree(%(table)s::regclass)")
+
+
 async def _compact_table(conn: psycopg.AsyncConnection, table: str, kept: _DeadRowsKept) -> TableCompaction:
     started = time.monotonic()
     ident = sql.Identifier("public", table)
     size_before = await _size(conn, table)
+    # The table and, when it is partitioned (memory_vectors, migration 027), each partition: each
+    # keeps statistics of its own, the parent's marked inherited.
     cur = await conn.execute(
-        "SELECT attname FROM pg_catalog.pg_attribute WHERE attrelid = %s::regclass AND attnum > 0 "
-        "AND NOT attisdropped", (f"public.{table}",))
-    for (column,) in await cur.fetchall():
-        await conn.execute("SELECT pg_catalog.pg_clear_attribute_stats('public', %s, %s, false)", (table, column))
+        f"SELECT n.nspname, c.relname, a.attname, c.relkind = 'p' FROM ({_RELATIONS}) t "
+        "JOIN pg_catalog.pg_class c ON c.oid = t.relid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+        "JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid WHERE a.attnum > 0 AND NOT a.attisdropped",
+        {"table": f"public.{table}"})
+    for schema, relation, column, inherited in await cur.fetchall():
+        await conn.execute("SELECT pg_catalog.pg_clear_attribute_stats(%s, %s, %s, %s)",
+                           (schema, relation, column, inherited))
     kept.count = 0
     await conn.execute(sql.SQL("VACUUM (FULL, ANALYZE, VERBOSE) {}").format(ident))
     return TableCompaction(table=table, seconds=round(time.monotonic() - started, 3), size_before_bytes=size_before,
@@ -157,7 +168,8 @@ async def _compact_table(conn: psycopg.AsyncConnection, table: str, kept: _DeadR
 
 
 async def _size(conn: psycopg.AsyncConnection, table: str) -> int:
-    cur = await conn.execute("SELECT pg_catalog.pg_total_relation_size(%s::regclass)", (f"public.{table}",))
+    cur = await conn.execute(f"SELECT sum(pg_catalog.pg_total_relation_size(relid))::bigint FROM ({_RELATIONS}) t",
+                             {"table": f"public.{table}"})
     row = await cur.fetchone()
     return int(row[0]) if row else 0
 

@@ -91,7 +91,7 @@ async def project_vectors(pool: AsyncConnectionPool, recorder: OperationRecorder
                         INSERT INTO memory_vectors (tenant_id, subject_id, memory_id, memory_kind, version, model,
                                                     embedding)
                         VALUES (%s, %s, %s, %s, %s, %s, %s)
-                        ON CONFLICT (tenant_id, memory_id, version, model) DO NOTHING
+                        ON CONFLICT (tenant_id, memory_id, version, model, subject_id) DO NOTHING
                         """,
                         (tenant_id, subject_id, memory_id, kind, version, embedding.model,
                          Vector(embedding.vectors[0])))
@@ -367,7 +367,7 @@ class OutboxProjector:
                     SELECT %(t)s, %(u)s, v.memory_id, v.kind, v.version, v.model, v.embedding
                       FROM unnest(%(ids)s::uuid[], %(kinds)s::text[], %(versions)s::int[], %(models)s::text[],
                                   %(vectors)s::vector[]) AS v(memory_id, kind, version, model, embedding)
-                    ON CONFLICT (tenant_id, memory_id, version, model) DO NOTHING
+                    ON CONFLICT (tenant_id, memory_id, version, model, subject_id) DO NOTHING
                     """, {"t": tenant_id, "u": subject_id, "ids": [i.memory_id for i in writes],
                           "kinds": [i.kind for i in writes], "versions": [i.version for i in writes],
                           "models": [i.model for i in writes],

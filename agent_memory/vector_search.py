@@ -11,8 +11,10 @@ plan for every subject):
   subject filter still yields `limit` rows. A filtered scan visits about limit × N / n vectors
   to find `limit` of the subject's n among the index's N, each costing about
   `HNSW_VISIT_COST` exact distances, where the exact scan computes n: the index is used when
-  n² > HNSW_VISIT_COST × limit × N. N is the index's row count as Postgres last estimated it
-  (pg_class.reltuples, kept by autovacuum).
+  n² > HNSW_VISIT_COST × limit × N. The table is hash-partitioned by (tenant, subject)
+  (migration 027), each partition with its own graph, so N is the row count of the subject's
+  partition as Postgres last estimated it (pg_class.reltuples, kept by autovacuum): about a
+  sixteenth of the store.
 
 Both return the same columns, nearest first.
 """
@@ -32,8 +34,9 @@ EXACT_UP_TO = 20_000
 # Widths that have an HNSW index (migration 016), named memory_vectors_hnsw_<width>.
 INDEXED_WIDTHS = frozenset({384})
 # What visiting one vector through the filtered HNSW scan costs, in exact distances over the
-# subject's rows (measured at 50k vectors of one subject, limit 150: the index alone 3.2 ms
-# against an exact scan of 40 ms; beside 950k vectors of other subjects, 95 ms against 50 ms).
+# subject's rows (measured at 50k vectors of one subject, limit 150, in one unpartitioned graph:
+# the subject alone 3.2 ms against an exact scan of 40 ms; beside 950k vectors of other subjects,
+# 95 ms against 50 ms).
 HNSW_VISIT_COST = 25
 
 _EXACT = """
@@ -64,13 +67,17 @@ async def subject_is_large(conn: psycopg.AsyncConnection, tenant_id: str, subjec
     return bool(row and row[0] > exact_up_to)
 
 
-INDEX_SIZE_SQL = "SELECT greatest(reltuples, 0)::bigint FROM pg_catalog.pg_class WHERE oid = to_regclass(%s)"
+# The row count of the partition holding the subject's vectors (none yet: 0). One row of the
+# subject is read through memory_vectors_subject_model for its partition's oid.
+PARTITION_SIZE_SQL = ("SELECT greatest(c.reltuples, 0)::bigint FROM pg_catalog.pg_class c WHERE c.oid = "
+                      "(SELECT v.tableoid FROM memory_vectors v WHERE v.tenant_id = %s AND v.subject_id = %s "
+                      "AND v.model = %s LIMIT 1)")
 
 
 def exact_scan_limit(index_vectors: int, limit: int, *, exact_up_to: int = EXACT_UP_TO,
                      visit_cost: int = HNSW_VISIT_COST) -> int:
-    """The most vectors a subject may have and still be searched exactly, in an index of
-    `index_vectors`: exact scans cost n, filtered HNSW scans about visit_cost × limit × N / n."""
+    """The most vectors a subject may have and still be searched exactly, in a graph (partition)
+    of `index_vectors`: exact scans cost n, filtered HNSW scans about visit_cost × limit × N / n."""
     return max(exact_up_to, math.isqrt(visit_cost * limit * index_vectors))
 
 
@@ -84,7 +91,7 @@ async def nearest(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str
     width = len(vector)
     indexed = width in INDEXED_WIDTHS
     if indexed:
-        row = await (await conn.execute(INDEX_SIZE_SQL, (f"public.memory_vectors_hnsw_{width}",))).fetchone()
+        row = await (await conn.execute(PARTITION_SIZE_SQL, (tenant_id, subject_id, model))).fetchone()
         bound = exact_scan_limit(row[0] if row else 0, limit, exact_up_to=exact_up_to, visit_cost=visit_cost)
         indexed = await subject_is_large(conn, tenant_id, subject_id, model, bound)
     if indexed:

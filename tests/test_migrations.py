@@ -11,13 +11,14 @@ import os
 import subprocess
 import sys
 import uuid
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import psycopg
 from psycopg import sql
 
 from agent_memory.db import APP_ROLE, migration_files, scram_sha256_verifier, set_app_role_password
 from agent_memory.settings import ENV_VARS
+from tests.databases import database_before, with_database
 from workers.embedded import EmbeddedStack
 
 
@@ -26,10 +27,6 @@ def cli(env_extra: dict[str, str], *args: str, timeout: float = 120) -> subproce
     return subprocess.run([sys.executable, "-m", "workers.cli", *args], env=env, capture_output=True,
                           text=True, timeout=timeout)
 
-
-def with_database(url: str, database: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(path=f"/{database}"))
 
 
 def test_scram_verifier_matches_rfc_7677():
@@ -135,40 +132,50 @@ async def test_migrate_on_the_embedded_stack_sets_the_app_password_as_a_verifier
 async def test_migration_008_gives_every_fact_row_its_memorys_version(services):
     """An existing database migrates forward: a fact whose memory was confirmed (event version 2,
     no new interval) gets memory_version 2 on its row, a fact without events keeps its own."""
-    database = f"forward_{uuid.uuid4().hex[:10]}"
-    admin_url = services.settings.database_admin_url
-    async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as admin:
-        await admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
-    try:
-        files = migration_files()
-        before = [(name, text) for name, text in files if name < "008"]
-        async with await psycopg.AsyncConnection.connect(with_database(admin_url, database)) as conn:
-            await conn.execute("CREATE TABLE schema_migrations (name text PRIMARY KEY, sha256 text NOT NULL, "
-                               "applied_at timestamptz NOT NULL DEFAULT now())")
-            for _, text in before:
-                await conn.execute(text)
-            confirmed, bare = uuid.uuid4(), uuid.uuid4()
-            for version, event_type in ((1, "MemoryCreated"), (2, "MemoryUpdated")):
-                await conn.execute(
-                    "INSERT INTO memory_events (event_id, tenant_id, subject_id, memory_id, namespace, key_digest, "
-                    "event_type, payload_ciphertext, payload_nonce, aggregate_version, occurred_at, actor, "
-                    "operation_id) VALUES (%s, 't', 's', %s, 'location', 'd', %s, '\\x00', '\\x00', %s, now(), "
-                    "'consolidation', 'op')", (uuid.uuid4(), confirmed, event_type, version))
-            for memory_id in (confirmed, bare):
-                await conn.execute(
-                    "INSERT INTO facts (fact_id, tenant_id, subject_id, memory_id, namespace, key, value, version, "
-                    "status, valid_from, confidence, claim_type, permanence, source_kind, evidence_message_ids, "
-                    "operation_id) VALUES (%s, 't', 's', %s, 'location', 'home_city', 'Porto', 1, 'active', now(), "
-                    "0.9, 'explicit', 'permanent', 'user_statement', '{m1}', 'op')", (uuid.uuid4(), memory_id))
-            for _, text in files[len(before):]:
-                await conn.execute(text)
-            cur = await conn.execute("SELECT memory_id, version, memory_version FROM facts")
-            rows = {m: (v, mv) for m, v, mv in await cur.fetchall()}
-            cur = await conn.execute("SELECT relforcerowsecurity FROM pg_class WHERE relname IN "
-                                     "('facts', 'memory_events')")
-            forced = [f for (f,) in await cur.fetchall()]
-        assert rows == {confirmed: (1, 2), bare: (1, 1)}
-        assert forced == [True, True]  # the backfill lifted row security for its transaction only
-    finally:
-        async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as admin:
-            await admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database)))
+    async with database_before(services.settings.database_admin_url, "008") as (conn, migrate_the_rest):
+        confirmed, bare = uuid.uuid4(), uuid.uuid4()
+        for version, event_type in ((1, "MemoryCreated"), (2, "MemoryUpdated")):
+            await conn.execute(
+                "INSERT INTO memory_events (event_id, tenant_id, subject_id, memory_id, namespace, key_digest, "
+                "event_type, payload_ciphertext, payload_nonce, aggregate_version, occurred_at, actor, "
+                "operation_id) VALUES (%s, 't', 's', %s, 'location', 'd', %s, '\\x00', '\\x00', %s, now(), "
+                "'consolidation', 'op')", (uuid.uuid4(), confirmed, event_type, version))
+        for memory_id in (confirmed, bare):
+            await conn.execute(
+                "INSERT INTO facts (fact_id, tenant_id, subject_id, memory_id, namespace, key, value, version, "
+                "status, valid_from, confidence, claim_type, permanence, source_kind, evidence_message_ids, "
+                "operation_id) VALUES (%s, 't', 's', %s, 'location', 'home_city', 'Porto', 1, 'active', now(), "
+                "0.9, 'explicit', 'permanent', 'user_statement', '{m1}', 'op')", (uuid.uuid4(), memory_id))
+        await migrate_the_rest()
+        cur = await conn.execute("SELECT memory_id, version, memory_version FROM facts")
+        rows = {m: (v, mv) for m, v, mv in await cur.fetchall()}
+        cur = await conn.execute("SELECT relforcerowsecurity FROM pg_class WHERE relname IN "
+                                 "('facts', 'memory_events')")
+        forced = [f for (f,) in await cur.fetchall()]
+    assert rows == {confirmed: (1, 2), bare: (1, 1)}
+    assert forced == [True, True]  # the backfill lifted row security for its transaction only
+
+
+async def test_migration_027_moves_every_vector_into_its_subjects_partition(services):
+    """An existing store migrates forward: every vector (of any width) is copied into the
+    partition of its (tenant, subject), whose indexes are named after the parent's."""
+    async with database_before(services.settings.database_admin_url, "027") as (conn, migrate_the_rest):
+        rows = [("t", f"s{n}", uuid.uuid4(), "episode", 1, model, "[" + ",".join(["0.5"] * width) + "]")
+                for n in range(24) for model, width in (("m384", 384), ("m8", 8))]
+        for row in rows:
+            await conn.execute("INSERT INTO memory_vectors (tenant_id, subject_id, memory_id, memory_kind, version, "
+                               "model, embedding) VALUES (%s, %s, %s, %s, %s, %s, %s::vector)", row)
+        await migrate_the_rest()
+        cur = await conn.execute("SELECT tenant_id, subject_id, memory_id, memory_kind, version, model, "
+                                 "embedding::text, tableoid::regclass::text FROM memory_vectors")
+        after = await cur.fetchall()
+        cur = await conn.execute(
+            "SELECT c.relname FROM pg_class c JOIN pg_index x ON x.indexrelid = c.oid "
+            "WHERE x.indrelid = 'agent_memory_partitions.memory_vectors_p00'::regclass")
+        indexes = {name for (name,) in await cur.fetchall()}
+    assert sorted(r[:7] for r in after) == sorted(rows)
+    partition_of = {(r[1], r[5]): r[7] for r in after}
+    assert len(set(partition_of.values())) > 1  # spread over partitions
+    assert all(partition_of[(s, "m384")] == partition_of[(s, "m8")] for s, _ in partition_of)  # by subject
+    assert indexes == {"memory_vectors_p00_pkey", "memory_vectors_p00_subject_model", "memory_vectors_p00_model",
+                       "memory_vectors_p00_hnsw_384"}

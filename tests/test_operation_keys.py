@@ -11,7 +11,6 @@ from typing import NamedTuple
 
 import psycopg
 import pytest
-from psycopg import sql
 
 from agent_memory.corrections import write_fact
 from agent_memory.db import migration_files, tenant_transaction
@@ -31,7 +30,7 @@ from agent_memory.operations import OperationRecorder, request_hash
 from agent_memory.projection import OutboxProjector
 from agent_memory.providers.offline import HashingEmbedder
 from agent_memory.rebuild import rebuild_subject
-from tests.test_migrations import with_database
+from tests.databases import database_before
 
 MEMORY = uuid.UUID("12345678-1234-5678-1234-567812345678")
 
@@ -119,10 +118,6 @@ class _LegacyStep(NamedTuple):
 
 
 async def test_migration_010_backfills_the_key_columns_of_recorded_operations(services):
-    database = f"opkeys_{uuid.uuid4().hex[:10]}"
-    admin_url = services.settings.database_admin_url
-    async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as admin:
-        await admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
     embed = EmbedKey(MEMORY, 3, "openai-compatible-embedder", "1-text-embedding-3-small-1536", "b4aacbd565af")
     batch = EmbedBatchKey.for_operations([embed])
     # A provider step's id before migration 021 named no subject: {step}/{session}/{provider}/{digest}.
@@ -133,38 +128,27 @@ async def test_migration_010_backfills_the_key_columns_of_recorded_operations(se
     commit = CommitKey("s/1", "f9d86028c6e0d64e")
     live = LiveWriteKey("f9d86028c6e0d64e225186f9")
     odd = ("bench/1", "commit")  # an id of no known format keeps NULL columns
-    try:
-        files = migration_files()
-        before = [(name, text) for name, text in files if name < "010"]
-        async with await psycopg.AsyncConnection.connect(with_database(admin_url, database)) as conn:
-            await conn.execute("CREATE TABLE schema_migrations (name text PRIMARY KEY, sha256 text NOT NULL, "
-                               "applied_at timestamptz NOT NULL DEFAULT now())")
-            for _, text in before:
-                await conn.execute(text)
-            rows = [(k.operation_id, k.kind) for k in (embed, batch, step, plan, commit, live)] + [odd]
-            for operation_id, kind in rows:  # as a deployment before 010 recorded them
-                await conn.execute(
-                    "INSERT INTO operations (tenant_id, operation_id, subject_id, kind, request_hash, status) "
-                    "VALUES ('t', %s, 's', %s, 'h', 'succeeded')", (operation_id, kind))
-            for _, text in files[len(before):]:
-                await conn.execute(text)
-            cur = await conn.execute(f"SELECT operation_id, {', '.join(KEY_COLUMNS)} FROM operations")
-            stored = {r[0]: r[1:] for r in await cur.fetchall()}
-            cur = await conn.execute("SELECT relforcerowsecurity FROM pg_class WHERE relname = 'operations'")
-            forced = (await cur.fetchone())[0]
-            cur = await conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'operations_memory'")
-            index = (await cur.fetchone())[0]
-        # The model split is ambiguous, so left NULL: readers match those rows by every split.
-        assert stored[embed.operation_id] == embed.columns()._replace(model=None, model_version=None)
-        assert stored[step.operation_id] == step.columns()._replace(model=None, model_version=None)
-        for key in (batch, plan, commit, live):
-            assert stored[key.operation_id] == key.columns(), key
-        assert stored["bench/1"] == (None,) * len(KEY_COLUMNS)
-        assert forced  # the backfill lifted row security for its transaction only
-        assert "(tenant_id, memory_id, memory_version)" in index
-    finally:
-        async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as admin:
-            await admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database)))
+    async with database_before(services.settings.database_admin_url, "010") as (conn, migrate_the_rest):
+        rows = [(k.operation_id, k.kind) for k in (embed, batch, step, plan, commit, live)] + [odd]
+        for operation_id, kind in rows:  # as a deployment before 010 recorded them
+            await conn.execute(
+                "INSERT INTO operations (tenant_id, operation_id, subject_id, kind, request_hash, status) "
+                "VALUES ('t', %s, 's', %s, 'h', 'succeeded')", (operation_id, kind))
+        await migrate_the_rest()
+        cur = await conn.execute(f"SELECT operation_id, {', '.join(KEY_COLUMNS)} FROM operations")
+        stored = {r[0]: r[1:] for r in await cur.fetchall()}
+        cur = await conn.execute("SELECT relforcerowsecurity FROM pg_class WHERE relname = 'operations'")
+        forced = (await cur.fetchone())[0]
+        cur = await conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'operations_memory'")
+        index = (await cur.fetchone())[0]
+    # The model split is ambiguous, so left NULL: readers match those rows by every split.
+    assert stored[embed.operation_id] == embed.columns()._replace(model=None, model_version=None)
+    assert stored[step.operation_id] == step.columns()._replace(model=None, model_version=None)
+    for key in (batch, plan, commit, live):
+        assert stored[key.operation_id] == key.columns(), key
+    assert stored["bench/1"] == (None,) * len(KEY_COLUMNS)
+    assert forced  # the backfill lifted row security for its transaction only
+    assert "(tenant_id, memory_id, memory_version)" in index
 
 
 # --- a rebuild reuses an embedding recorded before the key columns -------------------------------

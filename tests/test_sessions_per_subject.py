@@ -3,20 +3,17 @@ have a session "s1". Against the real stack and a worker; migration 021 on rows 
 
 from __future__ import annotations
 
-import uuid
-
 import psycopg
 import pytest
-from psycopg import sql
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError
 
 from agent_memory import contract
-from agent_memory.db import migration_files, tenant_transaction
+from agent_memory.db import tenant_transaction
 from agent_memory.models import ConsolidationInput, ConsolidationResult, SessionIdleInput, SessionIdleResult
+from tests.databases import database_before
 from tests.sessions import session
-from tests.test_migrations import with_database
 
 
 async def test_two_subjects_each_have_their_own_session_s1(client, services, tenant, running_worker):
@@ -104,39 +101,24 @@ async def test_end_session_attaches_to_the_runs_started_under_the_old_ids(client
 async def test_migration_021_keeps_the_sessions_stored_before_it(services):
     """Before 021 a session id was unique per tenant; its rows keep their ids, and after it a
     second subject can store the same session id."""
-    database = f"sessions_{uuid.uuid4().hex[:10]}"
-    admin_url = services.settings.database_admin_url
-    async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as admin:
-        await admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
-    try:
-        files = migration_files()
-        before = [(name, text) for name, text in files if name < "021"]
-        async with await psycopg.AsyncConnection.connect(with_database(admin_url, database)) as conn:
-            await conn.execute("CREATE TABLE schema_migrations (name text PRIMARY KEY, sha256 text NOT NULL, "
-                               "applied_at timestamptz NOT NULL DEFAULT now())")
-            for _, text in before:
-                await conn.execute(text)
-            await conn.execute("INSERT INTO sessions (tenant_id, session_id, subject_id) VALUES ('t', 's1', 'lin')")
+    async with database_before(services.settings.database_admin_url, "021") as (conn, migrate_the_rest):
+        await conn.execute("INSERT INTO sessions (tenant_id, session_id, subject_id) VALUES ('t', 's1', 'lin')")
+        await conn.execute(
+            "INSERT INTO messages (tenant_id, session_id, message_id, subject_id, turn_index, role, content, "
+            "created_at, content_sha256) VALUES ('t', 's1', 'm1', 'lin', 0, 'user', 'hi', now(), 'x')")
+        await migrate_the_rest()
+        await conn.execute("INSERT INTO sessions (tenant_id, session_id, subject_id) VALUES ('t', 's1', 'kim')")
+        await conn.execute(
+            "INSERT INTO messages (tenant_id, session_id, message_id, subject_id, turn_index, role, content, "
+            "created_at, content_sha256) VALUES ('t', 's1', 'm1', 'kim', 0, 'user', 'hey', now(), 'y')")
+        cur = await conn.execute("SELECT subject_id, content FROM messages ORDER BY subject_id")
+        assert await cur.fetchall() == [("kim", "hey"), ("lin", "hi")]
+        # A message of a session the subject does not have is refused by the foreign key.
+        try:
             await conn.execute(
                 "INSERT INTO messages (tenant_id, session_id, message_id, subject_id, turn_index, role, content, "
-                "created_at, content_sha256) VALUES ('t', 's1', 'm1', 'lin', 0, 'user', 'hi', now(), 'x')")
-            for _, text in files[len(before):]:
-                await conn.execute(text)
-            await conn.execute("INSERT INTO sessions (tenant_id, session_id, subject_id) VALUES ('t', 's1', 'kim')")
-            await conn.execute(
-                "INSERT INTO messages (tenant_id, session_id, message_id, subject_id, turn_index, role, content, "
-                "created_at, content_sha256) VALUES ('t', 's1', 'm1', 'kim', 0, 'user', 'hey', now(), 'y')")
-            cur = await conn.execute("SELECT subject_id, content FROM messages ORDER BY subject_id")
-            assert await cur.fetchall() == [("kim", "hey"), ("lin", "hi")]
-            # A message of a session the subject does not have is refused by the foreign key.
-            try:
-                await conn.execute(
-                    "INSERT INTO messages (tenant_id, session_id, message_id, subject_id, turn_index, role, content, "
-                    "created_at, content_sha256) VALUES ('t', 's1', 'm2', 'ana', 0, 'user', 'x', now(), 'z')")
-            except psycopg.errors.ForeignKeyViolation:
-                await conn.rollback()
-            else:
-                raise AssertionError("a message of another subject's session was stored")
-    finally:
-        async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as admin:
-            await admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database)))
+                "created_at, content_sha256) VALUES ('t', 's1', 'm2', 'ana', 0, 'user', 'x', now(), 'z')")
+        except psycopg.errors.ForeignKeyViolation:
+            await conn.rollback()
+        else:
+            raise AssertionError("a message of another subject's session was stored")

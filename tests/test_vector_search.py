@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import uuid
 
 import psycopg
+import pytest
 from pgvector import Vector
 
 from agent_memory.db import tenant_transaction
 from agent_memory.vector_search import (
     EXACT_UP_TO,
     HNSW_VISIT_COST,
+    PARTITION_SIZE_SQL,
     SUBJECT_SIZE_SQL,
     exact_scan_limit,
     nearest,
@@ -92,11 +95,49 @@ async def test_the_size_check_reads_the_index_alone(services, tenant):
     rng = random.Random(3)
     async with tenant_transaction(services.pool, tenant) as conn:
         await _store_vectors(conn, tenant, 50, "observation", rng)
+    async with await psycopg.AsyncConnection.connect(services.settings.database_admin_url, autocommit=True) as admin:
+        await admin.execute("VACUUM (ANALYZE) memory_vectors")  # as autovacuum would: a partition's first rows
     async with tenant_transaction(services.pool, tenant) as conn:
         await conn.execute("SET LOCAL enable_seqscan = off")  # a 50-row table would be scanned otherwise
         cur = await conn.execute("EXPLAIN " + SUBJECT_SIZE_SQL, (tenant, "lin", MODEL, 20_001))
         plan = "\n".join(row[0] for row in await cur.fetchall())
-    assert "Index Only Scan using memory_vectors_subject_model" in plan, plan
+    # One partition's index (the subject's partition, pruned to at plan time), read alone.
+    assert re.search(r"Index Only Scan using memory_vectors_p\d\d_subject_model on memory_vectors_p\d\d", plan), plan
+    assert plan.count("Index Only Scan") == 1, plan
+
+
+async def test_the_graph_size_is_the_subjects_partition(services, tenant):
+    """The share rule's N is the row count of the subject's partition (migration 027), not of the
+    store: other partitions' vectors do not push a large subject to the exact scan."""
+    rng = random.Random(5)
+    subjects = [f"s{n}" for n in range(40)]
+    async with tenant_transaction(services.pool, tenant) as conn:
+        for subject in subjects:
+            await _store_vectors(conn, tenant, 5, "episode", rng, subject=subject)
+    async with await psycopg.AsyncConnection.connect(services.settings.database_admin_url, autocommit=True) as admin:
+        await admin.execute("ANALYZE memory_vectors")
+        cur = await admin.execute("SELECT subject_id, tableoid::regclass::text FROM memory_vectors WHERE tenant_id = %s",
+                                  (tenant,))
+        partition_of = dict(await cur.fetchall())
+        cur = await admin.execute(
+            "SELECT c.oid::regclass::text, greatest(c.reltuples, 0)::bigint FROM pg_inherits i "
+            "JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'public.memory_vectors'::regclass")
+        partition_rows = dict(await cur.fetchall())
+    assert len(partition_rows) == 16 and len(set(partition_of.values())) > 1
+    async with tenant_transaction(services.pool, tenant) as conn:
+        for subject in subjects[:5]:
+            cur = await conn.execute(PARTITION_SIZE_SQL, (tenant, subject, MODEL))
+            assert (await cur.fetchone())[0] == partition_rows[partition_of[subject]]
+        cur = await conn.execute(PARTITION_SIZE_SQL, (tenant, "nobody", MODEL))
+        assert await cur.fetchone() is None  # no vectors yet (counted as 0: searched exactly)
+
+
+async def test_the_application_cannot_reach_a_partition_directly(services, tenant):
+    """The partitions are in a schema the application role cannot use: it reads and writes the
+    vectors through public.memory_vectors, under its row-level security, only."""
+    async with services.pool.connection() as conn:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="agent_memory_partitions"):
+            await conn.execute("SELECT count(*) FROM agent_memory_partitions.memory_vectors_p00")
 
 
 def test_a_subject_is_searched_exactly_until_the_index_would_cost_more():

@@ -78,7 +78,8 @@ async def test_rebuild_proves_equality_repairs_corruption_and_is_stable(client, 
         await _admin(services, tenant,
                      ("UPDATE facts SET value = 'Atlantis' WHERE tenant_id = %s AND subject_id = %s "
                       "AND key = 'home_city' AND status = 'active'", (tenant, subject)),
-                     ("DELETE FROM memory_vectors WHERE ctid = (SELECT ctid FROM memory_vectors "
+                     # A row's ctid is unique within its partition only (migration 027).
+                     ("DELETE FROM memory_vectors WHERE (tableoid, ctid) = (SELECT tableoid, ctid FROM memory_vectors "
                       "WHERE tenant_id = %s AND subject_id = %s LIMIT 1)", (tenant, subject)),
                      ("DELETE FROM memory_search WHERE ctid = (SELECT ctid FROM memory_search "
                       "WHERE tenant_id = %s AND subject_id = %s AND memory_kind = 'episode' LIMIT 1)",

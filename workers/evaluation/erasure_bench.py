@@ -124,7 +124,9 @@ async def run_erasure_bench(services: Services, *, memories: int, per_subject: i
     load_seconds = time.monotonic() - t0
     async with services.pool.connection() as conn:
         cur = await conn.execute(
-            "SELECT sum(n_live_tup) FROM pg_stat_user_tables WHERE relname = ANY(%s)",
+            # memory_vectors counts through its partitions (migration 027).
+            "SELECT sum(n_live_tup) FROM pg_stat_user_tables WHERE relname = ANY(%s) "
+            "OR schemaname = 'agent_memory_partitions'",
             (["messages", "sessions", "memory_events", "observations", "episodes", "memory_search", "memory_postings",
               "lexical_statistics", "memory_vectors", "projection_outbox", "operations", "subject_keys"],))
         row = await cur.fetchone()

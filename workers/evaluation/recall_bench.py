@@ -262,10 +262,29 @@ async def _load_filler(services: Services, embedder: Embedder, memories: int, rn
         ram_mb = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2**20
         await conn.execute(sql.SQL("SET maintenance_work_mem = {}").format(
             sql.Literal(f"{max(64, min(4096, ram_mb // 4))}MB")))
-        for _, definition in hnsw_indexes:
-            await conn.execute(definition)  # pg_get_indexdef's own text: names and expression as migrated
+        for name, definition in hnsw_indexes:
+            # pg_get_indexdef's own text (names and expression as migrated); a partitioned table's
+            # reads "ON ONLY", which would build no partition's graph.
+            await conn.execute(definition.replace(" ON ONLY ", " ON ", 1))
+            await _name_partition_indexes(conn, name)
         await conn.commit()
     return "embedded" if embedded else "random"
+
+
+async def _name_partition_indexes(conn: psycopg.AsyncConnection, parent_index: str) -> None:
+    """The partitions' indexes of `parent_index` named as migration 027 names them
+    (memory_vectors_p03_hnsw_384), so that plans read the same as in a migrated store."""
+    cur = await conn.execute(
+        "SELECT n.nspname, child.relname, part.relname FROM pg_catalog.pg_inherits h "
+        "JOIN pg_catalog.pg_class child ON child.oid = h.inhrelid "
+        "JOIN pg_catalog.pg_namespace n ON n.oid = child.relnamespace "
+        "JOIN pg_catalog.pg_index x ON x.indexrelid = child.oid JOIN pg_catalog.pg_class part ON part.oid = x.indrelid "
+        "WHERE h.inhparent = %s::regclass", (f"public.{parent_index}",))
+    for schema, child, partition in await cur.fetchall():
+        wanted = partition + parent_index.removeprefix("memory_vectors")
+        if child != wanted:
+            await conn.execute(sql.SQL("ALTER INDEX {} RENAME TO {}").format(
+                sql.Identifier(schema, child), sql.Identifier(wanted)))
 
 
 async def run_recall_bench(services: Services, *, sizes: list[int], queries: int, embedder: Embedder | None = None,
