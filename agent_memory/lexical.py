@@ -19,51 +19,65 @@ K1, B = 1.2, 0.75
 # A query's postings are the index ranges of its lexemes in the subject's inverted index
 # (memory_postings, kept by memory_search's triggers, migration 026), read by an index-only scan
 # carrying each posting's kind, tf, item length and time: no item is read and no tsvector unnested,
-# so the cost follows the postings of the query's lexemes, not the subject's size. The statistics
-# (n, avgdl) cover every item in the window and the df of a lexeme counts its postings in the
-# window, so the scores are those of BM25 over the whole window. Without a window the statistics are
-# one row kept by the same triggers (migration 025); with one, the items inside it are counted (an
-# index-only scan).
+# so the cost follows the postings of the query's lexemes, not the subject's size.
 #
-# A lexeme's df is counted over its postings by a window function as they stream out of the index
-# in lexeme order (a materialised CTE aggregated and joined back cost 15% more at 50k items). The
-# statistics are a materialised CTE: inlined, the planner folded their numeric division and casts
-# into the per-posting score, computed again for each of a query's ~10k postings (p50/p99 of the
-# search at 50k items 0.75x/0.58x materialised, the same results).
-_BM25_TEMPLATE = """
-WITH stats AS MATERIALIZED ({stats}
-), postings AS (
-    SELECT memory_id, memory_kind, version, term_count, tf::float8 AS tf,
-           count(*) OVER (PARTITION BY lexeme)::float8 AS df FROM memory_postings
-     WHERE tenant_id = %(tenant)s AND subject_id = %(subject)s AND lexeme = ANY(%(lexemes)s::text[])
-       AND happened_at <= coalesce(%(as_of)s::timestamptz, 'infinity')
-       AND happened_at >= coalesce(%(since)s::timestamptz, '-infinity')
-       AND memory_kind = ANY(%(kinds)s)
-)
+# Without a window, BM25's statistics are read, not counted: the item count and total length from
+# one row (lexical_statistics, migration 025) and each query lexeme's document frequency from its
+# row (lexical_frequencies, migration 028), both kept by the same triggers. A lexeme's weight
+# (idf) is computed once, not per posting. With a window, the items inside it are counted (an
+# index-only scan) and a lexeme's df counts its postings in the window by a window function as
+# they stream out of the index in lexeme order (a materialised CTE aggregated and joined back cost
+# 15% more at 50k items). Either way the scores are those of BM25 over the whole window.
+#
+# The statistics are a materialised CTE: inlined, the planner folded their numeric division and
+# casts into the per-posting score, computed again for each of a query's ~10k postings (p50/p99 of
+# the search at 50k items 0.75x/0.58x materialised, the same results).
+_KINDS_SUM = """sum(CASE WHEN 'fact' = ANY(%(kinds)s) THEN fact_{column} ELSE 0 END
+                       + CASE WHEN 'episode' = ANY(%(kinds)s) THEN episode_{column} ELSE 0 END
+                       + CASE WHEN 'observation' = ANY(%(kinds)s) THEN observation_{column} ELSE 0 END)"""
+# The same value as avg(term_count) over the items (numeric division, then float8).
+_KEPT_STATISTICS = f"""
+    SELECT coalesce(items, 0)::float8 AS n, greatest(terms::numeric / nullif(items, 0), 1)::float8 AS avgdl
+      FROM (SELECT {_KINDS_SUM.format(column="items")} AS items,
+                   {_KINDS_SUM.format(column="terms")} AS terms
+              FROM lexical_statistics WHERE tenant_id = %(tenant)s AND subject_id = %(subject)s) AS kept"""
+# The per-posting term is written as the windowed form's, operation for operation, so both give
+# the same floating-point scores.
+_SCORED = """
 SELECT p.memory_id::text, p.memory_kind, p.version,
-       sum(ln(1 + (s.n - p.df + 0.5) / (p.df + 0.5))
-           * p.tf * (%(k1)s + 1) / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.term_count / s.avgdl))) AS score
-  FROM postings p CROSS JOIN stats s
+       sum({idf} * p.tf * (%(k1)s + 1) / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.term_count / s.avgdl))) AS score
+  FROM {postings} CROSS JOIN stats s
  GROUP BY p.memory_id, p.memory_kind, p.version
  ORDER BY score DESC, p.memory_id
  LIMIT %(limit)s
 """
-# The same value as avg(term_count) over the items (numeric division, then float8).
-BM25_SQL = _BM25_TEMPLATE.format(stats="""
-    SELECT coalesce(items, 0)::float8 AS n, greatest(terms::numeric / nullif(items, 0), 1)::float8 AS avgdl
-      FROM (SELECT sum(CASE WHEN 'fact' = ANY(%(kinds)s) THEN fact_items ELSE 0 END
-                       + CASE WHEN 'episode' = ANY(%(kinds)s) THEN episode_items ELSE 0 END
-                       + CASE WHEN 'observation' = ANY(%(kinds)s) THEN observation_items ELSE 0 END) AS items,
-                   sum(CASE WHEN 'fact' = ANY(%(kinds)s) THEN fact_terms ELSE 0 END
-                       + CASE WHEN 'episode' = ANY(%(kinds)s) THEN episode_terms ELSE 0 END
-                       + CASE WHEN 'observation' = ANY(%(kinds)s) THEN observation_terms ELSE 0 END) AS terms
-              FROM lexical_statistics WHERE tenant_id = %(tenant)s AND subject_id = %(subject)s) AS kept""")
-BM25_WINDOW_SQL = _BM25_TEMPLATE.format(stats="""
+_POSTINGS_WHERE = """tenant_id = %(tenant)s AND subject_id = %(subject)s AND lexeme = ANY(%(lexemes)s::text[])
+       AND happened_at <= coalesce(%(as_of)s::timestamptz, 'infinity')
+       AND happened_at >= coalesce(%(since)s::timestamptz, '-infinity')
+       AND memory_kind = ANY(%(kinds)s)"""
+BM25_SQL = f"""
+WITH stats AS MATERIALIZED ({_KEPT_STATISTICS}
+), weights AS MATERIALIZED (
+    SELECT f.lexeme, ln(1 + (s.n - f.df + 0.5) / (f.df + 0.5)) AS idf
+      FROM (SELECT lexeme, {_KINDS_SUM.format(column="items")}::float8 AS df FROM lexical_frequencies
+             WHERE tenant_id = %(tenant)s AND subject_id = %(subject)s AND lexeme = ANY(%(lexemes)s::text[])
+             GROUP BY lexeme) AS f CROSS JOIN stats s
+), postings AS (
+    SELECT memory_id, memory_kind, version, term_count, tf::float8 AS tf, lexeme FROM memory_postings
+     WHERE {_POSTINGS_WHERE}
+)""" + _SCORED.format(idf="w.idf", postings="postings p JOIN weights w ON w.lexeme = p.lexeme")
+BM25_WINDOW_SQL = """
+WITH stats AS MATERIALIZED (
     SELECT count(*)::float8 AS n, greatest(avg(term_count), 1)::float8 AS avgdl FROM memory_search
      WHERE tenant_id = %(tenant)s AND subject_id = %(subject)s
        AND happened_at <= coalesce(%(as_of)s::timestamptz, 'infinity')
        AND happened_at >= coalesce(%(since)s::timestamptz, '-infinity')
-       AND memory_kind = ANY(%(kinds)s)""")
+       AND memory_kind = ANY(%(kinds)s)
+), postings AS (""" + f"""
+    SELECT memory_id, memory_kind, version, term_count, tf::float8 AS tf,
+           count(*) OVER (PARTITION BY lexeme)::float8 AS df FROM memory_postings
+     WHERE {_POSTINGS_WHERE}
+)""" + _SCORED.format(idf="ln(1 + (s.n - p.df + 0.5) / (p.df + 0.5))", postings="postings p")
 
 
 def indexed_text(text: str, hint: str | None = None) -> str:

@@ -74,6 +74,9 @@ TABLES: tuple[Table, ...] = (
     Table("lexical_statistics", "projection", erasure="delete", store="search_index"),
     # The index's postings (item, lexeme), written and deleted by memory_search's triggers.
     Table("memory_postings", "projection", erasure="delete", store="search_index"),
+    # BM25's document frequencies per lexeme, kept by the same triggers (a lexeme no item holds any
+    # more loses its row).
+    Table("lexical_frequencies", "projection", erasure="delete", store="search_index"),
     Table("projection_outbox", "projection", erasure="delete", store="outbox", label="outbox",
           natural_key="memory_id, version"),
     Table("observations", "projection", erasure="delete", store="observations", label="observations",

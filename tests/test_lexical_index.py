@@ -94,6 +94,16 @@ SELECT m.subject_id, t.lexeme, m.memory_id, m.version, m.memory_kind, coalesce(a
        m.term_count, m.happened_at
   FROM memory_search m, unnest(m.tsv) AS t WHERE m.tenant_id = %s
 """
+# The document frequencies the triggers keep per lexeme, and those recounted from the tsvectors.
+_FREQUENCIES = """
+SELECT subject_id, lexeme, fact_items, episode_items, observation_items FROM lexical_frequencies WHERE tenant_id = %s
+"""
+_FREQUENCIES_RECOUNTED = """
+SELECT m.subject_id, l.lexeme, count(*) FILTER (WHERE m.memory_kind = 'fact'),
+       count(*) FILTER (WHERE m.memory_kind = 'episode'), count(*) FILTER (WHERE m.memory_kind = 'observation')
+  FROM memory_search m, unnest(tsvector_to_array(m.tsv)) AS l(lexeme) WHERE m.tenant_id = %s
+ GROUP BY m.subject_id, l.lexeme
+"""
 _KEPT = """
 SELECT subject_id, fact_items, fact_terms, episode_items, episode_terms, observation_items, observation_terms
   FROM lexical_statistics WHERE tenant_id = %s
@@ -101,7 +111,7 @@ SELECT subject_id, fact_items, fact_terms, episode_items, episode_terms, observa
 
 
 async def test_the_statistics_are_kept_by_the_index_through_every_write(services, tenant):
-    """What the triggers keep (statistics and postings) equals a recount of the index after inserts
+    """What the triggers keep (statistics, postings and document frequencies) equals a recount of the index after inserts
     (one row and many rows per statement), a forget's delete, an owner's update of kinds, lengths
     and texts, and an erasure's delete, as the app role under RLS; a subject whose rows are gone
     leaves no statistics and no postings."""
@@ -119,6 +129,10 @@ async def test_the_statistics_are_kept_by_the_index_through_every_write(services
             postings = await (await conn.execute(_POSTINGS, (tenant,))).fetchall()
             recounted_postings = await (await conn.execute(_POSTINGS_RECOUNTED, (tenant,))).fetchall()
         assert len(postings) == len(set(postings)) and set(postings) == set(recounted_postings)
+        async with tenant_transaction(services.pool, tenant) as conn:
+            frequencies = await (await conn.execute(_FREQUENCIES, (tenant,))).fetchall()
+            recounted_frequencies = await (await conn.execute(_FREQUENCIES_RECOUNTED, (tenant,))).fetchall()
+        assert frequencies and sorted(frequencies) == sorted(recounted_frequencies)
         return kept
 
     rows = {subject: [(tenant, subject, uuid.uuid4(), rng.choice(("fact", "episode", "observation")),
@@ -159,9 +173,11 @@ async def test_the_statistics_are_kept_by_the_index_through_every_write(services
     async with tenant_transaction(services.pool, tenant) as conn:
         left = await (await conn.execute("SELECT DISTINCT subject_id FROM memory_postings WHERE tenant_id = %s",
                                          (tenant,))).fetchall()
+        left_frequencies = await (await conn.execute(
+            "SELECT DISTINCT subject_id FROM lexical_frequencies WHERE tenant_id = %s", (tenant,))).fetchall()
         repaired = await (await conn.execute(
             "SELECT count(*) FROM memory_postings WHERE tenant_id = %s AND lexeme = 'repair'", (tenant,))).fetchone()
-    assert left == [("kim",)] and repaired is not None and repaired[0] > 0
+    assert left == [("kim",)] == left_frequencies and repaired is not None and repaired[0] > 0
 
 
 @pytest.mark.parametrize("windowed", [False, True])
@@ -176,3 +192,5 @@ async def test_the_statistics_are_computed_once_per_query_not_per_posting(servic
     assert "CTE Scan on stats" in plan, plan
     aggregate = next(line for line in plan.splitlines() if "Output:" in line and "sum((" in line)
     assert "numeric" not in aggregate, aggregate
+    if not windowed:  # document frequencies read from their rows (migration 028): one weight per lexeme
+        assert "WindowAgg" not in plan and "ln(" not in aggregate and "lexical_frequencies" in plan, plan

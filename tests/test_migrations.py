@@ -179,3 +179,23 @@ async def test_migration_027_moves_every_vector_into_its_subjects_partition(serv
     assert all(partition_of[(s, "m384")] == partition_of[(s, "m8")] for s, _ in partition_of)  # by subject
     assert indexes == {"memory_vectors_p00_pkey", "memory_vectors_p00_subject_model", "memory_vectors_p00_model",
                        "memory_vectors_p00_hnsw_384"}
+
+
+async def test_migration_028_counts_the_document_frequencies_of_the_index_it_finds(services):
+    """An existing index migrates forward: each subject's lexemes get their item counts per kind,
+    as the triggers then keep them."""
+    async with database_before(services.settings.database_admin_url, "028") as (conn, migrate_the_rest):
+        items = [("t", subject, uuid.uuid4(), kind, text)
+                 for subject, texts in (("lin", ("oslo trip", "rome trip", "oslo oslo jazz")), ("kim", ("jazz",)))
+                 for text in texts for kind in ("episode", "observation")]
+        await conn.execute("SELECT set_config('app.tenant_id', 't', false)")  # memory_search forces RLS
+        for tenant, subject, memory_id, kind, text in items:
+            await conn.execute("INSERT INTO memory_search (tenant_id, subject_id, memory_id, memory_kind, version, "
+                               "search_text, term_count, happened_at) VALUES (%s, %s, %s, %s, 1, %s, 2, now())",
+                               (tenant, subject, memory_id, kind, text))
+        await migrate_the_rest()
+        cur = await conn.execute("SELECT subject_id, lexeme, fact_items, episode_items, observation_items "
+                                 "FROM lexical_frequencies ORDER BY subject_id, lexeme")
+        frequencies = await cur.fetchall()
+    assert frequencies == [("kim", "jazz", 0, 1, 1), ("lin", "jazz", 0, 1, 1), ("lin", "oslo", 0, 2, 2),
+                           ("lin", "rome", 0, 1, 1), ("lin", "trip", 0, 2, 2)]
