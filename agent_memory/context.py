@@ -19,7 +19,6 @@ yields nothing. Every item says which evidence messages its text draws on.
 from __future__ import annotations
 
 import asyncio
-import functools
 import math
 import re
 from datetime import UTC, datetime, timedelta
@@ -140,7 +139,6 @@ _QUERY_STOP = frozenset("a an the of in on at to and or is was were are be for w
                         "about from as would could should will can".split())
 
 
-@functools.lru_cache(maxsize=1 << 16)  # the same few thousand words, ~250 items per query
 def _stem(word: str) -> str:
     for suffix in ("ing", "ed", "es", "s"):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:

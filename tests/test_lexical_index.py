@@ -111,10 +111,10 @@ SELECT subject_id, fact_items, fact_terms, episode_items, episode_terms, observa
 
 
 async def test_the_statistics_are_kept_by_the_index_through_every_write(services, tenant):
-    """What the triggers keep (statistics, postings and document frequencies) equals a recount of the index after inserts
-    (one row and many rows per statement), a forget's delete, an owner's update of kinds, lengths
-    and texts, and an erasure's delete, as the app role under RLS; a subject whose rows are gone
-    leaves no statistics and no postings."""
+    """What the triggers keep (statistics, postings and document frequencies) equals a recount of
+    the index after inserts (one row and many rows per statement), a forget's delete, an owner's
+    update of kinds, lengths and texts, and an erasure's delete, as the app role under RLS; a
+    subject whose rows are gone leaves no statistics, no postings and no frequencies."""
     rng = random.Random(4)
     start = datetime(2024, 1, 1, tzinfo=UTC)
 
