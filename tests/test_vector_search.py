@@ -132,6 +132,33 @@ async def test_the_graph_size_is_the_subjects_partition(services, tenant):
         assert await cur.fetchone() is None  # no vectors yet (counted as 0: searched exactly)
 
 
+
+async def test_the_partition_lookup_reads_one_index_entry_wherever_the_rows_lie(services, tenant):
+    """A subject whose vectors lie after other subjects' in its partition's heap (it grew late):
+    the lookup of its partition takes one entry of memory_vectors_subject_model. Left to itself the
+    planner took LIMIT 1 from a sequential scan, which read 45k other rows per context at 1M rows."""
+    rng = random.Random(13)
+    subjects = [f"early{n}" for n in range(48)]
+    async with tenant_transaction(services.pool, tenant) as conn:
+        async with conn.cursor() as cur:  # narrow vectors: the lookup never reads them
+            await cur.executemany(
+                "INSERT INTO memory_vectors (tenant_id, subject_id, memory_id, memory_kind, version, model, embedding) "
+                "VALUES (%s, %s, %s, 'episode', 1, %s, %s)",
+                [(tenant, subject, uuid.uuid4(), MODEL, Vector([rng.random(), rng.random(), 1.0]))
+                 for subject in subjects for _ in range(100)]
+                + [(tenant, "lin", uuid.uuid4(), MODEL, Vector([rng.random(), rng.random(), 1.0])) for _ in range(1500)])
+    async with await psycopg.AsyncConnection.connect(services.settings.database_admin_url, autocommit=True) as admin:
+        await admin.execute("ANALYZE memory_vectors")  # what autovacuum keeps
+        cur = await admin.execute("SELECT count(*) FROM memory_vectors v WHERE v.tableoid = (SELECT tableoid FROM "
+                                  "memory_vectors WHERE tenant_id = %s AND subject_id = 'lin' LIMIT 1) "
+                                  "AND v.subject_id <> 'lin'", (tenant,))
+        assert (await cur.fetchone())[0] >= 100  # other subjects' rows share lin's partition
+    async with tenant_transaction(services.pool, tenant) as conn:
+        cur = await conn.execute("EXPLAIN (ANALYZE, COSTS OFF) " + PARTITION_SIZE_SQL, (tenant, "lin", MODEL))
+        plan = "\n".join(row[0] for row in await cur.fetchall())
+    assert "Seq Scan" not in plan, plan
+    assert re.search(r"Index (Only )?Scan using memory_vectors_p\d\d_subject_model", plan), plan
+
 async def test_the_application_cannot_reach_a_partition_directly(services, tenant):
     """The partitions are in a schema the application role cannot use: it reads and writes the
     vectors through public.memory_vectors, under its row-level security, only."""
