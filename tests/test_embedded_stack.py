@@ -113,7 +113,6 @@ def test_no_file_of_the_stack_is_readable_or_writable_by_others(private_stack):
     assert not list(home.glob(".initdb-*"))
 
 
-
 def test_the_buffer_cache_is_a_quarter_of_the_ram_between_128_mb_and_1_gb():
     assert postgres_shared_buffers_mb(24 * 2**30) == 1024
     assert postgres_shared_buffers_mb(2 * 2**30) == 512
@@ -126,6 +125,7 @@ async def test_the_embedded_postgres_runs_with_that_buffer_cache(private_stack):
         cur = await conn.execute("SELECT setting::bigint * 8 / 1024 FROM pg_catalog.pg_settings "
                                  "WHERE name = 'shared_buffers'")  # in 8 kB blocks
         assert await cur.fetchone() == (postgres_shared_buffers_mb(),)
+
 
 def _listening_inodes() -> dict[int, tuple[str, int]]:
     """inode -> (address, port) of every listening TCP socket, from /proc/net/tcp and tcp6."""

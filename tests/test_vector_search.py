@@ -132,7 +132,6 @@ async def test_the_graph_size_is_the_subjects_partition(services, tenant):
         assert await cur.fetchone() is None  # no vectors yet (counted as 0: searched exactly)
 
 
-
 async def test_the_partition_lookup_reads_one_index_entry_wherever_the_rows_lie(services, tenant):
     """A subject whose vectors lie after other subjects' in its partition's heap (it grew late):
     the lookup of its partition takes one entry of memory_vectors_subject_model. Left to itself the
@@ -158,6 +157,7 @@ async def test_the_partition_lookup_reads_one_index_entry_wherever_the_rows_lie(
         plan = "\n".join(row[0] for row in await cur.fetchall())
     assert "Seq Scan" not in plan, plan
     assert re.search(r"Index (Only )?Scan using memory_vectors_p\d\d_subject_model", plan), plan
+
 
 async def test_the_application_cannot_reach_a_partition_directly(services, tenant):
     """The partitions are in a schema the application role cannot use: it reads and writes the
