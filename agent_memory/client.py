@@ -245,23 +245,16 @@ class MemoryClient:
         await self._check_session_owner(tenant_id, subject_id, session_id)
         # A message right after this hook signals its timer again.
         await self.services.redis.delete(_idle_touch_key(tenant_id, subject_id, session_id))
-        legacy_idle = await self._subject_run(legacy_idle_workflow_id(tenant_id, session_id), subject_id)
-        for idle in (self.services.temporal.get_workflow_handle(idle_workflow_id(tenant_id, subject_id, session_id)),
-                     legacy_idle[0] if legacy_idle else None):
-            if idle is None:
-                continue
-            try:  # the idle timer has nothing left to do
-                await idle.signal(contract.SIGNAL_END)
-            except RPCError as exc:
-                if exc.status != RPCStatusCode.NOT_FOUND:
-                    raise
-        # Messages no consolidation has covered (the session went on after a run finished) get a
-        # new run under the same id; otherwise the hook attaches to the existing run.
-        pending = await unconsolidated_messages(self.services.pool, tenant_id, subject_id, session_id)
-        # A run started before migration 021 under the old id: attach to it while it runs, or when
-        # it covered every message; a second run over the same messages would repeat its calls.
-        legacy = await self._subject_run(legacy_consolidation_workflow_id(tenant_id, session_id), subject_id,
-                                         result_type=ConsolidationResult)
+        # Ending the idle timers, counting the messages no consolidation has covered (the session
+        # went on after a run finished: a new run under the same id) and finding a run started
+        # before migration 021 are independent: at once, one round trip's wait instead of four.
+        _, pending, legacy = await asyncio.gather(
+            self._end_idle_timers(tenant_id, subject_id, session_id),
+            unconsolidated_messages(self.services.pool, tenant_id, subject_id, session_id),
+            self._subject_run(legacy_consolidation_workflow_id(tenant_id, session_id), subject_id,
+                              result_type=ConsolidationResult))
+        # The legacy run: attach to it while it runs, or when it covered every message; a second
+        # run over the same messages would repeat its calls.
         if legacy is not None and (legacy[1] == WorkflowExecutionStatus.RUNNING or (
                 legacy[1] == WorkflowExecutionStatus.COMPLETED and not pending)):
             return legacy[0]
@@ -273,6 +266,24 @@ class MemoryClient:
              SearchAttributePair(SESSION_ID, session_id)], ConsolidationResult,
             reuse=(WorkflowIDReusePolicy.ALLOW_DUPLICATE if pending
                    else WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY))
+
+    async def _end_idle_timers(self, tenant_id: str, subject_id: str, session_id: str) -> None:
+        """The session's idle timer, and one started before migration 021 when it is the
+        subject's, have nothing left to do: the hook consolidates."""
+        async def end(idle: WorkflowHandle) -> None:
+            try:
+                await idle.signal(contract.SIGNAL_END)
+            except RPCError as exc:
+                if exc.status != RPCStatusCode.NOT_FOUND:
+                    raise
+
+        async def end_legacy() -> None:
+            legacy = await self._subject_run(legacy_idle_workflow_id(tenant_id, session_id), subject_id)
+            if legacy is not None:
+                await end(legacy[0])
+
+        await asyncio.gather(end(self.services.temporal.get_workflow_handle(
+            idle_workflow_id(tenant_id, subject_id, session_id))), end_legacy())
 
     async def _subject_run(self, workflow_id: str, subject_id: str, result_type: type | None = None,
                            ) -> tuple[WorkflowHandle, WorkflowExecutionStatus | None] | None:
