@@ -1,10 +1,9 @@
 """Consolidation of one finished session into long-term memory.
 
 locate the providers → extract facts → score importance and summarize, at once → check conflicts →
-commit (one transaction) → embed the session's rows when the embedder is in the worker, and wake
-the subject's projector for whatever is left (workflows/projector.py; runs recorded before it
-existed project the vectors themselves). History carries operation ids and counts; the data stays
-in Postgres.
+commit (one transaction) → embed the session's rows (one batch) and wake the subject's projector
+for whatever is left (workflows/projector.py; runs recorded before it existed project the vectors
+themselves). History carries operation ids and counts; the data stays in Postgres.
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ with workflow.unsafe.imports_passed_through():
         StepInput,
         StepOutcome,
     )
-    from agent_memory.projection_models import ProjectorBatchInput
+    from agent_memory.projection_models import ProjectorBatchInput, ProjectorBatchOutcome
 
 # Activity options: agent_memory/contract.py's presets. Transient failures are retried without an
 # attempt cap, at a capped interval: an outage of the model provider or of Postgres must not fail
@@ -162,16 +161,25 @@ class ConsolidationWorkflow:
 
         if workflow.patched("projection-by-projector"):
             vectors = 0
+            # The run embeds its own rows (the projector's batch step) and leaves the rest to the
+            # projector: more rows than a batch, an embedding failed and due again later, rows
+            # another attempt holds. A failed embedding is recorded on its row, never raised: it
+            # cannot hold the run. An embedder in the worker's process runs as a local activity;
+            # a remote one as an ordinary activity (the server times out a call that hangs), and
+            # runs recorded before it did so leave every row to the projector (a second workflow
+            # per consolidation: its start, three workflow tasks and a dozen more events).
+            batch_input = ProjectorBatchInput(tenant_id=request.tenant_id, subject_id=request.subject_id)
+            batch: ProjectorBatchOutcome | None = None
             if placement.embedder_in_worker:
-                # An embedder in the worker's process: the run embeds its own rows (the projector's
-                # batch step, as a local activity) and leaves the rest to the projector: more rows
-                # than a batch, an embedding failed and due again later, rows another attempt holds.
-                # A failed embedding is recorded on its row, never raised: it cannot hold the run.
                 self._progress.step = "project_vectors"
                 batch = await workflow.execute_local_activity_method(
-                    ProjectionActivities.project_outbox_batch,
-                    ProjectorBatchInput(tenant_id=request.tenant_id, subject_id=request.subject_id),
+                    ProjectionActivities.project_outbox_batch, batch_input,
                     **contract.VECTOR_PROJECTION.local_options())
+            elif workflow.patched("remote-embedder-embeds-the-runs-rows"):
+                self._progress.step = "project_vectors"
+                batch = await workflow.execute_activity_method(
+                    ProjectionActivities.project_outbox_batch, batch_input, **contract.VECTOR_PROJECTION.options())
+            if batch is not None:
                 vectors = self._progress.vectors_upserted = batch.vectors_upserted
                 if not batch.pending:
                     self._progress.step = "done"

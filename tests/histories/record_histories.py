@@ -30,7 +30,11 @@ from agent_memory.client import MemoryClient
 from agent_memory.payload_codec import ENCODING
 from agent_memory.providers.offline import offline_providers
 from agent_memory.settings import Settings
+from tests.providers.openai_server import FakeOpenAIServer
 from tests.sessions import session
+from tests.workflows.test_consolidation_openai import S as OPENAI_SESSION
+from tests.workflows.test_consolidation_openai import bundle_for as openai_bundle
+from tests.workflows.test_consolidation_openai import route as openai_route
 from workers.embedded import Ports
 from workers.runtime import open_stack
 from workers.worker import build_worker
@@ -38,8 +42,11 @@ from workers.worker import build_worker
 HERE = Path(__file__).parent
 
 # The file each workflow's current version is recorded to.
-CURRENT = {"consolidation": "consolidation-v6.json", "projector": "projector.json", "rebuild": "rebuild-v3.json",
-           "erasure": "erasure-v4.json", "session-idle": "session-idle-v4.json"}
+# consolidation: offline providers (in the worker's process); consolidation-remote: the
+# OpenAI-compatible providers against a local server that speaks the API (ordinary activities).
+CURRENT = {"consolidation": "consolidation-v6.json", "consolidation-remote": "consolidation-v7.json",
+           "projector": "projector.json", "rebuild": "rebuild-v3.json", "erasure": "erasure-v4.json",
+           "session-idle": "session-idle-v4.json"}
 
 
 async def _decode(node: Any, codec: PayloadCodec) -> None:
@@ -99,6 +106,19 @@ async def main(only: set[str] | None = None) -> None:
                 await erase.result()
                 if keep(CURRENT["erasure"]):
                     await _write(erase, CURRENT["erasure"], codec)
+            # Remote providers: every model step and the run's own embedding batch are ordinary
+            # activities.
+            if keep(CURRENT["consolidation-remote"]):
+                with FakeOpenAIServer() as server:
+                    server.responder = openai_route
+                    bundle = openai_bundle(server)
+                    async with build_worker(services, task_queue="record-histories-remote", providers=bundle):
+                        remote = MemoryClient(services, bundle.embedder, task_queue="record-histories-remote")
+                        await remote.append_messages("acme", "kai", OPENAI_SESSION)
+                        handle = await remote.end_session("acme", "kai", OPENAI_SESSION.session_id)
+                        await handle.result()
+                    await bundle.aclose()
+                await _write(handle, CURRENT["consolidation-remote"], codec)
             # The idle timer: no end hook, the timer runs out and starts the consolidation.
             idle_client = MemoryClient(services, offline_providers().embedder, task_queue="record-histories",
                                        idle_timeout=timedelta(seconds=1))

@@ -105,8 +105,11 @@ async def test_consolidation_commits_while_the_embedder_fails_and_the_projector_
     # One provider call per batch of at most batch_size texts; every row embedded exactly once.
     assert all(0 < n <= FAST.batch_size for n in embedder.calls)
     assert sum(embedder.calls[3:]) == outbox
-    assert outcome.vectors_upserted == outbox and outcome.retried == failed_items
-    assert outcome.dead_lettered == 0 and outcome.batches >= len(embedder.calls)
+    # The first call was the run's own batch (a remote embedder's, an ordinary activity): it failed
+    # and left its rows to the projector, which retried them with the rest.
+    assert embedder.calls[0] == FAST.batch_size
+    assert outcome.vectors_upserted == outbox and outcome.retried == failed_items - embedder.calls[0]
+    assert outcome.dead_lettered == 0 and outcome.batches >= len(embedder.calls) - 1
     runs = await client.runs(tenant, "lin")
     assert [r.workflow_type for r in runs].count("ConsolidationWorkflow") == 1
 
@@ -119,12 +122,12 @@ async def test_a_stuck_row_is_projected_by_the_sweep_without_a_new_consolidation
     async with running_worker(providers=providers_with(embedder), projection_policy=slow):
         await consolidate(client, tenant, "kai")
         projector = client.services.temporal.get_workflow_handle(contract.projector_workflow_id(tenant, "kai"))
-        for _ in range(100):  # the first batch fails; its rows wait an hour
+        for _ in range(100):  # the run's own batch fails; its rows wait an hour
             progress = await projector.query(ProjectorWorkflow.progress)
             if progress.step == "waiting for the next attempt":
                 break
             await asyncio.sleep(0.1)
-        assert progress.step == "waiting for the next attempt" and progress.retried > 0
+        assert progress.step == "waiting for the next attempt" and len(embedder.calls) == 1
         lag = await client.projection_lag(tenant, "kai")
         assert lag.pending == lag.retrying > 0 and lag.due == 0
         # The projector is gone (terminated by an operator, say) and the hour has passed.
@@ -301,11 +304,12 @@ async def test_histories_of_the_new_path_replay(client, services, tenant, runnin
                   if e.HasField("activity_task_scheduled_event_attributes")]
     # The offline model steps (in the worker), the plan, the commit and the wake run as local
     # activities: one marker each, in the history; the scripted embedder (remote: it does not say
-    # it runs in the worker) is left to the projector, which the run woke.
+    # it runs in the worker) embeds the run's rows in an ordinary activity. That batch failed, so
+    # the run woke the projector.
     local = [e.marker_recorded_event_attributes for e in consolidation.events
              if e.HasField("marker_recorded_event_attributes")
              and e.marker_recorded_event_attributes.marker_name == "core_local_activity"]
-    assert len(local) == 7 and activities == []
+    assert len(local) == 7 and activities == ["project_outbox_batch"]
     assert (await handle.result()).projector_woken
     projection = await projector.fetch_history()
     assert any(e.HasField("timer_started_event_attributes") for e in projection.events)  # slept on a retry

@@ -48,7 +48,10 @@ WORKFLOW_DIR = Path(__file__).resolve().parents[2] / "workflows"
                                                ("consolidation-v5.json", "consolidate/acme/ana/s1"),
                                                # Offline providers as local activities, the
                                                # run's own rows embedded: one workflow task.
-                                               ("consolidation-v6.json", "consolidate/acme/lin/s1")])
+                                               ("consolidation-v6.json", "consolidate/acme/lin/s1"),
+                                               # Remote providers: the run embeds its own rows
+                                               # in an ordinary activity.
+                                               ("consolidation-v7.json", "consolidate/acme/kai/s-oa")])
 async def test_recorded_history_replays(name, workflow_id):
     history = WorkflowHistory.from_json(workflow_id, (HISTORIES / name).read_text())
     replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)

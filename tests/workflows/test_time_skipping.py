@@ -149,15 +149,15 @@ def test_the_mocks_carry_the_real_activity_names_and_types():
 
 
 async def test_an_activity_without_a_mock_fails_the_run_at_once(env, worker, mocks):
-    class WithoutWake(MockedActivities):
+    class WithoutBatch(MockedActivities):
         def all(self) -> list[Any]:
-            return [fn for fn in super().all() if fn != self.wake_projector]
+            return [fn for fn in super().all() if fn != self.project_outbox_batch]
 
-    partial = WithoutWake()
+    partial = WithoutBatch()
     async with worker(partial) as task_queue:
         error = await _failure(await _consolidation(env, task_queue))
-    assert error.type == "NotMocked" and "'wake_projector' is not mocked" in error.message
-    assert partial.attempts("wake_projector") == [1]
+    assert error.type == "NotMocked" and "'project_outbox_batch' is not mocked" in error.message
+    assert partial.attempts("project_outbox_batch") == [1]
 
 
 # --- consolidation -----------------------------------------------------------------------------
@@ -185,7 +185,7 @@ async def test_commit_conflicts_every_round_fail_the_run_after_the_last_round(en
         f"plan/s1/{r}" for r in range(MAX_CONFLICT_ROUNDS)]
     assert mocks.count("summarize_session") == 1
     assert mocks.count("extract_facts") == mocks.count("score_importance") == 1
-    assert mocks.count("wake_projector") == mocks.count("project_vectors") == 0
+    assert mocks.count("project_outbox_batch") == mocks.count("wake_projector") == mocks.count("project_vectors") == 0
     # A non-retryable conflict is not retried by the server: one attempt per round.
     assert set(mocks.attempts("commit_consolidation")) == {1}
     assert progress.conflict_retries == MAX_CONFLICT_ROUNDS and progress.step == "commit_consolidation"
@@ -209,15 +209,17 @@ async def test_a_commit_conflict_resolved_in_a_later_round_commits_once(env, wor
     async with worker(mocks) as task_queue:
         result = await _result(await _consolidation(env, task_queue))
     assert [p.round for p in mocks.inputs("check_conflicts")] == list(range(MAX_CONFLICT_ROUNDS))
-    assert mocks.count("summarize_session") == 1 and mocks.count("wake_projector") == 1
+    assert mocks.count("summarize_session") == 1 and mocks.count("project_outbox_batch") == 1
     assert result.events_appended == EVENTS_PER_COMMIT and result.facts_written == FACTS_EXTRACTED
     assert result.refused_reason is None
-    # New runs leave the vectors to the subject's projector (woken above), never embed themselves.
-    assert mocks.count("project_vectors") == 0 and result.vectors_upserted == 0
+    # The run embedded its rows in the projector's batch step; nothing was left for the projector.
+    assert mocks.count("project_vectors") == mocks.count("wake_projector") == 0
+    assert result.vectors_upserted == 3 and not result.projector_woken
 
 
 @pytest.mark.parametrize(("refusing", "non_retryable"), [
-    ("extract_facts", True), ("check_conflicts", True), ("commit_consolidation", True), ("wake_projector", True),
+    ("extract_facts", True), ("check_conflicts", True), ("commit_consolidation", True),
+    ("project_outbox_batch", True),
     # The workflow's retry policy lists the type as permanent too: one attempt even without the flag.
     ("summarize_session", False), ("commit_consolidation", False),
 ])
@@ -234,12 +236,12 @@ async def test_an_erased_subject_is_refused_with_a_result(env, worker, mocks, re
     # summary run at once: one of them refusing does not stop the other).
     assert mocks.attempts(refusing) == [1]
     stages = [["extract_facts"], ["score_importance", "summarize_session"], ["check_conflicts"],
-              ["commit_consolidation"], ["wake_projector"]]
+              ["commit_consolidation"], ["project_outbox_batch"], ["wake_projector"]]
     stage = next(n for n, names in enumerate(stages) if refusing in names)
     assert all(mocks.count(step) == 0 for names in stages[stage + 1:] for step in names)
     assert mocks.count("project_vectors") == 0
     assert result.vectors_upserted == 0
-    if refusing == "wake_projector":  # the facts were committed before the subject was erased
+    if refusing == "project_outbox_batch":  # the facts were committed before the subject was erased
         assert mocks.count("commit_consolidation") == 1 and progress.events_appended == EVENTS_PER_COMMIT
         assert result.events_appended == EVENTS_PER_COMMIT  # the result reports what was committed
     else:
@@ -257,7 +259,7 @@ async def test_another_permanent_failure_fails_the_run_without_a_conflict_round(
 
 
 # workflows/consolidation.py: local activities on every route (remote providers: the mocks' default).
-LOCAL_STEPS = ("locate_providers", "check_conflicts", "commit_consolidation", "wake_projector")
+LOCAL_STEPS = ("locate_providers", "check_conflicts", "commit_consolidation")
 
 
 @pytest.mark.parametrize(("step", "error"), [
@@ -275,7 +277,7 @@ async def test_a_transient_failure_is_retried_until_it_passes(env, worker, mocks
                  if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED}
     if step in LOCAL_STEPS:
         # A local activity is retried in the worker: the server never schedules it, and its
-        # result is one marker per step (placement, plan, commit, wake) however many attempts it took.
+        # result is one marker per step (placement, plan, commit) however many attempts it took.
         markers = [e for e in events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
                    and e.marker_recorded_event_attributes.marker_name == "core_local_activity"]
         assert step not in scheduled.values() and len(markers) == len(LOCAL_STEPS)
@@ -288,7 +290,7 @@ async def test_a_transient_failure_is_retried_until_it_passes(env, worker, mocks
         assert started.attempt == 3 and started.last_failure.message == str(error.message if isinstance(
             error, ApplicationError) else error)
     assert result.refused_reason is None and result.facts_extracted == FACTS_EXTRACTED
-    assert result.events_appended == EVENTS_PER_COMMIT and mocks.count("wake_projector") == 1
+    assert result.events_appended == EVENTS_PER_COMMIT and mocks.count("project_outbox_batch") == 1
     # The same plan is committed on each attempt: a retry is not a new conflict round.
     assert mocks.count("check_conflicts") == 1
 
@@ -313,12 +315,20 @@ async def test_in_worker_providers_run_every_step_as_a_local_activity(env, worke
     assert result.vectors_upserted == 3 and not result.projector_woken and result.refused_reason is None
 
 
-async def test_rows_the_run_leaves_pending_wake_the_projector(env, worker):
-    mocks = MockedActivities(in_worker=True, left_pending=2)
+@pytest.mark.parametrize("in_worker", [True, False])
+async def test_rows_the_run_leaves_pending_wake_the_projector(env, worker, in_worker):
+    mocks = MockedActivities(in_worker=in_worker, left_pending=2)
     async with worker(mocks) as task_queue:
-        result = await _result(await _consolidation(env, task_queue))
+        handle = await _consolidation(env, task_queue)
+        result = await _result(handle)
+        events = await _events(env.client, handle.id, handle.result_run_id)
     assert mocks.count("project_outbox_batch") == mocks.count("wake_projector") == 1
     assert result.vectors_upserted == 3 and result.projector_woken
+    # A remote embedder's batch is an ordinary activity (the server times out a call that hangs);
+    # one in the worker's process a local activity.
+    scheduled = [e.activity_task_scheduled_event_attributes.activity_type.name for e in events
+                 if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
+    assert ("project_outbox_batch" in scheduled) is not in_worker
 
 
 @pytest.mark.parametrize("refusing", ["extract_facts", "project_outbox_batch"])
