@@ -10,24 +10,27 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable, Mapping
 
+import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from agent_memory.db import tenant_transaction
+from agent_memory.db import joined_tenant_transaction, tenant_transaction
 
 SHARDS = 8
 
 
-async def add_counts(pool: AsyncConnectionPool, tenant_id: str, increments: Mapping[str, int]) -> None:
-    """Add each increment to its counter, in one statement and one transaction."""
+async def add_counts(pool: AsyncConnectionPool, tenant_id: str, increments: Mapping[str, int], *,
+                     conn: psycopg.AsyncConnection | None = None) -> None:
+    """Add each increment to its counter, in one statement: in its own transaction, or as the last
+    statement of the caller's (`conn`: the row locks are held until that transaction ends)."""
     names = sorted(name for name, n in increments.items() if n)
     if not names:
         return
     shard = random.randrange(SHARDS)  # spreads row locks; not a secret
-    async with tenant_transaction(pool, tenant_id) as conn:
+    async with joined_tenant_transaction(pool, tenant_id, conn) as tx:
         # Every context read counts itself: it should not wait for a WAL flush. A crash of the
         # database may lose the last fraction of a second of increments (never corrupts them).
-        await conn.execute("SET LOCAL synchronous_commit = off")
-        await conn.execute(
+        await tx.execute("SET LOCAL synchronous_commit = off")
+        await tx.execute(
             "INSERT INTO operator_counters AS c (tenant_id, counter, shard, count) "
             "SELECT %s, name, %s, n FROM unnest(%s::text[], %s::bigint[]) AS i(name, n) "
             "ON CONFLICT (tenant_id, counter, shard) DO UPDATE SET count = c.count + EXCLUDED.count",

@@ -55,6 +55,18 @@ async def tenant_transaction(pool: AsyncConnectionPool, tenant_id: str) -> Async
             yield conn
 
 
+@asynccontextmanager
+async def joined_tenant_transaction(pool: AsyncConnectionPool, tenant_id: str,
+                                    conn: psycopg.AsyncConnection | None) -> AsyncIterator[psycopg.AsyncConnection]:
+    """`conn` when the caller holds a transaction of `tenant_id` on it already (the statements join
+    it: no round trips to begin, scope and commit another), else a new `tenant_transaction`."""
+    if conn is not None:
+        yield conn
+        return
+    async with tenant_transaction(pool, tenant_id) as new:
+        yield new
+
+
 def subject_lock_key(tenant_id: str, subject_id: str) -> int:
     """A stable 63-bit advisory lock key per (tenant, subject)."""
     digest = hashlib.blake2b(f"{tenant_id}\x1f{subject_id}".encode(), digest_size=8).digest()

@@ -38,7 +38,7 @@ from psycopg_pool import AsyncConnectionPool
 from redis.asyncio import Redis
 
 from agent_memory import counters
-from agent_memory.db import tenant_transaction
+from agent_memory.db import joined_tenant_transaction
 
 log = logging.getLogger(__name__)
 
@@ -215,9 +215,12 @@ async def _evidence_for(conn: psycopg.AsyncConnection, tenant_id: str, subject_i
 
 async def filter_items(pool: AsyncConnectionPool, redis: Redis | None, tenant_id: str, subject_id: str,
                        items: Sequence[T], *, text_of: Callable[[T], str], cited_of: Callable[[T], list[str]],
-                       id_of: Callable[[T], str]) -> tuple[list[T], LeakReport]:
+                       id_of: Callable[[T], str], conn: psycopg.AsyncConnection | None = None,
+                       ) -> tuple[list[T], LeakReport]:
     """Keep the items that mention nothing foreign to the subject; count and log the drops.
-    Without `redis`, other tenants' ids are not recognised (their registry is in Redis)."""
+    Without `redis`, other tenants' ids are not recognised (their registry is in Redis). The
+    lookups run on `conn` when the caller holds a tenant transaction (the drops are counted in a
+    transaction of their own, as they happen)."""
     report = LeakReport()
     if not items:
         return list(items), report
@@ -238,10 +241,10 @@ async def filter_items(pool: AsyncConnectionPool, redis: Redis | None, tenant_id
         flags = await redis.smismember(TENANT_REGISTRY_KEY, [tenant_digest(t) for t in ordered])
         foreign_tenants = {t for t, hit in zip(ordered, flags, strict=True) if hit}
 
-    async with tenant_transaction(pool, tenant_id) as conn:
+    async with joined_tenant_transaction(pool, tenant_id, conn) as tx:
         other_subjects: set[str] = set()
         if all_tokens:
-            cur = await conn.execute(
+            cur = await tx.execute(
                 "SELECT DISTINCT subject_id FROM sessions WHERE tenant_id = %s AND subject_id = ANY(%s) "
                 "AND subject_id <> %s", (tenant_id, sorted(all_tokens), subject_id))
             other_subjects = {row[0] for row in await cur.fetchall()}
@@ -250,7 +253,7 @@ async def filter_items(pool: AsyncConnectionPool, redis: Redis | None, tenant_id
         cited_rows: list[tuple[str | None, ...]] = []
         if all_cited:
             # The cited messages' texts only when some marker is to be looked up in them.
-            cur = await conn.execute(
+            cur = await tx.execute(
                 _CITED_WITH_TEXT_SQL if checks_markers else _CITED_SQL, (tenant_id, subject_id, all_cited))
             for message_id, *texts in await cur.fetchall():
                 own_cited.add(message_id)
@@ -258,7 +261,7 @@ async def filter_items(pool: AsyncConnectionPool, redis: Redis | None, tenant_id
         evidence: _Evidence | None = None
         if checks_markers:
             named = {t for m in markers for t in m.tokens if t in other_subjects or t in foreign_tenants}
-            evidence = await _evidence_for(conn, tenant_id, subject_id, cited_rows, named,
+            evidence = await _evidence_for(tx, tenant_id, subject_id, cited_rows, named,
                                            {e for m in markers for e in m.emails},
                                            {p for m in markers for p in m.phones})
 
@@ -298,15 +301,18 @@ async def drop_counts(pool: AsyncConnectionPool, tenant_id: str) -> dict[str, in
 
 
 async def filter_context(pool: AsyncConnectionPool, redis: Redis | None, tenant_id: str, subject_id: str,
-                         candidates: list[C], pack: Callable[[list[C]], list[C]]) -> tuple[list[C], LeakReport]:
+                         candidates: list[C], pack: Callable[[list[C]], list[C]], *,
+                         conn: psycopg.AsyncConnection | None = None) -> tuple[list[C], LeakReport]:
     """Pack, filter what was packed, and re-pack without the dropped items until the packed set is
-    clean: the budget is filled with clean items and only items that would have been shown count."""
+    clean: the budget is filled with clean items and only items that would have been shown count.
+    The lookups run on `conn` when given (see filter_items)."""
     total = LeakReport()
     remaining = list(candidates)
     while True:
         chosen = pack(remaining)
         kept, report = await filter_items(pool, redis, tenant_id, subject_id, chosen, text_of=context_item_text,
-                                          cited_of=lambda i: i.cited_message_ids, id_of=lambda i: i.memory_id)
+                                          cited_of=lambda i: i.cited_message_ids, id_of=lambda i: i.memory_id,
+                                          conn=conn)
         if not report.dropped:
             return kept, total
         total.merge(report)

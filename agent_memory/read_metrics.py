@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Literal
 
+import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from agent_memory import counters
@@ -26,8 +27,9 @@ log = logging.getLogger("agent_memory.reads")
 
 
 async def count_read(pool: AsyncConnectionPool, tenant_id: str, *, items: int, kind: ReadKind = "context",
-                     leak_filter_dropped: int = 0) -> None:
-    await counters.add_counts(pool, tenant_id, {f"reads:{kind}": 1, f"reads:{kind}:items": items})
+                     leak_filter_dropped: int = 0, conn: psycopg.AsyncConnection | None = None) -> None:
+    """Count one read; on `conn`, as the last statement of the read's own transaction."""
+    await counters.add_counts(pool, tenant_id, {f"reads:{kind}": 1, f"reads:{kind}:items": items}, conn=conn)
     log.info("memory read tenant=%s kind=%s items=%d leak_filter_dropped=%d", tenant_id, kind, items,
              leak_filter_dropped)
 

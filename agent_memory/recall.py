@@ -115,13 +115,16 @@ async def recall(pool: AsyncConnectionPool, keyring: KeyRing, embedder: Embedder
                 episodes.append(RecalledEpisode(memory_id=hit.memory_id, score=hit.score, **row.model_dump()))
                 if len(episodes) == limit:
                     break
-    # Last check: nothing that names another subject or tenant reaches the caller.
-    facts, fact_leaks = await filter_items(pool, redis, tenant_id, subject_id, facts, text_of=lambda f: f.value,
-                                           cited_of=lambda f: f.evidence_message_ids, id_of=lambda f: f.memory_id)
-    episodes, episode_leaks = await filter_items(pool, redis, tenant_id, subject_id, episodes,
-                                                 text_of=lambda e: e.summary, cited_of=lambda e: e.source_message_ids,
-                                                 id_of=lambda e: e.memory_id)
-    await count_read(pool, tenant_id, kind="recall", items=len(facts) + len(episodes),
-                     leak_filter_dropped=fact_leaks.dropped + episode_leaks.dropped)
+        # Last check, in the read's transaction: nothing that names another subject or tenant
+        # reaches the caller.
+        facts, fact_leaks = await filter_items(pool, redis, tenant_id, subject_id, facts, text_of=lambda f: f.value,
+                                               cited_of=lambda f: f.evidence_message_ids, id_of=lambda f: f.memory_id,
+                                               conn=conn)
+        episodes, episode_leaks = await filter_items(pool, redis, tenant_id, subject_id, episodes,
+                                                     text_of=lambda e: e.summary,
+                                                     cited_of=lambda e: e.source_message_ids,
+                                                     id_of=lambda e: e.memory_id, conn=conn)
+        await count_read(pool, tenant_id, kind="recall", items=len(facts) + len(episodes),
+                         leak_filter_dropped=fact_leaks.dropped + episode_leaks.dropped, conn=conn)
     return RecallResult(tenant_id=tenant_id, subject_id=subject_id, query=query, facts=facts, episodes=episodes,
                         stale_hits_dropped=dropped, leak_filter_dropped=fact_leaks.dropped + episode_leaks.dropped)
