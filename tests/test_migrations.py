@@ -156,19 +156,26 @@ async def test_migration_008_gives_every_fact_row_its_memorys_version(services):
     assert forced == [True, True]  # the backfill lifted row security for its transaction only
 
 
+async def _vectors_across_migration(conn: psycopg.AsyncConnection, migrate_the_rest, *, subjects: int
+                                    ) -> tuple[list[tuple], list[tuple]]:
+    """(the vectors stored before the migration, the rows after it with the partition each is in):
+    one 384-wide and one 8-wide vector per subject."""
+    rows = [("t", f"s{n}", uuid.uuid4(), "episode", 1, model, "[" + ",".join(["0.5"] * width) + "]")
+            for n in range(subjects) for model, width in (("m384", 384), ("m8", 8))]
+    for row in rows:
+        await conn.execute("INSERT INTO memory_vectors (tenant_id, subject_id, memory_id, memory_kind, version, "
+                           "model, embedding) VALUES (%s, %s, %s, %s, %s, %s, %s::vector)", row)
+    await migrate_the_rest()
+    cur = await conn.execute("SELECT tenant_id, subject_id, memory_id, memory_kind, version, model, "
+                             "embedding::text, tableoid::regclass::text FROM memory_vectors")
+    return rows, await cur.fetchall()
+
+
 async def test_migration_027_moves_every_vector_into_its_subjects_partition(services):
     """An existing store migrates forward: every vector (of any width) is copied into the
     partition of its (tenant, subject), whose indexes are named after the parent's."""
     async with database_before(services.settings.database_admin_url, "027") as (conn, migrate_the_rest):
-        rows = [("t", f"s{n}", uuid.uuid4(), "episode", 1, model, "[" + ",".join(["0.5"] * width) + "]")
-                for n in range(24) for model, width in (("m384", 384), ("m8", 8))]
-        for row in rows:
-            await conn.execute("INSERT INTO memory_vectors (tenant_id, subject_id, memory_id, memory_kind, version, "
-                               "model, embedding) VALUES (%s, %s, %s, %s, %s, %s, %s::vector)", row)
-        await migrate_the_rest()
-        cur = await conn.execute("SELECT tenant_id, subject_id, memory_id, memory_kind, version, model, "
-                                 "embedding::text, tableoid::regclass::text FROM memory_vectors")
-        after = await cur.fetchall()
+        rows, after = await _vectors_across_migration(conn, migrate_the_rest, subjects=24)
         cur = await conn.execute(
             "SELECT c.relname FROM pg_class c JOIN pg_index x ON x.indexrelid = c.oid "
             "WHERE x.indrelid = 'agent_memory_partitions.memory_vectors_p00'::regclass")
@@ -179,6 +186,34 @@ async def test_migration_027_moves_every_vector_into_its_subjects_partition(serv
     assert all(partition_of[(s, "m384")] == partition_of[(s, "m8")] for s, _ in partition_of)  # by subject
     assert indexes == {"memory_vectors_p00_pkey", "memory_vectors_p00_subject_model", "memory_vectors_p00_model",
                        "memory_vectors_p00_hnsw_384"}
+
+
+async def test_migration_029_moves_every_vector_into_its_subjects_partition_of_64(services):
+    """A store with 16 partitions migrates forward to 64: the same rows, each subject's in the one
+    partition Postgres's hash routes it to, every partition with its four indexes (named after the
+    parent's) and forced row-level security, nothing left of the old table."""
+    async with database_before(services.settings.database_admin_url, "029") as (conn, migrate_the_rest):
+        rows, after = await _vectors_across_migration(conn, migrate_the_rest, subjects=40)
+        cur = await conn.execute(
+            "SELECT c.relname, c.relrowsecurity AND c.relforcerowsecurity, "
+            "(SELECT array_agg(ix.relname::text ORDER BY ix.relname) FROM pg_index x "
+            "  JOIN pg_class ix ON ix.oid = x.indexrelid WHERE x.indrelid = c.oid), "
+            "pg_get_expr(c.relpartbound, c.oid) "
+            "FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "WHERE i.inhparent = 'public.memory_vectors'::regclass")
+        partitions = {name: (forced, indexes, bound) for name, forced, indexes, bound in await cur.fetchall()}
+        cur = await conn.execute("SELECT count(*) FROM pg_class WHERE relname LIKE 'memory\\_vectors\\_16%'")
+        leftovers = await cur.fetchone()
+    assert sorted(r[:7] for r in after) == sorted(rows)
+    assert sorted(partitions) == [f"memory_vectors_p{n:02d}" for n in range(64)]
+    assert all(bound.startswith("FOR VALUES WITH (modulus 64,") for _, _, bound in partitions.values())
+    assert all(forced for forced, _, _ in partitions.values())
+    assert all(indexes == sorted(f"{name}{suffix}" for suffix in ("_pkey", "_subject_model", "_model", "_hnsw_384"))
+               for name, (_, indexes, _) in partitions.items())
+    assert leftovers == (0,)
+    partition_of = {(r[1], r[5]): r[7] for r in after}
+    assert len(set(partition_of.values())) > 16  # spread over more than the old 16
+    assert all(partition_of[(s, "m384")] == partition_of[(s, "m8")] for s, _ in partition_of)  # by subject
 
 
 async def test_migration_028_counts_the_document_frequencies_of_the_index_it_finds(services):

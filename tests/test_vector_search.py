@@ -107,7 +107,7 @@ async def test_the_size_check_reads_the_index_alone(services, tenant):
 
 
 async def test_the_graph_size_is_the_subjects_partition(services, tenant):
-    """The share rule's N is the row count of the subject's partition (migration 027), not of the
+    """The share rule's N is the row count of the subject's partition (migration 029), not of the
     store: other partitions' vectors do not push a large subject to the exact scan."""
     rng = random.Random(5)
     subjects = [f"s{n}" for n in range(40)]
@@ -123,7 +123,7 @@ async def test_the_graph_size_is_the_subjects_partition(services, tenant):
             "SELECT c.oid::regclass::text, greatest(c.reltuples, 0)::bigint FROM pg_inherits i "
             "JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'public.memory_vectors'::regclass")
         partition_rows = dict(await cur.fetchall())
-    assert len(partition_rows) == 16 and len(set(partition_of.values())) > 1
+    assert len(partition_rows) == 64 and len(set(partition_of.values())) > 1
     async with tenant_transaction(services.pool, tenant) as conn:
         for subject in subjects[:5]:
             cur = await conn.execute(PARTITION_SIZE_SQL, (tenant, subject, MODEL))
@@ -137,7 +137,18 @@ async def test_the_partition_lookup_reads_one_index_entry_wherever_the_rows_lie(
     the lookup of its partition takes one entry of memory_vectors_subject_model. Left to itself the
     planner took LIMIT 1 from a sequential scan, which read 45k other rows per context at 1M rows."""
     rng = random.Random(13)
-    subjects = [f"early{n}" for n in range(48)]
+    async with await psycopg.AsyncConnection.connect(services.settings.database_admin_url, autocommit=True) as admin:
+        # 48 subjects that hash to lin's partition, whatever the tenant and the partition count.
+        cur = await admin.execute(
+            "WITH parent AS (SELECT 'public.memory_vectors'::regclass AS oid, (SELECT count(*)::int FROM pg_inherits "
+            "  WHERE inhparent = 'public.memory_vectors'::regclass) AS modulus), "
+            "lin AS (SELECT r FROM parent, generate_series(0, parent.modulus - 1) r "
+            "  WHERE satisfies_hash_partition(parent.oid, parent.modulus, r, %(t)s::text, 'lin'::text)) "
+            "SELECT 'early' || n FROM parent, lin, generate_series(0, 99999) n "
+            " WHERE satisfies_hash_partition(parent.oid, parent.modulus, lin.r, %(t)s::text, 'early' || n) "
+            " ORDER BY n LIMIT 48", {"t": tenant})
+        subjects = [subject for (subject,) in await cur.fetchall()]
+    assert len(subjects) == 48
     async with tenant_transaction(services.pool, tenant) as conn:
         async with conn.cursor() as cur:  # narrow vectors: the lookup never reads them
             await cur.executemany(
