@@ -128,8 +128,10 @@ async def _sweep_one(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id: str
             return None
         sessions, version = list(row[0]), int(row[1])
         result.rows_deleted += await drop_memory_rows(conn, LIVE, tenant_id, memory_id)
-        cur = await conn.execute("DELETE FROM memory_vectors WHERE tenant_id = %s AND memory_id = %s",
-                                 (tenant_id, memory_id))
+        # Pruned to the subject's partition (as forgetting does); memory_residue still
+        # counts the memory's vectors in every partition.
+        cur = await conn.execute("DELETE FROM memory_vectors WHERE tenant_id = %s AND subject_id = %s "
+                                 "AND memory_id = %s", (tenant_id, subject_id, memory_id))
         result.rows_deleted += cur.rowcount
         cur = await conn.execute(
             "DELETE FROM operations WHERE tenant_id = %s AND subject_id = %s "
