@@ -5,9 +5,9 @@
 -- 1M-row store with a 50k-memory subject (agent_memory/vector_search.py): the slowest queries were
 -- those whose neighbourhood other subjects crowded (about 1,600 vectors dropped per query against
 -- about 200 for the rest, 35-45 ms against 13 ms). With 64 partitions the subject shares its
--- graph with a quarter as many other vectors. Small subjects keep their exact scan; a partition's
--- graph is a quarter the size, so the planner's bound for the exact scan
--- (vector_search.exact_scan_limit) moves with it, from reltuples.
+-- graph with a quarter as many other vectors. Small subjects keep their exact scan; the bound
+-- between the two (vector_search.exact_scan_limit) reads the partition's size from reltuples, so
+-- it follows the smaller partitions by itself.
 --
 -- Same table, keys, indexes, policies and grants as migration 027; the partitions keep its
 -- names (agent_memory_partitions.memory_vectors_p00 .. _p63). The rows are copied before the
