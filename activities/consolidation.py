@@ -3,6 +3,7 @@ return counts and operation ids (never transcripts) to the workflow."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -11,10 +12,13 @@ from typing import TypeVar
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from activities.errors import temporal_failures
 from agent_memory import contract
+from agent_memory.concurrency import await_both
 from agent_memory.conflicts import decide
+from agent_memory.contract import ErrorType
 from agent_memory.evidence import load_session, session_idle_state
 from agent_memory.faults import after_record, fault_point
 from agent_memory.keyring import KeyRing
@@ -26,6 +30,7 @@ from agent_memory.models import (
     ConflictPlanInput,
     ExtractionResult,
     ImportanceResult,
+    InWorkerConsolidation,
     KnownFact,
     Message,
     ProjectionInput,
@@ -37,10 +42,10 @@ from agent_memory.models import (
 )
 from agent_memory.operation_keys import CommitKey, PlanKey, ProviderStep, ProviderStepKey, request_hash
 from agent_memory.operations import OperationRecorder
-from agent_memory.projection import project_vectors
+from agent_memory.projection import OutboxProjector, project_vectors
 from agent_memory.providers.base import Embedder, FactExtractor, ImportanceScorer, Summarizer, runs_in_worker
 from agent_memory.providers.notes import write_observations
-from agent_memory.scope import Mode, subject_scope
+from agent_memory.scope import Mode, SubjectErasedError, subject_scope
 from agent_memory.vocabulary import VOCABULARY_VERSION, canonical_extraction
 from agent_memory.write_policy import read_write_policy
 
@@ -68,7 +73,10 @@ R = TypeVar("R", bound=BaseModel)
 
 class ConsolidationActivities:
     def __init__(self, pool: AsyncConnectionPool, keyring: KeyRing, extractor: FactExtractor,
-                 scorer: ImportanceScorer, summarizer: Summarizer, embedder: Embedder):
+                 scorer: ImportanceScorer, summarizer: Summarizer, embedder: Embedder,
+                 projector: OutboxProjector | None = None):
+        """`projector`: embeds the run's own rows in consolidate_in_worker (the worker passes the
+        projection activities' one, so both follow one policy)."""
         self.pool = pool
         self.keyring = keyring
         self.extractor = extractor
@@ -77,6 +85,10 @@ class ConsolidationActivities:
         self.embedder = embedder
         self.recorder = OperationRecorder(pool, keyring)
         self.recorder.after_record = after_record  # fault points of the crash suite; off unless configured
+        if projector is None:
+            projector = OutboxProjector(pool, keyring, embedder)
+            projector.after_record = after_record
+        self.projector = projector
 
     async def _session(self, step: StepInput) -> tuple[list[Message], datetime | None]:
         # An erased subject's messages are gone; say so rather than "session not found".
@@ -203,6 +215,46 @@ class ConsolidationActivities:
         return ProviderPlacement(
             model_steps_in_worker=all(runs_in_worker(p) for p in (self.extractor, self.scorer, self.summarizer)),
             embedder_in_worker=runs_in_worker(self.embedder))
+
+    @activity.defn(name=contract.CONSOLIDATE_IN_WORKER)
+    @temporal_failures
+    async def consolidate_in_worker(self, step: StepInput) -> InWorkerConsolidation:
+        """Every step of the consolidation, in the workflow's order, for providers that compute in
+        this process: extract → importance and summary at once → plan → commit (re-planned when
+        another writer changed a fact meanwhile) → embed the run's own rows. The workflow runs it
+        as one local activity: each step as a local activity of its own cost the worker more CPU
+        than the steps themselves (a workflow activation, payload conversion and encryption, a
+        marker each). Each step is still a recorded operation, so a retry, or the restarted worker
+        after a crash, resumes from the last recorded result without a second provider call or a
+        second write."""
+        extraction = await self.extract_facts(step)
+        step = step.model_copy(update={"through": extraction.through})
+        importance, summary = await await_both(asyncio.ensure_future(self.score_importance(step)),
+                                               asyncio.ensure_future(self.summarize_session(step)))
+        for round_ in range(contract.MAX_CONFLICT_ROUNDS):
+            plan = await self.check_conflicts(ConflictPlanInput(
+                **step.model_dump(), extraction_operation_id=extraction.operation_id, round=round_))
+            try:
+                commit = await self.commit_consolidation(CommitInput(
+                    **step.model_dump(), extraction_operation_id=extraction.operation_id,
+                    plan_operation_id=plan.operation_id, importance_operation_id=importance.operation_id,
+                    summary_operation_id=summary.operation_id))
+            except ApplicationError as err:
+                if err.type != ErrorType.VERSION_CONFLICT:
+                    raise
+                continue  # another writer changed a fact since the plan: re-read and re-decide
+            done = InWorkerConsolidation(facts_extracted=extraction.count, decisions=plan.count,
+                                         conflict_retries=round_, commit=commit)
+            break
+        else:
+            raise ApplicationError(f"facts kept changing during {contract.MAX_CONFLICT_ROUNDS} commit attempts",
+                                   type=ErrorType.VERSION_CONFLICT, non_retryable=True)
+        try:
+            # A failed embedding is recorded on its row and left to the projector, never raised.
+            done.projection = await self.projector.project_batch(step.tenant_id, step.subject_id)
+        except SubjectErasedError:
+            done.refused_reason = "subject erased"  # after the commit: what was committed is reported
+        return done
 
     @activity.defn(name=contract.COUNT_UNCONSOLIDATED)
     @temporal_failures

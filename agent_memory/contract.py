@@ -58,6 +58,7 @@ CHECK_CONFLICTS: Final = "check_conflicts"
 COMMIT_CONSOLIDATION: Final = "commit_consolidation"
 COUNT_UNCONSOLIDATED: Final = "count_unconsolidated"
 LOCATE_PROVIDERS: Final = "locate_providers"
+CONSOLIDATE_IN_WORKER: Final = "consolidate_in_worker"
 PROJECT_VECTORS: Final = "project_vectors"
 # Erasure
 BEGIN_ERASURE: Final = "begin_erasure"
@@ -85,7 +86,7 @@ REEMBED_BATCH: Final = "reembed_batch"
 SWITCH_EMBEDDING_MODEL: Final = "switch_embedding_model"
 
 ACTIVITY_NAMES: Final = (EXTRACT_FACTS, SCORE_IMPORTANCE, SUMMARIZE_SESSION, CHECK_CONFLICTS, COMMIT_CONSOLIDATION,
-                         COUNT_UNCONSOLIDATED, LOCATE_PROVIDERS, PROJECT_VECTORS, BEGIN_ERASURE, ERASE_STORE, SHRED_SUBJECT_KEY,
+                         COUNT_UNCONSOLIDATED, LOCATE_PROVIDERS, CONSOLIDATE_IN_WORKER, PROJECT_VECTORS, BEGIN_ERASURE, ERASE_STORE, SHRED_SUBJECT_KEY,
                          VERIFY_ERASURE, COMPLETE_ERASURE, LIST_SUBJECTS_TO_REBUILD, REBUILD_SUBJECT,
                          ROTATE_KEY_ENCRYPTION_KEY, COMPACT_ERASED_DATA, PROJECT_OUTBOX_BATCH, WAKE_PROJECTOR,
                          SWEEP_PROJECTION_OUTBOX, SWEEP_FORGOTTEN_MEMORIES, APPLY_RETENTION, REDRIVE_STUCK_ERASURES,
@@ -294,6 +295,18 @@ STORE_WRITE: Final = ActivityPreset(
     initial_interval=timedelta(milliseconds=500), maximum_interval=timedelta(seconds=30),
     permanent=(_E.SUBJECT_ERASED, _E.VERSION_CONFLICT, _E.NOT_FOUND, _E.OPERATION_MISMATCH, _E.UNSTORABLE_VALUE,
                _E.KEY_UNAVAILABLE))
+# Plan-and-commit rounds of one consolidation: a commit refused because another writer changed a
+# fact since the plan is re-decided against the new facts, at most this often.
+MAX_CONFLICT_ROUNDS: Final = 5
+# Every step of a consolidation whose providers compute in the worker's process, as one local
+# activity (ConsolidationActivities.consolidate_in_worker): the model steps' bound (an offline model
+# on a busy CPU), the store's fast retries, and the permanent types of every step it runs. A
+# version conflict is re-decided inside, up to MAX_CONFLICT_ROUNDS, and is permanent after that.
+IN_WORKER_CONSOLIDATION: Final = ActivityPreset(
+    start_to_close=timedelta(minutes=10), heartbeat=None,
+    initial_interval=timedelta(milliseconds=500), maximum_interval=timedelta(seconds=30),
+    permanent=(_E.SUBJECT_ERASED, _E.VERSION_CONFLICT, _E.NOT_FOUND, _E.OPERATION_MISMATCH, _E.PROVIDER_PERMANENT,
+               _E.PROVIDER_OUTPUT_INVALID, _E.UNSTORABLE_VALUE, _E.KEY_UNAVAILABLE))
 # The vector projection can lag; it keeps trying without blocking the facts.
 VECTOR_PROJECTION: Final = ActivityPreset(
     start_to_close=timedelta(minutes=5), heartbeat=_HEARTBEAT,

@@ -14,6 +14,8 @@ from typing import Any, Literal, overload
 
 from pydantic import BaseModel, Field, computed_field, field_serializer, field_validator
 
+from agent_memory.projection_models import ProjectorBatchOutcome
+
 # Tenants and subjects appear in workflow ids, Redis keys and search attributes, so their
 # alphabet is restricted; the error names the rule.
 IDENTIFIER_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}\Z")  # \Z: "$" would allow a final newline
@@ -341,6 +343,20 @@ class ProviderPlacement(BaseModel):
 
     model_steps_in_worker: bool  # extractor, scorer and summarizer all in the worker's process
     embedder_in_worker: bool
+
+
+class InWorkerConsolidation(BaseModel):
+    """What ConsolidationActivities.consolidate_in_worker did, step by step: the counts the
+    workflow reports (its progress and its result), operation ids only."""
+
+    facts_extracted: int
+    decisions: int
+    conflict_retries: int = 0
+    commit: CommitOutcome
+    # The batch that embedded the run's own rows (pending: rows left to the subject's projector);
+    # None when the subject was erased after the commit.
+    projection: ProjectorBatchOutcome | None = None
+    refused_reason: str | None = None
 
 
 class ConsolidationResult(BaseModel):

@@ -41,14 +41,14 @@ def build_worker(services: Services, *, task_queue: str | None = None,
                  providers: OfflineProviders | ProviderBundle | None = None,
                  projection_policy: ProjectionPolicy | None = None) -> Worker:
     providers = providers or providers_for(services.settings)
-    consolidation = ConsolidationActivities(services.pool, services.keyring, providers.extractor, providers.scorer,
-                                            providers.summarizer, providers.embedder)
     erasure = ErasureActivities(services.pool, services.redis, services.keyring)
     assert services.settings.database_url is not None
     maintenance = MaintenanceActivities(services.pool, services.redis, services.keyring, services.settings.database_url)
     rebuild = RebuildActivities(services.pool, services.keyring, providers.embedder, services.temporal)
     projection = ProjectionActivities(services.pool, services.keyring, providers.embedder, services.temporal,
                                       projection_policy)
+    consolidation = ConsolidationActivities(services.pool, services.keyring, providers.extractor, providers.scorer,
+                                            providers.summarizer, providers.embedder, projection.projector)
     queue = task_queue or services.settings.task_queue
     lifecycle = LifecycleActivities(services.pool, services.keyring, services.temporal, queue,
                                     forget_grace=timedelta(seconds=services.settings.forget_grace_seconds))
@@ -68,6 +68,7 @@ def build_worker(services: Services, *, task_queue: str | None = None,
             consolidation.project_vectors,
             consolidation.count_unconsolidated,
             consolidation.locate_providers,
+            consolidation.consolidate_in_worker,
             erasure.begin_erasure,
             erasure.erase_store,
             erasure.shred_subject_key,

@@ -3,7 +3,8 @@
 locate the providers → extract facts → score importance and summarize, at once → check conflicts →
 commit (one transaction) → embed the session's rows (one batch) and wake the subject's projector
 for whatever is left (workflows/projector.py; runs recorded before it existed project the vectors
-themselves). History carries operation ids and counts; the data stays in Postgres.
+themselves). With every provider in the worker's process (the offline default) the same steps run
+as one local activity. History carries operation ids and counts; the data stays in Postgres.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
         ConsolidationInput,
         ConsolidationProgress,
         ConsolidationResult,
+        InWorkerConsolidation,
         ProjectionInput,
         ProviderPlacement,
         StepInput,
@@ -38,7 +40,7 @@ with workflow.unsafe.imports_passed_through():
 # and end the retries at once. Model calls (contract.PROVIDER_STEP): the recorded operation makes
 # each retry free of a second call once a result exists; database writes (STORE_WRITE): fast
 # retries; the vector projection (VECTOR_PROJECTION) can lag without blocking the facts.
-MAX_CONFLICT_ROUNDS = 5
+MAX_CONFLICT_ROUNDS = contract.MAX_CONFLICT_ROUNDS
 # Runs recorded before the providers were located: every model call an ordinary activity, and the
 # projector embeds every row.
 REMOTE_PROVIDERS = ProviderPlacement(model_steps_in_worker=False, embedder_in_worker=False)
@@ -91,6 +93,14 @@ class ConsolidationWorkflow:
             placement = await workflow.execute_local_activity_method(
                 ConsolidationActivities.locate_providers, step, **contract.STORE_WRITE.local_options())
         in_worker = placement.model_steps_in_worker
+        if (in_worker and placement.embedder_in_worker
+                and workflow.patched("in-worker-consolidation-as-one-local-activity")):
+            # Every provider computes in the worker's process: the steps below, in the same order,
+            # run as one local activity (its history one marker). Each step is a recorded
+            # operation, so a retry or a restarted worker resumes from the last recorded result.
+            # Run as seven local activities, the SDK's cost per step (an activation, payload
+            # conversion and encryption, a marker) was more CPU than the offline steps themselves.
+            return await self._consolidate_in_worker(request, step)
 
         self._progress.step = "extract_facts"
         extraction = await self._start_provider_step(ConsolidationActivities.extract_facts, step, in_worker)
@@ -205,6 +215,29 @@ class ConsolidationWorkflow:
         self._progress.vectors_upserted = projection.vectors_upserted
         self._progress.step = "done"
         return self._result(request, commit=commit, vectors=projection.vectors_upserted)
+
+    async def _consolidate_in_worker(self, request: ConsolidationInput, step: StepInput) -> ConsolidationResult:
+        self._progress.step = "consolidate_in_worker"
+        done: InWorkerConsolidation = await workflow.execute_local_activity_method(
+            ConsolidationActivities.consolidate_in_worker, step, **contract.IN_WORKER_CONSOLIDATION.local_options())
+        self._commit = done.commit
+        self._progress = ConsolidationProgress(
+            step="done", facts_extracted=done.facts_extracted, decisions=done.decisions,
+            events_appended=done.commit.events_appended, conflict_retries=done.conflict_retries,
+            vectors_upserted=done.projection.vectors_upserted if done.projection else 0)
+        if done.projection is None:
+            self._progress.step = "refused: subject erased"
+            return self._result(request, commit=done.commit, refused_reason=done.refused_reason)
+        if not done.projection.pending:
+            return self._result(request, commit=done.commit, vectors=done.projection.vectors_upserted)
+        # Rows left (more than a batch, an embedding due again later): the subject's projector.
+        self._progress.step = "wake_projector"
+        await workflow.execute_local_activity_method(
+            ProjectionActivities.wake_projector, ProjectionInput(tenant_id=request.tenant_id, subject_id=request.subject_id),
+            **contract.PROJECTOR_WAKE.local_options())
+        self._progress.step = "done"
+        return self._result(request, commit=done.commit, vectors=done.projection.vectors_upserted,
+                            projector_woken=True)
 
     @staticmethod
     def _start_provider_step(method: ProviderStepMethod, step: StepInput,

@@ -269,3 +269,72 @@ async def test_a_slow_call_keeps_its_claim_while_it_runs(services, tenant):
     await asyncio.sleep(4.5)  # the first attempt's lease would have lapsed by now without renewal
     (a, reused_a), (b, reused_b) = await asyncio.gather(first, run())
     assert calls == 1 and a == b and (reused_a, reused_b) == (False, True)
+
+
+async def _count(services, tenant: str, query: str) -> int:
+    async with tenant_transaction(services.pool, tenant) as conn:
+        return (await (await conn.execute(query, (tenant,))).fetchone())[0]
+
+
+async def test_consolidate_in_worker_commits_embeds_and_runs_again_without_a_second_call(client, services, tenant):
+    """The in-worker route's one local activity: every step, the run's rows embedded; run again
+    (a retry, a restarted worker) it returns the recorded results: no provider call, no new row."""
+    await client.append_messages(tenant, "lin", session("s1", "2024-03-01T09:00:00Z",
+                                                        "I live in Hangzhou.", "I am allergic to peanuts."))
+    extractor = CountingExtractor()
+    acts = make_activities(services, extractor)
+    step = StepInput(tenant_id=tenant, subject_id="lin", session_id="s1")
+    env = ActivityEnvironment()
+
+    done = await env.run(acts.consolidate_in_worker, step)
+    assert done.refused_reason is None and done.conflict_retries == 0
+    assert done.facts_extracted == done.decisions == 2 and done.commit.facts_written == 2
+    assert done.commit.episode_written and done.projection is not None and done.projection.pending == 0
+    vectors = await _count(services, tenant, "SELECT count(*) FROM memory_vectors WHERE tenant_id = %s")
+    assert vectors == done.projection.vectors_upserted == done.commit.outbox_rows > 2
+    events = await _events(services, tenant)
+
+    again = await env.run(acts.consolidate_in_worker, step)
+    assert extractor.calls == 1 and again.commit == done.commit
+    assert again.projection is not None and again.projection.vectors_upserted == 0
+    assert await _events(services, tenant) == events
+    assert await _count(services, tenant, "SELECT count(*) FROM memory_vectors WHERE tenant_id = %s") == vectors
+    # The steps' operations are the ones the step-by-step route records: either route finds them.
+    extraction = await env.run(acts.extract_facts, step)
+    assert extraction.reused and extraction.count == done.facts_extracted
+
+
+async def test_consolidate_in_worker_re_decides_when_a_live_write_lands_between_plan_and_commit(
+        client, services, tenant):
+    await client.append_messages(tenant, "lin", session("a", "2024-03-01T09:00:00Z", "I live in Hangzhou."))
+    await client.append_messages(tenant, "lin", session("b", "2024-05-01T09:00:00Z", "I moved to Shanghai."))
+    acts = make_activities(services)
+    env = ActivityEnvironment()
+    await env.run(acts.consolidate_in_worker, StepInput(tenant_id=tenant, subject_id="lin", session_id="a"))
+
+    async def live_write_after_the_first_plan(key):
+        if key.operation_id.startswith("plan/b/") and key.operation_id.endswith("/0"):
+            await client.write_fact(tenant, "lin", "location", "home_city", "Suzhou", expected_version=1,
+                                    evidence_message_ids=["a:1"], observed_at=datetime(2024, 6, 1, tzinfo=UTC))
+
+    acts.recorder.after_record = live_write_after_the_first_plan
+    done = await env.run(acts.consolidate_in_worker, StepInput(tenant_id=tenant, subject_id="lin", session_id="b"))
+    assert done.conflict_retries == 1  # the commit of round 0 was refused; round 1 was decided on version 2
+    current = {f.key: f for f in await client.facts(tenant, "lin", as_of=datetime(2024, 7, 1, tzinfo=UTC))}
+    assert current["home_city"].value == "Suzhou" and current["home_city"].version == 2
+    held = [f for f in await list_facts(services.pool, services.keyring, tenant, "lin", include_history=True,
+                                         include_candidates=True) if f.status == "candidate"]
+    assert [(f.key, f.value) for f in held] == [("home_city", "Shanghai")]
+
+
+async def test_consolidate_in_worker_refuses_an_erased_subject_before_any_call(client, services, tenant,
+                                                                                running_worker):
+    extractor = CountingExtractor()
+    acts = make_activities(services, extractor)
+    async with running_worker():
+        await client.append_messages(tenant, "zoe", session("s1", "2024-03-01T09:00:00Z", "I live in Oslo."))
+        await client.erasure_receipt(await client.erase(tenant, "zoe", reason="test"))
+    with pytest.raises(ApplicationError) as refused:
+        await ActivityEnvironment().run(acts.consolidate_in_worker,
+                                        StepInput(tenant_id=tenant, subject_id="zoe", session_id="s1"))
+    assert refused.value.type == "SubjectErased" and refused.value.non_retryable and extractor.calls == 0

@@ -5,7 +5,8 @@ Each call is recorded (its input and its attempt number); a test scripts failure
 with `fail(name, error, times=...)`, the residue each `verify_erasure` reports, the subjects
 `list_subjects_to_rebuild` pages through, how many messages `count_unconsolidated` finds, where
 `locate_providers` says the providers run (remote unless told: every model step an ordinary
-activity) and how many rows the consolidation's own embedding batch leaves pending.
+activity; in the worker, every step one local activity) and how many rows the consolidation's own
+embedding batch leaves pending.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from agent_memory.models import (
     ErasureInput,
     ErasureReceipt,
     ErasureStepInput,
+    InWorkerConsolidation,
     ProjectionInput,
     ProjectionOutcome,
     ProviderPlacement,
@@ -66,6 +68,7 @@ class MockedActivities:
                  unconsolidated: int = 3, in_worker: bool = False, left_pending: int = 0) -> None:
         self.placement = ProviderPlacement(model_steps_in_worker=in_worker, embedder_in_worker=in_worker)
         self.left_pending = left_pending
+        self.erased_after_commit = False  # consolidate_in_worker: the subject erased before its embedding
         self.calls: dict[str, list[Call]] = defaultdict(list)
         self._failures: dict[str, _Failure] = {}
         self.subjects = sorted(subjects or [])
@@ -111,7 +114,7 @@ class MockedActivities:
             raise failure.error
 
     def all(self) -> list[Any]:
-        return [self.locate_providers, self.extract_facts, self.score_importance, self.check_conflicts,
+        return [self.locate_providers, self.consolidate_in_worker, self.extract_facts, self.score_importance, self.check_conflicts,
                 self.summarize_session, self.commit_consolidation, self.project_vectors, self.project_outbox_batch,
                 self.wake_projector, self.count_unconsolidated,
                 self.begin_erasure, self.erase_store, self.shred_subject_key, self.verify_erasure,
@@ -132,6 +135,22 @@ class MockedActivities:
     async def locate_providers(self, step: StepInput) -> ProviderPlacement:
         self._record("locate_providers", step)
         return self.placement
+
+    @activity.defn(name="consolidate_in_worker")
+    async def consolidate_in_worker(self, step: StepInput) -> InWorkerConsolidation:
+        """The in-worker route's one local activity: every step, and the batch of the run's rows."""
+        self._record("consolidate_in_worker", step)
+        commit = CommitOutcome(operation_id=f"commit/{step.session_id}", session_id=step.session_id, through=THROUGH,
+                               events_appended=EVENTS_PER_COMMIT, facts_written=FACTS_EXTRACTED, episode_written=True,
+                               outbox_rows=EVENTS_PER_COMMIT)
+        if self.erased_after_commit:
+            return InWorkerConsolidation(facts_extracted=FACTS_EXTRACTED, decisions=FACTS_EXTRACTED, commit=commit,
+                                         refused_reason="subject erased")
+        return InWorkerConsolidation(
+            facts_extracted=FACTS_EXTRACTED, decisions=FACTS_EXTRACTED, commit=commit,
+            projection=ProjectorBatchOutcome(selected=VECTORS_PER_PROJECTION, vectors_upserted=VECTORS_PER_PROJECTION,
+                                             embedded=VECTORS_PER_PROJECTION, provider_calls=1,
+                                             pending=self.left_pending, due=self.left_pending))
 
     @activity.defn(name="extract_facts")
     async def extract_facts(self, step: StepInput) -> StepOutcome:

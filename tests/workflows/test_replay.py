@@ -51,7 +51,10 @@ WORKFLOW_DIR = Path(__file__).resolve().parents[2] / "workflows"
                                                ("consolidation-v6.json", "consolidate/acme/lin/s1"),
                                                # Remote providers: the run embeds its own rows
                                                # in an ordinary activity.
-                                               ("consolidation-v7.json", "consolidate/acme/kai/s-oa")])
+                                               ("consolidation-v7.json", "consolidate/acme/kai/s-oa"),
+                                               # Offline providers: every step in one local
+                                               # activity.
+                                               ("consolidation-v8.json", "consolidate/acme/lin/s1")])
 async def test_recorded_history_replays(name, workflow_id):
     history = WorkflowHistory.from_json(workflow_id, (HISTORIES / name).read_text())
     replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)

@@ -295,24 +295,30 @@ async def test_a_transient_failure_is_retried_until_it_passes(env, worker, mocks
     assert mocks.count("check_conflicts") == 1
 
 
-async def test_in_worker_providers_run_every_step_as_a_local_activity(env, worker):
-    """The offline route: a model step retried in the worker, the run's own rows embedded, one
-    workflow task, no activity task; the projector is not woken when nothing is left."""
+async def test_in_worker_providers_run_every_step_as_one_local_activity(env, worker):
+    """The offline route: every step one local activity, retried in the worker, the run's own rows
+    embedded, one workflow task, no activity task; the projector is not woken when nothing is left."""
     mocks = MockedActivities(in_worker=True)
-    mocks.fail("extract_facts", ApplicationError("busy", type="ProviderRetryable"), times=1)
+    mocks.fail("consolidate_in_worker", ApplicationError("busy", type="ProviderRetryable"), times=1)
     async with worker(mocks) as task_queue:
         handle = await _consolidation(env, task_queue)
         result = await _result(handle)
+        progress = await handle.query(ConsolidationWorkflow.progress)
         events = await _events(env.client, handle.id, handle.result_run_id)
     kinds = [e.event_type for e in events]
     assert EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED not in kinds
     assert kinds.count(EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED) == 1
     markers = [e for e in events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
                and e.marker_recorded_event_attributes.marker_name == "core_local_activity"]
-    assert len(markers) == 7  # placement, extract, importance, summary, plan, commit, embed
-    assert mocks.attempts("extract_facts") == [1, 2]
-    assert mocks.count("project_outbox_batch") == 1 and mocks.count("wake_projector") == 0
+    assert len(markers) == 2  # placement, then every step
+    assert mocks.attempts("consolidate_in_worker") == [1, 2]
+    assert [mocks.count(step) for step in ("extract_facts", "score_importance", "summarize_session",
+                                            "check_conflicts", "commit_consolidation", "project_outbox_batch",
+                                            "wake_projector")] == [0] * 7
     assert result.vectors_upserted == 3 and not result.projector_woken and result.refused_reason is None
+    assert (result.facts_extracted, result.events_appended, result.facts_written) == (
+        FACTS_EXTRACTED, EVENTS_PER_COMMIT, FACTS_EXTRACTED)
+    assert progress.step == "done" and progress.decisions == FACTS_EXTRACTED and progress.vectors_upserted == 3
 
 
 @pytest.mark.parametrize("in_worker", [True, False])
@@ -322,25 +328,33 @@ async def test_rows_the_run_leaves_pending_wake_the_projector(env, worker, in_wo
         handle = await _consolidation(env, task_queue)
         result = await _result(handle)
         events = await _events(env.client, handle.id, handle.result_run_id)
-    assert mocks.count("project_outbox_batch") == mocks.count("wake_projector") == 1
+    # In the worker the run's rows are embedded inside its one local activity.
+    assert mocks.count("project_outbox_batch") == (0 if in_worker else 1)
+    assert mocks.count("consolidate_in_worker") == (1 if in_worker else 0)
+    assert mocks.count("wake_projector") == 1
     assert result.vectors_upserted == 3 and result.projector_woken
-    # A remote embedder's batch is an ordinary activity (the server times out a call that hangs);
-    # one in the worker's process a local activity.
+    # A remote embedder's batch is an ordinary activity (the server times out a call that hangs).
     scheduled = [e.activity_task_scheduled_event_attributes.activity_type.name for e in events
                  if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
     assert ("project_outbox_batch" in scheduled) is not in_worker
 
 
-@pytest.mark.parametrize("refusing", ["extract_facts", "project_outbox_batch"])
-async def test_an_erased_subject_is_refused_on_the_in_worker_route(env, worker, refusing):
+@pytest.mark.parametrize("after_commit", [False, True])
+async def test_an_erased_subject_is_refused_on_the_in_worker_route(env, worker, after_commit):
     mocks = MockedActivities(in_worker=True)
-    mocks.fail(refusing, ApplicationError("subject lin is erased", type="SubjectErased", non_retryable=True))
+    if after_commit:
+        mocks.erased_after_commit = True
+    else:
+        mocks.fail("consolidate_in_worker",
+                   ApplicationError("subject lin is erased", type="SubjectErased", non_retryable=True))
     async with worker(mocks) as task_queue:
-        result = await _result(await _consolidation(env, task_queue))
-    assert result.refused_reason == "subject erased" and mocks.attempts(refusing) == [1]
-    assert mocks.count("wake_projector") == 0
+        handle = await _consolidation(env, task_queue)
+        result = await _result(handle)
+        progress = await handle.query(ConsolidationWorkflow.progress)
+    assert result.refused_reason == "subject erased" and mocks.attempts("consolidate_in_worker") == [1]
+    assert mocks.count("wake_projector") == 0 and progress.step == "refused: subject erased"
     # Erased after the commit: the result reports what was committed.
-    assert result.events_appended == (EVENTS_PER_COMMIT if refusing == "project_outbox_batch" else 0)
+    assert result.events_appended == (EVENTS_PER_COMMIT if after_commit else 0)
 
 
 # --- erasure -----------------------------------------------------------------------------------

@@ -8,8 +8,9 @@ flight:
   an in-process worker; a session is done when its run has committed and its outbox rows are
   embedded (by the run itself with an embedder in the worker, else by the subject's projector).
 - **direct**: one asyncio task per session calls the same activity code in the same order
-  (extract → importance → conflicts → summary → commit) and then the projector's batch step
-  until the subject's outbox is empty. No Temporal: no history, no task round trips, no retries.
+  (`consolidate_in_worker`: extract → importance and summary at once → conflicts → commit → the
+  run's own rows embedded) and then the projector's batch step until the subject's outbox is
+  empty. No Temporal: no history, no task round trips, no retries.
 
 The blocks alternate direct, temporal, temporal, direct (half the sessions each), so a drift of
 the machine's speed hits both. `--model-latency-ms` adds that sleep to every provider call
@@ -39,7 +40,7 @@ from agent_memory import contract
 from agent_memory.client import MemoryClient
 from agent_memory.db import fetch_one, tenant_transaction
 from agent_memory.evidence import append_messages
-from agent_memory.models import CommitInput, ConflictPlanInput, Message, Session, StepInput
+from agent_memory.models import Message, Session, StepInput
 from agent_memory.projection import OutboxProjector
 from agent_memory.projection_models import ProjectionPolicy
 from agent_memory.providers.base import runs_in_worker
@@ -152,20 +153,13 @@ async def _stored(services: Services, tenant: str) -> tuple[int, int]:
 
 async def _direct(activities: ConsolidationActivities, projector: OutboxProjector, tenant: str, subject: str,
                   session_id: str) -> None:
-    """The consolidation workflow's steps and the projector's, called in line."""
-    step = StepInput(tenant_id=tenant, subject_id=subject, session_id=session_id)
-    extraction = await activities.extract_facts(step)
-    step = step.model_copy(update={"through": extraction.through})
-    # At once, as the workflow runs them.
-    importance, summary = await asyncio.gather(activities.score_importance(step), activities.summarize_session(step))
-    plan = await activities.check_conflicts(ConflictPlanInput(**step.model_dump(),
-                                                              extraction_operation_id=extraction.operation_id,
-                                                              round=0))
-    await activities.commit_consolidation(CommitInput(
-        **step.model_dump(), extraction_operation_id=extraction.operation_id, plan_operation_id=plan.operation_id,
-        importance_operation_id=importance.operation_id, summary_operation_id=summary.operation_id))
-    while (await projector.project_batch(tenant, subject)).pending:
-        pass
+    """The consolidation's steps (consolidate_in_worker: the workflow's steps in its order, the
+    run's own rows embedded), then the projector's batch step for whatever is left, called in line."""
+    done = await activities.consolidate_in_worker(StepInput(tenant_id=tenant, subject_id=subject,
+                                                            session_id=session_id))
+    pending = done.projection.pending if done.projection else 0
+    while pending:
+        pending = (await projector.project_batch(tenant, subject)).pending
 
 
 async def _temporal(client: MemoryClient, tenant: str, subject: str, session_id: str) -> None:
