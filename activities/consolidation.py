@@ -226,7 +226,17 @@ class ConsolidationActivities:
         than the steps themselves (a workflow activation, payload conversion and encryption, a
         marker each). Each step is still a recorded operation, so a retry, or the restarted worker
         after a crash, resumes from the last recorded result without a second provider call or a
-        second write."""
+        second write. With a provider that computes elsewhere it does nothing but say where they
+        compute: the workflow then runs each step as an activity (a remote model's call is
+        heartbeated and timed out by the server)."""
+        placement = await self.locate_providers(step)
+        if not (placement.model_steps_in_worker and placement.embedder_in_worker):
+            return InWorkerConsolidation(placement=placement)
+        return await self.consolidate_in_line(step, placement)
+
+    async def consolidate_in_line(self, step: StepInput, placement: ProviderPlacement) -> InWorkerConsolidation:
+        """consolidate_in_worker's steps, called in line wherever the providers compute (the
+        direct pipeline of `agent-memory bench consolidate` calls it too)."""
         extraction = await self.extract_facts(step)
         step = step.model_copy(update={"through": extraction.through})
         importance, summary = await await_both(asyncio.ensure_future(self.score_importance(step)),
@@ -243,7 +253,7 @@ class ConsolidationActivities:
                 if err.type != ErrorType.VERSION_CONFLICT:
                     raise
                 continue  # another writer changed a fact since the plan: re-read and re-decide
-            done = InWorkerConsolidation(facts_extracted=extraction.count, decisions=plan.count,
+            done = InWorkerConsolidation(placement=placement, facts_extracted=extraction.count, decisions=plan.count,
                                          conflict_retries=round_, commit=commit)
             break
         else:

@@ -347,12 +347,14 @@ class ProviderPlacement(BaseModel):
 
 class InWorkerConsolidation(BaseModel):
     """What ConsolidationActivities.consolidate_in_worker did, step by step: the counts the
-    workflow reports (its progress and its result), operation ids only."""
+    workflow reports (its progress and its result), operation ids only. Without a commit it did
+    nothing: a provider computes elsewhere, and the workflow runs the steps as activities."""
 
-    facts_extracted: int
-    decisions: int
+    placement: ProviderPlacement
+    facts_extracted: int = 0
+    decisions: int = 0
     conflict_retries: int = 0
-    commit: CommitOutcome
+    commit: CommitOutcome | None = None
     # The batch that embedded the run's own rows (pending: rows left to the subject's projector);
     # None when the subject was erased after the commit.
     projection: ProjectorBatchOutcome | None = None

@@ -84,7 +84,21 @@ class ConsolidationWorkflow:
         step = StepInput(tenant_id=request.tenant_id, subject_id=request.subject_id, session_id=request.session_id)
 
         placement = REMOTE_PROVIDERS
-        if workflow.patched("in-worker-providers-as-local-activities"):
+        if workflow.patched("in-worker-consolidation-as-one-local-activity"):
+            # With every provider in the worker's process (the offline default), every step below
+            # runs, in the same order, in one local activity: its history one marker. Each step
+            # is a recorded operation, so a retry or a restarted worker resumes from the last
+            # recorded result. (Seven local activities, one per step, cost the worker more CPU
+            # than the offline steps themselves: an activation, payload conversion and encryption,
+            # a marker each.) With a provider elsewhere it does nothing and says where they
+            # compute; the recorded answer keeps a replay on any worker on the same route.
+            self._progress.step = "consolidate_in_worker"
+            done = await workflow.execute_local_activity_method(
+                ConsolidationActivities.consolidate_in_worker, step, **contract.IN_WORKER_CONSOLIDATION.local_options())
+            if done.commit is not None:
+                return await self._consolidated_in_worker(request, done)
+            placement = done.placement
+        elif workflow.patched("in-worker-providers-as-local-activities"):
             # Providers that compute in the worker's process (the offline default) run as local
             # activities too: with all of them in the worker a consolidation is one workflow task,
             # its steps marker events. A remote model's calls stay ordinary activities, which the
@@ -93,14 +107,6 @@ class ConsolidationWorkflow:
             placement = await workflow.execute_local_activity_method(
                 ConsolidationActivities.locate_providers, step, **contract.STORE_WRITE.local_options())
         in_worker = placement.model_steps_in_worker
-        if (in_worker and placement.embedder_in_worker
-                and workflow.patched("in-worker-consolidation-as-one-local-activity")):
-            # Every provider computes in the worker's process: the steps below, in the same order,
-            # run as one local activity (its history one marker). Each step is a recorded
-            # operation, so a retry or a restarted worker resumes from the last recorded result.
-            # Run as seven local activities, the SDK's cost per step (an activation, payload
-            # conversion and encryption, a marker) was more CPU than the offline steps themselves.
-            return await self._consolidate_in_worker(request, step)
 
         self._progress.step = "extract_facts"
         extraction = await self._start_provider_step(ConsolidationActivities.extract_facts, step, in_worker)
@@ -216,10 +222,9 @@ class ConsolidationWorkflow:
         self._progress.step = "done"
         return self._result(request, commit=commit, vectors=projection.vectors_upserted)
 
-    async def _consolidate_in_worker(self, request: ConsolidationInput, step: StepInput) -> ConsolidationResult:
-        self._progress.step = "consolidate_in_worker"
-        done: InWorkerConsolidation = await workflow.execute_local_activity_method(
-            ConsolidationActivities.consolidate_in_worker, step, **contract.IN_WORKER_CONSOLIDATION.local_options())
+    async def _consolidated_in_worker(self, request: ConsolidationInput,
+                                      done: InWorkerConsolidation) -> ConsolidationResult:
+        assert done.commit is not None
         self._commit = done.commit
         self._progress = ConsolidationProgress(
             step="done", facts_extracted=done.facts_extracted, decisions=done.decisions,

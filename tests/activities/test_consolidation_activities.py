@@ -338,3 +338,18 @@ async def test_consolidate_in_worker_refuses_an_erased_subject_before_any_call(c
         await ActivityEnvironment().run(acts.consolidate_in_worker,
                                         StepInput(tenant_id=tenant, subject_id="zoe", session_id="s1"))
     assert refused.value.type == "SubjectErased" and refused.value.non_retryable and extractor.calls == 0
+
+
+async def test_consolidate_in_worker_leaves_a_remote_models_steps_to_the_workflow(client, services, tenant):
+    """A provider that does not compute in the worker's process: nothing is called or written,
+    and the placement it returns sends the workflow down the route of ordinary activities."""
+    await client.append_messages(tenant, "lin", session("s1", "2024-03-01T09:00:00Z", "I live in Hangzhou."))
+    extractor = CountingExtractor()
+    extractor.runs_in_worker = False  # as a remote model's client says
+    acts = make_activities(services, extractor)
+    done = await ActivityEnvironment().run(acts.consolidate_in_worker,
+                                           StepInput(tenant_id=tenant, subject_id="lin", session_id="s1"))
+    assert done.commit is None and done.projection is None and extractor.calls == 0
+    assert not done.placement.model_steps_in_worker and done.placement.embedder_in_worker
+    assert await _events(services, tenant) == 0
+    assert await _count(services, tenant, "SELECT count(*) FROM operations WHERE tenant_id = %s") == 0

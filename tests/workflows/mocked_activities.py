@@ -4,8 +4,8 @@ models, for the time-skipping workflow tests (tests/workflows/test_time_skipping
 Each call is recorded (its input and its attempt number); a test scripts failures per activity
 with `fail(name, error, times=...)`, the residue each `verify_erasure` reports, the subjects
 `list_subjects_to_rebuild` pages through, how many messages `count_unconsolidated` finds, where
-`locate_providers` says the providers run (remote unless told: every model step an ordinary
-activity; in the worker, every step one local activity) and how many rows the consolidation's own
+`consolidate_in_worker` says the providers run (remote unless told: every model step an ordinary
+activity; in the worker, every step in that one local activity) and how many rows the consolidation's own
 embedding batch leaves pending.
 """
 
@@ -140,14 +140,16 @@ class MockedActivities:
     async def consolidate_in_worker(self, step: StepInput) -> InWorkerConsolidation:
         """The in-worker route's one local activity: every step, and the batch of the run's rows."""
         self._record("consolidate_in_worker", step)
+        if not (self.placement.model_steps_in_worker and self.placement.embedder_in_worker):
+            return InWorkerConsolidation(placement=self.placement)  # the workflow runs the steps
         commit = CommitOutcome(operation_id=f"commit/{step.session_id}", session_id=step.session_id, through=THROUGH,
                                events_appended=EVENTS_PER_COMMIT, facts_written=FACTS_EXTRACTED, episode_written=True,
                                outbox_rows=EVENTS_PER_COMMIT)
         if self.erased_after_commit:
-            return InWorkerConsolidation(facts_extracted=FACTS_EXTRACTED, decisions=FACTS_EXTRACTED, commit=commit,
-                                         refused_reason="subject erased")
+            return InWorkerConsolidation(placement=self.placement, facts_extracted=FACTS_EXTRACTED,
+                                         decisions=FACTS_EXTRACTED, commit=commit, refused_reason="subject erased")
         return InWorkerConsolidation(
-            facts_extracted=FACTS_EXTRACTED, decisions=FACTS_EXTRACTED, commit=commit,
+            placement=self.placement, facts_extracted=FACTS_EXTRACTED, decisions=FACTS_EXTRACTED, commit=commit,
             projection=ProjectorBatchOutcome(selected=VECTORS_PER_PROJECTION, vectors_upserted=VECTORS_PER_PROJECTION,
                                              embedded=VECTORS_PER_PROJECTION, provider_calls=1,
                                              pending=self.left_pending, due=self.left_pending))

@@ -75,7 +75,7 @@ async def test_session_end_consolidates_move_without_trip_overwrite(client, serv
 
 async def test_offline_providers_consolidate_in_one_workflow_task(client, services, tenant, running_worker):
     """Providers in the worker's process (the offline default): every step runs in one local
-    activity, so the run is one workflow task with two markers (the placement, the steps), and it
+    activity, so the run is one workflow task with one marker for its steps, and it
     embeds its own rows: no activity task, no projector run."""
     async with running_worker():
         await client.append_messages(tenant, "lin", HANGZHOU)
@@ -88,7 +88,7 @@ async def test_offline_providers_consolidate_in_one_workflow_task(client, servic
     local = [e.marker_recorded_event_attributes for e in history.events
              if e.HasField("marker_recorded_event_attributes")
              and e.marker_recorded_event_attributes.marker_name == "core_local_activity"]
-    assert len(local) == 2  # locate the providers; extract, importance, summary, plan, commit, embed
+    assert len(local) == 1  # locate the providers, extract, importance, summary, plan, commit, embed
     assert result.facts_extracted > 0 and result.events_appended > 0 and result.episode_written
     vectors = await _count(services, tenant, "SELECT count(*) FROM memory_vectors WHERE tenant_id = %s", tenant)
     assert result.vectors_upserted == vectors > 3 and not result.projector_woken

@@ -338,8 +338,8 @@ async def test_an_in_worker_embedder_that_fails_leaves_its_rows_to_the_projector
     assert embedder.calls[0] == FAST.batch_size  # the run's own batch, the one that failed
     markers = [e.marker_recorded_event_attributes.marker_name for e in (await handle.fetch_history()).events
                if e.HasField("marker_recorded_event_attributes")]
-    # locate; extract, importance, summary, plan, commit and embed in one; wake
-    assert markers.count("core_local_activity") == 3
+    # locate, extract, importance, summary, plan, commit and embed in one; wake
+    assert markers.count("core_local_activity") == 2
 
 
 async def test_a_rebuild_that_leaves_rows_due_wakes_the_projector(client, services, tenant, running_worker):

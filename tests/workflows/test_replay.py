@@ -7,6 +7,7 @@ import importlib
 from pathlib import Path
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
@@ -54,13 +55,19 @@ WORKFLOW_DIR = Path(__file__).resolve().parents[2] / "workflows"
                                                ("consolidation-v7.json", "consolidate/acme/kai/s-oa"),
                                                # Offline providers: every step in one local
                                                # activity.
-                                               ("consolidation-v8.json", "consolidate/acme/lin/s1")])
+                                               ("consolidation-v8.json", "consolidate/acme/lin/s1"),
+                                               # Remote providers: that local activity only says
+                                               # where they compute.
+                                               ("consolidation-v9.json", "consolidate/acme/kai/s-oa")])
 async def test_recorded_history_replays(name, workflow_id):
     history = WorkflowHistory.from_json(workflow_id, (HISTORIES / name).read_text())
     replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
     result = await replayer.replay_workflow(history, raise_on_replay_failure=True)
     assert result.replay_failure is None
-    assert len(history.events) > 10  # a real run, not an empty file
+    # A real run, not an empty file: started, then at least one workflow task, then closed.
+    kinds = [e.event_type for e in history.events]
+    assert kinds[0] == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED and len(kinds) >= 10
+    assert EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED in kinds
 
 
 def test_every_retry_preset_retries_transient_failures_without_an_attempt_cap():

@@ -259,7 +259,7 @@ async def test_another_permanent_failure_fails_the_run_without_a_conflict_round(
 
 
 # workflows/consolidation.py: local activities on every route (remote providers: the mocks' default).
-LOCAL_STEPS = ("locate_providers", "check_conflicts", "commit_consolidation")
+LOCAL_STEPS = ("consolidate_in_worker", "check_conflicts", "commit_consolidation")
 
 
 @pytest.mark.parametrize(("step", "error"), [
@@ -310,11 +310,11 @@ async def test_in_worker_providers_run_every_step_as_one_local_activity(env, wor
     assert kinds.count(EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED) == 1
     markers = [e for e in events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
                and e.marker_recorded_event_attributes.marker_name == "core_local_activity"]
-    assert len(markers) == 2  # placement, then every step
+    assert len(markers) == 1  # every step, the placement first
     assert mocks.attempts("consolidate_in_worker") == [1, 2]
-    assert [mocks.count(step) for step in ("extract_facts", "score_importance", "summarize_session",
-                                            "check_conflicts", "commit_consolidation", "project_outbox_batch",
-                                            "wake_projector")] == [0] * 7
+    assert [mocks.count(step) for step in ("locate_providers", "extract_facts", "score_importance",
+                                            "summarize_session", "check_conflicts", "commit_consolidation",
+                                            "project_outbox_batch", "wake_projector")] == [0] * 8
     assert result.vectors_upserted == 3 and not result.projector_woken and result.refused_reason is None
     assert (result.facts_extracted, result.events_appended, result.facts_written) == (
         FACTS_EXTRACTED, EVENTS_PER_COMMIT, FACTS_EXTRACTED)
@@ -328,9 +328,10 @@ async def test_rows_the_run_leaves_pending_wake_the_projector(env, worker, in_wo
         handle = await _consolidation(env, task_queue)
         result = await _result(handle)
         events = await _events(env.client, handle.id, handle.result_run_id)
-    # In the worker the run's rows are embedded inside its one local activity.
+    # In the worker the run's rows are embedded inside its one local activity (which, for remote
+    # providers, only says where they compute).
     assert mocks.count("project_outbox_batch") == (0 if in_worker else 1)
-    assert mocks.count("consolidate_in_worker") == (1 if in_worker else 0)
+    assert mocks.count("consolidate_in_worker") == 1
     assert mocks.count("wake_projector") == 1
     assert result.vectors_upserted == 3 and result.projector_woken
     # A remote embedder's batch is an ordinary activity (the server times out a call that hangs).

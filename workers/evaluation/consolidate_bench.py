@@ -8,7 +8,7 @@ flight:
   an in-process worker; a session is done when its run has committed and its outbox rows are
   embedded (by the run itself with an embedder in the worker, else by the subject's projector).
 - **direct**: one asyncio task per session calls the same activity code in the same order
-  (`consolidate_in_worker`: extract → importance and summary at once → conflicts → commit → the
+  (`consolidate_in_line`: extract → importance and summary at once → conflicts → commit → the
   run's own rows embedded) and then the projector's batch step until the subject's outbox is
   empty. No Temporal: no history, no task round trips, no retries.
 
@@ -153,10 +153,10 @@ async def _stored(services: Services, tenant: str) -> tuple[int, int]:
 
 async def _direct(activities: ConsolidationActivities, projector: OutboxProjector, tenant: str, subject: str,
                   session_id: str) -> None:
-    """The consolidation's steps (consolidate_in_worker: the workflow's steps in its order, the
-    run's own rows embedded), then the projector's batch step for whatever is left, called in line."""
-    done = await activities.consolidate_in_worker(StepInput(tenant_id=tenant, subject_id=subject,
-                                                            session_id=session_id))
+    """The consolidation's steps (the workflow's steps in its order, the run's own rows embedded),
+    then the projector's batch step for whatever is left, called in line."""
+    step = StepInput(tenant_id=tenant, subject_id=subject, session_id=session_id)
+    done = await activities.consolidate_in_line(step, await activities.locate_providers(step))
     pending = done.projection.pending if done.projection else 0
     while pending:
         pending = (await projector.project_batch(tenant, subject)).pending
