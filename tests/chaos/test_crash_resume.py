@@ -46,7 +46,8 @@ KILLS = ["after_record:extract", "after_record:summary@2", "after_plan@2", "afte
          "mid_erasure:facts", "mid_erasure:messages"]
 
 # Fault points inside the consolidation's local activities (workflows/consolidation.py): with the
-# offline providers every step of it, the embedding of its own rows included. With providers that
+# offline providers every step of it (all in one local activity), the embedding of its own rows
+# included. With providers that
 # say they are remote, only the plan and the commit; the model calls and the projector's embedding
 # are ordinary activities.
 LOCAL_ACTIVITY_POINTS = {"after_plan", "after_commit"}
