@@ -11,6 +11,7 @@ import socket
 import stat
 import struct
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import psycopg
@@ -23,6 +24,7 @@ from workers.embedded import (
     POSTGRES_SYSTEM_USER,
     EmbeddedStack,
     Ports,
+    ServerExitedError,
     acl_with_user_search,
     can_traverse,
     grant_search,
@@ -283,3 +285,29 @@ async def test_working_memory_survives_a_redis_crash_and_a_restart(tmp_path):
     finally:
         await redis.aclose()
         second.stop()
+
+
+def test_temporal_is_moved_to_other_picked_ports_when_another_process_took_one(tmp_path):
+    """A port picked free stays free only until the server binds it (an outgoing connection's
+    local port can take it meanwhile): Temporal, told a UI port that is taken, is started again on
+    newly picked ports; with ports configured, not picked, the same conflict is an error at once."""
+    settings = Settings.from_env({"AGENT_MEMORY_HOME": str(tmp_path)})
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        picked = replace(Ports.free(), ui=busy)
+        stack = EmbeddedStack(tmp_path, picked)
+        try:
+            resolved = stack.start(settings, only=("temporal",))
+            assert stack.started == ["temporal"] and stack.ports.ui != busy
+            assert resolved.ui_url == f"http://127.0.0.1:{stack.ports.ui}"
+            assert resolved.temporal_address == f"127.0.0.1:{stack.ports.temporal}" and port_open(stack.ports.temporal)
+        finally:
+            stack.stop()
+
+        configured = EmbeddedStack(tmp_path / "configured", replace(Ports.free(), ui=busy, picked=False))
+        with pytest.raises(ServerExitedError) as refused:
+            configured.start(settings, only=("temporal",))
+        assert refused.value.port_in_use and "already in use" in str(refused.value)
+        assert configured.started == [] and not port_open(configured.ports.temporal)

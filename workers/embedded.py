@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -46,10 +46,13 @@ class Ports:
     ui: int = 8233
     postgres: int = 55432
     redis: int = 56379
+    # Picked free (tests, benchmarks), not configured: a server that finds its port taken may be
+    # given other ones (another process can take a picked port between the pick and the bind).
+    picked: bool = field(default=False, compare=False)
 
     @classmethod
     def free(cls) -> Ports:
-        return cls(*(free_port() for _ in range(4)))
+        return cls(temporal=free_port(), ui=free_port(), postgres=free_port(), redis=free_port(), picked=True)
 
 
 def postgres_shared_buffers_mb(ram_bytes: int | None = None) -> int:
@@ -75,11 +78,26 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
         return s.connect_ex((host, port)) == 0
 
 
-def wait_for_port(port: int, name: str, log_file: Path, timeout: float = 90.0) -> None:
+class ServerExitedError(RuntimeError):
+    """A server process ended before it opened its port."""
+
+    def __init__(self, message: str, *, port_in_use: bool):
+        super().__init__(message)
+        self.port_in_use = port_in_use
+
+
+def wait_for_port(port: int, name: str, log_file: Path, timeout: float = 90.0,
+                  process: subprocess.Popen | None = None) -> None:
+    """Until the server listens on `port`; with its `process`, a server that exits first is
+    reported at once instead of after the timeout."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if port_open(port):
             return
+        if process is not None and process.poll() is not None:
+            reason = last_error(log_file)
+            raise ServerExitedError(f"{name} exited (status {process.returncode}) before it opened port {port}: "
+                                    f"{reason} (log: {log_file})", port_in_use="already in use" in reason)
         time.sleep(0.2)
     raise RuntimeError(f"{name} did not open port {port} within {timeout:.0f}s: {last_error(log_file)} "
                        f"(log: {log_file})")
@@ -286,25 +304,38 @@ class EmbeddedStack:
     def _start_temporal(self) -> tuple[str, str]:
         state = self._state("temporal")
         if state is None:
-            port, ui_port = self.ports.temporal, self.ports.ui
-            if port_open(port):
-                raise RuntimeError(f"port {port} is taken by another process; set TEMPORAL_ADDRESS to use it, "
-                                   "or stop it")
-            # SQLite in write-ahead-log mode, synced at every commit: as durable as the default
-            # rollback journal, with ~15% less server CPU per history event (bench consolidate,
-            # 93 → 80 ms of server CPU per session).
-            argv = [temporal_binary(), "server", "start-dev", "--db-filename", str(self.home / "temporal.db"),
-                    "--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=full",
-                    "--ip", "127.0.0.1", "--port", str(port), "--ui-ip", "127.0.0.1", "--ui-port", str(ui_port),
-                    "--log-level", "warn"]
-            for key in contract.SEARCH_ATTRIBUTES:
-                argv += ["--search-attribute", f"{key.name}={contract.search_attribute_type_name(key)}"]
-            proc = self._spawn("temporal", argv)
-            wait_for_port(port, "Temporal", self.log_dir / "temporal.log")
+            for attempt in range(3):
+                port, ui_port = self.ports.temporal, self.ports.ui
+                if port_open(port):
+                    raise RuntimeError(f"port {port} is taken by another process; set TEMPORAL_ADDRESS to use it, "
+                                       "or stop it")
+                proc = self._spawn("temporal", self._temporal_argv(port, ui_port))
+                try:
+                    wait_for_port(port, "Temporal", self.log_dir / "temporal.log", process=proc)
+                    break
+                except ServerExitedError as exc:
+                    # Ports picked free stay free only until the server binds them: an outgoing
+                    # connection's local port (or the server's own internal ones) can take one.
+                    if not (exc.port_in_use and self.ports.picked and attempt < 2):
+                        raise
+                    log.warning("a port picked for Temporal was taken before it bound it; picking others: %s", exc)
+                    self.ports = replace(self.ports, temporal=free_port(), ui=free_port())
             state = {"pid": proc.pid, "port": port, "ui_port": ui_port}
             self._save_state("temporal", **state)
             self.started.append("temporal")
         return f"127.0.0.1:{state['port']}", f"http://127.0.0.1:{state['ui_port']}"
+
+    def _temporal_argv(self, port: int, ui_port: int) -> list[str]:
+        # SQLite in write-ahead-log mode, synced at every commit: as durable as the default
+        # rollback journal, with ~15% less server CPU per history event (bench consolidate,
+        # 93 → 80 ms of server CPU per session).
+        argv = [temporal_binary(), "server", "start-dev", "--db-filename", str(self.home / "temporal.db"),
+                "--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=full",
+                "--ip", "127.0.0.1", "--port", str(port), "--ui-ip", "127.0.0.1", "--ui-port", str(ui_port),
+                "--log-level", "warn"]
+        for key in contract.SEARCH_ATTRIBUTES:
+            argv += ["--search-attribute", f"{key.name}={contract.search_attribute_type_name(key)}"]
+        return argv
 
     def _stop_temporal(self) -> None:
         self._terminate("temporal")
