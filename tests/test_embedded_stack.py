@@ -311,3 +311,18 @@ def test_temporal_is_moved_to_other_picked_ports_when_another_process_took_one(t
             configured.start(settings, only=("temporal",))
         assert refused.value.port_in_use and "already in use" in str(refused.value)
         assert configured.started == [] and not port_open(configured.ports.temporal)
+
+
+def test_redis_is_moved_to_another_picked_port_when_another_process_took_it(tmp_path):
+    settings = Settings.from_env({"AGENT_MEMORY_HOME": str(tmp_path)}).with_services(
+        database_url="postgresql://unused", temporal_address="127.0.0.1:1")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))  # bound, not listening: the launcher's port check sees nothing
+        busy = taken.getsockname()[1]
+        stack = EmbeddedStack(tmp_path, replace(Ports.free(), redis=busy))
+        try:
+            resolved = stack.start(settings, only=("redis",))
+            assert stack.started == ["redis"] and stack.ports.redis != busy
+            assert resolved.redis_url.endswith(f"@127.0.0.1:{stack.ports.redis}/0") and port_open(stack.ports.redis)
+        finally:
+            stack.stop()

