@@ -159,7 +159,8 @@ async def plant_observation(services, tenant: str, subject: str, session_id: str
 
 async def test_the_leak_filter_drops_planted_items_and_the_counter_goes_up(client, services, tenant,
                                                                           running_worker, task_queue):
-    other_tenant = f"{tenant}-x"
+    # A letter right after the digits: a tenant id of hex digits only must not read as a phone number.
+    other_tenant = f"{tenant}x"
     lin = session("l1", "2024-03-01T09:00:00Z", "I live in Oslo.",
                   "My colleague ada calls me on +47 912 34 567, mail ada@work.example.")
     kim = session("k1", "2024-03-01T09:00:00Z", "I live in Lima.")
