@@ -15,6 +15,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.errors import temporal_failures
+from activities.heartbeat import progress
 from agent_memory import contract
 from agent_memory.concurrency import await_both
 from agent_memory.conflicts import decide
@@ -227,21 +228,38 @@ class ConsolidationActivities:
         marker each). Each step is still a recorded operation, so a retry, or the restarted worker
         after a crash, resumes from the last recorded result without a second provider call or a
         second write. With a provider that computes elsewhere it does nothing but say where they
-        compute: the workflow then runs each step as an activity (a remote model's call is
-        heartbeated and timed out by the server)."""
+        compute: the workflow then runs them as one ordinary activity
+        (consolidate_with_remote_providers), which the server heartbeats while a call takes its
+        time."""
         placement = await self.locate_providers(step)
         if not (placement.model_steps_in_worker and placement.embedder_in_worker):
             return InWorkerConsolidation(placement=placement)
         return await self.consolidate_in_line(step, placement)
 
+    @activity.defn(name=contract.CONSOLIDATE_WITH_REMOTE_PROVIDERS)
+    @temporal_failures
+    async def consolidate_with_remote_providers(self, step: StepInput) -> InWorkerConsolidation:
+        """The same steps as consolidate_in_worker, as one ordinary activity, for providers of
+        which at least one computes elsewhere (a remote model). The server heartbeats it (the
+        details name the step it is in), so a dead worker is noticed within the heartbeat timeout
+        however long a call takes, and each call keeps its client's timeout. A retry resumes from
+        the last recorded result. One activity instead of one per step saves the workflow four
+        task round trips through the server per consolidation, each of which waits behind every
+        other run's tasks on a busy worker."""
+        return await self.consolidate_in_line(step, await self.locate_providers(step))
+
     async def consolidate_in_line(self, step: StepInput, placement: ProviderPlacement) -> InWorkerConsolidation:
         """consolidate_in_worker's steps, called in line wherever the providers compute (the
         direct pipeline of `agent-memory bench consolidate` calls it too)."""
+        steps = progress()
+        steps.update(step=contract.EXTRACT_FACTS)
         extraction = await self.extract_facts(step)
         step = step.model_copy(update={"through": extraction.through})
+        steps.update(step=f"{contract.SCORE_IMPORTANCE}, {contract.SUMMARIZE_SESSION}")
         importance, summary = await await_both(asyncio.ensure_future(self.score_importance(step)),
                                                asyncio.ensure_future(self.summarize_session(step)))
         for round_ in range(contract.MAX_CONFLICT_ROUNDS):
+            steps.update(step=f"{contract.CHECK_CONFLICTS}, {contract.COMMIT_CONSOLIDATION}")
             plan = await self.check_conflicts(ConflictPlanInput(
                 **step.model_dump(), extraction_operation_id=extraction.operation_id, round=round_))
             try:
@@ -259,6 +277,7 @@ class ConsolidationActivities:
         else:
             raise ApplicationError(f"facts kept changing during {contract.MAX_CONFLICT_ROUNDS} commit attempts",
                                    type=ErrorType.VERSION_CONFLICT, non_retryable=True)
+        steps.update(step=contract.PROJECT_OUTBOX_BATCH)
         try:
             # A failed embedding is recorded on its row and left to the projector, never raised.
             done.projection = await self.projector.project_batch(step.tenant_id, step.subject_id)

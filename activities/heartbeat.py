@@ -70,7 +70,13 @@ async def _beat(state: Progress, interval: float) -> None:
 
 @contextlib.asynccontextmanager
 async def heartbeating() -> AsyncIterator[Progress]:
-    """Heartbeats until the block ends (nothing outside an activity); yields the progress."""
+    """Heartbeats until the block ends (nothing outside an activity); yields the progress. Nested
+    (an activity that runs other activities' steps in line) it yields the running one's progress:
+    one heartbeat per activity, whose details say which step it is in."""
+    running = _progress.get()
+    if running is not None:
+        yield running
+        return
     state = Progress()
     token = _progress.set(state)
     beat = None

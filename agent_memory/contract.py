@@ -59,6 +59,7 @@ COMMIT_CONSOLIDATION: Final = "commit_consolidation"
 COUNT_UNCONSOLIDATED: Final = "count_unconsolidated"
 LOCATE_PROVIDERS: Final = "locate_providers"
 CONSOLIDATE_IN_WORKER: Final = "consolidate_in_worker"
+CONSOLIDATE_WITH_REMOTE_PROVIDERS: Final = "consolidate_with_remote_providers"
 PROJECT_VECTORS: Final = "project_vectors"
 # Erasure
 BEGIN_ERASURE: Final = "begin_erasure"
@@ -86,7 +87,8 @@ REEMBED_BATCH: Final = "reembed_batch"
 SWITCH_EMBEDDING_MODEL: Final = "switch_embedding_model"
 
 ACTIVITY_NAMES: Final = (EXTRACT_FACTS, SCORE_IMPORTANCE, SUMMARIZE_SESSION, CHECK_CONFLICTS, COMMIT_CONSOLIDATION,
-                         COUNT_UNCONSOLIDATED, LOCATE_PROVIDERS, CONSOLIDATE_IN_WORKER, PROJECT_VECTORS, BEGIN_ERASURE, ERASE_STORE, SHRED_SUBJECT_KEY,
+                         COUNT_UNCONSOLIDATED, LOCATE_PROVIDERS, CONSOLIDATE_IN_WORKER, CONSOLIDATE_WITH_REMOTE_PROVIDERS, PROJECT_VECTORS,
+                         BEGIN_ERASURE, ERASE_STORE, SHRED_SUBJECT_KEY,
                          VERIFY_ERASURE, COMPLETE_ERASURE, LIST_SUBJECTS_TO_REBUILD, REBUILD_SUBJECT,
                          ROTATE_KEY_ENCRYPTION_KEY, COMPACT_ERASED_DATA, PROJECT_OUTBOX_BATCH, WAKE_PROJECTOR,
                          SWEEP_PROJECTION_OUTBOX, SWEEP_FORGOTTEN_MEMORIES, APPLY_RETENTION, REDRIVE_STUCK_ERASURES,
@@ -307,6 +309,15 @@ IN_WORKER_CONSOLIDATION: Final = ActivityPreset(
     initial_interval=timedelta(milliseconds=500), maximum_interval=timedelta(seconds=30),
     permanent=(_E.SUBJECT_ERASED, _E.VERSION_CONFLICT, _E.NOT_FOUND, _E.OPERATION_MISMATCH, _E.PROVIDER_PERMANENT,
                _E.PROVIDER_OUTPUT_INVALID, _E.UNSTORABLE_VALUE, _E.KEY_UNAVAILABLE))
+# The same steps as one ordinary activity when a provider computes elsewhere (a remote model:
+# ConsolidationActivities.consolidate_with_remote_providers). Its bound covers the steps in a row
+# (two model calls, at most MAX_CONFLICT_ROUNDS plans and commits, one embedding batch), each call
+# still under its client's timeout; the heartbeat notices a dead worker within 20 s whatever the
+# bound. Model-call retries: a provider outage is waited out at up to two minutes between attempts.
+REMOTE_CONSOLIDATION: Final = ActivityPreset(
+    start_to_close=timedelta(minutes=30), heartbeat=_HEARTBEAT,
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=2),
+    permanent=IN_WORKER_CONSOLIDATION.permanent)
 # The vector projection can lag; it keeps trying without blocking the facts.
 VECTOR_PROJECTION: Final = ActivityPreset(
     start_to_close=timedelta(minutes=5), heartbeat=_HEARTBEAT,
@@ -369,7 +380,8 @@ REEMBED_STEP: Final = ActivityPreset(
     permanent=(_E.UNSTORABLE_VALUE, _E.MODEL_MISMATCH))
 
 ACTIVITY_PRESETS: Final[Mapping[str, ActivityPreset]] = {
-    "PROVIDER_STEP": PROVIDER_STEP, "STORE_WRITE": STORE_WRITE, "VECTOR_PROJECTION": VECTOR_PROJECTION,
+    "PROVIDER_STEP": PROVIDER_STEP, "STORE_WRITE": STORE_WRITE, "IN_WORKER_CONSOLIDATION": IN_WORKER_CONSOLIDATION,
+    "REMOTE_CONSOLIDATION": REMOTE_CONSOLIDATION, "VECTOR_PROJECTION": VECTOR_PROJECTION,
     "IDLE_CHECK": IDLE_CHECK, "ERASURE_STEP": ERASURE_STEP, "REBUILD_LIST": REBUILD_LIST,
     "REBUILD_SUBJECT_STEP": REBUILD_SUBJECT_STEP, "KEY_ROTATION": KEY_ROTATION,
     "PROJECTOR_WAKE": PROJECTOR_WAKE, "PROJECTION_SWEEP": PROJECTION_SWEEP,

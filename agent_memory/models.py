@@ -346,9 +346,10 @@ class ProviderPlacement(BaseModel):
 
 
 class InWorkerConsolidation(BaseModel):
-    """What ConsolidationActivities.consolidate_in_worker did, step by step: the counts the
-    workflow reports (its progress and its result), operation ids only. Without a commit it did
-    nothing: a provider computes elsewhere, and the workflow runs the steps as activities."""
+    """What ConsolidationActivities.consolidate_in_worker (or consolidate_with_remote_providers)
+    did, step by step: the counts the workflow reports (its progress and its result), operation
+    ids only. Without a commit it did nothing: a provider computes elsewhere, and the workflow
+    runs the steps as an ordinary activity."""
 
     placement: ProviderPlacement
     facts_extracted: int = 0

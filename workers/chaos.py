@@ -54,8 +54,8 @@ if TYPE_CHECKING:
     from agent_memory.providers.openai_compat import ProviderBundle
 
 PROVIDER_LOG_ENV = "AGENT_MEMORY_PROVIDER_LOG"
-# "remote": the logged providers say they are not in the worker, so the consolidation runs their
-# steps as ordinary activities (the route of a remote model) instead of local ones.
+# "remote": the logged providers say they are not in the worker, so the consolidation runs its
+# steps as one ordinary activity (the route of a remote model) instead of one local activity.
 PLACEMENT_ENV = "AGENT_MEMORY_CHAOS_PROVIDERS"
 CONSOLIDATION_POINTS = ("after_record:extract", "after_record:importance", "after_record:summary",
                         "after_record:plan", "after_record:embed", "after_plan", "after_commit", "mid_projection")
@@ -177,7 +177,7 @@ def worker_main() -> int:
 def worker_env(settings: Settings, *, task_queue: str, provider_log: Path, state_dir: Path | None = None,
                faults: str | None = None, remote_providers: bool = False) -> dict[str, str]:
     """The environment of a chaos worker on `settings`' services (nothing of the caller's own
-    service configuration leaks in). `remote_providers`: model steps as ordinary activities."""
+    service configuration leaks in). `remote_providers`: the steps as one ordinary activity."""
     env = {k: v for k, v in os.environ.items()
            if k not in ENV_VARS and k not in (FAULTS_ENV, STATE_ENV, PLACEMENT_ENV)}
     env.update(TEMPORAL_ADDRESS=settings.temporal_address or "", DATABASE_URL=settings.database_url or "",

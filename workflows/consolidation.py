@@ -1,10 +1,12 @@
 """Consolidation of one finished session into long-term memory.
 
-locate the providers → extract facts → score importance and summarize, at once → check conflicts →
-commit (one transaction) → embed the session's rows (one batch) and wake the subject's projector
-for whatever is left (workflows/projector.py; runs recorded before it existed project the vectors
-themselves). With every provider in the worker's process (the offline default) the same steps run
-as one local activity. History carries operation ids and counts; the data stays in Postgres.
+extract facts → score importance and summarize, at once → check conflicts → commit (one
+transaction) → embed the session's rows (one batch) and wake the subject's projector for whatever
+is left (workflows/projector.py; runs recorded before it existed project the vectors themselves).
+With every provider in the worker's process (the offline default) the steps run as one local
+activity; with a remote one, as one ordinary activity that the server heartbeats. Runs recorded
+before either ran each step as an activity of its own (the step route below, kept for their
+replay). History carries operation ids and counts; the data stays in Postgres.
 """
 
 from __future__ import annotations
@@ -96,8 +98,20 @@ class ConsolidationWorkflow:
             done = await workflow.execute_local_activity_method(
                 ConsolidationActivities.consolidate_in_worker, step, **contract.IN_WORKER_CONSOLIDATION.local_options())
             if done.commit is not None:
-                return await self._consolidated_in_worker(request, done)
+                return await self._consolidated_in_one_activity(request, done)
             placement = done.placement
+            if workflow.patched("remote-consolidation-as-one-activity"):
+                # A provider computes elsewhere (a remote model): the same steps as one ordinary
+                # activity. The server heartbeats it while a call takes its minutes and times out
+                # a dead worker; each step is a recorded operation, so a retry resumes from the
+                # last recorded result. (One activity per step cost four more task round trips
+                # through the server per run: 0.88-0.90x the direct pipeline's throughput at 1 s
+                # per model call, against 0.94-0.99x as one.)
+                self._progress.step = "consolidate_with_remote_providers"
+                done = await workflow.execute_activity_method(
+                    ConsolidationActivities.consolidate_with_remote_providers, step,
+                    **contract.REMOTE_CONSOLIDATION.options())
+                return await self._consolidated_in_one_activity(request, done)
         elif workflow.patched("in-worker-providers-as-local-activities"):
             # Providers that compute in the worker's process (the offline default) run as local
             # activities too: with all of them in the worker a consolidation is one workflow task,
@@ -222,8 +236,8 @@ class ConsolidationWorkflow:
         self._progress.step = "done"
         return self._result(request, commit=commit, vectors=projection.vectors_upserted)
 
-    async def _consolidated_in_worker(self, request: ConsolidationInput,
-                                      done: InWorkerConsolidation) -> ConsolidationResult:
+    async def _consolidated_in_one_activity(self, request: ConsolidationInput,
+                                            done: InWorkerConsolidation) -> ConsolidationResult:
         assert done.commit is not None
         self._commit = done.commit
         self._progress = ConsolidationProgress(

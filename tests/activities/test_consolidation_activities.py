@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -10,6 +11,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.consolidation import ConsolidationActivities
+from agent_memory.contract import MAX_CONFLICT_ROUNDS
 from agent_memory.db import tenant_transaction
 from agent_memory.memory_store import list_facts
 from agent_memory.models import CommitInput, ConflictPlanInput, ImportanceResult, ProjectionInput, StepInput
@@ -276,29 +278,42 @@ async def _count(services, tenant: str, query: str) -> int:
         return (await (await conn.execute(query, (tenant,))).fetchone())[0]
 
 
-async def test_consolidate_in_worker_commits_embeds_and_runs_again_without_a_second_call(client, services, tenant):
-    """The in-worker route's one local activity: every step, the run's rows embedded; run again
-    (a retry, a restarted worker) it returns the recorded results: no provider call, no new row."""
+async def _two_facts_session(client, services, tenant, extractor) -> tuple[ConsolidationActivities, StepInput]:
     await client.append_messages(tenant, "lin", session("s1", "2024-03-01T09:00:00Z",
                                                         "I live in Hangzhou.", "I am allergic to peanuts."))
-    extractor = CountingExtractor()
-    acts = make_activities(services, extractor)
-    step = StepInput(tenant_id=tenant, subject_id="lin", session_id="s1")
-    env = ActivityEnvironment()
+    return make_activities(services, extractor), StepInput(tenant_id=tenant, subject_id="lin", session_id="s1")
 
-    done = await env.run(acts.consolidate_in_worker, step)
+
+async def _commits_embeds_and_runs_again_without_a_second_call(services, tenant, env, run, step, extractor):
+    """`run` (either route's one activity) commits both facts and an episode and embeds the run's
+    rows; run again (a retry, a restarted worker) it returns the recorded results: no provider
+    call, no new row. Returns the first run's outcome."""
+    done = await env.run(run, step)
     assert done.refused_reason is None and done.conflict_retries == 0
-    assert done.facts_extracted == done.decisions == 2 and done.commit.facts_written == 2
-    assert done.commit.episode_written and done.projection is not None and done.projection.pending == 0
+    assert done.facts_extracted == done.decisions == 2
+    assert done.commit is not None and done.commit.facts_written == 2 and done.commit.episode_written
+    assert done.projection is not None and done.projection.pending == 0
     vectors = await _count(services, tenant, "SELECT count(*) FROM memory_vectors WHERE tenant_id = %s")
     assert vectors == done.projection.vectors_upserted == done.commit.outbox_rows > 2
     events = await _events(services, tenant)
 
-    again = await env.run(acts.consolidate_in_worker, step)
+    again = await env.run(run, step)
     assert extractor.calls == 1 and again.commit == done.commit
     assert again.projection is not None and again.projection.vectors_upserted == 0
     assert await _events(services, tenant) == events
     assert await _count(services, tenant, "SELECT count(*) FROM memory_vectors WHERE tenant_id = %s") == vectors
+    return done
+
+
+async def test_consolidate_in_worker_commits_embeds_and_runs_again_without_a_second_call(client, services, tenant):
+    """The in-worker route's one local activity: every step, the run's rows embedded; run again
+    (a retry, a restarted worker) it returns the recorded results: no provider call, no new row."""
+    extractor = CountingExtractor()
+    acts, step = await _two_facts_session(client, services, tenant, extractor)
+    env = ActivityEnvironment()
+
+    done = await _commits_embeds_and_runs_again_without_a_second_call(
+        services, tenant, env, acts.consolidate_in_worker, step, extractor)
     # The steps' operations are the ones the step-by-step route records: either route finds them.
     extraction = await env.run(acts.extract_facts, step)
     assert extraction.reused and extraction.count == done.facts_extracted
@@ -353,3 +368,63 @@ async def test_consolidate_in_worker_leaves_a_remote_models_steps_to_the_workflo
     assert not done.placement.model_steps_in_worker and done.placement.embedder_in_worker
     assert await _events(services, tenant) == 0
     assert await _count(services, tenant, "SELECT count(*) FROM operations WHERE tenant_id = %s") == 0
+
+
+class SlowRemoteExtractor(CountingExtractor):
+    """The offline extractor as a remote model's client says it is: elsewhere, and slow."""
+
+    runs_in_worker = False
+
+    async def extract(self, messages, *, subject_role="user", current_facts=None):
+        await asyncio.sleep(1.5)  # a heartbeat (every second here) falls inside the call
+        return await super().extract(messages, subject_role=subject_role, current_facts=current_facts)
+
+
+async def test_consolidate_with_remote_providers_runs_every_step_in_one_heartbeating_activity(
+        client, services, tenant):
+    """The remote route's one ordinary activity: every step, the run's rows embedded, heartbeats
+    that name the step in progress (one heartbeat loop: the steps it runs in line add none of their
+    own); run again it returns the recorded results: no provider call, no new row."""
+    extractor = SlowRemoteExtractor()
+    acts, step = await _two_facts_session(client, services, tenant, extractor)
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(env.info, heartbeat_timeout=timedelta(seconds=3))  # a beat every second
+    beats: list[dict] = []
+    env.on_heartbeat = lambda *details: beats.append(details[0])
+
+    done = await _commits_embeds_and_runs_again_without_a_second_call(
+        services, tenant, env, acts.consolidate_with_remote_providers, step, extractor)
+    assert not done.placement.model_steps_in_worker and done.placement.embedder_in_worker
+    # Beats about 1 s apart over a first run of about 1.5 s (the second, recorded, is quick): a
+    # loop per step run in line would send several at once.
+    assert any(b.get("step") == "extract_facts" for b in beats) and 1 <= len(beats) <= 4, beats
+
+
+async def test_consolidation_in_one_activity_gives_up_after_the_last_conflict_round(client, services, tenant):
+    """A live write lands between every plan and its commit (observed before the session's move,
+    which still supersedes it): each round re-reads and re-decides, and after the last one the
+    conflict is permanent (the workflow fails the run on it)."""
+    await client.append_messages(tenant, "lin", session("a", "2024-03-01T09:00:00Z", "I live in Hangzhou."))
+    await client.append_messages(tenant, "lin", session("b", "2024-05-01T09:00:00Z", "I moved to Shanghai."))
+    acts = make_activities(services)
+    env = ActivityEnvironment()
+    await env.run(acts.consolidate_in_worker, StepInput(tenant_id=tenant, subject_id="lin", session_id="a"))
+    plans: list[str] = []
+
+    async def live_write_after_every_plan(key):
+        if key.operation_id.startswith("plan/b/"):
+            plans.append(key.operation_id)
+            await client.write_fact(tenant, "lin", "location", "home_city", f"Suzhou {len(plans)}",
+                                    expected_version=len(plans), evidence_message_ids=["a:1"],
+                                    observed_at=datetime(2024, 4, len(plans), tzinfo=UTC))
+
+    acts.recorder.after_record = live_write_after_every_plan
+    with pytest.raises(ApplicationError) as refused:
+        await env.run(acts.consolidate_in_worker, StepInput(tenant_id=tenant, subject_id="lin", session_id="b"))
+    assert refused.value.type == "VersionConflict" and refused.value.non_retryable
+    assert f"during {MAX_CONFLICT_ROUNDS} commit attempts" in refused.value.message
+    assert [p.rsplit("/", 1)[1] for p in plans] == [str(r) for r in range(MAX_CONFLICT_ROUNDS)]
+    # Nothing of session b was committed: its episode is not there, the live writes are.
+    current = {f.key: f for f in await client.facts(tenant, "lin", as_of=datetime(2024, 7, 1, tzinfo=UTC))}
+    assert current["home_city"].value == f"Suzhou {MAX_CONFLICT_ROUNDS}"
+    assert await _count(services, tenant, "SELECT count(*) FROM episodes WHERE tenant_id = %s") == 1

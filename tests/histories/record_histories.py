@@ -43,8 +43,9 @@ HERE = Path(__file__).parent
 
 # The file each workflow's current version is recorded to.
 # consolidation: offline providers (in the worker's process); consolidation-remote: the
-# OpenAI-compatible providers against a local server that speaks the API (ordinary activities).
-CURRENT = {"consolidation": "consolidation-v8.json", "consolidation-remote": "consolidation-v9.json",
+# OpenAI-compatible providers against a local server that speaks the API (one ordinary activity;
+# consolidation-v9.json: an ordinary activity per step).
+CURRENT = {"consolidation": "consolidation-v8.json", "consolidation-remote": "consolidation-v10.json",
            "projector": "projector.json", "rebuild": "rebuild-v3.json", "erasure": "erasure-v4.json",
            "session-idle": "session-idle-v4.json"}
 

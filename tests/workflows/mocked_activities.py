@@ -4,9 +4,10 @@ models, for the time-skipping workflow tests (tests/workflows/test_time_skipping
 Each call is recorded (its input and its attempt number); a test scripts failures per activity
 with `fail(name, error, times=...)`, the residue each `verify_erasure` reports, the subjects
 `list_subjects_to_rebuild` pages through, how many messages `count_unconsolidated` finds, where
-`consolidate_in_worker` says the providers run (remote unless told: every model step an ordinary
-activity; in the worker, every step in that one local activity) and how many rows the consolidation's own
-embedding batch leaves pending.
+`consolidate_in_worker` says the providers run (remote unless told: every step in the one ordinary
+activity `consolidate_with_remote_providers`; in the worker, every step in that one local
+activity) and how many rows the consolidation's own embedding batch leaves pending. The mocks of
+single steps stand for the step route of runs recorded before either.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ class MockedActivities:
                  unconsolidated: int = 3, in_worker: bool = False, left_pending: int = 0) -> None:
         self.placement = ProviderPlacement(model_steps_in_worker=in_worker, embedder_in_worker=in_worker)
         self.left_pending = left_pending
-        self.erased_after_commit = False  # consolidate_in_worker: the subject erased before its embedding
+        self.erased_after_commit = False  # either route's one activity: the subject erased before its embedding
         self.calls: dict[str, list[Call]] = defaultdict(list)
         self._failures: dict[str, _Failure] = {}
         self.subjects = sorted(subjects or [])
@@ -114,7 +115,8 @@ class MockedActivities:
             raise failure.error
 
     def all(self) -> list[Any]:
-        return [self.locate_providers, self.consolidate_in_worker, self.extract_facts, self.score_importance, self.check_conflicts,
+        return [self.locate_providers, self.consolidate_in_worker, self.consolidate_with_remote_providers,
+                self.extract_facts, self.score_importance, self.check_conflicts,
                 self.summarize_session, self.commit_consolidation, self.project_vectors, self.project_outbox_batch,
                 self.wake_projector, self.count_unconsolidated,
                 self.begin_erasure, self.erase_store, self.shred_subject_key, self.verify_erasure,
@@ -142,6 +144,15 @@ class MockedActivities:
         self._record("consolidate_in_worker", step)
         if not (self.placement.model_steps_in_worker and self.placement.embedder_in_worker):
             return InWorkerConsolidation(placement=self.placement)  # the workflow runs the steps
+        return self._every_step(step)
+
+    @activity.defn(name="consolidate_with_remote_providers")
+    async def consolidate_with_remote_providers(self, step: StepInput) -> InWorkerConsolidation:
+        """The remote route's one ordinary activity: the same steps."""
+        self._record("consolidate_with_remote_providers", step)
+        return self._every_step(step)
+
+    def _every_step(self, step: StepInput) -> InWorkerConsolidation:
         commit = CommitOutcome(operation_id=f"commit/{step.session_id}", session_id=step.session_id, through=THROUGH,
                                events_appended=EVENTS_PER_COMMIT, facts_written=FACTS_EXTRACTED, episode_written=True,
                                outbox_rows=EVENTS_PER_COMMIT)

@@ -59,12 +59,15 @@ async def test_429_is_retried_after_retry_after_and_usage_is_recorded(client, se
             elapsed = time.monotonic() - started
         await bundle.aclose()
     assert result.facts_written == 1 and result.episode_written
-    # A remote model's calls are ordinary activities (the server heartbeats and times them out),
-    # the remote embedder's batch of the run's rows too; nothing was left for the projector.
+    # A remote model's calls, and the remote embedder's batch of the run's rows, run in one
+    # ordinary activity (the server heartbeats it and retried it after the 429's Retry-After);
+    # nothing was left for the projector.
     history = await handle.fetch_history()
     assert [e.activity_task_scheduled_event_attributes.activity_type.name for e in history.events
-            if e.HasField("activity_task_scheduled_event_attributes")] == [
-        "extract_facts", "score_importance", "summarize_session", "project_outbox_batch"]
+            if e.HasField("activity_task_scheduled_event_attributes")] == ["consolidate_with_remote_providers"]
+    [started] = [e.activity_task_started_event_attributes for e in history.events
+                 if e.HasField("activity_task_started_event_attributes")]
+    assert started.attempt == 2
     assert not result.projector_woken and result.vectors_upserted >= 2
     assert elapsed >= 2.0  # the server's Retry-After became the next retry delay
     assert [(f.key, f.value) for f in await client.facts(tenant, "lin")] == [("home_city", "Hangzhou")]

@@ -302,14 +302,13 @@ async def test_histories_of_the_new_path_replay(client, services, tenant, runnin
     consolidation = await handle.fetch_history()
     activities = [e.activity_task_scheduled_event_attributes.activity_type.name for e in consolidation.events
                   if e.HasField("activity_task_scheduled_event_attributes")]
-    # The offline model steps (in the worker), the plan, the commit and the wake run as local
-    # activities: one marker each, in the history; the scripted embedder (remote: it does not say
-    # it runs in the worker) embeds the run's rows in an ordinary activity. That batch failed, so
-    # the run woke the projector.
+    # The scripted embedder is remote (it does not say it runs in the worker): the local activity
+    # that says so (a marker), then every step in one ordinary activity, the batch of the run's
+    # rows included. That batch failed, so the run woke the projector (a local activity: a marker).
     local = [e.marker_recorded_event_attributes for e in consolidation.events
              if e.HasField("marker_recorded_event_attributes")
              and e.marker_recorded_event_attributes.marker_name == "core_local_activity"]
-    assert len(local) == 7 and activities == ["project_outbox_batch"]
+    assert len(local) == 2 and activities == ["consolidate_with_remote_providers"]
     assert (await handle.result()).projector_woken
     projection = await projector.fetch_history()
     assert any(e.HasField("timer_started_event_attributes") for e in projection.events)  # slept on a retry

@@ -58,7 +58,10 @@ WORKFLOW_DIR = Path(__file__).resolve().parents[2] / "workflows"
                                                ("consolidation-v8.json", "consolidate/acme/lin/s1"),
                                                # Remote providers: that local activity only says
                                                # where they compute.
-                                               ("consolidation-v9.json", "consolidate/acme/kai/s-oa")])
+                                               ("consolidation-v9.json", "consolidate/acme/kai/s-oa"),
+                                               # Remote providers: after it, every step in one
+                                               # ordinary activity.
+                                               ("consolidation-v10.json", "consolidate/acme/kai/s-oa")])
 async def test_recorded_history_replays(name, workflow_id):
     history = WorkflowHistory.from_json(workflow_id, (HISTORIES / name).read_text())
     replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)

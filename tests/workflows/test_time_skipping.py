@@ -56,7 +56,7 @@ from tests.workflows.mocked_activities import (
 )
 from workers.embedded import temporal_binary
 from workers.worker import PASSTHROUGH_MODULES, WORKFLOWS
-from workflows.consolidation import MAX_CONFLICT_ROUNDS, ConsolidationWorkflow
+from workflows.consolidation import ConsolidationWorkflow
 from workflows.erasure import MAX_ERASE_ROUNDS, STORES_WITH_EVENT_METADATA, ErasureWorkflow
 from workflows.rebuild import RebuildWorkflow
 from workflows.session_idle import MAX_TOUCHES_PER_RUN, SessionIdleWorkflow
@@ -149,18 +149,28 @@ def test_the_mocks_carry_the_real_activity_names_and_types():
 
 
 async def test_an_activity_without_a_mock_fails_the_run_at_once(env, worker, mocks):
-    class WithoutBatch(MockedActivities):
+    class WithoutRemoteRoute(MockedActivities):
         def all(self) -> list[Any]:
-            return [fn for fn in super().all() if fn != self.project_outbox_batch]
+            return [fn for fn in super().all() if fn != self.consolidate_with_remote_providers]
 
-    partial = WithoutBatch()
+    partial = WithoutRemoteRoute()
     async with worker(partial) as task_queue:
         error = await _failure(await _consolidation(env, task_queue))
-    assert error.type == "NotMocked" and "'project_outbox_batch' is not mocked" in error.message
-    assert partial.attempts("project_outbox_batch") == [1]
+    assert error.type == "NotMocked" and "'consolidate_with_remote_providers' is not mocked" in error.message
+    assert partial.attempts("consolidate_with_remote_providers") == [1]
 
 
 # --- consolidation -----------------------------------------------------------------------------
+# New runs take one of two routes (workflows/consolidation.py): every step in one local activity
+# (providers in the worker's process) or, after that local activity said where the providers
+# compute, in one ordinary activity (a remote provider; the mocks' default). The steps themselves
+# (the conflict rounds, importance and the summary at once) are tested on the real activities
+# (tests/activities/test_consolidation_activities.py); the step route of runs recorded before is
+# replayed from its histories (tests/workflows/test_replay.py).
+
+ONE_ACTIVITY = {True: "consolidate_in_worker", False: "consolidate_with_remote_providers"}
+SINGLE_STEPS = ("locate_providers", "extract_facts", "score_importance", "summarize_session", "check_conflicts",
+                "commit_consolidation", "project_outbox_batch", "project_vectors")
 
 
 def _consolidation(env: WorkflowEnvironment, task_queue: str, session: str = "s1") -> Any:
@@ -169,130 +179,14 @@ def _consolidation(env: WorkflowEnvironment, task_queue: str, session: str = "s1
         id=_id("consolidate"), task_queue=task_queue, result_type=ConsolidationResult)
 
 
-async def test_commit_conflicts_every_round_fail_the_run_after_the_last_round(env, worker, mocks):
-    mocks.fail("commit_consolidation", ApplicationError("fact location/home_city moved on", type="VersionConflict",
-                                                        non_retryable=True))
-    async with worker(mocks) as task_queue:
-        handle = await _consolidation(env, task_queue)
-        error = await _failure(handle)
-        progress = await handle.query(ConsolidationWorkflow.progress)
-    assert error.type == "VersionConflict" and error.non_retryable
-    assert f"during {MAX_CONFLICT_ROUNDS} commit attempts" in error.message
-    # Each round re-reads and re-decides; the summary is made once; nothing is projected.
-    assert [p.round for p in mocks.inputs("check_conflicts")] == list(range(MAX_CONFLICT_ROUNDS))
-    assert mocks.count("commit_consolidation") == MAX_CONFLICT_ROUNDS
-    assert [c.plan_operation_id for c in mocks.inputs("commit_consolidation")] == [
-        f"plan/s1/{r}" for r in range(MAX_CONFLICT_ROUNDS)]
-    assert mocks.count("summarize_session") == 1
-    assert mocks.count("extract_facts") == mocks.count("score_importance") == 1
-    assert mocks.count("project_outbox_batch") == mocks.count("wake_projector") == mocks.count("project_vectors") == 0
-    # A non-retryable conflict is not retried by the server: one attempt per round.
-    assert set(mocks.attempts("commit_consolidation")) == {1}
-    assert progress.conflict_retries == MAX_CONFLICT_ROUNDS and progress.step == "commit_consolidation"
+def _markers(events: list[Any]) -> int:
+    return sum(1 for e in events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+               and e.marker_recorded_event_attributes.marker_name == "core_local_activity")
 
 
-async def test_importance_and_summary_run_at_once(env, worker, mocks):
-    mocks.meet("score_importance", "summarize_session")
-    async with worker(mocks) as task_queue:
-        result = await _result(await _consolidation(env, task_queue))
-    assert result.refused_reason is None and result.events_appended == EVENTS_PER_COMMIT
-    # The commit takes the three results; each step ran once.
-    [commit] = mocks.inputs("commit_consolidation")
-    assert (commit.importance_operation_id, commit.summary_operation_id, commit.plan_operation_id) == (
-        "importance/s1", "summary/s1", "plan/s1/0")
-    assert all(mocks.count(step) == 1 for step in ("score_importance", "check_conflicts", "summarize_session"))
-
-
-async def test_a_commit_conflict_resolved_in_a_later_round_commits_once(env, worker, mocks):
-    mocks.fail("commit_consolidation", ApplicationError("moved on", type="VersionConflict", non_retryable=True),
-               times=MAX_CONFLICT_ROUNDS - 1)
-    async with worker(mocks) as task_queue:
-        result = await _result(await _consolidation(env, task_queue))
-    assert [p.round for p in mocks.inputs("check_conflicts")] == list(range(MAX_CONFLICT_ROUNDS))
-    assert mocks.count("summarize_session") == 1 and mocks.count("project_outbox_batch") == 1
-    assert result.events_appended == EVENTS_PER_COMMIT and result.facts_written == FACTS_EXTRACTED
-    assert result.refused_reason is None
-    # The run embedded its rows in the projector's batch step; nothing was left for the projector.
-    assert mocks.count("project_vectors") == mocks.count("wake_projector") == 0
-    assert result.vectors_upserted == 3 and not result.projector_woken
-
-
-@pytest.mark.parametrize(("refusing", "non_retryable"), [
-    ("extract_facts", True), ("check_conflicts", True), ("commit_consolidation", True),
-    ("project_outbox_batch", True),
-    # The workflow's retry policy lists the type as permanent too: one attempt even without the flag.
-    ("summarize_session", False), ("commit_consolidation", False),
-])
-async def test_an_erased_subject_is_refused_with_a_result(env, worker, mocks, refusing, non_retryable):
-    mocks.fail(refusing, ApplicationError("subject lin is erased", type="SubjectErased", non_retryable=non_retryable))
-    async with worker(mocks) as task_queue:
-        handle = await _consolidation(env, task_queue)
-        result = await _result(handle)
-        progress = await handle.query(ConsolidationWorkflow.progress)
-    assert result.refused_reason == "subject erased"
-    assert result.workflow_id == handle.id and (result.tenant_id, result.subject_id) == ("t-ts", "lin")
-    assert progress.step == "refused: subject erased"
-    # Refused at once (not retried), and no step of a later stage ran (importance and the
-    # summary run at once: one of them refusing does not stop the other).
-    assert mocks.attempts(refusing) == [1]
-    stages = [["extract_facts"], ["score_importance", "summarize_session"], ["check_conflicts"],
-              ["commit_consolidation"], ["project_outbox_batch"], ["wake_projector"]]
-    stage = next(n for n, names in enumerate(stages) if refusing in names)
-    assert all(mocks.count(step) == 0 for names in stages[stage + 1:] for step in names)
-    assert mocks.count("project_vectors") == 0
-    assert result.vectors_upserted == 0
-    if refusing == "project_outbox_batch":  # the facts were committed before the subject was erased
-        assert mocks.count("commit_consolidation") == 1 and progress.events_appended == EVENTS_PER_COMMIT
-        assert result.events_appended == EVENTS_PER_COMMIT  # the result reports what was committed
-    else:
-        assert result.events_appended == result.facts_written == 0 and not result.episode_written
-
-
-async def test_another_permanent_failure_fails_the_run_without_a_conflict_round(env, worker, mocks):
-    mocks.fail("commit_consolidation", ApplicationError("recorded plan differs", type="OperationMismatch",
-                                                        non_retryable=True))
-    async with worker(mocks) as task_queue:
-        error = await _failure(await _consolidation(env, task_queue))
-    # The workflow re-raises the activity's failure as it came.
-    assert error.type == "OperationMismatch" and error.message == "recorded plan differs"
-    assert mocks.count("commit_consolidation") == 1 and mocks.count("check_conflicts") == 1
-
-
-# workflows/consolidation.py: local activities on every route (remote providers: the mocks' default).
-LOCAL_STEPS = ("consolidate_in_worker", "check_conflicts", "commit_consolidation")
-
-
-@pytest.mark.parametrize(("step", "error"), [
-    ("extract_facts", ApplicationError("rate limited", type="ProviderRetryable")),
-    ("commit_consolidation", RuntimeError("connection to the database was lost")),
-])
-async def test_a_transient_failure_is_retried_until_it_passes(env, worker, mocks, step, error):
-    mocks.fail(step, error, times=2)
-    async with worker(mocks) as task_queue:
-        handle = await _consolidation(env, task_queue)
-        result = await _result(handle)
-        events = await _events(env.client, handle.id, handle.result_run_id)
-    assert mocks.attempts(step) == [1, 2, 3]
-    scheduled = {e.event_id: e.activity_task_scheduled_event_attributes.activity_type.name for e in events
-                 if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED}
-    if step in LOCAL_STEPS:
-        # A local activity is retried in the worker: the server never schedules it, and its
-        # result is one marker per step (placement, plan, commit) however many attempts it took.
-        markers = [e for e in events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
-                   and e.marker_recorded_event_attributes.marker_name == "core_local_activity"]
-        assert step not in scheduled.values() and len(markers) == len(LOCAL_STEPS)
-    else:
-        # The server agrees: the step was scheduled once and completed on its third attempt.
-        assert list(scheduled.values()).count(step) == 1
-        [started] = [e.activity_task_started_event_attributes for e in events
-                     if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
-                     and scheduled[e.activity_task_started_event_attributes.scheduled_event_id] == step]
-        assert started.attempt == 3 and started.last_failure.message == str(error.message if isinstance(
-            error, ApplicationError) else error)
-    assert result.refused_reason is None and result.facts_extracted == FACTS_EXTRACTED
-    assert result.events_appended == EVENTS_PER_COMMIT and mocks.count("project_outbox_batch") == 1
-    # The same plan is committed on each attempt: a retry is not a new conflict round.
-    assert mocks.count("check_conflicts") == 1
+def _scheduled(events: list[Any]) -> list[str]:
+    return [e.activity_task_scheduled_event_attributes.activity_type.name for e in events
+            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
 
 
 async def test_in_worker_providers_run_every_step_as_one_local_activity(env, worker):
@@ -306,19 +200,64 @@ async def test_in_worker_providers_run_every_step_as_one_local_activity(env, wor
         progress = await handle.query(ConsolidationWorkflow.progress)
         events = await _events(env.client, handle.id, handle.result_run_id)
     kinds = [e.event_type for e in events]
-    assert EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED not in kinds
+    assert _scheduled(events) == []
     assert kinds.count(EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED) == 1
-    markers = [e for e in events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
-               and e.marker_recorded_event_attributes.marker_name == "core_local_activity"]
-    assert len(markers) == 1  # every step, the placement first
+    assert _markers(events) == 1  # every step, the placement first
     assert mocks.attempts("consolidate_in_worker") == [1, 2]
-    assert [mocks.count(step) for step in ("locate_providers", "extract_facts", "score_importance",
-                                            "summarize_session", "check_conflicts", "commit_consolidation",
-                                            "project_outbox_batch", "wake_projector")] == [0] * 8
+    assert [mocks.count(step) for step in (*SINGLE_STEPS, "consolidate_with_remote_providers",
+                                           "wake_projector")] == [0] * (len(SINGLE_STEPS) + 2)
     assert result.vectors_upserted == 3 and not result.projector_woken and result.refused_reason is None
     assert (result.facts_extracted, result.events_appended, result.facts_written) == (
         FACTS_EXTRACTED, EVENTS_PER_COMMIT, FACTS_EXTRACTED)
     assert progress.step == "done" and progress.decisions == FACTS_EXTRACTED and progress.vectors_upserted == 3
+
+
+async def test_remote_providers_run_every_step_as_one_ordinary_activity(env, worker, mocks):
+    """A remote provider: the local activity only says so (one marker), then one ordinary activity
+    runs every step, retried by the server (scheduled once, completed on its third attempt); two
+    workflow tasks in all, no step run on its own."""
+    mocks.fail("consolidate_with_remote_providers", ApplicationError("rate limited", type="ProviderRetryable"),
+               times=2)
+    async with worker(mocks) as task_queue:
+        handle = await _consolidation(env, task_queue)
+        result = await _result(handle)
+        progress = await handle.query(ConsolidationWorkflow.progress)
+        events = await _events(env.client, handle.id, handle.result_run_id)
+    assert _markers(events) == 1 and mocks.count("consolidate_in_worker") == 1
+    assert _scheduled(events) == ["consolidate_with_remote_providers"]
+    [started] = [e.activity_task_started_event_attributes for e in events
+                 if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED]
+    assert started.attempt == 3 and started.last_failure.message == "rate limited"
+    assert mocks.attempts("consolidate_with_remote_providers") == [1, 2, 3]
+    assert [e.event_type for e in events].count(EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED) == 2
+    assert [mocks.count(step) for step in (*SINGLE_STEPS, "wake_projector")] == [0] * (len(SINGLE_STEPS) + 1)
+    assert result.vectors_upserted == 3 and not result.projector_woken and result.refused_reason is None
+    assert (result.facts_extracted, result.events_appended, result.facts_written) == (
+        FACTS_EXTRACTED, EVENTS_PER_COMMIT, FACTS_EXTRACTED)
+    assert progress.step == "done" and progress.decisions == FACTS_EXTRACTED and progress.vectors_upserted == 3
+
+
+@pytest.mark.parametrize("in_worker", [True, False])
+async def test_a_transient_database_failure_is_retried_until_it_passes(env, worker, in_worker):
+    mocks = MockedActivities(in_worker=in_worker)
+    mocks.fail(ONE_ACTIVITY[in_worker], RuntimeError("connection to the database was lost"), times=2)
+    async with worker(mocks) as task_queue:
+        result = await _result(await _consolidation(env, task_queue))
+    assert mocks.attempts(ONE_ACTIVITY[in_worker]) == [1, 2, 3]
+    assert result.refused_reason is None and result.events_appended == EVENTS_PER_COMMIT
+
+
+@pytest.mark.parametrize("in_worker", [True, False])
+@pytest.mark.parametrize("error_type", ["VersionConflict", "OperationMismatch"])
+async def test_a_permanent_failure_fails_the_run_at_once(env, worker, in_worker, error_type):
+    """A version conflict left after the last re-decided round (the activity's own rounds) or a
+    recorded request that differs: not retried, and the run fails with the activity's failure."""
+    mocks = MockedActivities(in_worker=in_worker)
+    mocks.fail(ONE_ACTIVITY[in_worker], ApplicationError("facts kept changing", type=error_type, non_retryable=True))
+    async with worker(mocks) as task_queue:
+        error = await _failure(await _consolidation(env, task_queue))
+    assert error.type == error_type and error.message == "facts kept changing"
+    assert mocks.attempts(ONE_ACTIVITY[in_worker]) == [1] and mocks.count("wake_projector") == 0
 
 
 @pytest.mark.parametrize("in_worker", [True, False])
@@ -328,34 +267,41 @@ async def test_rows_the_run_leaves_pending_wake_the_projector(env, worker, in_wo
         handle = await _consolidation(env, task_queue)
         result = await _result(handle)
         events = await _events(env.client, handle.id, handle.result_run_id)
-    # In the worker the run's rows are embedded inside its one local activity (which, for remote
-    # providers, only says where they compute).
-    assert mocks.count("project_outbox_batch") == (0 if in_worker else 1)
-    assert mocks.count("consolidate_in_worker") == 1
+    # Either route embeds the run's rows inside its one activity; the projector takes the rest.
+    assert mocks.count("project_outbox_batch") == 0 and mocks.count("consolidate_in_worker") == 1
+    assert mocks.count("consolidate_with_remote_providers") == (0 if in_worker else 1)
     assert mocks.count("wake_projector") == 1
     assert result.vectors_upserted == 3 and result.projector_woken
-    # A remote embedder's batch is an ordinary activity (the server times out a call that hangs).
-    scheduled = [e.activity_task_scheduled_event_attributes.activity_type.name for e in events
-                 if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
-    assert ("project_outbox_batch" in scheduled) is not in_worker
+    # The wake-up is a local activity (a marker) on both routes; a remote provider's steps are
+    # the one ordinary activity (the server heartbeats it and times out a call that hangs).
+    assert _scheduled(events) == ([] if in_worker else ["consolidate_with_remote_providers"])
+    assert _markers(events) == 2
 
 
-@pytest.mark.parametrize("after_commit", [False, True])
-async def test_an_erased_subject_is_refused_on_the_in_worker_route(env, worker, after_commit):
-    mocks = MockedActivities(in_worker=True)
+@pytest.mark.parametrize("in_worker", [True, False])
+@pytest.mark.parametrize(("after_commit", "non_retryable"), [
+    (False, True), (True, True),
+    # The workflow's retry policy lists the type as permanent too: one attempt even without the flag.
+    (False, False),
+])
+async def test_an_erased_subject_is_refused_with_a_result(env, worker, in_worker, after_commit, non_retryable):
+    mocks = MockedActivities(in_worker=in_worker)
     if after_commit:
         mocks.erased_after_commit = True
     else:
-        mocks.fail("consolidate_in_worker",
-                   ApplicationError("subject lin is erased", type="SubjectErased", non_retryable=True))
+        mocks.fail(ONE_ACTIVITY[in_worker],
+                   ApplicationError("subject lin is erased", type="SubjectErased", non_retryable=non_retryable))
     async with worker(mocks) as task_queue:
         handle = await _consolidation(env, task_queue)
         result = await _result(handle)
         progress = await handle.query(ConsolidationWorkflow.progress)
-    assert result.refused_reason == "subject erased" and mocks.attempts("consolidate_in_worker") == [1]
+    assert result.refused_reason == "subject erased" and mocks.attempts(ONE_ACTIVITY[in_worker]) == [1]
+    assert result.workflow_id == handle.id and (result.tenant_id, result.subject_id) == ("t-ts", "lin")
     assert mocks.count("wake_projector") == 0 and progress.step == "refused: subject erased"
+    assert result.vectors_upserted == 0
     # Erased after the commit: the result reports what was committed.
     assert result.events_appended == (EVENTS_PER_COMMIT if after_commit else 0)
+    assert result.episode_written is after_commit
 
 
 # --- erasure -----------------------------------------------------------------------------------
@@ -432,7 +378,7 @@ async def test_an_idle_session_with_nothing_new_starts_no_consolidation(env, wor
         outcome = await _result(await env.client.start_workflow(
             SessionIdleWorkflow.run, _idle_input(session), id=f"idle/t-ts/lin/{session}", task_queue=task_queue,
             result_type=SessionIdleResult))
-    assert outcome.outcome == "nothing new to consolidate" and mocks.count("extract_facts") == 0
+    assert outcome.outcome == "nothing new to consolidate" and mocks.count("consolidate_in_worker") == 0
 
 
 async def _wait_for_event(handle: WorkflowHandle, event_type: EventType.ValueType) -> None:
@@ -487,7 +433,7 @@ async def test_a_chatty_session_continues_as_new_after_its_touch_limit(env, work
     assert carried == request
     assert not any(e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED for e in second_events)
     assert outcome.outcome == "idle: consolidation started"
-    assert mocks.count("count_unconsolidated") == 1 and mocks.count("commit_consolidation") == 1
+    assert mocks.count("count_unconsolidated") == 1 and mocks.count("consolidate_with_remote_providers") == 1
     assert consolidated.session_id == session and consolidated.events_appended == EVENTS_PER_COMMIT
 
 
