@@ -561,6 +561,7 @@ def mismatches(outcome: ScenarioOutcome, reference: ScenarioOutcome) -> list[str
 
 class CampaignReport(BaseModel):
     seed: int
+    remote_providers: bool  # the route of a remote model: every step in one ordinary activity
     kills_requested: int
     kills: int
     kill_points: dict[str, int]
@@ -581,7 +582,8 @@ class CampaignReport(BaseModel):
     def render(self) -> str:
         points = ", ".join(f"{p} ×{n}" for p, n in sorted(self.kill_points.items()))
         return "\n".join([
-            f"agent-memory chaos — seed {self.seed}, {self.rounds} rounds in {self.wall_seconds:.1f}s",
+            f"agent-memory chaos — seed {self.seed}, {self.rounds} rounds in {self.wall_seconds:.1f}s"
+            f"{', providers remote' if self.remote_providers else ''}",
             f"  kills                     {self.kills} (asked {self.kills_requested})",
             f"  kill points               {points}",
             f"  workflows completed       {self.workflows_completed} (failed {self.workflows_failed})",
@@ -623,9 +625,10 @@ class _Aim:
         return f"{point}@{nth}"
 
 
-async def run_campaign(services, *, kills: int, seed: int, work_dir: Path,
+async def run_campaign(services, *, kills: int, seed: int, work_dir: Path, remote_providers: bool = False,
                        progress: Callable[[int, str], None] = lambda kills, line: None) -> CampaignReport:
-    """The campaign; `progress(kills so far, what happened)` after the reference run and each round."""
+    """The campaign; `progress(kills so far, what happened)` after the reference run and each round.
+    `remote_providers`: the providers say they compute elsewhere (the route of a remote model)."""
     started = time.monotonic()
     rng = random.Random(seed)
     await asyncio.to_thread(work_dir.mkdir, parents=True, exist_ok=True)
@@ -634,7 +637,8 @@ async def run_campaign(services, *, kills: int, seed: int, work_dir: Path,
     task_queue = f"chaos-{run_id}"
 
     async def scenario(tenant: str, aim: _Aim | None, state_dir: Path) -> tuple[ScenarioOutcome, WorkerSupervisor]:
-        env = worker_env(services.settings, task_queue=task_queue, provider_log=provider_log, state_dir=state_dir)
+        env = worker_env(services.settings, task_queue=task_queue, provider_log=provider_log, state_dir=state_dir,
+                         remote_providers=remote_providers)
         supervisor = WorkerSupervisor(services.temporal, env, work_dir / "worker.log",
                                       next_faults=aim or (lambda: None))
         await supervisor.start(aim() if aim else None)
@@ -649,7 +653,7 @@ async def run_campaign(services, *, kills: int, seed: int, work_dir: Path,
     budget = {p: hits(ref_state, p) for p in KILL_POINTS}
     progress(0, f"reference run done; fault point hits per round: {budget}")
 
-    report = CampaignReport(seed=seed, kills_requested=kills, kills=0, kill_points={}, rounds=0,
+    report = CampaignReport(seed=seed, remote_providers=remote_providers, kills_requested=kills, kills=0, kill_points={}, rounds=0,
                             workflows_completed=reference.workflows_completed, workflows_failed=0, duplicates=0,
                             lost_sessions=0, repeated_provider_calls=reference.repeated, in_flight_calls_made_again=0,
                             digest_mismatches=0, receipt_mismatches=0, residue=0, orphaned_attempts_failed=0,
@@ -694,7 +698,7 @@ async def chaos_command(args, settings: Settings) -> int:
         home = services.settings.home
         with Progress("chaos kills", args.kills, enabled=not args.json) as bar:
             bar.update(0, note=f"reference run on a stack under {home}")
-            report = await run_campaign(services, kills=args.kills, seed=args.seed,
+            report = await run_campaign(services, kills=args.kills, seed=args.seed, remote_providers=args.remote_providers,
                                         work_dir=home / "chaos" / f"seed-{args.seed}-{uuid.uuid4().hex[:6]}",
                                         progress=lambda kills, line: bar.update(kills, note=line[:100]))
     if args.json:

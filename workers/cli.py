@@ -142,6 +142,8 @@ def add_tooling_commands(sub: core.SubParsers) -> None:
     chaos = sub.add_parser("chaos", help="randomized worker kills on a private embedded stack; prints the figures")
     chaos.add_argument("--kills", type=int, default=20, help="worker kills to perform (default 20)")
     chaos.add_argument("--seed", type=int, default=0)
+    chaos.add_argument("--remote-providers", action="store_true",
+                       help="providers that say they compute elsewhere: a remote model's route (one ordinary activity)")
     chaos.add_argument("--json", action="store_true")
 
 
