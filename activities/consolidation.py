@@ -29,9 +29,9 @@ from agent_memory.models import (
     CommitOutcome,
     ConflictPlan,
     ConflictPlanInput,
+    ConsolidationStepsOutcome,
     ExtractionResult,
     ImportanceResult,
-    InWorkerConsolidation,
     KnownFact,
     Message,
     ProjectionInput,
@@ -219,7 +219,7 @@ class ConsolidationActivities:
 
     @activity.defn(name=contract.CONSOLIDATE_IN_WORKER)
     @temporal_failures
-    async def consolidate_in_worker(self, step: StepInput) -> InWorkerConsolidation:
+    async def consolidate_in_worker(self, step: StepInput) -> ConsolidationStepsOutcome:
         """Every step of the consolidation, in the workflow's order, for providers that compute in
         this process: extract → importance and summary at once → plan → commit (re-planned when
         another writer changed a fact meanwhile) → embed the run's own rows. The workflow runs it
@@ -233,12 +233,12 @@ class ConsolidationActivities:
         time."""
         placement = await self.locate_providers(step)
         if not (placement.model_steps_in_worker and placement.embedder_in_worker):
-            return InWorkerConsolidation(placement=placement)
+            return ConsolidationStepsOutcome(placement=placement)
         return await self.consolidate_in_line(step, placement)
 
     @activity.defn(name=contract.CONSOLIDATE_WITH_REMOTE_PROVIDERS)
     @temporal_failures
-    async def consolidate_with_remote_providers(self, step: StepInput) -> InWorkerConsolidation:
+    async def consolidate_with_remote_providers(self, step: StepInput) -> ConsolidationStepsOutcome:
         """The same steps as consolidate_in_worker, as one ordinary activity, for providers of
         which at least one computes elsewhere (a remote model). The server heartbeats it (the
         details name the step it is in), so a dead worker is noticed within the heartbeat timeout
@@ -248,7 +248,7 @@ class ConsolidationActivities:
         other run's tasks on a busy worker."""
         return await self.consolidate_in_line(step, await self.locate_providers(step))
 
-    async def consolidate_in_line(self, step: StepInput, placement: ProviderPlacement) -> InWorkerConsolidation:
+    async def consolidate_in_line(self, step: StepInput, placement: ProviderPlacement) -> ConsolidationStepsOutcome:
         """consolidate_in_worker's steps, called in line wherever the providers compute (the
         direct pipeline of `agent-memory bench consolidate` calls it too)."""
         steps = progress()
@@ -271,7 +271,7 @@ class ConsolidationActivities:
                 if err.type != ErrorType.VERSION_CONFLICT:
                     raise
                 continue  # another writer changed a fact since the plan: re-read and re-decide
-            done = InWorkerConsolidation(placement=placement, facts_extracted=extraction.count, decisions=plan.count,
+            done = ConsolidationStepsOutcome(placement=placement, facts_extracted=extraction.count, decisions=plan.count,
                                          conflict_retries=round_, commit=commit)
             break
         else:

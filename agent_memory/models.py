@@ -345,7 +345,7 @@ class ProviderPlacement(BaseModel):
     embedder_in_worker: bool
 
 
-class InWorkerConsolidation(BaseModel):
+class ConsolidationStepsOutcome(BaseModel):
     """What ConsolidationActivities.consolidate_in_worker (or consolidate_with_remote_providers)
     did, step by step: the counts the workflow reports (its progress and its result), operation
     ids only. Without a commit it did nothing: a provider computes elsewhere, and the workflow

@@ -29,10 +29,10 @@ from agent_memory.models import (
     CommitInput,
     CommitOutcome,
     ConflictPlanInput,
+    ConsolidationStepsOutcome,
     ErasureInput,
     ErasureReceipt,
     ErasureStepInput,
-    InWorkerConsolidation,
     ProjectionInput,
     ProjectionOutcome,
     ProviderPlacement,
@@ -139,27 +139,27 @@ class MockedActivities:
         return self.placement
 
     @activity.defn(name="consolidate_in_worker")
-    async def consolidate_in_worker(self, step: StepInput) -> InWorkerConsolidation:
+    async def consolidate_in_worker(self, step: StepInput) -> ConsolidationStepsOutcome:
         """The in-worker route's one local activity: every step, and the batch of the run's rows."""
         self._record("consolidate_in_worker", step)
         if not (self.placement.model_steps_in_worker and self.placement.embedder_in_worker):
-            return InWorkerConsolidation(placement=self.placement)  # the workflow runs the steps
+            return ConsolidationStepsOutcome(placement=self.placement)  # the workflow runs the steps
         return self._every_step(step)
 
     @activity.defn(name="consolidate_with_remote_providers")
-    async def consolidate_with_remote_providers(self, step: StepInput) -> InWorkerConsolidation:
+    async def consolidate_with_remote_providers(self, step: StepInput) -> ConsolidationStepsOutcome:
         """The remote route's one ordinary activity: the same steps."""
         self._record("consolidate_with_remote_providers", step)
         return self._every_step(step)
 
-    def _every_step(self, step: StepInput) -> InWorkerConsolidation:
+    def _every_step(self, step: StepInput) -> ConsolidationStepsOutcome:
         commit = CommitOutcome(operation_id=f"commit/{step.session_id}", session_id=step.session_id, through=THROUGH,
                                events_appended=EVENTS_PER_COMMIT, facts_written=FACTS_EXTRACTED, episode_written=True,
                                outbox_rows=EVENTS_PER_COMMIT)
         if self.erased_after_commit:
-            return InWorkerConsolidation(placement=self.placement, facts_extracted=FACTS_EXTRACTED,
+            return ConsolidationStepsOutcome(placement=self.placement, facts_extracted=FACTS_EXTRACTED,
                                          decisions=FACTS_EXTRACTED, commit=commit, refused_reason="subject erased")
-        return InWorkerConsolidation(
+        return ConsolidationStepsOutcome(
             placement=self.placement, facts_extracted=FACTS_EXTRACTED, decisions=FACTS_EXTRACTED, commit=commit,
             projection=ProjectorBatchOutcome(selected=VECTORS_PER_PROJECTION, vectors_upserted=VECTORS_PER_PROJECTION,
                                              embedded=VECTORS_PER_PROJECTION, provider_calls=1,
