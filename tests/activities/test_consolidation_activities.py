@@ -428,3 +428,47 @@ async def test_consolidation_in_one_activity_gives_up_after_the_last_conflict_ro
     current = {f.key: f for f in await client.facts(tenant, "lin", as_of=datetime(2024, 7, 1, tzinfo=UTC))}
     assert current["home_city"].value == f"Suzhou {MAX_CONFLICT_ROUNDS}"
     assert await _count(services, tenant, "SELECT count(*) FROM episodes WHERE tenant_id = %s") == 1
+
+
+class _Meeting:
+    """Importance and the summary each return only once both calls have started: made one after
+    the other, the first would wait in vain and fail."""
+
+    def __init__(self):
+        self.started: set[str] = set()
+        self.everyone = asyncio.Event()
+
+    async def arrive(self, who: str) -> None:
+        self.started.add(who)
+        if self.started == {"score", "summarize"}:
+            self.everyone.set()
+        await asyncio.wait_for(self.everyone.wait(), timeout=5)
+
+
+class _MeetingProvider:
+    """The scorer or the summarizer it wraps, meeting the other before it answers (as a remote
+    model's client: it does not compute in the worker)."""
+
+    def __init__(self, inner, meeting):
+        self.inner, self.meeting = inner, meeting
+        self.name, self.version, self.runs_in_worker = inner.name, inner.version, False
+
+    async def score(self, messages):
+        await self.meeting.arrive("score")
+        return await self.inner.score(messages)
+
+    async def summarize(self, messages):
+        await self.meeting.arrive("summarize")
+        return await self.inner.summarize(messages)
+
+
+async def test_one_activity_runs_importance_and_the_summary_at_once(client, services, tenant):
+    """Both read only what the extraction saw: the two model calls are made at once (a
+    consolidation waits for two model calls in a row, not three)."""
+    await client.append_messages(tenant, "lin", session("s1", "2024-03-01T09:00:00Z", "I live in Hangzhou."))
+    p, meeting = offline_providers(), _Meeting()
+    acts = ConsolidationActivities(services.pool, services.keyring, p.extractor, _MeetingProvider(p.scorer, meeting),
+                                   _MeetingProvider(p.summarizer, meeting), p.embedder)
+    done = await ActivityEnvironment().run(acts.consolidate_with_remote_providers,
+                                           StepInput(tenant_id=tenant, subject_id="lin", session_id="s1"))
+    assert meeting.started == {"score", "summarize"} and done.commit is not None and done.commit.episode_written
