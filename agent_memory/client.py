@@ -23,6 +23,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from agent_memory import contract
 from agent_memory.compaction import CompactionInput, CompactionResult
+from agent_memory.concurrency import await_both
 from agent_memory.context import AssembledContext, assemble_context
 from agent_memory.contract import (  # the id builders: re-exported for existing importers
     SESSION_ID,
@@ -34,7 +35,7 @@ from agent_memory.contract import (  # the id builders: re-exported for existing
     legacy_idle_workflow_id,
 )
 from agent_memory.corrections import LiveActor, confirm_candidate, write_fact
-from agent_memory.db import tenant_transaction
+from agent_memory.db import fetch_one, tenant_transaction
 from agent_memory.erasure import check_reason, erasure_status, register_erasure_request
 from agent_memory.erasure_runs import (
     ErasureCounts,
@@ -43,7 +44,7 @@ from agent_memory.erasure_runs import (
     erasure_counts,
     start_erasure_workflow,
 )
-from agent_memory.evidence import AppendResult, append_messages, unconsolidated_messages
+from agent_memory.evidence import SESSION_IDLE_STATE_SQL, AppendResult, append_messages
 from agent_memory.export import SubjectExport, export_subject
 from agent_memory.forgetting import (
     Actor,
@@ -241,23 +242,32 @@ class MemoryClient:
         check_identifier("tenant", tenant_id)
         check_identifier("subject", subject_id)
         check_identifier("session", session_id)
-        # Before any signal: a wrong subject must not end the owner's idle timer, nor see its result.
-        await self._check_session_owner(tenant_id, subject_id, session_id)
+        # What the hook reads, at once: the session's owner with the messages no consolidation has
+        # covered (the session went on after a run finished: a new run under the same id), in one
+        # transaction; and a run started before migration 021 (a read, used once the owner is
+        # confirmed). Nothing changes before the owner is confirmed: a wrong subject must not end
+        # the owner's idle timer, nor see its result.
+        pending, legacy = await await_both(
+            asyncio.ensure_future(self._owned_session_pending(tenant_id, subject_id, session_id)),
+            asyncio.ensure_future(self._subject_run(legacy_consolidation_workflow_id(tenant_id, session_id),
+                                                    subject_id, result_type=ConsolidationResult)))
         # A message right after this hook signals its timer again.
         await self.services.redis.delete(_idle_touch_key(tenant_id, subject_id, session_id))
-        # Ending the idle timers, counting the messages no consolidation has covered (the session
-        # went on after a run finished: a new run under the same id) and finding a run started
-        # before migration 021 are independent: at once, one round trip's wait instead of four.
-        _, pending, legacy = await asyncio.gather(
-            self._end_idle_timers(tenant_id, subject_id, session_id),
-            unconsolidated_messages(self.services.pool, tenant_id, subject_id, session_id),
-            self._subject_run(legacy_consolidation_workflow_id(tenant_id, session_id), subject_id,
-                              result_type=ConsolidationResult))
         # The legacy run: attach to it while it runs, or when it covered every message; a second
         # run over the same messages would repeat its calls.
         if legacy is not None and (legacy[1] == WorkflowExecutionStatus.RUNNING or (
                 legacy[1] == WorkflowExecutionStatus.COMPLETED and not pending)):
+            await self._end_idle_timers(tenant_id, subject_id, session_id)
             return legacy[0]
+        # Ending the idle timers and starting the run are independent (a timer that fires meanwhile
+        # attaches to the same id): at once, two round trips' wait in all instead of four.
+        handle, _ = await await_both(asyncio.ensure_future(self._start_consolidation(
+            tenant_id, subject_id, session_id, pending)), asyncio.ensure_future(
+            self._end_idle_timers(tenant_id, subject_id, session_id)))
+        return handle
+
+    async def _start_consolidation(self, tenant_id: str, subject_id: str, session_id: str,
+                                   pending: int) -> WorkflowHandle:
         return await self._start_once(
             contract.CONSOLIDATION_WORKFLOW,
             ConsolidationInput(tenant_id=tenant_id, subject_id=subject_id, session_id=session_id),
@@ -315,9 +325,9 @@ class MemoryClient:
             row = await cur.fetchone()
         return bool(row and row[0])
 
-    async def _check_session_owner(self, tenant_id: str, subject_id: str, session_id: str) -> None:
-        """The subject has this session (session ids are per subject) and is not erased; else a
-        clear error."""
+    async def _owned_session_pending(self, tenant_id: str, subject_id: str, session_id: str) -> int:
+        """The session's messages no consolidation has covered, once the subject is found to have
+        this session (session ids are per subject) and not to be erased; else a clear error."""
         async with subject_scope(self.services.pool, self.services.keyring, tenant_id, subject_id, Mode.READ) as scope:
             if scope.erased:
                 raise SubjectErasedError(tenant_id, subject_id)
@@ -325,9 +335,13 @@ class MemoryClient:
                 "SELECT 1 FROM sessions WHERE tenant_id = %s AND subject_id = %s AND session_id = %s",
                 (tenant_id, subject_id, session_id))
             found = await cur.fetchone()
-        if found is None:
-            raise LookupError(f"no session {session_id!r} of subject {subject_id!r} in tenant {tenant_id!r}: append "
-                              "its messages first (agent-memory ingest, client.append_messages)")
+            if found is not None:
+                cur = await scope.conn.execute(SESSION_IDLE_STATE_SQL,
+                                               {"t": tenant_id, "u": subject_id, "s": session_id})
+                pending, _ = await fetch_one(cur)
+                return int(pending)
+        raise LookupError(f"no session {session_id!r} of subject {subject_id!r} in tenant {tenant_id!r}: append "
+                          "its messages first (agent-memory ingest, client.append_messages)")
 
     async def consolidation_result(self, handle: WorkflowHandle) -> ConsolidationResult:
         return await handle.result()
