@@ -204,7 +204,7 @@ async def _forget_one(conn: psycopg.AsyncConnection, key: SubjectKey, mid: uuid.
                         payload=MemoryForgotten(memory_kind=kind, reason=reason))
     await record_event(conn, key, event)  # append + apply: the projection rows go (outbox first)
     # With the subject: Postgres prunes to its partition (by memory id alone it opens and locks
-    # all 64 partitions and their indexes, 326 locks).
+    # all 256 partitions and their indexes, 1,286 locks).
     cur = await conn.execute("DELETE FROM memory_vectors WHERE tenant_id = %s AND subject_id = %s AND memory_id = %s",
                              (tenant_id, subject_id, mid))
     vectors = cur.rowcount

@@ -329,9 +329,10 @@ async def _build_scratch(conn: psycopg.AsyncConnection, tenant_id: str, subject_
         await conn.execute(sql.SQL("UPDATE {} s SET recorded_at = l.recorded_at FROM {} l "
                                    "WHERE l.tenant_id = %s AND l.memory_id = s.memory_id").format(
             sql.Identifier(SCRATCH[table]), sql.Identifier(table)), (tenant_id,))
+    # Named by subject, as every read of memory_vectors: the planner opens its partition only.
     await conn.execute("UPDATE rebuild_memory_vectors s SET created_at = l.created_at FROM memory_vectors l "
-                       "WHERE l.tenant_id = %s AND l.memory_id = s.memory_id AND l.version = s.version "
-                       "AND l.model = s.model", (tenant_id,))
+                       "WHERE l.tenant_id = %s AND l.subject_id = %s AND l.memory_id = s.memory_id "
+                       "AND l.version = s.version AND l.model = s.model", (tenant_id, subject_id))
     return {"from_operations": len(vectors), "kept": kept, "missing": missing, "unmatched_operations": unmatched}
 
 
@@ -371,7 +372,7 @@ async def embed_missing(pool: AsyncConnectionPool, keyring: KeyRing, recorder: O
         cur = await conn.execute(
             """
             SELECT i.memory_id, i.version FROM unnest(%(ids)s::uuid[], %(versions)s::int[]) AS i(memory_id, version)
-             WHERE NOT EXISTS (SELECT 1 FROM memory_vectors v WHERE v.tenant_id = %(t)s
+             WHERE NOT EXISTS (SELECT 1 FROM memory_vectors v WHERE v.tenant_id = %(t)s AND v.subject_id = %(s)s
                                   AND v.memory_id = i.memory_id AND v.version = i.version
                                   AND (%(model)s::text IS NULL OR v.model = %(model)s))
                AND NOT EXISTS (SELECT 1 FROM operations o WHERE o.tenant_id = %(t)s AND o.memory_id = i.memory_id
@@ -380,6 +381,7 @@ async def embed_missing(pool: AsyncConnectionPool, keyring: KeyRing, recorder: O
                AND NOT EXISTS (SELECT 1 FROM projection_outbox b WHERE b.tenant_id = %(t)s
                                   AND b.memory_id = i.memory_id AND b.version = i.version AND b.processed_at IS NULL)
             """, {"ids": [k[0] for k in items], "versions": [k[1] for k in items], "t": tenant_id,
+                  "s": subject_id,
                   # This embedder's vectors and records only: another model's do not count.
                   "model": embedder_model(embedder), "name": embedder.name, "version": embedder.version})
         missing = [items[(memory_id, version)] for memory_id, version in await cur.fetchall()]

@@ -259,9 +259,9 @@ async def reembed_batch(pool: AsyncConnectionPool, embedder: Embedder, request: 
             cur = await conn.execute(
                 "INSERT INTO memory_vectors (tenant_id, subject_id, memory_id, memory_kind, version, model, embedding) "
                 "SELECT %s, %s, %s, %s, %s, %s, %s WHERE EXISTS (SELECT 1 FROM memory_vectors WHERE tenant_id = %s "
-                "AND memory_id = %s AND version = %s AND model = %s) ON CONFLICT DO NOTHING",
+                "AND subject_id = %s AND memory_id = %s AND version = %s AND model = %s) ON CONFLICT DO NOTHING",
                 (t, subject, memory_id, kind, version, request.target_model, Vector(vectors[(memory_id, version)]),
-                 t, memory_id, version, request.source_model))
+                 t, subject, memory_id, version, request.source_model))
             written += cur.rowcount
     last = rows[-1] if rows else None
     return ReembedBatchResult(selected=len(rows), embedded=len(todo), reused=reused, written=written,

@@ -12,9 +12,9 @@ plan for every subject):
   to find `limit` of the subject's n among the index's N, each costing about
   `HNSW_VISIT_COST` exact distances, where the exact scan computes n: the index is used when
   n² > HNSW_VISIT_COST × limit × N. The table is hash-partitioned by (tenant, subject)
-  into 64 partitions (migrations 027 and 029), each with its own graph, so N is the row count of
-  the subject's partition as Postgres last estimated it (pg_class.reltuples, kept by
-  autovacuum): about a sixty-fourth of the store.
+  into 256 partitions (migrations 027, 029 and 030), each with its own graph, so N is the row
+  count of the subject's partition as Postgres last estimated it (pg_class.reltuples, kept by
+  autovacuum): about a 256th of the store.
 
 Both return the same columns, nearest first.
 """

@@ -20,11 +20,11 @@ def with_database(url: str, database: str) -> str:
 
 
 @asynccontextmanager
-async def database_before(admin_url: str, migration: str
+async def database_before(admin_url: str, migration: str, *, until: str | None = None
                           ) -> AsyncIterator[tuple[psycopg.AsyncConnection, Callable[[], Awaitable[None]]]]:
     """(an owner connection to a new database holding every migration before `migration` (a
-    name prefix such as "027"), a function applying the rest on it). The database is dropped
-    afterwards."""
+    name prefix such as "027"), a function applying the rest on it, or those before `until`).
+    The database is dropped afterwards."""
     database = f"forward_{migration}_{uuid.uuid4().hex[:10]}"
     async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as admin:
         await admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
@@ -38,8 +38,9 @@ async def database_before(admin_url: str, migration: str
                 await conn.execute(text)
 
             async def migrate_the_rest() -> None:
-                for _, text in files[len(before):]:
-                    await conn.execute(text)
+                for name, text in files[len(before):]:
+                    if until is None or name < until:
+                        await conn.execute(text)
 
             yield conn, migrate_the_rest
     finally:

@@ -21,7 +21,7 @@ import yaml  # pyyaml is a dev dependency: a missing one must fail, not skip
 from agent_memory import contract
 from agent_memory.db import APP_ROLE
 from agent_memory.settings import ENV_VARS, Settings
-from workers.embedded import DATABASE_NAME, SEARCH_ATTRIBUTES
+from workers.embedded import DATABASE_NAME, POSTGRES_MAX_LOCKS_PER_TRANSACTION, SEARCH_ATTRIBUTES
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -391,3 +391,5 @@ def test_postgres_runs_with_a_buffer_cache_sized_for_vector_search(compose_servi
     command = [interpolate(part) for part in compose_services["postgres"]["command"]]
     assert command[0] == "postgres"
     assert "shared_buffers=1GB" in command, command
+    # Room in the lock table for a query over all of memory_vectors' partitions (migration 030).
+    assert f"max_locks_per_transaction={POSTGRES_MAX_LOCKS_PER_TRANSACTION}" in command, command

@@ -21,6 +21,7 @@ from agent_memory.settings import Settings
 from workers.embedded import (
     ACL_MASK,
     ACL_XATTR,
+    POSTGRES_MAX_LOCKS_PER_TRANSACTION,
     POSTGRES_SYSTEM_USER,
     EmbeddedStack,
     Ports,
@@ -127,6 +128,22 @@ async def test_the_embedded_postgres_runs_with_that_buffer_cache(private_stack):
         cur = await conn.execute("SELECT setting::bigint * 8 / 1024 FROM pg_catalog.pg_settings "
                                  "WHERE name = 'shared_buffers'")  # in 8 kB blocks
         assert await cur.fetchone() == (postgres_shared_buffers_mb(),)
+
+
+async def test_the_embedded_postgres_has_room_for_a_tenant_wide_vector_query(private_stack):
+    """A query on memory_vectors by tenant alone locks every partition and its indexes."""
+    _, _, services = private_stack
+    async with services.pool.connection() as conn:
+        cur = await conn.execute("SELECT setting::int FROM pg_catalog.pg_settings "
+                                 "WHERE name = 'max_locks_per_transaction'")
+        assert await cur.fetchone() == (POSTGRES_MAX_LOCKS_PER_TRANSACTION,)
+        async with conn.transaction():
+            await conn.execute("SELECT set_config('app.tenant_id', 'nobody', true)")
+            await conn.execute("SELECT count(*) FROM memory_vectors WHERE tenant_id = 'nobody'")
+            cur = await conn.execute("SELECT count(*) FROM pg_catalog.pg_locks WHERE pid = pg_backend_pid() "
+                                     "AND locktype = 'relation'")
+            (held,) = await cur.fetchone()
+    assert 5 * 256 <= held <= POSTGRES_MAX_LOCKS_PER_TRANSACTION * 8, held
 
 
 def _listening_inodes() -> dict[int, tuple[str, int]]:

@@ -20,14 +20,14 @@ async def test_app_role_is_not_superuser_and_rls_is_forced(services):
             "SELECT relname FROM pg_class WHERE relkind IN ('r', 'p') AND relnamespace = 'public'::regnamespace "
             "AND relrowsecurity AND relforcerowsecurity")
         forced = {r[0] for r in await cur.fetchall()}
-        # The partitions of a partitioned table (memory_vectors, migrations 027 and 029) force it too, in
+        # The partitions of a partitioned table (memory_vectors, migrations 027, 029 and 030) force it too, in
         # case a privilege on one is ever granted.
         cur = await conn.execute(
             "SELECT c.relname, c.relrowsecurity AND c.relforcerowsecurity FROM pg_inherits i "
             "JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'public.memory_vectors'::regclass")
         partitions = dict(await cur.fetchall())
     assert forced >= TENANT_TABLES
-    assert len(partitions) == 64 and all(partitions.values()), partitions
+    assert len(partitions) == 256 and all(partitions.values()), partitions
     async with await psycopg.AsyncConnection.connect(services.settings.database_admin_url) as admin:
         cur = await admin.execute(
             "SELECT table_name FROM information_schema.columns WHERE table_schema = 'public' "

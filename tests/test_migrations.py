@@ -14,6 +14,7 @@ import uuid
 from urllib.parse import urlsplit
 
 import psycopg
+import pytest
 from psycopg import sql
 
 from agent_memory.db import APP_ROLE, migration_files, scram_sha256_verifier, set_app_role_password
@@ -174,7 +175,7 @@ async def _vectors_across_migration(conn: psycopg.AsyncConnection, migrate_the_r
 async def test_migration_027_moves_every_vector_into_its_subjects_partition(services):
     """An existing store migrates forward: every vector (of any width) is copied into the
     partition of its (tenant, subject), whose indexes are named after the parent's."""
-    async with database_before(services.settings.database_admin_url, "027") as (conn, migrate_the_rest):
+    async with database_before(services.settings.database_admin_url, "027", until="029") as (conn, migrate_the_rest):
         rows, after = await _vectors_across_migration(conn, migrate_the_rest, subjects=24)
         cur = await conn.execute(
             "SELECT c.relname FROM pg_class c JOIN pg_index x ON x.indexrelid = c.oid "
@@ -188,12 +189,15 @@ async def test_migration_027_moves_every_vector_into_its_subjects_partition(serv
                        "memory_vectors_p00_hnsw_384"}
 
 
-async def test_migration_029_moves_every_vector_into_its_subjects_partition_of_64(services):
-    """A store with 16 partitions migrates forward to 64: the same rows, each subject's in the one
-    partition Postgres's hash routes it to, every partition with its four indexes (named after the
-    parent's) and forced row-level security, nothing left of the old table."""
-    async with database_before(services.settings.database_admin_url, "029") as (conn, migrate_the_rest):
-        rows, after = await _vectors_across_migration(conn, migrate_the_rest, subjects=40)
+@pytest.mark.parametrize(("migration", "until", "old", "new"), [("029", "030", 16, 64), ("030", None, 64, 256)])
+async def test_a_repartitioning_moves_every_vector_into_its_subjects_partition(services, migration, until, old, new):
+    """A store with `old` partitions migrates forward to `new` (029: 16 to 64, 030: 64 to 256): the
+    same rows, each subject's in the one partition Postgres's hash routes it to, every partition
+    with its four indexes (named after the parent's) and forced row-level security, nothing left
+    of the old table."""
+    async with database_before(services.settings.database_admin_url, migration, until=until) as (
+            conn, migrate_the_rest):
+        rows, after = await _vectors_across_migration(conn, migrate_the_rest, subjects=80)
         cur = await conn.execute(
             "SELECT c.relname, c.relrowsecurity AND c.relforcerowsecurity, "
             "(SELECT array_agg(ix.relname::text ORDER BY ix.relname) FROM pg_index x "
@@ -202,17 +206,19 @@ async def test_migration_029_moves_every_vector_into_its_subjects_partition_of_6
             "FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
             "WHERE i.inhparent = 'public.memory_vectors'::regclass")
         partitions = {name: (forced, indexes, bound) for name, forced, indexes, bound in await cur.fetchall()}
-        cur = await conn.execute("SELECT count(*) FROM pg_class WHERE relname LIKE 'memory\\_vectors\\_16%'")
+        cur = await conn.execute("SELECT count(*) FROM pg_class WHERE relname LIKE %s",
+                                 (f"memory\\_vectors\\_{old}%",))
         leftovers = await cur.fetchone()
+    width = len(str(new - 1))
     assert sorted(r[:7] for r in after) == sorted(rows)
-    assert sorted(partitions) == [f"memory_vectors_p{n:02d}" for n in range(64)]
-    assert all(bound.startswith("FOR VALUES WITH (modulus 64,") for _, _, bound in partitions.values())
+    assert sorted(partitions) == [f"memory_vectors_p{n:0{width}d}" for n in range(new)]
+    assert all(bound.startswith(f"FOR VALUES WITH (modulus {new},") for _, _, bound in partitions.values())
     assert all(forced for forced, _, _ in partitions.values())
     assert all(indexes == sorted(f"{name}{suffix}" for suffix in ("_pkey", "_subject_model", "_model", "_hnsw_384"))
                for name, (_, indexes, _) in partitions.items())
     assert leftovers == (0,)
     partition_of = {(r[1], r[5]): r[7] for r in after}
-    assert len(set(partition_of.values())) > 16  # spread over more than the old 16
+    assert len(set(partition_of.values())) > old  # spread over more than the old partitions
     assert all(partition_of[(s, "m384")] == partition_of[(s, "m8")] for s, _ in partition_of)  # by subject
 
 

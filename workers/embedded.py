@@ -57,6 +57,11 @@ class Ports:
         return cls(temporal=free_port(), ui=free_port(), postgres=free_port(), redis=free_port(), picked=True)
 
 
+# A query on memory_vectors not narrowed to one subject (re-embedding's) locks its 256 partitions
+# and their indexes, 1,286 locks; the shared lock table holds this many per connection slot.
+POSTGRES_MAX_LOCKS_PER_TRANSACTION = 256
+
+
 def postgres_shared_buffers_mb(ram_bytes: int | None = None) -> int:
     """The embedded PostgreSQL's buffer cache: a quarter of the RAM (pgvector's and PostgreSQL's
     advice), at least the server's default 128 MB and at most 1 GB, since this server shares the
@@ -463,7 +468,7 @@ class EmbeddedStack:
             # the (0o700) data directory is for its owner only, like everything else there.
             res = self._pg_run("pg_ctl", "-D", str(data), "-w", "-t", "60", "-l", str(log_file), "-o",
                                f"-h 127.0.0.1 -p {port} -k {data} -c unix_socket_permissions=0700 "
-                               f"-c max_connections=200 -c shared_buffers={postgres_shared_buffers_mb()}MB",
+                               f"-c max_connections=200 -c max_locks_per_transaction={POSTGRES_MAX_LOCKS_PER_TRANSACTION} -c shared_buffers={postgres_shared_buffers_mb()}MB",
                                "start")
             if res.returncode != 0:
                 raise RuntimeError(f"PostgreSQL did not start: {last_error(log_file, res.stderr)} (log: {log_file})")
