@@ -18,6 +18,7 @@ from agent_memory.vector_search import (
     HNSW_VISIT_COST,
     PARTITION_SIZE_SQL,
     SUBJECT_SIZE_SQL,
+    candidate_list_size,
     exact_scan_limit,
     nearest,
     subject_is_large,
@@ -68,16 +69,17 @@ async def test_exact_and_indexed_routes_find_the_subjects_nearest_vectors(servic
     assert none == []
 
 
-async def test_the_indexed_route_searches_with_a_candidate_list_of_the_limit(services, tenant):
-    """One HNSW search holding `limit` candidates instead of an iterative scan growing the default
-    list of 40 (p50 0.50x at 50k vectors, the same recall): all `limit` rows come back, nearest first."""
+async def test_the_indexed_route_searches_with_a_candidate_list_past_the_limit(services, tenant):
+    """One HNSW search holding a third more candidates than `limit` instead of an iterative scan
+    growing the default list of 40: all `limit` rows come back, nearest first."""
     rng = random.Random(11)
     async with tenant_transaction(services.pool, tenant) as conn:
         await _store_vectors(conn, tenant, 200, "episode", rng)
     async with tenant_transaction(services.pool, tenant) as conn:
         rows = await nearest(conn, tenant, "lin", MODEL, _unit(rng), ("episode",), 120, exact_up_to=0, visit_cost=0)
         setting = await (await conn.execute("SHOW hnsw.ef_search")).fetchone()
-    assert setting == ("120",)
+    assert setting == ("160",)
+    assert [candidate_list_size(n) for n in (10, 60, 150, 900)] == [40, 80, 200, 1000]
     assert len(rows) == 120 and [d for *_, d in rows] == sorted(d for *_, d in rows)
 
 
@@ -205,4 +207,4 @@ async def test_the_route_follows_the_subjects_share_of_the_index(services, tenan
                                  visit_cost=visit_cost)
             routes[visit_cost] = (await (await conn.execute("SHOW hnsw.ef_search")).fetchone(), len(rows))
     # 300² < 25 × 60 × 1,800+: exact (the default candidate list untouched); without the cost: HNSW.
-    assert routes == {HNSW_VISIT_COST: (("40",), 60), 0: (("60",), 60)}
+    assert routes == {HNSW_VISIT_COST: (("40",), 60), 0: (("80",), 60)}

@@ -273,7 +273,7 @@ async def _load_filler(services: Services, embedder: Embedder, memories: int, rn
 
 async def _name_partition_indexes(conn: psycopg.AsyncConnection, parent_index: str) -> None:
     """The partitions' indexes of `parent_index` named as migration 027 names them
-    (memory_vectors_p03_hnsw_384), so that plans read the same as in a migrated store."""
+    (memory_vectors_p003_hnsw_384), so that plans read the same as in a migrated store."""
     cur = await conn.execute(
         "SELECT n.nspname, child.relname, part.relname FROM pg_catalog.pg_inherits h "
         "JOIN pg_catalog.pg_class child ON child.oid = h.inhrelid "
