@@ -183,8 +183,13 @@ async def test_the_application_cannot_reach_a_partition_directly(services, tenan
 def test_a_subject_is_searched_exactly_until_the_index_would_cost_more():
     """n² > visit_cost × limit × N: a 50k-memory subject alone in its index goes to HNSW (3.2 ms
     against 40 ms exact), beside 950k vectors of other subjects it is scanned exactly (50 ms
-    against 95 ms through the filtered index)."""
-    assert exact_scan_limit(50_000, 150) == EXACT_UP_TO  # the floor: exact results for small subjects
+    against 95 ms through the filtered index). A 10k subject alone in its partition goes to HNSW
+    (7.5 against 16.3 ms exact); one with 3,000 vectors, or any in a partition never estimated, is
+    scanned exactly."""
+    assert exact_scan_limit(0, 150) == EXACT_UP_TO  # the floor: a partition not estimated yet
+    assert exact_scan_limit(3_000, 150) == EXACT_UP_TO  # exact results for small subjects
+    assert exact_scan_limit(10_006, 150) == 6_125 < 10_006  # alone in its graph: HNSW
+    assert exact_scan_limit(50_000, 150) == 13_693 < 50_000
     assert exact_scan_limit(1_000_000, 150) == 61_237
     assert 50_000 < exact_scan_limit(1_000_000, 150) < 100_000
     assert exact_scan_limit(1_000_000, 150, visit_cost=0, exact_up_to=0) == 0
