@@ -184,8 +184,8 @@ def test_a_subject_is_searched_exactly_until_the_index_would_cost_more():
     """n² > visit_cost × limit × N: a 50k-memory subject alone in its index goes to HNSW (3.2 ms
     against 40 ms exact), beside 950k vectors of other subjects it is scanned exactly (50 ms
     against 95 ms through the filtered index). A 10k subject alone in its partition goes to HNSW
-    (7.5 against 16.3 ms exact); one with 3,000 vectors, or any in a partition never estimated, is
-    scanned exactly."""
+    (7.5 against 16.3 ms exact); one of at most 4,000 vectors is scanned exactly, as is every
+    subject up to the floor in a partition Postgres has not estimated yet."""
     assert exact_scan_limit(0, 150) == EXACT_UP_TO  # the floor: a partition not estimated yet
     assert exact_scan_limit(3_000, 150) == EXACT_UP_TO  # exact results for small subjects
     assert exact_scan_limit(10_006, 150) == 6_125 < 10_006  # alone in its graph: HNSW
@@ -193,6 +193,30 @@ def test_a_subject_is_searched_exactly_until_the_index_would_cost_more():
     assert exact_scan_limit(1_000_000, 150) == 61_237
     assert 50_000 < exact_scan_limit(1_000_000, 150) < 100_000
     assert exact_scan_limit(1_000_000, 150, visit_cost=0, exact_up_to=0) == 0
+
+
+async def test_past_the_floor_a_subject_that_is_most_of_its_partition_goes_through_hnsw(services, tenant):
+    """With the defaults: a subject of EXACT_UP_TO vectors is scanned exactly (the default
+    candidate list untouched); one of a few hundred more, most of its partition, goes through its
+    partition's graph (the list set a third past the limit)."""
+    rng = random.Random(11)
+    sizes = {"small": EXACT_UP_TO, "big": EXACT_UP_TO + 400}
+    async with tenant_transaction(services.pool, tenant) as conn:
+        async with conn.cursor() as cur:
+            for subject, count in sizes.items():
+                await cur.executemany(
+                    "INSERT INTO memory_vectors (tenant_id, subject_id, memory_id, memory_kind, version, model, "
+                    "embedding) VALUES (%s, %s, %s, 'episode', 1, %s, %s)",
+                    [(tenant, subject, uuid.uuid4(), MODEL, Vector(_unit(rng))) for _ in range(count)])
+    async with await psycopg.AsyncConnection.connect(services.settings.database_admin_url, autocommit=True) as admin:
+        await admin.execute("ANALYZE memory_vectors")  # what autovacuum keeps: the partitions' row counts
+    query = _unit(rng)
+    routes = {}
+    for subject in sizes:
+        async with tenant_transaction(services.pool, tenant) as conn:
+            rows = await nearest(conn, tenant, subject, MODEL, query, ("episode",), 60)
+            routes[subject] = (await (await conn.execute("SHOW hnsw.ef_search")).fetchone(), len(rows))
+    assert routes == {"small": (("40",), 60), "big": (("80",), 60)}
 
 
 async def test_the_route_follows_the_subjects_share_of_the_index(services, tenant):
