@@ -9,9 +9,11 @@ from temporalio import activity
 
 from activities.errors import temporal_failures
 from agent_memory import contract, erasure
+from agent_memory.counters import add_counts_if_known
 from agent_memory.faults import fault_point
 from agent_memory.keyring import KeyRing
 from agent_memory.models import ErasureInput, ErasureReceipt, ErasureStepInput, StoreCount
+from agent_memory.run_inputs import RunInput
 
 
 class ResidueReport(BaseModel):
@@ -19,7 +21,7 @@ class ResidueReport(BaseModel):
     total: int
 
 
-class CompleteErasureInput(BaseModel):
+class CompleteErasureInput(RunInput):
     tenant_id: str
     subject_id: str
     request_id: str
@@ -35,8 +37,14 @@ class ErasureActivities:
     @activity.defn(name=contract.BEGIN_ERASURE)
     @temporal_failures
     async def begin_erasure(self, request: ErasureInput) -> erasure.ErasureStarted:
-        return await erasure.begin_erasure(self.pool, self.keyring, request.tenant_id, request.subject_id,
-                                           request.request_id, request.reason)
+        # The run executing this activity is the one the registered request must name.
+        try:
+            return await erasure.begin_erasure(self.pool, self.keyring, request.tenant_id, request.subject_id,
+                                               request.request_id, workflow_id=activity.info().workflow_id or "")
+        except erasure.UnauthorizedRequestError as exc:
+            activity.logger.warning("erasure refused: %s", exc)
+            await add_counts_if_known(self.pool, request.tenant_id, {"refused:request": 1})
+            raise
 
     @activity.defn(name=contract.ERASE_STORE)
     @temporal_failures

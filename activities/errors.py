@@ -13,7 +13,7 @@ from temporalio.exceptions import ApplicationError
 from activities.heartbeat import heartbeating
 from agent_memory.contract import ErrorType
 from agent_memory.crypto import KeyUnavailableError, RotationUnsupportedError
-from agent_memory.erasure import ErasureRequestConflictError
+from agent_memory.erasure import ErasureRequestConflictError, UnauthorizedRequestError
 from agent_memory.events import VersionConflictError
 from agent_memory.operations import OperationMismatchError, RecordNotFoundError, SubjectErasedError
 from agent_memory.providers.errors import ProviderOutputInvalid, ProviderPermanentError, ProviderRetryableError
@@ -25,6 +25,8 @@ T = TypeVar("T")
 PERMANENT: dict[type[Exception], ErrorType] = {
     SubjectErasedError: ErrorType.SUBJECT_ERASED,
     ErasureRequestConflictError: ErrorType.ERASURE_REQUEST_CONFLICT,
+    # A destructive run nobody registered (a start through a bare Temporal client).
+    UnauthorizedRequestError: ErrorType.UNAUTHORIZED_REQUEST,
     KeyUnavailableError: ErrorType.KEY_UNAVAILABLE,
     RotationUnsupportedError: ErrorType.ROTATION_UNSUPPORTED,
     VersionConflictError: ErrorType.VERSION_CONFLICT,

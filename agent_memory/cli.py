@@ -672,6 +672,8 @@ async def _command(args: argparse.Namespace, settings: Settings, commands: Mappi
                                                  or "nothing"))
                 print(f"erasures: {erasures.started} started ({erasures.stuck} over an hour), {erasures.redriven} "
                       f"re-driven ({erasures.redrives} re-drives)")
+                print(f"refused starts: {erasures.refused_requests} unregistered destructive requests, "
+                      f"{erasures.refused_payloads} Temporal payloads not written for their run")
         elif args.command == "subjects":
             listing = await list_subjects(services.pool, args.tenant, args.limit)
             if args.json:

@@ -20,6 +20,7 @@ import re
 import time
 import uuid
 from datetime import UTC, datetime
+from typing import Literal
 
 import psycopg
 from psycopg import sql
@@ -28,6 +29,7 @@ from pydantic import BaseModel
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
+from agent_memory.run_inputs import RunInput
 from agent_memory.tables import erasure_tables
 
 MAINTAINER_ROLE = "agent_memory_maintainer"
@@ -38,7 +40,8 @@ ERASURE_TABLES: tuple[str, ...] = erasure_tables()
 COMPACTION_LOCK_ID = 7_331_004_214
 
 
-class CompactionInput(BaseModel):
+class CompactionInput(RunInput):
+    kind: Literal["physical-compaction"] = "physical-compaction"
     # True: compact every erasure table even with no pending ticket (an operator's choice).
     force: bool = False
 

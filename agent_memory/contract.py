@@ -207,6 +207,10 @@ class ErrorType(StrEnum):
     # Permanent: retrying cannot help (activities/errors.py maps domain errors to these).
     SUBJECT_ERASED = "SubjectErased"
     ERASURE_REQUEST_CONFLICT = "ErasureRequestConflict"
+    UNAUTHORIZED_REQUEST = "UnauthorizedRequest"
+    # A payload or input that this deployment did not write for this run (payload_codec.py).
+    PAYLOAD_REJECTED = "PayloadRejected"
+    INPUT_REJECTED = "InputRejected"
     KEY_UNAVAILABLE = "KeyUnavailable"
     ROTATION_UNSUPPORTED = "RotationUnsupported"
     VERSION_CONFLICT = "VersionConflict"

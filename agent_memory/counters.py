@@ -37,6 +37,20 @@ async def add_counts(pool: AsyncConnectionPool, tenant_id: str, increments: Mapp
             (tenant_id, shard, names, [increments[name] for name in names]))
 
 
+async def add_counts_if_known(pool: AsyncConnectionPool, tenant_id: str, increments: Mapping[str, int]) -> bool:
+    """Like add_counts, for a tenant named by untrusted input (a forged workflow id): counted only
+    when the tenant has data, so a forger cannot create counter rows for invented tenants."""
+    async with tenant_transaction(pool, tenant_id) as conn:
+        cur = await conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM sessions WHERE tenant_id = %s) "
+            "OR EXISTS (SELECT 1 FROM projection_tenants WHERE tenant_id = %s)", (tenant_id, tenant_id))
+        row = await cur.fetchone()
+        if row is None or not row[0]:
+            return False
+        await add_counts(pool, tenant_id, increments, conn=conn)
+    return True
+
+
 async def read_counts(pool: AsyncConnectionPool, tenant_id: str, counters: Iterable[str]) -> dict[str, int]:
     """The named counters' totals (0 for a counter never incremented)."""
     wanted = list(counters)

@@ -17,6 +17,7 @@ import base64
 import contextlib
 import hashlib
 import hmac
+import itertools
 import json
 import os
 import re
@@ -68,7 +69,11 @@ class KeyProvider(Protocol):
 
     def identifier_key(self, *, create: bool = False) -> bytes | None: ...
 
-    def payload_key(self) -> bytes: ...
+    def payload_keys(self) -> list[bytes]: ...
+
+    def rotate_payload_key(self) -> str: ...
+
+    def destroy_retired_payload_keys(self, retired_before: datetime) -> list[str]: ...
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -86,6 +91,17 @@ def _write_private(path: Path, data: str) -> None:
         f.flush()
         os.fsync(f.fileno())
     _fsync_dir(path.parent)  # a key that wraps data must survive a power loss once written
+
+
+def _destroy_file(path: Path) -> None:
+    """Overwrite, flush and unlink: what is left on the file system is random bytes."""
+    size = path.stat().st_size
+    with open(path, "r+b") as f:
+        f.write(os.urandom(max(size, 64)))
+        f.flush()
+        os.fsync(f.fileno())
+    path.unlink()
+    _fsync_dir(path.parent)
 
 
 class FileKeyProvider:
@@ -123,15 +139,8 @@ class FileKeyProvider:
     def destroy_kek(self, kek_id: str) -> None:
         """Overwrite, flush and unlink: what is left on the file system is random bytes."""
         path = self._path(kek_id)
-        if not path.exists():
-            return
-        size = path.stat().st_size
-        with open(path, "r+b") as f:
-            f.write(os.urandom(max(size, 64)))
-            f.flush()
-            os.fsync(f.fileno())
-        path.unlink()
-        _fsync_dir(path.parent)
+        if path.exists():
+            _destroy_file(path)
 
     def identifier_key(self, *, create: bool = False) -> bytes | None:
         """None when missing, unless `create` (only before any digest exists: KeyRing decides)."""
@@ -143,14 +152,38 @@ class FileKeyProvider:
                 _write_private(path, base64.b64encode(os.urandom(32)).decode())
         return decode_key(path.read_text(), str(path))
 
-    def payload_key(self) -> bytes:
-        """Encrypts Temporal payloads; created on first use. Losing it makes the histories of
-        runs still in flight unreadable, nothing stored in Postgres."""
-        path = self.directory / "payload.key"
-        if not path.exists():
+    def _rotated_payload_keys(self) -> list[Path]:
+        """`payload-<UTC time>-<hex>.key`, newest first (the names sort by creation time)."""
+        return sorted(self.directory.glob("payload-*.key"), reverse=True)
+
+    def payload_keys(self) -> list[bytes]:
+        """Temporal payload keys, the active one first, then the retired ones still kept to read
+        histories of older runs. `payload.key` is created on first use and is the oldest. Losing
+        them makes the histories of runs still in flight unreadable, nothing stored in Postgres."""
+        first = self.directory / "payload.key"
+        if not first.exists():
             with contextlib.suppress(FileExistsError):  # another process created it first
-                _write_private(path, base64.b64encode(os.urandom(32)).decode())
-        return decode_key(path.read_text(), str(path))
+                _write_private(first, base64.b64encode(os.urandom(32)).decode())
+        return [decode_key(path.read_text(), str(path)) for path in [*self._rotated_payload_keys(), first]]
+
+    def rotate_payload_key(self) -> str:
+        """A new active payload key; processes pick it up when they restart."""
+        self.payload_keys()  # the first key exists before any successor
+        name = "payload-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ") + "-" + secrets.token_hex(3)
+        _write_private(self.directory / f"{name}.key", base64.b64encode(os.urandom(32)).decode())
+        return name
+
+    def destroy_retired_payload_keys(self, retired_before: datetime) -> list[str]:
+        """Destroy every payload key whose successor was created before `retired_before`: no
+        history still retained was written under it. The active key is never destroyed."""
+        keys = [*self._rotated_payload_keys(), self.directory / "payload.key"]
+        destroyed = []
+        for successor, retired in itertools.pairwise(keys):
+            created = datetime.strptime(successor.name.split("-")[1], "%Y%m%dT%H%M%S%fZ").replace(tzinfo=UTC)
+            if created < retired_before and retired.exists():
+                _destroy_file(retired)
+                destroyed.append(retired.stem)
+        return destroyed
 
 
 class EnvKeyProvider:
@@ -176,7 +209,10 @@ class EnvKeyProvider:
             raise ValueError("AGENT_MEMORY_IDENTIFIER_KEY must be set with AGENT_MEMORY_MASTER_KEY (it digests erased "
                              f"subject ids in tombstones and must never change); {_GENERATE_HINT}")
         self._identifier = decode_key(identifier_key, "AGENT_MEMORY_IDENTIFIER_KEY")
-        self._payload = decode_key(payload_key, "AGENT_MEMORY_PAYLOAD_KEY") if payload_key else None
+        # `base64`, or `id:base64[,id:base64…]` with the newest (active) last, like the master key.
+        self._payload = [decode_key(item.rpartition(":")[2], f"AGENT_MEMORY_PAYLOAD_KEY entry {i + 1}")
+                         for i, item in enumerate(part.strip() for part in (payload_key or "").split(",")
+                                                  if part.strip())][::-1]
 
     @property
     def newest(self) -> str:
@@ -197,11 +233,20 @@ class EnvKeyProvider:
     def identifier_key(self, *, create: bool = False) -> bytes | None:
         return self._identifier
 
-    def payload_key(self) -> bytes:
-        if self._payload is None:
+    def payload_keys(self) -> list[bytes]:
+        if not self._payload:
             raise ValueError("AGENT_MEMORY_PAYLOAD_KEY must be set with AGENT_MEMORY_MASTER_KEY (it encrypts what "
                              f"Temporal stores); {_GENERATE_HINT}")
         return self._payload
+
+    _PAYLOAD_IN_ENV = ("payload keys come from AGENT_MEMORY_PAYLOAD_KEY: add a new `id:base64` entry last, restart "
+                       "every process, and drop the old entry once no retained history needs it")
+
+    def rotate_payload_key(self) -> str:
+        raise RotationUnsupportedError(self._PAYLOAD_IN_ENV)
+
+    def destroy_retired_payload_keys(self, retired_before: datetime) -> list[str]:
+        raise RotationUnsupportedError(self._PAYLOAD_IN_ENV)
 
 
 def identifier_check_value(identifier_key: bytes) -> str:
@@ -224,6 +269,14 @@ def subject_digest(identifier_key: bytes, tenant_id: str, subject_id: str) -> st
     """The keyed digest that stands for an erased subject id in what erasure keeps."""
     mac = hmac.new(identifier_key, f"subject\x1f{tenant_id}\x1f{subject_id}".encode(), hashlib.sha256)
     return "erased:" + mac.hexdigest()
+
+
+def request_authorization(identifier_key: bytes, kind: str, tenant_id: str, subject_id: str, request_id: str,
+                          workflow_id: str) -> str:
+    """The keyed digest a registered destructive request carries: it names the one run allowed
+    to act on it."""
+    text = "\x1f".join(("request-authorization", kind, tenant_id, subject_id, request_id, workflow_id))
+    return hmac.new(identifier_key, text.encode(), hashlib.sha256).hexdigest()
 
 
 def event_aad(tenant_id: str, subject_id: str, event_id: uuid.UUID, memory_id: uuid.UUID, version: int,

@@ -8,6 +8,7 @@ once the erasure completes; the reason is stored encrypted under the active key-
 
 from __future__ import annotations
 
+import hmac
 from datetime import UTC, datetime
 
 import psycopg
@@ -17,7 +18,7 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 from redis.asyncio import Redis
 
-from agent_memory import tables
+from agent_memory import contract, tables
 from agent_memory.compaction import ERASURE_TABLES, request_compaction
 from agent_memory.crypto import decrypt_reason
 from agent_memory.db import fetch_one, tenant_transaction
@@ -56,6 +57,10 @@ class ErasureRequestConflictError(Exception):
     """The request id is taken by an erasure of another subject."""
 
 
+class UnauthorizedRequestError(Exception):
+    """A destructive run whose request no authorized caller registered for it."""
+
+
 class ErasureStarted(BaseModel):
     requested_at: datetime
     tombstoned_at: datetime
@@ -75,40 +80,59 @@ def check_reason(reason: str) -> str:
 
 async def register_erasure_request(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id: str, subject_id: str,
                                    request_id: str, reason: str | None) -> None:
-    """Record the request (reason encrypted) before any workflow runs, so neither the reason nor
-    a request id clash reaches workflow history. A request id already used for another subject
-    is refused and nothing is written."""
+    """Record the request (reason encrypted, the run that may act on it digested) before any
+    workflow runs, so neither the reason nor a request id clash reaches workflow history, and so
+    the erasure's first activity can tell this request from a start nobody authorized. A request
+    id already used for another subject is refused and nothing is written."""
     digest = keyring.subject_digest(tenant_id, subject_id)
+    authorization = keyring.request_authorization(
+        "erasure", tenant_id, subject_id, request_id, contract.erasure_workflow_id(tenant_id, subject_id, request_id))
     async with tenant_transaction(pool, tenant_id) as conn:
-        await _insert_request(conn, keyring, tenant_id, subject_id, digest, request_id, reason)
+        ciphertext = nonce = kek_id = None
+        if reason is not None:
+            ciphertext, nonce, kek_id = await keyring.encrypt_reason(conn, tenant_id, request_id, check_reason(reason))
+        await conn.execute(
+            "INSERT INTO erasure_requests (tenant_id, request_id, subject_id, subject_digest, reason_ciphertext, "
+            "reason_nonce, reason_kek_id, authorization_digest, status) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, 'started') ON CONFLICT (tenant_id, request_id) DO NOTHING",
+            (tenant_id, request_id, subject_id, digest, ciphertext, nonce, kek_id, authorization))
+        cur = await conn.execute("SELECT subject_digest, subject_id FROM erasure_requests "
+                                 "WHERE tenant_id = %s AND request_id = %s", (tenant_id, request_id))
+        owner_digest, owner = await fetch_one(cur)
+        if (owner_digest or owner) not in (digest, subject_id):
+            raise ErasureRequestConflictError(f"erasure request {request_id!r} already exists for another subject; "
+                                              "use a new request id")
 
 
-async def _insert_request(conn: psycopg.AsyncConnection, keyring: KeyRing, tenant_id: str, subject_id: str,
-                          digest: str, request_id: str, reason: str | None) -> None:
-    ciphertext = nonce = kek_id = None
-    if reason is not None:
-        ciphertext, nonce, kek_id = await keyring.encrypt_reason(conn, tenant_id, request_id, check_reason(reason))
-    await conn.execute(
-        "INSERT INTO erasure_requests (tenant_id, request_id, subject_id, subject_digest, reason_ciphertext, "
-        "reason_nonce, reason_kek_id, status) VALUES (%s, %s, %s, %s, %s, %s, %s, 'started') "
-        "ON CONFLICT (tenant_id, request_id) DO NOTHING",
-        (tenant_id, request_id, subject_id, digest, ciphertext, nonce, kek_id))
-    cur = await conn.execute("SELECT subject_digest, subject_id FROM erasure_requests "
+async def _check_authorized(conn: psycopg.AsyncConnection, keyring: KeyRing, tenant_id: str, subject_id: str,
+                            request_id: str, workflow_id: str) -> None:
+    """The request must have been registered by an authorized caller, for this subject and for
+    the run executing it; anything else is refused before the tombstone."""
+    cur = await conn.execute("SELECT subject_digest, subject_id, authorization_digest FROM erasure_requests "
                              "WHERE tenant_id = %s AND request_id = %s", (tenant_id, request_id))
-    owner_digest, owner = await fetch_one(cur)
-    if (owner_digest or owner) not in (digest, subject_id):
-        raise ErasureRequestConflictError(f"erasure request {request_id!r} already exists for another subject; "
-                                          "use a new request id")
+    row = await cur.fetchone()
+    if row is None:
+        raise UnauthorizedRequestError(
+            f"no erasure request {request_id!r} is registered in tenant {tenant_id!r}: erasures run only for "
+            "requests registered by `agent-memory erase` or the API with the erase scope")
+    owner_digest, owner, authorization = row
+    if (owner_digest or owner) not in (keyring.subject_digest(tenant_id, subject_id), subject_id):
+        raise UnauthorizedRequestError(f"erasure request {request_id!r} was registered for another subject: refused")
+    expected = keyring.request_authorization("erasure", tenant_id, subject_id, request_id, workflow_id)
+    if authorization is not None and not hmac.compare_digest(authorization, expected):
+        raise UnauthorizedRequestError(f"erasure request {request_id!r} was not registered for this run "
+                                       f"({workflow_id!r}): refused")
 
 
 async def begin_erasure(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id: str, subject_id: str,
-                        request_id: str, reason: str | None) -> ErasureStarted:
+                        request_id: str, *, workflow_id: str) -> ErasureStarted:
     """Check the request and write the tombstone (exclusive subject lock: in-flight writers
-    finish first, later ones see the tombstone). A clash is raised before the tombstone."""
+    finish first, later ones see the tombstone). A request nobody registered for this run, or
+    a clash, is raised before the tombstone and leaves nothing behind."""
     digest = keyring.subject_digest(tenant_id, subject_id)
     async with subject_scope(pool, keyring, tenant_id, subject_id, Mode.EXCLUSIVE) as scope:
         conn = scope.conn  # already tombstoned (scope.erased): a repeat, answered from the request below
-        await _insert_request(conn, keyring, tenant_id, subject_id, digest, request_id, reason)
+        await _check_authorized(conn, keyring, tenant_id, subject_id, request_id, workflow_id)
         await conn.execute(
             "INSERT INTO tombstones (tenant_id, subject_id, subject_digest, request_id) VALUES (%s, %s, %s, %s) "
             "ON CONFLICT (tenant_id, subject_digest) DO NOTHING", (tenant_id, subject_id, digest, request_id))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
+from typing import Literal
 
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, Field
@@ -27,14 +28,17 @@ from temporalio.common import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from agent_memory import contract
+from agent_memory.counters import read_counts
 from agent_memory.db import fetch_one, tenant_transaction
 from agent_memory.models import ErasureInput, ErasureReceipt
 from agent_memory.projection import projection_tenants
+from agent_memory.run_inputs import RunInput
 
 log = logging.getLogger(__name__)
 
 
-class ErasureRedriveInput(BaseModel):
+class ErasureRedriveInput(RunInput):
+    kind: Literal["erasure-redrive"] = "erasure-redrive"
     stuck_after_seconds: float = Field(default=3600.0, ge=0)
 
 
@@ -53,6 +57,10 @@ class ErasureCounts(BaseModel):
     stuck: int  # started over an hour ago
     redriven: int  # requests re-driven at least once
     redrives: int
+    # Starts refused because no authorized caller registered them (counters.py): destructive
+    # requests with no matching registration, and Temporal payloads not written for their run.
+    refused_requests: int = 0
+    refused_payloads: int = 0
 
 
 async def start_erasure_workflow(temporal: Client, task_queue: str, tenant_id: str, subject_id: str,
@@ -122,4 +130,6 @@ async def erasure_counts(pool: AsyncConnectionPool, tenant_id: str) -> ErasureCo
             "count(*) FILTER (WHERE redrive_count > 0), coalesce(sum(redrive_count), 0) "
             "FROM erasure_requests WHERE tenant_id = %s", (tenant_id,))
         started, stuck, redriven, redrives = await fetch_one(cur)
-    return ErasureCounts(started=started, stuck=stuck, redriven=redriven, redrives=int(redrives))
+    refused = await read_counts(pool, tenant_id, ["refused:request", "refused:payload"])
+    return ErasureCounts(started=started, stuck=stuck, redriven=redriven, redrives=int(redrives),
+                         refused_requests=refused["refused:request"], refused_payloads=refused["refused:payload"])

@@ -12,6 +12,7 @@ import os
 import time
 from collections.abc import Callable
 from datetime import datetime
+from typing import Literal
 
 import psycopg
 from psycopg import sql
@@ -28,11 +29,13 @@ from agent_memory.crypto import (
     identifier_check_value,
     kek_check_value,
     kek_matches,
+    request_authorization,
     subject_digest,
     unwrap_subject_key,
     wrap_subject_key,
 )
 from agent_memory.db import fetch_one
+from agent_memory.run_inputs import RunInput
 
 # Arbitrary constants: serialise first registration and rotation across processes.
 KEYRING_LOCK_ID = 7_331_004_212
@@ -41,7 +44,8 @@ REWRAP_BATCH = 500
 ROTATOR_ROLE = "agent_memory_key_rotator"
 
 
-class KeyRotationInput(BaseModel):
+class KeyRotationInput(RunInput):
+    kind: Literal["key-rotation"] = "key-rotation"
     # False: rotate only when a subject key was shredded since the last rotation (the Schedule).
     force: bool = False
 
@@ -81,6 +85,10 @@ class KeyRing:
 
     def subject_digest(self, tenant_id: str, subject_id: str) -> str:
         return subject_digest(self.identifier_key(), tenant_id, subject_id)
+
+    def request_authorization(self, kind: str, tenant_id: str, subject_id: str, request_id: str,
+                              workflow_id: str) -> str:
+        return request_authorization(self.identifier_key(), kind, tenant_id, subject_id, request_id, workflow_id)
 
     async def ensure_ready(self, pool: AsyncConnectionPool) -> str:
         """Register a first KEK when there is none; refuse when the database needs one we lack.

@@ -15,6 +15,7 @@ from typing import Any, Literal, overload
 from pydantic import BaseModel, Field, computed_field, field_serializer, field_validator
 
 from agent_memory.projection_models import ProjectorBatchOutcome
+from agent_memory.run_inputs import RunInput
 
 # Tenants and subjects appear in workflow ids, Redis keys and search attributes, so their
 # alphabet is restricted; the error names the rule.
@@ -236,13 +237,14 @@ class FactRow(BaseModel):
 # --- workflow and activity payloads --------------------------------------------------------------
 
 
-class ConsolidationInput(BaseModel):
+class ConsolidationInput(RunInput):
+    kind: Literal["consolidation"] = "consolidation"
     tenant_id: str
     subject_id: str
     session_id: str
 
 
-class StepInput(BaseModel):
+class StepInput(RunInput):
     """Reference to a session being consolidated; activities fetch the data themselves."""
 
     tenant_id: str
@@ -263,7 +265,7 @@ class StepOutcome(BaseModel):
     idle_seconds: float | None = None
 
 
-class ConflictPlanInput(BaseModel):
+class ConflictPlanInput(RunInput):
     tenant_id: str
     subject_id: str
     session_id: str
@@ -292,7 +294,7 @@ class ConflictPlan(BaseModel):
     decisions: list[FactDecision]
 
 
-class CommitInput(BaseModel):
+class CommitInput(RunInput):
     tenant_id: str
     subject_id: str
     session_id: str
@@ -317,7 +319,7 @@ class CommitOutcome(BaseModel):
     withheld: dict[str, int] = Field(default_factory=dict)
 
 
-class ProjectionInput(BaseModel):
+class ProjectionInput(RunInput):
     tenant_id: str
     subject_id: str
 
@@ -379,7 +381,8 @@ class ConsolidationResult(BaseModel):
     projector_woken: bool = False
 
 
-class ErasureInput(BaseModel):
+class ErasureInput(RunInput):
+    kind: Literal["erasure"] = "erasure"
     tenant_id: str
     subject_id: str
     request_id: str
@@ -388,7 +391,7 @@ class ErasureInput(BaseModel):
     reason: str | None = None
 
 
-class ErasureStepInput(BaseModel):
+class ErasureStepInput(RunInput):
     tenant_id: str
     subject_id: str
     request_id: str
@@ -452,7 +455,8 @@ class ErasureProgress(BaseModel):
 # --- rebuild of the projections from the event log ---------------------------------------------
 
 
-class RebuildInput(BaseModel):
+class RebuildInput(RunInput):
+    kind: Literal["rebuild"] = "rebuild"
     tenant_id: str
     subject_id: str | None = None  # None: every subject of the tenant
     request_id: str
@@ -467,14 +471,14 @@ class RebuildInput(BaseModel):
     listed_max: int = Field(default=200, ge=0, le=1000)
 
 
-class RebuildSubjectInput(BaseModel):
+class RebuildSubjectInput(RunInput):
     tenant_id: str
     subject_id: str
     force: bool = False
     request_id: str | None = None  # the subject's report goes to rebuild_reports under it
 
 
-class SubjectListInput(BaseModel):
+class SubjectListInput(RunInput):
     tenant_id: str
     after_subject: str | None = None
     limit: int | None = None
@@ -577,7 +581,8 @@ def storable_text(value: str | None) -> str | None:
 # --- the idle timer of a session ------------------------------------------------------------------
 
 
-class SessionIdleInput(BaseModel):
+class SessionIdleInput(RunInput):
+    kind: Literal["session-idle"] = "session-idle"
     tenant_id: str
     subject_id: str
     session_id: str

@@ -3,7 +3,11 @@ never texts or vectors, which stay in Postgres."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
+
+from agent_memory.run_inputs import RunInput
 
 
 class ProjectionPolicy(BaseModel):
@@ -15,7 +19,8 @@ class ProjectionPolicy(BaseModel):
     backoff_max_seconds: float = Field(default=3600.0, gt=0)
 
 
-class ProjectorInput(BaseModel):
+class ProjectorInput(RunInput):
+    kind: Literal["projector"] = "projector"
     tenant_id: str
     subject_id: str
     # Batches per run before continuing as new (history stays small).
@@ -29,7 +34,7 @@ class ProjectorInput(BaseModel):
     skipped: int = 0
 
 
-class ProjectorBatchInput(BaseModel):
+class ProjectorBatchInput(RunInput):
     tenant_id: str
     subject_id: str
 
@@ -72,7 +77,8 @@ class ProjectorResult(BaseModel):
     stopped_reason: str | None = None  # "subject erased"
 
 
-class ProjectionSweepInput(BaseModel):
+class ProjectionSweepInput(RunInput):
+    kind: Literal["projection-sweep"] = "projection-sweep"
     subjects_per_tenant: int = Field(default=1000, ge=1)
     prune_per_tenant: int = Field(default=10_000, ge=0)  # projected outbox rows deleted per tenant per run
 

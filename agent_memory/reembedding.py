@@ -45,6 +45,7 @@ from agent_memory.operation_keys import EmbedKey
 from agent_memory.operations import record_succeeded, recorded_result, request_hash
 from agent_memory.projection import memory_text, projection_tenants
 from agent_memory.providers.base import Embedder
+from agent_memory.run_inputs import RunInput
 
 log = logging.getLogger(__name__)
 _EMBEDDERS: dict[str, Embedder] = {}
@@ -98,7 +99,7 @@ async def reading_embedder(pool: AsyncConnectionPool, tenant_id: str, configured
     return found
 
 
-class BeginReembedInput(BaseModel):
+class BeginReembedInput(RunInput):
     tenant_id: str
     target_model: str
     target_dimensions: int = Field(ge=1)
@@ -109,7 +110,7 @@ class BeginReembedResult(BaseModel):
     total: int
 
 
-class ReembedBatchInput(BaseModel):
+class ReembedBatchInput(RunInput):
     tenant_id: str
     source_model: str
     target_model: str
@@ -128,7 +129,7 @@ class ReembedBatchResult(BaseModel):
     done: bool
 
 
-class SwitchModelInput(BaseModel):
+class SwitchModelInput(RunInput):
     tenant_id: str
     source_model: str
     target_model: str
@@ -140,7 +141,8 @@ class SwitchModelResult(BaseModel):
     old_vectors_deleted: int
 
 
-class ReembedInput(BaseModel):
+class ReembedInput(RunInput):
+    kind: Literal["reembed"] = "reembed"
     tenant_id: str
     target_model: str
     target_dimensions: int = Field(ge=1)

@@ -34,6 +34,7 @@ from agent_memory.evidence import WORKING_MEMORY_TTL_SECONDS
 from agent_memory.forgetting import forget_memory
 from agent_memory.keyring import KeyRing
 from agent_memory.projection import projection_tenants
+from agent_memory.run_inputs import RunInput
 from agent_memory.scope import SubjectErasedError
 
 WORKING_MEMORY_HOURS = WORKING_MEMORY_TTL_SECONDS / 3600
@@ -51,7 +52,7 @@ class RetentionPolicy(BaseModel):
 DEFAULT_RETENTION = RetentionPolicy()
 
 
-class RetentionInput(BaseModel):
+class RetentionInput(RunInput):
     limit_per_tenant: int = Field(default=1000, ge=1)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,10 +15,12 @@ from temporalio.converter import DataConverter
 from temporalio.service import TLSConfig
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
+from agent_memory import contract
+from agent_memory.counters import add_counts_if_known
 from agent_memory.crypto import KeyProvider, key_provider_for
 from agent_memory.db import apply_migrations, open_pool, pending_migrations, set_app_role_password
 from agent_memory.keyring import KeyRing
-from agent_memory.payload_codec import encrypted_data_converter
+from agent_memory.payload_codec import RejectionSink, encrypted_data_converter
 from agent_memory.settings import Settings
 
 
@@ -60,11 +61,25 @@ def temporal_connect_options(settings: Settings,
     return options
 
 
-def payload_converter(settings: Settings, provider: KeyProvider) -> DataConverter:
-    """pydantic_data_converter with every payload encrypted under the deployment's payload key."""
-    key = provider.payload_key()
-    key_id = "p-" + hashlib.sha256(key).hexdigest()[:12]
-    return encrypted_data_converter(key_id, key, accept_plaintext=settings.accept_plaintext_payloads)
+def payload_converter(settings: Settings, provider: KeyProvider, *,
+                      on_rejected: RejectionSink | None = None) -> DataConverter:
+    """The strict pydantic converter with every payload encrypted under the deployment's payload key
+    and bound to its workflow."""
+    return encrypted_data_converter(provider.payload_keys(), accept_legacy=settings.accept_plaintext_payloads,
+                                    on_rejected=on_rejected)
+
+
+def rejection_counter(pool: AsyncConnectionPool) -> RejectionSink:
+    """Counts each refused Temporal payload in `agent-memory stats` (`refused:payload`) of the
+    tenant its workflow id names, when that tenant exists (a forged id naming no tenant is only
+    logged)."""
+
+    async def count(workflow_id: str, reason: str) -> None:
+        tenant_id = contract.workflow_id_tenant(workflow_id)
+        if tenant_id is not None:
+            await add_counts_if_known(pool, tenant_id, {"refused:payload": 1})
+
+    return count
 
 
 async def connect_temporal(settings: Settings, data_converter: DataConverter) -> Client:
@@ -133,7 +148,8 @@ class Services:
         await redis.ping()
         provider = key_provider_for(settings.master_key, settings.key_dir, settings.home, settings.identifier_key,
                                     settings.payload_key)
-        temporal = await connect_temporal(settings, payload_converter(settings, provider))
+        temporal = await connect_temporal(settings, payload_converter(settings, provider,
+                                                                      on_rejected=rejection_counter(pool)))
         keyring = KeyRing(provider)
         try:
             await keyring.ensure_ready(pool)  # refuses to start without the keys the database needs

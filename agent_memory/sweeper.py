@@ -21,6 +21,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Literal
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
@@ -31,6 +32,7 @@ from agent_memory.compaction import request_compaction
 from agent_memory.db import tenant_transaction
 from agent_memory.keyring import KeyRing
 from agent_memory.projection import projection_tenants
+from agent_memory.run_inputs import RunInput
 from agent_memory.scope import Mode, SubjectErasedError, subject_scope
 
 # Recorded provider results of a session that may quote what the session said.
@@ -39,7 +41,8 @@ SWEPT_TABLES = ("facts", "episodes", "observations", "memory_search", "projectio
                 "operations", "memory_events")
 
 
-class MemorySweepInput(BaseModel):
+class MemorySweepInput(RunInput):
+    kind: Literal["memory-sweep"] = "memory-sweep"
     # None: the worker's AGENT_MEMORY_FORGET_GRACE_SECONDS (default 24 h).
     grace_seconds: float | None = Field(default=None, ge=0)
     batch_size: int = Field(default=500, ge=1)

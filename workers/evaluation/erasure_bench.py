@@ -17,8 +17,17 @@ from datetime import UTC, datetime, timedelta
 
 from pydantic import BaseModel
 
+from agent_memory import contract
 from agent_memory.compaction import compact_pending
-from agent_memory.erasure import STORES, begin_erasure, complete_erasure, erase_store, scan_residue, shred_subject_key
+from agent_memory.erasure import (
+    STORES,
+    begin_erasure,
+    complete_erasure,
+    erase_store,
+    register_erasure_request,
+    scan_residue,
+    shred_subject_key,
+)
 from agent_memory.evidence import append_messages
 from agent_memory.memory_store import commit_consolidation
 from agent_memory.models import (
@@ -107,7 +116,9 @@ async def _load(services: Services, subjects: int, per_subject: int, *, vectors:
 
 async def _erase(services: Services, subject: str) -> None:
     request_id = f"bench-{subject}"
-    await begin_erasure(services.pool, services.keyring, TENANT, subject, request_id, "benchmark")
+    await register_erasure_request(services.pool, services.keyring, TENANT, subject, request_id, "benchmark")
+    await begin_erasure(services.pool, services.keyring, TENANT, subject, request_id,
+                        workflow_id=contract.erasure_workflow_id(TENANT, subject, request_id))
     for store in STORES:
         await erase_store(services.pool, services.redis, services.keyring, TENANT, subject, request_id, store)
     await shred_subject_key(services.pool, TENANT, subject, request_id)
