@@ -4,8 +4,10 @@ each bound to the workflow it belongs to.
 The Temporal dev server (and a self-hosted one without mTLS) authenticates nobody: any local user
 can read histories and start workflows. With this codec, histories are AES-GCM ciphertext to
 anyone without the payload key, and a payload cannot be moved: its associated data names the
-namespace and workflow id it was encoded for (the SDK's serialization context), so an input copied
-out of one run's history into a new start does not decode there.
+workflow id it was encoded for (the SDK's serialization context), so an input copied out of one
+run's history into a new start does not decode there. (The namespace is left out so that the
+Replayer, which runs histories in a namespace of its own, still decodes them: one payload key
+serves one namespace.)
 
 A payload that does not decode — plaintext, another key, another workflow, tampered — is not an
 error that a retry could fix. The codec hands on a *rejected* marker in its place, and the payload
@@ -43,7 +45,7 @@ from temporalio.exceptions import ApplicationError
 ENCODING = b"binary/agent-memory-encrypted"
 REJECTED_ENCODING = "binary/agent-memory-rejected"
 KEY_ID_FIELD = "encryption-key-id"
-# The namespace and workflow id a payload was encoded for, in clear (Temporal shows both anyway):
+# The workflow id a payload was encoded for, in clear (Temporal shows it anyway):
 # a reader without serialization context (a codec endpoint for the UI) decodes with it, a worker
 # checks it against the run it is decoding for.
 BOUND_TO_FIELD = "bound-to"
@@ -67,7 +69,7 @@ def payload_key_id(key: bytes) -> str:
 
 def _binding(context: SerializationContext | None) -> str | None:
     if isinstance(context, (WorkflowSerializationContext, ActivitySerializationContext)) and context.workflow_id:
-        return f"{context.namespace}/{context.workflow_id}"
+        return context.workflow_id
     return None
 
 
@@ -78,9 +80,8 @@ def _bound_aad(key_id: bytes, bound_to: bytes) -> bytes:
 def _place_matches(bound_to: str, expected: str) -> bool:
     if bound_to == expected:
         return True
-    # A Schedule's run: encoded for "<namespace>/agent-memory/<schedule>/run", runs as ".../run-<time>".
-    workflow_id = bound_to.partition("/")[2]
-    return (workflow_id.startswith(SCHEDULE_ID_PREFIX) and workflow_id.endswith(SCHEDULED_ID_SUFFIX)
+    # A Schedule's run: encoded for "agent-memory/<schedule>/run", runs as ".../run-<time>".
+    return (bound_to.startswith(SCHEDULE_ID_PREFIX) and bound_to.endswith(SCHEDULED_ID_SUFFIX)
             and expected.startswith(bound_to + "-"))
 
 
@@ -131,9 +132,8 @@ class EncryptionCodec(PayloadCodec, WithSerializationContext):
                 log.warning("Temporal payload rejected for %s: %s", self._expected or "a caller without context",
                             reason)
                 if self._on_rejected is not None:
-                    workflow_id = (self._expected or "").partition("/")[2]
                     try:
-                        await self._on_rejected(workflow_id, reason)
+                        await self._on_rejected(self._expected or "", reason)
                     except Exception:  # counting must never turn a rejection into a task failure
                         log.exception("could not count a rejected Temporal payload")
                 out.append(rejected(reason))
