@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TypeVar
 
@@ -239,6 +239,14 @@ def build_parser(*extensions: Callable[[SubParsers], object],
     rotate.add_argument("--if-needed", action="store_true",
                         help="only when a subject key was shredded since the last rotation (the Schedule's mode)")
     rotate.add_argument("--json", action="store_true")
+    rotate_payload = keys_sub.add_parser(
+        "rotate-payload", help="a new Temporal payload key (restart every process to encode under it); retired keys "
+                               "decode older histories until destroyed")
+    rotate_payload.add_argument(
+        "--destroy-retired-after-days", type=float, metavar="DAYS",
+        help="also destroy each retired payload key replaced more than DAYS ago; DAYS must cover the namespace's "
+             "retention plus the longest run, or older histories become unreadable")
+    rotate_payload.add_argument("--json", action="store_true")
     keys_status = keys_sub.add_parser("status", help="every KEK: state, shredded keys it still covers")
     keys_status.add_argument("--json", action="store_true")
     key_create = scoped(keys_sub.add_parser("create", help="an API key of the tenant (printed once; only its hash "
@@ -500,6 +508,19 @@ async def _command(args: argparse.Namespace, settings: Settings, commands: Mappi
                       f"subject keys and {rotation.reencrypted_reasons} erasure reasons; destroyed "
                       f"{', '.join(rotation.destroyed_kek_ids) or 'none'} ({rotation.shreds_made_irreversible} "
                       f"shreds now irreversible) in {rotation.elapsed_seconds:.2f} s")
+        elif args.command == "keys" and args.keys_command == "rotate-payload":
+            provider = services.keyring.provider
+            active = provider.rotate_payload_key()
+            destroyed: list[str] = []
+            if args.destroy_retired_after_days is not None:
+                cutoff = datetime.now(UTC) - timedelta(days=args.destroy_retired_after_days)
+                destroyed = provider.destroy_retired_payload_keys(cutoff)
+            retired_kept = len(provider.payload_keys()) - 1
+            if args.json:
+                _print_json({"active_payload_key": active, "destroyed": destroyed, "retired_kept": retired_kept})
+            else:
+                print(f"active payload key {active}: restart the worker, the API and every client to encode under it; "
+                      f"{retired_kept} retired key(s) kept to read older histories; destroyed {', '.join(destroyed) or 'none'}")
         elif args.command == "keys" and args.keys_command == "create":
             created = await create_key(services.pool, args.tenant, args.scope, args.name)
             if args.json:

@@ -161,10 +161,11 @@ class FileKeyProvider:
         histories of older runs. `payload.key` is created on first use and is the oldest. Losing
         them makes the histories of runs still in flight unreadable, nothing stored in Postgres."""
         first = self.directory / "payload.key"
-        if not first.exists():
+        rotated = self._rotated_payload_keys()
+        if not rotated and not first.exists():
             with contextlib.suppress(FileExistsError):  # another process created it first
                 _write_private(first, base64.b64encode(os.urandom(32)).decode())
-        return [decode_key(path.read_text(), str(path)) for path in [*self._rotated_payload_keys(), first]]
+        return [decode_key(path.read_text(), str(path)) for path in [*rotated, first] if path.exists()]
 
     def rotate_payload_key(self) -> str:
         """A new active payload key; processes pick it up when they restart."""
