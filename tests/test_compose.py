@@ -473,6 +473,11 @@ def test_temporal_requires_client_certificates(compose_services):
         assert env.get(name) == SERVER_NAME, name
     for name in ("TEMPORAL_TLS_INTERNODE_DISABLE_HOST_VERIFICATION", "TEMPORAL_TLS_FRONTEND_DISABLE_HOST_VERIFICATION"):
         assert env.get(name, "false") == "false", name
+    # The server warns of expiry from the day temporal-certs would renew at a start.
+    from agent_memory.temporal_certs import RENEW_BEFORE
+
+    assert env.get("TEMPORAL_TLS_EXPIRATION_CHECKS_WARNING_WINDOW") == f"{int(RENEW_BEFORE.total_seconds() // 3600)}h"
+    assert env.get("TEMPORAL_TLS_EXPIRATION_CHECKS_CHECK_INTERVAL")
 
 
 @pytest.mark.parametrize("name", sorted(TEMPORAL_CLIENTS))

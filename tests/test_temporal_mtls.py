@@ -43,7 +43,7 @@ class MutualTlsEndpoint:
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(client_ca))
         context.load_cert_chain(str(server_cert), str(server_key))
         context.verify_mode = ssl.CERT_REQUIRED
-        context.set_alpn_protocols(["h2"])  # gRPC
+        context.set_alpn_protocols(["h2"])
         self.context, self.target = context, target
         self.accepted: list[str] = []  # the client certificates' common names
         self.refused: list[str] = []  # why each refused handshake failed
@@ -88,6 +88,12 @@ class MutualTlsEndpoint:
             await writer.start_tls(self.context, ssl_handshake_timeout=10)
         except (TimeoutError, ssl.SSLError, OSError) as exc:
             self.refused.append(f"{type(exc).__name__}: {exc}")
+            writer.transport.abort()
+            return
+        # Temporal's gRPC server (grpc-go) refuses a TLS connection that did not negotiate HTTP/2.
+        protocol = writer.get_extra_info("ssl_object").selected_alpn_protocol()
+        if protocol != "h2":
+            self.refused.append(f"ALPN {protocol!r}, not h2")
             writer.transport.abort()
             return
         peer = writer.get_extra_info("peercert") or {}
