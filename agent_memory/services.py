@@ -21,7 +21,7 @@ from agent_memory.crypto import KeyProvider, key_provider_for
 from agent_memory.db import apply_migrations, open_pool, pending_migrations, set_app_role_password
 from agent_memory.keyring import KeyRing
 from agent_memory.payload_codec import RejectionSink, encrypted_data_converter
-from agent_memory.settings import Settings
+from agent_memory.settings import TEMPORAL_TLS_FILE_VARS, Settings
 
 
 def _retrying() -> AsyncRetrying:
@@ -37,23 +37,30 @@ def _read_pem(variable: str, path: str | None) -> bytes | None:
     try:
         return Path(path).expanduser().read_bytes()
     except OSError as exc:
-        raise ValueError(f"{variable}={path} cannot be read ({exc.strerror}): point it at a PEM file") from None
+        raise ValueError(f"{variable} = {path} cannot be read ({exc.strerror}): point it at a PEM file") from None
+
+
+def _tls_var(field_name: str) -> str:
+    standard, alias = TEMPORAL_TLS_FILE_VARS[field_name]
+    return f"{standard} (or {alias})"
 
 
 def temporal_connect_options(settings: Settings,
                              data_converter: DataConverter = pydantic_data_converter) -> dict[str, Any]:
-    """Keyword arguments for Client.connect: the namespace and, for a hosted Temporal, TLS
-    (TEMPORAL_TLS_CERT + TEMPORAL_TLS_KEY for mTLS, TEMPORAL_TLS_CA, TEMPORAL_TLS_SERVER_NAME)
-    and TEMPORAL_API_KEY. Reads the PEM files; opens no connection."""
+    """Keyword arguments for Client.connect: the namespace and, for a hosted or compose Temporal,
+    TLS (TEMPORAL_TLS_CLIENT_CERT_PATH + TEMPORAL_TLS_CLIENT_KEY_PATH for mTLS,
+    TEMPORAL_TLS_SERVER_CA_CERT_PATH, TEMPORAL_TLS_SERVER_NAME) and TEMPORAL_API_KEY. Reads the PEM
+    files; opens no connection."""
     cert, key = settings.temporal_tls_cert, settings.temporal_tls_key
     if bool(cert) != bool(key):
-        given, missing = ("TEMPORAL_TLS_CERT", "TEMPORAL_TLS_KEY") if cert else ("TEMPORAL_TLS_KEY", "TEMPORAL_TLS_CERT")
-        raise ValueError(f"{given} is set but {missing} is not: mTLS needs both the client certificate and its key")
+        given, missing = ("temporal_tls_cert", "temporal_tls_key") if cert else ("temporal_tls_key", "temporal_tls_cert")
+        raise ValueError(f"{_tls_var(given)} is set but {_tls_var(missing)} is not: mTLS needs both the client "
+                         "certificate and its key")
     options: dict[str, Any] = {"namespace": settings.temporal_namespace, "data_converter": data_converter}
     if cert or settings.temporal_tls_ca or settings.temporal_tls_server_name:
-        options["tls"] = TLSConfig(client_cert=_read_pem("TEMPORAL_TLS_CERT", cert),
-                                   client_private_key=_read_pem("TEMPORAL_TLS_KEY", key),
-                                   server_root_ca_cert=_read_pem("TEMPORAL_TLS_CA", settings.temporal_tls_ca),
+        options["tls"] = TLSConfig(client_cert=_read_pem(_tls_var("temporal_tls_cert"), cert),
+                                   client_private_key=_read_pem(_tls_var("temporal_tls_key"), key),
+                                   server_root_ca_cert=_read_pem(_tls_var("temporal_tls_ca"), settings.temporal_tls_ca),
                                    domain=settings.temporal_tls_server_name)
     if settings.temporal_api_key:
         options["api_key"] = settings.temporal_api_key

@@ -20,6 +20,9 @@ ENV_VARS = (
     "AGENT_MEMORY_UI_URL",
     "TEMPORAL_ADDRESS",
     "TEMPORAL_NAMESPACE",
+    # Temporal's standard client variables (temporalio.envconfig, the temporal CLI), and the older
+    # TEMPORAL_TLS_CERT / _KEY / _CA this module also reads.
+    "TEMPORAL_TLS_CLIENT_CERT_PATH", "TEMPORAL_TLS_CLIENT_KEY_PATH", "TEMPORAL_TLS_SERVER_CA_CERT_PATH",
     "TEMPORAL_TLS_CERT", "TEMPORAL_TLS_KEY", "TEMPORAL_TLS_CA", "TEMPORAL_TLS_SERVER_NAME",
     "TEMPORAL_API_KEY",
     "DATABASE_URL",
@@ -43,6 +46,22 @@ def _seconds(env: dict[str, str], name: str, default: float) -> float:
     if value < 0:
         raise ValueError(f"{name}={raw!r} is negative: set a number of seconds >= 0, e.g. {name}={int(default)}")
     return value
+
+
+# The mTLS file variables: (Temporal's standard name, the older name read as its alias).
+TEMPORAL_TLS_FILE_VARS = {
+    "temporal_tls_cert": ("TEMPORAL_TLS_CLIENT_CERT_PATH", "TEMPORAL_TLS_CERT"),
+    "temporal_tls_key": ("TEMPORAL_TLS_CLIENT_KEY_PATH", "TEMPORAL_TLS_KEY"),
+    "temporal_tls_ca": ("TEMPORAL_TLS_SERVER_CA_CERT_PATH", "TEMPORAL_TLS_CA"),
+}
+
+
+def _tls_file(env: dict[str, str], field_name: str) -> str | None:
+    standard, alias = TEMPORAL_TLS_FILE_VARS[field_name]
+    value, legacy = env.get(standard) or None, env.get(alias) or None
+    if value and legacy and value != legacy:
+        raise ValueError(f"{standard}={value!r} and {alias}={legacy!r} name different files: set only {standard}")
+    return value or legacy
 
 
 def default_home(env: dict[str, str] | None = None) -> Path:
@@ -75,8 +94,8 @@ class Settings:
     task_queue: str = "agent-memory"
     temporal_address: str | None = None  # None: the embedded dev server
     temporal_namespace: str = "default"
-    # A hosted Temporal: mTLS client certificate and key (PEM file paths, both or neither), the CA
-    # and server name to verify it by, and/or an API key (sent over TLS).
+    # A hosted or compose Temporal: mTLS client certificate and key (PEM file paths, both or
+    # neither), the CA and server name to verify it by, and/or an API key (sent over TLS).
     temporal_tls_cert: str | None = None
     temporal_tls_key: str | None = None
     temporal_tls_ca: str | None = None
@@ -117,9 +136,9 @@ class Settings:
             task_queue=env.get("AGENT_MEMORY_TASK_QUEUE") or "agent-memory",
             temporal_address=env.get("TEMPORAL_ADDRESS") or None,
             temporal_namespace=env.get("TEMPORAL_NAMESPACE") or "default",
-            temporal_tls_cert=env.get("TEMPORAL_TLS_CERT") or None,
-            temporal_tls_key=env.get("TEMPORAL_TLS_KEY") or None,
-            temporal_tls_ca=env.get("TEMPORAL_TLS_CA") or None,
+            temporal_tls_cert=_tls_file(env, "temporal_tls_cert"),
+            temporal_tls_key=_tls_file(env, "temporal_tls_key"),
+            temporal_tls_ca=_tls_file(env, "temporal_tls_ca"),
             temporal_tls_server_name=env.get("TEMPORAL_TLS_SERVER_NAME") or None,
             temporal_api_key=env.get("TEMPORAL_API_KEY") or None,
             ui_url=env.get("AGENT_MEMORY_UI_URL") or None,

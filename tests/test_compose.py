@@ -6,7 +6,9 @@ db.APP_ROLE, the console script, the search attributes the workflows set).
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import re
 import shlex
 import stat
@@ -353,10 +355,17 @@ def test_redis_requires_the_password_the_worker_sends(compose_services, worker):
 
 
 def test_every_published_port_is_loopback_only(compose_services):
+    published = {}
     for name, service in compose_services.items():
+        # Host networking would put a service's every listening port on the host's interfaces.
+        assert service.get("network_mode") in (None, "none"), f"{name} uses network_mode {service['network_mode']}"
         for port in service.get("ports") or []:
             host_ip = port.get("host_ip") if isinstance(port, dict) else str(port).split(":")[0]
             assert host_ip == "127.0.0.1", f"{name} publishes {port} beyond this host"
+            published.setdefault(name, []).append(str(port))
+    # Temporal (mutual TLS), its UI (no login: a proxy goes in front) and the API (API keys): no more.
+    assert published == {"temporal": ["127.0.0.1:7233:7233"], "temporal-ui": ["127.0.0.1:8233:8080"],
+                         "api": ["127.0.0.1:8765:8765"]}
 
 
 SECRET_NAME = re.compile(r"PASSWORD|PWD|(^|_)KEY$|SECRET|TOKEN")
@@ -393,3 +402,166 @@ def test_postgres_runs_with_a_buffer_cache_sized_for_vector_search(compose_servi
     assert "shared_buffers=1GB" in command, command
     # Room in the lock table for a query over all of memory_vectors' partitions (migration 030).
     assert f"max_locks_per_transaction={POSTGRES_MAX_LOCKS_PER_TRANSACTION}" in command, command
+
+
+# --- Temporal's mutual TLS -----------------------------------------------------------------------
+
+CERTS_SERVICE = "temporal-certs"
+# Every service that calls Temporal, and the volume its certificate set comes from.
+TEMPORAL_CLIENTS = {"temporal": "temporal-tls-server", "temporal-ui": "temporal-tls-ui",
+                    "temporal-setup": "temporal-tls-client", "worker": "temporal-tls-client",
+                    "api": "temporal-tls-client"}
+
+
+def volume_mounts(service: dict) -> dict[str, tuple[str, bool]]:
+    """source -> (target, read_only) of a service's named-volume and bind mounts."""
+    mounts = {}
+    for volume in service.get("volumes") or []:
+        if isinstance(volume, dict):
+            mounts[volume["source"]] = (volume["target"], bool(volume.get("read_only")))
+        else:
+            parts = str(volume).split(":")
+            if len(parts) > 1:
+                mounts[parts[0]] = (parts[1], len(parts) > 2 and "ro" in parts[2].split(","))
+    return mounts
+
+
+def runs_as(service: dict) -> tuple[int, int]:
+    """The uid:gid a service runs as: its `user:`, else (built from the Dockerfile) the USER there."""
+    if "user" in service:
+        uid, _, gid = str(service["user"]).partition(":")
+        return int(uid), int(gid)
+    assert service.get("build"), "an image's default user cannot be read here: set `user:`"
+    text = " ".join(args for kw, args in final_stage() if kw == "RUN")
+    uid = re.search(r"useradd [^&]*--uid (\d+)", text)
+    gid = re.search(r"groupadd [^&]*--gid (\d+)", text)
+    assert uid and gid, "the Dockerfile's user has no fixed uid/gid"
+    return int(uid[1]), int(gid[1])
+
+
+def certs_arguments(compose_services) -> argparse.Namespace:
+    from agent_memory.temporal_certs import build_parser
+
+    entrypoint = argv(compose_services[CERTS_SERVICE].get("entrypoint"))
+    assert entrypoint[:3] == ["python", "-m", "agent_memory.temporal_certs"], entrypoint
+    return build_parser().parse_args(entrypoint[3:])
+
+
+def tls_file_in(service: dict, path: str, volume: str) -> bool:
+    target, read_only = volume_mounts(service).get(volume, (None, False))
+    return target is not None and read_only and str(Path(path).parent) == target.rstrip("/")
+
+
+def test_temporal_requires_client_certificates(compose_services):
+    temporal = compose_services["temporal"]
+    env = environment(temporal)
+    # The frontend (and internode) TLS refuses a client without a certificate signed by the CA.
+    assert env.get("TEMPORAL_TLS_REQUIRE_CLIENT_AUTH") == "true"
+    volume = TEMPORAL_CLIENTS["temporal"]
+    for name in ("TEMPORAL_TLS_SERVER_CERT", "TEMPORAL_TLS_SERVER_KEY", "TEMPORAL_TLS_FRONTEND_CERT",
+                 "TEMPORAL_TLS_FRONTEND_KEY", "TEMPORAL_TLS_SERVER_CA_CERT", "TEMPORAL_TLS_CLIENT1_CA_CERT"):
+        assert tls_file_in(temporal, env.get(name, ""), volume), f"temporal's {name} is not a file of {volume}"
+    assert env["TEMPORAL_TLS_CLIENT1_CA_CERT"].endswith("/ca.pem")
+    assert env.get("TEMPORAL_TLS_CLIENT2_CA_CERT", env["TEMPORAL_TLS_CLIENT1_CA_CERT"]).endswith("/ca.pem")
+    # No inline (environment) certificates or keys beside the files.
+    assert not [name for name in env if name.startswith("TEMPORAL_TLS_") and name.endswith("_DATA")]
+    from agent_memory.temporal_certs import SERVER_ALT_NAMES, SERVER_NAME
+
+    # Its nodes verify each other by the certificate's name, which is the compose service's name.
+    assert "temporal" in SERVER_ALT_NAMES and SERVER_NAME == "temporal"
+    for name in ("TEMPORAL_TLS_INTERNODE_SERVER_NAME", "TEMPORAL_TLS_FRONTEND_SERVER_NAME"):
+        assert env.get(name) == SERVER_NAME, name
+    for name in ("TEMPORAL_TLS_INTERNODE_DISABLE_HOST_VERIFICATION", "TEMPORAL_TLS_FRONTEND_DISABLE_HOST_VERIFICATION"):
+        assert env.get(name, "false") == "false", name
+    # The server warns of expiry from the day temporal-certs would renew at a start.
+    from agent_memory.temporal_certs import RENEW_BEFORE
+
+    assert env.get("TEMPORAL_TLS_EXPIRATION_CHECKS_WARNING_WINDOW") == f"{int(RENEW_BEFORE.total_seconds() // 3600)}h"
+    assert env.get("TEMPORAL_TLS_EXPIRATION_CHECKS_CHECK_INTERVAL")
+
+
+@pytest.mark.parametrize("name", sorted(TEMPORAL_CLIENTS))
+def test_every_temporal_client_presents_a_client_certificate(compose_services, name):
+    service = compose_services[name]
+    env = environment(service)
+    volume = TEMPORAL_CLIENTS[name]
+    if name == "temporal-ui":  # the UI server's own variables (temporalio/ui config template)
+        cert, key, ca = env.get("TEMPORAL_TLS_CERT"), env.get("TEMPORAL_TLS_KEY"), env.get("TEMPORAL_TLS_CA")
+        assert env.get("TEMPORAL_TLS_ENABLE_HOST_VERIFICATION") == "true"
+        server_name = env.get("TEMPORAL_TLS_SERVER_NAME")
+    elif name == "temporal":  # the image's setup script, through the temporal CLI
+        cert, key = env.get("TEMPORAL_TLS_CLIENT_CERT_PATH"), env.get("TEMPORAL_TLS_CLIENT_KEY_PATH")
+        ca, server_name = env.get("TEMPORAL_TLS_SERVER_CA_CERT_PATH"), env.get("TEMPORAL_TLS_SERVER_NAME")
+        assert env.get("TEMPORAL_ADDRESS") == "temporal:7233"
+    else:  # agent-memory: what agent_memory.settings makes of the service's environment
+        settings = Settings.from_env({k: interpolate(v) for k, v in env.items()})
+        assert settings.temporal_address == "temporal:7233"
+        cert, key, ca = settings.temporal_tls_cert, settings.temporal_tls_key, settings.temporal_tls_ca
+        server_name = settings.temporal_tls_server_name
+        # Temporal's standard names, which the temporal CLI in the same container reads too.
+        assert {"TEMPORAL_TLS_CLIENT_CERT_PATH", "TEMPORAL_TLS_CLIENT_KEY_PATH",
+                "TEMPORAL_TLS_SERVER_CA_CERT_PATH"} <= set(env)
+    for label, path in (("certificate", cert), ("key", key), ("CA", ca)):
+        assert path and tls_file_in(service, path, volume), f"{name}'s client {label} is not a file of {volume} (ro)"
+    assert server_name == "temporal", f"{name} does not verify the server's name"
+    if name != "temporal":
+        assert Path(cert or "").name == "client.pem" and Path(key or "").name == "client.key"
+    depends = service.get("depends_on") or {}
+    assert isinstance(depends, dict) and depends.get(CERTS_SERVICE, {}).get("condition") == \
+        "service_completed_successfully", f"{name} may start before its certificates exist"
+
+
+def test_only_the_listed_services_talk_to_temporal(compose_services):
+    talking = {name for name, service in compose_services.items()
+               if any("temporal:7233" in value for value in environment(service).values())}
+    assert talking == set(TEMPORAL_CLIENTS), "a service calls Temporal without a certificate set of its own"
+
+
+def test_the_certificates_are_made_private_to_the_one_service_that_reads_them(compose_services):
+    from agent_memory.temporal_certs import DIRECTORIES
+
+    certs = compose_services[CERTS_SERVICE]
+    args = certs_arguments(compose_services)
+    assert not args.rotate and not args.rotate_ca, "a start must not rotate: it would break running clients"
+    # One volume per directory, under the directory the program writes.
+    mounts = volume_mounts(certs)
+    by_directory = {Path(target).name: source for source, (target, _) in mounts.items()
+                    if Path(target).parent == args.directory}
+    assert set(by_directory) == set(DIRECTORIES)
+    # The CA's key is in a volume no other service mounts.
+    ca_volume = by_directory["ca"]
+    assert [name for name, service in compose_services.items() if ca_volume in volume_mounts(service)] == [CERTS_SERVICE]
+    # Each set is owned by the user of every service that mounts it (0700 directory, 0600 files),
+    # and mounted read-only there.
+    owners = dict(args.owner)
+    assert "ca" not in owners, "the CA's directory stays root's"
+    for directory, volume in by_directory.items():
+        if directory == "ca":
+            continue
+        readers = [name for name, service in compose_services.items()
+                   if name != CERTS_SERVICE and volume in volume_mounts(service)]
+        assert readers, f"nothing mounts {volume}"
+        for reader in readers:
+            assert volume_mounts(compose_services[reader])[volume][1], f"{reader} mounts {volume} writable"
+            assert runs_as(compose_services[reader]) == owners.get(directory), \
+                f"{volume} is owned by {owners.get(directory)}, {reader} runs as {runs_as(compose_services[reader])}"
+    assert {TEMPORAL_CLIENTS[name] for name in TEMPORAL_CLIENTS} == {v for d, v in by_directory.items() if d != "ca"}
+    # A one-shot with no network: it only writes files.
+    assert certs.get("network_mode") == "none" and not certs.get("ports")
+    assert str(certs.get("restart", "no")) == "no"
+    assert certs.get("build") == compose_services["worker"].get("build")
+    assert runs_as(certs) == (0, 0), "chown to each service's user needs root"
+
+
+def test_the_certificates_program_runs_with_the_compose_arguments(compose_services, tmp_path):
+    from agent_memory import temporal_certs
+
+    owners = dict(certs_arguments(compose_services).owner)
+    if os.geteuid() != 0:  # chown to another user needs root; the rest is the same
+        owners = dict.fromkeys(owners, (os.getuid(), os.getgid()))
+    options = [part for name, (uid, gid) in owners.items() for part in ("--owner", f"{name}={uid}:{gid}")]
+    assert temporal_certs.main([str(tmp_path), *options]) == 0
+    for name, owner in owners.items():
+        for path in [tmp_path / name, *(tmp_path / name).iterdir()]:
+            assert (path.stat().st_uid, path.stat().st_gid) == owner
+            assert path.stat().st_mode & 0o777 == (0o700 if path.is_dir() else 0o600)
