@@ -434,7 +434,7 @@ async def _command(args: argparse.Namespace, settings: Settings, commands: Mappi
         providers = providers_for(services.settings)
         client = MemoryClient(services, providers.embedder, summarizer=providers.summarizer)
         if args.command == "ingest":
-            sessions = read_sessions(args.file)
+            sessions = read_sessions(args.file, future_tolerance=client.future_tolerance)
             with Progress("ingest sessions", len(sessions)) as bar:
                 for session in sessions:
                     result = await client.append_messages(args.tenant, args.subject, session)

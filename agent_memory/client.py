@@ -55,6 +55,7 @@ from agent_memory.forgetting import (
     list_forgotten,
     restore_memory,
 )
+from agent_memory.ingest import check_not_future, check_time_not_future
 from agent_memory.keyring import KeyRotationInput, RotationResult
 from agent_memory.leak_filter import drop_counts
 from agent_memory.memory_store import list_facts
@@ -174,6 +175,11 @@ class MemoryClient:
         finally:
             await client.aclose()
 
+    @property
+    def future_tolerance(self) -> timedelta:
+        """How far past this clock a message's created_at may be (AGENT_MEMORY_FUTURE_TOLERANCE_SECONDS)."""
+        return timedelta(seconds=self.services.settings.future_tolerance_seconds)
+
     async def aclose(self) -> None:
         """Close the connections this client opened (`open`/`connect`); a client built on your
         own Services leaves them to you."""
@@ -185,7 +191,9 @@ class MemoryClient:
                               expected_parent: str | None = None) -> AppendResult:
         """expected_parent: the last message id the caller saw in the session (NO_PARENT: none);
         a different last stored message raises AppendConflictError (see evidence.append_messages).
-        New messages restart the session's idle timer."""
+        New messages restart the session's idle timer. A message dated later than the settings'
+        future tolerance is refused (InputError naming its created_at) and nothing is written."""
+        check_not_future(session, tolerance=self.future_tolerance)
         result = await append_messages(self.services.pool, self.services.redis, tenant_id, subject_id, session,
                                        subject_digest=self.services.keyring.subject_digest(tenant_id, subject_id),
                                        expected_parent=expected_parent)
@@ -501,7 +509,10 @@ class MemoryClient:
         behalf: `actor`, `actor_id` are recorded on the event), conditional on the fact's version.
         Facts and the lexical index are current when it returns; the subject's projector is woken
         to embed the vector (`wait_for_projection` waits for it). Should the wake-up fail, the
-        outbox row stays due and the hourly sweep wakes the projector."""
+        outbox row stays due and the hourly sweep wakes the projector. An observed_at later than
+        the settings' future tolerance is refused (InputError)."""
+        if observed_at is not None:
+            check_time_not_future("observed_at", observed_at, tolerance=self.future_tolerance)
         outcome = await write_fact(self.services.pool, self.services.keyring, tenant_id=tenant_id,
                                    subject_id=subject_id, namespace=namespace, key=key, value=value,
                                    expected_version=expected_version, evidence_message_ids=evidence_message_ids,
