@@ -75,6 +75,7 @@ from agent_memory.models import (
 from agent_memory.projection import projection_lag, requeue_dead_letters, wake_projector
 from agent_memory.projection_models import ProjectionLag
 from agent_memory.prompt import DEFAULT_SYSTEM, BuiltPrompt, build_prompt
+from agent_memory.provider_policy import ProviderPolicy, read_provider_policy, write_provider_policy
 from agent_memory.providers.base import Embedder, Summarizer
 from agent_memory.providers.openai_compat import providers_for
 from agent_memory.read_metrics import read_counts
@@ -537,6 +538,19 @@ class MemoryClient:
         except Exception as exc:  # the outbox row stays due; nothing is lost
             log.warning("projector wake-up after a confirmation deferred to the sweep: %s", exc)
         return outcome
+
+    async def provider_policy(self, tenant_id: str) -> ProviderPolicy:
+        """What a remote model may see of the tenant's data (default: every identifier kind redacted)."""
+        check_identifier("tenant", tenant_id)
+        async with tenant_transaction(self.services.pool, tenant_id) as conn:
+            return await read_provider_policy(conn, tenant_id)
+
+    async def set_provider_policy(self, tenant_id: str, policy: ProviderPolicy | None) -> ProviderPolicy:
+        """Store the tenant's provider data policy (None: back to the default)."""
+        check_identifier("tenant", tenant_id)
+        async with tenant_transaction(self.services.pool, tenant_id) as conn:
+            await write_provider_policy(conn, tenant_id, policy)
+            return await read_provider_policy(conn, tenant_id)
 
     async def write_policy(self, tenant_id: str) -> WritePolicy:
         check_identifier("tenant", tenant_id)
