@@ -288,6 +288,10 @@ def build_parser(*extensions: Callable[[SubParsers], object],
     erasure_status.add_argument("--subject", type=_identifier("subject"),
                                 help="the erased subject, to show its id in the receipt (kept only as a digest)")
     erasure_status.add_argument("--json", action="store_true")
+    erasure_reapply = erasure_sub.add_parser(
+        "reapply", help="after restoring the database from a backup: run again the erasures the erasure ledger "
+                        "records and the database does not know (waits for their receipts)")
+    erasure_reapply.add_argument("--json", action="store_true")
     forget = scoped(sub.add_parser("forget", help="forget one memory now (every read stops returning it); "
                                                   "restorable within the grace period, swept after it"))
     restore = scoped(sub.add_parser("restore", help="bring a forgotten memory back within the grace period"))
@@ -510,6 +514,18 @@ async def _command(args: argparse.Namespace, settings: Settings, commands: Mappi
                     handle, lambda: client.erasure_receipt(handle), Progress("erase stores", None, enabled=not args.json),
                     lambda p: (len(p.get("stores_done", [])), None, p.get("step", "")))
                 _print_json(receipt.model_dump(mode="json"))
+        elif args.command == "erasure" and args.erasure_command == "reapply":
+            reapplied, receipts = await client.reapply_erasures(wait=True)
+            if args.json:
+                _print_json({**reapplied.model_dump(mode="json"),
+                             "receipts": [r.model_dump(mode="json") for r in receipts]})
+            else:
+                print(f"erasure ledger: {reapplied.ledger_entries} erasure(s), {reapplied.already_applied} present "
+                      f"in the database, {len(reapplied.reapplied)} re-applied")
+                for again in reapplied.reapplied:
+                    print(f"  {again.tenant_id} {again.request_id}: {again.action}")
+                for finished in receipts:
+                    print(f"  {finished.tenant_id} {finished.request_id}: residue {finished.residue_total}")
         elif args.command == "erasure":
             status = await client.erasure_status(args.tenant, args.request_id, args.subject)
             if args.json:

@@ -37,6 +37,7 @@ from agent_memory.contract import (  # the id builders: re-exported for existing
 from agent_memory.corrections import LiveActor, confirm_candidate, write_fact
 from agent_memory.db import fetch_one, tenant_transaction
 from agent_memory.erasure import check_reason, erasure_status, register_erasure_request
+from agent_memory.erasure_ledger import ReapplyResult, reapply_erasures
 from agent_memory.erasure_runs import (
     ErasureCounts,
     ErasureRedriveInput,
@@ -380,6 +381,14 @@ class MemoryClient:
         except WorkflowAlreadyStartedError:  # completed before: attach to it (its receipt)
             return self.services.temporal.get_workflow_handle(
                 contract.erasure_workflow_id(tenant_id, subject_id, request_id), result_type=ErasureReceipt)
+
+    async def reapply_erasures(self, *, wait: bool = False) -> tuple[ReapplyResult, list[ErasureReceipt]]:
+        """After a restore: run again every erasure of the erasure ledger (in the home) that the
+        database does not know; with `wait`, their receipts (a worker must be running)."""
+        result, handles = await reapply_erasures(self.services.pool, self.services.keyring, self.services.temporal,
+                                                 self.task_queue, self.services.settings.home)
+        receipts = [await handle.result() for handle in handles] if wait else []
+        return result, receipts
 
     async def erasure_receipt(self, handle: WorkflowHandle) -> ErasureReceipt:
         return await handle.result()
