@@ -12,6 +12,7 @@ import re
 
 import pytest
 
+from agent_memory.client import MemoryClient
 from agent_memory.db import tenant_transaction
 from agent_memory.provider_policy import ProviderPolicy, Redactor, iban_valid, luhn_valid, parse_kinds
 from agent_memory.providers.base import EMBEDDING_DIMENSIONS
@@ -78,7 +79,11 @@ async def test_a_remote_model_never_sees_the_identifiers_and_memory_keeps_them(c
         async with running_worker(providers=bundle):
             await client.append_messages(tenant, "lin", S)
             result = await client.consolidation_result(await client.end_session(tenant, "lin", S.session_id))
+        # A query embedded by the remote embedder on the read path is redacted too.
+        recalled = await MemoryClient(services, bundle.embedder).recall(tenant, "lin", f"who writes from {EMAIL}?")
+        assert recalled.facts
         await bundle.aclose()
+        assert "[EMAIL_1]" in json.dumps(server.requests[-1].body)
         received = [json.dumps(r.body, ensure_ascii=False) for r in server.requests]
     assert result.facts_written == 1 and result.episode_written
     # The peer got chat and embedding calls, and none of them held an identifier.
