@@ -46,7 +46,7 @@ LEDGER_FILE = "erasure-ledger.jsonl"
 log = logging.getLogger(__name__)
 
 
-class LedgerTamperedError(Exception):
+class LedgerTamperedError(RuntimeError):
     """A line of the ledger does not verify: it was edited, removed, reordered or forged."""
 
 
