@@ -44,6 +44,7 @@ from agent_memory.models import (
 from agent_memory.operation_keys import CommitKey, PlanKey, ProviderStep, ProviderStepKey, request_hash
 from agent_memory.operations import OperationRecorder
 from agent_memory.projection import OutboxProjector, project_vectors
+from agent_memory.provider_policy import ProviderShield, restored
 from agent_memory.providers.base import Embedder, FactExtractor, ImportanceScorer, Summarizer, runs_in_worker
 from agent_memory.providers.notes import write_observations
 from agent_memory.scope import Mode, SubjectErasedError, subject_scope
@@ -131,11 +132,17 @@ class ConsolidationActivities:
     @temporal_failures
     async def extract_facts(self, step: StepInput) -> StepOutcome:
         known = await self._known_facts(step)
+        shield = await ProviderShield.for_provider(self.pool, step.tenant_id, self.extractor)
 
         async def extract(messages: list[Message]) -> ExtractionResult:
+            # A remote model sees the tenant's identifiers as placeholders (and no fact of an
+            # excluded namespace); the values are put back in what it extracted.
+            redactor = shield.redactor()
+            found = await self.extractor.extract(redactor.messages(messages),
+                                                 current_facts=shield.known_facts(known, redactor))
             # One vocabulary whatever the provider: normalised before it is recorded, so the plan
             # and the commit only ever see canonical keys.
-            result = canonical_extraction(await self.extractor.extract(messages, current_facts=known))
+            result = canonical_extraction(restored(found, redactor))
             return result.model_copy(update={"current_facts_digest": facts_digest(known)})
 
         # Keyed on the messages, not on the current facts: the facts change with every commit, and
@@ -148,14 +155,22 @@ class ConsolidationActivities:
     @activity.defn(name=contract.SCORE_IMPORTANCE)
     @temporal_failures
     async def score_importance(self, step: StepInput) -> StepOutcome:
-        return await self._provider_step(step, "importance", self.scorer, ImportanceResult,
-                                         lambda messages: self.scorer.score(messages))
+        shield = await ProviderShield.for_provider(self.pool, step.tenant_id, self.scorer)
+
+        async def score(messages: list[Message]) -> ImportanceResult:
+            redactor = shield.redactor()
+            return restored(await self.scorer.score(redactor.messages(messages)), redactor)
+
+        return await self._provider_step(step, "importance", self.scorer, ImportanceResult, score)
 
     @activity.defn(name=contract.SUMMARIZE_SESSION)
     @temporal_failures
     async def summarize_session(self, step: StepInput) -> StepOutcome:
+        shield = await ProviderShield.for_provider(self.pool, step.tenant_id, self.summarizer)
+
         async def summarize(messages: list[Message]) -> SummaryResult:
-            summary = await self.summarizer.summarize(messages)
+            redactor = shield.redactor()
+            summary = restored(await self.summarizer.summarize(redactor.messages(messages)), redactor)
             # Notes are a deterministic rewrite of the messages, not a model's output: a provider
             # that writes none (a remote model's summary) still gets them, recorded with its result.
             if not summary.observations:

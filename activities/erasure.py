@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
+
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 from redis.asyncio import Redis
@@ -10,6 +13,7 @@ from temporalio import activity
 from activities.errors import temporal_failures
 from agent_memory import contract, erasure
 from agent_memory.counters import add_counts_if_known
+from agent_memory.erasure_ledger import LedgerEntry, append_erasure
 from agent_memory.faults import fault_point
 from agent_memory.keyring import KeyRing
 from agent_memory.models import ErasureInput, ErasureReceipt, ErasureStepInput, StoreCount
@@ -28,11 +32,17 @@ class CompleteErasureInput(RunInput):
     residue: dict[str, int]
 
 
+log = logging.getLogger(__name__)
+
+
 class ErasureActivities:
-    def __init__(self, pool: AsyncConnectionPool, redis: Redis, keyring: KeyRing):
+    def __init__(self, pool: AsyncConnectionPool, redis: Redis, keyring: KeyRing, *, ledger_home: Path | None = None):
+        """`ledger_home`: the agent-memory home whose erasure ledger records each completed
+        erasure (agent_memory/erasure_ledger.py); None keeps no ledger."""
         self.pool = pool
         self.redis = redis
         self.keyring = keyring
+        self.ledger_home = ledger_home
 
     @activity.defn(name=contract.BEGIN_ERASURE)
     @temporal_failures
@@ -69,5 +79,15 @@ class ErasureActivities:
     @activity.defn(name=contract.COMPLETE_ERASURE)
     @temporal_failures
     async def complete_erasure(self, step: CompleteErasureInput) -> ErasureReceipt:
-        return await erasure.complete_erasure(self.pool, self.keyring, step.tenant_id, step.subject_id,
-                                              step.request_id, step.residue)
+        receipt = await erasure.complete_erasure(self.pool, self.keyring, step.tenant_id, step.subject_id,
+                                                 step.request_id, step.residue)
+        if self.ledger_home is not None:
+            # Outside the database: a restore from a backup taken before now cannot forget it.
+            entry = LedgerEntry(request_id=step.request_id, tenant_id=step.tenant_id, completed_at=receipt.completed_at,
+                                subject_digest=self.keyring.subject_digest(step.tenant_id, step.subject_id))
+            try:
+                append_erasure(self.ledger_home, self.keyring, entry)
+            except Exception as exc:  # the erasure is done; an operator must repair the ledger
+                log.error("erasure %s of tenant %s completed but is not in the erasure ledger: %s",
+                          step.request_id, step.tenant_id, exc)
+        return receipt

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 from pydantic import BaseModel
@@ -35,6 +35,7 @@ from agent_memory.models import ErasureStatus, FactRow, check_identifier
 from agent_memory.progress import Progress, wait_with_progress
 from agent_memory.projection_models import ProjectionLag
 from agent_memory.prompt import BuiltPrompt
+from agent_memory.provider_policy import ProviderPolicy, parse_kinds
 from agent_memory.providers.openai_compat import providers_for
 from agent_memory.recall_policy import PRESETS, policy_fields
 from agent_memory.retention import WORKING_MEMORY_HOURS, RetentionPolicy
@@ -96,6 +97,18 @@ def scoped(p: argparse.ArgumentParser, subject: bool = True) -> argparse.Argumen
     if subject:
         p.add_argument("--subject", required=True, type=_identifier("subject"))
     return p
+
+
+def changed_provider_policy(policy: ProviderPolicy, redact: str | None,
+                            exclude: list[str] | None) -> ProviderPolicy:
+    """The policy with the options given on the command line applied."""
+    update: dict[str, Any] = {}
+    if redact is not None:
+        update["redact"] = parse_kinds(redact)
+    if exclude is not None:
+        names = [n.strip() for n in exclude if n.strip() and n.strip().lower() != "none"]  # none: clear
+        update["exclude_namespaces"] = list(dict.fromkeys(names))
+    return ProviderPolicy.model_validate({**policy.model_dump(), **update})
 
 
 def build_parser(*extensions: Callable[[SubParsers], object],
@@ -202,6 +215,21 @@ def build_parser(*extensions: Callable[[SubParsers], object],
                                   help="e.g. consent_namespaces=health stored_namespaces=none")
     write_policy_set.add_argument("--json", action="store_true")
     scoped(write_policy_sub.add_parser("reset", help="back to the defaults"), subject=False)
+    provider_policy = sub.add_parser("provider-policy", help="what a remote model may see of a tenant's data: "
+                                                             "identifiers redacted, namespaces never sent")
+    provider_policy_sub = provider_policy.add_subparsers(dest="provider_policy_command", required=True)
+    provider_policy_show = scoped(provider_policy_sub.add_parser("show", help="the policy in force"), subject=False)
+    provider_policy_show.add_argument("--json", action="store_true")
+    provider_policy_set = scoped(provider_policy_sub.add_parser(
+        "set", help="change it; an option left out keeps its value"), subject=False)
+    provider_policy_set.add_argument("--redact", metavar="KINDS",
+                                     help="identifier kinds replaced by placeholders before a remote call: a "
+                                          "comma-separated list of email, phone, card, iban, or none")
+    provider_policy_set.add_argument("--exclude-namespace", metavar="NAMESPACE", action="append",
+                                     help="never send this namespace's facts to a remote model (repeatable; "
+                                          "'none' clears the list)")
+    provider_policy_set.add_argument("--json", action="store_true")
+    scoped(provider_policy_sub.add_parser("reset", help="back to the default: every kind redacted"), subject=False)
     consent = sub.add_parser("consent", help="a subject's consents to storing a namespace (write-policy "
                                              "consent_namespaces)")
     consent_sub = consent.add_subparsers(dest="consent_command", required=True)
@@ -268,6 +296,10 @@ def build_parser(*extensions: Callable[[SubParsers], object],
     erasure_status.add_argument("--subject", type=_identifier("subject"),
                                 help="the erased subject, to show its id in the receipt (kept only as a digest)")
     erasure_status.add_argument("--json", action="store_true")
+    erasure_reapply = erasure_sub.add_parser(
+        "reapply", help="after restoring the database from a backup: run again the erasures the erasure ledger "
+                        "records and the database does not know (waits for their receipts)")
+    erasure_reapply.add_argument("--json", action="store_true")
     forget = scoped(sub.add_parser("forget", help="forget one memory now (every read stops returning it); "
                                                   "restorable within the grace period, swept after it"))
     restore = scoped(sub.add_parser("restore", help="bring a forgotten memory back within the grace period"))
@@ -442,7 +474,7 @@ async def _command(args: argparse.Namespace, settings: Settings, commands: Mappi
         providers = providers_for(services.settings)
         client = MemoryClient(services, providers.embedder, summarizer=providers.summarizer)
         if args.command == "ingest":
-            sessions = read_sessions(args.file)
+            sessions = read_sessions(args.file, future_tolerance=client.future_tolerance)
             with Progress("ingest sessions", len(sessions)) as bar:
                 for session in sessions:
                     result = await client.append_messages(args.tenant, args.subject, session)
@@ -490,6 +522,18 @@ async def _command(args: argparse.Namespace, settings: Settings, commands: Mappi
                     handle, lambda: client.erasure_receipt(handle), Progress("erase stores", None, enabled=not args.json),
                     lambda p: (len(p.get("stores_done", [])), None, p.get("step", "")))
                 _print_json(receipt.model_dump(mode="json"))
+        elif args.command == "erasure" and args.erasure_command == "reapply":
+            reapplied, receipts = await client.reapply_erasures(wait=True)
+            if args.json:
+                _print_json({**reapplied.model_dump(mode="json"),
+                             "receipts": [r.model_dump(mode="json") for r in receipts]})
+            else:
+                print(f"erasure ledger: {reapplied.ledger_entries} erasure(s), {reapplied.already_applied} present "
+                      f"in the database, {len(reapplied.reapplied)} re-applied")
+                for again in reapplied.reapplied:
+                    print(f"  {again.tenant_id} {again.request_id}: {again.action}")
+                for finished in receipts:
+                    print(f"  {finished.tenant_id} {finished.request_id}: residue {finished.residue_total}")
         elif args.command == "erasure":
             status = await client.erasure_status(args.tenant, args.request_id, args.subject)
             if args.json:
@@ -742,6 +786,19 @@ async def _command(args: argparse.Namespace, settings: Settings, commands: Mappi
             else:
                 print("\n".join(f"{name} = {'every namespace' if value is None else ', '.join(value) or '-'}"
                                 for name, value in gate.model_dump().items()))
+        elif args.command == "provider-policy":
+            if args.provider_policy_command == "show":
+                shown = await client.provider_policy(args.tenant)
+            elif args.provider_policy_command == "set":
+                shown = await client.set_provider_policy(args.tenant, changed_provider_policy(
+                    await client.provider_policy(args.tenant), args.redact, args.exclude_namespace))
+            else:
+                shown = await client.set_provider_policy(args.tenant, None)
+            if getattr(args, "json", False):
+                _print_json(shown.model_dump(mode="json"))
+            else:
+                print(f"redact = {', '.join(shown.redact) or '-'}\n"
+                      f"exclude_namespaces = {', '.join(shown.exclude_namespaces) or '-'}")
         elif args.command == "consent":
             if args.consent_command == "grant":
                 await client.grant_consent(args.tenant, args.subject, args.namespace, args.consent_id)

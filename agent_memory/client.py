@@ -37,6 +37,7 @@ from agent_memory.contract import (  # the id builders: re-exported for existing
 from agent_memory.corrections import LiveActor, confirm_candidate, write_fact
 from agent_memory.db import fetch_one, tenant_transaction
 from agent_memory.erasure import check_reason, erasure_status, register_erasure_request
+from agent_memory.erasure_ledger import ReapplyResult, reapply_erasures
 from agent_memory.erasure_runs import (
     ErasureCounts,
     ErasureRedriveInput,
@@ -55,6 +56,7 @@ from agent_memory.forgetting import (
     list_forgotten,
     restore_memory,
 )
+from agent_memory.ingest import check_not_future, check_time_not_future
 from agent_memory.keyring import KeyRotationInput, RotationResult
 from agent_memory.leak_filter import drop_counts
 from agent_memory.memory_store import list_facts
@@ -74,6 +76,7 @@ from agent_memory.models import (
 from agent_memory.projection import projection_lag, requeue_dead_letters, wake_projector
 from agent_memory.projection_models import ProjectionLag
 from agent_memory.prompt import DEFAULT_SYSTEM, BuiltPrompt, build_prompt
+from agent_memory.provider_policy import ProviderPolicy, read_provider_policy, write_provider_policy
 from agent_memory.providers.base import Embedder, Summarizer
 from agent_memory.providers.openai_compat import providers_for
 from agent_memory.read_metrics import read_counts
@@ -174,6 +177,11 @@ class MemoryClient:
         finally:
             await client.aclose()
 
+    @property
+    def future_tolerance(self) -> timedelta:
+        """How far past this clock a message's created_at may be (AGENT_MEMORY_FUTURE_TOLERANCE_SECONDS)."""
+        return timedelta(seconds=self.services.settings.future_tolerance_seconds)
+
     async def aclose(self) -> None:
         """Close the connections this client opened (`open`/`connect`); a client built on your
         own Services leaves them to you."""
@@ -185,7 +193,9 @@ class MemoryClient:
                               expected_parent: str | None = None) -> AppendResult:
         """expected_parent: the last message id the caller saw in the session (NO_PARENT: none);
         a different last stored message raises AppendConflictError (see evidence.append_messages).
-        New messages restart the session's idle timer."""
+        New messages restart the session's idle timer. A message dated later than the settings'
+        future tolerance is refused (InputError naming its created_at) and nothing is written."""
+        check_not_future(session, tolerance=self.future_tolerance)
         result = await append_messages(self.services.pool, self.services.redis, tenant_id, subject_id, session,
                                        subject_digest=self.services.keyring.subject_digest(tenant_id, subject_id),
                                        expected_parent=expected_parent)
@@ -372,6 +382,14 @@ class MemoryClient:
             return self.services.temporal.get_workflow_handle(
                 contract.erasure_workflow_id(tenant_id, subject_id, request_id), result_type=ErasureReceipt)
 
+    async def reapply_erasures(self, *, wait: bool = False) -> tuple[ReapplyResult, list[ErasureReceipt]]:
+        """After a restore: run again every erasure of the erasure ledger (in the home) that the
+        database does not know; with `wait`, their receipts (a worker must be running)."""
+        result, handles = await reapply_erasures(self.services.pool, self.services.keyring, self.services.temporal,
+                                                 self.task_queue, self.services.settings.home)
+        receipts = [await handle.result() for handle in handles] if wait else []
+        return result, receipts
+
     async def erasure_receipt(self, handle: WorkflowHandle) -> ErasureReceipt:
         return await handle.result()
 
@@ -501,7 +519,10 @@ class MemoryClient:
         behalf: `actor`, `actor_id` are recorded on the event), conditional on the fact's version.
         Facts and the lexical index are current when it returns; the subject's projector is woken
         to embed the vector (`wait_for_projection` waits for it). Should the wake-up fail, the
-        outbox row stays due and the hourly sweep wakes the projector."""
+        outbox row stays due and the hourly sweep wakes the projector. An observed_at later than
+        the settings' future tolerance is refused (InputError)."""
+        if observed_at is not None:
+            check_time_not_future("observed_at", observed_at, tolerance=self.future_tolerance)
         outcome = await write_fact(self.services.pool, self.services.keyring, tenant_id=tenant_id,
                                    subject_id=subject_id, namespace=namespace, key=key, value=value,
                                    expected_version=expected_version, evidence_message_ids=evidence_message_ids,
@@ -526,6 +547,19 @@ class MemoryClient:
         except Exception as exc:  # the outbox row stays due; nothing is lost
             log.warning("projector wake-up after a confirmation deferred to the sweep: %s", exc)
         return outcome
+
+    async def provider_policy(self, tenant_id: str) -> ProviderPolicy:
+        """What a remote model may see of the tenant's data (default: every identifier kind redacted)."""
+        check_identifier("tenant", tenant_id)
+        async with tenant_transaction(self.services.pool, tenant_id) as conn:
+            return await read_provider_policy(conn, tenant_id)
+
+    async def set_provider_policy(self, tenant_id: str, policy: ProviderPolicy | None) -> ProviderPolicy:
+        """Store the tenant's provider data policy (None: back to the default)."""
+        check_identifier("tenant", tenant_id)
+        async with tenant_transaction(self.services.pool, tenant_id) as conn:
+            await write_provider_policy(conn, tenant_id, policy)
+            return await read_provider_policy(conn, tenant_id)
 
     async def write_policy(self, tenant_id: str) -> WritePolicy:
         check_identifier("tenant", tenant_id)

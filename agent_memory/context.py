@@ -38,6 +38,7 @@ from agent_memory.leak_filter import filter_context
 from agent_memory.lexical import bm25_search
 from agent_memory.memory_store import read_facts
 from agent_memory.models import FactRow
+from agent_memory.provider_policy import text_for_embedder
 from agent_memory.providers.base import Embedder, estimate_tokens
 from agent_memory.read_metrics import count_read
 from agent_memory.recall import embed_query
@@ -297,7 +298,8 @@ async def _lexical_route(pool: AsyncConnectionPool, tenant_id: str, subject_id: 
 async def _vector_route(pool: AsyncConnectionPool, embedder: Embedder, tenant_id: str, subject_id: str,
                         query: str, as_of: datetime | None, since: datetime | None) -> _Route:
     # The tenant's active model (the old one while a re-embedding runs), not always the configured one.
-    embedded = await embed_query(await reading_embedder(pool, tenant_id, embedder), query)
+    query_embedder = await reading_embedder(pool, tenant_id, embedder)
+    embedded = await embed_query(query_embedder, await text_for_embedder(pool, tenant_id, query_embedder, query))
     async with tenant_transaction(pool, tenant_id) as conn:
         hits = await nearest(conn, tenant_id, subject_id, embedded.model, embedded.vectors[0],
                              ("episode", "observation"), CANDIDATES)

@@ -7,6 +7,7 @@ in the store.
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -34,6 +35,42 @@ def _describe(err: ErrorDetails) -> str:
     if where.endswith("message_id") and err["type"] == "missing":
         hint = "every message needs a message_id (messages are idempotent by id)"
     return f"{where}: {err['msg'].lower()}" + (f" ({hint})" if hint else "")
+
+
+DEFAULT_FUTURE_TOLERANCE = timedelta(minutes=5)
+
+
+def _ahead(delta: timedelta) -> str:
+    seconds = delta.total_seconds()
+    for unit, size in (("days", 86400), ("hours", 3600), ("minutes", 60)):
+        if seconds >= 2 * size:
+            return f"{seconds / size:,.0f} {unit}"
+    return f"{seconds:,.0f} seconds"
+
+
+def check_time_not_future(field: str, when: datetime, *, now: datetime | None = None,
+                          tolerance: timedelta = DEFAULT_FUTURE_TOLERANCE, prefix: str = "") -> None:
+    """InputError naming `field` when `when` is later than `tolerance` past `now`."""
+    now = now or datetime.now(UTC)
+    if when > now + tolerance:
+        raise InputError(
+            f"{prefix}{field}: {when.isoformat()} is {_ahead(when - now)} in the future (more than the "
+            f"{_ahead(tolerance)} allowed for clock skew, AGENT_MEMORY_FUTURE_TOLERANCE_SECONDS); send the "
+            "time the message was written, with its UTC offset, e.g. 2024-05-01T10:00:00Z")
+
+
+def check_not_future(session: Session, *, now: datetime | None = None,
+                     tolerance: timedelta = DEFAULT_FUTURE_TOLERANCE, prefix: str = "") -> None:
+    """Refuse a session whose messages (or start) are dated later than `tolerance` past `now`.
+
+    A statement's time is when it was made; one dated in the future would close the fact it
+    supersedes at that future date, leaving the key with no current value until then."""
+    now = now or datetime.now(UTC)
+    if session.started_at is not None:
+        check_time_not_future("started_at", session.started_at, now=now, tolerance=tolerance, prefix=prefix)
+    for n, message in enumerate(session.messages):
+        check_time_not_future(f"messages.{n}.created_at", message.created_at, now=now, tolerance=tolerance,
+                              prefix=prefix)
 
 
 def parse_session_line(line: str, line_no: int) -> Session:
@@ -64,7 +101,11 @@ def parse_session_line(line: str, line_no: int) -> Session:
     return session
 
 
-def read_sessions(path: Path) -> list[Session]:
+def read_sessions(path: Path, *, now: datetime | None = None,
+                  future_tolerance: timedelta = DEFAULT_FUTURE_TOLERANCE) -> list[Session]:
+    """Every session of the file, or InputError for the first bad line (nothing is written:
+    a message dated past `now` + `future_tolerance` is refused here, with its line)."""
+    now = now or datetime.now(UTC)
     if not path.exists():
         raise InputError(f"{path}: no such file")
     sessions: list[Session] = []
@@ -80,6 +121,7 @@ def read_sessions(path: Path) -> list[Session]:
         if not line.strip():
             continue
         session = parse_session_line(line, line_no)
+        check_not_future(session, now=now, tolerance=future_tolerance, prefix=f"line {line_no}: ")
         if session.session_id in ids:
             raise InputError(f"line {line_no}: session {session.session_id!r} appears twice in the file; "
                              "put all its messages on one line")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -141,10 +141,26 @@ def candidate_name(namespace: str, key: str, value: str) -> str:
     return f"{namespace}/{key}\x1f{normalise_value(value)}"
 
 
-async def record_event(conn: psycopg.AsyncConnection, key: SubjectKey, event: MemoryEvent) -> None:
-    """The write path of memory: append the event, then apply it to every projection."""
+async def record_event(conn: psycopg.AsyncConnection, key: SubjectKey, event: MemoryEvent) -> MemoryEvent:
+    """The write path of memory: append the event, then apply it to every projection; returns
+    the event as recorded.
+
+    Nothing is recorded as happening after the transaction that records it: a later
+    occurred_at (a statement dated in the future that got past ingest) is clamped to the
+    transaction time, so no interval closes, and none opens, at a future date and the key keeps
+    a value valid now. The log holds the clamped time, so a rebuild replays the same intervals."""
+    cur = await conn.execute("SELECT now()")
+    row = await cur.fetchone()
+    now: datetime = row[0] if row else event.occurred_at
+    if event.occurred_at > now:
+        log.warning("memory %s v%d: occurred_at %s is after the transaction time; recorded at %s",
+                    event.memory_id, event.version, event.occurred_at.isoformat(), now.isoformat())
+        event = replace(event, occurred_at=now)
+    if isinstance(event.payload, FactCorrected) and event.payload.corrects_from > now:
+        event = replace(event, payload=event.payload.model_copy(update={"corrects_from": now}))
     await append_event(conn, key, event)
     await apply_event(conn, key.tenant_id, key.subject_id, event)
+    return event
 
 
 _FACT_EVENT: dict[FactAction, type[FactCreated | FactSuperseded | FactConfirmed | FactCorrected | CandidateHeld]] = {
@@ -301,8 +317,7 @@ async def commit_events(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_i
         assert skey is not None  # create=True: the row was just inserted, or was already there
         recorded: list[MemoryEvent] = []
         async for event in decide(scope.conn, skey):
-            await record_event(scope.conn, skey, event)
-            recorded.append(event)
+            recorded.append(await record_event(scope.conn, skey, event))
         result = outcome(recorded)
         await record_succeeded(scope.conn, tenant_id=tenant_id, subject_id=subject_id, key=key, req_hash=req_hash,
                                result=result)

@@ -111,6 +111,9 @@ class ProviderResult(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
+    # What was replaced by placeholders before a remote call, counted by kind (email, phone,
+    # card, iban); never the values (agent_memory/provider_policy.py).
+    redacted: dict[str, int] = Field(default_factory=dict)
 
 
 class ExtractedFact(BaseModel):

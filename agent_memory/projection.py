@@ -53,6 +53,7 @@ from agent_memory.operations import (
     request_hash,
 )
 from agent_memory.projection_models import ProjectionLag, ProjectionPolicy, ProjectorBatchOutcome, ProjectorInput
+from agent_memory.provider_policy import namespaces_kept_from, shielded_embed
 from agent_memory.providers.base import Embedder
 from agent_memory.providers.errors import ProviderOutputInvalid, ProviderPermanentError
 
@@ -74,14 +75,17 @@ async def pending_rows(pool: AsyncConnectionPool, tenant_id: str, subject_id: st
 async def project_vectors(pool: AsyncConnectionPool, recorder: OperationRecorder, embedder: Embedder,
                           tenant_id: str, subject_id: str) -> ProjectionOutcome:
     upserted = done = skipped = 0
+    kept = await namespaces_kept_from(pool, tenant_id, embedder)
     while rows := await pending_rows(pool, tenant_id, subject_id):
         for memory_id, kind, version, value, namespace, key in rows:
+            if kind == "fact" and namespace in kept:
+                value = None  # never sent to this embedder (the tenant's provider policy)
             if value is not None:
                 text = memory_text(kind, namespace, key, value)
                 op = EmbedKey.for_text(memory_id, version, embedder, text)
                 embedding, _ = await recorder.run(
                     tenant_id=tenant_id, subject_id=subject_id, key=op, request=op.request(text),
-                    result_type=EmbeddingResult, call=partial(embedder.embed, [text]))
+                    result_type=EmbeddingResult, call=partial(shielded_embed, pool, tenant_id, embedder, [text]))
             async with tenant_transaction(pool, tenant_id) as conn:
                 await ensure_not_erased(conn, tenant_id, subject_id,
                                         recorder.keyring.subject_digest(tenant_id, subject_id))
@@ -255,10 +259,11 @@ class OutboxProjector:
                 "WHERE tenant_id = %s AND operation_id = ANY(%s) AND status <> 'succeeded'",
                 (_operation_error(exc), tenant_id, _operation_ids(items)))
 
-    async def _call(self, items: list[_Item]) -> EmbeddingResult:
-        """One provider call for the claimed items, its output checked before anything is recorded."""
+    async def _call(self, tenant_id: str, items: list[_Item]) -> EmbeddingResult:
+        """One provider call for the claimed items, its output checked before anything is
+        recorded; a remote embedder gets the texts with the tenant's identifiers redacted."""
         texts = [i.text or "" for i in items]
-        result = await self.embedder.embed(texts)
+        result = await shielded_embed(self.pool, tenant_id, self.embedder, texts)
         problems = []
         if len(result.vectors) != len(texts):
             problems.append(f"{len(result.vectors)} vectors for {len(texts)} texts")
@@ -284,7 +289,8 @@ class OutboxProjector:
                                                           provider_request_id=result.provider_request_id,
                                                           input_tokens=result.input_tokens,
                                                           output_tokens=result.output_tokens,
-                                                          cost_usd=result.cost_usd, model=result.model, vectors=[]))
+                                                          cost_usd=result.cost_usd, redacted=result.redacted,
+                                                          model=result.model, vectors=[]))
             await record_succeeded_many(conn, tenant_id=tenant_id, subject_id=subject_id, records=[
                 (key, item.req_hash, EmbeddingResult(provider=result.provider,
                                                      provider_request_id=result.provider_request_id,
@@ -302,7 +308,7 @@ class OutboxProjector:
         outcome.provider_calls += 1
         try:
             async with renewed_claims(self.pool, tenant_id, _operation_ids(items), lease=self.lease):
-                result = await self._call(items)
+                result = await self._call(tenant_id, items)
         except (ProviderPermanentError, ProviderOutputInvalid) as exc:
             await self._release_failed(tenant_id, items, exc)
             if len(items) == 1:
@@ -327,8 +333,12 @@ class OutboxProjector:
         outcome = ProjectorBatchOutcome()
         rows = await due_rows(self.pool, tenant_id, subject_id, self.policy.batch_size)
         outcome.selected = len(rows)
+        # A fact of a namespace the tenant keeps from this (remote) embedder is done without a
+        # vector, as a removed row is: keyword recall still finds it.
+        kept = await namespaces_kept_from(self.pool, tenant_id, self.embedder) if rows else frozenset()
         items = [_Item(memory_id, kind, version, attempts,
-                       memory_text(kind, namespace, key, value) if value is not None else None)
+                       memory_text(kind, namespace, key, value)
+                       if value is not None and not (kind == "fact" and namespace in kept) else None)
                  for memory_id, kind, version, attempts, value, namespace, key in rows]
         live = [i for i in items if i.text is not None]
         for item in live:

@@ -19,6 +19,7 @@ from agent_memory.keyring import KeyRing
 from agent_memory.leak_filter import filter_items
 from agent_memory.memory_store import read_facts
 from agent_memory.models import EmbeddingResult, FactRow
+from agent_memory.provider_policy import text_for_embedder
 from agent_memory.providers.base import Embedder
 from agent_memory.providers.errors import ProviderRetryableError
 from agent_memory.read_metrics import count_read
@@ -85,7 +86,8 @@ async def recall(pool: AsyncConnectionPool, keyring: KeyRing, embedder: Embedder
     if limit < 1:
         raise ValueError(f"limit {limit} is below 1: ask for at least one episode, e.g. --limit 5")
     # The tenant's active model (the old one while a re-embedding runs), not always the configured one.
-    embedded = await embed_query(await reading_embedder(pool, tenant_id, embedder), query)
+    query_embedder = await reading_embedder(pool, tenant_id, embedder)
+    embedded = await embed_query(query_embedder, await text_for_embedder(pool, tenant_id, query_embedder, query))
     embedding = embedded.vectors[0]
     episodes: list[RecalledEpisode] = []
     dropped = 0

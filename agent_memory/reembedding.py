@@ -44,6 +44,7 @@ from agent_memory.models import EmbeddingResult
 from agent_memory.operation_keys import EmbedKey
 from agent_memory.operations import record_succeeded, recorded_result, request_hash
 from agent_memory.projection import memory_text, projection_tenants
+from agent_memory.provider_policy import shielded_embed
 from agent_memory.providers.base import Embedder
 from agent_memory.run_inputs import RunInput
 
@@ -239,7 +240,7 @@ async def reembed_batch(pool: AsyncConnectionPool, embedder: Embedder, request: 
     reused = len(vectors)
     todo = [i for i in items if (i[0], i[2]) not in vectors]
     if todo:
-        result = await embedder.embed([text for *_, text in todo])
+        result = await shielded_embed(pool, t, embedder, [text for *_, text in todo])
         if result.model != request.target_model or len(result.vectors) != len(todo):
             raise ModelMismatchError(f"the embedder returned {len(result.vectors)} vectors of {result.model!r} for "
                                      f"{len(todo)} texts of {request.target_model!r}")

@@ -32,6 +32,7 @@ ENV_VARS = (
     "AGENT_MEMORY_EMBEDDING_MODEL", "AGENT_MEMORY_EMBEDDER", "AGENT_MEMORY_PROVIDER_TIMEOUT",
     "AGENT_MEMORY_INPUT_PRICE_PER_1K", "AGENT_MEMORY_OUTPUT_PRICE_PER_1K",
     "AGENT_MEMORY_FORGET_GRACE_SECONDS", "AGENT_MEMORY_EMBEDDING_DIMENSIONS", "AGENT_MEMORY_API_KEY",
+    "AGENT_MEMORY_FUTURE_TOLERANCE_SECONDS",
 )
 
 
@@ -126,6 +127,9 @@ class Settings:
     api_key: str | None = field(default=None, repr=False)  # the MCP server's API key (agent-memory mcp)
     # How long a forgotten memory can be restored before the sweeper removes it for good.
     forget_grace_seconds: float = 24 * 3600.0
+    # How far ahead of this clock a message's created_at may be (clock skew between writers);
+    # a later time is refused at ingest: it would close today's facts at a future date.
+    future_tolerance_seconds: float = 300.0
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -163,6 +167,7 @@ class Settings:
             output_price_per_1k=float(env.get("AGENT_MEMORY_OUTPUT_PRICE_PER_1K") or 0),
             api_key=env.get("AGENT_MEMORY_API_KEY") or None,
             forget_grace_seconds=_seconds(env, "AGENT_MEMORY_FORGET_GRACE_SECONDS", 24 * 3600.0),
+            future_tolerance_seconds=_seconds(env, "AGENT_MEMORY_FUTURE_TOLERANCE_SECONDS", 300.0),
         )
 
     def with_services(self, **changes: Any) -> Settings:

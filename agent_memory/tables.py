@@ -130,6 +130,8 @@ TABLES: tuple[Table, ...] = (
     # The tenant's write policy and the write gate's counters: no subject data.
     Table("write_policies", "bookkeeping", subject_column=None),
     Table("write_gate_counts", "bookkeeping", subject_column=None),
+    # The tenant's provider data policy (what a remote model may see): no subject data.
+    Table("provider_policies", "bookkeeping", subject_column=None),
     # Operator counters (reads, leak-filter drops): no subject data.
     Table("operator_counters", "bookkeeping", subject_column=None),
     # The HTTP API's keys (hashes): no subject data.

@@ -152,6 +152,23 @@ def build_parser() -> argparse.ArgumentParser:
                              description="`agent-memory`: run the stack, feed sessions, inspect memory, erase subjects.")
 
 
+async def reapply_ledger_erasures(services: Services) -> None:
+    """Start again the erasures of the home's erasure ledger the database does not know (the
+    worker just started runs them); a ledger that does not verify is reported, not trusted."""
+    from agent_memory.erasure_ledger import LedgerTamperedError, reapply_erasures
+
+    try:
+        result, _ = await reapply_erasures(services.pool, services.keyring, services.temporal,
+                                           services.settings.task_queue, services.settings.home)
+    except LedgerTamperedError as exc:
+        print(f"erasure ledger NOT verified, no erasure re-applied: {exc}", file=sys.stderr, flush=True)
+        return
+    if result.reapplied:
+        print(f"the database did not know {len(result.reapplied)} erasure(s) of the erasure ledger (restored from "
+              "an older backup?): re-applied " + ", ".join(f"{r.tenant_id}/{r.request_id}" for r in result.reapplied),
+              flush=True)
+
+
 async def run_worker_until_signal(services: Services, announce: str, providers: Any = None, *,
                                   api_port: int | None = None) -> None:
     """Run a worker (and, with `api_port`, the HTTP API on 127.0.0.1) until SIGINT/SIGTERM."""
@@ -178,6 +195,8 @@ async def run_worker_until_signal(services: Services, announce: str, providers: 
         if reembedding:
             print(f"re-embedding {len(reembedding)} tenant(s) under {embedder_model(providers.embedder)} "
                   "(agent-memory reembed --tenant T shows progress)", flush=True)
+        # A database restored from before an erasure gets it again (agent_memory/erasure_ledger.py).
+        await reapply_ledger_erasures(services)
         async with contextlib.AsyncExitStack() as api:
             if api_port is not None:
                 from agent_memory.client import MemoryClient

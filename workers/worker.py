@@ -41,7 +41,7 @@ def build_worker(services: Services, *, task_queue: str | None = None,
                  providers: OfflineProviders | ProviderBundle | None = None,
                  projection_policy: ProjectionPolicy | None = None) -> Worker:
     providers = providers or providers_for(services.settings)
-    erasure = ErasureActivities(services.pool, services.redis, services.keyring)
+    erasure = ErasureActivities(services.pool, services.redis, services.keyring, ledger_home=services.settings.home)
     assert services.settings.database_url is not None
     maintenance = MaintenanceActivities(services.pool, services.redis, services.keyring, services.settings.database_url)
     rebuild = RebuildActivities(services.pool, services.keyring, providers.embedder, services.temporal)
