@@ -28,6 +28,8 @@ from agent_memory.crypto import (
     identifier_check_value,
     kek_check_value,
     kek_matches,
+    rewrap_check,
+    rewrap_proof,
     subject_digest,
     unwrap_subject_key,
     wrap_subject_key,
@@ -168,11 +170,12 @@ class KeyRing:
         row = await cur.fetchone()
         if row is None and create:
             kek_id, kek = await self.active_kek_for_update(conn)
-            wrapped, nonce = wrap_subject_key(kek, tenant_id, subject_id, os.urandom(32))
+            key = os.urandom(32)
+            wrapped, nonce = wrap_subject_key(kek, tenant_id, subject_id, key)
             await conn.execute(
-                "INSERT INTO subject_keys (tenant_id, subject_id, wrapped_key, wrap_nonce, kek_id) "
-                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (tenant_id, subject_id) DO NOTHING",
-                (tenant_id, subject_id, wrapped, nonce, kek_id))
+                "INSERT INTO subject_keys (tenant_id, subject_id, wrapped_key, wrap_nonce, kek_id, rewrap_check) "
+                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (tenant_id, subject_id) DO NOTHING",
+                (tenant_id, subject_id, wrapped, nonce, kek_id, rewrap_check(key, tenant_id, subject_id)))
             cur = await conn.execute("SELECT kek_id, wrapped_key, wrap_nonce FROM subject_keys "
                                      "WHERE tenant_id = %s AND subject_id = %s", (tenant_id, subject_id))
             row = await cur.fetchone()
@@ -234,28 +237,28 @@ class KeyRing:
                               elapsed_seconds=round(time.monotonic() - started, 3))
 
     async def _rewrap(self, pool: AsyncConnectionPool, new_id: str, new_kek: bytes) -> int:
-        def reseal(kek: bytes, tenant_id: str, subject_id: str, wrapped: bytes, nonce: bytes) -> tuple[bytes, bytes]:
+        def reseal(kek: bytes, tenant_id: str, subject_id: str, wrapped: bytes, nonce: bytes) -> tuple[bytes, ...]:
             key = unwrap_subject_key(kek, tenant_id, subject_id, wrapped, nonce)
-            return wrap_subject_key(new_kek, tenant_id, subject_id, key.key)
+            return (*wrap_subject_key(new_kek, tenant_id, subject_id, key.key),
+                    rewrap_proof(key.key, tenant_id, subject_id))
 
         return await self._reseal(pool, "kek_rewrap_candidates", "kek_rewrap_subject_key", new_id, reseal)
 
     async def _reencrypt_reasons(self, pool: AsyncConnectionPool, new_id: str, new_kek: bytes) -> int:
-        def reseal(kek: bytes, tenant_id: str, request_id: str, ciphertext: bytes, nonce: bytes) -> tuple[bytes, bytes]:
+        def reseal(kek: bytes, tenant_id: str, request_id: str, ciphertext: bytes, nonce: bytes) -> tuple[bytes, ...]:
             reason = decrypt_reason(kek, tenant_id, request_id, ciphertext, nonce)
             return encrypt_reason(new_kek, tenant_id, request_id, reason)
 
         return await self._reseal(pool, "kek_reencrypt_candidates", "kek_reencrypt_reason", new_id, reseal)
 
     async def _reseal(self, pool: AsyncConnectionPool, candidates: str, move: str, new_id: str,
-                      reseal: Callable[[bytes, str, str, bytes, bytes], tuple[bytes, bytes]]) -> int:
+                      reseal: Callable[[bytes, str, str, bytes, bytes], tuple[bytes, ...]]) -> int:
         """Re-encrypt, in batches of one transaction each, every row (all tenants) still under a
         retiring KEK, through the rotator's functions (migration 031): `candidates` lists them in
-        key order, `move` swaps one row's ciphertext if it is still the one read. A row changed
-        meanwhile (an erasure shredded it) is left; the retired KEK then stays until the next
-        rotation finishes it."""
+        key order, `move` swaps one row's ciphertext if it is still the one read. `reseal` gives
+        the new ciphertext, its nonce and what else `move` takes. A row changed meanwhile (an
+        erasure shredded it) is left; the retired KEK then stays until the next rotation finishes it."""
         list_rows = sql.SQL("SELECT * FROM public.{}(%s, %s, %s)").format(sql.Identifier(candidates))
-        move_row = sql.SQL("SELECT public.{}(%s, %s, %s, %s, %s, %s, %s)").format(sql.Identifier(move))
         after = ("", "")
         total = 0
         while True:
@@ -264,9 +267,11 @@ class KeyRing:
                 cur = await conn.execute(list_rows, (*after, REWRAP_BATCH))
                 rows = await cur.fetchall()
                 for tenant_id, row_id, kek_id, ciphertext, nonce in rows:
-                    new_ct, new_nonce = reseal(self.kek(kek_id), tenant_id, row_id, bytes(ciphertext), bytes(nonce))
-                    cur = await conn.execute(move_row, (tenant_id, row_id, kek_id, new_id, ciphertext, new_ct,
-                                                        new_nonce))
+                    sealed = reseal(self.kek(kek_id), tenant_id, row_id, bytes(ciphertext), bytes(nonce))
+                    params = (tenant_id, row_id, kek_id, new_id, ciphertext, *sealed)
+                    move_row = sql.SQL("SELECT public.{}({})").format(
+                        sql.Identifier(move), sql.SQL(", ").join(sql.Placeholder() * len(params)))
+                    cur = await conn.execute(move_row, params)
                     total += bool((await fetch_one(cur))[0])
             if len(rows) < REWRAP_BATCH:
                 return total

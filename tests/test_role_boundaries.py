@@ -6,6 +6,7 @@ agent_memory_key_rotator used to allow, and shows the legitimate path still work
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 
 import psycopg
@@ -98,7 +99,13 @@ async def _subject_key(services, tenant: str, subject: str) -> tuple[str, bytes,
     return kek_id, bytes(wrapped), bytes(nonce), key.key
 
 
-async def test_the_app_cannot_overwrite_a_wrapped_key_outside_a_rotation(services, tenant):
+async def _rewrap(app: psycopg.AsyncConnection, tenant: str, subject: str, source: str, target: str, old: bytes,
+                 proof: bytes) -> None:
+    await app.execute("SELECT public.kek_rewrap_subject_key(%s, %s, %s, %s, %s, %s, %s, %s)",
+                      (tenant, subject, source, target, old, os.urandom(len(old)), os.urandom(12), proof))
+
+
+async def test_the_app_cannot_overwrite_a_wrapped_key(services, tenant):
     subject = "wrapped-victim"
     kek_id, wrapped, nonce, key = await _subject_key(services, tenant, subject)
     async with await _app(services) as app:
@@ -106,27 +113,30 @@ async def test_the_app_cannot_overwrite_a_wrapped_key_outside_a_rotation(service
         await app.execute("SELECT set_config('app.tenant_id', %s, false)", (tenant,))
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             await app.execute("UPDATE public.subject_keys SET wrapped_key = %s", (os.urandom(len(wrapped)),))
-        # The re-wrap function moves a key only from a retiring KEK to the active one: no
-        # rotation runs, so the active KEK is the only one, and nothing moves.
+        # Outside a rotation the active KEK is the only one: the re-wrap function moves nothing.
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            await app.execute("SELECT public.kek_rewrap_subject_key(%s, %s, %s, %s, %s, %s, %s)",
-                              (tenant, subject, kek_id, kek_id, wrapped, os.urandom(len(wrapped)), os.urandom(12)))
-        cur = await app.execute("SELECT count(*) FROM public.kek_rewrap_candidates('', '', 100)")
-        assert (await cur.fetchone())[0] == 0
+            await _rewrap(app, tenant, subject, kek_id, kek_id, wrapped, os.urandom(32))
+        # Within a rotation (one the attacker starts, even), a re-wrap needs proof of holding the key.
+        new_id = services.keyring.provider.create_kek()
+        await app.execute("SELECT public.kek_begin_rotation(%s, %s, %s)",
+                          (new_id, *kek_check_value(services.keyring.kek(new_id))))
+        cur = await app.execute("SELECT subject_id FROM public.kek_rewrap_candidates(%s, '', 5000) "
+                                "WHERE tenant_id = %s", (tenant, tenant))
+        assert [row[0] for row in await cur.fetchall()] == [subject]  # (tenant, '') sorts before its rows
+        for proof in (os.urandom(32), hashlib.sha256(b"guess").digest(), b""):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                await _rewrap(app, tenant, subject, kek_id, new_id, wrapped, proof)
     assert (await _subject_key(services, tenant, subject))[1:] == (wrapped, nonce, key)
 
-    # A rotation re-wraps it: same key under the new KEK, the old KEK destroyed.
-    rotation = await services.keyring.rotate(services.pool, force=True)
-    assert kek_id in rotation.destroyed_kek_ids and rotation.rewrapped_subject_keys >= 1
+    # The rotation (resumed) re-wraps it: the same key under the new KEK, the old KEK destroyed.
+    rotation = await services.keyring.rotate(services.pool, force=False)
+    assert rotation.new_kek_id == new_id and kek_id in rotation.destroyed_kek_ids
     new_kek, rewrapped, _, unwrapped = await _subject_key(services, tenant, subject)
-    assert new_kek == rotation.new_kek_id and rewrapped != wrapped and unwrapped == key
+    assert new_kek == new_id and rewrapped != wrapped and unwrapped == key
     async with await _app(services) as app:
-        # The destroyed KEK is no source any more; the active one is no source either.
-        for source in (kek_id, new_kek):
+        for source in (kek_id, new_kek):  # destroyed, active: neither is a source
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
-                await app.execute("SELECT public.kek_rewrap_subject_key(%s, %s, %s, %s, %s, %s, %s)",
-                                  (tenant, subject, source, new_kek, rewrapped, os.urandom(len(rewrapped)),
-                                   os.urandom(12)))
+                await _rewrap(app, tenant, subject, source, new_kek, rewrapped, os.urandom(32))
     assert (await _subject_key(services, tenant, subject))[3] == key
 
 

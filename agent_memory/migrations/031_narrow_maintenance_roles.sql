@@ -44,8 +44,16 @@ CREATE POLICY reason_under_active_kek ON public.erasure_requests AS RESTRICTIVE 
 --    caller read (compare-and-swap: no blind overwrite, no replay of an older copy), to a
 --    ciphertext of the same length under a fresh nonce; its identity (tenant, row id) is the
 --    row's and is bound into the AES-GCM associated data the application checks on unwrap. SQL
---    cannot decrypt AES-GCM, so that the new ciphertext wraps the same key is the caller's word:
---    rotation re-wraps each row once per rotation, and only while one is running.
+--    cannot decrypt AES-GCM, so it cannot see that the new ciphertext wraps the same key; what
+--    it can see is that the caller holds the key: a subject key carries rewrap_check, SHA-256 of
+--    an HMAC under the key (agent_memory/crypto.py rewrap_proof), and a re-wrap must show that
+--    HMAC. Holding the database credentials alone is not enough to replace a wrapped key.
+
+-- Keys wrapped before this migration have none until their first re-wrap records it.
+ALTER TABLE public.subject_keys ADD COLUMN rewrap_check bytea;
+CREATE POLICY wrap_with_rewrap_check ON public.subject_keys AS RESTRICTIVE FOR INSERT TO agent_memory_app
+    WITH CHECK (pg_catalog.octet_length(rewrap_check) = 32);
+GRANT SELECT (rewrap_check), UPDATE (rewrap_check) ON public.subject_keys TO agent_memory_key_rotator;
 
 -- The first KEK of a store (none registered, or only destroyed ones).
 CREATE FUNCTION public.kek_register_first(kek_id text, check_nonce bytea, check_ciphertext bytea)
@@ -103,12 +111,15 @@ AS $$
      ORDER BY s.tenant_id, s.subject_id LIMIT least(batch, 5000)
 $$;
 
--- Move one subject key from a retiring KEK to the active one. False: the row changed or went
--- (an erasure shredded it) since it was read.
+-- Move one subject key from a retiring KEK to the active one; `proof` shows the caller holds the
+-- key. False: the row changed or went (an erasure shredded it) since it was read.
 CREATE FUNCTION public.kek_rewrap_subject_key(tenant_id text, subject_id text, from_kek_id text, to_kek_id text,
-                                              old_wrapped_key bytea, new_wrapped_key bytea, new_wrap_nonce bytea)
+                                              old_wrapped_key bytea, new_wrapped_key bytea, new_wrap_nonce bytea,
+                                              proof bytea)
 RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET lock_timeout = '30s'
 AS $$
+DECLARE
+    stored_check bytea;
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM public.key_encryption_keys k WHERE k.kek_id = from_kek_id AND k.state = 'retiring')
        OR NOT EXISTS (SELECT 1 FROM public.key_encryption_keys k WHERE k.kek_id = to_kek_id AND k.state = 'active') THEN
@@ -118,7 +129,14 @@ BEGIN
     IF pg_catalog.octet_length(new_wrapped_key) IS DISTINCT FROM pg_catalog.octet_length(old_wrapped_key) THEN
         RAISE EXCEPTION 'a re-wrapped key has the length of the key it replaces' USING ERRCODE = 'insufficient_privilege';
     END IF;
-    UPDATE public.subject_keys s SET kek_id = to_kek_id, wrapped_key = new_wrapped_key, wrap_nonce = new_wrap_nonce
+    SELECT s.rewrap_check INTO stored_check FROM public.subject_keys s
+     WHERE s.tenant_id = kek_rewrap_subject_key.tenant_id AND s.subject_id = kek_rewrap_subject_key.subject_id;
+    IF stored_check IS DISTINCT FROM pg_catalog.sha256(proof) AND stored_check IS NOT NULL THEN
+        RAISE EXCEPTION 'the proof does not match the subject key: only a holder of the key re-wraps it'
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    UPDATE public.subject_keys s SET kek_id = to_kek_id, wrapped_key = new_wrapped_key, wrap_nonce = new_wrap_nonce,
+           rewrap_check = pg_catalog.sha256(proof)
      WHERE s.tenant_id = kek_rewrap_subject_key.tenant_id AND s.subject_id = kek_rewrap_subject_key.subject_id
        AND s.kek_id = from_kek_id AND s.wrapped_key = old_wrapped_key AND s.wrap_nonce <> new_wrap_nonce;
     RETURN FOUND;
@@ -190,13 +208,13 @@ $$;
 -- Privileges first: only the owner's GRANT counts once the functions change hands.
 REVOKE ALL ON FUNCTION public.kek_register_first(text, bytea, bytea), public.kek_still_wraps(text),
     public.kek_begin_rotation(text, bytea, bytea), public.kek_rewrap_candidates(text, text, integer),
-    public.kek_rewrap_subject_key(text, text, text, text, bytea, bytea, bytea),
+    public.kek_rewrap_subject_key(text, text, text, text, bytea, bytea, bytea, bytea),
     public.kek_reencrypt_candidates(text, text, integer),
     public.kek_reencrypt_reason(text, text, text, text, bytea, bytea, bytea), public.kek_mark_destroyed(text)
     FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION public.kek_register_first(text, bytea, bytea), public.kek_still_wraps(text),
     public.kek_begin_rotation(text, bytea, bytea), public.kek_rewrap_candidates(text, text, integer),
-    public.kek_rewrap_subject_key(text, text, text, text, bytea, bytea, bytea),
+    public.kek_rewrap_subject_key(text, text, text, text, bytea, bytea, bytea, bytea),
     public.kek_reencrypt_candidates(text, text, integer),
     public.kek_reencrypt_reason(text, text, text, text, bytea, bytea, bytea), public.kek_mark_destroyed(text)
     TO agent_memory_app;
@@ -207,7 +225,7 @@ ALTER FUNCTION public.kek_register_first(text, bytea, bytea) OWNER TO agent_memo
 ALTER FUNCTION public.kek_still_wraps(text) OWNER TO agent_memory_key_rotator;
 ALTER FUNCTION public.kek_begin_rotation(text, bytea, bytea) OWNER TO agent_memory_key_rotator;
 ALTER FUNCTION public.kek_rewrap_candidates(text, text, integer) OWNER TO agent_memory_key_rotator;
-ALTER FUNCTION public.kek_rewrap_subject_key(text, text, text, text, bytea, bytea, bytea) OWNER TO agent_memory_key_rotator;
+ALTER FUNCTION public.kek_rewrap_subject_key(text, text, text, text, bytea, bytea, bytea, bytea) OWNER TO agent_memory_key_rotator;
 ALTER FUNCTION public.kek_reencrypt_candidates(text, text, integer) OWNER TO agent_memory_key_rotator;
 ALTER FUNCTION public.kek_reencrypt_reason(text, text, text, text, bytea, bytea, bytea) OWNER TO agent_memory_key_rotator;
 ALTER FUNCTION public.kek_mark_destroyed(text) OWNER TO agent_memory_key_rotator;
