@@ -54,7 +54,7 @@ class TableCompaction(BaseModel):
     seconds: float
     size_before_bytes: int
     size_after_bytes: int
-    # Deleted rows VACUUM FULL had to copy because a snapshot older than their deletion still
+    # Deleted rows the rewrite had to copy because a snapshot older than their deletion still
     # exists (a long transaction, pg_dump, a standby's feedback): they are still in the files.
     dead_rows_kept: int = 0
 
