@@ -2,15 +2,19 @@
 
 A deleted row stays in its heap page (VACUUM only marks the space free; the bytes stay until
 reused), in index pages (GIN never drops entry keys on vacuum) and in `pg_statistic` (ANALYZE
-keeps old statistics when it samples no rows). `VACUUM (FULL, ANALYZE)` rewrites a table and all
-its indexes into new files (the old ones are truncated at commit), and clearing a table's
-column statistics first means no erased value survives there even when the table is now empty.
-Redis keeps deleted keys in its append-only file and RDB snapshot until they are rewritten.
+keeps old statistics when it samples no rows). Rewriting a table (CLUSTER, the copy VACUUM FULL
+makes) puts its live rows and all its indexes into new files (the old ones are truncated at
+commit), and clearing a table's column statistics before ANALYZE means no erased value survives
+there even when the table is now empty. Redis keeps deleted keys in its append-only file and RDB
+snapshot until they are rewritten.
 
-VACUUM FULL takes an ACCESS EXCLUSIVE lock for as long as it copies the table, so it is kept off
+A rewrite takes an ACCESS EXCLUSIVE lock for as long as it copies the table, so it is kept off
 the erasure's critical path: an erasure files a ticket (table names only), and the compaction
-Schedule compacts every pending ticket in one batch. It runs as the NOLOGIN role
-agent_memory_maintainer (MAINTAIN privilege only), switched to for this job alone.
+Schedule compacts every pending ticket in one batch. The application holds no maintenance
+privilege: it CALLs the procedures of migration 031 (`compact_table` for a table of the fixed
+list `compaction_tables`, `compact_statistics` for pg_statistic), whose definer functions, owned
+by the NOLOGIN role agent_memory_maintainer, do the work and whose COMMIT after each relation
+releases the locks; the connection bounds lock waits and statement time.
 """
 
 from __future__ import annotations
@@ -23,7 +27,6 @@ from datetime import UTC, datetime
 from typing import Literal
 
 import psycopg
-from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 from redis.asyncio import Redis
@@ -32,7 +35,10 @@ from redis.exceptions import ResponseError
 from agent_memory.run_inputs import RunInput
 from agent_memory.tables import erasure_tables
 
-MAINTAINER_ROLE = "agent_memory_maintainer"
+# A compaction statement waits this long at most for its lock (the definer functions pin the
+# same), and one table's rewrite (all its partitions) runs this long at most.
+COMPACTION_LOCK_TIMEOUT = "30s"
+COMPACTION_STATEMENT_TIMEOUT = "1h"
 # Every table an erasure deletes from or rewrites (event redaction and the cleared subject ids
 # of requests and tombstones leave dead tuples too), from the table registry.
 ERASURE_TABLES: tuple[str, ...] = erasure_tables()
@@ -51,7 +57,7 @@ class TableCompaction(BaseModel):
     seconds: float
     size_before_bytes: int
     size_after_bytes: int
-    # Deleted rows VACUUM FULL had to copy because a snapshot older than their deletion still
+    # Deleted rows the rewrite had to copy because a snapshot older than their deletion still
     # exists (a long transaction, pg_dump, a standby's feedback): they are still in the files.
     dead_rows_kept: int = 0
 
@@ -96,20 +102,21 @@ async def compact_pending(pool: AsyncConnectionPool, redis: Redis, database_url:
     done: list[TableCompaction] = []
     statistics_kept = 0
     if tables:
-        # VACUUM cannot run inside a transaction: a connection of its own, in autocommit.
+        # The procedures commit after each relation, which they can only outside a transaction
+        # block: a connection of its own, in autocommit.
         async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
             await conn.execute("SELECT pg_advisory_lock(%s)", (COMPACTION_LOCK_ID,))
-            await conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(MAINTAINER_ROLE)))
+            await conn.execute("SELECT set_config('lock_timeout', %s, false), set_config('statement_timeout', %s, false)",
+                               (COMPACTION_LOCK_TIMEOUT, COMPACTION_STATEMENT_TIMEOUT))
             kept = _DeadRowsKept()
             conn.add_notice_handler(kept)
             for table in tables:
                 done.append(await _compact_table(conn, table, kept))
             # ANALYZE replaced the statistics rows; the old versions (holding sampled values) are
-            # dead tuples of pg_statistic until it is rewritten too (MAINTAIN on it, granted by migration 006).
+            # dead tuples of pg_statistic until it is rewritten too.
             kept.count = 0
-            await conn.execute("VACUUM (FULL, VERBOSE) pg_catalog.pg_statistic")
+            await conn.execute("CALL public.compact_statistics()")
             statistics_kept = kept.count
-            await conn.execute("RESET ROLE")
     redis_report = await compact_redis(redis) if (tickets or force) else {}
     reasons = [f"{t.table} kept {t.dead_rows_kept} deleted rows" for t in done if t.dead_rows_kept]
     if statistics_kept:
@@ -130,7 +137,7 @@ async def compact_pending(pool: AsyncConnectionPool, redis: Redis, database_url:
 
 
 class _DeadRowsKept:
-    """Counts what VACUUM VERBOSE reports it could not remove ("N dead row versions cannot be
+    """Counts what CLUSTER VERBOSE reports it could not remove ("N dead row versions cannot be
     removed yet"): rows deleted after the oldest snapshot, still copied into the new files."""
 
     PATTERN = re.compile(r"(\d+) dead row versions cannot be removed yet")
@@ -152,20 +159,11 @@ _RELATIONS = ("SELECT %(table)s::regclass AS relid UNION "
 
 async def _compact_table(conn: psycopg.AsyncConnection, table: str, kept: _DeadRowsKept) -> TableCompaction:
     started = time.monotonic()
-    ident = sql.Identifier("public", table)
     size_before = await _size(conn, table)
-    # The table and, when it is partitioned (memory_vectors, migration 027), each partition: each
-    # keeps statistics of its own, the parent's marked inherited.
-    cur = await conn.execute(
-        f"SELECT n.nspname, c.relname, a.attname, c.relkind = 'p' FROM ({_RELATIONS}) t "
-        "JOIN pg_catalog.pg_class c ON c.oid = t.relid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-        "JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid WHERE a.attnum > 0 AND NOT a.attisdropped",
-        {"table": f"public.{table}"})
-    for schema, relation, column, inherited in await cur.fetchall():
-        await conn.execute("SELECT pg_catalog.pg_clear_attribute_stats(%s, %s, %s, %s)",
-                           (schema, relation, column, inherited))
     kept.count = 0
-    await conn.execute(sql.SQL("VACUUM (FULL, ANALYZE, VERBOSE) {}").format(ident))
+    # The table and, when it is partitioned (memory_vectors, migration 027), each partition in a
+    # transaction of its own: statistics cleared, rows rewritten, statistics sampled again.
+    await conn.execute("CALL public.compact_table(%s)", (table,))
     return TableCompaction(table=table, seconds=round(time.monotonic() - started, 3), size_before_bytes=size_before,
                            size_after_bytes=await _size(conn, table), dead_rows_kept=kept.count)
 

@@ -349,7 +349,7 @@ REBUILD_SUBJECT_STEP: Final = ActivityPreset(
     initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
     permanent=(_E.EVENT_LOG_UNREADABLE, _E.KEY_UNAVAILABLE, _E.NOT_FOUND, _E.OPERATION_MISMATCH,
                _E.UNSTORABLE_VALUE))
-# Maintenance: re-wrapping is one UPDATE per subject key and VACUUM FULL copies whole tables:
+# Maintenance: re-wrapping is one UPDATE per subject key and compaction copies whole tables:
 # generous bounds; a half-done rotation resumes where it stopped.
 KEY_ROTATION: Final = ActivityPreset(
     start_to_close=timedelta(hours=2), heartbeat=timedelta(seconds=30),

@@ -327,6 +327,17 @@ def unwrap_subject_key(kek: bytes, tenant_id: str, subject_id: str, wrapped: byt
     return SubjectKey(tenant_id, subject_id, AESGCM(kek).decrypt(nonce, wrapped, _wrap_aad(tenant_id, subject_id)))
 
 
+def rewrap_proof(key: bytes, tenant_id: str, subject_id: str) -> bytes:
+    """What a rotation shows the database to re-wrap a subject key: only a holder of the key
+    (so of a KEK) can compute it, and it reveals nothing of the key (HMAC, one-way)."""
+    return hmac.new(key, b"rewrap-proof\x1f" + _wrap_aad(tenant_id, subject_id), hashlib.sha256).digest()
+
+
+def rewrap_check(key: bytes, tenant_id: str, subject_id: str) -> bytes:
+    """What the database keeps to verify a re-wrap (subject_keys.rewrap_check): SHA-256 of the proof."""
+    return hashlib.sha256(rewrap_proof(key, tenant_id, subject_id)).digest()
+
+
 def _reason_aad(tenant_id: str, request_id: str) -> bytes:
     return f"erasure-reason\x1f{tenant_id}\x1f{request_id}".encode()
 

@@ -40,7 +40,7 @@ MAX_REASON_CHARS = 1000
 
 PHYSICAL_HORIZON = (
     "Rows are deleted at once and unreadable to every query. Their bytes stay in table and index pages "
-    "and in planner statistics until the compaction ticket is done (VACUUM FULL + fresh statistics of "
+    "and in planner statistics until the compaction ticket is done (tables rewritten + fresh statistics of "
     "every table erasure touched, Redis AOF/RDB rewrite). Copies in PostgreSQL WAL, WAL archives, base "
     "backups and replicas remain until those age out (checkpoint_timeout, max_wal_size, wal_keep_size "
     "and your archive/backup retention). Event payloads in any such copy become undecryptable when the "

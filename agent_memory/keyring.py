@@ -30,6 +30,8 @@ from agent_memory.crypto import (
     kek_check_value,
     kek_matches,
     request_authorization,
+    rewrap_check,
+    rewrap_proof,
     subject_digest,
     unwrap_subject_key,
     wrap_subject_key,
@@ -41,7 +43,9 @@ from agent_memory.run_inputs import RunInput
 KEYRING_LOCK_ID = 7_331_004_212
 ROTATION_LOCK_ID = 7_331_004_213
 REWRAP_BATCH = 500
-ROTATOR_ROLE = "agent_memory_key_rotator"
+# Rotation's statements wait this long at most for a lock, and run this long at most.
+ROTATION_LOCK_TIMEOUT = "30s"
+ROTATION_STATEMENT_TIMEOUT = "5min"
 
 
 class KeyRotationInput(RunInput):
@@ -138,20 +142,13 @@ class KeyRing:
         self._identifier = key
 
     async def _still_wraps(self, conn: psycopg.AsyncConnection, kek_id: str) -> bool:
-        await conn.execute("SELECT set_config('role', %s, true)", (ROTATOR_ROLE,))
-        cur = await conn.execute("SELECT EXISTS (SELECT 1 FROM subject_keys WHERE kek_id = %s) "
-                                 "OR EXISTS (SELECT 1 FROM erasure_requests WHERE reason_kek_id = %s)", (kek_id, kek_id))
-        used = bool((await fetch_one(cur))[0])
-        await conn.execute("RESET role")
-        return used
+        """Whether any tenant's subject key or erasure reason is wrapped under the KEK (migration 031)."""
+        cur = await conn.execute("SELECT public.kek_still_wraps(%s)", (kek_id,))
+        return bool((await fetch_one(cur))[0])
 
     async def _register_first(self, conn: psycopg.AsyncConnection) -> str:
         # Subject keys wrapped before KEK ids existed need the old master key as 'legacy'.
-        await conn.execute("SELECT set_config('role', %s, true)", (ROTATOR_ROLE,))
-        cur = await conn.execute("SELECT EXISTS (SELECT 1 FROM subject_keys WHERE kek_id = %s)", (LEGACY_KEK_ID,))
-        has_legacy = (await fetch_one(cur))[0]
-        await conn.execute("RESET role")
-        if has_legacy:
+        if await self._still_wraps(conn, LEGACY_KEK_ID):
             kek_id = LEGACY_KEK_ID
             self.kek(kek_id)  # raises if the old master key is missing
         elif getattr(self.provider, "newest", None):
@@ -159,10 +156,8 @@ class KeyRing:
         else:
             kek_id = self.provider.create_kek()
         nonce, check = kek_check_value(self.kek(kek_id))
-        await conn.execute("SELECT set_config('role', %s, true)", (ROTATOR_ROLE,))
-        await conn.execute("INSERT INTO key_encryption_keys (kek_id, state, check_nonce, check_ciphertext) "
-                           "VALUES (%s, 'active', %s, %s)", (kek_id, nonce, check))
-        await conn.execute("RESET role")
+        await _bounded(conn)
+        await conn.execute("SELECT public.kek_register_first(%s, %s, %s)", (kek_id, nonce, check))
         return kek_id
 
     async def active_kek_for_update(self, conn: psycopg.AsyncConnection) -> tuple[str, bytes]:
@@ -183,11 +178,12 @@ class KeyRing:
         row = await cur.fetchone()
         if row is None and create:
             kek_id, kek = await self.active_kek_for_update(conn)
-            wrapped, nonce = wrap_subject_key(kek, tenant_id, subject_id, os.urandom(32))
+            key = os.urandom(32)
+            wrapped, nonce = wrap_subject_key(kek, tenant_id, subject_id, key)
             await conn.execute(
-                "INSERT INTO subject_keys (tenant_id, subject_id, wrapped_key, wrap_nonce, kek_id) "
-                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (tenant_id, subject_id) DO NOTHING",
-                (tenant_id, subject_id, wrapped, nonce, kek_id))
+                "INSERT INTO subject_keys (tenant_id, subject_id, wrapped_key, wrap_nonce, kek_id, rewrap_check) "
+                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (tenant_id, subject_id) DO NOTHING",
+                (tenant_id, subject_id, wrapped, nonce, kek_id, rewrap_check(key, tenant_id, subject_id)))
             cur = await conn.execute("SELECT kek_id, wrapped_key, wrap_nonce FROM subject_keys "
                                      "WHERE tenant_id = %s AND subject_id = %s", (tenant_id, subject_id))
             row = await cur.fetchone()
@@ -237,62 +233,61 @@ class KeyRing:
             new_id = self.provider.create_kek()
             nonce, check = kek_check_value(self.kek(new_id))
             async with pool.connection() as conn, conn.transaction():
-                await conn.execute("SELECT set_config('role', %s, true)", (ROTATOR_ROLE,))
-                # Waits for transactions that share-locked the old KEK to wrap a key under it.
-                await conn.execute("UPDATE key_encryption_keys SET state = 'retiring', retired_at = now() "
-                                   "WHERE state = 'active'")
-                await conn.execute("INSERT INTO key_encryption_keys (kek_id, state, check_nonce, check_ciphertext) "
-                                   "VALUES (%s, 'active', %s, %s)", (new_id, nonce, check))
+                await _bounded(conn)
+                # Waits (bounded) for transactions that share-locked the old KEK to wrap a key under it.
+                await conn.execute("SELECT public.kek_begin_rotation(%s, %s, %s)", (new_id, nonce, check))
         new_kek = self.kek(new_id)
         rewrapped = await self._rewrap(pool, new_id, new_kek)
         reasons = await self._reencrypt_reasons(pool, new_id, new_kek)
-        destroyed, irreversible = await self._destroy_retired(pool, new_id)
+        destroyed, irreversible = await self._destroy_retired(pool)
         return RotationResult(new_kek_id=new_id, rewrapped_subject_keys=rewrapped, reencrypted_reasons=reasons,
                               destroyed_kek_ids=destroyed, shreds_made_irreversible=irreversible,
                               elapsed_seconds=round(time.monotonic() - started, 3))
 
     async def _rewrap(self, pool: AsyncConnectionPool, new_id: str, new_kek: bytes) -> int:
-        def reseal(kek: bytes, tenant_id: str, subject_id: str, wrapped: bytes, nonce: bytes) -> tuple[bytes, bytes]:
+        def reseal(kek: bytes, tenant_id: str, subject_id: str, wrapped: bytes, nonce: bytes) -> tuple[bytes, ...]:
             key = unwrap_subject_key(kek, tenant_id, subject_id, wrapped, nonce)
-            return wrap_subject_key(new_kek, tenant_id, subject_id, key.key)
+            return (*wrap_subject_key(new_kek, tenant_id, subject_id, key.key),
+                    rewrap_proof(key.key, tenant_id, subject_id))
 
-        return await self._reseal_table(pool, "subject_keys", ("subject_id", "kek_id", "wrapped_key", "wrap_nonce"),
-                                        new_id, reseal)
+        return await self._reseal(pool, "kek_rewrap_candidates", "kek_rewrap_subject_key", new_id, reseal)
 
     async def _reencrypt_reasons(self, pool: AsyncConnectionPool, new_id: str, new_kek: bytes) -> int:
-        def reseal(kek: bytes, tenant_id: str, request_id: str, ciphertext: bytes, nonce: bytes) -> tuple[bytes, bytes]:
+        def reseal(kek: bytes, tenant_id: str, request_id: str, ciphertext: bytes, nonce: bytes) -> tuple[bytes, ...]:
             reason = decrypt_reason(kek, tenant_id, request_id, ciphertext, nonce)
             return encrypt_reason(new_kek, tenant_id, request_id, reason)
 
-        return await self._reseal_table(
-            pool, "erasure_requests", ("request_id", "reason_kek_id", "reason_ciphertext", "reason_nonce"), new_id,
-            reseal)
+        return await self._reseal(pool, "kek_reencrypt_candidates", "kek_reencrypt_reason", new_id, reseal)
 
-    async def _reseal_table(self, pool: AsyncConnectionPool, table: str, columns: tuple[str, str, str, str],
-                            new_id: str, reseal: Callable[[bytes, str, str, bytes, bytes], tuple[bytes, bytes]]) -> int:
-        """Re-encrypt, in batches of one transaction each, every row of `table` whose KEK is not
-        `new_id` (all tenants: as the rotator role). columns: (row id, KEK id, ciphertext, nonce)
-        beside tenant_id. A row locked meanwhile is skipped; the retired KEK then stays until the
-        next rotation finishes it."""
-        ident, kek_col, ct_col, nonce_col = (sql.Identifier(c) for c in columns)
-        select = sql.SQL("SELECT tenant_id, {}, {}, {}, {} FROM {} WHERE {} <> %s LIMIT %s FOR UPDATE SKIP LOCKED").format(
-            ident, kek_col, ct_col, nonce_col, sql.Identifier(table), kek_col)
-        update = sql.SQL("UPDATE {} SET {} = %s, {} = %s, {} = %s WHERE tenant_id = %s AND {} = %s").format(
-            sql.Identifier(table), kek_col, ct_col, nonce_col, ident)
+    async def _reseal(self, pool: AsyncConnectionPool, candidates: str, move: str, new_id: str,
+                      reseal: Callable[[bytes, str, str, bytes, bytes], tuple[bytes, ...]]) -> int:
+        """Re-encrypt, in batches of one transaction each, every row (all tenants) still under a
+        retiring KEK, through the rotator's functions (migration 031): `candidates` lists them in
+        key order, `move` swaps one row's ciphertext if it is still the one read. `reseal` gives
+        the new ciphertext, its nonce and what else `move` takes. A row changed meanwhile (an
+        erasure shredded it) is left; the retired KEK then stays until the next rotation finishes it."""
+        list_rows = sql.SQL("SELECT * FROM public.{}(%s, %s, %s)").format(sql.Identifier(candidates))
+        after = ("", "")
         total = 0
         while True:
             async with pool.connection() as conn, conn.transaction():
-                await conn.execute("SELECT set_config('role', %s, true)", (ROTATOR_ROLE,))
-                cur = await conn.execute(select, (new_id, REWRAP_BATCH))
+                await _bounded(conn)
+                cur = await conn.execute(list_rows, (*after, REWRAP_BATCH))
                 rows = await cur.fetchall()
                 for tenant_id, row_id, kek_id, ciphertext, nonce in rows:
-                    new_ct, new_nonce = reseal(self.kek(kek_id), tenant_id, row_id, bytes(ciphertext), bytes(nonce))
-                    await conn.execute(update, (new_id, new_ct, new_nonce, tenant_id, row_id))
-            total += len(rows)
+                    sealed = reseal(self.kek(kek_id), tenant_id, row_id, bytes(ciphertext), bytes(nonce))
+                    params = (tenant_id, row_id, kek_id, new_id, ciphertext, *sealed)
+                    move_row = sql.SQL("SELECT public.{}({})").format(
+                        sql.Identifier(move), sql.SQL(", ").join(sql.Placeholder() * len(params)))
+                    cur = await conn.execute(move_row, params)
+                    total += bool((await fetch_one(cur))[0])
             if len(rows) < REWRAP_BATCH:
                 return total
+            after = (rows[-1][0], rows[-1][1])
 
-    async def _destroy_retired(self, pool: AsyncConnectionPool, new_id: str) -> tuple[list[str], int]:
+    async def _destroy_retired(self, pool: AsyncConnectionPool) -> tuple[list[str], int]:
+        """Destroy each retiring KEK nothing is wrapped under any more: its key file first (and
+        checked gone), then the database's record, which refuses while rows reference it."""
         destroyed: list[str] = []
         irreversible = 0
         async with pool.connection() as conn:
@@ -301,19 +296,23 @@ class KeyRing:
             await conn.commit()
         for kek_id, shredded in retiring:
             async with pool.connection() as conn, conn.transaction():
-                await conn.execute("SELECT set_config('role', %s, true)", (ROTATOR_ROLE,))
-                cur = await conn.execute(
-                    "SELECT (SELECT count(*) FROM subject_keys WHERE kek_id = %s)"
-                    " + (SELECT count(*) FROM erasure_requests WHERE reason_kek_id = %s)", (kek_id, kek_id))
-                still_used = (await fetch_one(cur))[0]
-                if still_used:  # a key written under it after the scan: the next run finishes it
+                await _bounded(conn)
+                if await self._still_wraps(conn, kek_id):  # a row the re-wrap skipped: the next run finishes it
                     continue
                 self.provider.destroy_kek(kek_id)
-                await conn.execute("UPDATE key_encryption_keys SET state = 'destroyed', destroyed_at = now(), "
-                                   "destroyed_by = %s WHERE kek_id = %s", (new_id, kek_id))
+                if self.provider.kek(kek_id) is not None:
+                    raise KeyUnavailableError(f"key-encryption key {kek_id!r} is still in the key provider after "
+                                              "its destruction; not recording it as destroyed")
+                await conn.execute("SELECT public.kek_mark_destroyed(%s)", (kek_id,))
             destroyed.append(kek_id)
             irreversible += shredded
         return destroyed, irreversible
+
+
+async def _bounded(conn: psycopg.AsyncConnection) -> None:
+    """Rotation's statements, in the caller's transaction: bounded waits for locks and time."""
+    await conn.execute("SELECT set_config('lock_timeout', %s, true), set_config('statement_timeout', %s, true)",
+                       (ROTATION_LOCK_TIMEOUT, ROTATION_STATEMENT_TIMEOUT))
 
 
 class KekStatus(BaseModel):

@@ -9,7 +9,8 @@
 #                       so row-level security confines it; migration 001 grants its privileges
 #   vector              the pgvector extension in agent_memory (needs a superuser to create)
 #   agent_memory_key_rotator, agent_memory_maintainer
-#                       NOLOGIN roles the app may SET ROLE to for key rotation and compaction
+#                       NOLOGIN roles owning the definer functions of key rotation and compaction
+#                       (migration 031); the app calls those functions and cannot switch to them
 #   temporal            owns databases temporal and temporal_visibility (Temporal's own schema)
 set -euo pipefail
 
@@ -51,16 +52,18 @@ REVOKE ALL ON DATABASE temporal, temporal_visibility FROM PUBLIC;
 EOSQL
 
 # pgvector in the application database; the migrations' CREATE EXTENSION IF NOT EXISTS is then
-# a no-op, so the owner role needs no superuser rights. The two NOLOGIN roles the application may
-# switch to for one job (never inherited) need CREATEROLE and a superuser's grant on
-# pg_statistic, which the NOCREATEROLE owner lacks; migration 006 finds them in place.
+# a no-op, so the owner role needs no superuser rights. The two NOLOGIN roles that own the
+# maintenance functions need CREATEROLE and a superuser's grant on pg_statistic, which the
+# NOCREATEROLE owner lacks; migration 006 finds them in place. The owner administers them (never
+# inherits them): it hands them the functions it creates, and migration 031 takes back the
+# application's membership that migration 006 granted.
 psql -v ON_ERROR_STOP=1 --username "$POSTGRES_USER" --dbname agent_memory <<'EOSQL'
 CREATE EXTENSION IF NOT EXISTS vector;
 SELECT 'CREATE ROLE agent_memory_key_rotator NOLOGIN NOSUPERUSER NOBYPASSRLS'
 WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'agent_memory_key_rotator')\gexec
 SELECT 'CREATE ROLE agent_memory_maintainer NOLOGIN NOSUPERUSER NOBYPASSRLS'
 WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'agent_memory_maintainer')\gexec
-GRANT agent_memory_key_rotator TO agent_memory_app WITH INHERIT FALSE, SET TRUE;
-GRANT agent_memory_maintainer TO agent_memory_app WITH INHERIT FALSE, SET TRUE;
+GRANT agent_memory_key_rotator TO agent_memory_owner WITH ADMIN TRUE, INHERIT FALSE, SET TRUE;
+GRANT agent_memory_maintainer TO agent_memory_owner WITH ADMIN TRUE, INHERIT FALSE, SET TRUE;
 GRANT MAINTAIN ON pg_catalog.pg_statistic TO agent_memory_maintainer;
 EOSQL

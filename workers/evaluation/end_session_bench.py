@@ -25,11 +25,9 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import psycopg
-from psycopg import sql
 from pydantic import BaseModel
 
 from agent_memory.client import MemoryClient
-from agent_memory.compaction import MAINTAINER_ROLE
 from agent_memory.db import tenant_transaction
 from agent_memory.evidence import SESSION_IDLE_STATE_SQL, unconsolidated_messages
 from agent_memory.models import Message, Session
@@ -119,10 +117,10 @@ async def _load_filler(services: Services, tenant: str, rows: int) -> None:
         async with tenant_transaction(services.pool, tenant) as conn:
             for statement in _FILLER_SQL:
                 await conn.execute(statement, params)
-    # What autovacuum would have done by now: fresh planner statistics, as the maintenance role.
-    assert services.settings.database_url is not None  # a scratch stack always has one
-    async with await psycopg.AsyncConnection.connect(services.settings.database_url, autocommit=True) as conn:
-        await conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(MAINTAINER_ROLE)))
+    # What autovacuum would have done by now: fresh planner statistics, as the scratch stack's
+    # owner (the application role holds no maintenance privilege).
+    assert services.settings.database_admin_url is not None  # a scratch stack always has one
+    async with await psycopg.AsyncConnection.connect(services.settings.database_admin_url, autocommit=True) as conn:
         await conn.execute("ANALYZE sessions, messages, operations")
 
 

@@ -4,7 +4,7 @@ Builds a synthetic memory store on a private embedded stack with the product's o
 (append_messages + commit_consolidation: messages, sessions, events, observations, episodes,
 lexical index, outbox, operations, one subject key per subject), erases a few subjects, then
 times the two follow-up jobs side by side in one run:
-- compaction (VACUUM FULL + cleared and fresh statistics of every erasure table),
+- compaction (each erasure table rewritten, its statistics cleared and sampled again),
 - key rotation (re-wrap every subject key under a new KEK, destroy the old one).
 Figures are seconds, and seconds per 10k memories / per 10k subject keys.
 """
