@@ -71,7 +71,7 @@ TIME_SKIPPING = ["--dynamic-config-value", "frontend.WorkflowTimeSkippingEnabled
 async def env() -> AsyncIterator[WorkflowEnvironment]:
     """One time-skipping server for the module. Its client encrypts payloads as production does
     (pydantic_data_converter with the payload codec), under a key of its own."""
-    converter = encrypted_data_converter("p-time-skipping-test", os.urandom(32))
+    converter = encrypted_data_converter([os.urandom(32)])
     environment = await WorkflowEnvironment.start_time_skipping_v2(
         data_converter=converter, dev_server_existing_path=temporal_binary(), dev_server_extra_args=TIME_SKIPPING,
         search_attributes=[TENANT_ID, SUBJECT_ID, SESSION_ID])
