@@ -156,3 +156,19 @@ async def test_temporal_down_appends_are_kept_and_their_sessions_consolidated_on
             task_queue=client.task_queue, result_type=IdleTimerSweepResult)
         assert again_swept.timers_started == 0
     assert "Lisbon" in {f.value for f in await client.facts(tenant, "lin")}
+
+
+@pytest.mark.parametrize("dependency", ["postgres", "redis"])
+async def test_a_restart_between_two_calls_is_not_seen_by_the_calls_after_it(api, dependency):
+    """Every pooled connection died with the old server: none of them reaches a caller."""
+    stack, _, _, _, http = api
+    before = "/v1/subjects/lin/sessions/q1/messages"
+    for i in range(8):  # several pooled connections of each kind
+        sent = await http.post(before, json={"messages": messages("q1", *[f"note {j}" for j in range(i + 1)])})
+        assert sent.status_code == 200
+    await stop(stack, dependency)
+    await start(stack, dependency)
+    after = "/v1/subjects/lin/sessions/q2/messages"
+    answers = [await http.post(after, json={"messages": messages("q2", *[f"note {j}" for j in range(i + 1)])})
+               for i in range(5)]
+    assert [a.status_code for a in answers] == [200] * 5, [a.text for a in answers]
