@@ -469,6 +469,10 @@ async def _command(args: argparse.Namespace, settings: Settings, commands: Mappi
                     result = await client.append_messages(args.tenant, args.subject, session)
                     print(f"{session.session_id}: {result.inserted} new, {result.duplicates} already stored",
                           flush=True)
+                    if result.idle_timer == "pending":
+                        print(f"agent-memory ingest: warning: {session.session_id}: Temporal is unreachable; the "
+                              "messages are stored and the idle-timer sweep starts the session's timer",
+                              file=sys.stderr)
                     bar.advance(note=session.session_id)
         elif args.command == "end-session":
             handle = await client.end_session(args.tenant, args.subject, args.session)
