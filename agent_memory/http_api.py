@@ -87,7 +87,8 @@ def dependency_down(exc: BaseException) -> str | None:
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if isinstance(current, (psycopg.OperationalError, PoolTimeout)):
+        if isinstance(current, PoolTimeout) or (isinstance(current, psycopg.OperationalError)
+                                                 and _connection_lost(current.sqlstate)):
             return "postgres"
         if isinstance(current, (RedisConnectionError, RedisTimeoutError)):
             return "redis"
@@ -97,10 +98,17 @@ def dependency_down(exc: BaseException) -> str | None:
     return None
 
 
+def _connection_lost(sqlstate: str | None) -> bool:
+    """A psycopg error of a server that cannot be reached (no SQLSTATE: the client's own), a
+    connection exception (08), or a server shutting down or starting (57P01-57P03), not one a
+    live server answered (a serialization failure, a statement timeout)."""
+    return sqlstate is None or sqlstate.startswith("08") or sqlstate in ("57P01", "57P02", "57P03")
+
+
 def unavailable(dependency: str) -> JSONResponse:
     return problem(503, "Dependency unavailable",
-                   f"{dependency} is unavailable (down or restarting): retry after {DEPENDENCY_RETRY_AFTER_SECONDS} s", dependency=dependency,
-                   headers={"Retry-After": str(DEPENDENCY_RETRY_AFTER_SECONDS)})
+                   f"{dependency} is unavailable (down or restarting): retry after {DEPENDENCY_RETRY_AFTER_SECONDS} s",
+                   dependency=dependency, headers={"Retry-After": str(DEPENDENCY_RETRY_AFTER_SECONDS)})
 
 
 def too_many_failures(exc: TooManyFailuresError) -> JSONResponse:

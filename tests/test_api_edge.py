@@ -220,3 +220,25 @@ async def test_export_out_never_writes_through_a_symbolic_link_nor_over_a_file_w
     fresh = tmp_path / "new.json"
     created = await asyncio.to_thread(export, "--out", str(fresh))
     assert created.returncode == 0 and fresh.stat().st_mode & 0o777 == 0o600
+
+
+def test_only_errors_of_an_unreachable_dependency_are_answered_as_an_outage():
+    import psycopg
+    from psycopg_pool import PoolTimeout
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import ResponseError
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from agent_memory.http_api import dependency_down
+
+    wrapped = RuntimeError("the step failed")
+    wrapped.__cause__ = RedisConnectionError("Connection refused")
+    assert dependency_down(psycopg.OperationalError("connection refused")) == "postgres"
+    assert dependency_down(psycopg.errors.AdminShutdown("terminating connection")) == "postgres"
+    assert dependency_down(PoolTimeout("couldn't get a connection after 15.00 sec")) == "postgres"
+    assert dependency_down(wrapped) == "redis"
+    assert dependency_down(RPCError("unavailable", RPCStatusCode.UNAVAILABLE, b"")) == "temporal"
+    # A live server's answers are not outages.
+    assert dependency_down(psycopg.errors.SerializationFailure("could not serialize")) is None
+    assert dependency_down(ResponseError("WRONGTYPE")) is None
+    assert dependency_down(RPCError("not found", RPCStatusCode.NOT_FOUND, b"")) is None
