@@ -104,6 +104,9 @@ log = logging.getLogger(__name__)
 DEFAULT_IDLE_TIMEOUT = timedelta(minutes=10)
 # Appends signal a session's idle timer at most once per this window (or half the idle timeout).
 IDLE_SIGNAL_DEBOUNCE = timedelta(seconds=5)
+# How long an append waits for its idle-timer signal before answering `idle_timer: "pending"`
+# (Temporal unreachable: the SDK would retry for ~10 s); the rows are committed either way.
+IDLE_SIGNAL_TIMEOUT = timedelta(seconds=3)
 
 
 def _idle_touch_key(tenant_id: str, subject_id: str, session_id: str) -> str:
@@ -196,12 +199,13 @@ class MemoryClient:
                                        expected_parent=expected_parent)
         if self.idle_timeout is not None and (result.inserted or result.duplicates):
             try:
-                await self._touch_idle_timer(tenant_id, subject_id, session.session_id, self.idle_timeout,
-                                             touch=bool(result.inserted))
+                await asyncio.wait_for(self._touch_idle_timer(tenant_id, subject_id, session.session_id,
+                                                              self.idle_timeout, touch=bool(result.inserted)),
+                                       IDLE_SIGNAL_TIMEOUT.total_seconds())
                 result.idle_timer = "armed"
-            except (TemporalError, RedisError) as exc:  # RPCError is a TemporalError
+            except (TemporalError, RedisError, TimeoutError) as exc:  # RPCError is a TemporalError
                 log.warning("session %s: the idle timer could not be signalled (%s); the rows are committed and "
-                            "the idle-timer sweep arms it", session.session_id, exc)
+                            "the idle-timer sweep arms it", session.session_id, str(exc) or type(exc).__name__)
                 result.idle_timer = "pending"
         return result
 

@@ -126,8 +126,10 @@ async def test_temporal_down_appends_are_kept_and_their_sessions_consolidated_on
     stack, services, client, tenant, http = api
     await stop(stack, "temporal")
     try:
+        started = time.monotonic()
         swept = await http.post("/v1/subjects/lin/sessions/t1/messages",
                                 json={"messages": messages("t1", "I live in Lisbon.")})
+        assert time.monotonic() - started < 8  # the signal's wait is bounded (client.IDLE_SIGNAL_TIMEOUT)
         retried = await http.post("/v1/subjects/lin/sessions/t2/messages",
                                   json={"messages": messages("t2", "I am allergic to peanuts.")})
         for kept in (swept, retried):  # committed, answered as such: the idle timer is pending
