@@ -1,5 +1,5 @@
-"""Lifecycle activities run by Schedules: retention, the sweeper of forgotten memories, and the
-re-drive of erasures stuck in `started`."""
+"""Lifecycle activities run by Schedules: retention, the sweeper of forgotten memories, the
+re-drive of erasures stuck in `started`, and the re-arming of lost session idle timers."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from activities.errors import temporal_failures
 from activities.heartbeat import progress
 from agent_memory import contract
 from agent_memory.erasure_runs import ErasureRedriveInput, ErasureRedriveResult, redrive_stuck_erasures
+from agent_memory.idle_timers import IdleTimerSweepInput, IdleTimerSweepResult, sweep_idle_timers
 from agent_memory.keyring import KeyRing
 from agent_memory.retention import RetentionInput, RetentionResult, apply_retention
 from agent_memory.sweeper import MemorySweepInput, MemorySweepResult, sweep_forgotten
@@ -20,12 +21,13 @@ from agent_memory.sweeper import MemorySweepInput, MemorySweepResult, sweep_forg
 
 class LifecycleActivities:
     def __init__(self, pool: AsyncConnectionPool, keyring: KeyRing, temporal: Client, task_queue: str, *,
-                 forget_grace: timedelta):
+                 forget_grace: timedelta, idle_timeout: timedelta = timedelta(minutes=10)):
         self.pool = pool
         self.keyring = keyring
         self.temporal = temporal
         self.task_queue = task_queue  # where re-driven erasures run
         self.forget_grace = forget_grace  # the deployment's (AGENT_MEMORY_FORGET_GRACE_SECONDS)
+        self.idle_timeout = idle_timeout  # of re-armed idle timers (AGENT_MEMORY_IDLE_TIMEOUT_SECONDS)
 
     @activity.defn(name=contract.APPLY_RETENTION)
     @temporal_failures
@@ -46,3 +48,11 @@ class LifecycleActivities:
     async def redrive_stuck_erasures(self, request: ErasureRedriveInput) -> ErasureRedriveResult:
         return await redrive_stuck_erasures(self.pool, self.temporal, self.task_queue,
                                             stuck_after=timedelta(seconds=request.stuck_after_seconds))
+
+    @activity.defn(name=contract.SWEEP_IDLE_TIMERS)
+    @temporal_failures
+    async def sweep_idle_timers(self, request: IdleTimerSweepInput) -> IdleTimerSweepResult:
+        """Start the idle timer of every idle session with unconsolidated messages and no
+        running timer, in every tenant, on this worker's task queue."""
+        return await sweep_idle_timers(self.pool, self.temporal, activity.info().task_queue, request,
+                                       self.idle_timeout.total_seconds())

@@ -3,7 +3,8 @@ create|list|revoke`), stored as a SHA-256 of their secret.
 
 A key reads `amk:{tenant}:{key id}:{secret}`. The tenant comes from the key and only from the
 key, never from a URL or a body. It is verified in that tenant's own transaction (row-level
-security), against the stored hash, with a constant-time compare. Scopes nest: `read` reads
+security), against the stored hash, with a constant-time compare; an unknown key id is compared
+against a dummy hash the same way, so the answer takes as long whether the id exists or not. Scopes nest: `read` reads
 memory, `write` also appends and ends sessions, and `erase` also forgets, restores and erases.
 """
 
@@ -11,7 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import secrets
+import time
+from collections import OrderedDict
+from collections.abc import Callable
 from datetime import datetime
 from typing import Literal
 
@@ -28,6 +33,62 @@ PREFIX = "amk"
 
 class ApiKeyError(Exception):
     """The key is malformed, unknown, revoked, or lacks the scope (the message says which)."""
+
+
+class TooManyFailuresError(Exception):
+    """Too many failed authentications from this client address or for this key id: nothing is
+    verified until `retry_after` seconds have passed."""
+
+    def __init__(self, what: str, retry_after: int):
+        super().__init__(f"too many failed authentications {what}: retry after {retry_after} s")
+        self.retry_after = retry_after
+
+
+class FailureLimiter:
+    """Failed authentications per name (a client address, a key id), each a leaky bucket: a
+    failure adds one, `burst` leak out per `window` seconds, and a name whose bucket holds
+    `burst` is refused (TooManyFailuresError) before its secret is verified. Every failure is
+    charged, so however many arrive at once, the long-run rate of guesses stays at `burst` per
+    `window`. Memory is bounded: at most `max_names` names, the least recently failing dropped
+    first (a dropped bucket is an empty one). Per process: N API processes allow N times it."""
+
+    def __init__(self, burst: int = 10, window: float = 60.0, *, max_names: int = 10_000,
+                 clock: Callable[[], float] = time.monotonic):
+        self.burst, self.window, self.max_names, self.clock = burst, window, max_names, clock
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # name -> (level, at)
+
+    def _level(self, name: str, now: float) -> float:
+        level, at = self._buckets.get(name, (0.0, now))
+        return max(0.0, level - (now - at) * self.burst / self.window)
+
+    def check(self, names: dict[str, str]) -> None:
+        """Raise TooManyFailuresError for the first of `names` ({name: what it is}) that is full."""
+        now = self.clock()
+        for name, what in names.items():
+            over = self._level(name, now) - self.burst + 1
+            if over > 0:
+                raise TooManyFailuresError(what, max(1, math.ceil(over * self.window / self.burst)))
+
+    def failed(self, names: dict[str, str]) -> None:
+        now = self.clock()
+        for name in names:
+            self._buckets[name] = (self._level(name, now) + 1, now)
+            self._buckets.move_to_end(name)
+        while len(self._buckets) > self.max_names:
+            self._buckets.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._buckets)
+
+
+def limited_names(address: str | None, token: str | None) -> dict[str, str]:
+    """The names a request's failures are counted under: its client address and, when the
+    token names one, its key id (tenant and key id, never the secret)."""
+    names = {f"address {address}": f"from {address}"} if address else {}
+    parts = (token or "").split(":")
+    if len(parts) == 4 and parts[0] == PREFIX and IDENTIFIER_PATTERN.match(parts[1]) and len(parts[2]) <= 64:
+        names[f"key {parts[1]}:{parts[2]}"] = f"for key id {parts[2]}"
+    return names
 
 
 class ApiKey(BaseModel):
@@ -47,6 +108,18 @@ class CreatedKey(BaseModel):
 
 def _digest(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
+
+
+# What an unknown key id's secret is compared against: the same hash and compare as for a known
+# id, so the time of a refusal does not tell whether the id exists. No secret hashes to it.
+_DUMMY_VERIFIER = _digest(secrets.token_urlsafe(32))
+
+
+def secret_matches(stored_sha256: str | None, secret: str) -> bool:
+    """Whether `secret` hashes to the stored digest, in constant time; with no stored digest (an
+    unknown key id) the same work is done against a dummy one, and the answer is no."""
+    matches = hmac.compare_digest((stored_sha256 or _DUMMY_VERIFIER).encode(), _digest(secret).encode())
+    return matches and stored_sha256 is not None
 
 
 def allows(scope: KeyScope, needed: KeyScope) -> bool:
@@ -99,7 +172,7 @@ async def verify_key(pool: AsyncConnectionPool, token: str, needed: KeyScope) ->
         cur = await conn.execute("SELECT secret_sha256, scope, name, created_at, last_used_at, revoked_at "
                                  "FROM api_keys WHERE tenant_id = %s AND key_id = %s", (tenant_id, key_id))
         row = await cur.fetchone()
-        if row is None or not hmac.compare_digest(row[0], _digest(secret)) or row[5] is not None:
+        if not secret_matches(row[0] if row else None, secret) or row is None or row[5] is not None:
             raise ApiKeyError("the API key is unknown or revoked: create one with `agent-memory keys create`")
         if not allows(row[1], needed):
             raise PermissionError(f"this key's scope is {row[1]!r}; the request needs {needed!r}")

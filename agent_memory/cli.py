@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import json
 import logging
 import os
+import stat
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -312,7 +314,9 @@ def build_parser(*extensions: Callable[[SubParsers], object],
     export = scoped(sub.add_parser("export", help="everything memory holds about a subject, as one JSON document "
                                                   "(the right of access)"))
     export.add_argument("--out", type=Path, metavar="FILE", help="write it here (private to you: mode 0600) "
-                        "instead of standard output")
+                        "instead of standard output; a new file only, never through a symbolic link")
+    export.add_argument("--force", action="store_true", help="with --out: replace an existing regular file "
+                        "(a symbolic link is still refused)")
     forgotten = scoped(sub.add_parser("forgotten", help="a subject's forgotten memories (in grace) and swept "
                                                         "tombstones"))
     forgotten.add_argument("--json", action="store_true")
@@ -340,11 +344,36 @@ def build_parser(*extensions: Callable[[SubParsers], object],
     return parser
 
 
-def write_private(path: Path, text: str) -> None:
-    """Write a file only its owner can read (an export holds a person's data)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+def check_private_target(path: Path, *, force: bool = False) -> None:
+    """Refuse, before any work, a target `write_private` would refuse: a symbolic link always,
+    an existing file unless `force`."""
+    if path.is_symlink():
+        raise ValueError(f"--out {path} is a symbolic link: name a new file (the link's target is never written)")
+    if path.exists() and not force:
+        raise ValueError(f"--out {path} exists: name a new file, or add --force to replace it")
+
+
+def write_private(path: Path, text: str, *, force: bool = False) -> None:
+    """Write a file only its owner can read (an export holds a person's data). The file is
+    created here (O_EXCL), never reached through a symbolic link (O_NOFOLLOW), so a link or a
+    file planted at `path` is not written through; `force` replaces an existing regular file."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_TRUNC if force else os.O_EXCL)
+    try:
+        fd = os.open(path, flags, 0o600)
+    except FileExistsError:
+        if path.is_symlink():
+            raise ValueError(f"--out {path} is a symbolic link: name a new file (the link's target is never "
+                             "written)") from None
+        raise ValueError(f"--out {path} exists: name a new file, or add --force to replace it") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # O_NOFOLLOW on a link
+            raise ValueError(f"--out {path} is a symbolic link: name a new file (the link's target is never "
+                             "written)") from None
+        raise
     with os.fdopen(fd, "w", encoding="utf-8") as out:
-        os.fchmod(out.fileno(), 0o600)  # an existing file keeps its old mode otherwise
+        if not stat.S_ISREG(os.fstat(out.fileno()).st_mode):
+            raise ValueError(f"--out {path} is not a regular file: name a new file")
+        os.fchmod(out.fileno(), 0o600)  # a replaced file keeps its old mode otherwise
         out.write(text)
 
 
@@ -480,6 +509,10 @@ async def _command(args: argparse.Namespace, settings: Settings, commands: Mappi
                     result = await client.append_messages(args.tenant, args.subject, session)
                     print(f"{session.session_id}: {result.inserted} new, {result.duplicates} already stored",
                           flush=True)
+                    if result.idle_timer == "pending":
+                        print(f"agent-memory ingest: warning: {session.session_id}: Temporal is unreachable; the "
+                              "messages are stored and the idle-timer sweep starts the session's timer",
+                              file=sys.stderr)
                     bar.advance(note=session.session_id)
         elif args.command == "end-session":
             handle = await client.end_session(args.tenant, args.subject, args.session)
@@ -606,11 +639,13 @@ async def _command(args: argparse.Namespace, settings: Settings, commands: Mappi
                 print(f"memory {done.memory_id} ({done.memory_kind}) restored: {done.events_reapplied} event(s) "
                       f"applied again, now v{done.version}")
         elif args.command == "export":
+            if args.out is not None:
+                check_private_target(args.out, force=args.force)
             document = (await client.export(args.tenant, args.subject)).model_dump_json(indent=2)
             if args.out is None:
                 print(document)
             else:
-                write_private(args.out, document + "\n")
+                write_private(args.out, document + "\n", force=args.force)
                 print(f"wrote {args.out} ({len(document):,} characters, mode 0600)")
         elif args.command == "forgotten":
             items = await client.forgotten(args.tenant, args.subject)

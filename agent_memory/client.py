@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import uuid
@@ -11,6 +12,7 @@ from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 
 from pydantic import BaseModel
+from redis.exceptions import RedisError
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 from temporalio.common import (
     SearchAttributePair,
@@ -18,7 +20,7 @@ from temporalio.common import (
     WorkflowIDConflictPolicy,
     WorkflowIDReusePolicy,
 )
-from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.exceptions import TemporalError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from agent_memory import contract
@@ -56,6 +58,7 @@ from agent_memory.forgetting import (
     list_forgotten,
     restore_memory,
 )
+from agent_memory.idle_timers import arm_idle_timer
 from agent_memory.ingest import check_not_future, check_time_not_future
 from agent_memory.keyring import KeyRotationInput, RotationResult
 from agent_memory.leak_filter import drop_counts
@@ -70,7 +73,6 @@ from agent_memory.models import (
     RebuildInput,
     RebuildResult,
     Session,
-    SessionIdleInput,
     check_identifier,
 )
 from agent_memory.projection import projection_lag, requeue_dead_letters, wake_projector
@@ -105,6 +107,9 @@ log = logging.getLogger(__name__)
 DEFAULT_IDLE_TIMEOUT = timedelta(minutes=10)
 # Appends signal a session's idle timer at most once per this window (or half the idle timeout).
 IDLE_SIGNAL_DEBOUNCE = timedelta(seconds=5)
+# How long an append waits for its idle-timer signal before answering `idle_timer: "pending"`
+# (Temporal unreachable: the SDK would retry for ~10 s); the rows are committed either way.
+IDLE_SIGNAL_TIMEOUT = timedelta(seconds=3)
 
 
 def _idle_touch_key(tenant_id: str, subject_id: str, session_id: str) -> str:
@@ -193,44 +198,52 @@ class MemoryClient:
                               expected_parent: str | None = None) -> AppendResult:
         """expected_parent: the last message id the caller saw in the session (NO_PARENT: none);
         a different last stored message raises AppendConflictError (see evidence.append_messages).
-        New messages restart the session's idle timer. A message dated later than the settings'
-        future tolerance is refused (InputError naming its created_at) and nothing is written."""
+        New messages restart the session's idle timer; an append of duplicates only (a retry)
+        starts one if none is running. Committed rows are never reported as a failure: when
+        Temporal cannot be reached the result says `idle_timer="pending"`, and the idle-timer
+        sweep (agent_memory/idle_timers.py) or the next append arms it. A message dated later than
+        the settings' future tolerance is refused (InputError naming its created_at) and nothing
+        is written."""
         check_not_future(session, tolerance=self.future_tolerance)
         result = await append_messages(self.services.pool, self.services.redis, tenant_id, subject_id, session,
                                        subject_digest=self.services.keyring.subject_digest(tenant_id, subject_id),
                                        expected_parent=expected_parent)
-        if self.idle_timeout is not None and result.inserted:
-            await self._touch_idle_timer(tenant_id, subject_id, session.session_id, self.idle_timeout)
+        if self.idle_timeout is not None and (result.inserted or result.duplicates):
+            try:
+                await asyncio.wait_for(self._touch_idle_timer(tenant_id, subject_id, session.session_id,
+                                                              self.idle_timeout, touch=bool(result.inserted)),
+                                       IDLE_SIGNAL_TIMEOUT.total_seconds())
+                result.idle_timer = "armed"
+            except (TemporalError, RedisError, TimeoutError) as exc:  # RPCError is a TemporalError
+                log.warning("session %s: the idle timer could not be signalled (%s); the rows are committed and "
+                            "the idle-timer sweep arms it", session.session_id, str(exc) or type(exc).__name__)
+                result.idle_timer = "pending"
         return result
 
     async def _touch_idle_timer(self, tenant_id: str, subject_id: str, session_id: str,
-                                idle_timeout: timedelta) -> None:
+                                idle_timeout: timedelta, *, touch: bool = True) -> None:
         """Signal-with-start: the first message starts the timer, later ones restart it, at most
         once per debounce window (a signal is a server round trip and a history event; the timer
-        measures idle time from the session's newest message, workflows/session_idle.py)."""
+        measures idle time from the session's newest message, workflows/session_idle.py).
+        touch=False (duplicates only): start a timer if none is running, leave a running one."""
         window_ms = int(min(self.idle_signal_debounce, idle_timeout / 2).total_seconds() * 1000)
         if window_ms <= 0:
-            await self._signal_idle_timer(tenant_id, subject_id, session_id, idle_timeout)
+            await self._signal_idle_timer(tenant_id, subject_id, session_id, idle_timeout, touch=touch)
             return
         key = _idle_touch_key(tenant_id, subject_id, session_id)
         if not await self.services.redis.set(key, "1", nx=True, px=window_ms):
             return  # signalled within the window
         try:
-            await self._signal_idle_timer(tenant_id, subject_id, session_id, idle_timeout)
+            await self._signal_idle_timer(tenant_id, subject_id, session_id, idle_timeout, touch=touch)
         except BaseException:
-            await self.services.redis.delete(key)  # the next append signals again
+            with contextlib.suppress(RedisError):
+                await self.services.redis.delete(key)  # the next append signals again
             raise
 
     async def _signal_idle_timer(self, tenant_id: str, subject_id: str, session_id: str,
-                                 idle_timeout: timedelta) -> None:
-        await self.services.temporal.start_workflow(
-            contract.SESSION_IDLE_WORKFLOW,
-            SessionIdleInput(tenant_id=tenant_id, subject_id=subject_id, session_id=session_id,
-                             idle_seconds=idle_timeout.total_seconds()),
-            id=idle_workflow_id(tenant_id, subject_id, session_id), task_queue=self.task_queue, start_signal=contract.SIGNAL_TOUCH,
-            search_attributes=TypedSearchAttributes([
-                SearchAttributePair(TENANT_ID, tenant_id), SearchAttributePair(SUBJECT_ID, subject_id),
-                SearchAttributePair(SESSION_ID, session_id)]))
+                                 idle_timeout: timedelta, *, touch: bool = True) -> None:
+        await arm_idle_timer(self.services.temporal, self.task_queue, tenant_id, subject_id, session_id,
+                             idle_timeout.total_seconds(), touch=touch)
 
     async def _start_once(self, workflow: str, arg: BaseModel, workflow_id: str,
                           attributes: list[SearchAttributePair], result_type: type,

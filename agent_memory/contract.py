@@ -35,11 +35,12 @@ PROJECTION_SWEEP_WORKFLOW: Final = "ProjectionSweepWorkflow"
 MEMORY_SWEEP_WORKFLOW: Final = "MemorySweepWorkflow"
 ERASURE_REDRIVE_WORKFLOW: Final = "ErasureRedriveWorkflow"
 REEMBED_WORKFLOW: Final = "ReembedWorkflow"
+IDLE_TIMER_SWEEP_WORKFLOW: Final = "IdleTimerSweepWorkflow"
 
 WORKFLOW_NAMES: Final = (CONSOLIDATION_WORKFLOW, ERASURE_WORKFLOW, REBUILD_WORKFLOW, SESSION_IDLE_WORKFLOW,
                          KEY_ROTATION_WORKFLOW, PHYSICAL_COMPACTION_WORKFLOW, PROJECTOR_WORKFLOW,
                          PROJECTION_SWEEP_WORKFLOW, MEMORY_SWEEP_WORKFLOW, ERASURE_REDRIVE_WORKFLOW,
-                         REEMBED_WORKFLOW)
+                         REEMBED_WORKFLOW, IDLE_TIMER_SWEEP_WORKFLOW)
 
 # Signals of SessionIdleWorkflow (sent by the client by name).
 SIGNAL_TOUCH: Final = "touch"
@@ -81,6 +82,7 @@ SWEEP_PROJECTION_OUTBOX: Final = "sweep_projection_outbox"
 SWEEP_FORGOTTEN_MEMORIES: Final = "sweep_forgotten_memories"
 APPLY_RETENTION: Final = "apply_retention"
 REDRIVE_STUCK_ERASURES: Final = "redrive_stuck_erasures"
+SWEEP_IDLE_TIMERS: Final = "sweep_idle_timers"
 # Re-embedding (workflows/reembedding.py)
 BEGIN_REEMBEDDING: Final = "begin_reembedding"
 REEMBED_BATCH: Final = "reembed_batch"
@@ -92,7 +94,7 @@ ACTIVITY_NAMES: Final = (EXTRACT_FACTS, SCORE_IMPORTANCE, SUMMARIZE_SESSION, CHE
                          VERIFY_ERASURE, COMPLETE_ERASURE, LIST_SUBJECTS_TO_REBUILD, REBUILD_SUBJECT,
                          ROTATE_KEY_ENCRYPTION_KEY, COMPACT_ERASED_DATA, PROJECT_OUTBOX_BATCH, WAKE_PROJECTOR,
                          SWEEP_PROJECTION_OUTBOX, SWEEP_FORGOTTEN_MEMORIES, APPLY_RETENTION, REDRIVE_STUCK_ERASURES,
-                         BEGIN_REEMBEDDING, REEMBED_BATCH, SWITCH_EMBEDDING_MODEL)
+                         BEGIN_REEMBEDDING, REEMBED_BATCH, SWITCH_EMBEDDING_MODEL, SWEEP_IDLE_TIMERS)
 
 # --- Workflow ids (formats pinned: id reuse and attaching to a running run depend on them) ------
 
@@ -163,6 +165,7 @@ COMPACTION_SCHEDULE_ID: Final = "agent-memory/physical-compaction"
 PROJECTION_SWEEP_SCHEDULE_ID: Final = "agent-memory/projection-sweep"
 MEMORY_SWEEP_SCHEDULE_ID: Final = "agent-memory/memory-sweep"
 ERASURE_REDRIVE_SCHEDULE_ID: Final = "agent-memory/erasure-redrive"
+IDLE_TIMER_SWEEP_SCHEDULE_ID: Final = "agent-memory/idle-timer-sweep"
 
 
 def scheduled_workflow_id(schedule_id: str) -> str:

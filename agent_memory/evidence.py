@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import datetime
+from typing import Literal
 
 from psycopg.rows import class_row
 from psycopg_pool import AsyncConnectionPool
@@ -45,6 +46,10 @@ class AppendResult(BaseModel):
     inserted: int
     duplicates: int
     last_message_id: str | None = None  # the session's parent for the next append (expected_parent)
+    # The session's idle timer after the append (MemoryClient): "armed", or "pending" when
+    # Temporal could not be reached (the rows are committed all the same; the idle-timer sweep
+    # or the next append arms it). None: no idle timer (none configured, or nothing appended).
+    idle_timer: Literal["armed", "pending"] | None = None
 
 
 # expected_parent for a session that must not have any message yet.

@@ -10,31 +10,53 @@ under `/v1`.
   `write` (append, end a session), then `erase` (forget, restore, erasure).
 - **Errors:** RFC 9457 problem+json, `{type, title, status, detail, errors?}`. The detail names
   the field and the fix; no traceback ever reaches a caller.
-- **Limits:** request bodies over 1 MB are refused with 413 before they are read.
+- **Limits:** request bodies over 1 MB are refused with 413 before they are read. Failed
+  authentications are limited per client address and per key id (429 with `Retry-After`,
+  `FailureLimiter`). A connection must send a request's headers within the header timeout and
+  may not stall a body longer than the body timeout (`EdgeH11Protocol`); an idle keep-alive
+  connection is closed after uvicorn's keep-alive timeout.
+- **Degraded mode:** a dependency that is down (Postgres, Redis, Temporal) is answered 503
+  problem+json naming it, with `Retry-After`; any other failure is a 500 problem+json.
 - **MCP:** `/mcp` serves the MCP tools over streamable HTTP behind the same keys (`WithMcp`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Annotated, Any
 
+import h11
+import psycopg
 from fastapi import Depends, FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from psycopg_pool import PoolTimeout
 from pydantic import BaseModel, Field
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from agent_memory import contract
-from agent_memory.api_keys import ApiKey, ApiKeyError, KeyScope, allows, verify_key
+from agent_memory.api_keys import (
+    ApiKey,
+    ApiKeyError,
+    FailureLimiter,
+    KeyScope,
+    TooManyFailuresError,
+    allows,
+    limited_names,
+    verify_key,
+)
 from agent_memory.client import MemoryClient
 from agent_memory.mcp_server import bearer_token, build_mcp_server
 from agent_memory.models import Message as ChatMessage
@@ -44,11 +66,69 @@ from agent_memory.user_errors import USER_ERROR_TABLE
 MAX_BODY_BYTES = 1_000_000
 MCP_PATH = "/mcp"
 PROBLEM_TYPE = "https://github.com/agent-memory/agent-memory/blob/main/README.md#http-api"
+# Retry-After of a 503: a restarting server is usually back within seconds.
+DEPENDENCY_RETRY_AFTER_SECONDS = 5
+# Temporal answers these while its server cannot be reached (or is shutting down).
+TEMPORAL_DOWN = (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED)
+
+log = logging.getLogger(__name__)
 
 
-def problem(status: int, title: str, detail: str, **extra: Any) -> JSONResponse:
+def problem(status: int, title: str, detail: str, *, headers: dict[str, str] | None = None,
+            **extra: Any) -> JSONResponse:
     return JSONResponse({"type": PROBLEM_TYPE, "title": title, "status": status, "detail": detail, **extra},
-                        status_code=status, media_type="application/problem+json")
+                        status_code=status, media_type="application/problem+json", headers=headers)
+
+
+def dependency_down(exc: BaseException) -> str | None:
+    """The dependency ("postgres", "redis", "temporal") whose outage `exc` is, or caused; None
+    for any other error."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, PoolTimeout) or (isinstance(current, psycopg.OperationalError)
+                                                 and _connection_lost(current.sqlstate)):
+            return "postgres"
+        if isinstance(current, (RedisConnectionError, RedisTimeoutError)):
+            return "redis"
+        if isinstance(current, RPCError) and current.status in TEMPORAL_DOWN:
+            return "temporal"
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _connection_lost(sqlstate: str | None) -> bool:
+    """A psycopg error of a server that cannot be reached (no SQLSTATE: the client's own), a
+    connection exception (08), or a server shutting down or starting (57P01-57P03), not one a
+    live server answered (a serialization failure, a statement timeout)."""
+    return sqlstate is None or sqlstate.startswith("08") or sqlstate in ("57P01", "57P02", "57P03")
+
+
+def unavailable(dependency: str) -> JSONResponse:
+    return problem(503, "Dependency unavailable",
+                   f"{dependency} is unavailable (down or restarting): retry after {DEPENDENCY_RETRY_AFTER_SECONDS} s",
+                   dependency=dependency, headers={"Retry-After": str(DEPENDENCY_RETRY_AFTER_SECONDS)})
+
+
+def too_many_failures(exc: TooManyFailuresError) -> JSONResponse:
+    return problem(429, "Too many failed authentications", str(exc), headers={"Retry-After": str(exc.retry_after)})
+
+
+async def checked_key(limiter: FailureLimiter, pool: Any, address: str | None, token: str | None,
+                      needed: KeyScope) -> ApiKey:
+    """The key of a bearer token, behind the failure limiter: a client address or key id with
+    too many recent failures is refused (429) before anything is verified, and every failure
+    (no key, a malformed, unknown or revoked one, a wrong secret) is counted against both."""
+    names = limited_names(address, token)
+    limiter.check(names)
+    try:
+        if token is None:
+            raise ApiKeyError("no API key: send `Authorization: Bearer amk:...` (agent-memory keys create)")
+        return await verify_key(pool, token, needed)
+    except ApiKeyError:
+        limiter.failed(names)
+        raise
 
 
 class BodyLimit:
@@ -139,10 +219,11 @@ class ErasureStarted(BaseModel):
 
 def _key(needed: KeyScope) -> Callable[..., Awaitable[ApiKey]]:
     async def dependency(request: Request, authorization: Annotated[str | None, Header()] = None) -> ApiKey:
-        if not authorization or not authorization.startswith("Bearer "):
-            raise ApiKeyError("no API key: send `Authorization: Bearer amk:...` (agent-memory keys create)")
+        token = (authorization.removeprefix("Bearer ").strip()
+                 if authorization and authorization.startswith("Bearer ") else None)
         client: MemoryClient = request.app.state.client
-        return await verify_key(client.services.pool, authorization.removeprefix("Bearer ").strip(), needed)
+        return await checked_key(request.app.state.auth_failures, client.services.pool,
+                                 request.client.host if request.client else None, token, needed)
     return dependency
 
 
@@ -156,6 +237,24 @@ def create_app(client: MemoryClient) -> FastAPI:
                   redoc_url=None)
     app.state.client = client
     settings = client.services.settings
+    app.state.auth_failures = FailureLimiter(settings.auth_failure_burst, settings.auth_failure_window_seconds)
+
+    @app.exception_handler(TooManyFailuresError)
+    async def throttled(_: Request, exc: TooManyFailuresError) -> JSONResponse:
+        return too_many_failures(exc)
+
+    async def service_error(request: Request, exc: Exception) -> JSONResponse:
+        dependency = dependency_down(exc)
+        if dependency is None:
+            log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+            return problem(500, "Internal error", "the request failed on the server; it is logged there")
+        log.warning("%s %s: %s is unavailable: %s", request.method, request.url.path, dependency, exc)
+        return unavailable(dependency)
+
+    # The dependencies' own errors (no traceback logged for an outage), and any other failure
+    # as a 500 problem+json (Starlette still logs it and re-raises it to the server).
+    for error_type in (psycopg.Error, PoolTimeout, RedisConnectionError, RedisTimeoutError, RPCError, Exception):
+        app.add_exception_handler(error_type, service_error)
 
     @app.exception_handler(HTTPException)
     async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
@@ -280,8 +379,11 @@ class WithMcp:
     tool call checks its key's scope again. Every other path goes to the REST app. Lifespan events
     go to the MCP app, whose lifespan runs its session manager (serve with lifespan on)."""
 
-    def __init__(self, rest: ASGIApp, client: MemoryClient, host: str):
+    def __init__(self, rest: ASGIApp, client: MemoryClient, host: str, limiter: FailureLimiter | None = None):
         self.rest, self.pool = rest, client.services.pool
+        settings = client.services.settings
+        self.limiter = (limiter if limiter is not None
+                        else FailureLimiter(settings.auth_failure_burst, settings.auth_failure_window_seconds))
         self.mcp = build_mcp_server(client).streamable_http_app(streamable_http_path=MCP_PATH, host=host)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -297,14 +399,21 @@ class WithMcp:
             return
         if scope["type"] == "http":
             token = bearer_token(Headers(scope=scope))
+            client = scope.get("client")
             try:
-                if token is None:
-                    raise ApiKeyError("no API key: send `Authorization: Bearer amk:...` (agent-memory keys create)")
-                await verify_key(self.pool, token, "read")
+                await checked_key(self.limiter, self.pool, client[0] if client else None, token, "read")
             except ApiKeyError as exc:
                 response = problem(401, "Unauthorized", str(exc))
                 response.headers["WWW-Authenticate"] = "Bearer"
                 await response(scope, receive, send)
+                return
+            except TooManyFailuresError as exc:
+                await too_many_failures(exc)(scope, receive, send)
+                return
+            except Exception as exc:
+                if (dependency := dependency_down(exc)) is None:
+                    raise
+                await unavailable(dependency)(scope, receive, send)
                 return
         await self.mcp(scope, receive, send)
 
@@ -313,7 +422,81 @@ def serve_app(client: MemoryClient, host: str = "127.0.0.1") -> ASGIApp:
     """What uvicorn serves (with lifespan on): the REST routes and `/mcp`, behind the body limit.
     `host` is the address served on: the MCP transport refuses other Host headers on loopback
     (DNS rebinding)."""
-    return BodyLimit(WithMcp(create_app(client), client, host))
+    rest = create_app(client)
+    return BodyLimit(WithMcp(rest, client, host, rest.state.auth_failures))
+
+
+class EdgeH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with the read timeouts it lacks (it has only the keep-alive one,
+    which a client cancels by sending a single byte): a connection must send a request's
+    headers within `header_timeout` seconds of opening or of its first byte, and may not stall
+    longer than `body_timeout` seconds between chunks of a body the app waits for; either
+    closes the connection. A slow client therefore holds a connection for a bounded time."""
+
+    header_timeout = 10.0
+    body_timeout = 30.0
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        self._read_timer: asyncio.TimerHandle | None = None
+        self._read_phase: str | None = None
+        super().connection_made(transport)
+        self._arm("headers")
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.transport.is_closing():
+            self._disarm()
+        elif self.conn.their_state is h11.IDLE:  # (part of) the next request's headers, or nothing yet
+            if self._read_phase != "headers":
+                self._arm("headers")
+        elif self.conn.their_state is h11.SEND_BODY:
+            self._arm("body")  # a chunk arrived: the stall clock starts again
+        else:
+            self._disarm()
+
+    def on_response_complete(self) -> None:
+        self._disarm()  # the keep-alive timeout takes over until the next request's first byte
+        super().on_response_complete()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self, phase: str) -> None:
+        self._disarm()
+        self._read_phase = phase
+        delay = self.header_timeout if phase == "headers" else self.body_timeout
+        self._read_timer = self.loop.call_later(delay, self._read_timed_out)
+
+    def _disarm(self) -> None:
+        if self._read_timer is not None:
+            self._read_timer.cancel()
+        self._read_timer, self._read_phase = None, None
+
+    def _read_timed_out(self) -> None:
+        self._read_timer = None
+        if not self.transport.is_closing():
+            if self.cycle is not None and not self.cycle.response_complete:
+                self.cycle.disconnected = True  # the app's receive() sees the client gone
+                self.cycle.message_event.set()
+            self.transport.close()
+
+
+def edge_protocol(header_timeout: float, body_timeout: float) -> type[EdgeH11Protocol]:
+    return type("EdgeH11Protocol", (EdgeH11Protocol,), {"header_timeout": header_timeout,
+                                                        "body_timeout": body_timeout})
+
+
+def uvicorn_config(client: MemoryClient, host: str, port: int) -> Any:
+    """The uvicorn configuration `serve` and `up` run the API with: lifespan on, the h11
+    protocol with header and body timeouts (settings), uvicorn's 5 s keep-alive timeout."""
+    import uvicorn
+
+    settings = client.services.settings
+    return uvicorn.Config(serve_app(client, host), host=host, port=port, log_level="warning", lifespan="on",
+                          http=edge_protocol(settings.http_header_timeout_seconds,
+                                             settings.http_body_timeout_seconds),
+                          timeout_keep_alive=5)
 
 
 def free_port(host: str = "127.0.0.1", wanted: int = 0) -> int:
@@ -333,8 +516,7 @@ async def serving(client: MemoryClient, *, host: str = "127.0.0.1", port: int = 
     import uvicorn
 
     port = free_port(host, port)
-    server = uvicorn.Server(uvicorn.Config(serve_app(client, host), host=host, port=port, log_level="warning",
-                                           lifespan="on"))
+    server = uvicorn.Server(uvicorn_config(client, host, port))
     task = asyncio.create_task(server.serve())
     for _ in range(400):  # up to 20 s
         if server.started or task.done():

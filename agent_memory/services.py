@@ -9,6 +9,10 @@ from typing import Any
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
@@ -135,9 +139,16 @@ async def check_schema(settings: Settings) -> None:
 
 
 def connect_redis(settings: Settings) -> Redis:
+    """A client whose pooled connections survive a Redis restart: a command that meets a dead
+    connection (or none yet) reconnects and is retried with backoff (up to ~3 s), an idle
+    connection is checked before use, and connecting or reading gives up after 5 s (then the
+    HTTP API answers 503)."""
     if not settings.redis_url:
         raise RuntimeError("REDIS_URL is not set and no embedded Redis was started")
-    return Redis.from_url(settings.redis_url, decode_responses=True)
+    return Redis.from_url(settings.redis_url, decode_responses=True,
+                          retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), 6),
+                          retry_on_error=[RedisConnectionError, RedisTimeoutError, ConnectionResetError],
+                          health_check_interval=5, socket_connect_timeout=5, socket_timeout=5)
 
 
 @dataclass

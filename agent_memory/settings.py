@@ -65,6 +65,15 @@ def _tls_file(env: dict[str, str], field_name: str) -> str | None:
     return value or legacy
 
 
+def _count(env: dict[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if not raw:
+        return default
+    if not raw.strip().isdigit() or int(raw) < 1:
+        raise ValueError(f"{name}={raw!r} is not a positive whole number: set e.g. {name}={default}")
+    return int(raw)
+
+
 def default_home(env: dict[str, str] | None = None) -> Path:
     """The per-user home of the embedded stack, the same from every directory: the platform's
     data directory (Linux: $XDG_DATA_HOME or ~/.local/share; macOS: ~/Library/Application
@@ -130,6 +139,15 @@ class Settings:
     # How far ahead of this clock a message's created_at may be (clock skew between writers);
     # a later time is refused at ingest: it would close today's facts at a future date.
     future_tolerance_seconds: float = 300.0
+    # The HTTP API's edge (agent_memory.http_api): failed authentications allowed per client
+    # address and per key id before 429 (refilled at that many per window), and how long a
+    # connection may take to send a request's headers, or stall between body chunks.
+    auth_failure_burst: int = 10
+    auth_failure_window_seconds: float = 60.0
+    http_header_timeout_seconds: float = 10.0
+    http_body_timeout_seconds: float = 30.0
+    # A session's idle timer (workflows/session_idle.py), as the idle-timer sweep re-arms it.
+    idle_timeout_seconds: float = 600.0
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -168,6 +186,11 @@ class Settings:
             api_key=env.get("AGENT_MEMORY_API_KEY") or None,
             forget_grace_seconds=_seconds(env, "AGENT_MEMORY_FORGET_GRACE_SECONDS", 24 * 3600.0),
             future_tolerance_seconds=_seconds(env, "AGENT_MEMORY_FUTURE_TOLERANCE_SECONDS", 300.0),
+            auth_failure_burst=_count(env, "AGENT_MEMORY_AUTH_FAILURE_BURST", 10),
+            auth_failure_window_seconds=_seconds(env, "AGENT_MEMORY_AUTH_FAILURE_WINDOW_SECONDS", 60.0),
+            http_header_timeout_seconds=_seconds(env, "AGENT_MEMORY_HTTP_HEADER_TIMEOUT_SECONDS", 10.0),
+            http_body_timeout_seconds=_seconds(env, "AGENT_MEMORY_HTTP_BODY_TIMEOUT_SECONDS", 30.0),
+            idle_timeout_seconds=_seconds(env, "AGENT_MEMORY_IDLE_TIMEOUT_SECONDS", 600.0),
         )
 
     def with_services(self, **changes: Any) -> Settings:

@@ -276,13 +276,12 @@ async def _serve(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
     from agent_memory.client import MemoryClient
-    from agent_memory.http_api import serve_app
+    from agent_memory.http_api import uvicorn_config
 
     async with running_stack(settings) as services:
         client = MemoryClient(services, providers_for(services.settings).embedder)
         # Its own uvicorn loop (signals, graceful shutdown), unlike `up`'s background server.
-        server = uvicorn.Server(uvicorn.Config(serve_app(client, args.host), host=args.host, port=args.port,
-                                               log_level="warning", lifespan="on"))
+        server = uvicorn.Server(uvicorn_config(client, args.host, args.port))
         print(f"agent-memory HTTP API on http://{args.host}:{args.port}/v1 (OpenAPI /v1/openapi.json), MCP over "
               f"streamable HTTP on http://{args.host}:{args.port}/mcp; keys: agent-memory keys create --tenant T",
               flush=True)

@@ -23,6 +23,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from agent_memory import contract
 from agent_memory.compaction import CompactionInput
 from agent_memory.erasure_runs import ErasureRedriveInput
+from agent_memory.idle_timers import IdleTimerSweepInput
 from agent_memory.keyring import KeyRotationInput
 from agent_memory.projection_models import ProjectionSweepInput
 from agent_memory.sweeper import MemorySweepInput
@@ -32,6 +33,7 @@ COMPACTION_SCHEDULE = contract.COMPACTION_SCHEDULE_ID
 PROJECTION_SWEEP_SCHEDULE = contract.PROJECTION_SWEEP_SCHEDULE_ID
 MEMORY_SWEEP_SCHEDULE = contract.MEMORY_SWEEP_SCHEDULE_ID
 ERASURE_REDRIVE_SCHEDULE = contract.ERASURE_REDRIVE_SCHEDULE_ID
+IDLE_TIMER_SWEEP_SCHEDULE = contract.IDLE_TIMER_SWEEP_SCHEDULE_ID
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,11 @@ SCHEDULES = (
                        timedelta(hours=1), "Starts again the erasures stuck in 'started' for over an hour whose "
                        "workflow is gone (terminated, failed, lost); erasure is idempotent. Counted in agent-memory "
                        "stats; one that cannot be started is logged as an error with its reason."),
+    ScheduleDefinition(IDLE_TIMER_SWEEP_SCHEDULE, contract.IDLE_TIMER_SWEEP_WORKFLOW, IdleTimerSweepInput(),
+                       timedelta(minutes=10), "Starts the idle timer of every session with messages no consolidation "
+                       "covered, idle longer than the idle timeout (AGENT_MEMORY_IDLE_TIMEOUT_SECONDS, default 600), "
+                       "whose timer is not running (its signal was lost in a Temporal outage): the session is "
+                       "consolidated without anyone ending it. A running timer is left alone."),
 )
 
 

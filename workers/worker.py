@@ -20,7 +20,7 @@ from agent_memory.providers.openai_compat import ProviderBundle, providers_for
 from agent_memory.services import Services
 from workflows.consolidation import ConsolidationWorkflow
 from workflows.erasure import ErasureWorkflow
-from workflows.lifecycle import ErasureRedriveWorkflow, MemorySweepWorkflow
+from workflows.lifecycle import ErasureRedriveWorkflow, IdleTimerSweepWorkflow, MemorySweepWorkflow
 from workflows.maintenance import KeyRotationWorkflow, PhysicalCompactionWorkflow
 from workflows.projector import ProjectionSweepWorkflow, ProjectorWorkflow
 from workflows.rebuild import RebuildWorkflow
@@ -34,7 +34,7 @@ PASSTHROUGH_MODULES = ("redis", "psycopg", "psycopg_pool", "pgvector", "cryptogr
 
 WORKFLOWS = [ConsolidationWorkflow, ErasureWorkflow, RebuildWorkflow, SessionIdleWorkflow, KeyRotationWorkflow,
              PhysicalCompactionWorkflow, ProjectorWorkflow, ProjectionSweepWorkflow, MemorySweepWorkflow,
-             ErasureRedriveWorkflow, ReembedWorkflow]
+             ErasureRedriveWorkflow, ReembedWorkflow, IdleTimerSweepWorkflow]
 
 
 def build_worker(services: Services, *, task_queue: str | None = None,
@@ -51,7 +51,8 @@ def build_worker(services: Services, *, task_queue: str | None = None,
                                             providers.summarizer, providers.embedder, projection.projector)
     queue = task_queue or services.settings.task_queue
     lifecycle = LifecycleActivities(services.pool, services.keyring, services.temporal, queue,
-                                    forget_grace=timedelta(seconds=services.settings.forget_grace_seconds))
+                                    forget_grace=timedelta(seconds=services.settings.forget_grace_seconds),
+                                    idle_timeout=timedelta(seconds=services.settings.idle_timeout_seconds))
     reembedding = ReembeddingActivities(services.pool, providers.embedder)
     return Worker(
         services.temporal,
@@ -85,6 +86,7 @@ def build_worker(services: Services, *, task_queue: str | None = None,
             lifecycle.apply_retention,
             lifecycle.sweep_forgotten_memories,
             lifecycle.redrive_stuck_erasures,
+            lifecycle.sweep_idle_timers,
             reembedding.begin_reembedding,
             reembedding.reembed_batch,
             reembedding.switch_embedding_model,

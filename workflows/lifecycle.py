@@ -5,7 +5,9 @@
   forgotten longer than the grace period leave every store for good, each leaving a tombstone
   (id and version) and a residue count;
 - the erasure re-drive (hourly): erasure requests stuck in `started` whose workflow is gone are
-  started again (erasure is idempotent), the others counted.
+  started again (erasure is idempotent), the others counted;
+- the idle-timer sweep (every 10 minutes): sessions with unconsolidated messages, idle longer
+  than the idle timeout, whose idle timer is not running (lost to a Temporal outage) get one.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.lifecycle import LifecycleActivities
     from agent_memory import contract
     from agent_memory.erasure_runs import ErasureRedriveInput, ErasureRedriveResult
+    from agent_memory.idle_timers import IdleTimerSweepInput, IdleTimerSweepResult
     from agent_memory.retention import RetentionInput
     from agent_memory.sweeper import MemorySweepInput, MemorySweepResult
 
@@ -44,3 +47,11 @@ class ErasureRedriveWorkflow:
     async def run(self, request: ErasureRedriveInput) -> ErasureRedriveResult:
         return await workflow.execute_activity_method(
             LifecycleActivities.redrive_stuck_erasures, request, **contract.MEMORY_SWEEP.options())
+
+
+@workflow.defn(name=contract.IDLE_TIMER_SWEEP_WORKFLOW)
+class IdleTimerSweepWorkflow:
+    @workflow.run
+    async def run(self, request: IdleTimerSweepInput) -> IdleTimerSweepResult:
+        return await workflow.execute_activity_method(
+            LifecycleActivities.sweep_idle_timers, request, **contract.PROJECTION_SWEEP.options())

@@ -11,6 +11,7 @@ from temporalio.client import ScheduleActionStartWorkflow
 from workers.schedules import (
     COMPACTION_SCHEDULE,
     ERASURE_REDRIVE_SCHEDULE,
+    IDLE_TIMER_SWEEP_SCHEDULE,
     KEY_ROTATION_SCHEDULE,
     MEMORY_SWEEP_SCHEDULE,
     PROJECTION_SWEEP_SCHEDULE,
@@ -21,11 +22,12 @@ from workers.schedules import (
 async def test_schedules_are_created_once_and_a_triggered_run_completes(services, running_worker, task_queue):
     temporal = services.temporal
     for schedule_id in (KEY_ROTATION_SCHEDULE, COMPACTION_SCHEDULE, PROJECTION_SWEEP_SCHEDULE,
-                        MEMORY_SWEEP_SCHEDULE, ERASURE_REDRIVE_SCHEDULE):  # a fresh start
+                        MEMORY_SWEEP_SCHEDULE, ERASURE_REDRIVE_SCHEDULE, IDLE_TIMER_SWEEP_SCHEDULE):  # a fresh start
         with contextlib.suppress(Exception):  # not there yet
             await temporal.get_schedule_handle(schedule_id).delete()
     assert await ensure_schedules(temporal, task_queue, keys_rotatable=False) == [
-        COMPACTION_SCHEDULE, PROJECTION_SWEEP_SCHEDULE, MEMORY_SWEEP_SCHEDULE, ERASURE_REDRIVE_SCHEDULE]
+        COMPACTION_SCHEDULE, PROJECTION_SWEEP_SCHEDULE, MEMORY_SWEEP_SCHEDULE, ERASURE_REDRIVE_SCHEDULE,
+        IDLE_TIMER_SWEEP_SCHEDULE]
     assert await ensure_schedules(temporal, task_queue) == [KEY_ROTATION_SCHEDULE]
     assert await ensure_schedules(temporal, task_queue) == []  # idempotent: an operator's edits survive
 
@@ -36,6 +38,8 @@ async def test_schedules_are_created_once_and_a_triggered_run_completes(services
     action = described.schedule.action
     assert isinstance(action, ScheduleActionStartWorkflow) and action.workflow == "PhysicalCompactionWorkflow"
     assert described.schedule.spec.intervals[0].every == timedelta(hours=1)
+    idle = await temporal.get_schedule_handle(IDLE_TIMER_SWEEP_SCHEDULE).describe()
+    assert idle.schedule.spec.intervals[0].every == timedelta(minutes=10)
 
     async with running_worker():
         await compaction.trigger()
