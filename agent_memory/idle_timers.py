@@ -11,8 +11,10 @@ way."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from psycopg_pool import AsyncConnectionPool
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
@@ -21,10 +23,11 @@ from agent_memory import contract
 from agent_memory.contract import SESSION_ID, SUBJECT_ID, TENANT_ID, idle_workflow_id
 from agent_memory.db import tenant_transaction
 from agent_memory.models import SessionIdleInput
+from agent_memory.run_inputs import RunInput
 
 
-class IdleTimerSweepInput(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class IdleTimerSweepInput(RunInput):
+    kind: Literal["idle-timer-sweep"] = "idle-timer-sweep"
     # None: the worker's AGENT_MEMORY_IDLE_TIMEOUT_SECONDS (default 600).
     idle_seconds: float | None = Field(default=None, gt=0)
     # Only sessions with a message recorded this recently are looked at (a bounded scan).
