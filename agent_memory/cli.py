@@ -86,11 +86,67 @@ def _time(value: str) -> datetime:
 
 
 class _Parser(argparse.ArgumentParser):
-    """Usage errors in one line (no usage block; control characters of arguments escaped), exit 2."""
+    """Usage errors in one line naming the help of the (sub)command they belong to (no usage block;
+    control characters of arguments escaped), exit 2."""
 
     def error(self, message: str):
         message = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} -h)\n")
+
+
+class _LenientParseError(Exception):
+    """A usage error met while only looking for unknown arguments (_SubcommandParser)."""
+
+
+class _SubcommandParser(_Parser):
+    """A subcommand's parser: an argument it does not know is its error, so the message names
+    `agent-memory <command> -h` rather than the top-level help (argparse otherwise hands unknown
+    arguments up to the top-level parser). A mistyped option is reported before the required
+    options it leaves missing: `facts --tenat x` says `--tenat`, not only that --tenant is required."""
+
+    _lenient = False
+
+    def error(self, message: str):
+        if self._lenient:
+            raise _LenientParseError(message)
+        super().error(message)
+
+    def print_help(self, file=None):
+        if self._lenient:  # -h: shown by the real parse, with the required options as they are
+            raise _LenientParseError("help")
+        super().print_help(file)
+
+    def parse_known_args(self, args=None, namespace=None):
+        unknown = self._unknown_arguments(args)
+        if unknown:
+            self.error(f"unrecognized arguments: {' '.join(unknown)}")
+        return super().parse_known_args(args, namespace)
+
+    def _unknown_arguments(self, args: list[str] | None) -> list[str]:
+        """The arguments this parser does not know, found with every option optional; none when
+        the arguments have another usage error (the real parse reports that one)."""
+        required = [action for action in self._actions if action.required]
+        self._lenient = True
+        try:
+            for action in required:
+                action.required = False
+            return super().parse_known_args(args, None)[1]
+        except _LenientParseError:
+            return []
+        finally:
+            self._lenient = False
+            for action in required:
+                action.required = True
+
+
+def package_version() -> str:
+    """The installed agent-memory's version (its package metadata)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("agent-memory")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
 
 
 def scoped(p: argparse.ArgumentParser, subject: bool = True) -> argparse.ArgumentParser:
@@ -118,7 +174,9 @@ def build_parser(*extensions: Callable[[SubParsers], object],
                  ) -> argparse.ArgumentParser:
     """The parser of the library commands; each extension first adds its own subcommands."""
     parser = _Parser(prog="agent-memory", description=description)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
+    # Subcommands (and theirs, which inherit the class) report their own usage errors.
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_SubcommandParser)
     for extend in extensions:
         extend(sub)
 
@@ -199,7 +257,9 @@ def build_parser(*extensions: Callable[[SubParsers], object],
     scoped(retention_sub.add_parser("reset", help="back to the defaults"), subject=False)
     facts = scoped(sub.add_parser("facts", help="current facts, facts as of a time, or one key's history"))
     facts.add_argument("--as-of", type=_time)
-    facts.add_argument("--history", metavar="KEY", help="namespace/key or key, e.g. location/home_city")
+    facts.add_argument("--history", metavar="KEY", nargs="?", const="",
+                       help="every version with its validity interval: of every key, or of KEY alone "
+                            "(namespace/key or key, e.g. location/home_city)")
     facts.add_argument("--candidates", action="store_true",
                        help="also the candidate area: inferred or unconfirmed facts, with their evidence")
     facts.add_argument("--confirm", metavar="CANDIDATE_ID",
@@ -853,7 +913,7 @@ async def _command(args: argparse.Namespace, settings: Settings, commands: Mappi
                     if not consents:
                         print(f"no consents recorded for {args.subject} (tenant {args.tenant})")
         elif args.command == "facts":
-            rows = await client.facts(args.tenant, args.subject, as_of=args.as_of, history=bool(args.history),
+            rows = await client.facts(args.tenant, args.subject, as_of=args.as_of, history=args.history is not None,
                                       candidates=args.candidates)
             if args.history:
                 ns, _, key = args.history.rpartition("/")

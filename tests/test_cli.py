@@ -149,3 +149,66 @@ def test_the_console_entry_point_flushes_its_output_and_exits_with_the_commands_
               "cli.run()\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert (done.returncode, len(done.stdout), done.stderr) == (3, 100_000, "the end")
+
+
+def run_console(*args: str, home: Path) -> subprocess.CompletedProcess:
+    """`agent-memory ARGS` with no services configured (parsing needs none)."""
+    env = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
+    env["AGENT_MEMORY_HOME"] = str(home)
+    return subprocess.run([sys.executable, "-m", "workers.cli", *args], env=env, capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_version_prints_the_installed_package_version(tmp_path):
+    from importlib.metadata import version
+
+    out = run_console("--version", home=tmp_path)
+    assert (out.returncode, out.stdout, out.stderr) == (0, f"agent-memory {version('agent-memory')}\n", "")
+
+
+@pytest.mark.parametrize("argv, help_of, unknown", [
+    (["facts", "--tenat", "x"], "agent-memory facts", "--tenat x"),  # the typo, not the --tenant it leaves missing
+    (["facts", "--tenant", "t", "--subject", "s", "--tenat", "x"], "agent-memory facts", "--tenat x"),
+    (["runs", "--tenant", "t", "--jsno"], "agent-memory runs", "--jsno"),
+    (["schedules", "list", "--jsn"], "agent-memory schedules list", "--jsn"),
+    (["bench", "recall", "--querys", "5"], "agent-memory bench recall", "--querys 5"),
+])
+def test_a_mistyped_option_of_a_subcommand_names_that_subcommands_help(tmp_path, argv, help_of, unknown):
+    out = run_console(*argv, home=tmp_path)
+    assert out.returncode == 2 and out.stdout == "", out
+    assert out.stderr == f"{help_of}: error: unrecognized arguments: {unknown} (see {help_of} -h)\n", out.stderr
+
+
+def test_usage_errors_of_a_subcommand_still_name_its_help_and_h_shows_required_options(tmp_path):
+    missing = run_console("facts", "--tenant", "t", home=tmp_path)
+    assert missing.returncode == 2
+    assert missing.stderr == ("agent-memory facts: error: the following arguments are required: --subject "
+                              "(see agent-memory facts -h)\n"), missing.stderr
+    shown = run_console("facts", "-h", home=tmp_path)
+    assert shown.returncode == 0 and "usage: agent-memory facts [-h] --tenant TENANT --subject SUBJECT" in shown.stdout
+
+
+def test_the_demos_closing_commands_parse():
+    import shlex
+
+    from workers.cli import build_parser
+    from workers.demo import DEMO_TENANT, explore_commands
+
+    commands = explore_commands(DEMO_TENANT, "lin-0a1b2c3d")
+    assert any(" facts " in c and "--history" in c for c in commands)
+    for command in commands:
+        program, *argv = shlex.split(command)
+        args = build_parser().parse_args(argv)
+        assert program == "agent-memory" and (args.tenant, args.subject) == (DEMO_TENANT, "lin-0a1b2c3d")
+        if args.command == "facts":
+            assert args.history == ""  # every key's history
+
+
+def test_facts_history_takes_an_optional_key():
+    from workers.cli import build_parser
+
+    scope = ["facts", "--tenant", "t", "--subject", "s"]
+    assert build_parser().parse_args(scope).history is None
+    assert build_parser().parse_args([*scope, "--history"]).history == ""
+    assert build_parser().parse_args([*scope, "--history", "location/home_city", "--json"]).history == (
+        "location/home_city")

@@ -94,8 +94,9 @@ def test_tenant_and_subject_are_parsed_or_refused_in_one_line(command, tenant, s
                                                                              "2024-05-01", "--wait", "demo"])),
                      max_size=8))
 def test_random_argument_lists_never_show_a_traceback(argv):
-    if any(a.startswith("-h") or (len(a) > 2 and "--help".startswith(a.split("=")[0])) for a in argv):
-        return  # --help and its abbreviations print the usage and exit 0
+    if any(a.startswith("-h") or (len(a) > 2 and ("--help".startswith(a.split("=")[0])
+                                                  or "--version".startswith(a.split("=")[0]))) for a in argv):
+        return  # --help, --version and their abbreviations print the usage or version and exit 0
     if parses(argv):
         event("parsed (not run)")
         return

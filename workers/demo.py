@@ -73,9 +73,7 @@ class DemoReport(BaseModel):
                   f"  facts readable after erasure: {self.facts_after_erasure}",
                   f"  shred irreversible after {e.shred_irreversible_after} (KEK {e.key_wrapped_by}); "
                   f"physical compaction: ticket {e.compaction_ticket} (hourly, or `agent-memory compact`)"]
-        explore = [f"  agent-memory sessions --tenant {self.tenant_id} --subject {self.subject_id}",
-                   f"  agent-memory facts --tenant {self.tenant_id} --subject {self.subject_id} --history",
-                   f"  agent-memory context --tenant {self.tenant_id} --subject {self.subject_id} 'what does Lin eat?'"]
+        explore = ["  " + command for command in explore_commands(self.tenant_id, self.subject_id)]
         if self.stack_started:
             lines += ["", "The demo started the embedded stack and has stopped it: the Temporal UI link above works "
                           "again once a stack runs. To keep it running, start `agent-memory up` in another terminal "
@@ -84,6 +82,14 @@ class DemoReport(BaseModel):
         else:
             lines += ["", f"Subject {self.subject_id} is kept (not erased): explore it", *explore]
         return "\n".join(lines)
+
+
+def explore_commands(tenant_id: str, subject_id: str) -> list[str]:
+    """The commands the demo ends with, to explore the subject it keeps (shell-quoted)."""
+    scope = f"--tenant {tenant_id} --subject {subject_id}"
+    return [f"agent-memory sessions {scope}",
+            f"agent-memory facts {scope} --history",  # every key's versions with their validity intervals
+            f"agent-memory context {scope} 'what does Lin eat?'"]
 
 
 def live_session(run_id: str) -> Session:
