@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
+from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.service import TLSConfig
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
@@ -93,13 +95,31 @@ def rejection_counter(pool: AsyncConnectionPool) -> RejectionSink:
     return count
 
 
+_temporal_runtime: Runtime | None = None
+
+
+def temporal_runtime() -> Runtime:
+    """The process's Temporal runtime, made once: the SDK core's own log lines (warnings such as
+    "Failing workflow task" or "workflow task duration exceeded"; errors of other crates) go to
+    the Python logger `temporalio.core` — so to stderr or the process's log file, as plain text —
+    instead of to stdout with terminal colour codes, where they would break a command's output
+    (the JSON of --json). It is also the default runtime, for anything that connects without it."""
+    global _temporal_runtime
+    if _temporal_runtime is None:
+        _temporal_runtime = Runtime(telemetry=TelemetryConfig(logging=LoggingConfig(
+            filter=TelemetryFilter(core_level="WARN", other_level="ERROR"),
+            forwarding=LogForwardingConfig(logger=logging.getLogger("temporalio.core"), append_target_to_name=False))))
+        Runtime.set_default(_temporal_runtime, error_if_already_set=False)
+    return _temporal_runtime
+
+
 async def connect_temporal(settings: Settings, data_converter: DataConverter) -> Client:
     if not settings.temporal_address:
         raise RuntimeError("TEMPORAL_ADDRESS is not set and no embedded server was started")
     options = temporal_connect_options(settings, data_converter)
     async for attempt in _retrying():
         with attempt:
-            return await Client.connect(settings.temporal_address, **options)
+            return await Client.connect(settings.temporal_address, runtime=temporal_runtime(), **options)
     raise AssertionError("unreachable")
 
 

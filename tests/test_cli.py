@@ -212,3 +212,58 @@ def test_facts_history_takes_an_optional_key():
     assert build_parser().parse_args([*scope, "--history"]).history == ""
     assert build_parser().parse_args([*scope, "--history", "location/home_city", "--json"]).history == (
         "location/home_city")
+
+
+# A worker whose workflow raises a plain exception: not a workflow failure, so the workflow task
+# fails (and is retried), and the SDK core logs its "Failing workflow task" warning. The process
+# then prints a JSON document, as a --json command does.
+TASK_FAILING_WORKER = '''
+import asyncio, json, logging, os, sys, uuid
+from temporalio import workflow
+from temporalio.api.enums.v1 import EventType
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+from agent_memory.services import connect_temporal
+from agent_memory.settings import Settings
+
+@workflow.defn(name="TaskFailingWorkflow")
+class TaskFailingWorkflow:
+    @workflow.run
+    async def run(self) -> None:
+        raise RuntimeError("not a workflow failure")
+
+async def main() -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")  # as cli.main
+    client = await connect_temporal(Settings.from_env(), pydantic_data_converter)
+    queue = f"core-log-{uuid.uuid4()}"
+    async with Worker(client, task_queue=queue, workflows=[TaskFailingWorkflow],
+                      workflow_runner=UnsandboxedWorkflowRunner()):
+        handle = await client.start_workflow("TaskFailingWorkflow", id=queue, task_queue=queue)
+        failed = False
+        for _ in range(300):
+            failed = any([e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+                          async for e in handle.fetch_history_events()])
+            if failed:
+                break
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(1.5)  # the core forwards its log lines in batches
+        await handle.terminate()
+    print(json.dumps({"workflow_task_failed": failed}))
+
+asyncio.run(main())
+sys.stdout.flush()
+sys.stderr.flush()
+os._exit(0)
+'''
+
+
+def test_the_sdk_cores_warnings_go_to_stderr_as_plain_text_not_to_stdout(services):
+    env = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
+    env.update(AGENT_MEMORY_HOME=str(services.settings.home), TEMPORAL_ADDRESS=services.settings.temporal_address)
+    done = subprocess.run([sys.executable, "-c", TASK_FAILING_WORKER], env=env, capture_output=True, text=True,
+                          timeout=120, cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"workflow_task_failed": True}, done.stdout  # stdout: the output alone
+    warning = [line for line in done.stderr.splitlines() if "Failing workflow task" in line]
+    assert warning and warning[0].startswith("WARNING temporalio.core: "), done.stderr
+    assert "\x1b[" not in done.stderr  # no terminal colour codes in a log
