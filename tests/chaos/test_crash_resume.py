@@ -228,5 +228,6 @@ async def test_a_workflow_survives_a_restart_of(service, own_stack, reference):
         cur = await conn.execute("SELECT attempts FROM operations WHERE tenant_id = %s AND operation_id LIKE %s",
                                  (tenant, f"summary/{SUBJECT}/s2/%"))
         (attempts,), = await cur.fetchall()
-    # Postgres: the held summary could not be recorded while the database was down and ran again.
-    assert attempts >= 2 if service == "postgres" else attempts == 1
+    # Postgres: the held summary is recorded once the database is back (the pool lends only a
+    # checked connection and waits for the restart), or, when that wait ran out, it ran again once.
+    assert 1 <= attempts <= 2 if service == "postgres" else attempts == 1
