@@ -17,6 +17,7 @@ from agent_memory.erasure_ledger import LedgerEntry, append_erasure
 from agent_memory.faults import fault_point
 from agent_memory.keyring import KeyRing
 from agent_memory.models import ErasureInput, ErasureReceipt, ErasureStepInput, StoreCount
+from agent_memory.operator_requests import UnauthorizedRequestError
 from agent_memory.run_inputs import RunInput
 
 
@@ -51,7 +52,7 @@ class ErasureActivities:
         try:
             return await erasure.begin_erasure(self.pool, self.keyring, request.tenant_id, request.subject_id,
                                                request.request_id, workflow_id=activity.info().workflow_id or "")
-        except erasure.UnauthorizedRequestError as exc:
+        except UnauthorizedRequestError as exc:
             activity.logger.warning("erasure refused: %s", exc)
             await add_counts_if_known(self.pool, request.tenant_id, {"refused:request": 1})
             raise

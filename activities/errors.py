@@ -13,9 +13,10 @@ from temporalio.exceptions import ApplicationError
 from activities.heartbeat import heartbeating
 from agent_memory.contract import ErrorType
 from agent_memory.crypto import KeyUnavailableError, RotationUnsupportedError
-from agent_memory.erasure import ErasureRequestConflictError, UnauthorizedRequestError
+from agent_memory.erasure import ErasureRequestConflictError
 from agent_memory.events import VersionConflictError
 from agent_memory.operations import OperationMismatchError, RecordNotFoundError, SubjectErasedError
+from agent_memory.operator_requests import UnauthorizedRequestError
 from agent_memory.providers.errors import ProviderOutputInvalid, ProviderPermanentError, ProviderRetryableError
 from agent_memory.reembedding import ModelMismatchError
 

@@ -15,6 +15,7 @@ from agent_memory import contract
 from agent_memory.erasure_runs import ErasureRedriveInput, ErasureRedriveResult, redrive_stuck_erasures
 from agent_memory.idle_timers import IdleTimerSweepInput, IdleTimerSweepResult, sweep_idle_timers
 from agent_memory.keyring import KeyRing
+from agent_memory.operator_requests import check_operator_request
 from agent_memory.retention import RetentionInput, RetentionResult, apply_retention
 from agent_memory.sweeper import MemorySweepInput, MemorySweepResult, sweep_forgotten
 
@@ -39,6 +40,8 @@ class LifecycleActivities:
     @activity.defn(name=contract.SWEEP_FORGOTTEN_MEMORIES)
     @temporal_failures
     async def sweep_forgotten_memories(self, request: MemorySweepInput) -> MemorySweepResult:
+        if request.grace_seconds is not None:  # a grace period of its own: an operator must have asked for it
+            await check_operator_request(self.pool, self.keyring, "memory-sweep", activity.info().workflow_id or "")
         grace = self.forget_grace if request.grace_seconds is None else timedelta(seconds=request.grace_seconds)
         return await sweep_forgotten(self.pool, self.keyring, grace=grace, batch_size=request.batch_size,
                                      progress=lambda r: progress().update(step="sweep", done=r.swept))

@@ -13,6 +13,7 @@ from agent_memory.events import EventLogError
 from agent_memory.keyring import KeyRing
 from agent_memory.models import RebuildSubjectInput, SubjectList, SubjectListInput, SubjectRebuild
 from agent_memory.operations import OperationRecorder
+from agent_memory.operator_requests import check_operator_request
 from agent_memory.projection import projection_lag, wake_projector
 from agent_memory.providers.base import Embedder
 
@@ -36,6 +37,8 @@ class RebuildActivities:
     @activity.defn(name=contract.REBUILD_SUBJECT)
     @temporal_failures
     async def rebuild_subject(self, step: RebuildSubjectInput) -> SubjectRebuild:
+        if step.force:  # rewrites even equal projections: an operator must have asked for this run
+            await check_operator_request(self.pool, self.keyring, "rebuild", activity.info().workflow_id or "")
         try:
             entry = await rebuild.rebuild_subject(self.pool, self.keyring, step.tenant_id, step.subject_id,
                                                   force=step.force, recorder=self.recorder, embedder=self.embedder,

@@ -75,6 +75,7 @@ from agent_memory.models import (
     Session,
     check_identifier,
 )
+from agent_memory.operator_requests import register_operator_request
 from agent_memory.projection import projection_lag, requeue_dead_letters, wake_projector
 from agent_memory.projection_models import ProjectionLag
 from agent_memory.prompt import DEFAULT_SYSTEM, BuiltPrompt, build_prompt
@@ -414,18 +415,22 @@ class MemoryClient:
 
     async def rotate_keys(self, *, force: bool = True) -> RotationResult:
         """Run a key rotation now, as a workflow (the daily Schedule runs the same one)."""
+        workflow_id = contract.manual_key_rotation_workflow_id(uuid.uuid4().hex[:12])
+        if force:
+            await register_operator_request(self.services.pool, self.services.keyring, "key-rotation", workflow_id)
         handle = await self.services.temporal.start_workflow(
-            contract.KEY_ROTATION_WORKFLOW, KeyRotationInput(force=force),
-            id=contract.manual_key_rotation_workflow_id(uuid.uuid4().hex[:12]),
+            contract.KEY_ROTATION_WORKFLOW, KeyRotationInput(force=force), id=workflow_id,
             task_queue=self.task_queue, result_type=RotationResult)
         return await handle.result()
 
     async def compact(self, *, force: bool = False) -> CompactionResult:
         """Run physical compaction now, as a workflow (the hourly Schedule runs the same one)."""
+        workflow_id = contract.manual_compaction_workflow_id(uuid.uuid4().hex[:12])
+        if force:
+            await register_operator_request(self.services.pool, self.services.keyring, "compaction", workflow_id)
         handle = await self.services.temporal.start_workflow(
-            contract.PHYSICAL_COMPACTION_WORKFLOW, CompactionInput(force=force),
-            id=contract.manual_compaction_workflow_id(uuid.uuid4().hex[:12]), task_queue=self.task_queue,
-            result_type=CompactionResult)
+            contract.PHYSICAL_COMPACTION_WORKFLOW, CompactionInput(force=force), id=workflow_id,
+            task_queue=self.task_queue, result_type=CompactionResult)
         return await handle.result()
 
     @property
@@ -467,10 +472,12 @@ class MemoryClient:
         """Run the memory sweep now, as a workflow (the hourly Schedule runs the same one):
         retention first (unless `retention=False`), then the sweeper; `grace_seconds` overrides
         the worker's grace period for this run."""
+        workflow_id = contract.manual_memory_sweep_workflow_id(uuid.uuid4().hex[:12])
+        if grace_seconds is not None:
+            await register_operator_request(self.services.pool, self.services.keyring, "memory-sweep", workflow_id)
         handle = await self.services.temporal.start_workflow(
             contract.MEMORY_SWEEP_WORKFLOW, MemorySweepInput(grace_seconds=grace_seconds, retention=retention),
-            id=contract.manual_memory_sweep_workflow_id(uuid.uuid4().hex[:12]), task_queue=self.task_queue,
-            result_type=MemorySweepResult)
+            id=workflow_id, task_queue=self.task_queue, result_type=MemorySweepResult)
         return await handle.result()
 
     async def reembed(self, tenant_id: str) -> WorkflowHandle:
@@ -507,11 +514,14 @@ class MemoryClient:
         attributes = [SearchAttributePair(TENANT_ID, tenant_id)]
         if subject_id is not None:
             attributes.append(SearchAttributePair(SUBJECT_ID, subject_id))
+        workflow_id = contract.rebuild_workflow_id(tenant_id, subject_id, request_id)
+        if force:
+            await register_operator_request(self.services.pool, self.services.keyring, "rebuild", workflow_id)
         return await self._start_once(
             contract.REBUILD_WORKFLOW,
             RebuildInput(tenant_id=tenant_id, subject_id=subject_id, request_id=request_id, force=force,
                          subjects_per_run=subjects_per_run, listed_max=listed_max),
-            contract.rebuild_workflow_id(tenant_id, subject_id, request_id), attributes, RebuildResult)
+            workflow_id, attributes, RebuildResult)
 
     async def rebuild_result(self, handle: WorkflowHandle) -> RebuildResult:
         """The rebuild's totals (from the workflow) with its subject reports (from

@@ -24,6 +24,7 @@ from agent_memory.crypto import decrypt_reason
 from agent_memory.db import fetch_one, tenant_transaction
 from agent_memory.keyring import KeyRing
 from agent_memory.models import ErasureReceipt, ErasureStatus
+from agent_memory.operator_requests import UnauthorizedRequestError
 from agent_memory.redis_keys import delete_subject_keys, registry_key, subject_keys
 from agent_memory.scope import Mode, subject_scope
 
@@ -55,10 +56,6 @@ NO_ROTATION = ("never by agent-memory: the key-encryption keys come from the env
 
 class ErasureRequestConflictError(Exception):
     """The request id is taken by an erasure of another subject."""
-
-
-class UnauthorizedRequestError(Exception):
-    """A destructive run whose request no authorized caller registered for it."""
 
 
 class ErasureStarted(BaseModel):

@@ -18,10 +18,13 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 
 from agent_memory import contract
+from agent_memory.compaction import CompactionInput
 from agent_memory.db import tenant_transaction
 from agent_memory.erasure import register_erasure_request
+from agent_memory.keyring import KeyRotationInput, list_keks
 from agent_memory.models import ErasureInput, RebuildInput
 from agent_memory.payload_codec import INPUT_REJECTED, PAYLOAD_REJECTED
+from agent_memory.sweeper import MemorySweepInput
 from tests.sessions import session
 
 
@@ -116,3 +119,32 @@ async def test_another_workflows_input_re_encoded_as_an_erasure_fails_validation
             contract.ERASURE_WORKFLOW, RebuildInput(tenant_id=tenant, subject_id="dan", request_id="r"),
             id=contract.erasure_workflow_id(tenant, "dan", "r"), task_queue=task_queue)
         assert await _failure_type(disguised) == INPUT_REJECTED
+
+
+@pytest.mark.parametrize(("workflow", "argument", "workflow_id"), [
+    (contract.KEY_ROTATION_WORKFLOW, KeyRotationInput(force=True), "key-rotation/manual-forged"),
+    (contract.PHYSICAL_COMPACTION_WORKFLOW, CompactionInput(force=True), "physical-compaction/manual-forged"),
+    (contract.MEMORY_SWEEP_WORKFLOW, MemorySweepInput(grace_seconds=0), "memory-sweep/manual-forged"),
+])
+async def test_a_maintenance_run_beyond_its_schedule_needs_an_operators_request(
+        services, running_worker, task_queue, workflow, argument, workflow_id):
+    """A forced rotation, a compaction of every table, a sweep with no grace period: more than the
+    Schedule does, so refused unless the operator's client registered the run."""
+    keks_before = await list_keks(services.pool)
+    async with running_worker():
+        forged = await services.temporal.start_workflow(workflow, argument, id=f"{workflow_id}-{uuid.uuid4().hex[:6]}",
+                                                        task_queue=task_queue)
+        assert await _failure_type(forged) == contract.ErrorType.UNAUTHORIZED_REQUEST
+    assert await list_keks(services.pool) == keks_before  # no key-encryption key rotated or destroyed
+
+
+async def test_a_forced_rebuild_nobody_registered_is_refused(client, services, tenant, running_worker, task_queue):
+    await client.append_messages(tenant, "eve", session("e1", "2024-01-01T00:00:00Z", "I live in Rome."))
+    async with running_worker():
+        await client.consolidation_result(await client.end_session(tenant, "eve", "e1"))
+        forged = await services.temporal.start_workflow(
+            contract.REBUILD_WORKFLOW, RebuildInput(tenant_id=tenant, subject_id="eve", request_id="forged", force=True),
+            id=contract.rebuild_workflow_id(tenant, "eve", "forged"), task_queue=task_queue)
+        assert await _failure_type(forged) == contract.ErrorType.UNAUTHORIZED_REQUEST
+        registered = await client.rebuild_result(await client.rebuild(tenant, "eve", force=True))
+        assert registered.subjects_total == 1
