@@ -14,7 +14,14 @@ import pytest
 
 from agent_memory.client import MemoryClient
 from agent_memory.db import tenant_transaction
-from agent_memory.provider_policy import ProviderPolicy, Redactor, iban_valid, luhn_valid, parse_kinds
+from agent_memory.provider_policy import (
+    REDACT_KINDS,
+    ProviderPolicy,
+    Redactor,
+    iban_valid,
+    luhn_valid,
+    parse_kinds,
+)
 from agent_memory.providers.base import EMBEDDING_DIMENSIONS
 from agent_memory.providers.openai_compat import OpenAICompatibleConfig, openai_providers
 from tests.providers.openai_server import FakeOpenAIServer, chat_completion, embeddings
@@ -67,6 +74,27 @@ def test_identifiers_are_found_by_their_checksums_and_put_back():
     assert only_email.redact(f"{EMAIL} {PHONE}") == f"[EMAIL_1] {PHONE}"
     with pytest.raises(ValueError, match="--redact: unknown kind 'ssn'"):
         parse_kinds("email,ssn")
+
+
+@pytest.mark.parametrize("text", [
+    f"card {CARD} 12/27 cvc 123",  # a card number and its expiry date, as people write them
+    f"12 x {CARD}", f"{CARD} 3 times", f"card {CARD.replace(' ', '-')}-0427",
+    f"card{CARD}", f"{CARD}x", f"IBAN{IBAN}", f"x{IBAN}", f"{IBAN}X", f"IBAN{IBAN.replace(' ', '')}AB",
+    f"IBAN AB12{IBAN.replace(' ', '')}",
+])
+def test_a_card_or_iban_next_to_other_digits_or_letters_is_still_redacted(text):
+    """The number is found inside a longer run of digit groups or against a word: a remote
+    model's answer written as `IBAN[IBAN_1]` or `[CARD_1]4` is restored into memory and later
+    embedded by the remote embedder, which must not be sent the value it was never shown."""
+    redactor = Redactor(REDACT_KINDS)
+    sent = redactor.redact(text)
+    compact = re.sub(r"[ -]", "", sent)
+    assert "[CARD_1]" in sent or "[IBAN_1]" in sent, sent
+    assert not any(i in sent or i.replace(" ", "") in compact for i in (CARD, IBAN)), sent
+    assert redactor.restore(sent) == text
+    # What a restored answer with a placeholder glued to a word is redacted into.
+    again = Redactor(REDACT_KINDS)
+    assert again.redact(redactor.restore(f"x{sent}x")) == f"x{sent}x"
 
 
 async def test_a_remote_model_never_sees_the_identifiers_and_memory_keeps_them(client, services, tenant,
