@@ -135,6 +135,51 @@ async def test_a_remote_model_never_sees_the_identifiers_and_memory_keeps_them(c
     assert not any("[EMAIL_1]" in r for r in records)
 
 
+def glued_route(req):
+    """A model that writes placeholders against words: `IBAN[IBAN_1]`, `card[CARD_1]`."""
+    if req.path.endswith("embeddings"):
+        return embeddings([[1.0] + [0.0] * (EMBEDDING_DIMENSIONS - 1) for _ in req.body["input"]])
+    name = req.body["response_format"]["json_schema"]["name"]
+    lines = [json.loads(line) for line in req.body["messages"][-1]["content"].splitlines()[1:]]
+    said = next(line for line in lines if "IBAN" in line["text"])
+    iban = re.search(r"\[IBAN_\d+\]|[A-Z]{2}\d{2}[ A-Z0-9]{11,}\d", said["text"]).group(0)
+    card = re.search(r"\[CARD_\d+\]|\d{4} \d{4} \d{4} \d{4}", said["text"]).group(0)
+    if name == "fact_extraction":
+        return chat_completion(json.dumps({"facts": [{
+            "namespace": "finance", "key": "refund_account", "value": f"IBAN{iban}", "claim_type": "explicit",
+            "permanence": "permanent", "valid_until": None, "confidence": 0.9,
+            "evidence_message_ids": [said["id"]], "observed_at": said["time"]}]}))
+    if name == "importance":
+        return chat_completion(json.dumps({"importance": 5, "rationale": "refund details"}))
+    return chat_completion(json.dumps({"sentences": [{"text": f"Refunds go to card{card}.",
+                                                      "source_message_ids": [said["id"]]}]}))
+
+
+async def test_an_answer_with_a_placeholder_against_a_word_is_not_sent_back_as_a_value(
+        client, services, tenant, running_worker):
+    """Memory keeps what the model wrote with the values put back (`IBANGB82 WEST ...`); the
+    remote embedder that later embeds that fact and summary is sent placeholders, not values."""
+    with FakeOpenAIServer() as server:
+        server.responder = glued_route
+        bundle = openai_providers(OpenAICompatibleConfig(base_url=server.base_url, api_key="k",
+                                                         chat_model="test-chat", embedding_model="test-embed",
+                                                         timeout_seconds=5))
+        async with running_worker(providers=bundle):
+            await client.append_messages(tenant, "lin", S)
+            result = await client.consolidation_result(await client.end_session(tenant, "lin", S.session_id))
+            await client.wait_for_projection(tenant, "lin", timeout=60)
+        await bundle.aclose()
+        embedded = [json.dumps(r.body, ensure_ascii=False) for r in server.requests if r.path.endswith("embeddings")]
+    assert result.facts_written == 1 and result.episode_written
+    assert [(f.key, f.value) for f in await client.facts(tenant, "lin")] == [("refund_account", f"IBAN{IBAN}")]
+    async with tenant_transaction(services.pool, tenant) as conn:
+        cur = await conn.execute("SELECT summary FROM episodes WHERE tenant_id = %s", (tenant,))
+        assert [row[0] for row in await cur.fetchall()] == [f"Refunds go to card{CARD}."]
+    leaked = [i for i in (*IDENTIFIERS, "GB82", "4111") for body in embedded if i in body]  # not even a part
+    assert not leaked, leaked
+    assert any("IBAN[IBAN_1]" in body for body in embedded) and any("card[CARD_1]" in body for body in embedded)
+
+
 async def test_the_policy_is_set_per_tenant_from_the_cli_and_applies_to_the_next_call(
         client, services, tenant, running_worker):
     shown = await asyncio.to_thread(run_cli, services, "provider-policy", "show", "--tenant", tenant, "--json")
