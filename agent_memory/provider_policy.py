@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Literal, TypeVar
 
 import psycopg
@@ -88,10 +88,15 @@ def parse_kinds(raw: str) -> list[RedactKind]:
 # --- detection -------------------------------------------------------------------------------
 
 _EMAIL = re.compile(r"(?<![\w.+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}(?![\w-])")
-# Groups of four (as printed) or one run; checked by mod 97 below.
-_IBAN = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?:[ ]?[A-Z0-9]{4}){2,7}(?:[ ]?[A-Z0-9]{1,4})?(?![A-Za-z0-9])")
-# 13-19 digits, spaces or dashes between them; checked by Luhn below.
-_CARD = re.compile(r"(?<![\d\w])\d(?:[ -]?\d){12,18}(?![\d\w])")
+# Two letters, two check digits, then letters and digits in groups (as printed) or one run, also
+# written against a word; the IBAN is the longest stretch of the match that passes mod 97.
+_IBAN = re.compile(r"[A-Z]{2}\d{2}(?:[ ]?[A-Z0-9]){11,}")
+_IBAN_START = re.compile(r"(?=[A-Z]{2}\d{2})")
+# A run of digits, spaces or dashes between them, also written against a word; the card number
+# (13-19 digits, checked by Luhn) is the whole run, or the longest stretch of whole groups of three
+# or more digits in it: a card number followed by its expiry date or preceded by a count.
+_CARD = re.compile(r"(?<!\d)\d(?:[ -]?\d){12,}")
+_DIGIT_GROUP = re.compile(r"\d+")
 # An international number (+ and 8-15 digits) or a national one of 9-15 digits, with the usual
 # separators; a calendar date (2024-05-01) is not a phone number.
 _PHONE = re.compile(r"(?<![\w+])(?:\+\d[\d ().-]{6,}\d|\(?\d[\d ().-]{7,}\d)(?![\w])")
@@ -116,9 +121,54 @@ def iban_valid(iban: str) -> bool:
     return int("".join(str(int(ch, 36)) for ch in rearranged)) % 97 == 1
 
 
+Span = tuple[int, int]
+
+
 def _is_card(text: str) -> bool:
     digits = re.sub(r"\D", "", text)
     return 13 <= len(digits) <= 19 and luhn_valid(digits)
+
+
+def _card_span(text: str) -> Span | None:
+    """Where the card number is in a run of digit groups (the longest valid stretch), if any."""
+    if _is_card(text):
+        return 0, len(text)
+    groups = [(m.start(), m.end()) for m in _DIGIT_GROUP.finditer(text)]
+    best: Span | None = None
+    for i, (start, _) in enumerate(groups):
+        digits = ""
+        for j in range(i, len(groups)):
+            first, end = groups[j]
+            digits += text[first:end]
+            if end - first < 3 or len(digits) > 19:  # a stretch is at most 19 digits: linear in the run
+                break
+            if len(digits) >= 13 and luhn_valid(digits) and (best is None or end - start > best[1] - best[0]):
+                best = start, end
+    return best
+
+
+def _iban_span(text: str) -> Span | None:
+    """Where the IBAN is in a run of letter and digit groups (the longest valid stretch), if any."""
+    best: Span | None = None
+    for head in _IBAN_START.finditer(text):
+        start = head.start()
+        # mod 97 of the country code and check digits moved to the end, kept as the IBAN grows by a
+        # character: linear in the run, whatever it holds.
+        moved = int("".join(str(int(ch, 36)) for ch in text[start:start + 4]))
+        remainder, length = 0, 0
+        for end in range(start + 5, min(len(text), start + 42) + 1):  # 34 characters, 8 spaces at most
+            ch = text[end - 1]
+            if ch == " ":
+                continue
+            value = int(ch, 36)
+            remainder = (remainder * (100 if value > 9 else 10) + value) % 97
+            length += 1
+            if length + 4 > 34:
+                break
+            if (length + 4 >= 15 and (remainder * 1_000_000 + moved) % 97 == 1
+                    and (best is None or end - start > best[1] - best[0])):
+                best = start, end
+    return best
 
 
 def _is_phone(text: str) -> bool:
@@ -128,11 +178,20 @@ def _is_phone(text: str) -> bool:
     return 8 <= len(digits) <= 15 if text.startswith("+") else 9 <= len(digits) <= 15
 
 
-_DETECTORS: tuple[tuple[RedactKind, re.Pattern[str], object], ...] = (
-    ("email", _EMAIL, None),
-    ("iban", _IBAN, iban_valid),
-    ("card", _CARD, _is_card),
-    ("phone", _PHONE, _is_phone),
+def _phone_span(text: str) -> Span | None:
+    return (0, len(text)) if _is_phone(text) else None
+
+
+def _email_span(text: str) -> Span | None:
+    return 0, len(text)
+
+
+# Each kind's pattern finds candidates; its span function says where in one the identifier is.
+_DETECTORS: tuple[tuple[RedactKind, re.Pattern[str], Callable[[str], Span | None]], ...] = (
+    ("email", _EMAIL, _email_span),
+    ("iban", _IBAN, _iban_span),
+    ("card", _CARD, _card_span),
+    ("phone", _PHONE, _phone_span),
 )
 _PLACEHOLDER = re.compile(r"\[(EMAIL|PHONE|CARD|IBAN)_(\d+)\]")
 
@@ -160,15 +219,18 @@ class Redactor:
     def redact(self, text: str) -> str:
         if not self.kinds or not text:
             return text
-        for kind, pattern, check in _DETECTORS:
+        for kind, pattern, span in _DETECTORS:
             if kind not in self.kinds:
                 continue
 
-            def replace(match: re.Match[str], kind: str = kind, check: object = check) -> str:
+            def replace(match: re.Match[str], kind: str = kind,
+                        span: Callable[[str], Span | None] = span) -> str:
                 found = match.group(0)
-                if callable(check) and not check(found):
+                where = span(found)
+                if where is None:
                     return found
-                return self._name(kind, found)
+                start, end = where
+                return found[:start] + self._name(kind, found[start:end]) + found[end:]
 
             text = pattern.sub(replace, text)
         return text

@@ -14,7 +14,14 @@ import pytest
 
 from agent_memory.client import MemoryClient
 from agent_memory.db import tenant_transaction
-from agent_memory.provider_policy import ProviderPolicy, Redactor, iban_valid, luhn_valid, parse_kinds
+from agent_memory.provider_policy import (
+    REDACT_KINDS,
+    ProviderPolicy,
+    Redactor,
+    iban_valid,
+    luhn_valid,
+    parse_kinds,
+)
 from agent_memory.providers.base import EMBEDDING_DIMENSIONS
 from agent_memory.providers.openai_compat import OpenAICompatibleConfig, openai_providers
 from tests.providers.openai_server import FakeOpenAIServer, chat_completion, embeddings
@@ -69,6 +76,27 @@ def test_identifiers_are_found_by_their_checksums_and_put_back():
         parse_kinds("email,ssn")
 
 
+@pytest.mark.parametrize("text", [
+    f"card {CARD} 12/27 cvc 123",  # a card number and its expiry date, as people write them
+    f"12 x {CARD}", f"{CARD} 3 times", f"card {CARD.replace(' ', '-')}-0427",
+    f"card{CARD}", f"{CARD}x", f"IBAN{IBAN}", f"x{IBAN}", f"{IBAN}X", f"IBAN{IBAN.replace(' ', '')}AB",
+    f"IBAN AB12{IBAN.replace(' ', '')}",
+])
+def test_a_card_or_iban_next_to_other_digits_or_letters_is_still_redacted(text):
+    """The number is found inside a longer run of digit groups or against a word: a remote
+    model's answer written as `IBAN[IBAN_1]` or `[CARD_1]4` is restored into memory and later
+    embedded by the remote embedder, which must not be sent the value it was never shown."""
+    redactor = Redactor(REDACT_KINDS)
+    sent = redactor.redact(text)
+    compact = re.sub(r"[ -]", "", sent)
+    assert "[CARD_1]" in sent or "[IBAN_1]" in sent, sent
+    assert not any(i in sent or i.replace(" ", "") in compact for i in (CARD, IBAN)), sent
+    assert redactor.restore(sent) == text
+    # What a restored answer with a placeholder glued to a word is redacted into.
+    again = Redactor(REDACT_KINDS)
+    assert again.redact(redactor.restore(f"x{sent}x")) == f"x{sent}x"
+
+
 async def test_a_remote_model_never_sees_the_identifiers_and_memory_keeps_them(client, services, tenant,
                                                                                 running_worker):
     with FakeOpenAIServer() as server:
@@ -105,6 +133,51 @@ async def test_a_remote_model_never_sees_the_identifiers_and_memory_keeps_them(c
     # Counts by kind on every model call's record; no record holds a placeholder's value map.
     assert counted and all(c == {"email": 1, "phone": 1, "card": 1, "iban": 1} for _, c in counted), counted
     assert not any("[EMAIL_1]" in r for r in records)
+
+
+def glued_route(req):
+    """A model that writes placeholders against words: `IBAN[IBAN_1]`, `card[CARD_1]`."""
+    if req.path.endswith("embeddings"):
+        return embeddings([[1.0] + [0.0] * (EMBEDDING_DIMENSIONS - 1) for _ in req.body["input"]])
+    name = req.body["response_format"]["json_schema"]["name"]
+    lines = [json.loads(line) for line in req.body["messages"][-1]["content"].splitlines()[1:]]
+    said = next(line for line in lines if "IBAN" in line["text"])
+    iban = re.search(r"\[IBAN_\d+\]|[A-Z]{2}\d{2}[ A-Z0-9]{11,}\d", said["text"]).group(0)
+    card = re.search(r"\[CARD_\d+\]|\d{4} \d{4} \d{4} \d{4}", said["text"]).group(0)
+    if name == "fact_extraction":
+        return chat_completion(json.dumps({"facts": [{
+            "namespace": "finance", "key": "refund_account", "value": f"IBAN{iban}", "claim_type": "explicit",
+            "permanence": "permanent", "valid_until": None, "confidence": 0.9,
+            "evidence_message_ids": [said["id"]], "observed_at": said["time"]}]}))
+    if name == "importance":
+        return chat_completion(json.dumps({"importance": 5, "rationale": "refund details"}))
+    return chat_completion(json.dumps({"sentences": [{"text": f"Refunds go to card{card}.",
+                                                      "source_message_ids": [said["id"]]}]}))
+
+
+async def test_an_answer_with_a_placeholder_against_a_word_is_not_sent_back_as_a_value(
+        client, services, tenant, running_worker):
+    """Memory keeps what the model wrote with the values put back (`IBANGB82 WEST ...`); the
+    remote embedder that later embeds that fact and summary is sent placeholders, not values."""
+    with FakeOpenAIServer() as server:
+        server.responder = glued_route
+        bundle = openai_providers(OpenAICompatibleConfig(base_url=server.base_url, api_key="k",
+                                                         chat_model="test-chat", embedding_model="test-embed",
+                                                         timeout_seconds=5))
+        async with running_worker(providers=bundle):
+            await client.append_messages(tenant, "lin", S)
+            result = await client.consolidation_result(await client.end_session(tenant, "lin", S.session_id))
+            await client.wait_for_projection(tenant, "lin", timeout=60)
+        await bundle.aclose()
+        embedded = [json.dumps(r.body, ensure_ascii=False) for r in server.requests if r.path.endswith("embeddings")]
+    assert result.facts_written == 1 and result.episode_written
+    assert [(f.key, f.value) for f in await client.facts(tenant, "lin")] == [("refund_account", f"IBAN{IBAN}")]
+    async with tenant_transaction(services.pool, tenant) as conn:
+        cur = await conn.execute("SELECT summary FROM episodes WHERE tenant_id = %s", (tenant,))
+        assert [row[0] for row in await cur.fetchall()] == [f"Refunds go to card{CARD}."]
+    leaked = [i for i in (*IDENTIFIERS, "GB82", "4111") for body in embedded if i in body]  # not even a part
+    assert not leaked, leaked
+    assert any("IBAN[IBAN_1]" in body for body in embedded) and any("card[CARD_1]" in body for body in embedded)
 
 
 async def test_the_policy_is_set_per_tenant_from_the_cli_and_applies_to_the_next_call(

@@ -11,8 +11,10 @@ server dies mid-call), never the quality of what it extracts.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import math
+import re
 import time
 from collections.abc import Awaitable, Callable, Iterator
 
@@ -22,6 +24,7 @@ import pytest
 from activities.consolidation import facts_digest
 from agent_memory.db import tenant_transaction
 from agent_memory.models import ExtractionResult
+from agent_memory.provider_policy import ProviderPolicy, iban_valid, luhn_valid
 from agent_memory.providers.base import EMBEDDING_DIMENSIONS
 from agent_memory.providers.openai_compat import OpenAICompatibleConfig, ProviderBundle, openai_providers
 from tests.sessions import session
@@ -211,6 +214,152 @@ async def test_a_second_session_is_extracted_against_the_current_facts(client, s
     assert (provider, status) == (PROVIDER, "succeeded") and input_tokens > 50 and output_tokens > 0
     extraction = ExtractionResult.model_validate(recorded)
     assert extraction.current_facts_digest not in (None, facts_digest([]))  # it saw the facts
+
+
+class RecordingProxy:
+    """A TCP forwarder on a free loopback port in front of the model server: every byte a client
+    sends is passed on unchanged and kept (`take()`), so a test reads exactly what reached the
+    model, on the wire, whatever the HTTP client library made of the request."""
+
+    def __init__(self, upstream_port: int):
+        self.upstream_port = upstream_port
+        self.port = 0
+        self._sent = bytearray()
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task] = set()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def take(self) -> bytes:
+        """What clients sent since the last call."""
+        sent, self._sent = bytes(self._sent), bytearray()
+        return sent
+
+    async def _pipe(self, source: asyncio.StreamReader, target: asyncio.StreamWriter, keep: bool) -> None:
+        try:
+            while data := await source.read(65536):
+                if keep:
+                    self._sent.extend(data)
+                target.write(data)
+                await target.drain()
+        except ConnectionError:
+            pass
+        finally:
+            target.close()
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        try:
+            upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+        except OSError:
+            writer.close()  # the model server is down: the client sees the connection drop
+            self._connections.discard(task)
+            return
+        try:
+            await asyncio.gather(self._pipe(reader, upstream_writer, keep=True),
+                                 self._pipe(upstream_reader, writer, keep=False))
+        finally:
+            upstream_writer.close()
+            writer.close()
+            self._connections.discard(task)
+
+    async def __aenter__(self) -> RecordingProxy:
+        self._server = await asyncio.start_server(self._connection, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        await asyncio.gather(*self._connections, return_exceptions=True)
+        await self._server.wait_closed()
+
+
+PII_EMAIL = "mei.chen@example.org"
+PII_PHONE = "+44 20 7946 0958"
+PII_CARD = "5555 5555 5555 4444"  # Luhn-valid
+PII_IBAN = "DE89 3704 0044 0532 0130 00"  # mod-97-valid
+# Each identifier as written in the transcript, and its characters with every separator removed
+# (looked for in the sent bytes with their separators and JSON escapes removed too: an identifier
+# written without spaces, with dashes, or split across an escaped line break is still found).
+PII_FORMS = {"email": (PII_EMAIL,), "phone": (PII_PHONE,), "card": (PII_CARD,), "iban": (PII_IBAN,)}
+PII_DIGITS = {"email": ("meichen@exampleorg",), "phone": ("442079460958", "79460958"),
+              "card": ("5555555555554444",), "iban": ("DE89370400440532013000", "370400440532013000")}
+PII_SESSION = session("s-pii-local", "2024-07-01T09:00:00Z", "Hi, I'm Mei Chen.",
+                      f"My e-mail is {PII_EMAIL} and my phone number is {PII_PHONE}.",
+                      ("assistant", "Thanks, Mei. How should the refund be paid?"),
+                      f"Pay it to my card {PII_CARD} or to my IBAN {PII_IBAN}.")
+
+
+def _identifiers_in(sent: bytes) -> dict[str, list[str]]:
+    """The identifiers of PII_SESSION found in bytes sent to the model, by kind, in any form."""
+    text = sent.decode("utf-8", errors="replace")
+    compact = re.sub(r"[\s\-().+/]|\\[nrt]", "", text).lower()
+    found: dict[str, list[str]] = {}
+    for kind in PII_FORMS:
+        hits = [form for form in PII_FORMS[kind] if form.lower() in text.lower()]
+        hits += [f"{form} (separators removed)" for form in PII_DIGITS[kind] if form.lower() in compact]
+        if hits:
+            found[kind] = hits
+    return found
+
+
+async def _redaction_counts(services, tenant) -> dict[str, object]:
+    async with tenant_transaction(services.pool, tenant) as conn:
+        cur = await conn.execute("SELECT kind, status, result->'redacted' FROM operations WHERE tenant_id = %s "
+                                 "ORDER BY kind", (tenant,))
+        return {kind: (status, redacted) for kind, status, redacted in await cur.fetchall()}
+
+
+async def test_identifiers_never_reach_the_real_model_unless_the_tenant_lets_them(
+        client, services, tenant, running_worker, config, local_server):
+    """A session with an e-mail address, a phone number, a card number and an IBAN, consolidated
+    through the local model with a recording TCP proxy in front of it: under the default policy the
+    bytes on the wire carry placeholders and none of the identifiers, and every model call's
+    operation record counts what was redacted; a tenant whose policy redacts nothing sends them
+    as they are (the proxy sees the real traffic)."""
+    assert luhn_valid(PII_CARD.replace(" ", "")) and iban_valid(PII_IBAN)
+    open_tenant = f"{tenant}-open"
+    assert (await client.provider_policy(tenant)).redact == ["email", "phone", "card", "iban"]  # the default
+    assert (await client.set_provider_policy(open_tenant, ProviderPolicy(redact=[]))).redact == []
+    async with RecordingProxy(local_server.port) as proxy:
+        bundle = openai_providers(dataclasses.replace(config, base_url=proxy.base_url))
+        try:
+            async with running_worker(providers=bundle):
+                sent: dict[str, bytes] = {}
+                for who in (tenant, open_tenant):
+                    await client.append_messages(who, "mei", PII_SESSION)
+                    result = await client.consolidation_result(
+                        await client.end_session(who, "mei", PII_SESSION.session_id))
+                    assert result.refused_reason is None, result
+                    await client.wait_for_projection(who, "mei", timeout=600)  # its embedding calls too
+                    sent[who] = proxy.take()
+        finally:
+            await bundle.aclose()
+
+    for who in (tenant, open_tenant):  # both sessions went through the proxy to the model
+        assert sent[who].count(b"POST /v1/chat/completions ") >= 3, sent[who][:2000]
+    # The default policy: placeholders on the wire, no identifier in any form.
+    assert _identifiers_in(sent[tenant]) == {}, _identifiers_in(sent[tenant])
+    for placeholder in (b"[EMAIL_1]", b"[PHONE_1]", b"[CARD_1]", b"[IBAN_1]"):
+        assert placeholder in sent[tenant], placeholder
+    counts = await _redaction_counts(services, tenant)
+    for kind in ("extract", "importance", "summary"):
+        (status, redacted), = [v for k, v in counts.items() if k.split("/")[0] == kind]
+        assert status == "succeeded" and redacted == {"email": 1, "phone": 1, "card": 1, "iban": 1}, (kind, counts)
+    # A policy that redacts nothing: the model is sent the identifiers as written, no placeholder.
+    assert set(_identifiers_in(sent[open_tenant])) == {"email", "phone", "card", "iban"}
+    for kind in ("email", "phone", "card", "iban"):
+        assert PII_FORMS[kind][0].encode() in sent[open_tenant], kind
+    assert not re.search(rb"\[(EMAIL|PHONE|CARD|IBAN)_\d+\]", sent[open_tenant])
+    open_counts = await _redaction_counts(services, open_tenant)
+    assert open_counts and all(redacted in (None, {}) for _, redacted in open_counts.values()), open_counts
 
 
 def test_up_without_a_compiler_says_so_in_one_line_and_starts_nothing(monkeypatch, tmp_path, capsys):
