@@ -29,6 +29,7 @@ from agent_memory.models import IDENTIFIER_PATTERN, check_identifier
 KeyScope = Literal["read", "write", "erase"]
 SCOPES: tuple[KeyScope, ...] = ("read", "write", "erase")
 PREFIX = "amk"
+OPERATOR_PREFIX = "amo"  # agent_memory/operator_keys.py
 
 
 class ApiKeyError(Exception):
@@ -83,11 +84,13 @@ class FailureLimiter:
 
 def limited_names(address: str | None, token: str | None) -> dict[str, str]:
     """The names a request's failures are counted under: its client address and, when the
-    token names one, its key id (tenant and key id, never the secret)."""
+    token names one, its key id (tenant and key id, or an operator key's id; never the secret)."""
     names = {f"address {address}": f"from {address}"} if address else {}
     parts = (token or "").split(":")
     if len(parts) == 4 and parts[0] == PREFIX and IDENTIFIER_PATTERN.match(parts[1]) and len(parts[2]) <= 64:
         names[f"key {parts[1]}:{parts[2]}"] = f"for key id {parts[2]}"
+    elif len(parts) == 3 and parts[0] == OPERATOR_PREFIX and len(parts[1]) <= 64:
+        names[f"operator key {parts[1]}"] = f"for operator key id {parts[1]}"
     return names
 
 
@@ -106,19 +109,19 @@ class CreatedKey(BaseModel):
     token: str  # shown once: only its hash is stored
 
 
-def _digest(secret: str) -> str:
+def secret_digest(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
 # What an unknown key id's secret is compared against: the same hash and compare as for a known
 # id, so the time of a refusal does not tell whether the id exists. No secret hashes to it.
-_DUMMY_VERIFIER = _digest(secrets.token_urlsafe(32))
+_DUMMY_VERIFIER = secret_digest(secrets.token_urlsafe(32))
 
 
 def secret_matches(stored_sha256: str | None, secret: str) -> bool:
     """Whether `secret` hashes to the stored digest, in constant time; with no stored digest (an
     unknown key id) the same work is done against a dummy one, and the answer is no."""
-    matches = hmac.compare_digest((stored_sha256 or _DUMMY_VERIFIER).encode(), _digest(secret).encode())
+    matches = hmac.compare_digest((stored_sha256 or _DUMMY_VERIFIER).encode(), secret_digest(secret).encode())
     return matches and stored_sha256 is not None
 
 
@@ -136,7 +139,7 @@ async def create_key(pool: AsyncConnectionPool, tenant_id: str, scope: KeyScope,
     async with tenant_transaction(pool, tenant_id) as conn:
         cur = await conn.execute(
             "INSERT INTO api_keys (tenant_id, key_id, secret_sha256, scope, name) VALUES (%s, %s, %s, %s, %s) "
-            "RETURNING created_at", (tenant_id, key_id, _digest(secret), scope, name))
+            "RETURNING created_at", (tenant_id, key_id, secret_digest(secret), scope, name))
         row = await cur.fetchone()
     assert row is not None
     key = ApiKey(tenant_id=tenant_id, key_id=key_id, scope=scope, name=name, created_at=row[0], last_used_at=None,

@@ -34,6 +34,7 @@ from agent_memory.ingest import read_sessions
 from agent_memory.inventory import SessionSummary, SubjectSummary, list_sessions, list_subjects
 from agent_memory.keyring import list_keks
 from agent_memory.models import ErasureStatus, FactRow, check_identifier
+from agent_memory.operator_keys import create_operator_key, list_operator_keys, revoke_operator_key
 from agent_memory.progress import Progress, wait_with_progress
 from agent_memory.projection_models import ProjectionLag
 from agent_memory.prompt import BuiltPrompt
@@ -349,6 +350,15 @@ def build_parser(*extensions: Callable[[SubParsers], object],
     key_list.add_argument("--json", action="store_true")
     key_revoke = scoped(keys_sub.add_parser("revoke", help="revoke an API key at once"), subject=False)
     key_revoke.add_argument("--key-id", required=True)
+    operator_create = keys_sub.add_parser(
+        "create-operator", help="an operator key, for the Temporal UI's codec endpoint and the console across tenants "
+                                "(printed once; only its hash is stored)")
+    operator_create.add_argument("--name", help="a label, e.g. on-call")
+    operator_create.add_argument("--json", action="store_true")
+    operator_list = keys_sub.add_parser("list-operator", help="the operator keys (no secrets)")
+    operator_list.add_argument("--json", action="store_true")
+    operator_revoke = keys_sub.add_parser("revoke-operator", help="revoke an operator key at once")
+    operator_revoke.add_argument("--key-id", required=True)
     erasure = sub.add_parser("erasure", help="an erasure request as it stands now")
     erasure_sub = erasure.add_subparsers(dest="erasure_command", required=True)
     erasure_status = scoped(erasure_sub.add_parser(
@@ -677,6 +687,23 @@ async def _command(args: argparse.Namespace, settings: Settings, commands: Mappi
                 raise LookupError(f"no active API key {args.key_id!r} in tenant {args.tenant!r}: "
                                   "`agent-memory keys list` shows them")
             print(f"API key {args.key_id} revoked")
+        elif args.command == "keys" and args.keys_command == "create-operator":
+            created_operator = await create_operator_key(services.pool, args.name)
+            if args.json:
+                _print_json(created_operator.model_dump(mode="json"))
+            else:
+                print(f"operator key {created_operator.key.key_id}; shown once:\n{created_operator.token}")
+        elif args.command == "keys" and args.keys_command == "list-operator":
+            operator_keys = await list_operator_keys(services.pool)
+            if args.json:
+                _print_json([ok.model_dump(mode="json") for ok in operator_keys])
+            for ok in [] if args.json else operator_keys:
+                print(f"{ok.key_id}  {ok.name or '-':<20} created {ok.created_at:%Y-%m-%d %H:%M}"
+                      + (f"  revoked {ok.revoked_at:%Y-%m-%d %H:%M}" if ok.revoked_at else ""))
+        elif args.command == "keys" and args.keys_command == "revoke-operator":
+            if not await revoke_operator_key(services.pool, args.key_id):
+                raise LookupError(f"no active operator key {args.key_id!r}: `agent-memory keys list-operator` shows them")
+            print(f"operator key {args.key_id} revoked")
         elif args.command == "keys":
             keks = await list_keks(services.pool)
             if args.json:

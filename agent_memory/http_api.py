@@ -61,6 +61,7 @@ from agent_memory.client import MemoryClient
 from agent_memory.mcp_server import bearer_token, build_mcp_server
 from agent_memory.models import Message as ChatMessage
 from agent_memory.models import Session, check_identifier
+from agent_memory.operator_keys import OperatorKey, verify_operator_key
 from agent_memory.user_errors import USER_ERROR_TABLE
 
 MAX_BODY_BYTES = 1_000_000
@@ -126,6 +127,21 @@ async def checked_key(limiter: FailureLimiter, pool: Any, address: str | None, t
         if token is None:
             raise ApiKeyError("no API key: send `Authorization: Bearer amk:...` (agent-memory keys create)")
         return await verify_key(pool, token, needed)
+    except ApiKeyError:
+        limiter.failed(names)
+        raise
+
+
+async def checked_operator_key(limiter: FailureLimiter, pool: Any, address: str | None,
+                               token: str | None) -> OperatorKey:
+    """An operator key, behind the same failure limiter as tenant keys."""
+    names = limited_names(address, token)
+    limiter.check(names)
+    try:
+        if token is None:
+            raise ApiKeyError("no operator key: send `Authorization: Bearer amo:...` "
+                              "(agent-memory keys create-operator)")
+        return await verify_operator_key(pool, token)
     except ApiKeyError:
         limiter.failed(names)
         raise
@@ -227,9 +243,19 @@ def _key(needed: KeyScope) -> Callable[..., Awaitable[ApiKey]]:
     return dependency
 
 
+async def _operator_key(request: Request, authorization: Annotated[str | None, Header()] = None) -> OperatorKey:
+    token = (authorization.removeprefix("Bearer ").strip()
+             if authorization and authorization.startswith("Bearer ") else None)
+    client: MemoryClient = request.app.state.client
+    return await checked_operator_key(request.app.state.auth_failures, client.services.pool,
+                                      request.client.host if request.client else None, token)
+
+
 ReadKey = Annotated[ApiKey, Depends(_key("read"))]
 WriteKey = Annotated[ApiKey, Depends(_key("write"))]
 EraseKey = Annotated[ApiKey, Depends(_key("erase"))]
+# The operator-facing surfaces (codec endpoint, console): an operator key, not a tenant's.
+OperatorAccess = Annotated[OperatorKey, Depends(_operator_key)]
 
 
 def create_app(client: MemoryClient) -> FastAPI:
