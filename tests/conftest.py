@@ -1,5 +1,9 @@
 """One real embedded stack (Temporal dev server, PostgreSQL + pgvector, Redis) for the whole
-test session, on free ports in a temporary directory; each test gets its own task queue."""
+test session, on free ports in a temporary directory; each test gets its own task queue.
+
+Every test that needs a server carries the `stack` marker: those using the session's stack get it
+here; those that start servers of their own are marked in their module. `pytest -m "not stack"`
+runs the rest, which needs no server."""
 
 from __future__ import annotations
 
@@ -14,6 +18,12 @@ from agent_memory.settings import Settings
 from workers.embedded import Ports
 from workers.runtime import open_stack
 from workers.worker import build_worker
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "services" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.stack)
 
 
 @pytest.fixture(scope="session")

@@ -26,6 +26,8 @@ from agent_memory.settings import Settings
 from workers.embedded import EmbeddedStack, Ports
 from workers.worker import build_worker
 
+pytestmark = pytest.mark.stack
+
 IDLE_SECONDS = 2.0
 
 

@@ -37,6 +37,8 @@ from workers.embedded import (
 )
 from workers.runtime import open_stack
 
+pytestmark = pytest.mark.stack
+
 
 def test_up_reuses_running_servers_and_survives_a_stale_pid_file(tmp_path):
     settings = Settings.from_env({"AGENT_MEMORY_HOME": str(tmp_path)})

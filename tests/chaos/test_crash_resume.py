@@ -39,6 +39,8 @@ from workers.chaos import (
 from workers.embedded import EmbeddedStack, Ports
 from workers.worker import build_worker
 
+pytestmark = pytest.mark.stack
+
 WORKER = [sys.executable, "-m", "tests.chaos.worker_main"]
 # Three sessions (EN and ZH, a move that supersedes the home city, a trip that must not), erased
 # at the end. `@N`: the Nth time the point is reached, i.e. in the Nth session.

@@ -61,6 +61,8 @@ from workflows.erasure import MAX_ERASE_ROUNDS, STORES_WITH_EVENT_METADATA, Eras
 from workflows.rebuild import RebuildWorkflow
 from workflows.session_idle import MAX_TOUCHES_PER_RUN, SessionIdleWorkflow
 
+pytestmark = pytest.mark.stack
+
 # Generous ceilings on waits that take about a second in virtual time; a workflow that waited
 # its timers out in real time (10 minutes) or hung would hit them.
 RESULT_TIMEOUT = 120.0
