@@ -105,6 +105,13 @@ def consolidation_workflow_id(tenant_id: str, subject_id: str, session_id: str) 
     return f"consolidate/{tenant_id}/{subject_id}/{session_id}"
 
 
+def model_task_queue(task_queue: str) -> str:
+    """The task queue of the model calls of workflows on `task_queue` (extraction, importance, the
+    summary, a remote embedder's batch): workers of their own, with their own rate limit. Pinned:
+    a running consolidation schedules its model steps there."""
+    return f"{task_queue}-model"
+
+
 def idle_workflow_id(tenant_id: str, subject_id: str, session_id: str) -> str:
     return f"idle/{tenant_id}/{subject_id}/{session_id}"
 

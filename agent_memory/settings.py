@@ -74,6 +74,20 @@ def _count(env: dict[str, str], name: str, default: int) -> int:
     return int(raw)
 
 
+def _rate(env: dict[str, str], name: str) -> float | None:
+    raw = env.get(name)
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise ValueError(f"{name}={raw!r} is not a positive number of activities per second: set e.g. {name}=5, "
+                         "or leave it unset for no limit")
+    return value
+
+
 def default_home(env: dict[str, str] | None = None) -> Path:
     """The per-user home of the embedded stack, the same from every directory: the platform's
     data directory (Linux: $XDG_DATA_HOME or ~/.local/share; macOS: ~/Library/Application
@@ -148,6 +162,11 @@ class Settings:
     http_body_timeout_seconds: float = 30.0
     # A session's idle timer (workflows/session_idle.py), as the idle-timer sweep re-arms it.
     idle_timeout_seconds: float = 600.0
+    # The model task queue (contract.model_task_queue): run its worker in this process, how many
+    # calls at once, and the queue's rate limit in activities per second (None: none).
+    model_worker: bool = True
+    model_concurrency: int = 100
+    model_activities_per_second: float | None = None
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -191,6 +210,9 @@ class Settings:
             http_header_timeout_seconds=_seconds(env, "AGENT_MEMORY_HTTP_HEADER_TIMEOUT_SECONDS", 10.0),
             http_body_timeout_seconds=_seconds(env, "AGENT_MEMORY_HTTP_BODY_TIMEOUT_SECONDS", 30.0),
             idle_timeout_seconds=_seconds(env, "AGENT_MEMORY_IDLE_TIMEOUT_SECONDS", 600.0),
+            model_worker=(env.get("AGENT_MEMORY_MODEL_WORKER") or "1").lower() not in ("0", "false", "no", "off"),
+            model_concurrency=_count(env, "AGENT_MEMORY_MODEL_CONCURRENCY", 100),
+            model_activities_per_second=_rate(env, "AGENT_MEMORY_MODEL_ACTIVITIES_PER_SECOND"),
         )
 
     def with_services(self, **changes: Any) -> Settings:

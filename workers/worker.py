@@ -1,8 +1,12 @@
-"""The worker: every workflow and activity on one task queue."""
+"""The worker: every workflow and activity on one task queue, and the model calls of the
+consolidation on a task queue of their own (contract.model_task_queue), by a second worker in the
+same process unless it runs elsewhere."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
+from types import TracebackType
 
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
@@ -14,6 +18,7 @@ from activities.maintenance import MaintenanceActivities
 from activities.projection import ProjectionActivities
 from activities.rebuild import RebuildActivities
 from activities.reembedding import ReembeddingActivities
+from agent_memory.contract import model_task_queue
 from agent_memory.projection_models import ProjectionPolicy
 from agent_memory.providers.offline import OfflineProviders
 from agent_memory.providers.openai_compat import ProviderBundle, providers_for
@@ -37,9 +42,41 @@ WORKFLOWS = [ConsolidationWorkflow, ErasureWorkflow, RebuildWorkflow, SessionIdl
              ErasureRedriveWorkflow, ReembedWorkflow, IdleTimerSweepWorkflow]
 
 
+class Workers:
+    """The workers of one process, run and stopped together: `async with build_worker(...):`."""
+
+    def __init__(self, *workers: Worker):
+        self.workers = workers
+
+    async def __aenter__(self) -> Workers:
+        started: list[Worker] = []
+        try:
+            for worker in self.workers:
+                await worker.__aenter__()
+                started.append(worker)
+        except BaseException as err:
+            for worker in reversed(started):
+                await worker.__aexit__(type(err), err, err.__traceback__)
+            raise
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await asyncio.gather(*(worker.__aexit__(exc_type, exc, tb) for worker in self.workers))
+
+    async def run(self) -> None:
+        await asyncio.gather(*(worker.run() for worker in self.workers))
+
+    async def shutdown(self) -> None:
+        await asyncio.gather(*(worker.shutdown() for worker in self.workers))
+
+
 def build_worker(services: Services, *, task_queue: str | None = None,
                  providers: OfflineProviders | ProviderBundle | None = None,
-                 projection_policy: ProjectionPolicy | None = None) -> Worker:
+                 projection_policy: ProjectionPolicy | None = None, model_worker: bool | None = None) -> Workers:
+    """`model_worker`: also run the model queue's worker in this process (default: the setting
+    AGENT_MEMORY_MODEL_WORKER, on unless it is 0); its rate limit is the setting
+    AGENT_MEMORY_MODEL_ACTIVITIES_PER_SECOND, for every worker of that queue."""
     providers = providers or providers_for(services.settings)
     erasure = ErasureActivities(services.pool, services.redis, services.keyring, ledger_home=services.settings.home)
     assert services.settings.database_url is not None
@@ -54,7 +91,7 @@ def build_worker(services: Services, *, task_queue: str | None = None,
                                     forget_grace=timedelta(seconds=services.settings.forget_grace_seconds),
                                     idle_timeout=timedelta(seconds=services.settings.idle_timeout_seconds))
     reembedding = ReembeddingActivities(services.pool, providers.embedder)
-    return Worker(
+    main = Worker(
         services.temporal,
         task_queue=queue,
         workflows=WORKFLOWS,
@@ -92,3 +129,22 @@ def build_worker(services: Services, *, task_queue: str | None = None,
             reembedding.switch_embedding_model,
         ],
     )
+    settings = services.settings
+    if not (settings.model_worker if model_worker is None else model_worker):
+        return Workers(main)
+    # Model calls: the consolidation's provider steps and a remote embedder's batch of the run's
+    # own rows. A call mostly waits on the model; the rate limit is the model's, shared by every
+    # worker of the queue (the server enforces it).
+    model = Worker(
+        services.temporal,
+        task_queue=model_task_queue(queue),
+        activities=[
+            consolidation.extract_facts,
+            consolidation.score_importance,
+            consolidation.summarize_session,
+            projection.project_outbox_batch,
+        ],
+        max_concurrent_activities=settings.model_concurrency,
+        max_task_queue_activities_per_second=settings.model_activities_per_second,
+    )
+    return Workers(main, model)

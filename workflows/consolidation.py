@@ -2,11 +2,12 @@
 
 extract facts → score importance and summarize, at once → check conflicts → commit (one
 transaction) → embed the session's rows (one batch) and wake the subject's projector for whatever
-is left (workflows/projector.py; runs recorded before it existed project the vectors themselves).
-With every provider in the worker's process (the offline default) the steps run as one local
-activity; with a remote one, as one ordinary activity that the server heartbeats. Runs recorded
-before either ran each step as an activity of its own (the step route below, kept for their
-replay). History carries operation ids and counts; the data stays in Postgres.
+is left (workflows/projector.py). Each step is an activity of its own, named in the run's
+history: the model calls are ordinary activities on the model task queue (its own workers and
+rate limit, a heartbeat each), the short database steps local activities (one marker each).
+Runs recorded on earlier routes (every step in one activity; model steps as local activities or
+on the workflow's queue; vectors projected by the run itself) replay as they ran, each behind its
+`workflow.patched` id. History carries operation ids and counts; the data stays in Postgres.
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ MAX_CONFLICT_ROUNDS = contract.MAX_CONFLICT_ROUNDS
 # Runs recorded before the providers were located: every model call an ordinary activity, and the
 # projector embeds every row.
 REMOTE_PROVIDERS = ProviderPlacement(model_steps_in_worker=False, embedder_in_worker=False)
+# The route of every run started on this code: each step its own activity, model calls on the
+# model task queue.
+STEPS_PATCH = "each-step-its-own-activity"
 ProviderStepMethod = Callable[[ConsolidationActivities, StepInput], Awaitable[StepOutcome]]
 
 
@@ -82,11 +86,26 @@ class ConsolidationWorkflow:
         # The short database steps (plan, commit, wake) run as local activities: each is one
         # marker event instead of a task round trip through the server (six events). They are
         # recorded operations like every step, so running one again after a crash is harmless.
-        local = workflow.patched("store-steps-as-local-activities")
+        #
+        # Each step its own activity: extraction, importance and the summary are ordinary
+        # activities on the model task queue (contract.model_task_queue: its own workers and rate
+        # limit), each with its timeout, retries and heartbeat; the plan, the commit and the wake
+        # are local activities; the run's own rows are embedded by a local activity with an
+        # embedder in the worker's process, else by an ordinary one on the model queue. Every step
+        # is a recorded operation, so a retry after a crash resumes from the last recorded result.
+        # Runs recorded on the routes below (patched) replay as they ran.
+        steps = workflow.patched(STEPS_PATCH)
+        local = steps or workflow.patched("store-steps-as-local-activities")
+        model_queue = contract.model_task_queue(workflow.info().task_queue) if steps else None
         step = StepInput(tenant_id=request.tenant_id, subject_id=request.subject_id, session_id=request.session_id)
 
         placement = REMOTE_PROVIDERS
-        if workflow.patched("in-worker-consolidation-as-one-local-activity"):
+        if steps:
+            # Where this worker's embedder computes, recorded (a marker) so that a replay on any
+            # worker takes the same route for the projection.
+            placement = await workflow.execute_local_activity_method(
+                ConsolidationActivities.locate_providers, step, **contract.STORE_WRITE.local_options())
+        elif workflow.patched("in-worker-consolidation-as-one-local-activity"):
             # With every provider in the worker's process (the offline default), every step below
             # runs, in the same order, in one local activity: its history one marker. Each step
             # is a recorded operation, so a retry or a restarted worker resumes from the last
@@ -120,22 +139,26 @@ class ConsolidationWorkflow:
             # recorded (a marker), so a replay on any worker takes the same route.
             placement = await workflow.execute_local_activity_method(
                 ConsolidationActivities.locate_providers, step, **contract.STORE_WRITE.local_options())
-        in_worker = placement.model_steps_in_worker
+        # Model steps run in the workflow's worker (local activities) only on a route recorded so.
+        in_worker = placement.model_steps_in_worker and not steps
 
         self._progress.step = "extract_facts"
-        extraction = await self._start_provider_step(ConsolidationActivities.extract_facts, step, in_worker)
+        extraction = await self._start_provider_step(ConsolidationActivities.extract_facts, step, in_worker,
+                                                     model_queue)
         self._progress.facts_extracted = extraction.count
         # Every later step works on the messages the extraction saw, however many arrive meanwhile.
         step = step.model_copy(update={"through": extraction.through})
 
-        if workflow.patched("importance-and-summary-at-once"):
+        if steps or workflow.patched("importance-and-summary-at-once"):
             # Importance and the summary read the messages the extraction saw and nothing of each
             # other: the two model calls run at once, so a consolidation waits for two model calls
             # in a row instead of three. (The conflict plan, a local activity, would hold the
             # workflow task open and so delay their scheduling: it runs after them.)
             self._progress.step = "score_importance, summarize_session"
-            importance_call = self._start_provider_step(ConsolidationActivities.score_importance, step, in_worker)
-            summary_call = self._start_provider_step(ConsolidationActivities.summarize_session, step, in_worker)
+            importance_call = self._start_provider_step(ConsolidationActivities.score_importance, step, in_worker,
+                                                        model_queue)
+            summary_call = self._start_provider_step(ConsolidationActivities.summarize_session, step, in_worker,
+                                                     model_queue)
             try:
                 importance = await importance_call
                 summary = await summary_call
@@ -189,7 +212,7 @@ class ConsolidationWorkflow:
         self._progress.events_appended = commit.events_appended
         self._commit = commit
 
-        if workflow.patched("projection-by-projector"):
+        if steps or workflow.patched("projection-by-projector"):
             vectors = 0
             # The run embeds its own rows (the projector's batch step) and leaves the rest to the
             # projector: more rows than a batch, an embedding failed and due again later, rows
@@ -205,6 +228,12 @@ class ConsolidationWorkflow:
                 batch = await workflow.execute_local_activity_method(
                     ProjectionActivities.project_outbox_batch, batch_input,
                     **contract.VECTOR_PROJECTION.local_options())
+            elif model_queue is not None:
+                # A remote embedder's call: on the model queue, under its rate limit.
+                self._progress.step = "project_vectors"
+                batch = await workflow.execute_activity_method(
+                    ProjectionActivities.project_outbox_batch, batch_input, task_queue=model_queue,
+                    **contract.VECTOR_PROJECTION.options())
             elif workflow.patched("remote-embedder-embeds-the-runs-rows"):
                 self._progress.step = "project_vectors"
                 batch = await workflow.execute_activity_method(
@@ -259,10 +288,14 @@ class ConsolidationWorkflow:
                             projector_woken=True)
 
     @staticmethod
-    def _start_provider_step(method: ProviderStepMethod, step: StepInput,
-                             in_worker: bool) -> workflow.ActivityHandle[StepOutcome]:
-        """A model step: a local activity for a provider in the worker's process, else an ordinary
-        one (the same retry preset either way)."""
+    def _start_provider_step(method: ProviderStepMethod, step: StepInput, in_worker: bool,
+                             model_queue: str | None) -> workflow.ActivityHandle[StepOutcome]:
+        """A model step: an ordinary activity on the model queue; on the routes recorded before
+        it, a local activity for a provider in the worker's process, else an ordinary activity on
+        the workflow's queue (the same retry preset every way)."""
+        if model_queue is not None:
+            return workflow.start_activity_method(method, step, task_queue=model_queue,
+                                                  **contract.PROVIDER_STEP.options())
         if in_worker:
             return workflow.start_local_activity_method(method, step, **contract.PROVIDER_STEP.local_options())
         return workflow.start_activity_method(method, step, **contract.PROVIDER_STEP.options())
