@@ -129,15 +129,28 @@ def build_worker(services: Services, *, task_queue: str | None = None,
             reembedding.switch_embedding_model,
         ],
     )
-    settings = services.settings
-    if not (settings.model_worker if model_worker is None else model_worker):
+    if not (services.settings.model_worker if model_worker is None else model_worker):
         return Workers(main)
-    # Model calls: the consolidation's provider steps and a remote embedder's batch of the run's
-    # own rows. A call mostly waits on the model; the rate limit is the model's, shared by every
-    # worker of the queue (the server enforces it).
-    model = Worker(
+    return Workers(main, build_model_worker(services, task_queue=queue, providers=providers,
+                                            projection_policy=projection_policy))
+
+
+def build_model_worker(services: Services, *, task_queue: str | None = None,
+                       providers: OfflineProviders | ProviderBundle | None = None,
+                       projection_policy: ProjectionPolicy | None = None) -> Worker:
+    """The worker of the model queue of `task_queue`: the consolidation's model calls and a remote
+    embedder's batch of a run's own rows. A call mostly waits on the model; the rate limit
+    (AGENT_MEMORY_MODEL_ACTIVITIES_PER_SECOND) is the model's, shared by every worker of the queue
+    (the server enforces it)."""
+    settings = services.settings
+    providers = providers or providers_for(settings)
+    projection = ProjectionActivities(services.pool, services.keyring, providers.embedder, services.temporal,
+                                      projection_policy)
+    consolidation = ConsolidationActivities(services.pool, services.keyring, providers.extractor, providers.scorer,
+                                            providers.summarizer, providers.embedder, projection.projector)
+    return Worker(
         services.temporal,
-        task_queue=model_task_queue(queue),
+        task_queue=model_task_queue(task_queue or settings.task_queue),
         activities=[
             consolidation.extract_facts,
             consolidation.score_importance,
@@ -147,4 +160,3 @@ def build_worker(services: Services, *, task_queue: str | None = None,
         max_concurrent_activities=settings.model_concurrency,
         max_task_queue_activities_per_second=settings.model_activities_per_second,
     )
-    return Workers(main, model)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowFailureError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -13,6 +12,8 @@ from agent_memory import contract
 from agent_memory.db import tenant_transaction
 from agent_memory.models import ConsolidationInput, ConsolidationResult
 from tests.sessions import session
+from tests.workflows.history_steps import LOCAL, history_steps
+from workers.worker import build_model_worker
 from workflows.consolidation import ConsolidationWorkflow
 
 HANGZHOU = session("s-hz", "2024-03-01T09:00:00Z", "Hi, my name is Lin Wei.", "I live in Hangzhou.",
@@ -73,22 +74,32 @@ async def test_session_end_consolidates_move_without_trip_overwrite(client, serv
     assert {f.value for f in recalled.facts} >= {"Shanghai", "peanuts"}
 
 
-async def test_offline_providers_consolidate_in_one_workflow_task(client, services, tenant, running_worker):
-    """Providers in the worker's process (the offline default): every step runs in one local
-    activity, so the run is one workflow task with one marker for its steps, and it
-    embeds its own rows: no activity task, no projector run."""
+async def test_each_step_is_an_activity_of_its_own_named_in_the_history(client, services, tenant, task_queue,
+                                                                       running_worker):
+    """Providers in the worker's process (the offline default): every step is named in the run's
+    history, in order. The model calls are ordinary activities on the model queue; where the
+    embedder computes, the plan, the commit and the batch that embeds the run's own rows are local
+    activities (one marker each). No projector run: nothing was left for it."""
     async with running_worker():
         await client.append_messages(tenant, "lin", HANGZHOU)
         handle = await client.end_session(tenant, "lin", HANGZHOU.session_id)
         result = await client.consolidation_result(handle)
     history = await handle.fetch_history()
-    kinds = [e.event_type for e in history.events]
-    assert EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED not in kinds
-    assert kinds.count(EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED) == 1
-    local = [e.marker_recorded_event_attributes for e in history.events
-             if e.HasField("marker_recorded_event_attributes")
-             and e.marker_recorded_event_attributes.marker_name == "core_local_activity"]
-    assert len(local) == 1  # locate the providers, extract, importance, summary, plan, commit, embed
+    model = contract.model_task_queue(task_queue)
+    assert model == f"{task_queue}-model"
+    assert history_steps(history) == [
+        ("locate_providers", LOCAL), ("extract_facts", model), ("score_importance", model),
+        ("summarize_session", model), ("check_conflicts", LOCAL), ("commit_consolidation", LOCAL),
+        ("project_outbox_batch", LOCAL)]
+    # Each model step with its own timeout, retry policy and heartbeat (contract.PROVIDER_STEP).
+    for event in history.events:
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            scheduled = event.activity_task_scheduled_event_attributes
+            assert scheduled.start_to_close_timeout.ToTimedelta() == contract.PROVIDER_STEP.start_to_close
+            assert scheduled.heartbeat_timeout.ToTimedelta() == contract.PROVIDER_STEP.heartbeat
+            assert scheduled.retry_policy.maximum_interval.ToTimedelta() == contract.PROVIDER_STEP.maximum_interval
+    # Ids and counts only: no message text in the history.
+    assert "Hangzhou" not in history.to_json() and "peanuts" not in history.to_json()
     assert result.facts_extracted > 0 and result.events_appended > 0 and result.episode_written
     vectors = await _count(services, tenant, "SELECT count(*) FROM memory_vectors WHERE tenant_id = %s", tenant)
     assert result.vectors_upserted == vectors > 3 and not result.projector_woken
@@ -97,6 +108,26 @@ async def test_offline_providers_consolidate_in_one_workflow_task(client, servic
     with pytest.raises(RPCError) as missing:
         await services.temporal.get_workflow_handle(contract.projector_workflow_id(tenant, "lin")).describe()
     assert missing.value.status == RPCStatusCode.NOT_FOUND
+
+
+async def test_model_calls_wait_for_a_worker_of_the_model_queue(client, tenant, task_queue, running_worker):
+    """The model calls are scheduled on the model queue, not run by the workflow's worker: without
+    a model worker the run waits at its extraction, and a model worker started later (another
+    process, with the queue's rate limit) takes it from there."""
+    await client.append_messages(tenant, "lin", HANGZHOU)
+    async with running_worker(model_worker=False):
+        handle = await client.end_session(tenant, "lin", HANGZHOU.session_id)
+        for _ in range(100):
+            pending = (await handle.describe()).raw_description.pending_activities
+            if pending:
+                break
+            await asyncio.sleep(0.1)
+        [waiting] = pending
+        assert waiting.activity_type.name == "extract_facts" and waiting.attempt == 1
+        assert (await handle.query(ConsolidationWorkflow.progress)).step == "extract_facts"
+        async with build_model_worker(client.services, task_queue=task_queue):
+            result = await client.consolidation_result(handle)
+    assert result.facts_written > 0 and result.episode_written
 
 
 async def test_runs_lists_workflows_with_the_ui_visibility_query(client, tenant, running_worker):
