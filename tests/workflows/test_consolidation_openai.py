@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import time
 
+from agent_memory import contract
 from agent_memory.db import tenant_transaction
 from agent_memory.providers.base import EMBEDDING_DIMENSIONS
 from agent_memory.providers.openai_compat import OpenAICompatibleConfig, openai_providers
 from tests.providers.openai_server import FakeOpenAIServer, Reply, chat_completion, embeddings, error_body
 from tests.sessions import session
+from tests.workflows.history_steps import LOCAL, history_steps
 
 S = session("s-oa", "2024-03-01T09:00:00Z", "Hi, my name is Lin Wei.", "I live in Hangzhou.")
 
@@ -59,15 +61,18 @@ async def test_429_is_retried_after_retry_after_and_usage_is_recorded(client, se
             elapsed = time.monotonic() - started
         await bundle.aclose()
     assert result.facts_written == 1 and result.episode_written
-    # A remote model's calls, and the remote embedder's batch of the run's rows, run in one
-    # ordinary activity (the server heartbeats it and retried it after the 429's Retry-After);
-    # nothing was left for the projector.
+    # A remote model's calls, and the remote embedder's batch of the run's rows, are ordinary
+    # activities on the model queue (the server heartbeats each and retried the extraction after
+    # the 429's Retry-After); nothing was left for the projector.
     history = await handle.fetch_history()
-    assert [e.activity_task_scheduled_event_attributes.activity_type.name for e in history.events
-            if e.HasField("activity_task_scheduled_event_attributes")] == ["consolidate_with_remote_providers"]
-    [started] = [e.activity_task_started_event_attributes for e in history.events
-                 if e.HasField("activity_task_started_event_attributes")]
-    assert started.attempt == 2
+    model = contract.model_task_queue(client.task_queue)
+    assert history_steps(history) == [
+        ("locate_providers", LOCAL), ("extract_facts", model), ("score_importance", model),
+        ("summarize_session", model), ("check_conflicts", LOCAL), ("commit_consolidation", LOCAL),
+        ("project_outbox_batch", model)]
+    attempts = [e.activity_task_started_event_attributes.attempt for e in history.events
+                if e.HasField("activity_task_started_event_attributes")]
+    assert attempts == [2, 1, 1, 1]  # extraction, importance and summary, the run's own rows
     assert not result.projector_woken and result.vectors_upserted >= 2
     assert elapsed >= 2.0  # the server's Retry-After became the next retry delay
     assert [(f.key, f.value) for f in await client.facts(tenant, "lin")] == [("home_city", "Hangzhou")]

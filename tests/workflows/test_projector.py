@@ -28,6 +28,7 @@ from agent_memory.providers.errors import ProviderPermanentError, ProviderRetrya
 from agent_memory.providers.offline import HashingEmbedder, OfflineProviders, offline_providers
 from tests.sessions import session
 from tests.test_cli import run_cli
+from tests.workflows.history_steps import LOCAL, history_steps
 from workers.worker import WORKFLOWS
 from workflows.consolidation import ConsolidationWorkflow
 from workflows.projector import ProjectorWorkflow
@@ -300,15 +301,14 @@ async def test_histories_of_the_new_path_replay(client, services, tenant, runnin
         projector = client.services.temporal.get_workflow_handle(contract.projector_workflow_id(tenant, "lin"))
         await projector.result()
     consolidation = await handle.fetch_history()
-    activities = [e.activity_task_scheduled_event_attributes.activity_type.name for e in consolidation.events
-                  if e.HasField("activity_task_scheduled_event_attributes")]
-    # The scripted embedder is remote (it does not say it runs in the worker): the local activity
-    # that says so (a marker), then every step in one ordinary activity, the batch of the run's
-    # rows included. That batch failed, so the run woke the projector (a local activity: a marker).
-    local = [e.marker_recorded_event_attributes for e in consolidation.events
-             if e.HasField("marker_recorded_event_attributes")
-             and e.marker_recorded_event_attributes.marker_name == "core_local_activity"]
-    assert len(local) == 2 and activities == ["consolidate_with_remote_providers"]
+    # The scripted embedder is remote (it does not say it runs in the worker): the batch of the
+    # run's own rows is an ordinary activity on the model queue. That batch failed, so the run
+    # woke the projector (a local activity: a marker).
+    model = contract.model_task_queue(client.task_queue)
+    assert history_steps(consolidation) == [
+        ("locate_providers", LOCAL), ("extract_facts", model), ("score_importance", model),
+        ("summarize_session", model), ("check_conflicts", LOCAL), ("commit_consolidation", LOCAL),
+        ("project_outbox_batch", model), ("wake_projector", LOCAL)]
     assert (await handle.result()).projector_woken
     projection = await projector.fetch_history()
     assert any(e.HasField("timer_started_event_attributes") for e in projection.events)  # slept on a retry
@@ -335,10 +335,9 @@ async def test_an_in_worker_embedder_that_fails_leaves_its_rows_to_the_projector
     assert done.vectors_upserted == await scalar(
         services, tenant, "SELECT count(*) FROM memory_vectors WHERE tenant_id = %s", tenant) > 3
     assert embedder.calls[0] == FAST.batch_size  # the run's own batch, the one that failed
-    markers = [e.marker_recorded_event_attributes.marker_name for e in (await handle.fetch_history()).events
-               if e.HasField("marker_recorded_event_attributes")]
-    # locate, extract, importance, summary, plan, commit and embed in one; wake
-    assert markers.count("core_local_activity") == 2
+    # The batch of the run's own rows ran in the workflow's worker (a local activity), then the wake.
+    assert [name for name, queue in history_steps(await handle.fetch_history()) if queue == LOCAL] == [
+        "locate_providers", "check_conflicts", "commit_consolidation", "project_outbox_batch", "wake_projector"]
 
 
 async def test_a_rebuild_that_leaves_rows_due_wakes_the_projector(client, services, tenant, running_worker):
