@@ -4,10 +4,9 @@ models, for the time-skipping workflow tests (tests/workflows/test_time_skipping
 Each call is recorded (its input and its attempt number); a test scripts failures per activity
 with `fail(name, error, times=...)`, the residue each `verify_erasure` reports, the subjects
 `list_subjects_to_rebuild` pages through, how many messages `count_unconsolidated` finds, where
-`consolidate_in_worker` says the providers run (remote unless told: every step in the one ordinary
-activity `consolidate_with_remote_providers`; in the worker, every step in that one local
-activity) and how many rows the consolidation's own embedding batch leaves pending. The mocks of
-single steps stand for the step route of runs recorded before either.
+`locate_providers` says the providers run (remote unless told) and how many rows the
+consolidation's own embedding batch leaves pending. The mocks of `consolidate_in_worker` and
+`consolidate_with_remote_providers` stand for the one-activity routes of runs recorded before.
 """
 
 from __future__ import annotations

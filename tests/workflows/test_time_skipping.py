@@ -36,6 +36,7 @@ from activities.consolidation import ConsolidationActivities
 from activities.erasure import ErasureActivities
 from activities.projection import ProjectionActivities
 from activities.rebuild import RebuildActivities
+from agent_memory.contract import MAX_CONFLICT_ROUNDS, model_task_queue
 from agent_memory.models import (
     ConsolidationInput,
     ConsolidationResult,
@@ -48,9 +49,11 @@ from agent_memory.models import (
 )
 from agent_memory.payload_codec import encrypted_data_converter
 from agent_memory.search_attributes import SESSION_ID, SUBJECT_ID, TENANT_ID
+from tests.workflows.history_steps import LOCAL, history_steps
 from tests.workflows.mocked_activities import (
     EVENTS_PER_COMMIT,
     FACTS_EXTRACTED,
+    THROUGH,
     MockedActivities,
     subject_rebuild,
 )
@@ -92,7 +95,8 @@ def mocks() -> MockedActivities:
 @pytest.fixture
 def worker(env: WorkflowEnvironment) -> Callable[[MockedActivities], Any]:
     """`async with worker(mocks) as task_queue:` runs every workflow, with the sandbox the real
-    worker uses (workers/worker.py), and the mocked activities, on a fresh task queue."""
+    worker uses (workers/worker.py), and the mocked activities, on a fresh task queue and its
+    model queue."""
 
     @asynccontextmanager
     async def run(mocked: MockedActivities) -> AsyncIterator[str]:
@@ -100,7 +104,8 @@ def worker(env: WorkflowEnvironment) -> Callable[[MockedActivities], Any]:
         async with Worker(
             env.client, task_queue=task_queue, workflows=WORKFLOWS, activities=mocked.all(),
             workflow_runner=SandboxedWorkflowRunner(
-                restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES))):
+                restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES))), \
+                Worker(env.client, task_queue=model_task_queue(task_queue), activities=mocked.all()):
             yield task_queue
 
     return run
@@ -151,28 +156,27 @@ def test_the_mocks_carry_the_real_activity_names_and_types():
 
 
 async def test_an_activity_without_a_mock_fails_the_run_at_once(env, worker, mocks):
-    class WithoutRemoteRoute(MockedActivities):
+    class WithoutExtraction(MockedActivities):
         def all(self) -> list[Any]:
-            return [fn for fn in super().all() if fn != self.consolidate_with_remote_providers]
+            return [fn for fn in super().all() if fn != self.extract_facts]
 
-    partial = WithoutRemoteRoute()
+    partial = WithoutExtraction()
     async with worker(partial) as task_queue:
         error = await _failure(await _consolidation(env, task_queue))
-    assert error.type == "NotMocked" and "'consolidate_with_remote_providers' is not mocked" in error.message
-    assert partial.attempts("consolidate_with_remote_providers") == [1]
+    assert error.type == "NotMocked" and "'extract_facts' is not mocked" in error.message
+    assert partial.attempts("extract_facts") == [1]
 
 
 # --- consolidation -----------------------------------------------------------------------------
-# New runs take one of two routes (workflows/consolidation.py): every step in one local activity
-# (providers in the worker's process) or, after that local activity said where the providers
-# compute, in one ordinary activity (a remote provider; the mocks' default). The steps themselves
-# (the conflict rounds, importance and the summary at once) are tested on the real activities
-# (tests/activities/test_consolidation_activities.py); the step route of runs recorded before is
-# replayed from its histories (tests/workflows/test_replay.py).
+# A new run takes the step route (workflows/consolidation.py): each step its own activity, the
+# model calls ordinary activities on the model queue, the database steps local ones; the embedding
+# of the run's own rows local with an embedder in the worker's process, else on the model queue.
+# The steps themselves are tested on the real activities (tests/activities/
+# test_consolidation_activities.py); the routes of runs recorded before are replayed from their
+# histories (tests/workflows/test_replay.py).
 
-ONE_ACTIVITY = {True: "consolidate_in_worker", False: "consolidate_with_remote_providers"}
-SINGLE_STEPS = ("locate_providers", "extract_facts", "score_importance", "summarize_session", "check_conflicts",
-                "commit_consolidation", "project_outbox_batch", "project_vectors")
+ONE_ACTIVITY = ("consolidate_in_worker", "consolidate_with_remote_providers")
+MODEL_STEPS = ("extract_facts", "score_importance", "summarize_session")
 
 
 def _consolidation(env: WorkflowEnvironment, task_queue: str, session: str = "s1") -> Any:
@@ -191,75 +195,72 @@ def _scheduled(events: list[Any]) -> list[str]:
             if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
 
 
-async def test_in_worker_providers_run_every_step_as_one_local_activity(env, worker):
-    """The offline route: every step one local activity, retried in the worker, the run's own rows
-    embedded, one workflow task, no activity task; the projector is not woken when nothing is left."""
-    mocks = MockedActivities(in_worker=True)
-    mocks.fail("consolidate_in_worker", ApplicationError("busy", type="ProviderRetryable"), times=1)
-    async with worker(mocks) as task_queue:
-        handle = await _consolidation(env, task_queue)
-        result = await _result(handle)
-        progress = await handle.query(ConsolidationWorkflow.progress)
-        events = await _events(env.client, handle.id, handle.result_run_id)
-    kinds = [e.event_type for e in events]
-    assert _scheduled(events) == []
-    assert kinds.count(EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED) == 1
-    assert _markers(events) == 1  # every step, the placement first
-    assert mocks.attempts("consolidate_in_worker") == [1, 2]
-    assert [mocks.count(step) for step in (*SINGLE_STEPS, "consolidate_with_remote_providers",
-                                           "wake_projector")] == [0] * (len(SINGLE_STEPS) + 2)
-    assert result.vectors_upserted == 3 and not result.projector_woken and result.refused_reason is None
-    assert (result.facts_extracted, result.events_appended, result.facts_written) == (
-        FACTS_EXTRACTED, EVENTS_PER_COMMIT, FACTS_EXTRACTED)
-    assert progress.step == "done" and progress.decisions == FACTS_EXTRACTED and progress.vectors_upserted == 3
-
-
-async def test_remote_providers_run_every_step_as_one_ordinary_activity(env, worker, mocks):
-    """A remote provider: the local activity only says so (one marker), then one ordinary activity
-    runs every step, retried by the server (scheduled once, completed on its third attempt); two
-    workflow tasks in all, no step run on its own."""
-    mocks.fail("consolidate_with_remote_providers", ApplicationError("rate limited", type="ProviderRetryable"),
-               times=2)
-    async with worker(mocks) as task_queue:
-        handle = await _consolidation(env, task_queue)
-        result = await _result(handle)
-        progress = await handle.query(ConsolidationWorkflow.progress)
-        events = await _events(env.client, handle.id, handle.result_run_id)
-    assert _markers(events) == 1 and mocks.count("consolidate_in_worker") == 1
-    assert _scheduled(events) == ["consolidate_with_remote_providers"]
-    [started] = [e.activity_task_started_event_attributes for e in events
-                 if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED]
-    assert started.attempt == 3 and started.last_failure.message == "rate limited"
-    assert mocks.attempts("consolidate_with_remote_providers") == [1, 2, 3]
-    assert [e.event_type for e in events].count(EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED) == 2
-    assert [mocks.count(step) for step in (*SINGLE_STEPS, "wake_projector")] == [0] * (len(SINGLE_STEPS) + 1)
-    assert result.vectors_upserted == 3 and not result.projector_woken and result.refused_reason is None
-    assert (result.facts_extracted, result.events_appended, result.facts_written) == (
-        FACTS_EXTRACTED, EVENTS_PER_COMMIT, FACTS_EXTRACTED)
-    assert progress.step == "done" and progress.decisions == FACTS_EXTRACTED and progress.vectors_upserted == 3
-
-
 @pytest.mark.parametrize("in_worker", [True, False])
-async def test_a_transient_database_failure_is_retried_until_it_passes(env, worker, in_worker):
+async def test_each_step_runs_as_an_activity_of_its_own(env, worker, in_worker):
+    """Every step named in the history in order; the model calls on the model queue, retried by
+    the server (the extraction completed on its second attempt), importance and the summary at
+    once; the plan, the commit and (an embedder in the worker) the run's own batch as local
+    activities; no step of the one-activity routes, no projector woken when nothing is left."""
     mocks = MockedActivities(in_worker=in_worker)
-    mocks.fail(ONE_ACTIVITY[in_worker], RuntimeError("connection to the database was lost"), times=2)
+    mocks.fail("extract_facts", ApplicationError("rate limited", type="ProviderRetryable"), times=1)
+    mocks.meet("score_importance", "summarize_session")
+    async with worker(mocks) as task_queue:
+        handle = await _consolidation(env, task_queue)
+        result = await _result(handle)
+        progress = await handle.query(ConsolidationWorkflow.progress)
+        events = await _events(env.client, handle.id, handle.result_run_id)
+    model = model_task_queue(task_queue)
+    projection = [] if in_worker else [("project_outbox_batch", model)]
+    assert [(name, queue) for name, queue in history_steps(events) if queue != LOCAL] == [
+        ("extract_facts", model), ("score_importance", model), ("summarize_session", model), *projection]
+    assert [name for name, queue in history_steps(events) if queue == LOCAL] == [
+        "locate_providers", "check_conflicts", "commit_consolidation",
+        *(["project_outbox_batch"] if in_worker else [])]
+    [extraction, *_] = [e.activity_task_started_event_attributes for e in events
+                        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED]
+    assert extraction.attempt == 2 and extraction.last_failure.message == "rate limited"
+    assert mocks.attempts("extract_facts") == [1, 2]
+    # Every later step works on the messages the extraction saw.
+    assert {s.through for name in ("score_importance", "summarize_session", "check_conflicts",
+                                   "commit_consolidation") for s in mocks.inputs(name)} == {THROUGH}
+    assert [mocks.count(name) for name in (*ONE_ACTIVITY, "project_vectors", "wake_projector")] == [0, 0, 0, 0]
+    assert result.vectors_upserted == 3 and not result.projector_woken and result.refused_reason is None
+    assert (result.facts_extracted, result.events_appended, result.facts_written) == (
+        FACTS_EXTRACTED, EVENTS_PER_COMMIT, FACTS_EXTRACTED)
+    assert progress.step == "done" and progress.decisions == FACTS_EXTRACTED and progress.vectors_upserted == 3
+
+
+@pytest.mark.parametrize("step", ["commit_consolidation", "summarize_session"])
+async def test_a_transient_failure_is_retried_until_it_passes(env, worker, mocks, step):
+    mocks.fail(step, RuntimeError("connection to the database was lost"), times=2)
     async with worker(mocks) as task_queue:
         result = await _result(await _consolidation(env, task_queue))
-    assert mocks.attempts(ONE_ACTIVITY[in_worker]) == [1, 2, 3]
+    assert mocks.attempts(step) == [1, 2, 3]
     assert result.refused_reason is None and result.events_appended == EVENTS_PER_COMMIT
 
 
-@pytest.mark.parametrize("in_worker", [True, False])
-@pytest.mark.parametrize("error_type", ["VersionConflict", "OperationMismatch"])
-async def test_a_permanent_failure_fails_the_run_at_once(env, worker, in_worker, error_type):
-    """A version conflict left after the last re-decided round (the activity's own rounds) or a
-    recorded request that differs: not retried, and the run fails with the activity's failure."""
-    mocks = MockedActivities(in_worker=in_worker)
-    mocks.fail(ONE_ACTIVITY[in_worker], ApplicationError("facts kept changing", type=error_type, non_retryable=True))
+@pytest.mark.parametrize(("step", "error_type"), [("commit_consolidation", "OperationMismatch"),
+                                                  ("extract_facts", "ProviderOutputInvalid")])
+async def test_a_permanent_failure_fails_the_run_at_once(env, worker, mocks, step, error_type):
+    mocks.fail(step, ApplicationError("not retried", type=error_type, non_retryable=True))
     async with worker(mocks) as task_queue:
         error = await _failure(await _consolidation(env, task_queue))
-    assert error.type == error_type and error.message == "facts kept changing"
-    assert mocks.attempts(ONE_ACTIVITY[in_worker]) == [1] and mocks.count("wake_projector") == 0
+    assert error.type == error_type and error.message == "not retried"
+    assert mocks.attempts(step) == [1] and mocks.count("wake_projector") == 0
+
+
+async def test_facts_that_keep_changing_are_re_decided_then_fail_the_run(env, worker, mocks):
+    """A commit refused because another writer changed a fact since the plan: planned again, at
+    most MAX_CONFLICT_ROUNDS times, then the run fails as a version conflict."""
+    mocks.fail("commit_consolidation", ApplicationError("changed", type="VersionConflict", non_retryable=True))
+    async with worker(mocks) as task_queue:
+        handle = await _consolidation(env, task_queue)
+        error = await _failure(handle)
+        progress = await handle.query(ConsolidationWorkflow.progress)
+    assert error.type == "VersionConflict"
+    assert [s.round for s in mocks.inputs("check_conflicts")] == list(range(MAX_CONFLICT_ROUNDS))
+    assert mocks.count("commit_consolidation") == MAX_CONFLICT_ROUNDS
+    assert progress.conflict_retries == MAX_CONFLICT_ROUNDS and mocks.count("extract_facts") == 1
 
 
 @pytest.mark.parametrize("in_worker", [True, False])
@@ -269,35 +270,27 @@ async def test_rows_the_run_leaves_pending_wake_the_projector(env, worker, in_wo
         handle = await _consolidation(env, task_queue)
         result = await _result(handle)
         events = await _events(env.client, handle.id, handle.result_run_id)
-    # Either route embeds the run's rows inside its one activity; the projector takes the rest.
-    assert mocks.count("project_outbox_batch") == 0 and mocks.count("consolidate_in_worker") == 1
-    assert mocks.count("consolidate_with_remote_providers") == (0 if in_worker else 1)
-    assert mocks.count("wake_projector") == 1
+    assert mocks.count("project_outbox_batch") == 1 and mocks.count("wake_projector") == 1
     assert result.vectors_upserted == 3 and result.projector_woken
-    # The wake-up is a local activity (a marker) on both routes; a remote provider's steps are
-    # the one ordinary activity (the server heartbeats it and times out a call that hangs).
-    assert _scheduled(events) == ([] if in_worker else ["consolidate_with_remote_providers"])
-    assert _markers(events) == 2
+    # The wake-up is a local activity (a marker), after the run's own batch.
+    assert history_steps(events)[-2:] == [
+        ("project_outbox_batch", LOCAL if in_worker else model_task_queue(task_queue)), ("wake_projector", LOCAL)]
 
 
-@pytest.mark.parametrize("in_worker", [True, False])
 @pytest.mark.parametrize(("after_commit", "non_retryable"), [
     (False, True), (True, True),
     # The workflow's retry policy lists the type as permanent too: one attempt even without the flag.
     (False, False),
 ])
-async def test_an_erased_subject_is_refused_with_a_result(env, worker, in_worker, after_commit, non_retryable):
-    mocks = MockedActivities(in_worker=in_worker)
-    if after_commit:
-        mocks.erased_after_commit = True
-    else:
-        mocks.fail(ONE_ACTIVITY[in_worker],
-                   ApplicationError("subject lin is erased", type="SubjectErased", non_retryable=non_retryable))
+async def test_an_erased_subject_is_refused_with_a_result(env, worker, mocks, after_commit, non_retryable):
+    erased = ApplicationError("subject lin is erased", type="SubjectErased", non_retryable=non_retryable)
+    mocks.fail("project_outbox_batch" if after_commit else "extract_facts", erased)
     async with worker(mocks) as task_queue:
         handle = await _consolidation(env, task_queue)
         result = await _result(handle)
         progress = await handle.query(ConsolidationWorkflow.progress)
-    assert result.refused_reason == "subject erased" and mocks.attempts(ONE_ACTIVITY[in_worker]) == [1]
+    assert result.refused_reason == "subject erased"
+    assert mocks.attempts("project_outbox_batch" if after_commit else "extract_facts") == [1]
     assert result.workflow_id == handle.id and (result.tenant_id, result.subject_id) == ("t-ts", "lin")
     assert mocks.count("wake_projector") == 0 and progress.step == "refused: subject erased"
     assert result.vectors_upserted == 0
@@ -380,7 +373,7 @@ async def test_an_idle_session_with_nothing_new_starts_no_consolidation(env, wor
         outcome = await _result(await env.client.start_workflow(
             SessionIdleWorkflow.run, _idle_input(session), id=f"idle/t-ts/lin/{session}", task_queue=task_queue,
             result_type=SessionIdleResult))
-    assert outcome.outcome == "nothing new to consolidate" and mocks.count("consolidate_in_worker") == 0
+    assert outcome.outcome == "nothing new to consolidate" and mocks.count("extract_facts") == 0
 
 
 async def _wait_for_event(handle: WorkflowHandle, event_type: EventType.ValueType) -> None:
@@ -435,7 +428,7 @@ async def test_a_chatty_session_continues_as_new_after_its_touch_limit(env, work
     assert carried == request
     assert not any(e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED for e in second_events)
     assert outcome.outcome == "idle: consolidation started"
-    assert mocks.count("count_unconsolidated") == 1 and mocks.count("consolidate_with_remote_providers") == 1
+    assert mocks.count("count_unconsolidated") == 1 and mocks.count("commit_consolidation") == 1
     assert consolidated.session_id == session and consolidated.events_appended == EVENTS_PER_COMMIT
 
 
