@@ -47,9 +47,6 @@ MAX_CONFLICT_ROUNDS = contract.MAX_CONFLICT_ROUNDS
 # Runs recorded before the providers were located: every model call an ordinary activity, and the
 # projector embeds every row.
 REMOTE_PROVIDERS = ProviderPlacement(model_steps_in_worker=False, embedder_in_worker=False)
-# The route of every run started on this code: each step its own activity, model calls on the
-# model task queue.
-STEPS_PATCH = "each-step-its-own-activity"
 ProviderStepMethod = Callable[[ConsolidationActivities, StepInput], Awaitable[StepOutcome]]
 
 
@@ -94,7 +91,7 @@ class ConsolidationWorkflow:
         # embedder in the worker's process, else by an ordinary one on the model queue. Every step
         # is a recorded operation, so a retry after a crash resumes from the last recorded result.
         # Runs recorded on the routes below (patched) replay as they ran.
-        steps = workflow.patched(STEPS_PATCH)
+        steps = workflow.patched("each-step-its-own-activity")
         local = steps or workflow.patched("store-steps-as-local-activities")
         model_queue = contract.model_task_queue(workflow.info().task_queue) if steps else None
         step = StepInput(tenant_id=request.tenant_id, subject_id=request.subject_id, session_id=request.session_id)

@@ -347,7 +347,7 @@ def test_every_workflow_module_is_covered():
             assert record["commands"], f"{path.name}::{name} issues no command the checker sees"
 
 
-@pytest.mark.parametrize("name, first", [("consolidation.py", "ConsolidationActivities.consolidate_in_worker"),
+@pytest.mark.parametrize("name, first", [("consolidation.py", "ConsolidationActivities.locate_providers"),
                                          ("rebuild.py", "RebuildActivities.list_subjects_to_rebuild")])
 def test_skeletons_name_the_activities_in_order(name, first):
     records = fingerprint_source(_source(name))
