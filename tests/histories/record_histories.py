@@ -43,9 +43,11 @@ HERE = Path(__file__).parent
 
 # The file each workflow's current version is recorded to.
 # consolidation: offline providers (in the worker's process); consolidation-remote: the
-# OpenAI-compatible providers against a local server that speaks the API (one ordinary activity;
-# consolidation-v9.json: an ordinary activity per step).
-CURRENT = {"consolidation": "consolidation-v8.json", "consolidation-remote": "consolidation-v10.json",
+# OpenAI-compatible providers against a local server that speaks the API. Both on the step route
+# (each step an activity, model calls on the model queue); consolidation-v8/-v10.json: every step
+# in one local or ordinary activity; consolidation-v9.json: an ordinary activity per step on the
+# workflow's queue.
+CURRENT = {"consolidation": "consolidation-v11.json", "consolidation-remote": "consolidation-v12.json",
            "projector": "projector.json", "rebuild": "rebuild-v3.json", "erasure": "erasure-v4.json",
            "session-idle": "session-idle-v4.json"}
 
@@ -108,7 +110,7 @@ async def main(only: set[str] | None = None) -> None:
                 if keep(CURRENT["erasure"]):
                     await _write(erase, CURRENT["erasure"], codec)
             # Remote providers: every model step and the run's own embedding batch are ordinary
-            # activities.
+            # activities on the model queue.
             if keep(CURRENT["consolidation-remote"]):
                 with FakeOpenAIServer() as server:
                     server.responder = openai_route

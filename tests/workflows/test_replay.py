@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import base64
 import importlib
+import json
 from pathlib import Path
 
 import pytest
@@ -61,7 +63,11 @@ WORKFLOW_DIR = Path(__file__).resolve().parents[2] / "workflows"
                                                ("consolidation-v9.json", "consolidate/acme/kai/s-oa"),
                                                # Remote providers: after it, every step in one
                                                # ordinary activity.
-                                               ("consolidation-v10.json", "consolidate/acme/kai/s-oa")])
+                                               ("consolidation-v10.json", "consolidate/acme/kai/s-oa"),
+                                               # Each step its own activity, the model calls on
+                                               # the model queue: offline, then a remote model.
+                                               ("consolidation-v11.json", "consolidate/acme/lin/s1"),
+                                               ("consolidation-v12.json", "consolidate/acme/kai/s-oa")])
 async def test_recorded_history_replays(name, workflow_id):
     history = WorkflowHistory.from_json(workflow_id, (HISTORIES / name).read_text())
     replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
@@ -71,6 +77,38 @@ async def test_recorded_history_replays(name, workflow_id):
     kinds = [e.event_type for e in history.events]
     assert kinds[0] == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED and len(kinds) >= 10
     assert EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED in kinds
+
+
+@pytest.mark.parametrize("name", ["consolidation-v11.json", "consolidation-v12.json"])
+def test_a_step_route_history_names_each_step_and_carries_no_text(name):
+    from tests.workflows.history_steps import LOCAL, history_steps
+
+    text = (HISTORIES / name).read_text()
+    history = WorkflowHistory.from_json("consolidate", text)
+    steps = history_steps(history)
+    assert [step for step, _ in steps] == ["locate_providers", "extract_facts", "score_importance",
+                                           "summarize_session", "check_conflicts", "commit_consolidation",
+                                           "project_outbox_batch"]
+    assert {queue for step, queue in steps if step in ("extract_facts", "score_importance",
+                                                       "summarize_session")} == {steps[1][1]}
+    assert steps[1][1].endswith("-model") and steps[4][1] == steps[5][1] == LOCAL
+    # The recorded session's words are in Postgres, never in the history (payloads decoded).
+    payloads: list[str] = []
+
+    def collect(node: object) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("data"), str) and isinstance(node.get("metadata"), dict):
+                payloads.append(base64.b64decode(node["data"]).decode("utf-8", "replace"))
+            for value in node.values():
+                collect(value)
+        elif isinstance(node, list):
+            for value in node:
+                collect(value)
+
+    collect(json.loads(text))
+    assert any('"facts_extracted"' in p or '"operation_id"' in p for p in payloads)
+    for word in ("Hangzhou", "Lin Wei", "My name", "辣"):
+        assert not any(word in p for p in payloads) and word not in text
 
 
 def test_every_retry_preset_retries_transient_failures_without_an_attempt_cap():
