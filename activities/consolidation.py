@@ -235,17 +235,12 @@ class ConsolidationActivities:
     @activity.defn(name=contract.CONSOLIDATE_IN_WORKER)
     @temporal_failures
     async def consolidate_in_worker(self, step: StepInput) -> ConsolidationStepsOutcome:
-        """Every step of the consolidation, in the workflow's order, for providers that compute in
-        this process: extract → importance and summary at once → plan → commit (re-planned when
-        another writer changed a fact meanwhile) → embed the run's own rows. The workflow runs it
-        as one local activity: each step as a local activity of its own cost the worker more CPU
-        than the steps themselves (a workflow activation, payload conversion and encryption, a
-        marker each). Each step is still a recorded operation, so a retry, or the restarted worker
-        after a crash, resumes from the last recorded result without a second provider call or a
-        second write. With a provider that computes elsewhere it does nothing but say where they
-        compute: the workflow then runs them as one ordinary activity
-        (consolidate_with_remote_providers), which the server heartbeats while a call takes its
-        time."""
+        """Every step of the consolidation in one local activity, for providers that compute in
+        this process: the route of runs recorded before each step became an activity of its own
+        (workflows/consolidation.py, patch `in-worker-consolidation-as-one-local-activity`).
+        Registered for those runs only; a new run schedules each step itself. Each step is a
+        recorded operation, so a retry resumes from the last recorded result. With a provider that
+        computes elsewhere it does nothing but say where they compute."""
         placement = await self.locate_providers(step)
         if not (placement.model_steps_in_worker and placement.embedder_in_worker):
             return ConsolidationStepsOutcome(placement=placement)
@@ -254,18 +249,16 @@ class ConsolidationActivities:
     @activity.defn(name=contract.CONSOLIDATE_WITH_REMOTE_PROVIDERS)
     @temporal_failures
     async def consolidate_with_remote_providers(self, step: StepInput) -> ConsolidationStepsOutcome:
-        """The same steps as consolidate_in_worker, as one ordinary activity, for providers of
-        which at least one computes elsewhere (a remote model). The server heartbeats it (the
-        details name the step it is in), so a dead worker is noticed within the heartbeat timeout
-        however long a call takes, and each call keeps its client's timeout. A retry resumes from
-        the last recorded result. One activity instead of one per step saves the workflow four
-        task round trips through the server per consolidation, each of which waits behind every
-        other run's tasks on a busy worker."""
+        """The same steps as consolidate_in_worker, as one heartbeated ordinary activity, for runs
+        recorded on the route of a remote provider before each step became an activity of its own
+        (patch `remote-consolidation-as-one-activity`). Registered for those runs only."""
         return await self.consolidate_in_line(step, await self.locate_providers(step))
 
     async def consolidate_in_line(self, step: StepInput, placement: ProviderPlacement) -> ConsolidationStepsOutcome:
-        """consolidate_in_worker's steps, called in line wherever the providers compute (the
-        direct pipeline of `agent-memory bench consolidate` calls it too)."""
+        """The steps of the two one-activity routes above, called in line, in the workflow's
+        order. The workflow itself schedules each step as an activity (its pipeline is defined
+        there); this serves the runs recorded on those routes, and `agent-memory bench
+        consolidate` as its direct pipeline: the same activity code without Temporal."""
         steps = progress()
         steps.update(step=contract.EXTRACT_FACTS)
         extraction = await self.extract_facts(step)

@@ -314,6 +314,8 @@ STORE_WRITE: Final = ActivityPreset(
 # Plan-and-commit rounds of one consolidation: a commit refused because another writer changed a
 # fact since the plan is re-decided against the new facts, at most this often.
 MAX_CONFLICT_ROUNDS: Final = 5
+# The two presets below serve runs recorded on the one-activity routes (a new run schedules each
+# step with PROVIDER_STEP, STORE_WRITE, VECTOR_PROJECTION and PROJECTOR_WAKE).
 # Every step of a consolidation whose providers compute in the worker's process, as one local
 # activity (ConsolidationActivities.consolidate_in_worker): the model steps' bound (an offline model
 # on a busy CPU), the store's fast retries, and the permanent types of every step it runs. A

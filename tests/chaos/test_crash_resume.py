@@ -47,12 +47,12 @@ WORKER = [sys.executable, "-m", "tests.chaos.worker_main"]
 KILLS = ["after_record:extract", "after_record:summary@2", "after_plan@2", "after_commit@2", "mid_projection@2",
          "mid_erasure:facts", "mid_erasure:messages"]
 
-# Fault points inside the consolidation's local activity (workflows/consolidation.py): with the
-# offline providers every step of it, the embedding of its own rows included. With providers that
-# say they are remote the same steps run in one ordinary activity, whose killed attempt is an
-# orphan to fail like any activity's.
-IN_WORKER_LOCAL_POINTS = {"after_plan", "after_commit", "mid_projection"} | {f"after_record:{kind}" for kind in (
-    "extract", "importance", "summary", "plan", "embed")}
+# Fault points inside the consolidation's local activities (workflows/consolidation.py): the plan,
+# the commit and, with an embedder in the worker's process (offline), the embedding of the run's
+# own rows. The model calls are ordinary activities on the model queue (a remote embedder's batch
+# too), whose killed attempt is an orphan to fail like any activity's.
+LOCAL_POINTS = {"after_plan", "after_commit", "after_record:plan"}
+IN_WORKER_LOCAL_POINTS = LOCAL_POINTS | {"mid_projection", "after_record:embed"}
 # The model-call, commit and projection kills again on the route of a remote model.
 REMOTE_KILLS = ["after_record:extract", "after_record:summary@2", "after_commit@2", "mid_projection@2"]
 
@@ -120,7 +120,7 @@ async def test_a_worker_killed_at_a_fault_point_resumes_without_a_trace(fault, r
     # running at the same time, alongside the consolidation). In a local activity the server never
     # saw the attempt, the workflow task's timeout hands the step to the restarted worker, and
     # there is no orphan to fail (a projector's may be).
-    if remote or point not in IN_WORKER_LOCAL_POINTS:
+    if point not in (LOCAL_POINTS if remote else IN_WORKER_LOCAL_POINTS):
         assert supervisor.orphans_failed >= 1
     assert hits(state_dir, point) >= nth
     assert_clean(outcome)

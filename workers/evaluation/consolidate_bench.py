@@ -5,7 +5,7 @@ messages stored beforehand and not timed) are consolidated two ways with `--conc
 flight:
 
 - **temporal**: the session-end hook (`client.end_session`) starts the consolidation workflow on
-  an in-process worker; a session is done when its run has committed and its outbox rows are
+  an in-process worker (and its model queue's worker); a session is done when its run has committed and its outbox rows are
   embedded (by the run itself with an embedder in the worker, else by the subject's projector).
 - **direct**: one asyncio task per session calls the same activity code in the same order
   (`consolidate_in_line`: extract → importance and summary at once → conflicts → commit → the
