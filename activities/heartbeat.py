@@ -63,9 +63,12 @@ def heartbeat_interval(heartbeat_timeout: timedelta | None) -> timedelta:
 
 
 async def _beat(state: Progress, interval: float) -> None:
+    # The first beat after one interval: the attempt's start already tells the server it is alive,
+    # and an activity shorter than the interval (most model calls and store steps) sends none,
+    # each beat being a call to the server and a write of the run's state there.
     while True:
-        activity.heartbeat(state.details())
         await asyncio.sleep(interval)
+        activity.heartbeat(state.details())
 
 
 @contextlib.asynccontextmanager
