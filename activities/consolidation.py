@@ -236,9 +236,9 @@ class ConsolidationActivities:
     @temporal_failures
     async def consolidate_in_worker(self, step: StepInput) -> ConsolidationStepsOutcome:
         """Every step of the consolidation in one local activity, for providers that compute in
-        this process: the route of runs recorded before each step became an activity of its own
-        (workflows/consolidation.py, patch `in-worker-consolidation-as-one-local-activity`).
-        Registered for those runs only; a new run schedules each step itself. Each step is a
+        this process: a route that recorded runs took (workflows/consolidation.py, patch
+        `in-worker-consolidation-as-one-local-activity`). Registered for those runs only; a run
+        on the step route schedules each step itself. Each step is a
         recorded operation, so a retry resumes from the last recorded result. With a provider that
         computes elsewhere it does nothing but say where they compute."""
         placement = await self.locate_providers(step)
@@ -250,8 +250,8 @@ class ConsolidationActivities:
     @temporal_failures
     async def consolidate_with_remote_providers(self, step: StepInput) -> ConsolidationStepsOutcome:
         """The same steps as consolidate_in_worker, as one heartbeated ordinary activity, for runs
-        recorded on the route of a remote provider before each step became an activity of its own
-        (patch `remote-consolidation-as-one-activity`). Registered for those runs only."""
+        recorded on that route with a remote provider (patch
+        `remote-consolidation-as-one-activity`). Registered for those runs only."""
         return await self.consolidate_in_line(step, await self.locate_providers(step))
 
     async def consolidate_in_line(self, step: StepInput, placement: ProviderPlacement) -> ConsolidationStepsOutcome:
