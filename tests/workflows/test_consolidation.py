@@ -187,3 +187,29 @@ async def test_a_failed_run_and_a_resumed_session_are_consolidated_again(client,
         assert (await resumed.describe()).run_id not in (done_run, failed_run)
     history = [(f.value, f.interval_version) for f in await client.facts(tenant, "eve", history=True)]
     assert history == [("Lima", 1), ("Quito", 2)]
+
+
+def test_the_model_queue_is_configured_by_settings():
+    from agent_memory.settings import Settings
+
+    default = Settings.from_env({"AGENT_MEMORY_HOME": "/tmp/x"})
+    assert (default.model_worker, default.model_concurrency, default.model_activities_per_second) == (True, 100, None)
+    tuned = Settings.from_env({"AGENT_MEMORY_HOME": "/tmp/x", "AGENT_MEMORY_MODEL_WORKER": "0",
+                               "AGENT_MEMORY_MODEL_CONCURRENCY": "8", "AGENT_MEMORY_MODEL_ACTIVITIES_PER_SECOND": "2.5"})
+    assert (tuned.model_worker, tuned.model_concurrency, tuned.model_activities_per_second) == (False, 8, 2.5)
+    for bad in ("0", "-1", "fast"):
+        with pytest.raises(ValueError, match="AGENT_MEMORY_MODEL_ACTIVITIES_PER_SECOND"):
+            Settings.from_env({"AGENT_MEMORY_HOME": "/tmp/x", "AGENT_MEMORY_MODEL_ACTIVITIES_PER_SECOND": bad})
+
+
+async def test_the_model_worker_takes_the_queues_rate_limit(services):
+    from dataclasses import replace
+
+    limited = replace(services, settings=replace(services.settings, model_activities_per_second=3.0,
+                                                 model_concurrency=4))
+    worker = build_model_worker(limited, task_queue="q")
+    config = worker.config()
+    assert config["task_queue"] == contract.model_task_queue("q") == "q-model"
+    assert config["max_task_queue_activities_per_second"] == 3.0 and config["max_concurrent_activities"] == 4
+    assert sorted(activity.__name__ for activity in config["activities"]) == [
+        "extract_facts", "project_outbox_batch", "score_importance", "summarize_session"]
