@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SCANNED = {".py", ".md", ".sql", ".txt", ".toml"}
+SCANNED = {".py", ".md", ".sql", ".txt", ".toml", ".yml", ".yaml", ".sh", ".cfg", ".ini"}
 
 # Wording that narrates how the code came to be rather than what it does.
 HISTORY = [re.compile(p, re.I) for p in (
@@ -36,7 +36,8 @@ def tree() -> list[Path]:
         parts = path.relative_to(ROOT).parts
         return not any(p.startswith(".") or p.endswith(".egg-info") or p in ("__pycache__", "build", "dist")
                        for p in parts)
-    return sorted(p for p in ROOT.rglob("*") if p.suffix in SCANNED and p.is_file() and ours(p))
+    return sorted(p for p in ROOT.rglob("*") if (p.suffix in SCANNED or p.name == "Dockerfile") and p.is_file()
+                  and ours(p))
 
 
 def test_no_development_history_wording():
@@ -54,7 +55,8 @@ def test_no_development_history_wording():
 
 def test_the_scan_sees_the_tree():
     names = {p.relative_to(ROOT).as_posix() for p in tree()}
-    assert {"README.md", "pyproject.toml", "agent_memory/client.py", "docs/security.md"} <= names
+    assert {"README.md", "pyproject.toml", "agent_memory/client.py", "docs/security.md", "docker-compose.yml",
+            "Dockerfile"} <= names
     assert not any(n.startswith(".venv/") for n in names)
 
 
