@@ -246,7 +246,7 @@ def build_parser(*extensions: Callable[[SubParsers], object],
                             help="e.g. tau_days=30 window_days=none profile_tokens=400")
     policy_set.add_argument("--json", action="store_true")
     scoped(policy_sub.add_parser("reset", help="back to the shipped default"), subject=False)
-    retention = sub.add_parser("retention", help="a tenant's retention per memory type (README, \"Lifecycle\")")
+    retention = sub.add_parser("retention", help="a tenant's retention per memory type (docs/lifecycle.md)")
     retention_sub = retention.add_subparsers(dest="retention_command", required=True)
     retention_show = scoped(retention_sub.add_parser("show", help="the policy in force"), subject=False)
     retention_show.add_argument("--json", action="store_true")

@@ -440,7 +440,7 @@ class MemoryClient:
     async def forget(self, tenant_id: str, subject_id: str, memory_id: str, *, reason: str | None = None,
                      actor: Actor = "operator", actor_id: str | None = None) -> ForgetResult:
         """Forget one memory at once (every read stops returning it); restorable within the
-        grace period, swept from every store after it (README, "Lifecycle")."""
+        grace period, swept from every store after it (docs/lifecycle.md)."""
         return await forget_memory(self.services.pool, self.services.keyring, tenant_id=tenant_id,
                                    subject_id=subject_id, memory_id=memory_id, reason=reason, actor=actor,
                                    actor_id=actor_id, grace=self.forget_grace)

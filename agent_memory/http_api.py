@@ -66,7 +66,7 @@ from agent_memory.user_errors import USER_ERROR_TABLE
 
 MAX_BODY_BYTES = 1_000_000
 MCP_PATH = "/mcp"
-PROBLEM_TYPE = "https://github.com/agent-memory/agent-memory/blob/main/README.md#http-api"
+PROBLEM_TYPE = "https://github.com/agent-memory/agent-memory/blob/main/docs/api.md#errors"
 # Retry-After of a 503: a restarting server is usually back within seconds.
 DEPENDENCY_RETRY_AFTER_SECONDS = 5
 # Temporal answers these while its server cannot be reached (or is shutting down).

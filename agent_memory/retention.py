@@ -3,7 +3,7 @@
 The hourly memory-sweep Schedule enforces it (workflows/lifecycle.py): every memory past its
 type's age is forgotten by the `retention` actor — gone from every read at once, restorable
 within the grace period like an operator's forget — and the same Schedule's sweeper removes it
-from every store once the grace period is over. Defaults (README, "Lifecycle"):
+from every store once the grace period is over. Defaults (docs/lifecycle.md):
 
 | type | kept | field |
 | --- | --- | --- |

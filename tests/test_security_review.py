@@ -1,5 +1,5 @@
-"""The security review's attacks (issue 7), reproduced on the real embedded stack: each test
-failed on the code the review broke, and passes only because of the fix it names."""
+"""Attacks on the trust boundaries, reproduced on the real embedded stack: each test fails
+unless the defence it names holds."""
 
 from __future__ import annotations
 

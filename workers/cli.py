@@ -137,7 +137,7 @@ def add_tooling_commands(sub: core.SubParsers) -> None:
     bench_reembed.add_argument("--memories", type=int, default=10_000, help="memories of the one subject (default 10000)")
     bench_reembed.add_argument("--source", choices=("hashing", "e5-small"), default="hashing")
     bench_reembed.add_argument("--target", choices=("hashing", "e5-small"), default="e5-small")
-    bench_reembed.add_argument("--locomo", type=Path, metavar="DIR", help="also score LoCoMo (e.g. ../shared/bench/locomo-dev)")
+    bench_reembed.add_argument("--locomo", type=Path, metavar="DIR", help="also score LoCoMo (a LoCoMo-format directory, as eval locomo --data)")
     bench_reembed.add_argument("--json", action="store_true")
     chaos = sub.add_parser("chaos", help="randomized worker kills on a private embedded stack; prints the figures")
     chaos.add_argument("--kills", type=int, default=20, help="worker kills to perform (default 20)")

@@ -76,7 +76,7 @@ SCHEDULES = (
 async def ensure_schedules(client: Client, task_queue: str, *, keys_rotatable: bool = True) -> list[str]:
     """Create the Schedules that do not exist yet; existing ones (and an operator's pause or
     changed interval) are left alone. Returns the ids created. Keys from the environment cannot
-    be rotated by us: no rotation Schedule then (README: key management)."""
+    be rotated by us: no rotation Schedule then (docs/operations.md, "Keys")."""
     created = []
     for definition in SCHEDULES:
         if definition.schedule_id == KEY_ROTATION_SCHEDULE and not keys_rotatable:

@@ -42,7 +42,7 @@ async def test_heartbeats_carry_the_progress_at_the_derived_interval():
     beats: list[tuple] = []
     env.on_heartbeat = lambda *details: beats.append(details)
     assert await env.run(three_steps) == 3
-    # One beat at the start, one after 1 s (1.5 s run): not every 5 s as before, nor every tick.
+    # One beat at the start, one after 1 s (1.5 s run): not every 5 s, nor every tick.
     assert len(beats) == 2, beats
     assert beats[0] == ({"step": "copy", "done": 0, "total": 3},)
     assert beats[1][0]["done"] >= 1
