@@ -304,6 +304,10 @@ def create_app(client: MemoryClient) -> FastAPI:
     def subject(subject_id: str) -> str:
         return check_identifier("subject", subject_id)
 
+    from agent_memory.console import build_console_router  # it imports this module's key checks
+
+    app.include_router(build_console_router())  # /console: the memory console (agent_memory.console)
+
     @app.get("/v1/health")
     async def health() -> dict[str, str]:
         return {"status": "ok"}
