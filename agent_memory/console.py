@@ -100,8 +100,9 @@ SECURITY_HEADERS = {
                                "frame-ancestors 'none'; base-uri 'none'",
     "X-Frame-Options": "DENY",
     "X-Content-Type-Options": "nosniff",
-    # The console's URLs name tenants and subjects: none is sent on to the Temporal UI's links.
-    "Referrer-Policy": "no-referrer",
+    # The console's URLs name tenants and subjects: none is sent on to the Temporal UI's links
+    # (same-origin, not no-referrer: with no-referrer a browser's form posts say `Origin: null`).
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
 
