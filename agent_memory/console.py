@@ -92,7 +92,7 @@ button.secondary{background:#fff;color:#2456c9}
 header button{background:transparent;border-color:#6f7fa6;color:#dfe6f5}
 .signin{max-width:460px;margin:70px auto}
 .signin input{width:100%;margin:8px 0 12px}
-.message{white-space:pre-wrap;word-break:break-word}
+.message{white-space:pre-wrap;overflow-wrap:break-word;min-width:8em}
 """
 STYLE_HASH = base64.b64encode(hashlib.sha256(CSS.encode()).digest()).decode()
 SECURITY_HEADERS = {

@@ -5,6 +5,8 @@ and restored, erasure receipts naming the subject by digest, and 503 while Postg
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import re
 import uuid
@@ -22,6 +24,7 @@ from agent_memory.models import Message, Session
 from agent_memory.operator_keys import create_operator_key
 from agent_memory.providers.offline import offline_providers
 from agent_memory.write_policy import WritePolicy
+from workers.schedules import PROJECTION_SWEEP_SCHEDULE, ensure_schedules
 
 SUBJECT = "lin"
 SCRIPT = "<script>alert('console')</script>"
@@ -203,3 +206,33 @@ async def test_postgres_down_is_a_503_page(services, task_queue):
             assert "Postgres is unavailable" in page.text and page.headers["content-type"].startswith("text/html")
     finally:
         await dead.close()
+
+
+async def test_the_schedules_latest_runs_link_to_their_runs(client, services, task_queue, running_worker):
+    operator = (await create_operator_key(services.pool)).token
+    temporal = services.temporal
+    with contextlib.suppress(Exception):  # a fresh one on this test's task queue
+        await temporal.get_schedule_handle(PROJECTION_SWEEP_SCHEDULE).delete()
+    created = await ensure_schedules(temporal, task_queue, keys_rotatable=False)
+    try:
+        schedule = temporal.get_schedule_handle(PROJECTION_SWEEP_SCHEDULE)
+        async with running_worker():
+            await schedule.trigger()
+            for _ in range(300):
+                recent = (await schedule.describe()).info.recent_actions
+                if recent:
+                    break
+                await asyncio.sleep(0.1)
+            run_id = recent[-1].action.workflow_id
+            await temporal.get_workflow_handle(run_id).result()
+        async with console(client) as http:
+            await sign_in(http, operator)
+            home = (await http.get("/console")).text
+        start = home.rindex("<tr>", 0, home.index(PROJECTION_SWEEP_SCHEDULE))
+        row = home[start:].split("</tr>")[0]
+        assert client.services.settings.workflow_url(run_id).replace("&", "&amp;") in row
+        assert "completed" in row and "1 h" in row and "/schedules/agent-memory%2Fprojection-sweep" in row
+    finally:
+        for schedule_id in created:
+            with contextlib.suppress(Exception):
+                await temporal.get_schedule_handle(schedule_id).delete()
