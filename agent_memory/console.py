@@ -73,6 +73,7 @@ table{border-collapse:collapse;width:100%}
 th,td{text-align:left;padding:6px 8px;border-bottom:1px solid #edf0f5;vertical-align:top}
 th{font-size:12px;text-transform:uppercase;letter-spacing:.4px;color:#5b6785;background:#f8f9fc}
 tr:hover td{background:#fafbfe}
+.time{white-space:nowrap}
 code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12.5px}
 a{color:#2456c9}
 .muted{color:#6b7690}
@@ -114,7 +115,7 @@ def esc(value: object) -> str:
 def when(value: datetime | None) -> str:
     if value is None:
         return '<span class="muted">–</span>'
-    return f'<span class="mono">{esc(value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S"))}Z</span>'
+    return f'<span class="mono time">{esc(value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S"))}Z</span>'
 
 
 def csrf_token(token: str) -> str:
@@ -393,7 +394,7 @@ def build_console_router() -> APIRouter:
         async def render(page: Page) -> Response:
             client = page.client
             rows = []
-            for tenant in await data.list_tenants(client.services.pool):
+            for tenant in (await data.list_tenants(client.services.pool))[:data.PAGE_ROWS]:
                 lag = await client.projection_lag(tenant)
                 rows.append(f'<tr><td><a href="{esc(_path("t", tenant))}">{esc(tenant)}</a></td><td>{_lag(lag)}</td>'
                             f"<td>{page.links.runs(visibility_query(tenant), 'runs')}</td></tr>")

@@ -70,15 +70,23 @@ async def test_an_operator_walks_from_a_tenant_to_a_facts_evidence(client, servi
             await page.wait_for_url(f"**/console/t/{tenant}/s/{SUBJECT}")
             assert "Bergen" in await page.locator("#candidates ~ section").first.inner_text()
             await shot(page, "4-subject")
+            async with page.expect_navigation():
+                await page.click("#candidates ~ section button:has-text('Confirm')")
+            assert "Confirmed" in await page.locator(".flash").inner_text()
+            await shot(page, "4-confirmed")
 
             await page.click("text=Facts now")
             await page.wait_for_url("**/facts")
-            assert "Oslo" in await page.locator("table").inner_text()
+            assert "Bergen" in await page.locator("table").inner_text()
             await shot(page, "5-facts")
-            await page.click("a:has-text('location/home_city')")
+            await page.click("text=history")
+            await page.wait_for_url("**/facts?history=1")
+            assert "Oslo" in await page.locator("table").inner_text()
+            await shot(page, "5-history")
+            await page.click("a:has-text('location/home_city') >> nth=0")
             await page.wait_for_url(f"**/console/t/{tenant}/s/{SUBJECT}/m/*")
             evidence = await page.locator("h2:has-text('Evidence') + section").inner_text()
-            assert "I live in Oslo." in evidence
+            assert "I live in Oslo." in evidence or "I live in Bergen." in evidence
             await shot(page, "6-evidence")
 
             await page.goto(f"http://127.0.0.1:{port}/console/t/{tenant}/s/{SUBJECT}/sessions/s1")
