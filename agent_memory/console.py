@@ -29,6 +29,7 @@ import html
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs, quote, urlencode
@@ -38,12 +39,25 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from agent_memory import console_data as data
 from agent_memory import contract
-from agent_memory.api_keys import ApiKeyError, TooManyFailuresError
+from agent_memory.api_keys import ApiKeyError, FailureLimiter, TooManyFailuresError
 from agent_memory.client import MemoryClient, visibility_query
-from agent_memory.http_api import DEPENDENCY_RETRY_AFTER_SECONDS, checked_operator_key, dependency_down
 from agent_memory.models import check_identifier
 from agent_memory.operator_keys import OperatorKey
 from agent_memory.user_errors import USER_ERROR_TABLE
+
+# http_api.checked_operator_key (the operator key behind the API's failure limiter) and
+# http_api.dependency_down (the dependency an error is the outage of), handed in by create_app.
+OperatorCheck = Callable[[FailureLimiter, Any, str | None, str | None], Awaitable[OperatorKey]]
+OutageOf = Callable[[BaseException], str | None]
+# Retry-After of a 503 page, as the API's: a restarting server is usually back within seconds.
+RETRY_AFTER_SECONDS = 5
+
+
+@dataclass(frozen=True)
+class Checks:
+    operator: OperatorCheck
+    outage: OutageOf
+
 
 PREFIX = "/console"
 COOKIE = "agent_memory_console"
@@ -148,8 +162,8 @@ class Links:
 class Page:
     """One signed-in request: its operator key, its CSRF token, and the page frame."""
 
-    def __init__(self, request: Request, key: OperatorKey, token: str):
-        self.request, self.key, self.csrf = request, key, csrf_token(token)
+    def __init__(self, request: Request, key: OperatorKey, token: str, checks: Checks):
+        self.request, self.key, self.csrf, self.checks = request, key, csrf_token(token), checks
         self.client: MemoryClient = request.app.state.client
         self.links = Links(self.client)
 
@@ -200,19 +214,19 @@ def error_page(status: int, title: str, detail: str, headers: dict[str, str] | N
     return document(title, body, status, headers)
 
 
-def failure_page(request: Request, exc: Exception) -> HTMLResponse:
+def failure_page(request: Request, exc: Exception, outage: OutageOf) -> HTMLResponse:
     """The page of a failed request: what went wrong and what to do, never a traceback."""
     if isinstance(exc, TooManyFailuresError):
         return signin_page(PREFIX, str(exc), 429, {"Retry-After": str(exc.retry_after)})
     if isinstance(exc, ApiKeyError):
         return signin_page(_next_path(request), str(exc), 401)
-    dependency = dependency_down(exc)
+    dependency = outage(exc)
     if dependency is not None:
         log.warning("%s %s: %s is unavailable: %s", request.method, request.url.path, dependency, exc)
         name = {"postgres": "Postgres", "redis": "Redis", "temporal": "Temporal"}.get(dependency, dependency)
         return error_page(503, "Dependency unavailable",
-                          f"{name} is unavailable (down or restarting): reload in {DEPENDENCY_RETRY_AFTER_SECONDS} s",
-                          {"Retry-After": str(DEPENDENCY_RETRY_AFTER_SECONDS)})
+                          f"{name} is unavailable (down or restarting): reload in {RETRY_AFTER_SECONDS} s",
+                          {"Retry-After": str(RETRY_AFTER_SECONDS)})
     for error_type, status, title in USER_ERROR_TABLE:
         if isinstance(exc, error_type):
             lines = str(exc).strip().splitlines()
@@ -233,10 +247,10 @@ def _token(request: Request) -> str | None:
     return request.cookies.get(COOKIE) or None
 
 
-async def _verify(request: Request, token: str) -> OperatorKey:
+async def _verify(request: Request, token: str, check: OperatorCheck) -> OperatorKey:
     client: MemoryClient = request.app.state.client
-    return await checked_operator_key(request.app.state.auth_failures, client.services.pool,
-                                      request.client.host if request.client else None, token)
+    return await check(request.app.state.auth_failures, client.services.pool,
+                       request.client.host if request.client else None, token)
 
 
 async def _form(request: Request) -> dict[str, str]:
@@ -255,14 +269,14 @@ def _same_origin(request: Request) -> bool:
 Handler = Callable[[Page], Awaitable[Response]]
 
 
-async def signed_in(request: Request, handler: Handler, *, action: bool = False) -> Response:
+async def signed_in(request: Request, checks: Checks, handler: Handler, *, action: bool = False) -> Response:
     """Run a page (or an action) for a signed-in operator; every failure becomes a page."""
     try:
         token = _token(request)
         if token is None:
             return signin_page(_next_path(request), "Sign in with an operator key to open the console.", 401)
-        key = await _verify(request, token)
-        page = Page(request, key, token)
+        key = await _verify(request, token, checks.operator)
+        page = Page(request, key, token, checks)
         if action:
             form = await _form(request)
             from_cookie = "authorization" not in request.headers
@@ -272,7 +286,7 @@ async def signed_in(request: Request, handler: Handler, *, action: bool = False)
             request.state.form = form
         return await handler(page)
     except Exception as exc:
-        return failure_page(request, exc)
+        return failure_page(request, exc, checks.outage)
 
 
 def _as_of(value: str | None) -> datetime | None:
@@ -353,8 +367,11 @@ def _messages_table(messages: list[data.EvidenceMessage], tenant: str, subject: 
     return _table(["message", "session", "speaker", "content", "written"], rows, "No message is cited.")
 
 
-def build_console_router() -> APIRouter:
+def build_console_router(check_operator: OperatorCheck, outage: OutageOf) -> APIRouter:
+    """The console's routes; `check_operator` verifies an operator key (http_api.checked_operator_key),
+    `outage` names the dependency an error is the outage of (http_api.dependency_down)."""
     router = APIRouter(prefix=PREFIX, include_in_schema=False)
+    checks = Checks(check_operator, outage)
 
     @router.get("/signin")
     async def signin_form(request: Request, next: str = PREFIX) -> Response:
@@ -372,9 +389,9 @@ def build_console_router() -> APIRouter:
             token = form.get("key", "").strip()
             if not token:
                 return signin_page(next_path, "no key: paste the operator key (amo:…)", 401)
-            await _verify(request, token)
+            await _verify(request, token, checks.operator)
         except Exception as exc:
-            return failure_page(request, exc)
+            return failure_page(request, exc, checks.outage)
         response = RedirectResponse(next_path, status_code=303, headers=SECURITY_HEADERS)
         response.set_cookie(COOKIE, token, max_age=COOKIE_MAX_AGE_SECONDS, path=PREFIX, httponly=True,
                             samesite="strict", secure=request.url.scheme == "https")
@@ -387,7 +404,7 @@ def build_console_router() -> APIRouter:
             response.delete_cookie(COOKIE, path=PREFIX, httponly=True, samesite="strict",
                                    secure=request.url.scheme == "https")
             return response
-        return await signed_in(request, done, action=True)
+        return await signed_in(request, checks, done, action=True)
 
     @router.get("")
     async def tenants(request: Request) -> Response:
@@ -402,7 +419,7 @@ def build_console_router() -> APIRouter:
                     + _table(["tenant", "projection", "Temporal"], rows, "No tenant has stored anything yet.")
                     + "</section><h2>Schedules</h2><section>" + await _schedules(page) + "</section>")
             return page.render("Tenants", [("tenants", None)], body)
-        return await signed_in(request, render)
+        return await signed_in(request, checks, render)
 
     @router.get("/t/{tenant}")
     async def tenant_page(request: Request, tenant: str) -> Response:
@@ -427,7 +444,7 @@ def build_console_router() -> APIRouter:
                     + '</section><h2 id="erasures">Erasure requests and receipts</h2><section>'
                     + _erasures(tenant, erasures) + "</section>")
             return page.render(f"Tenant {tenant}", [("tenants", PREFIX), (tenant, None)], body)
-        return await signed_in(request, render)
+        return await signed_in(request, checks, render)
 
     @router.get("/t/{tenant}/erasures/{request_id}/run")
     async def erasure_run(request: Request, tenant: str, request_id: str) -> Response:
@@ -437,7 +454,7 @@ def build_console_router() -> APIRouter:
             workflow_id = await data.erasure_workflow_id(services.pool, services.temporal, tenant, request_id)
             return RedirectResponse(services.settings.workflow_url(workflow_id), status_code=303,
                                     headers=SECURITY_HEADERS)
-        return await signed_in(request, go)
+        return await signed_in(request, checks, go)
 
     @router.get("/t/{tenant}/s/{subject}")
     async def subject_page(request: Request, tenant: str, subject: str) -> Response:
@@ -503,7 +520,7 @@ def build_console_router() -> APIRouter:
                     + "</section><h2>Episodes</h2><section>"
                     + _table(["session", "summary", "importance", "happened"], episodes, "No episode.") + "</section>")
             return page.render(f"Subject {subject}", crumbs, body)
-        return await signed_in(request, render)
+        return await signed_in(request, checks, render)
 
     @router.get("/t/{tenant}/s/{subject}/facts")
     async def facts_page(request: Request, tenant: str, subject: str, as_of: str | None = None,
@@ -530,7 +547,7 @@ def build_console_router() -> APIRouter:
                     '<p class="muted">Valid: when it was true. Recorded: when memory held it (to: when a later '
                     "write superseded it).</p>")
             return page.render(f"Facts of {subject}", crumbs, body)
-        return await signed_in(request, render)
+        return await signed_in(request, checks, render)
 
     @router.get("/t/{tenant}/s/{subject}/sessions/{session_id}")
     async def session_page(request: Request, tenant: str, subject: str, session_id: str) -> Response:
@@ -549,7 +566,7 @@ def build_console_router() -> APIRouter:
             crumbs = [("tenants", PREFIX), (tenant, _path("t", tenant)), (subject, _path("t", tenant, "s", subject)),
                       (f"session {session_id}", None)]
             return page.render(f"Session {session_id}", crumbs, body)
-        return await signed_in(request, render)
+        return await signed_in(request, checks, render)
 
     @router.get("/t/{tenant}/s/{subject}/m/{memory_id}")
     async def memory_page(request: Request, tenant: str, subject: str, memory_id: str) -> Response:
@@ -590,7 +607,7 @@ def build_console_router() -> APIRouter:
                       ("facts", _path("t", tenant, "s", subject, "facts")), (name, None)]
             body = (f"<h1>{esc(name)} <span class=\"muted mono\">{esc(memory.memory_id)}</span></h1>" + "".join(parts))
             return page.render(name, crumbs, body)
-        return await signed_in(request, render)
+        return await signed_in(request, checks, render)
 
     @router.post("/t/{tenant}/s/{subject}/m/{memory_id}/forget")
     async def forget(request: Request, tenant: str, subject: str, memory_id: str) -> Response:
@@ -599,7 +616,7 @@ def build_console_router() -> APIRouter:
             await page.client.forget(tenant, subject, memory_id, reason=reason, actor="operator",
                                      actor_id=f"operator-key:{page.key.key_id}")
             return _back(_path("t", tenant, "s", subject) + "?done=forgotten#forgotten")
-        return await signed_in(request, act, action=True)
+        return await signed_in(request, checks, act, action=True)
 
     @router.post("/t/{tenant}/s/{subject}/m/{memory_id}/restore")
     async def restore(request: Request, tenant: str, subject: str, memory_id: str) -> Response:
@@ -608,7 +625,7 @@ def build_console_router() -> APIRouter:
             await page.client.restore(tenant, subject, memory_id, reason=reason, actor="operator",
                                       actor_id=f"operator-key:{page.key.key_id}")
             return _back(_path("t", tenant, "s", subject, "m", memory_id) + "?done=restored")
-        return await signed_in(request, act, action=True)
+        return await signed_in(request, checks, act, action=True)
 
     @router.post("/t/{tenant}/s/{subject}/candidates/{memory_id}/confirm")
     async def confirm(request: Request, tenant: str, subject: str, memory_id: str) -> Response:
@@ -616,7 +633,7 @@ def build_console_router() -> APIRouter:
             await page.client.confirm_fact(tenant, subject, memory_id, actor="operator",
                                            actor_id=f"operator-key:{page.key.key_id}")
             return _back(_path("t", tenant, "s", subject) + "?done=confirmed#candidates")
-        return await signed_in(request, act, action=True)
+        return await signed_in(request, checks, act, action=True)
 
     return router
 
@@ -665,7 +682,7 @@ async def _schedules(page: Page) -> str:
     try:
         schedules = await data.describe_schedules(page.client.services.temporal)
     except Exception as exc:
-        if dependency_down(exc) != "temporal":
+        if page.checks.outage(exc) != "temporal":
             raise
         return '<div class="error">Temporal is unavailable: the Schedules cannot be read (reload in a few seconds).</div>'
     rows = []
