@@ -21,7 +21,7 @@ from agent_memory.client import MemoryClient
 from agent_memory.console import COOKIE
 from agent_memory.http_api import serving
 from agent_memory.models import Message, Session
-from agent_memory.operator_keys import create_operator_key
+from agent_memory.operator_keys import create_operator_key, revoke_operator_key
 from agent_memory.providers.offline import offline_providers
 from agent_memory.write_policy import WritePolicy
 from workers.schedules import PROJECTION_SWEEP_SCHEDULE, ensure_schedules
@@ -102,6 +102,14 @@ async def test_only_an_operator_key_opens_the_console(client, services, tenant):
         # A sign-in never sends the browser off the console.
         away = await http.post("/console/signin", data={"key": operator, "next": "//evil.example/console"})
         assert away.headers["location"] == "/console"
+        # A revoked key's cookie opens nothing at its next request.
+        await revoke_operator_key(services.pool, operator.split(":")[1])
+        revoked = await http.get("/console")
+        assert revoked.status_code == 401 and "unknown or revoked" in revoked.text
+        # Behind a TLS proxy (on loopback, whose X-Forwarded-Proto uvicorn trusts) the cookie is Secure.
+        other = (await create_operator_key(services.pool)).token
+        proxied = await http.post("/console/signin", data={"key": other}, headers={"X-Forwarded-Proto": "https"})
+        assert "Secure" in proxied.headers["set-cookie"]
 
 
 async def test_a_subject_page_by_page_with_as_of_evidence_and_actions(client, services, tenant, running_worker):
