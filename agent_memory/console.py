@@ -26,7 +26,6 @@ import base64
 import hashlib
 import hmac
 import html
-import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -486,7 +485,7 @@ def build_console_router(check_operator: OperatorCheck, outage: OutageOf) -> API
                         f"<td>{when(e.happened_at)}</td></tr>" for e in overview.episodes]
             forgotten = []
             for f in overview.forgotten:
-                content = "; ".join(_describe_content(c) for c in f.content) or "–"
+                content = _describe_content(f.content)
                 forgotten.append(
                     f'<tr><td class="mono"><a href="{esc(_path("t", tenant, "s", subject, "m", str(f.memory.memory_id)))}">'
                     f"{esc(str(f.memory.memory_id)[:8])}</a></td><td>{esc(f.memory.memory_kind)}</td>"
@@ -647,13 +646,18 @@ def _back(location: str) -> Response:
     return RedirectResponse(location, status_code=303, headers=SECURITY_HEADERS)
 
 
-def _describe_content(content: dict[str, Any]) -> str:
-    if "key" in content and "value" in content:
-        return f"{content.get('namespace', '')}/{content['key']} = {content['value']}"
-    for field in ("summary", "text", "value"):
-        if isinstance(content.get(field), str):
-            return str(content[field])
-    return json.dumps(content, default=str)[:300]
+def _describe_content(content: list[dict[str, Any]]) -> str:
+    """What a forgotten memory held, from its events' payloads: each value once, in order
+    (events that carry no value, a promotion or an end, add nothing)."""
+    said: list[str] = []
+    for payload in content:
+        if "key" in payload and payload.get("value"):
+            text = f"{payload.get('namespace', '')}/{payload['key']} = {payload['value']}"
+        else:
+            text = next((str(payload[f]) for f in ("summary", "text") if isinstance(payload.get(f), str)), "")
+        if text and text not in said:
+            said.append(text)
+    return "; ".join(said) or "–"
 
 
 def _erasures(tenant: str, erasures: list[data.ErasureRow]) -> str:

@@ -16,7 +16,7 @@ from playwright.async_api import Page, async_playwright
 
 from agent_memory.http_api import serving
 from agent_memory.operator_keys import create_operator_key
-from tests.test_console import SCRIPT, SUBJECT, seed
+from tests.test_console import SCRIPT, SUBJECT, seed, session
 
 CHROMIUM = os.environ.get("AGENT_MEMORY_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 
@@ -42,6 +42,8 @@ async def test_an_operator_walks_from_a_tenant_to_a_facts_evidence(client, servi
     operator = (await create_operator_key(services.pool, "browser-test")).token
     async with running_worker():
         await seed(client, tenant)
+        await client.append_messages(tenant, "noor", session("n1", "05-03", "I live in Cairo."))
+        await client.erasure_receipt(await client.erase(tenant, "noor", "ticket 4411", "req-4411"))
     dialogs: list[str] = []
 
     async def shot(page: Page, name: str) -> None:
@@ -65,6 +67,8 @@ async def test_an_operator_walks_from_a_tenant_to_a_facts_evidence(client, servi
 
             await page.click(f"a[href='/console/t/{tenant}']")
             await page.wait_for_url(f"**/console/t/{tenant}")
+            receipts = await page.locator("#erasures + section").inner_text()
+            assert "req-4411" in receipts and "noor" not in receipts and "residue 0" in receipts
             await shot(page, "3-tenant")
             await page.click(f"a[href='/console/t/{tenant}/s/{SUBJECT}']")
             await page.wait_for_url(f"**/console/t/{tenant}/s/{SUBJECT}")
@@ -88,6 +92,12 @@ async def test_an_operator_walks_from_a_tenant_to_a_facts_evidence(client, servi
             evidence = await page.locator("h2:has-text('Evidence') + section").inner_text()
             assert "I live in Oslo." in evidence or "I live in Bergen." in evidence
             await shot(page, "6-evidence")
+            await page.fill("input[name=reason]", "asked by the user")
+            async with page.expect_navigation():
+                await page.click("button:has-text('Forget this memory')")
+            assert "Restore" in await page.locator("#forgotten + section").inner_text()
+            await page.locator("#forgotten").scroll_into_view_if_needed()
+            await shot(page, "8-forgotten")
 
             await page.goto(f"http://127.0.0.1:{port}/console/t/{tenant}/s/{SUBJECT}/sessions/s1")
             assert SCRIPT in await page.locator("table").inner_text()  # shown as text
