@@ -112,6 +112,16 @@ async def test_only_an_operator_key_opens_the_console(client, services, tenant):
         assert "Secure" in proxied.headers["set-cookie"]
 
 
+async def test_guessing_keys_at_the_sign_in_form_is_limited(client, services):
+    guess = "amo:abcdef012345:" + "x" * 43
+    async with console(client) as http:
+        answers = [(await sign_in(http, guess)).status_code for _ in range(client.services.settings.auth_failure_burst)]
+        assert set(answers) == {401}
+        limited = await sign_in(http, guess)
+        assert limited.status_code == 429 and int(limited.headers["retry-after"]) > 0
+        assert "too many failed authentications" in limited.text
+
+
 async def test_a_subject_page_by_page_with_as_of_evidence_and_actions(client, services, tenant, running_worker):
     operator = (await create_operator_key(services.pool)).token
     async with running_worker():
