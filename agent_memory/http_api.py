@@ -58,6 +58,7 @@ from agent_memory.api_keys import (
     verify_key,
 )
 from agent_memory.client import MemoryClient
+from agent_memory.console import build_console_router
 from agent_memory.mcp_server import bearer_token, build_mcp_server
 from agent_memory.models import Message as ChatMessage
 from agent_memory.models import Session, check_identifier
@@ -303,6 +304,8 @@ def create_app(client: MemoryClient) -> FastAPI:
 
     def subject(subject_id: str) -> str:
         return check_identifier("subject", subject_id)
+
+    app.include_router(build_console_router(checked_operator_key, dependency_down))  # /console: the memory console
 
     @app.get("/v1/health")
     async def health() -> dict[str, str]:
