@@ -6,6 +6,7 @@ started is already running under the same home, and stopped only by whoever star
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import logging
@@ -136,6 +137,13 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
+def _leads_group(pid: int) -> bool:
+    try:
+        return os.getpgid(pid) == pid
+    except ProcessLookupError:
+        return False
+
+
 def _bin_dir() -> Path:
     return Path(sys.executable).parent
 
@@ -197,6 +205,10 @@ class EmbeddedStack:
     ports: Ports = field(default_factory=Ports)
     started: list[str] = field(default_factory=list)
     app_password: str | None = None  # set when this stack provides PostgreSQL
+    # `up` (holding the home's lock) takes over servers a crashed `up` left running: it supervises
+    # and stops them as its own. Anyone else reuses a running server and leaves it running.
+    adopt: bool = False
+    adopted: list[str] = field(default_factory=list)
 
     @property
     def run_dir(self) -> Path:
@@ -280,6 +292,54 @@ class EmbeddedStack:
         path.unlink(missing_ok=True)  # stale: the process is gone or not answering
         return None
 
+    def _reused(self, name: str, state: dict | None) -> dict | None:
+        """`state` of a running server; adopted (stopped by this stack) when self.adopt."""
+        if state is not None and self.adopt and name not in self.started:
+            self.adopted.append(name)
+            self._mark_started(name)
+            # A restart after a crash goes back to the port its clients know.
+            ports = {"temporal": {"temporal": state["port"], "ui": state.get("ui_port", self.ports.ui)},
+                     "redis": {"redis": state["port"]}, "postgres": {"postgres": state["port"]}}[name]
+            self.ports = replace(self.ports, **ports)
+        return state
+
+    def _mark_started(self, name: str) -> None:
+        if name not in self.started:
+            self.started.append(name)
+
+    def server_pid(self, name: str) -> int | None:
+        """The pid recorded for server `name` when that process is alive (its port may be closed:
+        starting, or hung), else None."""
+        path = self.run_dir / f"{name}.json"
+        try:
+            pid = json.loads(path.read_text()).get("pid")
+        except (OSError, ValueError):
+            return None
+        return pid if pid and pid_alive(pid) else None
+
+    def restart(self, name: str) -> None:
+        """Start server `name` again on the port it had (its URL is unchanged for every client)."""
+        (self.run_dir / f"{name}.json").unlink(missing_ok=True)
+        picked, self.ports = self.ports.picked, replace(self.ports, picked=False)  # never moved to other ports
+        try:
+            getattr(self, f"_start_{name}")()
+        finally:
+            self.ports = replace(self.ports, picked=picked)
+
+    def kill_all(self) -> None:
+        """Kill every server recorded under the home at once (SIGKILL): the last resort of a stop
+        that takes too long. PostgreSQL recovers from its write-ahead log at the next start."""
+        for path in self.run_dir.glob("*.json"):
+            try:
+                pid = json.loads(path.read_text()).get("pid")
+            except (OSError, ValueError):
+                continue
+            if pid and pid_alive(pid):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pid, signal.SIGKILL) if _leads_group(pid) else os.kill(pid, signal.SIGKILL)
+            path.unlink(missing_ok=True)
+        remove_connection(self.home)
+
     def _save_state(self, name: str, **state) -> None:
         _write_private(self.run_dir / f"{name}.json", json.dumps(state))
 
@@ -312,7 +372,7 @@ class EmbeddedStack:
                 self.ports = replace(self.ports, **repicked)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    def _terminate(self, name: str, grace: float = 15.0) -> None:
+    def _terminate(self, name: str, grace: float = 8.0) -> None:
         state_path = self.run_dir / f"{name}.json"
         if not state_path.exists():
             return
@@ -329,7 +389,7 @@ class EmbeddedStack:
     # --- Temporal --------------------------------------------------------------------------
 
     def _start_temporal(self) -> tuple[str, str]:
-        state = self._state("temporal")
+        state = self._reused("temporal", self._state("temporal"))
         if state is None:
             if port_open(self.ports.temporal):
                 raise RuntimeError(f"port {self.ports.temporal} is taken by another process; set TEMPORAL_ADDRESS to "
@@ -337,7 +397,7 @@ class EmbeddedStack:
             proc = self._spawn_until_bound("temporal", "Temporal", ("temporal", "ui"), self._temporal_argv)
             state = {"pid": proc.pid, "port": self.ports.temporal, "ui_port": self.ports.ui}
             self._save_state("temporal", **state)
-            self.started.append("temporal")
+            self._mark_started("temporal")
         return f"127.0.0.1:{state['port']}", f"http://127.0.0.1:{state['ui_port']}"
 
     def _temporal_argv(self) -> list[str]:
@@ -360,7 +420,7 @@ class EmbeddedStack:
 
     def _start_redis(self) -> str:
         password = self._secrets()["redis"]
-        state = self._state("redis")
+        state = self._reused("redis", self._state("redis"))
         if state is not None and not state.get("auth"):
             raise RuntimeError(f"the Redis running under {self.home} has no password (an older agent-memory started "
                                f"it): stop it (pid {state['pid']}) and start again")
@@ -379,7 +439,7 @@ class EmbeddedStack:
             proc = self._spawn_until_bound("redis", "Redis", ("redis",), argv)
             state = {"pid": proc.pid, "port": self.ports.redis, "auth": True}
             self._save_state("redis", **state)
-            self.started.append("redis")
+            self._mark_started("redis")
         return f"redis://:{password}@127.0.0.1:{state['port']}/0"
 
     def _stop_redis(self) -> None:
@@ -455,7 +515,7 @@ class EmbeddedStack:
     def _start_postgres(self) -> tuple[str, str]:
         pw = self._secrets()
         data = self.home / "postgres"
-        state = self._state("postgres")
+        state = self._reused("postgres", self._state("postgres"))
         port = state["port"] if state else self.ports.postgres
         if state is None:
             self._prepare_postgres_dirs(data)
@@ -474,7 +534,7 @@ class EmbeddedStack:
                 raise RuntimeError(f"PostgreSQL did not start: {last_error(log_file, res.stderr)} (log: {log_file})")
             pid = int((data / "postmaster.pid").read_text().split()[0])
             self._save_state("postgres", pid=pid, port=port)
-            self.started.append("postgres")
+            self._mark_started("postgres")
         self.app_password = pw["app"]
         admin_url = f"postgresql://postgres:{pw['postgres']}@127.0.0.1:{port}/{DATABASE_NAME}"
         self._ensure_database(port, pw)
@@ -491,7 +551,7 @@ class EmbeddedStack:
 
     def _stop_postgres(self) -> None:
         data = self.home / "postgres"
-        res = self._pg_run("pg_ctl", "-D", str(data), "-m", "fast", "-w", "stop", timeout=60)
+        res = self._pg_run("pg_ctl", "-D", str(data), "-m", "fast", "-w", "-t", "10", "stop", timeout=15)
         if res.returncode != 0:
             self._terminate("postgres")
         (self.run_dir / "postgres.json").unlink(missing_ok=True)
