@@ -98,6 +98,13 @@ def _kill_leftovers(home: Path) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
+def _until_gone(pids, timeout: float = 10) -> None:
+    """A process stopped by a signal may take a moment to exit."""
+    deadline = time.monotonic() + timeout
+    while any(pid_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
 async def _closed_run(temporal_address: str, task_queue: str) -> str:
     """A run on the queue that closes at once (terminated): the run log must print it."""
     from temporalio.client import Client
@@ -144,9 +151,7 @@ def test_a_killed_server_comes_back_one_up_per_home_and_ctrl_c_is_bounded(tmp_pa
         took = up.interrupt()
         assert took < STOP_BOUND_SECONDS, (took, up.output())
         assert up.proc.returncode == 0, up.output()
-        deadline = time.monotonic() + 10  # a killed postmaster's backends leave on their own
-        while any(pid_alive(pid) for pid in pids.values()) and time.monotonic() < deadline:
-            time.sleep(0.2)
+        _until_gone(pids.values())
         assert not [name for name, pid in pids.items() if pid_alive(pid)], up.output()
         assert not list((home / "run").glob("*.json"))
     finally:
@@ -170,6 +175,7 @@ def test_the_servers_of_a_killed_up_are_adopted_and_stopped_by_the_next(tmp_path
         assert {name: second.pid(name) for name in SERVERS} == pids
         took = second.interrupt()
         assert took < STOP_BOUND_SECONDS and second.proc.returncode == 0, second.output()
+        _until_gone(pids.values())
         assert not [name for name, pid in pids.items() if pid_alive(pid)], second.output()
     finally:
         for up in (first, locals().get("second")):

@@ -134,7 +134,17 @@ def pid_alive(pid: int) -> bool:
         done, _ = os.waitpid(pid, os.WNOHANG)
         return done == 0
     except ChildProcessError:
-        return True
+        return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """Whether `pid` has exited and waits to be reaped by its parent (a daemon's, like the
+    postmaster's, is the init process, which may be slow to reap or never do it)."""
+    try:
+        stat_line = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat_line.rpartition(")")[2].split()[:1] == ["Z"]
 
 
 def _leads_group(pid: int) -> bool:
