@@ -21,6 +21,7 @@ import pytest
 
 from agent_memory.http_api import free_port
 from agent_memory.settings import ENV_VARS
+from agent_memory.stack_connection import read_connection
 from workers.embedded import pid_alive
 from workers.supervisor import SHUTDOWN_SECONDS, Backoff
 
@@ -141,6 +142,8 @@ def test_a_killed_server_comes_back_one_up_per_home_and_ctrl_c_is_bounded(tmp_pa
         up.wait_for("redis is running again", timeout=60)
         assert up.count("redis stopped unexpectedly") == 1 and up.count("redis is running again") == 1
         assert up.port("redis") == redis_port and up.pid("redis") != redis_pid
+        # Programs on the home still find the stack (the connection file names the new pid).
+        assert read_connection(home) is not None
         time.sleep(5)  # a few more run-log polls and supervisor checks
         assert up.count(workflow_id) == 1, up.output()
         assert up.count("redis") == 2 and up.proc.poll() is None

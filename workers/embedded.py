@@ -29,7 +29,7 @@ from typing import Any
 
 from agent_memory import contract
 from agent_memory.settings import Settings
-from agent_memory.stack_connection import remove_connection, write_connection
+from agent_memory.stack_connection import CONNECTION_FILE, remove_connection, write_connection
 
 log = logging.getLogger(__name__)
 
@@ -335,6 +335,18 @@ class EmbeddedStack:
             getattr(self, f"_start_{name}")()
         finally:
             self.ports = replace(self.ports, picked=picked)
+        self._refresh_connection_pids()
+
+    def _refresh_connection_pids(self) -> None:
+        """The connection file names the servers' pids (a file whose servers are gone is ignored):
+        a restarted server's new pid replaces its old one; the URLs are unchanged."""
+        path = self.home / CONNECTION_FILE
+        try:
+            connection = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return
+        pids = [pid for name in ("postgres", "redis", "temporal") if (pid := self.server_pid(name))]
+        write_connection(self.home, connection, pids)
 
     def kill_all(self) -> None:
         """Kill every server recorded under the home at once (SIGKILL): the last resort of a stop
