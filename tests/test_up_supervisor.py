@@ -99,6 +99,23 @@ def _kill_leftovers(home: Path) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
+def _hold_port(port: int) -> socket.socket:
+    """Listen on `port` as soon as the server that had it is gone."""
+    deadline = time.monotonic() + 5
+    while True:
+        holder = socket.socket()
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            holder.bind(("127.0.0.1", port))
+            holder.listen()
+            return holder
+        except OSError:
+            holder.close()
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def _until_gone(pids, timeout: float = 10) -> None:
     """A process stopped by a signal may take a moment to exit."""
     deadline = time.monotonic() + timeout
@@ -147,6 +164,20 @@ def test_a_killed_server_comes_back_one_up_per_home_and_ctrl_c_is_bounded(tmp_pa
         time.sleep(5)  # a few more run-log polls and supervisor checks
         assert up.count(workflow_id) == 1, up.output()
         assert up.count("redis") == 2 and up.proc.poll() is None
+
+        # A server that cannot start (a full disk, its port taken) is retried with backoff, said
+        # once, and comes back by itself once the cause is gone.
+        pg_port = up.port("postgres")
+        os.kill(up.pid("postgres"), signal.SIGKILL)
+        blocker = _hold_port(pg_port)
+        try:
+            up.wait_for("postgres did not start again", timeout=30)
+            time.sleep(2)  # more attempts, not more lines
+        finally:
+            blocker.close()
+        up.wait_for("postgres is running again", timeout=60)
+        assert up.count("postgres stopped unexpectedly") == 1 and up.count("postgres did not start again") == 1
+        assert up.port("postgres") == pg_port
 
         # Ctrl-C with PostgreSQL down (the worker's pool waiting on it) still ends in bounded time.
         pids = {name: up.pid(name) for name in SERVERS}
