@@ -25,8 +25,6 @@ from agent_memory.stack_connection import read_connection
 from workers.embedded import pid_alive
 from workers.supervisor import SHUTDOWN_SECONDS, Backoff
 
-pytestmark = pytest.mark.stack
-
 ROOT = Path(__file__).resolve().parents[1]
 SERVERS = ("postgres", "redis", "temporal")
 # Ctrl-C must end `up` within this (its own hard bound, plus the interpreter's exit).
@@ -134,6 +132,7 @@ async def _closed_run(temporal_address: str, task_queue: str) -> str:
     return workflow_id
 
 
+@pytest.mark.stack
 def test_a_killed_server_comes_back_one_up_per_home_and_ctrl_c_is_bounded(tmp_path):
     home = tmp_path / "home"
     up = Up(home)
@@ -194,6 +193,7 @@ def test_a_killed_server_comes_back_one_up_per_home_and_ctrl_c_is_bounded(tmp_pa
         _kill_leftovers(home)
 
 
+@pytest.mark.stack
 def test_the_servers_of_a_killed_up_are_adopted_and_stopped_by_the_next(tmp_path):
     home = tmp_path / "home"
     first = Up(home)
@@ -240,3 +240,32 @@ def test_backoff_grows_to_its_ceiling():
     backoff = Backoff()
     delays = [backoff.next_delay() for _ in range(12)]
     assert delays == sorted(delays) and delays[0] < 1 and delays[-1] == 30
+
+
+async def test_a_failing_task_is_restarted_with_backoff_and_each_change_said_once(monkeypatch):
+    """The worker and the HTTP API run under supervise_task: failures restart them, and a stop
+    ends them within its bound even when one ignores it."""
+    from workers import supervisor
+
+    monkeypatch.setattr(supervisor, "BACKOFF_SECONDS", (0.01, 0.02))
+    monkeypatch.setattr(supervisor, "HELD_SECONDS", 0.3)
+    monkeypatch.setattr(supervisor, "PART_STOP_SECONDS", 0.5)
+    said: list[str] = []
+    runs = 0
+    stop = asyncio.Event()
+
+    async def flaky() -> None:
+        nonlocal runs
+        runs += 1
+        if runs <= 3:
+            raise ConnectionError(f"refused {runs}")
+        await asyncio.sleep(3600)  # ignores `stop`: the bound must end it
+
+    task = asyncio.create_task(supervisor.supervise_task("worker", flaky, stop, say=said.append))
+    await asyncio.sleep(1.0)
+    assert said == ["worker failed (refused 1); restarting it", said[1]] and said[1].startswith(
+        "worker is running again (down "), said
+    began = time.monotonic()
+    stop.set()
+    await asyncio.wait_for(task, timeout=5)
+    assert time.monotonic() - began < 2 and runs == 4
