@@ -211,8 +211,21 @@ def test_the_servers_of_a_killed_up_are_adopted_and_stopped_by_the_next(tmp_path
         assert took < STOP_BOUND_SECONDS and second.proc.returncode == 0, second.output()
         _until_gone(pids.values())
         assert not [name for name, pid in pids.items() if pid_alive(pid)], second.output()
+
+        # A second Ctrl-C does not wait for an orderly stop: the servers are killed at once.
+        third = Up(home)
+        pids = {name: third.pid(name) for name in SERVERS}
+        began = time.monotonic()
+        third.proc.send_signal(signal.SIGINT)
+        third.wait_for("stopping", timeout=10)
+        third.proc.send_signal(signal.SIGINT)
+        third.proc.wait(timeout=30)
+        assert time.monotonic() - began < 10 and third.proc.returncode == 1, third.output()
+        assert third.count("a second interrupt: killing the servers") == 1
+        _until_gone(pids.values())
+        assert not [name for name, pid in pids.items() if pid_alive(pid)], third.output()
     finally:
-        for up in (first, locals().get("second")):
+        for up in (first, locals().get("second"), locals().get("third")):
             if up is not None and up.proc.poll() is None:
                 up.proc.kill()
         _kill_leftovers(home)

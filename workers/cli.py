@@ -13,7 +13,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from agent_memory.settings import Settings
 from workers.embedded import EmbeddedStack
 from workers.heap import freeze_startup_heap
 from workers.runtime import migrate_database, open_stack
+from workers.supervisor import ShutdownGuard
 
 
 def add_tooling_commands(sub: core.SubParsers) -> None:
@@ -174,19 +175,22 @@ async def reapply_ledger_erasures(services: Services) -> None:
 
 
 async def run_worker_until_signal(services: Services, announce: str, providers: Any = None, *,
-                                  api_port: int | None = None, stack: EmbeddedStack | None = None) -> None:
+                                  api_port: int | None = None, stack: EmbeddedStack | None = None,
+                                  guard: ShutdownGuard | None = None) -> None:
     """Run a worker (and, with `api_port`, the HTTP API on 127.0.0.1) until SIGINT/SIGTERM, each
     started again when it fails; with `stack`, its servers too (workers/supervisor.py). The stop
-    is bounded: past SHUTDOWN_SECONDS, or at a second signal, the servers are killed."""
+    is bounded by `guard` (past SHUTDOWN_SECONDS, or at a second signal, the servers are killed),
+    which the caller cancels once it has stopped the servers; without one, by a guard of its own."""
     from agent_memory.providers.openai_compat import providers_for
     from agent_memory.reembedding import embedder_model, start_needed_reembeddings
     from workers.run_log import log_closed_runs
     from workers.schedules import ensure_schedules
-    from workers.supervisor import PART_STOP_SECONDS, ServerSupervisor, ShutdownGuard, serve_api, supervise_task
+    from workers.supervisor import PART_STOP_SECONDS, ServerSupervisor, serve_api, supervise_task
     from workers.worker import build_worker
 
-    stop = asyncio.Event()
-    guard = ShutdownGuard(stack, stop)
+    own_guard = guard is None
+    guard = guard or ShutdownGuard(stack)
+    stop = guard.stop
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, guard.on_signal)
@@ -256,6 +260,16 @@ async def run_worker_until_signal(services: Services, announce: str, providers: 
         for task in pending:  # e.g. the run log waiting on a Temporal that is down
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
+        if own_guard:
+            guard.cancel()
+
+
+@contextlib.contextmanager
+def _cancelled_at_exit(guard: ShutdownGuard) -> Iterator[ShutdownGuard]:
+    try:
+        yield guard
+    finally:
+        guard.cancel()
 
 
 async def _up(args: argparse.Namespace, settings: Settings) -> int:
@@ -274,6 +288,7 @@ async def _up(args: argparse.Namespace, settings: Settings) -> int:
             model_line = f"  model     {server.base_url} (llama-server, log {server.log_file})\n"
         # Servers a killed `up` left running are adopted: supervised and stopped by this one.
         stack = EmbeddedStack(settings.home, Ports.free() if args.free_ports else Ports(), adopt=True)
+        guard = local.enter_context(_cancelled_at_exit(ShutdownGuard(stack)))
         async with open_stack(settings, start=True, stack=stack) as services:
             s = services.settings
             assert s.database_url and s.redis_url  # start=True: the embedded stack filled them in
@@ -284,7 +299,7 @@ async def _up(args: argparse.Namespace, settings: Settings) -> int:
                 f"agent-memory is up (home {s.home})\n  Temporal  {s.temporal_address}  UI {s.ui_url}\n"
                 f"  Postgres  {s.database_url.split('@')[-1]}\n  Redis     {s.redis_url.split('@')[-1]}\n"
                 f"{model_line}  worker    task queue {s.task_queue}\nCtrl-C stops everything."), providers,
-                api_port=args.api_port, stack=stack)
+                api_port=args.api_port, stack=stack, guard=guard)
         if providers is not None:
             await providers.aclose()
     return 0
@@ -361,7 +376,6 @@ async def _mcp(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _demo(args: argparse.Namespace, settings: Settings) -> int:
     from workers.demo import run_demo
-    from workers.embedded import EmbeddedStack
 
     # Whether the demo starts the stack (and so stops it at the end, taking the UI link with it).
     starts_stack = await asyncio.to_thread(EmbeddedStack(settings.home).running, settings) is None

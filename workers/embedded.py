@@ -219,6 +219,7 @@ class EmbeddedStack:
     # and stops them as its own. Anyone else reuses a running server and leaves it running.
     adopt: bool = False
     adopted: list[str] = field(default_factory=list)
+    closing: bool = False  # stop() has begun: a restart under way stops what it started
 
     @property
     def run_dir(self) -> Path:
@@ -278,6 +279,7 @@ class EmbeddedStack:
 
     def stop(self) -> None:
         """Stop, in reverse order, the services this instance started (not the reused ones)."""
+        self.closing = True
         if self.started:
             remove_connection(self.home)
         for name in reversed(self.started):
@@ -330,11 +332,16 @@ class EmbeddedStack:
     def restart(self, name: str) -> None:
         """Start server `name` again on the port it had (its URL is unchanged for every client)."""
         (self.run_dir / f"{name}.json").unlink(missing_ok=True)
+        if self.closing:
+            return
         picked, self.ports = self.ports.picked, replace(self.ports, picked=False)  # never moved to other ports
         try:
             getattr(self, f"_start_{name}")()
         finally:
             self.ports = replace(self.ports, picked=picked)
+        if self.closing:  # stop() ran while this one was starting: it did not see it
+            getattr(self, f"_stop_{name}")()
+            return
         self._refresh_connection_pids()
 
     def _refresh_connection_pids(self) -> None:
@@ -351,15 +358,22 @@ class EmbeddedStack:
     def kill_all(self) -> None:
         """Kill every server recorded under the home at once (SIGKILL): the last resort of a stop
         that takes too long. PostgreSQL recovers from its write-ahead log at the next start."""
-        for path in self.run_dir.glob("*.json"):
+        pids: list[tuple[Path | None, int]] = []
+        for state_path in self.run_dir.glob("*.json"):
             try:
-                pid = json.loads(path.read_text()).get("pid")
-            except (OSError, ValueError):
+                pids.append((state_path, int(json.loads(state_path.read_text()).get("pid") or 0)))
+            except (OSError, ValueError, TypeError):
                 continue
+        with contextlib.suppress(OSError, ValueError, IndexError):  # a PostgreSQL still starting has no state yet
+            postmaster = int((self.home / "postgres" / "postmaster.pid").read_text().split()[0])
+            if b"postgres" in Path(f"/proc/{postmaster}/cmdline").read_bytes():  # not a reused pid
+                pids.append((None, postmaster))
+        for path, pid in pids:
             if pid and pid_alive(pid):
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(pid, signal.SIGKILL) if _leads_group(pid) else os.kill(pid, signal.SIGKILL)
-            path.unlink(missing_ok=True)
+            if path is not None:
+                path.unlink(missing_ok=True)
         remove_connection(self.home)
 
     def _save_state(self, name: str, **state) -> None:

@@ -203,9 +203,10 @@ class ShutdownGuard:
     """Bounds a stop: SHUTDOWN_SECONDS after the first signal, or at a second one, every server
     recorded under the home is killed and the process exits."""
 
-    def __init__(self, stack: EmbeddedStack | None, stop: asyncio.Event, *, say: Say = _print,
+    def __init__(self, stack: EmbeddedStack | None = None, *, say: Say = _print,
                  seconds: float = SHUTDOWN_SECONDS) -> None:
-        self.stack, self.stop, self.say, self.seconds = stack, stop, say, seconds
+        self.stack, self.say, self.seconds = stack, say, seconds
+        self.stop = asyncio.Event()  # set at the first signal
         self.timer: threading.Timer | None = None
         self.signals = 0
 
@@ -226,6 +227,7 @@ class ShutdownGuard:
         os._exit(1)
 
     def cancel(self) -> None:
+        """The stop finished in time (the servers are stopped too)."""
         if self.timer is not None:
             self.timer.cancel()
 
