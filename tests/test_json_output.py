@@ -138,6 +138,7 @@ async def test_every_library_json_command_prints_json_only(tmp_path, monkeypatch
                 code = await asyncio.to_thread(main, list(argv))
                 out, err = capfd.readouterr()
                 assert code == 0, (argv, out, err)
+                assert "\x1b[" not in err, err
                 return out
 
             await cli("ingest", "--tenant", tenant, "--subject", SUBJECT, str(sessions))
@@ -172,11 +173,16 @@ def tooling_data(tmp_path_factory) -> dict[str, str]:
 
 @pytest.mark.stack
 @pytest.mark.parametrize("case", TOOLING, ids=_command_of)
-def test_every_tooling_json_command_prints_json_only(case, tooling_data):
+def test_every_tooling_json_command_prints_json_only(case, tooling_data, request):
     env = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
-    env["AGENT_MEMORY_HOME"] = tooling_data["home"]  # the demo's; the others run on private stacks
+    if case == "demo":  # on the running stack of the tests (on its own the demo takes the default ports)
+        env["AGENT_MEMORY_HOME"] = str(request.getfixturevalue("services").settings.home)
+        env["AGENT_MEMORY_TASK_QUEUE"] = f"demo-{uuid.uuid4().hex[:8]}"
+    else:  # each runs on a private stack of its own
+        env["AGENT_MEMORY_HOME"] = tooling_data["home"]
     argv = [*case.format(**tooling_data).split(), "--json"]
     done = subprocess.run([sys.executable, "-m", "workers.cli", *argv], env=env, cwd=ROOT, capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0, (case, done.stdout[-2000:], done.stderr[-3000:])
     _parse_stdout(done.stdout, case)
+    assert "\x1b[" not in done.stderr, done.stderr[-3000:]  # not a terminal: plain text

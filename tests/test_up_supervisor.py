@@ -247,6 +247,11 @@ def test_the_api_keeps_its_port_while_old_connections_linger():
     with socket.socket() as plain, pytest.raises(OSError):
         plain.bind(("127.0.0.1", port))
     assert free_port("127.0.0.1", port) == port
+    with socket.socket() as taken:  # a port another server listens on is still refused
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        taken.bind(("127.0.0.1", port))
+        taken.listen()
+        assert free_port("127.0.0.1", port) != port
 
 
 def test_backoff_grows_to_its_ceiling():

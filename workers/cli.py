@@ -23,10 +23,17 @@ from agent_memory.providers.openai_compat import providers_for
 from agent_memory.recall_policy import DEFAULT_PRESET, PRESETS
 from agent_memory.services import Services
 from agent_memory.settings import Settings
-from workers.embedded import EmbeddedStack
+from workers.embedded import EmbeddedStack, Ports
 from workers.heap import freeze_startup_heap
 from workers.runtime import migrate_database, open_stack
-from workers.supervisor import ShutdownGuard
+from workers.supervisor import (
+    PART_STOP_SECONDS,
+    ServerSupervisor,
+    ShutdownGuard,
+    home_lock,
+    serve_api,
+    supervise_task,
+)
 
 
 def add_tooling_commands(sub: core.SubParsers) -> None:
@@ -185,7 +192,6 @@ async def run_worker_until_signal(services: Services, announce: str, providers: 
     from agent_memory.reembedding import embedder_model, start_needed_reembeddings
     from workers.run_log import log_closed_runs
     from workers.schedules import ensure_schedules
-    from workers.supervisor import PART_STOP_SECONDS, ServerSupervisor, serve_api, supervise_task
     from workers.worker import build_worker
 
     own_guard = guard is None
@@ -237,8 +243,9 @@ async def run_worker_until_signal(services: Services, announce: str, providers: 
             api = asyncio.create_task(supervise_task(
                 "HTTP API", lambda: serve_api(client, "127.0.0.1", port, stop, api_started), stop))
             tasks.append(api)
-            await asyncio.wait({api, asyncio.ensure_future(api_started.wait())}, timeout=20,
-                               return_when=asyncio.FIRST_COMPLETED)
+            started = asyncio.ensure_future(api_started.wait())
+            await asyncio.wait({api, started}, timeout=20, return_when=asyncio.FIRST_COMPLETED)
+            started.cancel()
             if not api_started.is_set():
                 raise RuntimeError(f"the HTTP API did not start on 127.0.0.1:{port}")
             announce = announce.replace("Ctrl-C", f"  HTTP API  http://127.0.0.1:{port}/v1, MCP http://127.0.0.1:{port}"
@@ -273,9 +280,6 @@ def _cancelled_at_exit(guard: ShutdownGuard) -> Iterator[ShutdownGuard]:
 
 
 async def _up(args: argparse.Namespace, settings: Settings) -> int:
-    from workers.embedded import Ports
-    from workers.supervisor import home_lock
-
     # One `up` per home: a second one exits at once naming the first.
     with home_lock(settings.home), contextlib.ExitStack() as local:
         providers, model_line = None, ""

@@ -329,11 +329,12 @@ class EmbeddedStack:
             return None
         return pid if pid and pid_alive(pid) else None
 
-    def restart(self, name: str) -> None:
-        """Start server `name` again on the port it had (its URL is unchanged for every client)."""
+    def restart(self, name: str) -> bool:
+        """Start server `name` again on the port it had (its URL is unchanged for every client);
+        False when the stack is stopping (nothing is started then)."""
         (self.run_dir / f"{name}.json").unlink(missing_ok=True)
         if self.closing:
-            return
+            return False
         picked, self.ports = self.ports.picked, replace(self.ports, picked=False)  # never moved to other ports
         try:
             getattr(self, f"_start_{name}")()
@@ -341,8 +342,9 @@ class EmbeddedStack:
             self.ports = replace(self.ports, picked=picked)
         if self.closing:  # stop() ran while this one was starting: it did not see it
             getattr(self, f"_stop_{name}")()
-            return
+            return False
         self._refresh_connection_pids()
+        return True
 
     def _refresh_connection_pids(self) -> None:
         """The connection file names the servers' pids (a file whose servers are gone is ignored):

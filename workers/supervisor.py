@@ -144,14 +144,15 @@ class ServerSupervisor:
         if now < outage.next_attempt:
             return
         try:
-            await asyncio.to_thread(self.stack.restart, name)
+            if not await asyncio.to_thread(self.stack.restart, name):
+                return  # the stack is stopping
         except Exception as exc:  # the reason is in the server's log; try again after the backoff
             delay = outage.backoff.next_delay()
             outage.next_attempt = time.monotonic() + delay
             if not outage.reported_failure:
                 outage.reported_failure = True
                 reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                self.say(f"{name} did not start again: {reason}; retrying (every {BACKOFF_SECONDS[-1]:.0f} s at most)")
+                self.say(f"{name} did not start again: {reason}; retrying, at most {BACKOFF_SECONDS[-1]:.0f} s apart")
             log.info("restarting %s failed: %s; next attempt in %.1f s", name, exc, delay)
             return
         del self.outages[name]
