@@ -158,7 +158,7 @@ def test_a_killed_server_comes_back_one_up_per_home_and_ctrl_c_is_bounded(tmp_pa
         up.wait_for("redis is running again", timeout=60)
         assert up.count("redis stopped unexpectedly") == 1 and up.count("redis is running again") == 1
         assert up.port("redis") == redis_port and up.pid("redis") != redis_pid
-        # Programs on the home still find the stack (the connection file names the new pid).
+        # Programs on the home still find the stack (the connection file names the restarted server's pid).
         assert read_connection(home) is not None
         time.sleep(5)  # a few more run-log polls and supervisor checks
         assert up.count(workflow_id) == 1, up.output()

@@ -348,7 +348,7 @@ class EmbeddedStack:
 
     def _refresh_connection_pids(self) -> None:
         """The connection file names the servers' pids (a file whose servers are gone is ignored):
-        a restarted server's new pid replaces its old one; the URLs are unchanged."""
+        a restarted server's pid replaces the one it had; the URLs are unchanged."""
         path = self.home / CONNECTION_FILE
         try:
             connection = json.loads(path.read_text())
