@@ -529,8 +529,11 @@ def uvicorn_config(client: MemoryClient, host: str, port: int) -> Any:
 
 
 def free_port(host: str = "127.0.0.1", wanted: int = 0) -> int:
-    """`wanted` when it can be bound on `host`, else a free port."""
+    """`wanted` when it can be bound on `host`, else a free port. The probe binds as uvicorn does,
+    with SO_REUSEADDR: a port whose last connections linger in TIME_WAIT (after a crash) is free
+    for a server, and a plain bind would wrongly move the API to another port."""
     with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((host, wanted))
         except OSError:

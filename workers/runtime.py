@@ -4,6 +4,7 @@ connections, and optionally an in-process worker."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import tempfile
 from collections.abc import AsyncIterator
@@ -20,14 +21,15 @@ class StackNotRunningError(RuntimeError):
 
 
 @asynccontextmanager
-async def open_stack(settings: Settings, *, start: bool, ports: Ports | None = None) -> AsyncIterator[Services]:
+async def open_stack(settings: Settings, *, start: bool, ports: Ports | None = None,
+                     stack: EmbeddedStack | None = None) -> AsyncIterator[Services]:
     """Services on the configured URLs, else on the embedded stack under settings.home.
 
     With start=False only an already running stack is used and nothing is migrated: a schema
     behind the code is refused (run `agent-memory migrate`). With start=True (`up`, demo, tests,
     scratch stacks) pending migrations are applied first. Servers this call started are stopped
-    when it ends; servers it reused are left running."""
-    stack = EmbeddedStack(settings.home, ports or Ports())
+    when it ends; servers it reused are left running (unless `stack` adopts them)."""
+    stack = stack or EmbeddedStack(settings.home, ports or Ports())
     try:
         resolved = await asyncio.to_thread(stack.start if start else stack.running, settings)
         if resolved is None:
@@ -42,7 +44,8 @@ async def open_stack(settings: Settings, *, start: bool, ports: Ports | None = N
         try:
             yield services
         finally:
-            await services.close()
+            with contextlib.suppress(TimeoutError):  # bounded: a stop must not hang on a server that is down
+                await asyncio.wait_for(services.close(), timeout=10)
     finally:
         await asyncio.to_thread(stack.stop)
 
