@@ -58,6 +58,7 @@ from agent_memory.api_keys import (
     verify_key,
 )
 from agent_memory.client import MemoryClient
+from agent_memory.codec_server import build_codec_router
 from agent_memory.mcp_server import bearer_token, build_mcp_server
 from agent_memory.models import Message as ChatMessage
 from agent_memory.models import Session, check_identifier
@@ -396,6 +397,7 @@ def create_app(client: MemoryClient) -> FastAPI:
     async def erasure(request_id: str, api_key: EraseKey) -> dict[str, Any]:
         return (await client.erasure_status(api_key.tenant_id, request_id)).model_dump(mode="json")
 
+    app.include_router(build_codec_router())  # /codec: the Temporal UI's codec (agent_memory.codec_server)
     return app
 
 

@@ -139,6 +139,11 @@ class EncryptionCodec(PayloadCodec, WithSerializationContext):
                 out.append(rejected(reason))
         return out
 
+    def decode_one(self, payload: Payload) -> Payload:
+        """One payload decoded, or PayloadRejectedError (nothing logged or counted): for a reader
+        such as the UI's codec endpoint, which shows an undecodable payload as it is."""
+        return self._decode_one(payload)
+
     def _decode_one(self, payload: Payload) -> Payload:
         if payload.metadata.get("encoding") != ENCODING:
             if payload.metadata.get("encoding") == REJECTED_ENCODING.encode():

@@ -225,7 +225,9 @@ async def _up(args: argparse.Namespace, settings: Settings) -> int:
             server = local.enter_context(local_model(settings.home))
             providers = openai_providers(local_model_config(server))
             model_line = f"  model     {server.base_url} (llama-server, log {server.log_file})\n"
-        async with open_stack(settings, start=True) as services:
+        # The UI decodes runs through the API's /codec (an operator key; docs/operations.md).
+        codec = f"http://127.0.0.1:{args.api_port}/codec" if args.api_port else None
+        async with open_stack(settings, start=True, ui_codec_endpoint=codec) as services:
             s = services.settings
             assert s.database_url and s.redis_url  # start=True: the embedded stack filled them in
             await run_worker_until_signal(services, (

@@ -197,6 +197,8 @@ class EmbeddedStack:
     ports: Ports = field(default_factory=Ports)
     started: list[str] = field(default_factory=list)
     app_password: str | None = None  # set when this stack provides PostgreSQL
+    # The Temporal UI decodes payloads through it (`serve`'s /codec, agent_memory/codec_server.py).
+    ui_codec_endpoint: str | None = None
 
     @property
     def run_dir(self) -> Path:
@@ -349,6 +351,8 @@ class EmbeddedStack:
                 "--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=full",
                 "--ip", "127.0.0.1", "--port", str(port), "--ui-ip", "127.0.0.1", "--ui-port", str(ui_port),
                 "--log-level", "warn"]
+        if self.ui_codec_endpoint:
+            argv += ["--ui-codec-endpoint", self.ui_codec_endpoint]
         for key in contract.SEARCH_ATTRIBUTES:
             argv += ["--search-attribute", f"{key.name}={contract.search_attribute_type_name(key)}"]
         return argv

@@ -20,14 +20,16 @@ class StackNotRunningError(RuntimeError):
 
 
 @asynccontextmanager
-async def open_stack(settings: Settings, *, start: bool, ports: Ports | None = None) -> AsyncIterator[Services]:
+async def open_stack(settings: Settings, *, start: bool, ports: Ports | None = None,
+                     ui_codec_endpoint: str | None = None) -> AsyncIterator[Services]:
     """Services on the configured URLs, else on the embedded stack under settings.home.
 
     With start=False only an already running stack is used and nothing is migrated: a schema
     behind the code is refused (run `agent-memory migrate`). With start=True (`up`, demo, tests,
     scratch stacks) pending migrations are applied first. Servers this call started are stopped
-    when it ends; servers it reused are left running."""
-    stack = EmbeddedStack(settings.home, ports or Ports())
+    when it ends; servers it reused are left running. A Temporal dev server it starts shows
+    payloads through `ui_codec_endpoint` in its UI."""
+    stack = EmbeddedStack(settings.home, ports or Ports(), ui_codec_endpoint=ui_codec_endpoint)
     try:
         resolved = await asyncio.to_thread(stack.start if start else stack.running, settings)
         if resolved is None:
