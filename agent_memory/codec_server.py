@@ -22,6 +22,7 @@ the UI decodes here, and a worker refuses it (a start or signal must come from t
 from __future__ import annotations
 
 import html
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Request, Response
@@ -67,15 +68,8 @@ def _token(request: Request, authorization: str | None) -> str | None:
     return request.cookies.get(COOKIE_NAME) or None
 
 
-async def _codec_operator(request: Request, authorization: Annotated[str | None, Header()] = None) -> OperatorKey:
-    from agent_memory.http_api import checked_operator_key
-
-    pool = request.app.state.client.services.pool
-    return await checked_operator_key(request.app.state.auth_failures, pool,
-                                      request.client.host if request.client else None, _token(request, authorization))
-
-
-CodecOperator = Annotated[OperatorKey, Depends(_codec_operator)]
+# http_api.checked_operator_key: the operator key behind the API's failure limiter.
+OperatorCheck = Callable[[Any, Any, str | None, str | None], Awaitable[OperatorKey]]
 
 
 def _codec(request: Request, namespace: str | None) -> EncryptionCodec:
@@ -108,8 +102,19 @@ async def _decode_one(codec: EncryptionCodec, payload: Payload) -> Payload:
         return payload  # not decodable here: the UI shows it as it is
 
 
-def build_codec_router() -> APIRouter:
+def build_codec_router(check_operator: OperatorCheck) -> APIRouter:
     router = APIRouter(prefix=CODEC_PATH, include_in_schema=False)
+
+    async def operator(request: Request, token: str | None) -> OperatorKey:
+        return await check_operator(request.app.state.auth_failures, request.app.state.client.services.pool,
+                                    request.client.host if request.client else None, token)
+
+    async def codec_operator(request: Request,
+                             authorization: Annotated[str | None, Header()] = None) -> OperatorKey:
+        return await operator(request, _token(request, authorization))
+
+    # A default, not an Annotated alias: this module's annotations are strings, resolved globally.
+    needs_operator = Depends(codec_operator)
 
     @router.options("/{action}")
     async def preflight(request: Request, action: str) -> Response:
@@ -121,13 +126,13 @@ def build_codec_router() -> APIRouter:
                                                   "Access-Control-Max-Age": str(PREFLIGHT_MAX_AGE_SECONDS)})
 
     @router.post("/decode")
-    async def decode(request: Request, body: PayloadsBody, _: CodecOperator,
+    async def decode(request: Request, body: PayloadsBody, _: OperatorKey = needs_operator,
                      x_namespace: Annotated[str | None, Header()] = None) -> JSONResponse:
         codec = _codec(request, x_namespace)
         return _answer(request, [await _decode_one(codec, p) for p in _parse(body)])
 
     @router.post("/encode")
-    async def encode(request: Request, body: PayloadsBody, _: CodecOperator,
+    async def encode(request: Request, body: PayloadsBody, _: OperatorKey = needs_operator,
                      x_namespace: Annotated[str | None, Header()] = None) -> JSONResponse:
         codec = _codec(request, x_namespace).with_context(
             WorkflowSerializationContext(namespace=request.app.state.client.services.settings.temporal_namespace,
@@ -136,10 +141,7 @@ def build_codec_router() -> APIRouter:
 
     @router.post("/session")
     async def login(request: Request, body: OperatorLogin) -> JSONResponse:
-        from agent_memory.http_api import checked_operator_key
-
-        await checked_operator_key(request.app.state.auth_failures, request.app.state.client.services.pool,
-                                   request.client.host if request.client else None, body.key.strip())
+        await operator(request, body.key.strip())
         response = JSONResponse({"status": "ok", "codec": str(request.url_for("decode")).removesuffix("/decode")})
         response.set_cookie(COOKIE_NAME, body.key.strip(), max_age=COOKIE_MAX_AGE_SECONDS, path=CODEC_PATH,
                             httponly=True, samesite="strict", secure=request.url.scheme == "https")

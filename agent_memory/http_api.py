@@ -397,7 +397,7 @@ def create_app(client: MemoryClient) -> FastAPI:
     async def erasure(request_id: str, api_key: EraseKey) -> dict[str, Any]:
         return (await client.erasure_status(api_key.tenant_id, request_id)).model_dump(mode="json")
 
-    app.include_router(build_codec_router())  # /codec: the Temporal UI's codec (agent_memory.codec_server)
+    app.include_router(build_codec_router(checked_operator_key))  # /codec: the Temporal UI's codec (agent_memory.codec_server)
     return app
 
 
