@@ -15,7 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel
 from temporalio import client, worker
+from temporalio.converter import WorkflowSerializationContext
+from temporalio.exceptions import ApplicationError
 from temporalio.worker import StartChildWorkflowInput, WorkflowInboundInterceptor, WorkflowOutboundInterceptor
 
 # The parts of each kind of workflow id (agent_memory/contract.py), named for the details.
@@ -119,3 +122,37 @@ def consolidation_details(facts_written: int, episode_written: bool, conflict_ch
         return f"refused: {refused_reason}"
     return (f"{facts_written} facts, {int(episode_written)} episode, {conflict_checks} conflict checks, "
             f"{vectors} vectors")
+
+
+class RunPayloads(BaseModel):
+    """What `agent-memory runs` shows of a run beyond its status: its summary, and its input and
+    result decoded with the deployment's payload key (what the UI shows through /codec)."""
+
+    summary: str | None = None
+    input: Any = None
+    result: Any = None
+    unreadable: str | None = None  # why a payload did not decode (another deployment's key...)
+
+
+async def read_run_payloads(temporal: client.Client, workflow_id: str, run_id: str | None) -> RunPayloads:
+    history = await temporal.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+    converter = temporal.data_converter.with_context(
+        WorkflowSerializationContext(namespace=temporal.namespace, workflow_id=workflow_id))
+    read = RunPayloads()
+    first, last = history.events[0], history.events[-1]
+    try:
+        if first.HasField("user_metadata") and first.user_metadata.HasField("summary"):
+            read.summary = (await converter.decode([first.user_metadata.summary]))[0]
+        started = first.workflow_execution_started_event_attributes.input.payloads
+        if started:
+            read.input = _plain((await converter.decode(list(started)))[0])
+        if last.HasField("workflow_execution_completed_event_attributes"):
+            result = last.workflow_execution_completed_event_attributes.result.payloads
+            read.result = _plain((await converter.decode(list(result)))[0]) if result else None
+    except ApplicationError as exc:
+        read.unreadable = exc.message
+    return read
+
+
+def _plain(value: Any) -> Any:
+    return value.model_dump(mode="json") if isinstance(value, BaseModel) else value

@@ -59,3 +59,22 @@ def test_summaries_and_details_name_ids_and_counts_only():
 
     assert progress_details(ErasureProgress(step="erase facts", stores_done=["facts", "episodes"])) == (
         "**erase facts**\nstores done: 2")
+
+
+async def test_runs_shows_each_run_decoded(client, services, tenant, running_worker, task_queue):
+    import asyncio
+
+    from tests.test_cli import run_cli
+
+    await client.append_messages(tenant, "lin", Session(session_id="s4", messages=MESSAGES))
+    handle = await client.end_session(tenant, "lin", "s4")
+    async with running_worker():
+        result = await client.consolidation_result(handle)
+    listed = await asyncio.to_thread(run_cli, services, "runs", "--tenant", tenant, "--json", task_queue=task_queue)
+    assert listed.returncode == 0, listed.stderr
+    [run] = [r for r in json.loads(listed.stdout) if r["workflow_id"] == handle.id]
+    assert run["summary"] == f"consolidate {tenant}/lin/s4" and run["unreadable"] is None
+    assert run["input"]["subject_id"] == "lin" and run["input"]["session_id"] == "s4"
+    assert run["result"]["facts_written"] == result.facts_written
+    text = await asyncio.to_thread(run_cli, services, "runs", "--tenant", tenant, task_queue=task_queue)
+    assert f"summary consolidate {tenant}/lin/s4" in text.stdout and '"facts_written":' in text.stdout
