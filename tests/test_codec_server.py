@@ -7,13 +7,17 @@ from __future__ import annotations
 import base64
 import json
 
+import httpx
+import pytest
 from google.protobuf.json_format import MessageToDict
 
 from agent_memory.api_keys import create_key
 from agent_memory.codec_server import COOKIE_NAME, UI_BINDING
 from agent_memory.operator_keys import create_operator_key
 from agent_memory.payload_codec import ENCODING
+from agent_memory.settings import Settings
 from tests.test_http_api import MESSAGES, api, bearer
+from workers.embedded import EmbeddedStack, Ports
 
 
 def ui_origin(services) -> str:
@@ -109,3 +113,19 @@ async def test_the_ui_decodes_a_run_with_an_operator_key_and_only_from_its_origi
                                                                         **{"X-Namespace": "prod"}),
                                           json={"payloads": payloads})
         assert other_namespace.status_code == 404 and "X-Namespace" in other_namespace.json()["detail"]
+
+
+@pytest.mark.stack
+def test_the_dev_servers_ui_is_pointed_at_the_codec_endpoint(tmp_path):
+    """What `up` does: the Temporal dev server it starts tells its UI where the codec is."""
+    settings = Settings.from_env({"AGENT_MEMORY_HOME": str(tmp_path)})
+    stack = EmbeddedStack(tmp_path, Ports.free(), ui_codec_endpoint="http://127.0.0.1:8765/codec")
+    try:
+        resolved = stack.start(settings, only=("temporal",))
+        assert resolved.ui_url is not None
+        ui_settings = httpx.get(f"{resolved.ui_url}/api/v1/settings", timeout=30).json()
+        assert ui_settings["Codec"]["Endpoint"] == "http://127.0.0.1:8765/codec"
+        assert Settings.from_env({"AGENT_MEMORY_HOME": str(tmp_path)}).with_services(
+            ui_url=resolved.ui_url).ui_origins() >= {resolved.ui_url}
+    finally:
+        stack.stop()
