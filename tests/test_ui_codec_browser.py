@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import shutil
 from pathlib import Path
@@ -25,12 +24,16 @@ playwright = pytest.importorskip("playwright.async_api", reason="the browser che
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="no Chromium: install the OS package")
 
 
-def codec_settings(ui_origin: str, endpoint: str) -> str:
-    """What the UI's codec settings dialog stores ("use my browser setting", endpoint, "include
-    cross-origin credentials"), written before its scripts run."""
-    values = {"endpoint": endpoint, "includeCredentials": True, "overrideRemoteCodecConfiguration": True}
-    sets = "".join(f"localStorage.setItem({json.dumps(k)}, {json.dumps(json.dumps(v))});" for k, v in values.items())
-    return f"if (location.origin === {json.dumps(ui_origin)}) {{ {sets} }}"
+async def set_codec_in_the_ui(page, endpoint: str) -> None:
+    """What an operator does once per browser in the UI's codec dialog (the glasses icon): use the
+    browser's setting, this endpoint, and include cross-origin credentials (the cookie)."""
+    await page.locator("[data-testid^=data-encoder-status]").first.click()
+    browser_setting = page.get_by_text("Use my browser setting and ignore Cluster-level setting.")
+    if await browser_setting.count():
+        await browser_setting.click()
+    await page.get_by_placeholder("Paste your endpoint here").fill(endpoint)
+    await page.get_by_text("Include cross-origin credentials").click()
+    await page.get_by_role("button", name="Apply").click()
 
 
 async def page_text(page) -> str:
@@ -66,9 +69,10 @@ async def test_the_temporal_ui_shows_a_run_decoded_only_with_the_operator_key(cl
         try:
             # Without the key: the codec answers 401, the UI keeps the ciphertext.
             anonymous = await browser.new_context(viewport={"width": 1400, "height": 1000})
-            await anonymous.add_init_script(codec_settings(ui, f"http://127.0.0.1:{port}/codec"))
             page = await anonymous.new_page()
             await page.goto(run_page)
+            await set_codec_in_the_ui(page, f"http://127.0.0.1:{port}/codec")
+            await page.reload()
             await shows(page, "Codec Server could not connect")
             assert "facts_written" not in await page_text(page)
             await page.screenshot(path=str(shots / "ui-ciphertext.png"), full_page=True)
@@ -76,8 +80,9 @@ async def test_the_temporal_ui_shows_a_run_decoded_only_with_the_operator_key(cl
 
             # With it: pasted once on /codec, then the UI decodes input and result.
             context = await browser.new_context(viewport={"width": 1400, "height": 1000})
-            await context.add_init_script(codec_settings(ui, f"http://127.0.0.1:{port}/codec"))
             page = await context.new_page()
+            await page.goto(f"{ui}/namespaces/{services.settings.temporal_namespace}/workflows")
+            await set_codec_in_the_ui(page, f"http://127.0.0.1:{port}/codec")
             await page.goto(f"http://127.0.0.1:{port}/codec")
             await page.fill("#key", operator)
             await page.click("text=Use this key")
