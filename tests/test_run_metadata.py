@@ -78,3 +78,24 @@ async def test_runs_shows_each_run_decoded(client, services, tenant, running_wor
     assert run["result"]["facts_written"] == result.facts_written
     text = await asyncio.to_thread(run_cli, services, "runs", "--tenant", tenant, task_queue=task_queue)
     assert f"summary consolidate {tenant}/lin/s4" in text.stdout and '"facts_written":' in text.stdout
+
+
+async def test_the_consolidation_an_idle_timer_starts_is_summarized_too(services, tenant, task_queue, running_worker):
+    import asyncio
+    from datetime import timedelta
+
+    from agent_memory.client import MemoryClient, idle_workflow_id
+    from agent_memory.providers.offline import offline_providers
+
+    client = MemoryClient(services, offline_providers().embedder, task_queue=task_queue,
+                          idle_timeout=timedelta(seconds=1))
+    async with running_worker():
+        await client.append_messages(tenant, "lin", Session(session_id="s5", messages=MESSAGES))
+        idle = services.temporal.get_workflow_handle(idle_workflow_id(tenant, "lin", "s5"))
+        outcome = await asyncio.wait_for(idle.result(), timeout=30)
+        child = services.temporal.get_workflow_handle(outcome["consolidation_workflow_id"])
+        await asyncio.wait_for(child.result(), timeout=60)
+    assert await (await idle.describe()).static_summary() == f"idle {tenant}/lin/s5"
+    described = await child.describe()
+    assert await described.static_summary() == f"consolidate {tenant}/lin/s5"
+    assert "**ConsolidationWorkflow**" in (await described.static_details() or "")
