@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.converter import WorkflowSerializationContext
 
+from agent_memory.api_keys import ApiKeyError
 from agent_memory.operator_keys import OperatorKey
 from agent_memory.payload_codec import ENCODING, EncryptionCodec, PayloadRejectedError
 
@@ -111,7 +112,13 @@ def build_codec_router(check_operator: OperatorCheck) -> APIRouter:
 
     async def codec_operator(request: Request,
                              authorization: Annotated[str | None, Header()] = None) -> OperatorKey:
-        return await operator(request, _token(request, authorization))
+        token = _token(request, authorization)
+        if token is None:
+            # Not a guess, so not charged to the failure limiter: a UI without the key asks on
+            # every page, and would otherwise lock its address (the agents' hooks on loopback) out.
+            raise ApiKeyError(f"no operator key: paste one at {CODEC_PATH} (a cookie for this server) or send "
+                              "`Authorization: Bearer amo:...` (agent-memory keys create-operator)")
+        return await operator(request, token)
 
     # A default, not an Annotated alias: this module's annotations are strings, resolved globally.
     needs_operator = Depends(codec_operator)

@@ -107,6 +107,13 @@ async def test_the_ui_decodes_a_run_with_an_operator_key_and_only_from_its_origi
             assert refused.status_code == status, headers
             assert "access-control-allow-origin" not in refused.headers
             assert "subject_id" not in refused.text
+        # A UI without the key asks on every page: that is no guess, and does not lock its address out.
+        for _ in range(3 * services.settings.auth_failure_burst):
+            assert (await http.post("/codec/decode", headers=as_ui(services), json={"payloads": payloads})
+                    ).status_code == 401
+        assert (await http.post("/codec/decode", headers=as_ui(services, **bearer(operator)),
+                                json={"payloads": payloads})).status_code == 200
+        assert (await http.get("/v1/subjects/lin/facts", headers=bearer(tenant_key))).status_code == 200
         wrong_login = await http.post("/codec/session", json={"key": tenant_key})
         assert wrong_login.status_code == 403 and COOKIE_NAME not in wrong_login.cookies
         other_namespace = await http.post("/codec/decode", headers=as_ui(services, **bearer(operator),
