@@ -25,7 +25,7 @@ import html
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Request, Response
+from fastapi import APIRouter, Depends, Header, HTTPException, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse
 from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 from pydantic import BaseModel, ConfigDict, Field
@@ -103,6 +103,12 @@ async def _decode_one(codec: EncryptionCodec, payload: Payload) -> Payload:
         return payload  # not decodable here: the UI shows it as it is
 
 
+def _forget_cookie() -> str:
+    response = Response()
+    response.delete_cookie(COOKIE_NAME, path=CODEC_PATH, httponly=True, samesite="strict")
+    return response.headers["set-cookie"]
+
+
 def build_codec_router(check_operator: OperatorCheck) -> APIRouter:
     router = APIRouter(prefix=CODEC_PATH, include_in_schema=False)
 
@@ -118,7 +124,14 @@ def build_codec_router(check_operator: OperatorCheck) -> APIRouter:
             # every page, and would otherwise lock its address (the agents' hooks on loopback) out.
             raise ApiKeyError(f"no operator key: paste one at {CODEC_PATH} (a cookie for this server) or send "
                               "`Authorization: Bearer amo:...` (agent-memory keys create-operator)")
-        return await operator(request, token)
+        try:
+            return await operator(request, token)
+        except ApiKeyError as exc:
+            if authorization and authorization.startswith("Bearer "):
+                raise
+            # A key left in the cookie (revoked, mistyped) is charged once and forgotten, not sent
+            # again by the UI on every page.
+            raise HTTPException(401, str(exc), headers={"Set-Cookie": _forget_cookie()}) from None
 
     # A default, not an Annotated alias: this module's annotations are strings, resolved globally.
     needs_operator = Depends(codec_operator)
@@ -156,9 +169,7 @@ def build_codec_router(check_operator: OperatorCheck) -> APIRouter:
 
     @router.delete("/session")
     async def logout() -> JSONResponse:
-        response = JSONResponse({"status": "signed out"})
-        response.delete_cookie(COOKIE_NAME, path=CODEC_PATH)
-        return response
+        return JSONResponse({"status": "signed out"}, headers={"Set-Cookie": _forget_cookie()})
 
     @router.get("")
     async def page(request: Request) -> HTMLResponse:

@@ -285,8 +285,9 @@ def create_app(client: MemoryClient) -> FastAPI:
 
     @app.exception_handler(HTTPException)
     async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
-        titles = {404: "Not found", 405: "Method not allowed", 413: "Request body too large"}
-        return problem(exc.status_code, titles.get(exc.status_code, "HTTP error"), str(exc.detail))
+        titles = {401: "Unauthorized", 404: "Not found", 405: "Method not allowed", 413: "Request body too large"}
+        return problem(exc.status_code, titles.get(exc.status_code, "HTTP error"), str(exc.detail),
+                       headers=dict(exc.headers) if exc.headers else None)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:

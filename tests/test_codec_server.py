@@ -13,7 +13,7 @@ from google.protobuf.json_format import MessageToDict
 
 from agent_memory.api_keys import create_key
 from agent_memory.codec_server import COOKIE_NAME, UI_BINDING
-from agent_memory.operator_keys import create_operator_key
+from agent_memory.operator_keys import create_operator_key, revoke_operator_key
 from agent_memory.payload_codec import ENCODING
 from agent_memory.settings import Settings
 from tests.test_http_api import MESSAGES, api, bearer
@@ -85,6 +85,13 @@ async def test_the_ui_decodes_a_run_with_an_operator_key_and_only_from_its_origi
         assert "httponly" in cookie and "samesite=strict" in cookie and "path=/codec" in cookie
         by_cookie = await http.post("/codec/decode", headers=as_ui(services), json={"payloads": payloads})
         assert by_cookie.json()["payloads"][0] == plain
+        # A cookie whose key is revoked is refused once and removed.
+        revoked = await create_operator_key(services.pool, "revoked")
+        http.cookies.set(COOKIE_NAME, revoked.token, domain="127.0.0.1", path="/codec")
+        await revoke_operator_key(services.pool, revoked.key.key_id)
+        stale = await http.post("/codec/decode", headers=as_ui(services), json={"payloads": payloads})
+        assert stale.status_code == 401 and "revoked" in stale.json()["detail"]
+        assert COOKIE_NAME in stale.headers["set-cookie"] and "max-age=0" in stale.headers["set-cookie"].lower()
         http.cookies.clear()
 
         # Encode, then decode: bound to no workflow, so the UI reads it back and a worker refuses it.
