@@ -58,6 +58,7 @@ from agent_memory.api_keys import (
     verify_key,
 )
 from agent_memory.client import MemoryClient
+from agent_memory.codec_server import build_codec_router
 from agent_memory.console import build_console_router
 from agent_memory.mcp_server import bearer_token, build_mcp_server
 from agent_memory.models import Message as ChatMessage
@@ -285,8 +286,9 @@ def create_app(client: MemoryClient) -> FastAPI:
 
     @app.exception_handler(HTTPException)
     async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
-        titles = {404: "Not found", 405: "Method not allowed", 413: "Request body too large"}
-        return problem(exc.status_code, titles.get(exc.status_code, "HTTP error"), str(exc.detail))
+        titles = {401: "Unauthorized", 404: "Not found", 405: "Method not allowed", 413: "Request body too large"}
+        return problem(exc.status_code, titles.get(exc.status_code, "HTTP error"), str(exc.detail),
+                       headers=dict(exc.headers) if exc.headers else None)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -399,6 +401,7 @@ def create_app(client: MemoryClient) -> FastAPI:
     async def erasure(request_id: str, api_key: EraseKey) -> dict[str, Any]:
         return (await client.erasure_status(api_key.tenant_id, request_id)).model_dump(mode="json")
 
+    app.include_router(build_codec_router(checked_operator_key))  # /codec: the Temporal UI's codec (agent_memory.codec_server)
     return app
 
 

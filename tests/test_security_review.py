@@ -426,7 +426,7 @@ async def test_erasure_status_key_rotation_and_compaction_from_the_cli(client, s
         status = json.loads(await cli("erasure", "status", "--tenant", tenant, "--request-id", "cli-req",
                                       "--subject", "cli-subject", "--json"))
         assert status["shred_irreversible"] and status["compacted"]
-        assert status["receipt"]["subject_id"] == "cli-subject"
+        assert status["receipt"]["subject_id"] == services.keyring.subject_digest(tenant, "cli-subject")
     missing = await asyncio.to_thread(run_cli, services, "erasure", "status", "--tenant", tenant, "--request-id",
                                       "nope")
     assert missing.returncode == 2 and "no erasure request 'nope'" in missing.stderr

@@ -290,8 +290,11 @@ async def _up(args: argparse.Namespace, settings: Settings) -> int:
             server = local.enter_context(local_model(settings.home))
             providers = openai_providers(local_model_config(server))
             model_line = f"  model     {server.base_url} (llama-server, log {server.log_file})\n"
-        # Servers a killed `up` left running are adopted: supervised and stopped by this one.
-        stack = EmbeddedStack(settings.home, Ports.free() if args.free_ports else Ports(), adopt=True)
+        # Servers a killed `up` left running are adopted: supervised and stopped by this one. The
+        # UI decodes runs through the API's /codec (an operator key; docs/operations.md).
+        codec = f"http://127.0.0.1:{args.api_port}/codec" if args.api_port else None
+        stack = EmbeddedStack(settings.home, Ports.free() if args.free_ports else Ports(), adopt=True,
+                              ui_codec_endpoint=codec)
         guard = local.enter_context(_cancelled_at_exit(ShutdownGuard(stack)))
         async with open_stack(settings, start=True, stack=stack) as services:
             s = services.settings

@@ -220,6 +220,8 @@ class EmbeddedStack:
     adopt: bool = False
     adopted: list[str] = field(default_factory=list)
     closing: bool = False  # stop() has begun: a restart under way stops what it started
+    # The Temporal UI decodes payloads through it (`serve`'s /codec, agent_memory/codec_server.py).
+    ui_codec_endpoint: str | None = None
 
     @property
     def run_dir(self) -> Path:
@@ -447,6 +449,8 @@ class EmbeddedStack:
                 "--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=full",
                 "--ip", "127.0.0.1", "--port", str(port), "--ui-ip", "127.0.0.1", "--ui-port", str(ui_port),
                 "--log-level", "warn"]
+        if self.ui_codec_endpoint:
+            argv += ["--ui-codec-endpoint", self.ui_codec_endpoint]
         for key in contract.SEARCH_ATTRIBUTES:
             argv += ["--search-attribute", f"{key.name}={contract.search_attribute_type_name(key)}"]
         return argv
