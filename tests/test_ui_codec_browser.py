@@ -8,20 +8,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 from pathlib import Path
 from urllib.parse import quote
 
-import pytest
+from playwright import async_api as playwright
 
 from agent_memory.http_api import serving
 from agent_memory.models import Session
 from agent_memory.operator_keys import create_operator_key
+from tests.test_console_browser import chromium
 from tests.test_http_api import MESSAGES
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-playwright = pytest.importorskip("playwright.async_api", reason="the browser check needs playwright (dev extra)")
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="no Chromium: install the OS package")
 
 
 async def set_codec_in_the_ui(page, endpoint: str) -> None:
@@ -65,7 +61,7 @@ async def test_the_temporal_ui_shows_a_run_decoded_only_with_the_operator_key(cl
     run_page = f"{ui}/namespaces/{services.settings.temporal_namespace}/workflows/{quote(handle.id, safe='')}"
     async with running_worker(), serving(client) as port, playwright.async_playwright() as pw:
         result = await client.consolidation_result(handle)
-        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        browser = await pw.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
         try:
             # Without the key: the codec answers 401, the UI keeps the ciphertext.
             anonymous = await browser.new_context(viewport={"width": 1400, "height": 1000})
