@@ -212,9 +212,11 @@ def test_the_servers_of_a_killed_up_are_adopted_and_stopped_by_the_next(tmp_path
         _until_gone(pids.values())
         assert not [name for name, pid in pids.items() if pid_alive(pid)], second.output()
 
-        # A second Ctrl-C does not wait for an orderly stop: the servers are killed at once.
+        # A second Ctrl-C does not wait for an orderly stop: the servers are killed at once. A
+        # frozen Temporal keeps the orderly stop from finishing first.
         third = Up(home)
         pids = {name: third.pid(name) for name in SERVERS}
+        os.kill(pids["temporal"], signal.SIGSTOP)
         began = time.monotonic()
         third.proc.send_signal(signal.SIGINT)
         third.wait_for("stopping", timeout=10)
