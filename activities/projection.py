@@ -11,12 +11,12 @@ from temporalio.client import Client
 from activities.errors import temporal_failures
 from activities.heartbeat import progress
 from agent_memory import contract
+from agent_memory.db import registered_tenants
 from agent_memory.faults import after_record
 from agent_memory.keyring import KeyRing
 from agent_memory.models import ProjectionInput
 from agent_memory.projection import (
     OutboxProjector,
-    projection_tenants,
     prune_projected_rows,
     subjects_with_due_rows,
     wake_projector,
@@ -56,7 +56,7 @@ class ProjectionActivities:
         """Wake the projector of every subject with due rows (pending, not dead, next attempt
         passed), and prune rows projected over an hour ago, tenant by tenant: each tenant's rows
         are read in its own RLS-scoped transaction."""
-        tenants = await projection_tenants(self.pool)
+        tenants = await registered_tenants(self.pool)
         woken = pruned = 0
         task_queue = activity.info().task_queue
         for done, tenant_id in enumerate(tenants):

@@ -42,6 +42,7 @@ from agent_memory.provider_policy import ProviderPolicy, parse_kinds
 from agent_memory.providers.openai_compat import providers_for
 from agent_memory.recall_policy import PRESETS, policy_fields
 from agent_memory.retention import WORKING_MEMORY_HOURS, RetentionPolicy
+from agent_memory.run_metadata import RunPayloads
 from agent_memory.services import Services, check_schema
 from agent_memory.settings import Settings
 from agent_memory.user_errors import USER_ERRORS
@@ -246,7 +247,7 @@ def build_parser(*extensions: Callable[[SubParsers], object],
                             help="e.g. tau_days=30 window_days=none profile_tokens=400")
     policy_set.add_argument("--json", action="store_true")
     scoped(policy_sub.add_parser("reset", help="back to the shipped default"), subject=False)
-    retention = sub.add_parser("retention", help="a tenant's retention per memory type (README, \"Lifecycle\")")
+    retention = sub.add_parser("retention", help="a tenant's retention per memory type (docs/lifecycle.md)")
     retention_sub = retention.add_subparsers(dest="retention_command", required=True)
     retention_show = scoped(retention_sub.add_parser("show", help="the policy in force"), subject=False)
     retention_show.add_argument("--json", action="store_true")
@@ -465,6 +466,17 @@ def format_fact(f: FactRow) -> str:
             f"confidence {f.confidence:.2f}  evidence {','.join(f.evidence_message_ids)}{status}")
 
 
+def format_run_payloads(run: RunPayloads) -> str:
+    """A run's decoded input and result, indented under its line (one compact JSON each)."""
+    lines = [f"    summary {run.summary}"] if run.summary else []
+    if run.unreadable:
+        return "\n".join([*lines, f"    payloads not decodable here: {run.unreadable}"])
+    lines.append(f"    input   {json.dumps(run.input, separators=(',', ':'), default=str)}")
+    if run.result is not None:
+        lines.append(f"    result  {json.dumps(run.result, separators=(',', ':'), default=str)}")
+    return "\n".join(lines)
+
+
 def format_erasure_status(status: ErasureStatus) -> str:
     lines = [f"request {status.request_id}: {status.status} (requested {status.requested_at:%Y-%m-%d %H:%M:%S})",
              f"  reason: {status.reason}"]
@@ -595,6 +607,7 @@ async def _command(args: argparse.Namespace, settings: Settings, commands: Mappi
                 _print_json([r.model_dump(mode="json") for r in runs])
             for run in [] if args.json else runs:
                 print(f"{run.status:<12} {run.workflow_type:<24} {run.workflow_id}  started {run.started_at}")
+                print(format_run_payloads(run))
         elif args.command == "rebuild":
             handle = await client.rebuild(args.tenant, args.subject, force=args.force, request_id=args.request_id)
             if not args.json:

@@ -88,6 +88,7 @@ from agent_memory.recall import RecallResult, recall
 from agent_memory.recall_policy import RecallPolicy, read_policy, reset_policy, write_policy
 from agent_memory.reembedding import ReembedProgress, start_reembedding
 from agent_memory.retention import RetentionPolicy, read_retention, write_retention
+from agent_memory.run_metadata import RunPayloads, read_run_payloads
 from agent_memory.scope import Mode, SubjectErasedError, subject_scope
 from agent_memory.services import Services, check_schema
 from agent_memory.settings import Settings
@@ -120,7 +121,7 @@ def _idle_touch_key(tenant_id: str, subject_id: str, session_id: str) -> str:
     return f"idle-touch:{digest}"
 
 
-class RunSummary(BaseModel):
+class RunSummary(RunPayloads):
     workflow_id: str
     workflow_type: str
     status: str
@@ -440,7 +441,7 @@ class MemoryClient:
     async def forget(self, tenant_id: str, subject_id: str, memory_id: str, *, reason: str | None = None,
                      actor: Actor = "operator", actor_id: str | None = None) -> ForgetResult:
         """Forget one memory at once (every read stops returning it); restorable within the
-        grace period, swept from every store after it (README, "Lifecycle")."""
+        grace period, swept from every store after it (docs/lifecycle.md)."""
         return await forget_memory(self.services.pool, self.services.keyring, tenant_id=tenant_id,
                                    subject_id=subject_id, memory_id=memory_id, reason=reason, actor=actor,
                                    actor_id=actor_id, grace=self.forget_grace)
@@ -737,6 +738,7 @@ class MemoryClient:
         runs: list[RunSummary] = []
         async for wf in self.services.temporal.list_workflows(visibility_query(tenant_id, subject_id), limit=limit):
             status = wf.status.name if isinstance(wf.status, WorkflowExecutionStatus) else str(wf.status)
+            payloads = await read_run_payloads(self.services.temporal, wf.id, wf.run_id)
             runs.append(RunSummary(workflow_id=wf.id, workflow_type=wf.workflow_type, status=status,
-                                   started_at=wf.start_time, closed_at=wf.close_time))
+                                   started_at=wf.start_time, closed_at=wf.close_time, **payloads.model_dump()))
         return runs

@@ -52,7 +52,7 @@ DEFAULT_TOKEN_BUDGET = 1200
 CANDIDATES = 150
 RRF_K = 60  # reciprocal-rank fusion constant (Cormack et al. 2009); damps the head of each list
 # The offline hashing embedder is near-lexical, so the vector list mostly breaks BM25's ties;
-# measured on locomo-dev (README), 0.3 beat 0, 0.6 and 1.0.
+# measured on locomo-dev (docs/recall.md), 0.3 beat 0, 0.6 and 1.0.
 LEXICAL_WEIGHT, VECTOR_WEIGHT = 1.0, 0.3
 FOCUS_NOTES = True  # trim long notes to their query-matching sentences
 DEFAULT_IMPORTANCE = 5  # a note whose session has no episode (yet)

@@ -43,7 +43,7 @@ async def add_counts_if_known(pool: AsyncConnectionPool, tenant_id: str, increme
     async with tenant_transaction(pool, tenant_id) as conn:
         cur = await conn.execute(
             "SELECT EXISTS (SELECT 1 FROM sessions WHERE tenant_id = %s) "
-            "OR EXISTS (SELECT 1 FROM projection_tenants WHERE tenant_id = %s)", (tenant_id, tenant_id))
+            "OR EXISTS (SELECT 1 FROM tenants WHERE tenant_id = %s)", (tenant_id, tenant_id))
         row = await cur.fetchone()
         if row is None or not row[0]:
             return False

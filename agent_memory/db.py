@@ -61,6 +61,14 @@ async def tenant_transaction(pool: AsyncConnectionPool, tenant_id: str) -> Async
             yield conn
 
 
+async def registered_tenants(pool: AsyncConnectionPool) -> list[str]:
+    """Every tenant that ever wrote anything (the tenants registry, migration 037: noted by triggers
+    at a tenant's first write). Read with no tenant set, the one listing row security allows."""
+    async with pool.connection() as conn, conn.transaction():
+        cur = await conn.execute("SELECT tenant_id FROM tenants ORDER BY tenant_id")
+        return [row[0] for row in await cur.fetchall()]
+
+
 @asynccontextmanager
 async def joined_tenant_transaction(pool: AsyncConnectionPool, tenant_id: str,
                                     conn: psycopg.AsyncConnection | None) -> AsyncIterator[psycopg.AsyncConnection]:

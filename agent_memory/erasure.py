@@ -140,7 +140,7 @@ async def begin_erasure(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id: 
         requested_at, tombstoned_at, status, receipt = await fetch_one(cur)
     completed = None
     if status == "completed":
-        completed = ErasureReceipt.model_validate({**receipt, "subject_id": subject_id})
+        completed = ErasureReceipt.model_validate(receipt)  # kept under the subject's digest
     return ErasureStarted(requested_at=requested_at, tombstoned_at=tombstoned_at, completed_receipt=completed)
 
 
@@ -256,17 +256,19 @@ async def complete_erasure(pool: AsyncConnectionPool, keyring: KeyRing, tenant_i
             "WHERE r.tenant_id = %s AND r.request_id = %s FOR UPDATE OF r", (tenant_id, request_id))
         requested_at, tombstoned_at, status, stored, shred_kek_id = await fetch_one(cur)
         if status == "completed":
-            return ErasureReceipt.model_validate({**stored, "subject_id": subject_id})
+            return ErasureReceipt.model_validate(stored)
         removed = dict((stored or {}).get("removed", {}))
         ticket = await request_compaction(conn, ERASURE_TABLES)
+        # The receipt names the subject by its digest wherever it is shown (the run's result, the
+        # status, the export): it outlives the subject, and the clear id is what erasure removes.
         receipt = ErasureReceipt(
-            request_id=request_id, tenant_id=tenant_id, subject_id=subject_id,
+            request_id=request_id, tenant_id=tenant_id, subject_id=digest,
             removed={k: v for k, v in removed.items() if k != "subject_key"}, residue=residue,
             residue_total=sum(residue.values()), key_shredded=residue.get("subject_key") == 0,
             key_wrapped_by=shred_kek_id, requested_at=requested_at, tombstoned_at=tombstoned_at,
             completed_at=datetime.now(UTC), compaction_ticket=str(ticket), physical_horizon=PHYSICAL_HORIZON,
             **({} if keyring.provider.rotatable else {"shred_irreversible_after": NO_ROTATION}))
-        kept = receipt.model_dump(mode="json") | {"subject_id": digest}
+        kept = receipt.model_dump(mode="json")
         await conn.execute(
             "UPDATE erasure_requests SET status = 'completed', completed_at = %s, receipt = %s, subject_id = NULL, "
             "compaction_ticket = %s WHERE tenant_id = %s AND request_id = %s",
@@ -279,7 +281,8 @@ async def complete_erasure(pool: AsyncConnectionPool, keyring: KeyRing, tenant_i
 async def erasure_status(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id: str, request_id: str,
                          subject_id: str | None = None) -> ErasureStatus:
     """The request as it stands now: the receipt, whether the shred has become irreversible
-    (the KEK that wrapped the key was destroyed) and whether compaction has run."""
+    (the KEK that wrapped the key was destroyed) and whether compaction has run. The receipt names
+    the subject by its digest; `subject_id`, when given, must be the request's subject."""
     async with tenant_transaction(pool, tenant_id) as conn:
         cur = await conn.execute(
             "SELECT r.status, r.receipt, r.requested_at, r.completed_at, r.reason_ciphertext, r.reason_nonce, "
@@ -296,8 +299,9 @@ async def erasure_status(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id:
     reason = legacy_reason
     if reason_ct is not None:
         reason = decrypt_reason(keyring.kek(reason_kek), tenant_id, request_id, bytes(reason_ct), bytes(reason_nonce))
-    if receipt is not None and subject_id is not None and digest == keyring.subject_digest(tenant_id, subject_id):
-        receipt = {**receipt, "subject_id": subject_id}
+    if subject_id is not None and digest != keyring.subject_digest(tenant_id, subject_id):
+        raise LookupError(f"erasure request {request_id!r} of tenant {tenant_id!r} is not one of subject "
+                          f"{subject_id!r}: check the subject, or leave it out")
     return ErasureStatus(
         request_id=request_id, tenant_id=tenant_id, status=status, reason=reason, requested_at=requested_at,
         completed_at=completed_at, receipt=ErasureReceipt.model_validate(receipt) if status == "completed" else None,

@@ -29,9 +29,8 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from agent_memory import contract
 from agent_memory.counters import read_counts
-from agent_memory.db import fetch_one, tenant_transaction
+from agent_memory.db import fetch_one, registered_tenants, tenant_transaction
 from agent_memory.models import ErasureInput, ErasureReceipt
-from agent_memory.projection import projection_tenants
 from agent_memory.run_inputs import RunInput
 
 log = logging.getLogger(__name__)
@@ -89,7 +88,7 @@ async def _workflow_status(temporal: Client, workflow_id: str) -> WorkflowExecut
 async def redrive_stuck_erasures(pool: AsyncConnectionPool, temporal: Client, task_queue: str, *,
                                  stuck_after: timedelta) -> ErasureRedriveResult:
     result = ErasureRedriveResult()
-    for tenant_id in await projection_tenants(pool):
+    for tenant_id in await registered_tenants(pool):
         result.tenants += 1
         async with tenant_transaction(pool, tenant_id) as conn:
             cur = await conn.execute(

@@ -58,6 +58,8 @@ from agent_memory.api_keys import (
     verify_key,
 )
 from agent_memory.client import MemoryClient
+from agent_memory.codec_server import build_codec_router
+from agent_memory.console import build_console_router
 from agent_memory.mcp_server import bearer_token, build_mcp_server
 from agent_memory.models import Message as ChatMessage
 from agent_memory.models import Session, check_identifier
@@ -66,7 +68,7 @@ from agent_memory.user_errors import USER_ERROR_TABLE
 
 MAX_BODY_BYTES = 1_000_000
 MCP_PATH = "/mcp"
-PROBLEM_TYPE = "https://github.com/agent-memory/agent-memory/blob/main/README.md#http-api"
+PROBLEM_TYPE = "https://github.com/agent-memory/agent-memory/blob/main/docs/api.md#errors"
 # Retry-After of a 503: a restarting server is usually back within seconds.
 DEPENDENCY_RETRY_AFTER_SECONDS = 5
 # Temporal answers these while its server cannot be reached (or is shutting down).
@@ -284,8 +286,9 @@ def create_app(client: MemoryClient) -> FastAPI:
 
     @app.exception_handler(HTTPException)
     async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
-        titles = {404: "Not found", 405: "Method not allowed", 413: "Request body too large"}
-        return problem(exc.status_code, titles.get(exc.status_code, "HTTP error"), str(exc.detail))
+        titles = {401: "Unauthorized", 404: "Not found", 405: "Method not allowed", 413: "Request body too large"}
+        return problem(exc.status_code, titles.get(exc.status_code, "HTTP error"), str(exc.detail),
+                       headers=dict(exc.headers) if exc.headers else None)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -303,6 +306,8 @@ def create_app(client: MemoryClient) -> FastAPI:
 
     def subject(subject_id: str) -> str:
         return check_identifier("subject", subject_id)
+
+    app.include_router(build_console_router(checked_operator_key, dependency_down))  # /console: the memory console
 
     @app.get("/v1/health")
     async def health() -> dict[str, str]:
@@ -396,6 +401,7 @@ def create_app(client: MemoryClient) -> FastAPI:
     async def erasure(request_id: str, api_key: EraseKey) -> dict[str, Any]:
         return (await client.erasure_status(api_key.tenant_id, request_id)).model_dump(mode="json")
 
+    app.include_router(build_codec_router(checked_operator_key))  # /codec: the Temporal UI's codec (agent_memory.codec_server)
     return app
 
 
@@ -526,8 +532,11 @@ def uvicorn_config(client: MemoryClient, host: str, port: int) -> Any:
 
 
 def free_port(host: str = "127.0.0.1", wanted: int = 0) -> int:
-    """`wanted` when it can be bound on `host`, else a free port."""
+    """`wanted` when it can be bound on `host`, else a free port. The probe binds as uvicorn does,
+    with SO_REUSEADDR: a port whose last connections linger in TIME_WAIT (after a crash) is free
+    for a server, and a plain bind would wrongly move the API to another port."""
     with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((host, wanted))
         except OSError:

@@ -21,7 +21,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from agent_memory import contract
 from agent_memory.contract import SESSION_ID, SUBJECT_ID, TENANT_ID, idle_workflow_id
-from agent_memory.db import tenant_transaction
+from agent_memory.db import registered_tenants, tenant_transaction
 from agent_memory.models import SessionIdleInput
 from agent_memory.run_inputs import RunInput
 
@@ -86,13 +86,6 @@ HAVING max(m.recorded_at) < now() - make_interval(secs => %(idle)s)
 """
 
 
-async def message_tenants(pool: AsyncConnectionPool) -> list[str]:
-    """Every tenant that ever stored a message (migration 033: a table of tenant ids only)."""
-    async with pool.connection() as conn, conn.transaction():
-        cur = await conn.execute("SELECT tenant_id FROM message_tenants ORDER BY tenant_id")
-        return [row[0] for row in await cur.fetchall()]
-
-
 async def idle_unconsolidated_sessions(pool: AsyncConnectionPool, tenant_id: str, *, idle_seconds: float,
                                        lookback_seconds: float, limit: int) -> list[tuple[str, str]]:
     """(subject, session) of the tenant's sessions whose newest message, not covered by any
@@ -109,7 +102,7 @@ async def sweep_idle_timers(pool: AsyncConnectionPool, temporal: Client, task_qu
     running, tenant by tenant (each in its own RLS-scoped transaction)."""
     idle = request.idle_seconds or idle_seconds
     result = IdleTimerSweepResult()
-    for tenant_id in await message_tenants(pool):
+    for tenant_id in await registered_tenants(pool):
         result.tenants += 1
         for subject_id, session_id in await idle_unconsolidated_sessions(
                 pool, tenant_id, idle_seconds=idle, lookback_seconds=request.lookback_seconds,

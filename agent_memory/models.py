@@ -409,7 +409,7 @@ class StoreCount(BaseModel):
 class ErasureReceipt(BaseModel):
     request_id: str
     tenant_id: str
-    subject_id: str
+    subject_id: str  # the subject's keyed digest ("erased:..."), never the clear id
     reason: str | None = None  # receipts written before reasons were encrypted carried it
     removed: dict[str, int]
     residue: dict[str, int]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import logging
 import os
 from collections.abc import Awaitable, Callable, Sequence
@@ -42,6 +43,8 @@ from temporalio.converter import (
 )
 from temporalio.exceptions import ApplicationError
 
+from agent_memory.run_metadata import PublicText
+
 ENCODING = b"binary/agent-memory-encrypted"
 REJECTED_ENCODING = "binary/agent-memory-rejected"
 KEY_ID_FIELD = "encryption-key-id"
@@ -49,6 +52,10 @@ KEY_ID_FIELD = "encryption-key-id"
 # a reader without serialization context (a codec endpoint for the UI) decodes with it, a worker
 # checks it against the run it is decoding for.
 BOUND_TO_FIELD = "bound-to"
+# A run's summary and details (agent_memory/run_metadata.PublicText): plain JSON with this mark,
+# left in clear by the codec; after decoding it carries PUBLIC_ENCODING, which reads only as text.
+PUBLIC_FIELD = "agent-memory-public"
+PUBLIC_ENCODING = "binary/agent-memory-public-text"
 PAYLOAD_REJECTED = "PayloadRejected"
 INPUT_REJECTED = "InputRejected"
 # A Schedule encodes its action's input for the id prefix it is given; Temporal appends "-" and
@@ -116,6 +123,9 @@ class EncryptionCodec(PayloadCodec, WithSerializationContext):
         if bound_to:
             metadata[BOUND_TO_FIELD] = bound_to
         for payload in payloads:
+            if payload.metadata.get(PUBLIC_FIELD) == b"1":
+                out.append(payload)  # a PublicText of ours: ids and counts, for the UI's run list
+                continue
             nonce = os.urandom(12)
             sealed = self._aeads[self._active_id].encrypt(nonce, payload.SerializeToString(),
                                                           _bound_aad(self._active_id, bound_to))
@@ -139,7 +149,14 @@ class EncryptionCodec(PayloadCodec, WithSerializationContext):
                 out.append(rejected(reason))
         return out
 
+    def decode_one(self, payload: Payload) -> Payload:
+        """One payload decoded, or PayloadRejectedError (nothing logged or counted): for a reader
+        such as the UI's codec endpoint, which shows an undecodable payload as it is."""
+        return self._decode_one(payload)
+
     def _decode_one(self, payload: Payload) -> Payload:
+        if payload.metadata.get(PUBLIC_FIELD) == b"1" and payload.metadata.get("encoding") == b"json/plain":
+            return Payload(metadata={"encoding": PUBLIC_ENCODING.encode()}, data=payload.data)
         if payload.metadata.get("encoding") != ENCODING:
             if payload.metadata.get("encoding") == REJECTED_ENCODING.encode():
                 return payload
@@ -196,6 +213,33 @@ class RejectedPayloadConverter(EncodingPayloadConverter):
                                type=PAYLOAD_REJECTED, non_retryable=True)
 
 
+class PublicTextPayloadConverter(EncodingPayloadConverter):
+    """Writes a PublicText as marked plain JSON (the codec keeps it in clear); reads one back only
+    where a text or nothing in particular is expected: a marked payload in place of a workflow's
+    input or an activity's result is refused, so the mark opens no way around the encryption."""
+
+    @property
+    def encoding(self) -> str:
+        return PUBLIC_ENCODING
+
+    def to_payload(self, value: Any) -> Payload | None:
+        if not isinstance(value, PublicText):
+            return None
+        return Payload(metadata={"encoding": b"json/plain", PUBLIC_FIELD: b"1"},
+                       data=json.dumps(str(value), ensure_ascii=False).encode())
+
+    def from_payload(self, payload: Payload, type_hint: type | None = None) -> Any:
+        try:
+            value = json.loads(payload.data)
+        except ValueError:
+            value = None
+        if type_hint not in (None, str, PublicText) or not isinstance(value, str):
+            raise ApplicationError("Temporal payload rejected: a clear text where "
+                                   f"{getattr(type_hint, '__name__', 'a value')} was expected",
+                                   type=PAYLOAD_REJECTED, non_retryable=True)
+        return PublicText(value)
+
+
 class StrictPydanticJSONPayloadConverter(PydanticJSONPlainPayloadConverter):
     """An input that does not validate against the declared model fails non-retryably: the same
     payload would fail the same way on every retry."""
@@ -216,7 +260,7 @@ class StrictPayloadConverter(PydanticPayloadConverter):
         super().__init__()
         converters = [StrictPydanticJSONPayloadConverter() if isinstance(c, PydanticJSONPlainPayloadConverter) else c
                       for c in self.converters.values()]
-        self._set_converters(*converters, RejectedPayloadConverter())
+        self._set_converters(PublicTextPayloadConverter(), *converters, RejectedPayloadConverter())
 
 
 def encrypted_data_converter(keys: Sequence[bytes], *, accept_legacy: bool = False,

@@ -443,13 +443,6 @@ async def projection_lag(pool: AsyncConnectionPool, tenant_id: str, subject_id: 
                          oldest_pending_age_seconds=float(age) if age is not None else None, dead_letters=dead)
 
 
-async def projection_tenants(pool: AsyncConnectionPool) -> list[str]:
-    """Every tenant that ever had an outbox row (migration 009: a table of tenant ids only)."""
-    async with pool.connection() as conn, conn.transaction():
-        cur = await conn.execute("SELECT tenant_id FROM projection_tenants ORDER BY tenant_id")
-        return [row[0] for row in await cur.fetchall()]
-
-
 async def subjects_with_due_rows(pool: AsyncConnectionPool, tenant_id: str, limit: int) -> list[str]:
     async with tenant_transaction(pool, tenant_id) as conn:
         cur = await conn.execute(

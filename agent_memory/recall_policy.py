@@ -75,7 +75,7 @@ PRESETS: dict[PresetName, RecallPolicy] = {
     # The episodic tier takes the 100 tokens the designed tiers leave unused in the 1,200 total.
     "long-horizon": RecallPolicy(tau_days=3650.0, window_days=None, episodic_tokens=900),
 }
-# The shipped default: chosen on locomo-dev beside the designed policy (README, "Recall policy").
+# The shipped default: chosen on locomo-dev beside the designed policy (docs/recall.md).
 DEFAULT_PRESET: PresetName = "long-horizon"
 DEFAULT_POLICY = PRESETS[DEFAULT_PRESET]
 

@@ -39,11 +39,11 @@ from temporalio.common import (
 )
 
 from agent_memory import contract
-from agent_memory.db import fetch_one, tenant_transaction
+from agent_memory.db import fetch_one, registered_tenants, tenant_transaction
 from agent_memory.models import EmbeddingResult
 from agent_memory.operation_keys import EmbedKey
 from agent_memory.operations import record_succeeded, recorded_result, request_hash
-from agent_memory.projection import memory_text, projection_tenants
+from agent_memory.projection import memory_text
 from agent_memory.provider_policy import shielded_embed
 from agent_memory.providers.base import Embedder
 from agent_memory.run_inputs import RunInput
@@ -329,7 +329,7 @@ async def start_needed_reembeddings(pool: AsyncConnectionPool, temporal: Client,
     if model is None:
         return []
     started = []
-    for tenant_id in await projection_tenants(pool):
+    for tenant_id in await registered_tenants(pool):
         if await reembedding_needed(pool, tenant_id, model):
             await start_reembedding(temporal, task_queue, tenant_id, embedder)
             started.append(tenant_id)

@@ -3,7 +3,7 @@
 The hourly memory-sweep Schedule enforces it (workflows/lifecycle.py): every memory past its
 type's age is forgotten by the `retention` actor — gone from every read at once, restorable
 within the grace period like an operator's forget — and the same Schedule's sweeper removes it
-from every store once the grace period is over. Defaults (README, "Lifecycle"):
+from every store once the grace period is over. Defaults (docs/lifecycle.md):
 
 | type | kept | field |
 | --- | --- | --- |
@@ -29,11 +29,10 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_memory.db import tenant_transaction
+from agent_memory.db import registered_tenants, tenant_transaction
 from agent_memory.evidence import WORKING_MEMORY_TTL_SECONDS
 from agent_memory.forgetting import forget_memory
 from agent_memory.keyring import KeyRing
-from agent_memory.projection import projection_tenants
 from agent_memory.run_inputs import RunInput
 from agent_memory.scope import SubjectErasedError
 
@@ -111,7 +110,7 @@ async def apply_retention(pool: AsyncConnectionPool, keyring: KeyRing, *, limit_
     """Forget (actor `retention`) every memory past its tenant's retention, in every tenant; at
     most `limit_per_tenant` per run (the next hourly run takes the rest)."""
     result = RetentionResult()
-    for tenant_id in await projection_tenants(pool):
+    for tenant_id in await registered_tenants(pool):
         result.tenants += 1
         async with tenant_transaction(pool, tenant_id) as conn:
             policy = await read_retention(conn, tenant_id)

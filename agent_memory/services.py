@@ -27,6 +27,7 @@ from agent_memory.crypto import KeyProvider, key_provider_for
 from agent_memory.db import apply_migrations, open_pool, pending_migrations, set_app_role_password
 from agent_memory.keyring import KeyRing
 from agent_memory.payload_codec import RejectionSink, encrypted_data_converter
+from agent_memory.run_metadata import RunMetadataInterceptor
 from agent_memory.settings import TEMPORAL_TLS_FILE_VARS, Settings
 
 
@@ -62,7 +63,9 @@ def temporal_connect_options(settings: Settings,
         given, missing = ("temporal_tls_cert", "temporal_tls_key") if cert else ("temporal_tls_key", "temporal_tls_cert")
         raise ValueError(f"{_tls_var(given)} is set but {_tls_var(missing)} is not: mTLS needs both the client "
                          "certificate and its key")
-    options: dict[str, Any] = {"namespace": settings.temporal_namespace, "data_converter": data_converter}
+    # Every start (and a workflow's child starts) gets its summary and details in clear.
+    options: dict[str, Any] = {"namespace": settings.temporal_namespace, "data_converter": data_converter,
+                               "interceptors": [RunMetadataInterceptor()]}
     if cert or settings.temporal_tls_ca or settings.temporal_tls_server_name:
         options["tls"] = TLSConfig(client_cert=_read_pem(_tls_var("temporal_tls_cert"), cert),
                                    client_private_key=_read_pem(_tls_var("temporal_tls_key"), key),

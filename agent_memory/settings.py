@@ -18,6 +18,7 @@ ENV_VARS = (
     "AGENT_MEMORY_ACCEPT_PLAINTEXT_PAYLOADS",
     "AGENT_MEMORY_KEY_DIR",
     "AGENT_MEMORY_UI_URL",
+    "AGENT_MEMORY_UI_ORIGIN",
     "TEMPORAL_ADDRESS",
     "TEMPORAL_NAMESPACE",
     # Temporal's standard client variables (temporalio.envconfig, the temporal CLI), and the older
@@ -126,6 +127,9 @@ class Settings:
     temporal_tls_server_name: str | None = None
     temporal_api_key: str | None = field(default=None, repr=False)
     ui_url: str | None = None
+    # Browser origins (comma-separated) of the Temporal UI allowed to call the codec endpoint;
+    # None: the origin of ui_url.
+    ui_origin: str | None = None
     database_url: str | None = field(default=None, repr=False)  # the application role (RLS applies)
     database_admin_url: str | None = field(default=None, repr=False)  # owner role, used for migrations only
     redis_url: str | None = field(default=None, repr=False)
@@ -183,6 +187,7 @@ class Settings:
             temporal_tls_server_name=env.get("TEMPORAL_TLS_SERVER_NAME") or None,
             temporal_api_key=env.get("TEMPORAL_API_KEY") or None,
             ui_url=env.get("AGENT_MEMORY_UI_URL") or None,
+            ui_origin=env.get("AGENT_MEMORY_UI_ORIGIN") or None,
             database_url=env.get("DATABASE_URL") or None,
             database_admin_url=env.get("DATABASE_ADMIN_URL") or None,
             redis_url=env.get("REDIS_URL") or None,
@@ -232,6 +237,20 @@ class Settings:
                                f"{default_home()}): start one with `agent-memory up`, point AGENT_MEMORY_HOME at the "
                                "home it printed, or set TEMPORAL_ADDRESS, DATABASE_URL and REDIS_URL")
         return self.with_services(**{k: v for k, v in running.items() if not getattr(self, k)})
+
+    def ui_origins(self) -> set[str]:
+        """The Temporal UI's browser origins the codec endpoint answers (scheme://host[:port]). A
+        loopback UI is reached as localhost or 127.0.0.1 alike, so both are allowed."""
+        from urllib.parse import urlsplit
+
+        if self.ui_origin:
+            return {o.strip().rstrip("/") for o in self.ui_origin.split(",") if o.strip()}
+        url = urlsplit(self.ui_url or "http://127.0.0.1:8233")
+        origins = {f"{url.scheme}://{url.netloc}"}
+        if url.hostname in ("127.0.0.1", "localhost"):
+            port = f":{url.port}" if url.port else ""
+            origins |= {f"{url.scheme}://127.0.0.1{port}", f"{url.scheme}://localhost{port}"}
+        return origins
 
     def workflow_url(self, workflow_id: str) -> str:
         from urllib.parse import quote

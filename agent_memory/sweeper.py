@@ -29,9 +29,8 @@ from pydantic import BaseModel, Field
 
 from agent_memory.apply import LIVE, drop_memory_rows
 from agent_memory.compaction import request_compaction
-from agent_memory.db import tenant_transaction
+from agent_memory.db import registered_tenants, tenant_transaction
 from agent_memory.keyring import KeyRing
-from agent_memory.projection import projection_tenants
 from agent_memory.run_inputs import RunInput
 from agent_memory.scope import Mode, SubjectErasedError, subject_scope
 
@@ -76,7 +75,7 @@ async def sweep_forgotten(pool: AsyncConnectionPool, keyring: KeyRing, *, grace:
                           progress: Callable[[MemorySweepResult], None] | None = None) -> MemorySweepResult:
     result = MemorySweepResult(grace_seconds=grace.total_seconds())
     swept_any = False
-    for tenant_id in await projection_tenants(pool):
+    for tenant_id in await registered_tenants(pool):
         result.tenants += 1
         after: tuple[datetime, uuid.UUID] | None = None
         while True:

@@ -119,10 +119,8 @@ TABLES: tuple[Table, ...] = (
           natural_key="namespace, key_digest, aggregate_version"),
     Table("erasure_requests", "bookkeeping", erasure="pseudonymise"),
     Table("tombstones", "bookkeeping", erasure="pseudonymise"),
-    # Tenant ids only (the projection sweep's listing).
-    Table("projection_tenants", "bookkeeping", subject_column=None),
-    # Tenant ids only (the idle-timer sweep's listing).
-    Table("message_tenants", "bookkeeping", subject_column=None),
+    # Tenant ids only: the tenants registry the Schedules list tenants from.
+    Table("tenants", "bookkeeping", subject_column=None),
     # The tenant's recall policy: configuration, no subject data.
     Table("recall_policies", "bookkeeping", subject_column=None),
     # The tenant's retention policy: configuration, no subject data.

@@ -36,8 +36,7 @@ from psycopg import sql
 # their graphs: 5,000 vectors p50 5.9 against 8.4-8.9 ms exact; 10,000 vectors 7.5 against
 # 16.3 ms (p99 10.7 against 18.7); recall of the exact top 150 0.9997. The floor sits just above
 # that crossover, so that a partition Postgres has not estimated yet (reltuples 0) sends no
-# smaller subject to the graph. (It was 20,000 while 64 partitions put several subjects in each
-# graph.)
+# smaller subject to the graph.
 EXACT_UP_TO = 4_000
 # Widths that have an HNSW index (migration 016), named memory_vectors_hnsw_<width>.
 INDEXED_WIDTHS = frozenset({384})
@@ -50,10 +49,9 @@ HNSW_VISIT_COST = 25
 
 def candidate_list_size(limit: int) -> int:
     """hnsw.ef_search for a search of `limit` rows: a third more than the limit. A subject alone in
-    its partition's graph (migration 030) is searched without the detour other subjects' vectors
-    forced before; with a list of exactly `limit` its top 150 at 50k vectors matched the exact
-    scan's at 0.993 (0.967 at worst), with a third more at 0.998 (0.987), p99 7.8-9.9 ms against
-    15-19 ms for the crowded graph of 64 partitions."""
+    its partition's graph meets no other subject's vectors on the way, so a list of exactly
+    `limit` finds fewer of the exact top: at 50k vectors its top 150 matched the exact scan's at
+    0.993 (0.967 at worst), with a third more at 0.998 (0.987)."""
     return min(max(limit + limit // 3, 40), 1000)
 
 _EXACT = """

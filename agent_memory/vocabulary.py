@@ -1,4 +1,4 @@
-"""The key vocabulary (README, "What gets written"): one thing has one key, whatever the provider.
+"""The key vocabulary (docs/recall.md, "What gets written"): one thing has one key, whatever the provider.
 
 `canonical_extraction` maps every fact of an extraction onto the vocabulary. It is applied in one
 place, the extract_facts activity, before the result is recorded, so the rule extractor, a remote
@@ -36,7 +36,7 @@ VOCABULARY_VERSION = "2"  # 2: van, suv, truck, ute, motorbike, scooter are car 
 
 # A temporary fact (a trip, a stay) whose end the extractor could not resolve ends this many days
 # after it was observed: most trips are shorter, and an unended trip must not stay the subject's
-# whereabouts for ever (issue 9: "a trip whose end the extractor cannot parse never expires").
+# whereabouts for ever.
 DEFAULT_TEMPORARY_DAYS = 14
 
 _CJK = "\u3400-\u9fff\uf900-\ufaff"
@@ -87,7 +87,7 @@ _GENERIC_OBJECTS = re.compile(r"^(?:favou?rite(?:_\w+)?|food|drink|music|hobby|a
                               r"beverage|preference|like|dislike|interest)s?$")
 _PET_NAMESPACES = {"pet", "pets", "animal", "animals"}
 
-# Budget purposes (README): the words that name each, in the order they are tried.
+# Budget purposes (docs/recall.md): the words that name each, in the order they are tried.
 BUDGET_PURPOSES: dict[str, tuple[str, ...]] = {
     "computer": ("laptop", "notebook", "computer", "pc", "macbook", "电脑", "笔记本"),
     "phone": ("phone", "iphone", "smartphone", "mobile", "手机"),

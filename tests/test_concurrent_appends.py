@@ -141,7 +141,7 @@ async def test_stale_parent_conflicts_and_writes_nothing_but_a_replay_is_idempot
     assert (replay.inserted, replay.duplicates, replay.last_message_id) == (0, 1, "m2")
     replay = await client.append_messages(tenant, SUBJECT, batch(sid, 1, ["m2"], "m1"), expected_parent="m1")
     assert (replay.inserted, replay.duplicates) == (0, 1)
-    # A changed body under a stored id is still refused as before.
+    # A changed body under a stored id is refused.
     changed = batch(sid, 1, ["m2"], "m1")
     changed.messages[0].content = "rewritten"
     with pytest.raises(MessageConflictError):

@@ -1,5 +1,5 @@
 """`agent-memory demo` end to end on the real stack: it leaves a subject to explore and says when
-the UI link dies with the stack it started (issue 12, rough edge 13)."""
+the UI link dies with the stack it started."""
 
 from __future__ import annotations
 

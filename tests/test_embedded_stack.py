@@ -271,7 +271,7 @@ def _wait_until_dead(pid: int) -> None:
 
 async def test_working_memory_survives_a_redis_crash_and_a_restart(tmp_path):
     """Redis keeps an append-only file fsynced every second: a crash (SIGKILL) loses at most the
-    last second, and a restart of the stack finds the session's recent turns (issue 12)."""
+    last second, and a restart of the stack finds the session's recent turns."""
     import asyncio
     import signal
     from datetime import UTC, datetime

@@ -1,4 +1,4 @@
-"""Fact operations beyond replace (issue 9's conflict defects): an explicit "end" closes a fact
+"""Fact operations beyond replace: an explicit "end" closes a fact
 with no new value (a negation, "no longer", a pet that died), a "correct" voids the mistaken
 value retroactively, and neither is mistaken for a confirmation. Driven through the real conflict
 checker and commit on the embedded Postgres, with extractions written out (the extractor is

@@ -1,4 +1,4 @@
-"""Forgetting one memory (issue 11): gone from every read at once, restorable within the grace
+"""Forgetting one memory: gone from every read at once, restorable within the grace
 period, swept from every store after it by the sweeper (a workflow a Schedule runs), and never
 resurrected — by a rebuild, a late commit of an old session or a late projector. On the real
 stack: Temporal dev server, Postgres with row-level security, the offline providers."""

@@ -1,4 +1,4 @@
-"""Lexical search through its index (issue 13): the postings of the query's lexemes and the
+"""Lexical search through its index: the postings of the query's lexemes and the
 statistics that memory_search's triggers keep (or, in a window, count) give the same BM25 ranking
 as the scan over every posting of the subject it replaced. Both queries run on the real Postgres
 over a random corpus; the old one is kept as the benchmark's reference

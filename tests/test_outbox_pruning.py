@@ -1,4 +1,4 @@
-"""The vector projection's outbox is pruned (issue 13): rows projected over an hour ago go, pending
+"""The vector projection's outbox is pruned: rows projected over an hour ago go, pending
 and recently projected rows stay; the projection sweep does it, bounded per tenant."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Progress bars of long commands: drawn on a terminal, silent on a pipe or with --json
-(issue 12, rough edge 12). The terminal is a real pseudo-terminal."""
+"""Progress bars of long commands: drawn on a terminal, silent on a pipe or with --json.
+The terminal is a real pseudo-terminal."""
 
 from __future__ import annotations
 

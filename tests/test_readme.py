@@ -1,5 +1,5 @@
-"""The README's Python code runs as written (issue 12: it once failed with `await` outside a
-function and an undefined `services`), against the session's real stack and a worker."""
+"""The README's Python code runs as written (complete scripts: no `await` outside a
+function, nothing undefined), against the session's real stack and a worker."""
 
 from __future__ import annotations
 

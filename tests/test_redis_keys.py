@@ -1,5 +1,5 @@
 """A subject's Redis keys are registered where they are written, so erasure finds them without a
-SCAN of the keyspace (issue 13); keys written before the registry are registered by one SCAN."""
+SCAN of the keyspace; keys written before the registry are registered by one SCAN."""
 
 from __future__ import annotations
 

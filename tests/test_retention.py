@@ -1,4 +1,4 @@
-"""Retention per memory type and the re-drive of stuck erasures (issue 11), on the real stack:
+"""Retention per memory type and the re-drive of stuck erasures, on the real stack:
 the memory-sweep workflow forgets what a tenant's policy expires (restorable, then swept), and
 the erasure re-drive starts again an erasure whose workflow is gone."""
 

@@ -1,4 +1,4 @@
-"""Rough edges a new user hit (issue 12), each fixed with a clear answer instead of silence, a
+"""Mistakes a new user makes, each answered clearly instead of with silence, a
 traceback or a database error; CLI runs against the session's real stack."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`agent-memory up` logs one line per workflow it completes (issue 12, rough edge 12), read from
+"""`agent-memory up` logs one line per workflow it completes, read from
 the real dev server's visibility."""
 
 from __future__ import annotations

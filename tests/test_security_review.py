@@ -1,5 +1,5 @@
-"""The security review's attacks (issue 7), reproduced on the real embedded stack: each test
-failed on the code the review broke, and passes only because of the fix it names."""
+"""Attacks on the trust boundaries, reproduced on the real embedded stack: each test fails
+unless the defence it names holds."""
 
 from __future__ import annotations
 
@@ -426,7 +426,7 @@ async def test_erasure_status_key_rotation_and_compaction_from_the_cli(client, s
         status = json.loads(await cli("erasure", "status", "--tenant", tenant, "--request-id", "cli-req",
                                       "--subject", "cli-subject", "--json"))
         assert status["shred_irreversible"] and status["compacted"]
-        assert status["receipt"]["subject_id"] == "cli-subject"
+        assert status["receipt"]["subject_id"] == services.keyring.subject_digest(tenant, "cli-subject")
     missing = await asyncio.to_thread(run_cli, services, "erasure", "status", "--tenant", tenant, "--request-id",
                                       "nope")
     assert missing.returncode == 2 and "no erasure request 'nope'" in missing.stderr

@@ -1,4 +1,4 @@
-"""Session ids are scoped per subject (issue 12, rough edge 1): two people of one tenant may each
+"""Session ids are scoped per subject: two people of one tenant may each
 have a session "s1". Against the real stack and a worker; migration 021 on rows stored before it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The vector route's two ways (issue 13): exact for a small subject, HNSW with iterative scan for a
+"""The vector route's two ways: exact for a small subject, HNSW with iterative scan for a
 large one. Both find the subject's own nearest vectors; the exact one matches a brute force."""
 
 from __future__ import annotations

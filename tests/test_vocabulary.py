@@ -132,7 +132,7 @@ def test_the_rule_extractors_output_passes_through_unchanged():
 
 
 async def test_a_trip_whose_end_cannot_be_parsed_still_ends(client, services, tenant):
-    """Issue 9: a trip whose end the extractor cannot parse never expired. Through the real
+    """A trip whose end the extractor cannot parse still ends. Through the real
     activities: the trip holds after it was said, and no longer DEFAULT_TEMPORARY_DAYS later."""
     p = offline_providers()
     acts = ConsolidationActivities(services.pool, services.keyring, p.extractor, p.scorer, p.summarizer, p.embedder)

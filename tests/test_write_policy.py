@@ -1,4 +1,4 @@
-"""Consent and authorization at write time (issue 11), on the real stack: namespaces a tenant
+"""Consent and authorization at write time, on the real stack: namespaces a tenant
 does not store never reach the facts table, consent-only namespaces are stored under a consent
 (named on the event), sensitive keys never change silently, and every event says who wrote it."""
 

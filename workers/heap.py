@@ -5,7 +5,7 @@ start-up is mostly objects that live as long as the process: imported modules, c
 validators. Walking them paused a context call for 130 ms at a full collection in the recall
 benchmark (10k memories; 5.7 ms without the pause). Freezing the start-up heap moves it out of
 the collector's view (`gc.freeze`), so a full collection walks only what requests allocated
-since; reference counting still frees everything as before.
+since; reference counting still frees everything.
 """
 
 from __future__ import annotations

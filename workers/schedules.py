@@ -26,6 +26,7 @@ from agent_memory.erasure_runs import ErasureRedriveInput
 from agent_memory.idle_timers import IdleTimerSweepInput
 from agent_memory.keyring import KeyRotationInput
 from agent_memory.projection_models import ProjectionSweepInput
+from agent_memory.run_metadata import run_summary
 from agent_memory.sweeper import MemorySweepInput
 
 KEY_ROTATION_SCHEDULE = contract.KEY_ROTATION_SCHEDULE_ID
@@ -76,7 +77,7 @@ SCHEDULES = (
 async def ensure_schedules(client: Client, task_queue: str, *, keys_rotatable: bool = True) -> list[str]:
     """Create the Schedules that do not exist yet; existing ones (and an operator's pause or
     changed interval) are left alone. Returns the ids created. Keys from the environment cannot
-    be rotated by us: no rotation Schedule then (README: key management)."""
+    be rotated by us: no rotation Schedule then (docs/operations.md, "Keys")."""
     created = []
     for definition in SCHEDULES:
         if definition.schedule_id == KEY_ROTATION_SCHEDULE and not keys_rotatable:
@@ -87,7 +88,7 @@ async def ensure_schedules(client: Client, task_queue: str, *, keys_rotatable: b
                 Schedule(
                     action=ScheduleActionStartWorkflow(
                         definition.workflow, definition.argument, id=contract.scheduled_workflow_id(definition.schedule_id),
-                        task_queue=task_queue),
+                        task_queue=task_queue, static_summary=run_summary(definition.schedule_id)),
                     spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=definition.every)]),
                     # A run still going when the next is due (a long VACUUM FULL) is not doubled.
                     policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),

@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         StepOutcome,
     )
     from agent_memory.projection_models import ProjectorBatchInput, ProjectorBatchOutcome
+    from agent_memory.run_metadata import consolidation_details
 
 # Activity options: agent_memory/contract.py's presets. Transient failures are retried without an
 # attempt cap, at a capped interval: an outage of the model provider or of Postgres must not fail
@@ -309,6 +310,9 @@ class ConsolidationWorkflow:
 
     def _result(self, request: ConsolidationInput, *, commit: CommitOutcome | None = None, vectors: int = 0,
                 refused_reason: str | None = None, projector_woken: bool = False) -> ConsolidationResult:
+        workflow.set_current_details(consolidation_details(  # for the UI; creates no command
+            commit.facts_written if commit else 0, bool(commit and commit.episode_written),
+            self._progress.decisions, vectors, refused_reason))
         return ConsolidationResult(
             workflow_id=workflow.info().workflow_id, tenant_id=request.tenant_id, subject_id=request.subject_id,
             session_id=request.session_id, facts_extracted=self._progress.facts_extracted,

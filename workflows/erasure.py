@@ -9,6 +9,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.erasure import CompleteErasureInput, ErasureActivities
     from agent_memory import contract
     from agent_memory.models import ErasureInput, ErasureProgress, ErasureReceipt, ErasureStepInput
+    from agent_memory.run_metadata import progress_details
 
 # Erasure is a legal obligation: transient failures are retried until they pass (no attempt
 # cap, a capped interval); permanent ones are non-retryable types (contract.ERASURE_STEP).
@@ -55,6 +56,7 @@ class ErasureWorkflow:
         for _ in range(MAX_ERASE_ROUNDS):
             for store in stores:
                 self._progress.step = f"erase {store}"
+                workflow.set_current_details(progress_details(self._progress))  # for the UI; no command
                 await workflow.execute_activity_method(
                     ErasureActivities.erase_store, step.model_copy(update={"store": store}),
                     **contract.ERASURE_STEP.options())
@@ -64,6 +66,7 @@ class ErasureWorkflow:
             await workflow.execute_activity_method(
                 ErasureActivities.shred_subject_key, step, **contract.ERASURE_STEP.options())
             self._progress.step = "verify"
+            workflow.set_current_details(progress_details(self._progress))
             report = await workflow.execute_activity_method(
                 ErasureActivities.verify_erasure, step, **contract.ERASURE_STEP.options())
             residue = report.residue
@@ -79,5 +82,7 @@ class ErasureWorkflow:
             CompleteErasureInput(tenant_id=request.tenant_id, subject_id=request.subject_id,
                                  request_id=request.request_id, residue=residue),
             **contract.ERASURE_STEP.options())
+        workflow.set_current_details(f"**done**\nstores done: {len(self._progress.stores_done)}\n"
+                                     f"residue: {receipt.residue_total}")
         self._progress.step = "done"
         return receipt

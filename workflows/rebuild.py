@@ -19,6 +19,7 @@ with workflow.unsafe.imports_passed_through():
         SubjectListInput,
         SubjectRebuild,
     )
+    from agent_memory.run_metadata import progress_details
 
 # Reads and one transaction per subject: transient database errors retried without an attempt
 # cap, at a capped interval (contract.REBUILD_LIST, contract.REBUILD_SUBJECT_STEP: one subject's
@@ -68,6 +69,7 @@ class RebuildWorkflow:
             self._progress.rows += entry.rows
             self._progress.mismatched += int(not entry.equal and not entry.skipped_erased)
             self._progress.skipped_erased += int(entry.skipped_erased)
+            workflow.set_current_details(progress_details(self._progress))  # for the UI; no command
         result = self._totals(request, entries)
         # Runs recorded before paging existed listed every subject in one run and never continued:
         # replaying one that happened to list exactly a page must not continue either.
@@ -75,6 +77,7 @@ class RebuildWorkflow:
             self._progress.step = "continue with the next subjects"
             workflow.continue_as_new(request.model_copy(update={"after_subject": subjects[-1], "carried": result}))
         self._progress.step = "done"
+        workflow.set_current_details(progress_details(self._progress))
         return result
 
     @staticmethod

@@ -18,6 +18,7 @@ with workflow.unsafe.imports_passed_through():
         ReembedProgress,
         SwitchModelInput,
     )
+    from agent_memory.run_metadata import progress_details
 
 BATCHES_PER_RUN = 200
 # A pass finds every source vector without a twin; a memory made between passes may need one
@@ -58,6 +59,7 @@ class ReembedWorkflow:
                 **contract.REEMBED_STEP.options())
             progress.batches += 1
             progress.done += batch.written
+            workflow.set_current_details(progress_details(progress))  # for the UI; no command
             cursor = (batch.next_memory_id, batch.next_version)
             if batch.done:
                 switched = await workflow.execute_activity_method(
@@ -67,6 +69,7 @@ class ReembedWorkflow:
                     **contract.STORE_WRITE.options())
                 if switched.switched:
                     progress.state = "switched"
+                    workflow.set_current_details(progress_details(progress))
                     return progress
                 request = request.model_copy(update={"passes": request.passes + 1})
                 if request.passes >= MAX_PASSES:

@@ -4,7 +4,7 @@
 e5 embeds a query and a passage differently ("query: " / "passage: " prefixes), so the read path
 calls `embed_query` and the projector `embed`. One model per process, one call at a time, off the
 event loop (the C engine releases the GIL); it runs single-threaded, because on a shared 2-core
-machine its OpenMP threads collapse under load (../shared/notes/local-models.md).
+machine its OpenMP threads collapse under load.
 """
 
 from __future__ import annotations

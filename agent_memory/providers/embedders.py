@@ -17,7 +17,7 @@ from __future__ import annotations
 from agent_memory.providers.base import Embedder
 
 EMBEDDERS = ("hashing", "e5-small", "remote")
-# Measured side by side on locomo-dev (README, "Recall"): e5-small lifts evidence fraction and
+# Measured side by side on locomo-dev (docs/recall.md, "Embedders"): e5-small lifts evidence fraction and
 # answer coverage over hashing at about a fifth of the ingest throughput.
 OFFLINE_DEFAULT = "e5-small"
 

@@ -20,7 +20,7 @@ The extractor works sentence by sentence and clause by clause:
 - **Dialogue.** A user's bare answer to the assistant's question ("Which team?" → "The Minnesota
   Wolves!") fills the slot the question asked for.
 
-Keys follow the vocabulary in README ("What gets written") and agent_memory/samples/PHRASING.md:
+Keys follow the vocabulary in docs/recall.md ("What gets written") and agent_memory/samples/PHRASING.md:
 `preference/<object>` = like|dislike, `pet/<name>` = species, `relationship/status`,
 `budget/<canonical purpose>`.
 

@@ -2,7 +2,7 @@
 
 What the model sees is instructions (the system message) and data (user messages): the subject's
 current facts, then the conversation, each one item a line, so neither a message nor a stored
-value can impersonate the framing. The extraction prompt names the key vocabulary of README
+value can impersonate the framing. The extraction prompt names the key vocabulary of docs/recall.md
 ("What gets written"; `agent_memory/vocabulary.py` maps what a model says anyway onto it) and
 asks for operations on the current facts, as `ExtractedFact.operation` defines them.
 

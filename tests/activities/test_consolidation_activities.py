@@ -161,9 +161,9 @@ async def test_a_live_write_between_plan_and_commit_makes_the_consolidation_re_d
 
 
 async def test_the_version_a_read_returns_is_the_one_a_write_accepts(services, client, tenant):
-    """Issue 8, defect 1: a restatement (confirmation) moves the memory's version; the facts a
+    """A restatement (confirmation) moves the memory's version; the facts a
     read returns show that version, on every interval of the memory, and a conditional write at
-    it succeeds (before, FactRow.version stayed 1 and the write failed with "found 2")."""
+    it succeeds."""
     env = ActivityEnvironment()
     acts = make_activities(services)
 

@@ -19,7 +19,7 @@ async def fail_with(exc: Exception) -> None:
 
 @pytest.mark.parametrize("bug", [KeyError("k"), IndexError("i"), LookupError("l")])
 async def test_a_bug_stays_retryable_and_is_not_reported_as_a_missing_record(bug):
-    # Before: every LookupError (KeyError, IndexError) became a permanent "NotFound".
+    # A LookupError (KeyError, IndexError) is a bug, not a missing record: never a permanent "NotFound".
     with pytest.raises(type(bug)):
         await ActivityEnvironment().run(fail_with, bug)
 

@@ -1,5 +1,5 @@
 """The phrasing corpus (agent_memory/samples/phrasing-{dev,test}.jsonl, see PHRASING.md): both halves
-parse, meet the counts issue 9 asks for, cover every category in both halves, and are the split the
+parse, meet the corpus's counts, cover every category in both halves, and are the split the
 documented procedure produces. No score threshold: the scores are the baseline to beat."""
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ def test_a_bad_probe_file_is_refused_in_one_line(tmp_path):
 async def test_recall_probes_hold_under_the_designed_policy(services, task_queue, split):
     report = await run_recall_probes(services, load_recall_probes(split=split), split=split, preset="designed",
                                      task_queue=task_queue)
-    # The regression floor; the figures themselves are in README.
+    # The regression floor; the figures themselves are in docs/evaluation.md.
     assert report.checks >= 40 and report.accuracy >= 0.9, report.render()
     assert report.by_category["recent"].passed == report.by_category["recent"].checks, report.render()
     assert report.by_category["window"].passed == report.by_category["window"].checks, report.render()

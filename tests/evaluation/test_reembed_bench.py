@@ -13,7 +13,7 @@ async def test_the_reembedding_benchmark_moves_every_memory_to_the_target_model(
     assert report.vectors_per_second > 0 and report.target_passages_per_second > 0
     assert "vectors re-embedded" in report.render()
     async with services.pool.connection() as conn:
-        cur = await conn.execute("SELECT tenant_id FROM projection_tenants WHERE tenant_id LIKE 'bench-reembed-%%'")
+        cur = await conn.execute("SELECT tenant_id FROM tenants WHERE tenant_id LIKE 'bench-reembed-%%'")
         [tenant] = [row[0] for row in await cur.fetchall()]
     async with tenant_transaction(services.pool, tenant) as conn:
         cur = await conn.execute("SELECT model, count(*) FROM memory_vectors WHERE tenant_id = %s GROUP BY model",

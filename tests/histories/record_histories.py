@@ -4,7 +4,7 @@ python -m tests.histories.record_histories [NAME.json ...]   (default: CURRENT n
 Each workflow version has its own file, recorded once and never re-recorded: old files prove that
 runs started under an older version still replay (consolidation.json: inline vector projection;
 erasure-v1/-v2/-v3.json: before observations, before event metadata was redacted, before frozen
-step lists; the *-v2.json and erasure-v4.json files: the last main before the event-log redesign).
+step lists; the *-v2.json and erasure-v4.json files: the versions before the event log).
 After a change to a workflow's steps, add a new name to CURRENT rather than overwriting a file.
 
 Histories are written with their payloads decoded (json/plain): the deployment's payload codec

@@ -376,4 +376,5 @@ def test_up_without_a_compiler_says_so_in_one_line_and_starts_nothing(monkeypatc
     _, err = capsys.readouterr()
     assert "Traceback" not in err and len(err.splitlines()) == 1, err
     assert "building llama-server needs cmake" in err and "a C++ compiler (g++)" in err, err
-    assert not (tmp_path / "home" / "run").exists()  # the stack was not started
+    # The stack was not started: the home holds only the lock of the `up` that refused.
+    assert [p.name for p in (tmp_path / "home").rglob("*") if p.is_file()] == ["up.lock"]

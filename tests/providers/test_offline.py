@@ -458,7 +458,7 @@ def test_offline_providers_bundle():
         bundle.extractor = RuleFactExtractor()  # type: ignore[misc]
 
 
-# --- extractor: operations, third parties, irony, dates (issue 9) ---------------------------------
+# --- extractor: operations, third parties, irony, dates ----------------------------------------
 
 
 def ops(facts) -> list[tuple[str, str, str, str]]:

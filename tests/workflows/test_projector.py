@@ -270,7 +270,7 @@ async def test_a_slow_embedding_call_keeps_its_claims_while_it_runs(client, serv
 
 async def test_the_sweep_lists_tenants_from_a_table_the_app_role_may_read(services, client, tenant):
     """Row security scopes every transaction to one tenant; the sweep's list of tenants comes
-    from projection_tenants (tenant ids only), which a trigger on the outbox fills. A tenant's
+    from the tenants registry (tenant ids only), which triggers fill at a tenant's first write. A tenant's
     transaction sees its own id only; a transaction with no tenant set (the sweep) sees them all."""
     other = f"{tenant}-b"
     for t in (tenant, other):
@@ -278,10 +278,10 @@ async def test_the_sweep_lists_tenants_from_a_table_the_app_role_may_read(servic
         await client.write_fact(t, "zoe", "location", "home_city", "Oslo", expected_version=0,
                                 evidence_message_ids=["s-z:1"])
     async with tenant_transaction(services.pool, tenant) as conn:
-        cur = await conn.execute("SELECT tenant_id FROM projection_tenants")  # no WHERE on purpose
+        cur = await conn.execute("SELECT tenant_id FROM tenants")  # no WHERE on purpose
         assert await cur.fetchall() == [(tenant,)]
     async with services.pool.connection() as conn, conn.transaction():
-        cur = await conn.execute("SELECT current_user, count(*) FROM projection_tenants WHERE tenant_id = ANY(%s)",
+        cur = await conn.execute("SELECT current_user, count(*) FROM tenants WHERE tenant_id = ANY(%s)",
                                  ([tenant, other],))
         user, listed = await cur.fetchone()
         # Without app.tenant_id the outbox itself shows nothing (row security), the list does.

@@ -1,4 +1,4 @@
-"""Re-embedding after an embedding-model change (issue 11), on the real dev server and Postgres:
+"""Re-embedding after an embedding-model change, on the real dev server and Postgres:
 recall reads the old model's vectors until every memory has its vector under the new one, then
 switches; the old vectors go; a width other than 384 is stored; a batch retried after its
 embedder call makes no second call."""

@@ -27,14 +27,14 @@ WORKFLOW_DIR = Path(__file__).resolve().parents[2] / "workflows"
                                                ("erasure-v3.json", "erase/acme/lin"),
                                                ("session-idle.json", "idle/acme/s2"),
                                                ("rebuild.json", "rebuild/acme/*/recorded"),
-                                               # Recorded on the last main before the event-log
-                                               # redesign (issue 8): contract names, presets, the
+                                               # The versions before the event log: contract
+                                               # names, presets, the
                                                # projector step behind workflow.patched.
                                                ("consolidation-v2.json", "consolidate/acme/s1"),
                                                ("erasure-v4.json", "erase/acme/lin"),
                                                ("session-idle-v2.json", "idle/acme/s2"),
                                                ("rebuild-v2.json", "rebuild/acme/*/recorded"),
-                                               # The versions after the redesign: consolidation
+                                               # The versions with the event log: consolidation
                                                # ends at the commit, the projector embeds, the
                                                # rebuild carries counts only.
                                                ("consolidation-v3.json", "consolidate/acme/s1"),
@@ -43,7 +43,7 @@ WORKFLOW_DIR = Path(__file__).resolve().parents[2] / "workflows"
                                                # Session ids per subject (migration 021): the idle
                                                # timer's consolidation id names the subject.
                                                ("session-idle-v3.json", "idle/acme/ana/s2"),
-                                               # Issue 13: plan, commit and wake as local
+                                               # Plan, commit and wake as local
                                                # activities; idle time from the newest message.
                                                ("consolidation-v4.json", "consolidate/acme/ana/s1"),
                                                ("session-idle-v4.json", "idle/acme/ana/s2"),

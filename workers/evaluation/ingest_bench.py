@@ -6,7 +6,7 @@ Three ways, each on its own subjects and sessions, in one run:
 - **one per call, idle timer debounced**: chat-style appends with the idle timer on, signalled at
   most once per session per debounce window (the default);
 - **one per call, a signal per append**: the same with the debounce off (every append signals
-  the timer, as before the debounce), for the ratio.
+  the timer), for the ratio.
 
 `--clients` callers append at once, each to its own session (one session's appends are serialised
 by design).

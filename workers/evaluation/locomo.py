@@ -33,7 +33,7 @@ from workers.evaluation.bm25 import BM25, pack_ranked, tokenize
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 ADVERSARIAL_CATEGORY = 5
 STOPWORDS = frozenset("a an the of in on at to and or is was for with by her his she he they it".split())
-# Measured on locomo-dev by the shared README (BM25 over raw messages, 1,200-token context).
+# Measured on locomo-dev by the dataset's README (BM25 over raw messages, 1,200-token context).
 BM25_FLOOR = {"evidence_all_in_context": 0.589, "mean_evidence_fraction": 0.638, "answer_token_coverage": 0.563}
 METRICS = ("evidence_all_in_context", "mean_evidence_fraction", "answer_token_coverage")
 DEFAULT_CONCURRENCY = 4
@@ -324,7 +324,7 @@ class EvalReport(BaseModel):
     compared: dict[str, list[CategoryRow]] = {}
     adversarial: CategoryRow | None  # category 5, not in overall; None when there is no file
     bm25_floor: dict[str, float]
-    bm25_minus_floor: dict[str, float | None]  # overall BM25 here minus the shared README's floor
+    bm25_minus_floor: dict[str, float | None]  # overall BM25 here minus the dataset README's floor
     ingest_seconds: float
     questions_seconds: float
     total_seconds: float
@@ -372,7 +372,7 @@ class EvalReport(BaseModel):
         lines += ["",
                   f"mean context tokens: agent-memory {o.system.mean_context_tokens or 0:.0f}, "
                   f"BM25 {o.bm25.mean_context_tokens or 0:.0f}",
-                  "BM25 overall vs the shared README's floor "
+                  "BM25 overall vs the dataset README's floor "
                   f"({self.bm25_floor['evidence_all_in_context']} / {self.bm25_floor['mean_evidence_fraction']} / "
                   f"{self.bm25_floor['answer_token_coverage']}): "
                   + " ".join(d(self.bm25_minus_floor[k]).strip() for k in METRICS),

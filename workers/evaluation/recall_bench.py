@@ -6,7 +6,7 @@ messages, events, observations, episodes, lexical index, outbox; live fact write
 profile) and the vector projection (OutboxProjector, the configured embedder), grown in place
 from one size to the next. At each size the same queries run, interleaved, through:
 - context, routes in parallel (what ships: profile, lexical and vector routes with asyncio.gather),
-- context, routes one after another (the landed single-route order, for comparison),
+- context, routes one after another (a single route at a time, for comparison),
 - prompt (context plus the live session's turns from working memory).
 Figures are milliseconds (p50/p95/p99) and the parallel/sequential ratio. With --total-rows, the
 tenant also holds filler memories of other subjects (5,000 each: an index row and a vector each,
