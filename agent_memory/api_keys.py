@@ -24,6 +24,7 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
 from agent_memory.db import tenant_transaction
+from agent_memory.errors import Forbidden, InvalidInput, TooManyRequests, Unauthorized
 from agent_memory.models import IDENTIFIER_PATTERN, check_identifier
 
 KeyScope = Literal["read", "write", "erase"]
@@ -32,17 +33,16 @@ PREFIX = "amk"
 OPERATOR_PREFIX = "amo"  # agent_memory/operator_keys.py
 
 
-class ApiKeyError(Exception):
+class ApiKeyError(Unauthorized):
     """The key is malformed, unknown, revoked, or lacks the scope (the message says which)."""
 
 
-class TooManyFailuresError(Exception):
+class TooManyFailuresError(TooManyRequests):
     """Too many failed authentications from this client address or for this key id: nothing is
     verified until `retry_after` seconds have passed."""
 
     def __init__(self, what: str, retry_after: int):
-        super().__init__(f"too many failed authentications {what}: retry after {retry_after} s")
-        self.retry_after = retry_after
+        super().__init__(f"too many failed authentications {what}: retry after {retry_after} s", retry_after)
 
 
 class FailureLimiter:
@@ -132,9 +132,9 @@ def allows(scope: KeyScope, needed: KeyScope) -> bool:
 async def create_key(pool: AsyncConnectionPool, tenant_id: str, scope: KeyScope, name: str | None = None) -> CreatedKey:
     check_identifier("tenant", tenant_id)
     if scope not in SCOPES:
-        raise ValueError(f"scope {scope!r} is not one of {', '.join(SCOPES)}")
+        raise InvalidInput(f"scope {scope!r} is not one of {', '.join(SCOPES)}")
     if name is not None and len(name) > 200:
-        raise ValueError("name is over 200 characters: a short label, e.g. 'support-bot'")
+        raise InvalidInput("name is over 200 characters: a short label, e.g. 'support-bot'")
     key_id, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
     async with tenant_transaction(pool, tenant_id) as conn:
         cur = await conn.execute(
@@ -178,7 +178,7 @@ async def verify_key(pool: AsyncConnectionPool, token: str, needed: KeyScope) ->
         if not secret_matches(row[0] if row else None, secret) or row is None or row[5] is not None:
             raise ApiKeyError("the API key is unknown or revoked: create one with `agent-memory keys create`")
         if not allows(row[1], needed):
-            raise PermissionError(f"this key's scope is {row[1]!r}; the request needs {needed!r}")
+            raise Forbidden(f"this key's scope is {row[1]!r}; the request needs {needed!r}")
         await conn.execute("UPDATE api_keys SET last_used_at = now() WHERE tenant_id = %s AND key_id = %s",
                            (tenant_id, key_id))
     return ApiKey(tenant_id=tenant_id, key_id=key_id, scope=row[1], name=row[2], created_at=row[3],

@@ -29,6 +29,7 @@ from temporalio.exceptions import TemporalError
 
 from agent_memory.api_keys import create_key, list_keys, revoke_key
 from agent_memory.client import MemoryClient
+from agent_memory.errors import AgentMemoryError, InvalidInput, NotFound, ServiceUnavailable
 from agent_memory.forgetting import ForgetResult
 from agent_memory.ingest import read_sessions
 from agent_memory.inventory import SessionSummary, SubjectSummary, list_sessions, list_subjects
@@ -44,8 +45,8 @@ from agent_memory.recall_policy import PRESETS, policy_fields
 from agent_memory.retention import WORKING_MEMORY_HOURS, RetentionPolicy
 from agent_memory.run_metadata import RunPayloads
 from agent_memory.services import Services, check_schema
-from agent_memory.settings import Settings
-from agent_memory.user_errors import USER_ERRORS
+from agent_memory.settings import Settings, default_home
+from agent_memory.user_errors import USER_ERRORS, log_internal_error
 from agent_memory.write_policy import WritePolicy
 
 SubParsers = argparse._SubParsersAction  # what add_subparsers returns; extensions add commands to it
@@ -419,9 +420,9 @@ def check_private_target(path: Path, *, force: bool = False) -> None:
     """Refuse, before any work, a target `write_private` would refuse: a symbolic link always,
     an existing file unless `force`."""
     if path.is_symlink():
-        raise ValueError(f"--out {path} is a symbolic link: name a new file (the link's target is never written)")
+        raise InvalidInput(f"--out {path} is a symbolic link: name a new file (the link's target is never written)")
     if path.exists() and not force:
-        raise ValueError(f"--out {path} exists: name a new file, or add --force to replace it")
+        raise InvalidInput(f"--out {path} exists: name a new file, or add --force to replace it")
 
 
 def write_private(path: Path, text: str, *, force: bool = False) -> None:
@@ -433,17 +434,17 @@ def write_private(path: Path, text: str, *, force: bool = False) -> None:
         fd = os.open(path, flags, 0o600)
     except FileExistsError:
         if path.is_symlink():
-            raise ValueError(f"--out {path} is a symbolic link: name a new file (the link's target is never "
-                             "written)") from None
-        raise ValueError(f"--out {path} exists: name a new file, or add --force to replace it") from None
+            raise InvalidInput(f"--out {path} is a symbolic link: name a new file (the link's target is never "
+                               "written)") from None
+        raise InvalidInput(f"--out {path} exists: name a new file, or add --force to replace it") from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:  # O_NOFOLLOW on a link
-            raise ValueError(f"--out {path} is a symbolic link: name a new file (the link's target is never "
-                             "written)") from None
+            raise InvalidInput(f"--out {path} is a symbolic link: name a new file (the link's target is never "
+                               "written)") from None
         raise
     with os.fdopen(fd, "w", encoding="utf-8") as out:
         if not stat.S_ISREG(os.fstat(out.fileno()).st_mode):
-            raise ValueError(f"--out {path} is not a regular file: name a new file")
+            raise InvalidInput(f"--out {path} is not a regular file: name a new file")
         os.fchmod(out.fileno(), 0o600)  # a replaced file keeps its old mode otherwise
         out.write(text)
 
@@ -540,8 +541,8 @@ def with_changes(base: PolicyT, changes: list[str]) -> PolicyT:
     for change in changes:
         name, sep, value = change.partition("=")
         if not sep or name not in model.model_fields:
-            raise ValueError(f"{change!r} is not FIELD=VALUE with a policy field; fields: "
-                             f"{', '.join(model.model_fields)}")
+            raise InvalidInput(f"{change!r} is not FIELD=VALUE with a policy field; fields: "
+                               f"{', '.join(model.model_fields)}")
         if value.strip().lower() in ("none", "null", ""):
             fields[name] = None
         elif "list" in str(model.model_fields[name].annotation):  # a list field: comma-separated
@@ -553,7 +554,7 @@ def with_changes(base: PolicyT, changes: list[str]) -> PolicyT:
 
 def _budget(value: int | None) -> int | None:
     if value is not None and value < 1:
-        raise ValueError("--budget must be a positive number of tokens")
+        raise InvalidInput("--budget must be a positive number of tokens")
     return value
 
 
@@ -562,8 +563,8 @@ async def configured_services(settings: Settings) -> AsyncIterator[Services]:
     """The services the settings name (TEMPORAL_ADDRESS, DATABASE_URL, REDIS_URL), schema checked
     (never migrated). The console script opens a running embedded stack instead when they are unset."""
     if not (settings.temporal_address and settings.database_url and settings.redis_url):
-        raise RuntimeError("no services configured: set TEMPORAL_ADDRESS, DATABASE_URL and REDIS_URL, or start "
-                           "the embedded stack with `agent-memory up`")
+        raise ServiceUnavailable("no services configured: set TEMPORAL_ADDRESS, DATABASE_URL and REDIS_URL, or start "
+                                 "the embedded stack with `agent-memory up`")
     await check_schema(settings)
     services = await Services.open(settings)
     try:
@@ -697,8 +698,8 @@ async def _command(args: argparse.Namespace, settings: Settings, commands: Mappi
                       + (f"  revoked {ak.revoked_at:%Y-%m-%d %H:%M}" if ak.revoked_at else ""))
         elif args.command == "keys" and args.keys_command == "revoke":
             if not await revoke_key(services.pool, args.tenant, args.key_id):
-                raise LookupError(f"no active API key {args.key_id!r} in tenant {args.tenant!r}: "
-                                  "`agent-memory keys list` shows them")
+                raise NotFound(f"no active API key {args.key_id!r} in tenant {args.tenant!r}: "
+                               "`agent-memory keys list` shows them")
             print(f"API key {args.key_id} revoked")
         elif args.command == "keys" and args.keys_command == "create-operator":
             created_operator = await create_operator_key(services.pool, args.name)
@@ -715,7 +716,7 @@ async def _command(args: argparse.Namespace, settings: Settings, commands: Mappi
                       + (f"  revoked {ok.revoked_at:%Y-%m-%d %H:%M}" if ok.revoked_at else ""))
         elif args.command == "keys" and args.keys_command == "revoke-operator":
             if not await revoke_operator_key(services.pool, args.key_id):
-                raise LookupError(f"no active operator key {args.key_id!r}: `agent-memory keys list-operator` shows them")
+                raise NotFound(f"no active operator key {args.key_id!r}: `agent-memory keys list-operator` shows them")
             print(f"operator key {args.key_id} revoked")
         elif args.command == "keys":
             keks = await list_keks(services.pool)
@@ -973,13 +974,14 @@ def main(argv: list[str] | None = None, *, parser: argparse.ArgumentParser | Non
          commands: Mapping[str, CommandHandler] | None = None, open_services: ServicesOpener | None = None) -> int:
     """Parse argv and run the command: one of `commands` (added by an extended `parser`), else a
     library command on the services `open_services` opens (default: the configured ones). Errors
-    are one line on stderr: exit 2 for a usage or input error, 1 for a failing service."""
+    are one line on stderr: exit 2 for a usage or input error, 1 for a failing service or an
+    internal error (a bug: its id on stderr, its traceback in <home>/logs/cli-errors.log)."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = (parser or build_parser()).parse_args(argv)
     try:
         settings = Settings.from_env()
         return asyncio.run(_command(args, settings, commands or {}, open_services or configured_services))
-    except USER_ERRORS as exc:  # pydantic's ValidationError is a ValueError
+    except USER_ERRORS as exc:  # the caller can fix it (agent_memory.user_errors)
         print(f"agent-memory {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except WorkflowFailureError as exc:  # --wait on a run that failed: say why, in one line
@@ -988,12 +990,16 @@ def main(argv: list[str] | None = None, *, parser: argparse.ArgumentParser | Non
             cause = inner
         print(f"agent-memory {args.command}: error: the workflow failed: {cause or exc}", file=sys.stderr)
         return 1
-    except (RuntimeError, TemporalError, RedisError, psycopg.Error, OSError) as exc:  # a service is missing or failing
+    except (AgentMemoryError, TemporalError, RedisError, psycopg.Error, OSError) as exc:  # a service is missing or failing
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"agent-memory {args.command}: error: {first_line}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # a bug: one line with an error id; the traceback in the home's log
+        home = Path(os.environ.get("AGENT_MEMORY_HOME") or default_home()).expanduser()
+        print(f"agent-memory {args.command}: {log_internal_error(exc, home)}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -47,6 +47,7 @@ from agent_memory.erasure_runs import (
     erasure_counts,
     start_erasure_workflow,
 )
+from agent_memory.errors import NotFound
 from agent_memory.evidence import SESSION_IDLE_STATE_SQL, AppendResult, append_messages
 from agent_memory.export import SubjectExport, export_subject
 from agent_memory.forgetting import (
@@ -365,8 +366,8 @@ class MemoryClient:
                                                {"t": tenant_id, "u": subject_id, "s": session_id})
                 pending, _ = await fetch_one(cur)
                 return int(pending)
-        raise LookupError(f"no session {session_id!r} of subject {subject_id!r} in tenant {tenant_id!r}: append "
-                          "its messages first (agent-memory ingest, client.append_messages)")
+        raise NotFound(f"no session {session_id!r} of subject {subject_id!r} in tenant {tenant_id!r}: append "
+                       "its messages first (agent-memory ingest, client.append_messages)")
 
     async def consolidation_result(self, handle: WorkflowHandle) -> ConsolidationResult:
         return await handle.result()
@@ -384,8 +385,8 @@ class MemoryClient:
         check_identifier("subject", subject_id)
         check_reason(reason)
         if not block_future_writes and not await self._has_data(tenant_id, subject_id):
-            raise LookupError(f"subject {subject_id!r} has no data in tenant {tenant_id!r}: nothing to erase (check "
-                              "the id); to refuse future writes for this id anyway, pass --block-future-writes")
+            raise NotFound(f"subject {subject_id!r} has no data in tenant {tenant_id!r}: nothing to erase (check "
+                           "the id); to refuse future writes for this id anyway, pass --block-future-writes")
         request_id = request_id or erasure_request_id(tenant_id, subject_id, reason)
         check_identifier("request id", request_id)
         await register_erasure_request(self.services.pool, self.services.keyring, tenant_id, subject_id, request_id,

@@ -33,6 +33,7 @@ from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.converter import WorkflowSerializationContext
 
 from agent_memory.api_keys import ApiKeyError
+from agent_memory.errors import InvalidInput, NotFound
 from agent_memory.operator_keys import OperatorKey
 from agent_memory.payload_codec import ENCODING, EncryptionCodec, PayloadRejectedError
 
@@ -76,8 +77,8 @@ OperatorCheck = Callable[[Any, Any, str | None, str | None], Awaitable[OperatorK
 def _codec(request: Request, namespace: str | None) -> EncryptionCodec:
     settings = request.app.state.client.services.settings
     if namespace is not None and namespace != settings.temporal_namespace:
-        raise LookupError(f"X-Namespace: this codec serves namespace {settings.temporal_namespace!r}, not "
-                          f"{namespace!r}: point the UI of that namespace at its own deployment's codec")
+        raise NotFound(f"X-Namespace: this codec serves namespace {settings.temporal_namespace!r}, not "
+                       f"{namespace!r}: point the UI of that namespace at its own deployment's codec")
     # Read at each call: a rotated payload key is served without a restart.
     return EncryptionCodec(request.app.state.client.services.keyring.provider.payload_keys())
 
@@ -86,7 +87,7 @@ def _parse(body: PayloadsBody) -> list[Payload]:
     try:
         return list(ParseDict({"payloads": body.payloads}, Payloads()).payloads)
     except ParseError as exc:
-        raise ValueError(f"payloads: not Temporal Payloads in protobuf JSON ({exc})") from None
+        raise InvalidInput(f"payloads: not Temporal Payloads in protobuf JSON ({exc})") from None
 
 
 def _answer(request: Request, payloads: list[Payload]) -> JSONResponse:

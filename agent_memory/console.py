@@ -40,9 +40,10 @@ from agent_memory import console_data as data
 from agent_memory import contract
 from agent_memory.api_keys import ApiKeyError, FailureLimiter, TooManyFailuresError
 from agent_memory.client import MemoryClient, visibility_query
+from agent_memory.errors import InvalidInput, ServiceUnavailable, first_line, new_error_id
 from agent_memory.models import check_identifier
 from agent_memory.operator_keys import OperatorKey
-from agent_memory.user_errors import USER_ERROR_TABLE
+from agent_memory.user_errors import user_error_status
 
 # http_api.checked_operator_key (the operator key behind the API's failure limiter) and
 # http_api.dependency_down (the dependency an error is the outage of), handed in by create_app.
@@ -226,12 +227,17 @@ def failure_page(request: Request, exc: Exception, outage: OutageOf) -> HTMLResp
         return error_page(503, "Dependency unavailable",
                           f"{name} is unavailable (down or restarting): reload in {RETRY_AFTER_SECONDS} s",
                           {"Retry-After": str(RETRY_AFTER_SECONDS)})
-    for error_type, status, title in USER_ERROR_TABLE:
-        if isinstance(exc, error_type):
-            lines = str(exc).strip().splitlines()
-            return error_page(status, title, lines[0] if lines else title)
-    log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
-    return error_page(500, "Internal error", "the page failed on the server; it is logged there")
+    known = user_error_status(exc)
+    if known is not None:
+        status, title, _ = known
+        return error_page(status, title, first_line(exc, title))
+    if isinstance(exc, ServiceUnavailable):
+        log.warning("%s %s: a service is unavailable: %s", request.method, request.url.path, exc)
+        return error_page(503, "Service unavailable", f"a service the console needs is unavailable: reload in "
+                          f"{RETRY_AFTER_SECONDS} s", {"Retry-After": str(RETRY_AFTER_SECONDS)})
+    error_id = new_error_id()
+    log.error("%s %s failed: internal error %s", request.method, request.url.path, error_id, exc_info=exc)
+    return error_page(500, "Internal error", f"the page failed on the server: internal error {error_id}, logged there")
 
 
 def _next_path(request: Request) -> str:
@@ -255,7 +261,7 @@ async def _verify(request: Request, token: str, check: OperatorCheck) -> Operato
 async def _form(request: Request) -> dict[str, str]:
     body = await request.body()
     if len(body) > MAX_FORM_BYTES:
-        raise ValueError(f"form: over {MAX_FORM_BYTES:,} bytes; send the form as the page shows it")
+        raise InvalidInput(f"form: over {MAX_FORM_BYTES:,} bytes; send the form as the page shows it")
     return {k: v[0] for k, v in parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True).items()}
 
 
@@ -294,8 +300,8 @@ def _as_of(value: str | None) -> datetime | None:
     try:
         parsed = datetime.fromisoformat(value.strip())
     except ValueError:
-        raise ValueError(f"as_of {value!r} is not a time: give an ISO 8601 time such as 2024-05-01T09:00:00Z "
-                         "(or a date, 2024-05-01)") from None
+        raise InvalidInput(f"as_of {value!r} is not a time: give an ISO 8601 time such as 2024-05-01T09:00:00Z "
+                           "(or a date, 2024-05-01)") from None
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 

@@ -22,6 +22,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from agent_memory import contract
 from agent_memory.db import registered_tenants, tenant_transaction
+from agent_memory.errors import InvalidInput, NotFound
 from agent_memory.events import LIFECYCLE_EVENTS, read_subject_events
 from agent_memory.forgetting import ForgottenMemory
 from agent_memory.keyring import KeyRing
@@ -225,7 +226,7 @@ async def session_messages(pool: AsyncConnectionPool, keyring: KeyRing, tenant_i
         found = [] if scope.erased else await _rows(
             scope.conn, SessionSummary, SESSIONS_SQL, {"t": tenant_id, "u": subject_id, "s": session_id, "limit": 1})
         if not found:
-            raise LookupError(f"no session {session_id!r} of subject {subject_id!r} in tenant {tenant_id!r}")
+            raise NotFound(f"no session {session_id!r} of subject {subject_id!r} in tenant {tenant_id!r}")
         messages = await _rows(scope.conn, EvidenceMessage,
                                "SELECT session_id, message_id, turn_index, role, speaker, content, created_at "
                                "FROM messages WHERE tenant_id = %s AND subject_id = %s AND session_id = %s "
@@ -240,10 +241,10 @@ async def memory_detail(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id: 
     try:
         mid = uuid.UUID(memory_id)
     except ValueError:
-        raise ValueError(f"memory id {memory_id!r} is not a memory id (a UUID, as the facts page links it)") from None
+        raise InvalidInput(f"memory id {memory_id!r} is not a memory id (a UUID, as the facts page links it)") from None
     async with subject_scope(pool, keyring, tenant_id, subject_id, Mode.READ) as scope:
         if scope.erased:
-            raise LookupError(f"subject {subject_id!r} of tenant {tenant_id!r} was erased: its memories are gone")
+            raise NotFound(f"subject {subject_id!r} of tenant {tenant_id!r} was erased: its memories are gone")
         facts = [f for f in await read_facts(scope, include_history=True, include_candidates=True)
                  if f.memory_id == str(mid)]
         params = (tenant_id, subject_id, mid)
@@ -258,7 +259,7 @@ async def memory_detail(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id: 
                                 "actor_id, swept_at, residue FROM forgotten_memories "
                                 "WHERE tenant_id = %s AND subject_id = %s AND memory_id = %s", params)
         if not (facts or episodes or notes or forgotten):
-            raise LookupError(f"no memory {memory_id!r} of subject {subject_id!r} in tenant {tenant_id!r}")
+            raise NotFound(f"no memory {memory_id!r} of subject {subject_id!r} in tenant {tenant_id!r}")
         cited = sorted({m for f in facts for m in f.evidence_message_ids}
                        | {m for e in episodes for m in e.source_message_ids}
                        | {m for n in notes for m in n.source_message_ids})
@@ -296,14 +297,14 @@ async def erasure_workflow_id(pool: AsyncConnectionPool, temporal: Client, tenan
                                  (tenant_id, request_id))
         row = await cur.fetchone()
     if row is None:
-        raise LookupError(f"no erasure request {request_id!r} in tenant {tenant_id!r}")
+        raise NotFound(f"no erasure request {request_id!r} in tenant {tenant_id!r}")
     if row[0] is not None:
         return contract.erasure_workflow_id(tenant_id, row[0], request_id)
     query = f"TenantId = '{tenant_id}' AND WorkflowType = '{contract.ERASURE_WORKFLOW}'"
     async for run in temporal.list_workflows(query, limit=1000):
         if run.id.startswith(f"erase/{tenant_id}/") and run.id.endswith(f"/{request_id}"):
             return run.id
-    raise LookupError(f"the run of erasure request {request_id!r} is no longer in Temporal (past its retention)")
+    raise NotFound(f"the run of erasure request {request_id!r} is no longer in Temporal (past its retention)")
 
 
 async def describe_schedules(temporal: Client, recent: int = 3) -> list[ScheduleView]:

@@ -19,6 +19,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from agent_memory.crypto import SubjectKey
+from agent_memory.errors import Conflict, Forbidden, InvalidInput, NotFound
 from agent_memory.events import FactCreated, FactSuperseded, MemoryEvent, VersionConflictError, memory_version
 from agent_memory.keyring import KeyRing
 from agent_memory.memory_store import commit_events, forgotten_state, promoted_candidate_event, writable_version
@@ -39,15 +40,15 @@ _REFUSALS = {
                 "(agent-memory consent grant) — nothing was written"}
 
 
-class MemoryForgottenError(Exception):
+class MemoryForgottenError(Conflict):
     """A live write of a fact an operator forgot (in its grace period)."""
 
 
-class WriteRefusedError(Exception):
+class WriteRefusedError(Forbidden):
     """The tenant's write policy does not let this fact be stored (namespace, consent)."""
 
 
-class CandidateNotFoundError(LookupError):
+class CandidateNotFoundError(NotFound):
     """No candidate of this id for the subject."""
 
 
@@ -61,13 +62,13 @@ async def write_fact(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_id: 
     check_identifier("tenant", tenant_id)
     check_identifier("subject", subject_id)
     if not namespace.strip() or not key.strip():
-        raise ValueError("namespace and key must not be empty: name the fact, e.g. namespace 'location', key 'home_city'")
+        raise InvalidInput("namespace and key must not be empty: name the fact, e.g. namespace 'location', key 'home_city'")
     if not value.strip():
-        raise ValueError("value is empty: to end a fact, erase or supersede it with a new value")
+        raise InvalidInput("value is empty: to end a fact, erase or supersede it with a new value")
     if not evidence_message_ids:
-        raise ValueError("evidence_message_ids is empty: cite the message in which the user said it")
+        raise InvalidInput("evidence_message_ids is empty: cite the message in which the user said it")
     if expected_version < 0:
-        raise ValueError("expected_version is negative: pass 0 for a new fact, or the version a read returned")
+        raise InvalidInput("expected_version is negative: pass 0 for a new fact, or the version a read returned")
     observed = observed_at or datetime.now(UTC)
     # The extraction model's validation: namespace, key and value limits, evidence ids.
     fact = ExtractedFact(namespace=namespace, key=key, value=value, claim_type="explicit", confidence=1.0,
@@ -115,8 +116,8 @@ async def confirm_candidate(pool: AsyncConnectionPool, keyring: KeyRing, *, tena
     try:
         candidate_id = uuid.UUID(candidate_memory_id)
     except ValueError:
-        raise ValueError(f"candidate id {candidate_memory_id[:80]!r} is not a UUID: pass a memory_id of "
-                         "`facts --candidates --json` whose status is candidate") from None
+        raise InvalidInput(f"candidate id {candidate_memory_id[:80]!r} is not a UUID: pass a memory_id of "
+                           "`facts --candidates --json` whose status is candidate") from None
     request = {"confirm": str(candidate_id), "subject": subject_id}
     op = LiveWriteKey.for_request_hash(request_hash(request))
 

@@ -30,21 +30,23 @@ from typing import Any, Protocol
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from agent_memory.errors import AgentMemoryError, Conflict, InvalidInput, ServiceUnavailable
+
 LEGACY_KEK_ID = "legacy"  # the single master key of deployments before KEK ids existed
 KEK_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _CHECK_PLAINTEXT = b"agent-memory key-encryption key check"
 _GENERATE_HINT = ("generate one with: python -c \"import os,base64;print(base64.b64encode(os.urandom(32)).decode())\"")
 
 
-class KeyShreddedError(Exception):
+class KeyShreddedError(AgentMemoryError):
     """The subject's key is gone: its payloads can no longer be read."""
 
 
-class KeyUnavailableError(RuntimeError):
+class KeyUnavailableError(ServiceUnavailable):
     """The key provider does not hold a key the database needs."""
 
 
-class RotationUnsupportedError(RuntimeError):
+class RotationUnsupportedError(Conflict):
     """The key provider cannot create or destroy keys (keys from the environment)."""
 
 
@@ -54,7 +56,7 @@ def decode_key(value: str, name: str) -> bytes:
     except ValueError:
         key = b""
     if len(key) != 32:
-        raise ValueError(f"{name} must be base64 of exactly 32 bytes; {_GENERATE_HINT}")
+        raise InvalidInput(f"{name} must be base64 of exactly 32 bytes; {_GENERATE_HINT}")
     return key
 
 
@@ -122,7 +124,7 @@ class FileKeyProvider:
         if kek_id == LEGACY_KEK_ID and self.legacy_master is not None:
             return self.legacy_master
         if not KEK_ID_PATTERN.match(kek_id):
-            raise ValueError(f"invalid key-encryption key id {kek_id!r}")
+            raise InvalidInput(f"invalid key-encryption key id {kek_id!r}")
         return self.directory / f"kek-{kek_id}.key"
 
     def kek(self, kek_id: str) -> bytes | None:
@@ -201,14 +203,14 @@ class EnvKeyProvider:
             if not sep:
                 kek_id, value = LEGACY_KEK_ID, item
             if not KEK_ID_PATTERN.match(kek_id):
-                raise ValueError(f"AGENT_MEMORY_MASTER_KEY entry {i + 1}: invalid key id {kek_id!r}; "
-                                 "use letters, digits, '.', '_' or '-'")
+                raise InvalidInput(f"AGENT_MEMORY_MASTER_KEY entry {i + 1}: invalid key id {kek_id!r}; "
+                                   "use letters, digits, '.', '_' or '-'")
             self._keks[kek_id] = decode_key(value, f"AGENT_MEMORY_MASTER_KEY entry {i + 1} ({kek_id})")
         if not self._keks:
-            raise ValueError(f"AGENT_MEMORY_MASTER_KEY is empty; {_GENERATE_HINT}")
+            raise InvalidInput(f"AGENT_MEMORY_MASTER_KEY is empty; {_GENERATE_HINT}")
         if not identifier_key:
-            raise ValueError("AGENT_MEMORY_IDENTIFIER_KEY must be set with AGENT_MEMORY_MASTER_KEY (it digests erased "
-                             f"subject ids in tombstones and must never change); {_GENERATE_HINT}")
+            raise InvalidInput("AGENT_MEMORY_IDENTIFIER_KEY must be set with AGENT_MEMORY_MASTER_KEY (it digests erased "
+                               f"subject ids in tombstones and must never change); {_GENERATE_HINT}")
         self._identifier = decode_key(identifier_key, "AGENT_MEMORY_IDENTIFIER_KEY")
         # `base64`, or `id:base64[,id:base64…]` with the newest (active) last, like the master key.
         self._payload = [decode_key(item.rpartition(":")[2], f"AGENT_MEMORY_PAYLOAD_KEY entry {i + 1}")
@@ -236,8 +238,8 @@ class EnvKeyProvider:
 
     def payload_keys(self) -> list[bytes]:
         if not self._payload:
-            raise ValueError("AGENT_MEMORY_PAYLOAD_KEY must be set with AGENT_MEMORY_MASTER_KEY (it encrypts what "
-                             f"Temporal stores); {_GENERATE_HINT}")
+            raise InvalidInput("AGENT_MEMORY_PAYLOAD_KEY must be set with AGENT_MEMORY_MASTER_KEY (it encrypts what "
+                               f"Temporal stores); {_GENERATE_HINT}")
         return self._payload
 
     _PAYLOAD_IN_ENV = ("payload keys come from AGENT_MEMORY_PAYLOAD_KEY: add a new `id:base64` entry last, restart "

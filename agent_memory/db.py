@@ -16,6 +16,7 @@ from pgvector.psycopg import register_vector_async
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
+from agent_memory.errors import InvalidInput, ServiceUnavailable
 from agent_memory.models import check_identifier
 
 APP_ROLE = "agent_memory_app"
@@ -128,7 +129,7 @@ async def apply_migrations(admin_url: str) -> list[str]:
                 digest = hashlib.sha256(text.encode()).hexdigest()
                 if name in done:
                     if done[name] != digest:
-                        raise RuntimeError(f"migration {name} changed after it was applied; add a new migration instead")
+                        raise ServiceUnavailable(f"migration {name} changed after it was applied; add a new migration instead")
                     continue
                 async with conn.transaction():
                     await conn.execute(text)
@@ -162,7 +163,7 @@ def scram_sha256_verifier(password: str, *, salt: bytes | None = None, iteration
     password given in this form as it is, so the plaintext never reaches it (nor its logs)."""
     if not (password.isascii() and password.isprintable()):
         # PostgreSQL SASLpreps other passwords first; the generated ones are URL-safe ASCII.
-        raise ValueError("the password must be printable ASCII to be hashed client-side")
+        raise InvalidInput("the password must be printable ASCII to be hashed client-side")
     salt = secrets.token_bytes(16) if salt is None else salt
     salted = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, iterations)
     stored_key = hashlib.sha256(hmac.digest(salted, b"Client Key", "sha256")).digest()

@@ -22,6 +22,7 @@ from agent_memory import contract, tables
 from agent_memory.compaction import ERASURE_TABLES, request_compaction
 from agent_memory.crypto import decrypt_reason
 from agent_memory.db import fetch_one, tenant_transaction
+from agent_memory.errors import Conflict, InvalidInput, NotFound
 from agent_memory.keyring import KeyRing
 from agent_memory.models import ErasureReceipt, ErasureStatus
 from agent_memory.operator_requests import UnauthorizedRequestError
@@ -54,7 +55,7 @@ NO_ROTATION = ("never by agent-memory: the key-encryption keys come from the env
                "AGENT_MEMORY_MASTER_KEY with a new key and re-wrap (or use a key directory or a KMS)")
 
 
-class ErasureRequestConflictError(Exception):
+class ErasureRequestConflictError(Conflict):
     """The request id is taken by an erasure of another subject."""
 
 
@@ -66,12 +67,12 @@ class ErasureStarted(BaseModel):
 
 def check_reason(reason: str) -> str:
     if not reason.strip():
-        raise ValueError("reason is empty: say why the subject is erased (a ticket reference is best)")
+        raise InvalidInput("reason is empty: say why the subject is erased (a ticket reference is best)")
     if len(reason) > MAX_REASON_CHARS:
-        raise ValueError(f"reason is {len(reason)} characters; the limit is {MAX_REASON_CHARS}: "
-                         "give a short reason or a ticket reference")
+        raise InvalidInput(f"reason is {len(reason)} characters; the limit is {MAX_REASON_CHARS}: "
+                           "give a short reason or a ticket reference")
     if "\x00" in reason:
-        raise ValueError("reason contains a NUL character: remove it")
+        raise InvalidInput("reason contains a NUL character: remove it")
     return reason
 
 
@@ -293,15 +294,15 @@ async def erasure_status(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id:
             "WHERE r.tenant_id = %s AND r.request_id = %s", (tenant_id, request_id))
         row = await cur.fetchone()
     if row is None:
-        raise LookupError(f"no erasure request {request_id!r} in tenant {tenant_id!r}: check the request id")
+        raise NotFound(f"no erasure request {request_id!r} in tenant {tenant_id!r}: check the request id")
     (status, receipt, requested_at, completed_at, reason_ct, reason_nonce, reason_kek, legacy_reason, shred_kek,
      kek_state, destroyed_at, destroyed_by, compacted_at, compaction_id, digest) = row
     reason = legacy_reason
     if reason_ct is not None:
         reason = decrypt_reason(keyring.kek(reason_kek), tenant_id, request_id, bytes(reason_ct), bytes(reason_nonce))
     if subject_id is not None and digest != keyring.subject_digest(tenant_id, subject_id):
-        raise LookupError(f"erasure request {request_id!r} of tenant {tenant_id!r} is not one of subject "
-                          f"{subject_id!r}: check the subject, or leave it out")
+        raise NotFound(f"erasure request {request_id!r} of tenant {tenant_id!r} is not one of subject "
+                       f"{subject_id!r}: check the subject, or leave it out")
     return ErasureStatus(
         request_id=request_id, tenant_id=tenant_id, status=status, reason=reason, requested_at=requested_at,
         completed_at=completed_at, receipt=ErasureReceipt.model_validate(receipt) if status == "completed" else None,

@@ -40,13 +40,14 @@ from agent_memory import tables
 from agent_memory.db import tenant_transaction
 from agent_memory.erasure import register_erasure_request
 from agent_memory.erasure_runs import start_erasure_workflow
+from agent_memory.errors import AgentMemoryError
 from agent_memory.keyring import KeyRing
 
 LEDGER_FILE = "erasure-ledger.jsonl"
 log = logging.getLogger(__name__)
 
 
-class LedgerTamperedError(RuntimeError):
+class LedgerTamperedError(AgentMemoryError):
     """A line of the ledger does not verify: it was edited, removed, reordered or forged."""
 
 

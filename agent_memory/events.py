@@ -22,13 +22,14 @@ from psycopg.errors import UniqueViolation
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from agent_memory.crypto import SubjectKey, event_aad
+from agent_memory.errors import AgentMemoryError, Conflict
 
 
-class EventLogError(Exception):
+class EventLogError(AgentMemoryError):
     """The subject's event log cannot be replayed (unreadable payload, gap, unknown event)."""
 
 
-class VersionConflictError(Exception):
+class VersionConflictError(Conflict):
     """A memory changed since the decision was made: re-read and re-decide."""
 
 

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from redis.asyncio import Redis
 
 from agent_memory.db import fetch_one, tenant_transaction
+from agent_memory.errors import Conflict
 from agent_memory.leak_filter import register_tenant
 from agent_memory.models import Message, Session, check_identifier
 from agent_memory.operations import RecordNotFoundError
@@ -23,11 +24,11 @@ WORKING_MEMORY_TTL_SECONDS = 4 * 3600
 WORKING_MEMORY_MAX_MESSAGES = 50
 
 
-class MessageConflictError(Exception):
+class MessageConflictError(Conflict):
     """A message id was re-sent with a different body."""
 
 
-class AppendConflictError(Exception):
+class AppendConflictError(Conflict):
     """The session moved on since the caller last saw it: its last stored message is not the
     caller's expected parent. Nothing of the call was written; re-read the session and retry."""
 

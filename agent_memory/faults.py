@@ -22,6 +22,7 @@ import signal
 import threading
 from pathlib import Path
 
+from agent_memory.errors import InvalidInput
 from agent_memory.operation_keys import OperationKey
 
 FAULTS_ENV = "AGENT_MEMORY_FAULTS"
@@ -41,7 +42,7 @@ def parse_faults(spec: str | None) -> dict[str, int]:
         name, _, nth = item.partition("@")
         faults[name.strip()] = int(nth) if nth.strip() else 1
         if faults[name.strip()] < 1:
-            raise ValueError(f"{FAULTS_ENV}: {item!r}: the hit number counts from 1")
+            raise InvalidInput(f"{FAULTS_ENV}: {item!r}: the hit number counts from 1")
     return faults
 
 

@@ -27,6 +27,7 @@ from pydantic import BaseModel
 
 from agent_memory.apply import apply_event
 from agent_memory.crypto import SubjectKey
+from agent_memory.errors import Conflict, InvalidInput, NotFound
 from agent_memory.events import (
     FACT_EVENTS,
     LIFECYCLE_EVENTS,
@@ -49,15 +50,15 @@ MAX_REASON_CHARS = 1000
 DEFAULT_GRACE = timedelta(hours=24)
 
 
-class MemoryNotFoundError(LookupError):
+class MemoryNotFoundError(NotFound):
     """No memory of this id for this subject (in this tenant)."""
 
 
-class MemoryNotForgottenError(Exception):
+class MemoryNotForgottenError(Conflict):
     """A restore of a memory that is not forgotten."""
 
 
-class RestoreWindowClosedError(Exception):
+class RestoreWindowClosedError(Conflict):
     """The grace period ended (or the sweeper already removed the memory)."""
 
 
@@ -102,14 +103,14 @@ def parse_memory_id(memory_id: str) -> uuid.UUID:
     try:
         return uuid.UUID(memory_id)
     except ValueError:
-        raise ValueError(f"memory id {memory_id[:80]!r} is not a UUID: pass an id as `facts --json`, `context` "
-                         "or `prompt --json` print it") from None
+        raise InvalidInput(f"memory id {memory_id[:80]!r} is not a UUID: pass an id as `facts --json`, `context` "
+                           "or `prompt --json` print it") from None
 
 
 def _check_reason(reason: str | None) -> str | None:
     if reason is not None and len(reason) > MAX_REASON_CHARS:
-        raise ValueError(f"reason has {len(reason)} characters: keep it under {MAX_REASON_CHARS} (a ticket "
-                         "number and a few words)")
+        raise InvalidInput(f"reason has {len(reason)} characters: keep it under {MAX_REASON_CHARS} (a ticket "
+                           "number and a few words)")
     return reason or None
 
 

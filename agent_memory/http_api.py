@@ -36,7 +36,7 @@ from fastapi import Depends, FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from psycopg_pool import PoolTimeout
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.datastructures import Headers
@@ -60,11 +60,20 @@ from agent_memory.api_keys import (
 from agent_memory.client import MemoryClient
 from agent_memory.codec_server import build_codec_router
 from agent_memory.console import build_console_router
+from agent_memory.errors import (
+    AgentMemoryError,
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    ServiceUnavailable,
+    UserError,
+    first_line,
+    new_error_id,
+)
 from agent_memory.mcp_server import bearer_token, build_mcp_server
 from agent_memory.models import Message as ChatMessage
 from agent_memory.models import Session, check_identifier
 from agent_memory.operator_keys import OperatorKey, verify_operator_key
-from agent_memory.user_errors import USER_ERROR_TABLE
 
 MAX_BODY_BYTES = 1_000_000
 MCP_PATH = "/mcp"
@@ -112,6 +121,20 @@ def unavailable(dependency: str) -> JSONResponse:
     return problem(503, "Dependency unavailable",
                    f"{dependency} is unavailable (down or restarting): retry after {DEPENDENCY_RETRY_AFTER_SECONDS} s",
                    dependency=dependency, headers={"Retry-After": str(DEPENDENCY_RETRY_AFTER_SECONDS)})
+
+
+def internal_error(request: Request, exc: BaseException) -> JSONResponse:
+    """A 500 for a failure the caller cannot fix: a bug, or a deliberate AgentMemoryError that is
+    no user error. ServiceUnavailable is a 503. The traceback goes to the server's log under a
+    random error id, which the answer carries; the answer never carries the traceback."""
+    if isinstance(exc, ServiceUnavailable):
+        log.warning("%s %s: a service is unavailable: %s", request.method, request.url.path, exc)
+        return problem(503, "Service unavailable", "a service this server needs is unavailable: retry after "
+                       f"{DEPENDENCY_RETRY_AFTER_SECONDS} s", headers={"Retry-After": str(DEPENDENCY_RETRY_AFTER_SECONDS)})
+    error_id = new_error_id()
+    log.error("%s %s failed: internal error %s", request.method, request.url.path, error_id, exc_info=exc)
+    return problem(500, "Internal error", f"the request failed on the server: internal error {error_id}, "
+                   "logged there", error_id=error_id)
 
 
 def too_many_failures(exc: TooManyFailuresError) -> JSONResponse:
@@ -274,15 +297,24 @@ def create_app(client: MemoryClient) -> FastAPI:
     async def service_error(request: Request, exc: Exception) -> JSONResponse:
         dependency = dependency_down(exc)
         if dependency is None:
-            log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
-            return problem(500, "Internal error", "the request failed on the server; it is logged there")
+            return internal_error(request, exc)
         log.warning("%s %s: %s is unavailable: %s", request.method, request.url.path, dependency, exc)
         return unavailable(dependency)
 
     # The dependencies' own errors (no traceback logged for an outage), and any other failure
-    # as a 500 problem+json (Starlette still logs it and re-raises it to the server).
+    # as a 500 problem+json with an error id (Starlette also re-raises it to the server).
     for error_type in (psycopg.Error, PoolTimeout, RedisConnectionError, RedisTimeoutError, RPCError, Exception):
         app.add_exception_handler(error_type, service_error)
+
+    @app.exception_handler(AgentMemoryError)
+    async def product_error(request: Request, exc: AgentMemoryError) -> JSONResponse:
+        if isinstance(exc, UserError):
+            return problem(exc.status, exc.title, first_line(exc, exc.title))
+        return await service_error(request, exc)
+
+    @app.exception_handler(ValidationError)
+    async def invalid_content(_: Request, exc: ValidationError) -> JSONResponse:  # a model built in a handler
+        return problem(InvalidInput.status, InvalidInput.title, first_line(exc, InvalidInput.title))
 
     @app.exception_handler(HTTPException)
     async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
@@ -296,13 +328,6 @@ def create_app(client: MemoryClient) -> FastAPI:
                   for e in exc.errors()]
         first = errors[0] if errors else {"field": "body", "message": "invalid"}
         return problem(422, "Invalid input", f"{first['field']}: {first['message']}", errors=errors)
-
-    for error_type, status, title in USER_ERROR_TABLE:
-        def handler(status: int = status, title: str = title) -> Callable[[Request, Exception], Awaitable[JSONResponse]]:
-            async def handle(_: Request, exc: Exception) -> JSONResponse:
-                return problem(status, title, str(exc).strip().splitlines()[0] if str(exc).strip() else title)
-            return handle
-        app.add_exception_handler(error_type, handler())
 
     def subject(subject_id: str) -> str:
         return check_identifier("subject", subject_id)
@@ -330,15 +355,15 @@ def create_app(client: MemoryClient) -> FastAPI:
     @app.get("/v1/runs/{workflow_id:path}")
     async def run(workflow_id: str, api_key: ReadKey) -> RunStatus:
         if contract.workflow_id_tenant(workflow_id) != api_key.tenant_id:
-            raise LookupError(f"no run {workflow_id!r} of this key's tenant")
+            raise NotFound(f"no run {workflow_id!r} of this key's tenant")
         if workflow_id.startswith("erase/") and not allows(api_key.scope, "erase"):
-            raise PermissionError(f"this key's scope is {api_key.scope!r}; an erasure's run needs 'erase'")
+            raise Forbidden(f"this key's scope is {api_key.scope!r}; an erasure's run needs 'erase'")
         handle = client.services.temporal.get_workflow_handle(workflow_id)
         try:
             status = (await handle.describe()).status
         except RPCError as exc:
             if exc.status == RPCStatusCode.NOT_FOUND:
-                raise LookupError(f"no run {workflow_id!r} of this key's tenant") from None
+                raise NotFound(f"no run {workflow_id!r} of this key's tenant") from None
             raise
         result = await handle.result() if status == WorkflowExecutionStatus.COMPLETED else None
         return RunStatus(workflow_id=workflow_id, status=status.name.lower() if status else "unknown",
@@ -559,7 +584,7 @@ async def serving(client: MemoryClient, *, host: str = "127.0.0.1", port: int = 
         await asyncio.sleep(0.05)
     if not server.started:
         await task  # its error, if it failed to start
-        raise RuntimeError(f"the HTTP API did not start on {host}:{port}")
+        raise ServiceUnavailable(f"the HTTP API did not start on {host}:{port}")
     try:
         yield port
     finally:

@@ -13,6 +13,7 @@ from pathlib import Path
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
+from agent_memory.errors import InvalidInput
 from agent_memory.models import Session
 
 FIX_HINTS = {
@@ -25,7 +26,7 @@ FIX_HINTS = {
 }
 
 
-class InputError(ValueError):
+class InputError(InvalidInput):
     """Bad input, explained in one line: where, what, and how to fix it."""
 
 

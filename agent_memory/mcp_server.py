@@ -17,6 +17,7 @@ tool call, so a key revoked while a session is open stops at once.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
@@ -29,11 +30,14 @@ from pydantic import BaseModel, Field
 from agent_memory.api_keys import ApiKey, KeyScope, verify_key
 from agent_memory.client import MemoryClient
 from agent_memory.db import tenant_transaction
+from agent_memory.errors import ServiceUnavailable, new_error_id
 from agent_memory.evidence import NO_PARENT
 from agent_memory.models import Message, Session, check_identifier
 from agent_memory.user_errors import USER_ERRORS
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 INSTRUCTIONS = (
     "Long-term memory of the people you talk to. Call `context` with the user's message before you "
@@ -57,8 +61,18 @@ def _answers(tool: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
     async def answered(*args: Any, **kwargs: Any) -> T:
         try:
             return await tool(*args, **kwargs)
-        except USER_ERRORS as exc:  # the caller can fix it: the message (else "Error executing tool")
+        except ToolError:
+            raise
+        except USER_ERRORS as exc:  # the caller can fix it: the message
             raise ToolError(str(exc)) from None
+        except ServiceUnavailable as exc:
+            log.warning("tool %s: a service is unavailable: %s", tool.__name__, exc)
+            raise ToolError("a service the memory server needs is unavailable: retry later") from None
+        except Exception as exc:  # a bug: its traceback in the server's log under an id the caller sees
+            error_id = new_error_id()
+            log.error("tool %s failed: internal error %s", tool.__name__, error_id, exc_info=exc)
+            raise ToolError(f"internal error {error_id}: the call failed on the server; it is logged "
+                            "there") from None
     return answered
 
 

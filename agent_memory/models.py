@@ -14,6 +14,7 @@ from typing import Any, Literal, overload
 
 from pydantic import BaseModel, Field, computed_field, field_serializer, field_validator
 
+from agent_memory.errors import InvalidInput
 from agent_memory.projection_models import ProjectorBatchOutcome
 from agent_memory.run_inputs import RunInput
 
@@ -25,7 +26,7 @@ IDENTIFIER_RULE = "1-64 characters of letters, digits, '_', '.', '-', starting w
 
 def check_identifier(field: str, value: str) -> str:
     if not isinstance(value, str) or not IDENTIFIER_PATTERN.match(value):
-        raise ValueError(f"{field} {value!r} is invalid: use {IDENTIFIER_RULE}")
+        raise InvalidInput(f"{field} {value!r} is invalid: use {IDENTIFIER_RULE}")
     return value
 
 
@@ -71,7 +72,7 @@ class Message(BaseModel):
     @classmethod
     def _turn_in_range(cls, v: int) -> int:
         if v > MAX_TURN_INDEX:
-            raise ValueError(f"turn_index must be at most {MAX_TURN_INDEX}")
+            raise InvalidInput(f"turn_index must be at most {MAX_TURN_INDEX}")
         return v
 
     @field_validator("created_at")
@@ -201,7 +202,7 @@ class EmbeddingResult(ProviderResult):
             for packed in value["float32_base64"]:
                 raw = base64.b64decode(packed, validate=True)
                 if len(raw) % 4:
-                    raise ValueError("a packed vector's length is not a multiple of 4 bytes (float32)")
+                    raise InvalidInput("a packed vector's length is not a multiple of 4 bytes (float32)")
                 unpacked.append(list(struct.unpack(f"<{len(raw) // 4}f", raw)))
             return unpacked
         return value
@@ -559,7 +560,7 @@ def storable_time(value: datetime) -> datetime:
     except OverflowError:
         inside = False
     if not inside:
-        raise ValueError("time out of range: use a time between 0001-01-02 and 9999-12-30 (UTC)")
+        raise InvalidInput("time out of range: use a time between 0001-01-02 and 9999-12-30 (UTC)")
     return value
 
 
@@ -573,11 +574,11 @@ def storable_text(value: str | None) -> str | None:
     if value is None:
         return None
     if "\x00" in value:
-        raise ValueError("contains a NUL character (\\u0000), which cannot be stored; remove it")
+        raise InvalidInput("contains a NUL character (\\u0000), which cannot be stored; remove it")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise ValueError("contains a lone UTF-16 surrogate, which is not valid Unicode text; fix the encoding") from None
+        raise InvalidInput("contains a lone UTF-16 surrogate, which is not valid Unicode text; fix the encoding") from None
     return value
 
 

@@ -22,6 +22,7 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
 from agent_memory.db import tenant_transaction
+from agent_memory.errors import Conflict, NotFound
 from agent_memory.keyring import KeyRing
 from agent_memory.models import ProviderResult
 from agent_memory.operation_keys import KEY_COLUMNS, OperationKey, request_hash
@@ -36,12 +37,12 @@ R = TypeVar("R", bound=BaseModel)
 log = logging.getLogger(__name__)
 
 
-class RecordNotFoundError(LookupError):
+class RecordNotFoundError(NotFound):
     """A record the caller named (a session, an operation's result) does not exist: permanent.
     Distinct from LookupError in general, whose KeyError/IndexError mean a bug, not bad input."""
 
 
-class OperationMismatchError(Exception):
+class OperationMismatchError(Conflict):
     """The same operation id was used for a different request."""
 
 

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from agent_memory.api_keys import OPERATOR_PREFIX as PREFIX
 from agent_memory.api_keys import PREFIX as TENANT_PREFIX
 from agent_memory.api_keys import ApiKeyError, secret_digest, secret_matches, verify_key
+from agent_memory.errors import Forbidden, InvalidInput
 
 
 class OperatorKey(BaseModel):
@@ -34,7 +35,7 @@ class CreatedOperatorKey(BaseModel):
 
 async def create_operator_key(pool: AsyncConnectionPool, name: str | None = None) -> CreatedOperatorKey:
     if name is not None and len(name) > 200:
-        raise ValueError("name is over 200 characters: a short label, e.g. 'on-call'")
+        raise InvalidInput("name is over 200 characters: a short label, e.g. 'on-call'")
     key_id, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
     async with pool.connection() as conn:
         cur = await conn.execute("INSERT INTO operator_keys (key_id, secret_sha256, name) VALUES (%s, %s, %s) "
@@ -65,8 +66,8 @@ async def verify_operator_key(pool: AsyncConnectionPool, token: str) -> Operator
     raises PermissionError (403); anything else ApiKeyError (401)."""
     if token.startswith(f"{TENANT_PREFIX}:"):
         await verify_key(pool, token, "read")  # a wrong tenant key is a failed authentication (401)
-        raise PermissionError("a tenant's API key cannot open the operator's surfaces: use an operator key "
-                              "(agent-memory keys create-operator)")
+        raise Forbidden("a tenant's API key cannot open the operator's surfaces: use an operator key "
+                        "(agent-memory keys create-operator)")
     parts = token.split(":")
     if len(parts) != 3 or parts[0] != PREFIX or len(parts[1]) > 64:
         raise ApiKeyError("the operator key is malformed: send it as `agent-memory keys create-operator` printed "

@@ -14,12 +14,13 @@ from typing import Literal
 
 from psycopg_pool import AsyncConnectionPool
 
+from agent_memory.errors import Forbidden
 from agent_memory.keyring import KeyRing
 
 OperatorRequestKind = Literal["key-rotation", "compaction", "memory-sweep", "rebuild"]
 
 
-class UnauthorizedRequestError(Exception):
+class UnauthorizedRequestError(Forbidden):
     """A destructive run whose request no authorized caller registered for it."""
 
 

@@ -43,6 +43,7 @@ from temporalio.converter import (
 )
 from temporalio.exceptions import ApplicationError
 
+from agent_memory.errors import AgentMemoryError, InvalidInput
 from agent_memory.run_metadata import PublicText
 
 ENCODING = b"binary/agent-memory-encrypted"
@@ -102,7 +103,7 @@ class EncryptionCodec(PayloadCodec, WithSerializationContext):
     def __init__(self, keys: Sequence[bytes], *, accept_legacy: bool = False,
                  on_rejected: RejectionSink | None = None, context: SerializationContext | None = None):
         if not keys:
-            raise ValueError("at least one payload key is needed")
+            raise InvalidInput("at least one payload key is needed")
         self._keys = list(keys)
         self._aeads = {payload_key_id(key).encode(): AESGCM(key) for key in self._keys}
         self._active_id = payload_key_id(self._keys[0]).encode()
@@ -194,7 +195,7 @@ class EncryptionCodec(PayloadCodec, WithSerializationContext):
         return decoded
 
 
-class PayloadRejectedError(ValueError):
+class PayloadRejectedError(AgentMemoryError, ValueError):
     """A payload that this deployment did not encrypt, or encrypted for another place."""
 
 

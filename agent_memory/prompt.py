@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from redis.asyncio import Redis
 
 from agent_memory.context import MESSAGE_OVERHEAD, AssembledContext, assemble_context, truncate_tokens
+from agent_memory.errors import InvalidInput
 from agent_memory.evidence import WORKING_MEMORY_TTL_SECONDS, recent_messages
 from agent_memory.keyring import KeyRing
 from agent_memory.models import Message, check_identifier, storable_text
@@ -184,10 +185,10 @@ async def build_prompt(pool: AsyncConnectionPool, keyring: KeyRing, redis: Redis
     check_identifier("tenant", tenant_id)
     check_identifier("subject", subject_id)
     if not 1 <= len(session_id) <= 200:  # the rule of Session.session_id
-        raise ValueError(f"session {session_id[:40]!r} is invalid: use 1 to 200 characters")
+        raise InvalidInput(f"session {session_id[:40]!r} is invalid: use 1 to 200 characters")
     storable_text(session_id)
     if not user_input.strip():
-        raise ValueError("user_input is empty: pass the user's new message")
+        raise InvalidInput("user_input is empty: pass the user's new message")
     recent = await _session_messages(pool, keyring, redis, tenant_id, subject_id, session_id, as_of)
     context: AssembledContext = await assemble_context(pool, keyring, embedder, tenant_id, subject_id, user_input,
                                                        as_of=as_of, token_budget=token_budget, policy=policy,

@@ -26,6 +26,7 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_memory.db import tenant_transaction
+from agent_memory.errors import InvalidInput
 from agent_memory.models import (
     EmbeddingResult,
     ExtractionResult,
@@ -78,8 +79,8 @@ def parse_kinds(raw: str) -> list[RedactKind]:
     kinds: list[RedactKind] = []
     for part in (p.strip().lower() for p in raw.split(",")):
         if part not in REDACT_KINDS:
-            raise ValueError(f"--redact: unknown kind {part!r}; use a comma-separated list of "
-                             f"{', '.join(REDACT_KINDS)}, or none")
+            raise InvalidInput(f"--redact: unknown kind {part!r}; use a comma-separated list of "
+                               f"{', '.join(REDACT_KINDS)}, or none")
         if part not in kinds:
             kinds.append(part)
     return kinds

@@ -15,6 +15,7 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from agent_memory.errors import InvalidInput
 from agent_memory.keyring import KeyRing
 from agent_memory.leak_filter import filter_items
 from agent_memory.memory_store import read_facts
@@ -82,9 +83,9 @@ class RecallResult(BaseModel):
 async def recall(pool: AsyncConnectionPool, keyring: KeyRing, embedder: Embedder, tenant_id: str, subject_id: str,
                  query: str, *, limit: int = 5, as_of: datetime | None = None, redis=None) -> RecallResult:
     if not query.strip():
-        raise ValueError("query is empty: ask something, e.g. \"where does she live?\"")
+        raise InvalidInput("query is empty: ask something, e.g. \"where does she live?\"")
     if limit < 1:
-        raise ValueError(f"limit {limit} is below 1: ask for at least one episode, e.g. --limit 5")
+        raise InvalidInput(f"limit {limit} is below 1: ask for at least one episode, e.g. --limit 5")
     # The tenant's active model (the old one while a re-embedding runs), not always the configured one.
     query_embedder = await reading_embedder(pool, tenant_id, embedder)
     embedded = await embed_query(query_embedder, await text_for_embedder(pool, tenant_id, query_embedder, query))

@@ -26,6 +26,8 @@ from typing import Literal
 import psycopg
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from agent_memory.errors import InvalidInput
+
 PresetName = Literal["designed", "long-horizon"]
 
 
@@ -49,8 +51,8 @@ class RecallPolicy(BaseModel):
     @model_validator(mode="after")
     def _tiers_fit(self) -> RecallPolicy:
         if self.profile_tokens > self.total_tokens:
-            raise ValueError(f"profile_tokens ({self.profile_tokens}) must not exceed total_tokens "
-                             f"({self.total_tokens})")
+            raise InvalidInput(f"profile_tokens ({self.profile_tokens}) must not exceed total_tokens "
+                               f"({self.total_tokens})")
         return self
 
     def importance_factor(self, importance: int) -> float:

@@ -40,6 +40,7 @@ from temporalio.common import (
 
 from agent_memory import contract
 from agent_memory.db import fetch_one, registered_tenants, tenant_transaction
+from agent_memory.errors import AgentMemoryError, InvalidInput
 from agent_memory.models import EmbeddingResult
 from agent_memory.operation_keys import EmbedKey
 from agent_memory.operations import record_succeeded, recorded_result, request_hash
@@ -52,7 +53,7 @@ log = logging.getLogger(__name__)
 _EMBEDDERS: dict[str, Embedder] = {}
 
 
-class ModelMismatchError(Exception):
+class ModelMismatchError(AgentMemoryError):
     """The worker embeds with another model than the re-embedding's target."""
 
 
@@ -309,7 +310,7 @@ async def start_reembedding(temporal: Client, task_queue: str, tenant_id: str, e
     """Start (or attach to) the tenant's re-embedding to the embedder's model."""
     model = embedder_model(embedder)
     if model is None:
-        raise ValueError("this embedder does not name its model before a call: it cannot be a re-embedding target")
+        raise InvalidInput("this embedder does not name its model before a call: it cannot be a re-embedding target")
     return await temporal.start_workflow(
         contract.REEMBED_WORKFLOW,
         ReembedInput(tenant_id=tenant_id, target_model=model, target_dimensions=embedder.dimensions),

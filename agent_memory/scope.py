@@ -36,12 +36,13 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from agent_memory.db import lock_subject, tenant_transaction
+from agent_memory.errors import Conflict
 from agent_memory.models import check_identifier
 
 DIGEST_PREFIX = "erased:"
 
 
-class SubjectErasedError(Exception):
+class SubjectErasedError(Conflict):
     """The subject has a tombstone: nothing may be written for it any more."""
 
     def __init__(self, tenant_id: str, subject_id: str):

@@ -18,6 +18,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
 
 from agent_memory.contract import SEARCH_ATTRIBUTES, SESSION_ID, SUBJECT_ID, TENANT_ID, search_attribute_type_name
+from agent_memory.errors import ServiceUnavailable
 from agent_memory.services import connect_temporal
 from agent_memory.settings import Settings
 
@@ -53,7 +54,7 @@ async def register_search_attributes(client: Client, namespace: str,
              f"{search_attribute_type_name(key)}" for key in keys
              if key.name in existing and existing[key.name] != key.indexed_value_type]
     if wrong:
-        raise ValueError(f"search attributes of namespace {namespace!r} have another type: {'; '.join(wrong)}")
+        raise ServiceUnavailable(f"search attributes of namespace {namespace!r} have another type: {'; '.join(wrong)}")
     missing = {key.name: IndexedValueType.ValueType(key.indexed_value_type) for key in keys
                if key.name not in existing}
     if not missing:
@@ -75,8 +76,8 @@ async def register_search_attributes_command(settings: Settings) -> int:
     """`agent-memory register-search-attributes`: on the configured Temporal (TEMPORAL_ADDRESS,
     TLS and API key as every client uses them), in TEMPORAL_NAMESPACE."""
     if not settings.temporal_address:
-        raise RuntimeError("set TEMPORAL_ADDRESS (the embedded dev server of `agent-memory up` registers the search "
-                           "attributes itself)")
+        raise ServiceUnavailable("set TEMPORAL_ADDRESS (the embedded dev server of `agent-memory up` registers the search "
+                                 "attributes itself)")
     client = await connect_temporal(settings, pydantic_data_converter)
     added = await register_search_attributes(client, settings.temporal_namespace)
     every = ", ".join(f"{key.name} ({search_attribute_type_name(key)})" for key in SEARCH_ATTRIBUTES)

@@ -25,6 +25,7 @@ from agent_memory import contract
 from agent_memory.counters import add_counts_if_known
 from agent_memory.crypto import KeyProvider, key_provider_for
 from agent_memory.db import apply_migrations, open_pool, pending_migrations, set_app_role_password
+from agent_memory.errors import InvalidInput, ServiceUnavailable, first_line
 from agent_memory.keyring import KeyRing
 from agent_memory.payload_codec import RejectionSink, encrypted_data_converter
 from agent_memory.run_metadata import RunMetadataInterceptor
@@ -44,7 +45,7 @@ def _read_pem(variable: str, path: str | None) -> bytes | None:
     try:
         return Path(path).expanduser().read_bytes()
     except OSError as exc:
-        raise ValueError(f"{variable} = {path} cannot be read ({exc.strerror}): point it at a PEM file") from None
+        raise InvalidInput(f"{variable} = {path} cannot be read ({exc.strerror}): point it at a PEM file") from None
 
 
 def _tls_var(field_name: str) -> str:
@@ -61,8 +62,8 @@ def temporal_connect_options(settings: Settings,
     cert, key = settings.temporal_tls_cert, settings.temporal_tls_key
     if bool(cert) != bool(key):
         given, missing = ("temporal_tls_cert", "temporal_tls_key") if cert else ("temporal_tls_key", "temporal_tls_cert")
-        raise ValueError(f"{_tls_var(given)} is set but {_tls_var(missing)} is not: mTLS needs both the client "
-                         "certificate and its key")
+        raise InvalidInput(f"{_tls_var(given)} is set but {_tls_var(missing)} is not: mTLS needs both the client "
+                           "certificate and its key")
     # Every start (and a workflow's child starts) gets its summary and details in clear.
     options: dict[str, Any] = {"namespace": settings.temporal_namespace, "data_converter": data_converter,
                                "interceptors": [RunMetadataInterceptor()]}
@@ -118,17 +119,22 @@ def temporal_runtime() -> Runtime:
 
 async def connect_temporal(settings: Settings, data_converter: DataConverter) -> Client:
     if not settings.temporal_address:
-        raise RuntimeError("TEMPORAL_ADDRESS is not set and no embedded server was started")
+        raise ServiceUnavailable("TEMPORAL_ADDRESS is not set and no embedded server was started")
     options = temporal_connect_options(settings, data_converter)
-    async for attempt in _retrying():
-        with attempt:
-            return await Client.connect(settings.temporal_address, runtime=temporal_runtime(), **options)
+    try:
+        async for attempt in _retrying():
+            with attempt:
+                return await Client.connect(settings.temporal_address, runtime=temporal_runtime(), **options)
+    except RuntimeError as exc:  # the SDK's "Failed client connect": Temporal is down or unreachable
+        if isinstance(exc, ServiceUnavailable):
+            raise
+        raise ServiceUnavailable(f"Temporal at {settings.temporal_address} cannot be reached: {first_line(exc)}") from exc
     raise AssertionError("unreachable")
 
 
 async def connect_pool(settings: Settings, *, max_size: int = 8) -> AsyncConnectionPool:
     if not settings.database_url:
-        raise RuntimeError("DATABASE_URL is not set and no embedded PostgreSQL was started")
+        raise ServiceUnavailable("DATABASE_URL is not set and no embedded PostgreSQL was started")
     async for attempt in _retrying():
         with attempt:
             return await open_pool(settings.database_url, max_size=max_size)
@@ -152,13 +158,13 @@ async def check_schema(settings: Settings) -> None:
     """Refuse to run on a schema older than this code: compares schema_migrations (read as the
     app role) with the packaged migrations. Only `agent-memory migrate` (or `up`) applies them."""
     if not settings.database_url:
-        raise RuntimeError("DATABASE_URL is not set and no embedded PostgreSQL was started")
+        raise ServiceUnavailable("DATABASE_URL is not set and no embedded PostgreSQL was started")
     async for attempt in _retrying():
         with attempt:
             pending = await pending_migrations(settings.database_url)
     if pending:
-        raise RuntimeError(f"the database schema is behind this agent-memory ({len(pending)} migration(s) not "
-                           f"applied: {', '.join(pending)}): run `agent-memory migrate`")
+        raise ServiceUnavailable(f"the database schema is behind this agent-memory ({len(pending)} migration(s) not "
+                                 f"applied: {', '.join(pending)}): run `agent-memory migrate`")
 
 
 def connect_redis(settings: Settings) -> Redis:
@@ -167,7 +173,7 @@ def connect_redis(settings: Settings) -> Redis:
     connection is checked before use, and connecting or reading gives up after 5 s (then the
     HTTP API answers 503)."""
     if not settings.redis_url:
-        raise RuntimeError("REDIS_URL is not set and no embedded Redis was started")
+        raise ServiceUnavailable("REDIS_URL is not set and no embedded Redis was started")
     return Redis.from_url(settings.redis_url, decode_responses=True,
                           retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), 6),
                           retry_on_error=[RedisConnectionError, RedisTimeoutError, ConnectionResetError],

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from agent_memory.errors import InvalidInput, ServiceUnavailable
+
 # Variables this module reads; the compose test checks docker-compose.yml sets no others.
 ENV_VARS = (
     "AGENT_MEMORY_HOME",
@@ -44,9 +46,9 @@ def _seconds(env: dict[str, str], name: str, default: float) -> float:
     try:
         value = float(raw)
     except ValueError:
-        raise ValueError(f"{name}={raw!r} is not a number of seconds: set e.g. {name}={int(default)}") from None
+        raise InvalidInput(f"{name}={raw!r} is not a number of seconds: set e.g. {name}={int(default)}") from None
     if value < 0:
-        raise ValueError(f"{name}={raw!r} is negative: set a number of seconds >= 0, e.g. {name}={int(default)}")
+        raise InvalidInput(f"{name}={raw!r} is negative: set a number of seconds >= 0, e.g. {name}={int(default)}")
     return value
 
 
@@ -62,7 +64,7 @@ def _tls_file(env: dict[str, str], field_name: str) -> str | None:
     standard, alias = TEMPORAL_TLS_FILE_VARS[field_name]
     value, legacy = env.get(standard) or None, env.get(alias) or None
     if value and legacy and value != legacy:
-        raise ValueError(f"{standard}={value!r} and {alias}={legacy!r} name different files: set only {standard}")
+        raise InvalidInput(f"{standard}={value!r} and {alias}={legacy!r} name different files: set only {standard}")
     return value or legacy
 
 
@@ -71,7 +73,7 @@ def _count(env: dict[str, str], name: str, default: int) -> int:
     if not raw:
         return default
     if not raw.strip().isdigit() or int(raw) < 1:
-        raise ValueError(f"{name}={raw!r} is not a positive whole number: set e.g. {name}={default}")
+        raise InvalidInput(f"{name}={raw!r} is not a positive whole number: set e.g. {name}={default}")
     return int(raw)
 
 
@@ -84,8 +86,8 @@ def _rate(env: dict[str, str], name: str) -> float | None:
     except ValueError:
         value = 0.0
     if not value > 0:
-        raise ValueError(f"{name}={raw!r} is not a positive number of activities per second: set e.g. {name}=5, "
-                         "or leave it unset for no limit")
+        raise InvalidInput(f"{name}={raw!r} is not a positive number of activities per second: set e.g. {name}=5, "
+                           "or leave it unset for no limit")
     return value
 
 
@@ -108,8 +110,8 @@ def _dimensions(env: dict[str, str], name: str, default: int) -> int:
     if not raw:
         return default
     if not raw.strip().isdigit() or int(raw) < 1:
-        raise ValueError(f"{name}={raw!r} is not a positive whole number: set the embedding model's width, "
-                         f"e.g. {name}={default}")
+        raise InvalidInput(f"{name}={raw!r} is not a positive whole number: set the embedding model's width, "
+                           f"e.g. {name}={default}")
     return int(raw)
 
 
@@ -233,9 +235,9 @@ class Settings:
 
         running = read_connection(self.home)
         if running is None:
-            raise RuntimeError(f"no agent-memory stack is running under {self.home} (AGENT_MEMORY_HOME, default "
-                               f"{default_home()}): start one with `agent-memory up`, point AGENT_MEMORY_HOME at the "
-                               "home it printed, or set TEMPORAL_ADDRESS, DATABASE_URL and REDIS_URL")
+            raise ServiceUnavailable(f"no agent-memory stack is running under {self.home} (AGENT_MEMORY_HOME, default "
+                                     f"{default_home()}): start one with `agent-memory up`, point AGENT_MEMORY_HOME at the "
+                                     "home it printed, or set TEMPORAL_ADDRESS, DATABASE_URL and REDIS_URL")
         return self.with_services(**{k: v for k, v in running.items() if not getattr(self, k)})
 
     def ui_origins(self) -> set[str]:

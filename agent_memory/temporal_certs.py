@@ -35,6 +35,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from agent_memory.errors import InvalidInput
+
 # The name clients verify the server by: the compose service's host name.
 SERVER_NAME = "temporal"
 # Also valid for clients on the compose host (the port is published on 127.0.0.1 only).
@@ -164,7 +166,7 @@ def ensure_certificates(root: Path, owners: dict[str, tuple[int, int]] | None = 
     owners = owners or {}
     unknown = sorted(set(owners) - set(DIRECTORIES))
     if unknown:
-        raise ValueError(f"--owner names {', '.join(unknown)}: the directories are {', '.join(DIRECTORIES)}")
+        raise InvalidInput(f"--owner names {', '.join(unknown)}: the directories are {', '.join(DIRECTORIES)}")
     now = now or dt.datetime.now(dt.UTC)
     issued: list[str] = []
     kept: list[str] = []

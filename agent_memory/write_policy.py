@@ -28,6 +28,7 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_memory.db import tenant_transaction
+from agent_memory.errors import InvalidInput
 from agent_memory.keyring import KeyRing
 from agent_memory.models import check_identifier
 from agent_memory.scope import Mode, subject_scope
@@ -111,7 +112,7 @@ async def withheld_counts(pool: AsyncConnectionPool, tenant_id: str) -> dict[str
 
 def _check_namespace(namespace: str) -> str:
     if not namespace.strip() or len(namespace) > 100 or "/" in namespace:
-        raise ValueError(f"namespace {namespace[:100]!r} is not a namespace: name one as facts show it, e.g. 'health'")
+        raise InvalidInput(f"namespace {namespace[:100]!r} is not a namespace: name one as facts show it, e.g. 'health'")
     return namespace
 
 

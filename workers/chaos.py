@@ -43,6 +43,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from agent_memory.contract import projector_workflow_id, workflow_id_tenant
 from agent_memory.db import fetch_one, tenant_transaction
 from agent_memory.erasure import STORES
+from agent_memory.errors import AgentMemoryError
 from agent_memory.faults import FAULTS_ENV, STATE_ENV, hits
 from agent_memory.models import Session
 from agent_memory.progress import Progress
@@ -198,7 +199,7 @@ def worker_env(settings: Settings, *, task_queue: str, provider_log: Path, state
 
 # --- supervising it -----------------------------------------------------------------------------
 
-class WorkerDied(RuntimeError):
+class WorkerDied(AgentMemoryError):
     pass
 
 

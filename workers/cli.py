@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_memory import cli as core
+from agent_memory.errors import InvalidInput, ServiceUnavailable
 from agent_memory.providers.openai_compat import providers_for
 from agent_memory.recall_policy import DEFAULT_PRESET, PRESETS
 from agent_memory.services import Services
@@ -214,7 +215,7 @@ async def run_worker_until_signal(services: Services, announce: str, providers: 
             await worker.shutdown()
         await running  # its error, when it failed on its own
         if not stop.is_set():
-            raise RuntimeError("the worker stopped polling")
+            raise ServiceUnavailable("the worker stopped polling")
 
     try:
         tasks = [asyncio.create_task(supervise_task("worker", run_worker, stop))]
@@ -247,7 +248,7 @@ async def run_worker_until_signal(services: Services, announce: str, providers: 
             await asyncio.wait({api, started}, timeout=20, return_when=asyncio.FIRST_COMPLETED)
             started.cancel()
             if not api_started.is_set():
-                raise RuntimeError(f"the HTTP API did not start on 127.0.0.1:{port}")
+                raise ServiceUnavailable(f"the HTTP API did not start on 127.0.0.1:{port}")
             announce = announce.replace("Ctrl-C", f"  HTTP API  http://127.0.0.1:{port}/v1, MCP http://127.0.0.1:{port}"
                                                   "/mcp (keys: agent-memory keys create --tenant T)\nCtrl-C", 1)
         freeze_startup_heap()
@@ -320,8 +321,8 @@ async def _migrate(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _worker(args: argparse.Namespace, settings: Settings) -> int:
     if not (settings.temporal_address and settings.database_url and settings.redis_url):
-        raise ValueError("the worker runs against configured services: set TEMPORAL_ADDRESS, DATABASE_URL and "
-                         "REDIS_URL (or use `agent-memory up` for the embedded stack)")
+        raise InvalidInput("the worker runs against configured services: set TEMPORAL_ADDRESS, DATABASE_URL and "
+                           "REDIS_URL (or use `agent-memory up` for the embedded stack)")
     async with open_stack(settings, start=False) as services:
         await run_worker_until_signal(services, f"worker polling task queue {settings.task_queue}")
     return 0
@@ -370,8 +371,8 @@ async def _mcp(args: argparse.Namespace, settings: Settings) -> int:
     from agent_memory.mcp_server import build_mcp_server
 
     if not settings.api_key:
-        raise ValueError("AGENT_MEMORY_API_KEY is not set: create a key with `agent-memory keys create --tenant T` "
-                         "and put it in the MCP host's environment for this server")
+        raise InvalidInput("AGENT_MEMORY_API_KEY is not set: create a key with `agent-memory keys create --tenant T` "
+                           "and put it in the MCP host's environment for this server")
     async with running_stack(settings) as services:
         await verify_key(services.pool, settings.api_key, "read")  # a bad key fails here, not at the first call
         client = MemoryClient(services, providers_for(services.settings).embedder)
@@ -416,7 +417,7 @@ async def _bench(args: argparse.Namespace, settings: Settings) -> int:
         return await http_bench_command(args, settings)
     if args.bench_name == "reembed":
         if args.source == args.target:
-            raise ValueError("--source and --target name the same embedder: nothing to re-embed")
+            raise InvalidInput("--source and --target name the same embedder: nothing to re-embed")
         from workers.evaluation.reembed_bench import reembed_bench_command
 
         return await reembed_bench_command(args, settings)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_memory import contract
+from agent_memory.errors import ServiceUnavailable
 from agent_memory.settings import Settings
 from agent_memory.stack_connection import CONNECTION_FILE, remove_connection, write_connection
 
@@ -86,7 +87,7 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
         return s.connect_ex((host, port)) == 0
 
 
-class ServerExitedError(RuntimeError):
+class ServerExitedError(ServiceUnavailable):
     """A server process ended before it opened its port."""
 
     def __init__(self, message: str, *, port_in_use: bool):
@@ -107,8 +108,8 @@ def wait_for_port(port: int, name: str, log_file: Path, timeout: float = 90.0,
             raise ServerExitedError(f"{name} exited (status {process.returncode}) before it opened port {port}: "
                                     f"{reason} (log: {log_file})", port_in_use="already in use" in reason)
         time.sleep(0.2)
-    raise RuntimeError(f"{name} did not open port {port} within {timeout:.0f}s: {last_error(log_file)} "
-                       f"(log: {log_file})")
+    raise ServiceUnavailable(f"{name} did not open port {port} within {timeout:.0f}s: {last_error(log_file)} "
+                             f"(log: {log_file})")
 
 
 def last_error(log_file: Path, extra: str = "") -> str:
@@ -161,7 +162,7 @@ def _bin_dir() -> Path:
 EMBEDDED_EXTRA = "pip install 'agent-memory[embedded]'"
 
 
-class EmbeddedStackMissingError(RuntimeError):
+class EmbeddedStackMissingError(ServiceUnavailable):
     """A server of the embedded stack is to be started, but the `embedded` extra is not installed."""
 
     def __init__(self, packages: list[str]) -> None:
@@ -432,8 +433,8 @@ class EmbeddedStack:
         state = self._reused("temporal", self._state("temporal"))
         if state is None:
             if port_open(self.ports.temporal):
-                raise RuntimeError(f"port {self.ports.temporal} is taken by another process; set TEMPORAL_ADDRESS to "
-                                   "use it, or stop it")
+                raise ServiceUnavailable(f"port {self.ports.temporal} is taken by another process; set TEMPORAL_ADDRESS to "
+                                         "use it, or stop it")
             proc = self._spawn_until_bound("temporal", "Temporal", ("temporal", "ui"), self._temporal_argv)
             state = {"pid": proc.pid, "port": self.ports.temporal, "ui_port": self.ports.ui}
             self._save_state("temporal", **state)
@@ -464,8 +465,8 @@ class EmbeddedStack:
         password = self._secrets()["redis"]
         state = self._reused("redis", self._state("redis"))
         if state is not None and not state.get("auth"):
-            raise RuntimeError(f"the Redis running under {self.home} has no password (an older agent-memory started "
-                               f"it): stop it (pid {state['pid']}) and start again")
+            raise ServiceUnavailable(f"the Redis running under {self.home} has no password (an older agent-memory started "
+                                     f"it): stop it (pid {state['pid']}) and start again")
         if state is None:
             data = _private_dir(self.home / "redis")
             # The password goes in a private config file, not on the command line (ps shows that).
@@ -552,7 +553,7 @@ class EmbeddedStack:
         finally:
             shutil.rmtree(pw_dir, ignore_errors=True)
         if res.returncode != 0:
-            raise RuntimeError(f"initdb failed:\n{res.stdout}\n{res.stderr}")
+            raise ServiceUnavailable(f"initdb failed:\n{res.stdout}\n{res.stderr}")
 
     def _start_postgres(self) -> tuple[str, str]:
         pw = self._secrets()
@@ -564,7 +565,7 @@ class EmbeddedStack:
             if not (data / "PG_VERSION").exists():
                 self._initdb(data, pw["postgres"])
             if port_open(port):
-                raise RuntimeError(f"port {port} is taken by another process; set DATABASE_URL to use it, or stop it")
+                raise ServiceUnavailable(f"port {port} is taken by another process; set DATABASE_URL to use it, or stop it")
             log_file = self.postgres_log
             # pg_ctl removes a stale postmaster.pid itself when its process is gone. The socket in
             # the (0o700) data directory is for its owner only, like everything else there.
@@ -573,7 +574,7 @@ class EmbeddedStack:
                                f"-c max_connections=200 -c max_locks_per_transaction={POSTGRES_MAX_LOCKS_PER_TRANSACTION} -c shared_buffers={postgres_shared_buffers_mb()}MB",
                                "start")
             if res.returncode != 0:
-                raise RuntimeError(f"PostgreSQL did not start: {last_error(log_file, res.stderr)} (log: {log_file})")
+                raise ServiceUnavailable(f"PostgreSQL did not start: {last_error(log_file, res.stderr)} (log: {log_file})")
             pid = int((data / "postmaster.pid").read_text().split()[0])
             self._save_state("postgres", pid=pid, port=port)
             self._mark_started("postgres")

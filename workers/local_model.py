@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent_memory.errors import ServiceUnavailable
 from agent_memory.providers.openai_compat import OpenAICompatibleConfig
 
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
@@ -61,7 +62,7 @@ CMAKE_OPTIONS = (
 )
 
 
-class LocalModelError(RuntimeError):
+class LocalModelError(ServiceUnavailable):
     """The local model cannot be built, found or started; the message is one line saying why."""
 
 

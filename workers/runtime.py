@@ -11,12 +11,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+from agent_memory.errors import ServiceUnavailable
 from agent_memory.services import Services, check_schema, migrate
 from agent_memory.settings import Settings, default_home
 from workers.embedded import EmbeddedStack, Ports
 
 
-class StackNotRunningError(RuntimeError):
+class StackNotRunningError(ServiceUnavailable):
     pass
 
 
@@ -58,8 +59,8 @@ async def migrate_database(settings: Settings) -> list[str]:
     stopped again), whose app role also gets its password. Returns the migrations applied."""
     if settings.database_url or settings.database_admin_url:
         if not settings.database_admin_url:
-            raise RuntimeError("DATABASE_ADMIN_URL is not set: migrations run as the owner role; set it to the "
-                               "owner's URL for `agent-memory migrate`")
+            raise ServiceUnavailable("DATABASE_ADMIN_URL is not set: migrations run as the owner role; set it to the "
+                                     "owner's URL for `agent-memory migrate`")
         applied = await migrate(settings)
         if settings.database_url:
             await check_schema(settings)  # the app role logs in and sees the schema current

@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from agent_memory.errors import ServiceUnavailable
 from workers.embedded import EmbeddedStack, _private_dir
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ def _print(line: str) -> None:
     print(line, flush=True)
 
 
-class UpAlreadyRunningError(RuntimeError):
+class UpAlreadyRunningError(ServiceUnavailable):
     """Another `agent-memory up` holds the home's lock."""
 
 
@@ -276,7 +277,7 @@ async def serve_api(client: Any, host: str, port: int, stop: asyncio.Event,
             await task
             return
         task.result()
-        raise RuntimeError("the HTTP API stopped serving")
+        raise ServiceUnavailable("the HTTP API stopped serving")
     finally:
         stopper.cancel()
         if not task.done():

@@ -14,6 +14,7 @@ never a silent mix of vector spaces.
 
 from __future__ import annotations
 
+from agent_memory.errors import InvalidInput
 from agent_memory.providers.base import Embedder
 
 EMBEDDERS = ("hashing", "e5-small", "remote")
@@ -37,6 +38,6 @@ def local_embedder(name: str | None, *, provider: str = "offline") -> Embedder |
     if choice == "remote" and not offline:
         return None
     if choice == "remote":
-        raise ValueError("AGENT_MEMORY_EMBEDDER=remote needs AGENT_MEMORY_PROVIDER=openai-compatible; "
-                         "offline, use 'hashing' or 'e5-small'")
-    raise ValueError(f"AGENT_MEMORY_EMBEDDER={name!r} is not an embedder: use one of {', '.join(EMBEDDERS)}")
+        raise InvalidInput("AGENT_MEMORY_EMBEDDER=remote needs AGENT_MEMORY_PROVIDER=openai-compatible; "
+                           "offline, use 'hashing' or 'e5-small'")
+    raise InvalidInput(f"AGENT_MEMORY_EMBEDDER={name!r} is not an embedder: use one of {', '.join(EMBEDDERS)}")

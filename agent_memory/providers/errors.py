@@ -20,11 +20,13 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from agent_memory.errors import AgentMemoryError
+
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 _MAX_DETAIL = 300
 
 
-class ProviderError(Exception):
+class ProviderError(AgentMemoryError):
     """Base class of every classified provider failure."""
 
 

@@ -34,6 +34,7 @@ from openai.types.chat import ChatCompletionMessageParam
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from agent_memory import contract
+from agent_memory.errors import InvalidInput
 from agent_memory.models import (
     ClaimType,
     EmbeddingResult,
@@ -158,14 +159,14 @@ class OpenAICompatibleConfig:
     def __post_init__(self) -> None:
         for name in ("base_url", "chat_model", "embedding_model"):
             if not getattr(self, name):
-                raise ValueError(f"OpenAICompatibleConfig.{name} is required")
+                raise InvalidInput(f"OpenAICompatibleConfig.{name} is required")
         if not (self.timeout_seconds > 0):
-            raise ValueError("OpenAICompatibleConfig.timeout_seconds must be positive")
+            raise InvalidInput("OpenAICompatibleConfig.timeout_seconds must be positive")
         if self.timeout_seconds > MAX_TIMEOUT_SECONDS:  # the activity would time out before the client does
-            raise ValueError(f"OpenAICompatibleConfig.timeout_seconds must be at most {MAX_TIMEOUT_SECONDS:.0f} "
-                             "(half the provider activity's start-to-close timeout, contract.PROVIDER_STEP)")
+            raise InvalidInput(f"OpenAICompatibleConfig.timeout_seconds must be at most {MAX_TIMEOUT_SECONDS:.0f} "
+                               "(half the provider activity's start-to-close timeout, contract.PROVIDER_STEP)")
         if self.response_format not in ("json_schema", "json_object", "none"):
-            raise ValueError(f"unknown response_format {self.response_format!r}")
+            raise InvalidInput(f"unknown response_format {self.response_format!r}")
 
     @property
     def chat_prices(self) -> TokenPrices:
@@ -820,5 +821,5 @@ def providers_for(settings: Any) -> Any:
     elif kind in ("openai", "openai-compatible", "openai_compatible"):
         bundle = openai_providers(OpenAICompatibleConfig.from_settings(settings))
     else:
-        raise ValueError(f"unknown provider {kind!r}: use 'offline' or 'openai-compatible'")
+        raise InvalidInput(f"unknown provider {kind!r}: use 'offline' or 'openai-compatible'")
     return dataclasses.replace(bundle, embedder=embedder) if embedder is not None else bundle

@@ -39,6 +39,7 @@ from activities.consolidation import ConsolidationActivities
 from agent_memory import contract
 from agent_memory.client import MemoryClient
 from agent_memory.db import fetch_one, tenant_transaction
+from agent_memory.errors import InvalidInput
 from agent_memory.evidence import append_messages
 from agent_memory.models import Message, Session, StepInput
 from agent_memory.projection import OutboxProjector
@@ -248,8 +249,8 @@ async def consolidate_bench_command(args: argparse.Namespace, settings: Settings
     from workers.runtime import scratch_stack
 
     if args.sessions < 2 or args.concurrency < 1 or args.model_latency_ms < 0:
-        raise ValueError("--sessions must be at least 2, --concurrency at least 1 and --model-latency-ms "
-                         "0 or more")
+        raise InvalidInput("--sessions must be at least 2, --concurrency at least 1 and --model-latency-ms "
+                           "0 or more")
     async with scratch_stack(settings, "bench-consolidate", embedded_only=True) as services:
         report = await run_consolidate_bench(services, sessions=args.sessions, concurrency=args.concurrency,
                                              model_latency_ms=args.model_latency_ms, embedder=args.embedder)

@@ -29,6 +29,7 @@ from pydantic import BaseModel
 
 from agent_memory.client import MemoryClient
 from agent_memory.db import tenant_transaction
+from agent_memory.errors import InvalidInput
 from agent_memory.evidence import SESSION_IDLE_STATE_SQL, unconsolidated_messages
 from agent_memory.models import Message, Session
 from agent_memory.providers.offline import offline_providers
@@ -187,7 +188,7 @@ async def end_session_bench_command(args: argparse.Namespace, settings: Settings
     from workers.runtime import scratch_stack
 
     if args.rows < 0 or args.sessions < 1 or args.calls < 2:
-        raise ValueError("--rows must be 0 or more, --sessions at least 1 and --calls at least 2")
+        raise InvalidInput("--rows must be 0 or more, --sessions at least 1 and --calls at least 2")
     async with scratch_stack(settings, "bench-end-session", embedded_only=True) as services:
         report = await run_end_session_bench(services, rows=args.rows, sessions=args.sessions, calls=args.calls)
     print(json.dumps(report.model_dump(mode="json"), indent=2) if args.json else report.render())

@@ -28,6 +28,7 @@ from agent_memory.erasure import (
     scan_residue,
     shred_subject_key,
 )
+from agent_memory.errors import InvalidInput
 from agent_memory.evidence import append_messages
 from agent_memory.memory_store import commit_consolidation
 from agent_memory.models import (
@@ -168,7 +169,7 @@ async def bench_command(args: argparse.Namespace, settings: Settings) -> int:
     from workers.runtime import scratch_stack
 
     if args.memories < 1 or args.per_subject < 1 or args.erase < 0:
-        raise ValueError("--memories and --per-subject must be positive and --erase not negative")
+        raise InvalidInput("--memories and --per-subject must be positive and --erase not negative")
     async with scratch_stack(settings, "bench", embedded_only=True) as services:
         report = await run_erasure_bench(services, memories=args.memories, per_subject=args.per_subject,
                                          erase=args.erase, vectors=args.bench_name == "erase")

@@ -24,6 +24,7 @@ from pydantic import BaseModel
 
 from agent_memory.api_keys import create_key
 from agent_memory.client import MemoryClient
+from agent_memory.errors import InvalidInput
 from agent_memory.http_api import serving
 from agent_memory.providers.openai_compat import providers_for
 from agent_memory.services import Services
@@ -127,7 +128,7 @@ async def http_bench_command(args: argparse.Namespace, settings: Settings) -> in
     from workers.runtime import scratch_stack
 
     if args.concurrency < 1 or args.seconds <= 0:
-        raise ValueError("--concurrency must be at least 1 and --seconds above 0")
+        raise InvalidInput("--concurrency must be at least 1 and --seconds above 0")
     async with scratch_stack(settings, "bench-http") as services:
         report = await run_http_bench(services, concurrency=args.concurrency, seconds=args.seconds)
     print(json.dumps(report.model_dump(mode="json"), indent=2) if args.json else report.render())

@@ -25,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 from pydantic import BaseModel
 
 from agent_memory.client import MemoryClient
+from agent_memory.errors import InvalidInput
 from agent_memory.models import Message, Session
 from agent_memory.providers.offline import offline_providers
 from agent_memory.services import Services
@@ -117,7 +118,7 @@ async def ingest_bench_command(args: argparse.Namespace, settings: Settings) -> 
     from workers.runtime import scratch_stack
 
     if args.messages < 2 or args.clients < 1 or args.batch < 1:
-        raise ValueError("--messages must be at least 2, --clients and --batch at least 1")
+        raise InvalidInput("--messages must be at least 2, --clients and --batch at least 1")
     async with scratch_stack(settings, "bench-ingest", embedded_only=True) as services:
         report = await run_ingest_bench(services, messages=args.messages, clients=args.clients, batch=args.batch)
     print(json.dumps(report.model_dump(mode="json"), indent=2) if args.json else report.render())

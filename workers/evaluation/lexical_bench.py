@@ -27,6 +27,7 @@ import psycopg
 from pydantic import BaseModel
 
 from agent_memory.db import fetch_one, tenant_transaction
+from agent_memory.errors import InvalidInput
 from agent_memory.lexical import BM25_WINDOW_SQL, K1, B, bm25_search, query_lexemes, search_text, term_count
 from agent_memory.services import Services
 from agent_memory.settings import Settings
@@ -153,7 +154,7 @@ async def run_lexical_bench(services: Services, *, sizes: list[int], queries: in
     """On the services' database; the owner's URL loads rows and refreshes planner statistics."""
     admin_url = services.settings.database_admin_url
     if admin_url is None:
-        raise ValueError("the lexical bench loads its rows as the owner role: set DATABASE_ADMIN_URL")
+        raise InvalidInput("the lexical bench loads its rows as the owner role: set DATABASE_ADMIN_URL")
 
     async def analyze() -> None:
         async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as admin:
@@ -215,7 +216,7 @@ async def lexical_bench_command(args: argparse.Namespace, settings: Settings) ->
 
     sizes = sorted(set(args.memories))
     if any(s < 10 for s in sizes) or args.queries < 2:
-        raise ValueError("--memories must be at least 10 each and --queries at least 2")
+        raise InvalidInput("--memories must be at least 10 each and --queries at least 2")
     async with scratch_stack(settings, "bench-lexical", embedded_only=True) as services:
         report = await run_lexical_bench(services, sizes=sizes, queries=args.queries, total_rows=args.total_rows)
     print(json.dumps(report.model_dump(mode="json"), indent=2) if args.json else report.render())

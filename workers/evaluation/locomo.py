@@ -24,6 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
+from agent_memory.errors import InvalidInput
 from agent_memory.ingest import InputError, parse_session_line
 from agent_memory.models import Message, Session, check_identifier
 from agent_memory.progress import Progress
@@ -450,12 +451,12 @@ async def run_locomo_eval(services, data_dir: Path | str, *, budget: int = 1200,
 
     unknown = [p for p in (preset, *compare) if p not in PRESETS]
     if unknown:
-        raise ValueError(f"unknown recall policy preset(s) {unknown}: choose from {list(PRESETS)}")
+        raise InvalidInput(f"unknown recall policy preset(s) {unknown}: choose from {list(PRESETS)}")
 
     if budget < 1:
-        raise ValueError(f"budget {budget} must be a positive number of tokens")
+        raise InvalidInput(f"budget {budget} must be a positive number of tokens")
     if limit_conversations is not None and limit_conversations < 1:
-        raise ValueError(f"limit_conversations {limit_conversations} must be at least 1")
+        raise InvalidInput(f"limit_conversations {limit_conversations} must be at least 1")
     data = load_locomo(data_dir).limited(limit_conversations)
     started = time.monotonic()
     tenant = f"eval-{uuid.uuid4().hex[:8]}"
@@ -544,9 +545,9 @@ async def eval_command(args, settings) -> int:
     from workers.runtime import scratch_stack
 
     if args.benchmark != "locomo":  # argparse only offers locomo today
-        raise ValueError(f"unknown benchmark {args.benchmark!r}")
+        raise InvalidInput(f"unknown benchmark {args.benchmark!r}")
     if args.budget < 1 or (args.limit_conversations is not None and args.limit_conversations < 1):
-        raise ValueError("--budget and --limit-conversations must be positive")
+        raise InvalidInput("--budget and --limit-conversations must be positive")
     load_locomo(args.data)  # fail on bad data before starting any server
     async with scratch_stack(settings, "eval") as services:
         report = await run_locomo_eval(services, args.data, budget=args.budget,

@@ -17,6 +17,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agent_memory.client import MemoryClient
+from agent_memory.errors import InvalidInput
 from agent_memory.memory_store import list_facts
 from agent_memory.models import Message, Role, Session
 
@@ -90,13 +91,13 @@ def read_case_file(path: Path | None, bundled: str) -> tuple[str, str]:
     try:
         return name, Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ValueError(f"{name}: no such file") from None
+        raise InvalidInput(f"{name}: no such file") from None
     except IsADirectoryError:
-        raise ValueError(f"{name}: is a directory, not a probe file") from None
+        raise InvalidInput(f"{name}: is a directory, not a probe file") from None
     except UnicodeDecodeError:
-        raise ValueError(f"{name}: not UTF-8 text") from None
+        raise InvalidInput(f"{name}: not UTF-8 text") from None
     except OSError as exc:
-        raise ValueError(f"{name}: cannot read: {exc.strerror or exc}") from None
+        raise InvalidInput(f"{name}: cannot read: {exc.strerror or exc}") from None
 
 
 C = TypeVar("C", bound=BaseModel)
@@ -119,17 +120,17 @@ def parse_cases(name: str, text: str, model: type[C], *, days: Callable[[C], Ite
         except ValidationError as exc:
             err = exc.errors()[0]
             where = ".".join(str(part) for part in err["loc"])
-            raise ValueError(f"{name}: line {number}: {where + ': ' if where else ''}{err['msg']}") from None
+            raise InvalidInput(f"{name}: line {number}: {where + ': ' if where else ''}{err['msg']}") from None
         except ValueError as exc:
-            raise ValueError(f"{name}: line {number}: bad date: {exc}") from None
+            raise InvalidInput(f"{name}: line {number}: bad date: {exc}") from None
         case_id = str(case.id)  # type: ignore[attr-defined]  # every case model has an id
         found = f"duplicate case id {case_id!r}" if case_id in seen else problem(case)
         if found:
-            raise ValueError(f"{name}: line {number}: {found}")
+            raise InvalidInput(f"{name}: line {number}: {found}")
         seen.add(case_id)
         cases.append(case)
     if not cases:
-        raise ValueError(f"{name}: {empty}")
+        raise InvalidInput(f"{name}: {empty}")
     return cases
 
 

@@ -38,6 +38,7 @@ from pydantic import BaseModel
 
 from agent_memory.context import assemble_context
 from agent_memory.corrections import write_fact
+from agent_memory.errors import InvalidInput
 from agent_memory.evidence import append_messages
 from agent_memory.lexical import search_text, term_count
 from agent_memory.memory_store import commit_consolidation
@@ -173,7 +174,7 @@ async def _vacuum_analyze(services: Services) -> None:
     not yet marked all-visible. By the owner role, which VACUUM and ANALYZE need."""
     admin_url = services.settings.database_admin_url
     if admin_url is None:
-        raise ValueError("the recall bench refreshes planner statistics as the owner role: set DATABASE_ADMIN_URL")
+        raise InvalidInput("the recall bench refreshes planner statistics as the owner role: set DATABASE_ADMIN_URL")
     async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as admin:
         await admin.execute("VACUUM (ANALYZE)")
 
@@ -216,7 +217,7 @@ async def _load_filler(services: Services, embedder: Embedder, memories: int, rn
     vectors are no longer among the measured subject's: a filtered HNSW scan's worst case."""
     admin_url = services.settings.database_admin_url
     if admin_url is None:
-        raise ValueError("--total-rows loads its filler as the owner role: set DATABASE_ADMIN_URL")
+        raise InvalidInput("--total-rows loads its filler as the owner role: set DATABASE_ADMIN_URL")
     started = time.perf_counter()
     probe = await embedder.embed([_sentence(rng) for _ in range(FILLER_EMBED_BATCH)])
     embedded = memories * (time.perf_counter() - started) / FILLER_EMBED_BATCH <= FILLER_EMBED_SECONDS
@@ -330,7 +331,7 @@ async def recall_bench_command(args: argparse.Namespace, settings: Settings) -> 
 
     sizes = sorted(set(args.sizes))
     if any(s < 100 for s in sizes) or args.queries < 2 or args.total_rows < 0:
-        raise ValueError("--memories must be at least 100 each, --queries at least 2 and --total-rows 0 or more")
+        raise InvalidInput("--memories must be at least 100 each, --queries at least 2 and --total-rows 0 or more")
     async with scratch_stack(settings, "bench-recall", embedded_only=True) as services:
         report = await run_recall_bench(services, sizes=sizes, queries=args.queries,
                                         embedder=local_embedder(args.embedder), total_rows=args.total_rows)

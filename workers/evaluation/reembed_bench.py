@@ -27,6 +27,7 @@ from pydantic import BaseModel
 
 from agent_memory.client import MemoryClient
 from agent_memory.context import assemble_context
+from agent_memory.errors import InvalidInput
 from agent_memory.projection import OutboxProjector
 from agent_memory.projection_models import ProjectionPolicy
 from agent_memory.providers.base import Embedder
@@ -150,7 +151,7 @@ async def reembed_bench_command(args: argparse.Namespace, settings: Settings) ->
     from workers.runtime import scratch_stack
 
     if args.memories < PER_SESSION:
-        raise ValueError(f"--memories must be at least {PER_SESSION} (one session of the synthetic store)")
+        raise InvalidInput(f"--memories must be at least {PER_SESSION} (one session of the synthetic store)")
     if args.locomo is not None:
         load_locomo(args.locomo)  # fail on bad data before starting any server
     async with scratch_stack(settings, "bench-reembed", embedded_only=True) as services:
