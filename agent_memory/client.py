@@ -378,7 +378,7 @@ class MemoryClient:
         are recorded in Postgres first: workflow history carries ids only. A request id already
         used for another subject raises ErasureRequestConflictError and nothing is written.
 
-        A subject with no data at all (a mistyped id) is refused with LookupError: its tombstone
+        A subject with no data at all (a mistyped id) is refused with NotFound: its tombstone
         would block that id forever. `block_future_writes=True` erases it anyway, to refuse any
         future write for the id; the receipt's `data_found` then says nothing was found."""
         check_identifier("tenant", tenant_id)

@@ -63,7 +63,7 @@ async def revoke_operator_key(pool: AsyncConnectionPool, key_id: str) -> bool:
 
 async def verify_operator_key(pool: AsyncConnectionPool, token: str) -> OperatorKey:
     """The operator key a bearer token names, if it is valid and not revoked. A valid tenant key
-    raises PermissionError (403); anything else ApiKeyError (401)."""
+    raises Forbidden (403); anything else ApiKeyError (401)."""
     if token.startswith(f"{TENANT_PREFIX}:"):
         await verify_key(pool, token, "read")  # a wrong tenant key is a failed authentication (401)
         raise Forbidden("a tenant's API key cannot open the operator's surfaces: use an operator key "

@@ -18,7 +18,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
 
 from agent_memory.contract import SEARCH_ATTRIBUTES, SESSION_ID, SUBJECT_ID, TENANT_ID, search_attribute_type_name
-from agent_memory.errors import ServiceUnavailable
+from agent_memory.errors import Conflict, ServiceUnavailable
 from agent_memory.services import connect_temporal
 from agent_memory.settings import Settings
 
@@ -54,7 +54,7 @@ async def register_search_attributes(client: Client, namespace: str,
              f"{search_attribute_type_name(key)}" for key in keys
              if key.name in existing and existing[key.name] != key.indexed_value_type]
     if wrong:
-        raise ServiceUnavailable(f"search attributes of namespace {namespace!r} have another type: {'; '.join(wrong)}")
+        raise Conflict(f"search attributes of namespace {namespace!r} have another type: {'; '.join(wrong)}")
     missing = {key.name: IndexedValueType.ValueType(key.indexed_value_type) for key in keys
                if key.name not in existing}
     if not missing:

@@ -228,7 +228,7 @@ class Settings:
     def with_running_stack(self) -> Settings:
         """These settings, with the service URLs they do not configure taken from the stack
         `agent-memory up` runs under the home (agent_memory.stack_connection); unchanged when
-        every URL is configured. Raises RuntimeError, naming the home, when one is missing."""
+        every URL is configured. Raises ServiceUnavailable, naming the home, when one is missing."""
         if self.temporal_address and self.database_url and self.redis_url:
             return self
         from agent_memory.stack_connection import read_connection

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from agent_memory.api_keys import ApiKeyError, FailureLimiter, create_key
+from agent_memory.errors import Forbidden
 from agent_memory.http_api import checked_operator_key
 from agent_memory.operator_keys import list_operator_keys, revoke_operator_key, verify_operator_key
 from tests.test_cli import run_cli
@@ -40,7 +41,7 @@ async def test_an_operator_key_from_the_cli_is_verified_until_revoked(services):
 
 async def test_a_tenant_key_is_forbidden_and_a_malformed_one_unauthorized(services, tenant):
     tenant_token = (await create_key(services.pool, tenant, "erase")).token
-    with pytest.raises(PermissionError, match="operator key"):
+    with pytest.raises(Forbidden, match="operator key"):
         await verify_operator_key(services.pool, tenant_token)
     with pytest.raises(ApiKeyError, match="unknown or revoked"):  # a wrong tenant secret: 401, not 403
         await verify_operator_key(services.pool, tenant_token[:-4] + "AAAA")

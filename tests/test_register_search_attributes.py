@@ -10,6 +10,7 @@ from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.common import SearchAttributeKey
 
 from agent_memory import cli, contract
+from agent_memory.errors import Conflict
 from agent_memory.search_attributes import register_search_attributes
 
 
@@ -31,7 +32,7 @@ async def test_registering_is_idempotent(services):
 
 
 async def test_an_attribute_of_another_type_is_an_error(services):
-    with pytest.raises(ValueError, match="TenantId is INDEXED_VALUE_TYPE_KEYWORD, not Int"):
+    with pytest.raises(Conflict, match="TenantId is INDEXED_VALUE_TYPE_KEYWORD, not Int"):
         await register_search_attributes(services.temporal, services.settings.temporal_namespace,
                                           [SearchAttributeKey.for_int("TenantId")])
 

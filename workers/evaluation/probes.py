@@ -84,7 +84,7 @@ class ProbeReport(BaseModel):
 
 def read_case_file(path: Path | None, bundled: str) -> tuple[str, str]:
     """(name, text) of a case file: `path`, or the bundled sample `bundled`. A file that cannot be
-    read raises ValueError in one line naming it."""
+    read raises InvalidInput in one line naming it."""
     if path is None:
         return bundled, (resources.files("agent_memory") / "samples" / bundled).read_text(encoding="utf-8")
     name = str(path)
@@ -106,7 +106,7 @@ C = TypeVar("C", bound=BaseModel)
 def parse_cases(name: str, text: str, model: type[C], *, days: Callable[[C], Iterable[str]],
                 problem: Callable[[C], str], empty: str = "no probe cases") -> list[C]:
     """JSON Lines of `model`, one case a line: every day `days` names must be a date, ids unique
-    and `problem` empty; anything else raises ValueError in one line naming the file, the line
+    and `problem` empty; anything else raises InvalidInput in one line naming the file, the line
     and the problem."""
     cases: list[C] = []
     seen: set[str] = set()
@@ -136,7 +136,7 @@ def parse_cases(name: str, text: str, model: type[C], *, days: Callable[[C], Ite
 
 def load_probes(path: Path | None = None) -> list[ProbeCase]:
     """The bundled probe set, or any probe file (JSON Lines, one case a line). A bad file raises
-    ValueError in one line naming the file, the line and the problem."""
+    InvalidInput in one line naming the file, the line and the problem."""
     name, text = read_case_file(path, "probes.jsonl")
     return parse_cases(
         name, text, ProbeCase,

@@ -86,7 +86,7 @@ class RecallProbeReport(BaseModel):
 
 def load_recall_probes(path: Path | None = None, split: str = "dev") -> list[RecallProbe]:
     """A split of the bundled set, or any file of cases (JSON Lines). A bad file raises
-    ValueError in one line naming the file, the line and the problem."""
+    InvalidInput in one line naming the file, the line and the problem."""
     name, text = read_case_file(path, f"recall-probes-{split}.jsonl")
     return parse_cases(name, text, RecallProbe, days=_days, problem=_problem, empty="no cases")
 
