@@ -66,6 +66,7 @@ from agent_memory.errors import (
     InvalidInput,
     NotFound,
     ServiceUnavailable,
+    TooManyRequests,
     UserError,
     first_line,
     new_error_id,
@@ -309,7 +310,8 @@ def create_app(client: MemoryClient) -> FastAPI:
     @app.exception_handler(AgentMemoryError)
     async def product_error(request: Request, exc: AgentMemoryError) -> JSONResponse:
         if isinstance(exc, UserError):
-            return problem(exc.status, exc.title, first_line(exc, exc.title))
+            wait = {"Retry-After": str(exc.retry_after)} if isinstance(exc, TooManyRequests) else None
+            return problem(exc.status, exc.title, first_line(exc, exc.title), headers=wait)
         return await service_error(request, exc)
 
     @app.exception_handler(ValidationError)
