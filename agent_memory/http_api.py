@@ -16,7 +16,8 @@ under `/v1`.
   may not stall a body longer than the body timeout (`EdgeH11Protocol`); an idle keep-alive
   connection is closed after uvicorn's keep-alive timeout.
 - **Degraded mode:** a dependency that is down (Postgres, Redis, Temporal) is answered 503
-  problem+json naming it, with `Retry-After`; any other failure is a 500 problem+json.
+  problem+json naming it, with `Retry-After`; any other failure is a 500 problem+json with an
+  `error_id`, under which the server's log holds the traceback (agent_memory.errors).
 - **MCP:** `/mcp` serves the MCP tools over streamable HTTP behind the same keys (`WithMcp`).
 """
 
