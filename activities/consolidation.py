@@ -21,7 +21,7 @@ from agent_memory.concurrency import await_both
 from agent_memory.conflicts import decide
 from agent_memory.contract import ErrorType
 from agent_memory.evidence import load_session, session_idle_state
-from agent_memory.faults import after_record, fault_point
+from agent_memory.hooks import after_record, fault_point
 from agent_memory.keyring import KeyRing
 from agent_memory.memory_store import commit_consolidation, current_candidates, current_facts, ended_fact_versions
 from agent_memory.models import (

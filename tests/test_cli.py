@@ -1,4 +1,5 @@
-"""The CLI as a user runs it (a subprocess), against the test session's running stack."""
+"""The CLI against the test session's running stack: in process through click's CliRunner, and as a
+subprocess where the process itself is what is tested (exit, --version, usage errors)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import tomllib
 from pathlib import Path
 
@@ -19,13 +21,31 @@ GOOD = {"session_id": "c1", "messages": [
      "created_at": "2024-01-01T10:00:00Z"}]}
 
 
+def invoke(group, args, env: dict[str, str | None]) -> subprocess.CompletedProcess:
+    """`group` run in process by click's CliRunner, as a finished process: returncode, stdout, stderr.
+    In a thread of its own, so the command's event loop never meets a test's running one."""
+    from click.testing import CliRunner
+
+    done: list = []
+    thread = threading.Thread(target=lambda: done.append(CliRunner().invoke(group, list(args), env=env)))
+    thread.start()
+    thread.join(120)
+    assert done, f"{args} did not finish in 120 s"
+    result = done[0]
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return subprocess.CompletedProcess(list(args), result.exit_code, result.stdout, result.stderr)
+
+
 def run_cli(services, *args: str, task_queue: str | None = None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
+    """`agent-memory ARGS` on the test stack (its home; no other service configuration)."""
+    from workers.cli import build_parser
+
+    env: dict[str, str | None] = dict.fromkeys(ENV_VARS)
     env["AGENT_MEMORY_HOME"] = str(services.settings.home)
     if task_queue:
         env["AGENT_MEMORY_TASK_QUEUE"] = task_queue
-    return subprocess.run([sys.executable, "-m", "workers.cli", *args], env=env, capture_output=True,
-                          text=True, timeout=120)
+    return invoke(build_parser(), [str(a) for a in args], env)
 
 
 def write_lines(path, *lines) -> str:
@@ -171,7 +191,6 @@ def test_version_prints_the_installed_package_version(tmp_path):
     (["facts", "--tenant", "t", "--subject", "s", "--tenat", "x"], "agent-memory facts", "--tenat x"),
     (["runs", "--tenant", "t", "--jsno"], "agent-memory runs", "--jsno"),
     (["schedules", "list", "--jsn"], "agent-memory schedules list", "--jsn"),
-    (["bench", "recall", "--querys", "5"], "agent-memory bench recall", "--querys 5"),
 ])
 def test_a_mistyped_option_of_a_subcommand_names_that_subcommands_help(tmp_path, argv, help_of, unknown):
     out = run_console(*argv, home=tmp_path)
@@ -191,6 +210,7 @@ def test_usage_errors_of_a_subcommand_still_name_its_help_and_h_shows_required_o
 def test_the_demos_closing_commands_parse():
     import shlex
 
+    from agent_memory.cli.core import parse_args
     from workers.cli import build_parser
     from workers.demo import DEMO_TENANT, explore_commands
 
@@ -198,19 +218,20 @@ def test_the_demos_closing_commands_parse():
     assert any(" facts " in c and "--history" in c for c in commands)
     for command in commands:
         program, *argv = shlex.split(command)
-        args = build_parser().parse_args(argv)
+        args = parse_args(build_parser(), argv)
         assert program == "agent-memory" and (args.tenant, args.subject) == (DEMO_TENANT, "lin-0a1b2c3d")
         if args.command == "facts":
             assert args.history == ""  # every key's history
 
 
 def test_facts_history_takes_an_optional_key():
+    from agent_memory.cli.core import parse_args
     from workers.cli import build_parser
 
     scope = ["facts", "--tenant", "t", "--subject", "s"]
-    assert build_parser().parse_args(scope).history is None
-    assert build_parser().parse_args([*scope, "--history"]).history == ""
-    assert build_parser().parse_args([*scope, "--history", "location/home_city", "--json"]).history == (
+    assert parse_args(build_parser(), scope).history is None
+    assert parse_args(build_parser(), [*scope, "--history"]).history == ""
+    assert parse_args(build_parser(), [*scope, "--history", "location/home_city", "--json"]).history == (
         "location/home_city")
 
 

@@ -7,9 +7,11 @@ import contextlib
 import io
 import re
 
+import click
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from agent_memory.cli.core import parse_args
 from workers.cli import build_parser, main
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -54,8 +56,8 @@ def parses(argv: list[str]) -> bool:
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         try:
-            build_parser().parse_args(argv)
-        except SystemExit:
+            parse_args(build_parser(), argv)
+        except (click.UsageError, click.exceptions.Exit):
             return False
     return True
 
@@ -77,7 +79,7 @@ def test_tenant_and_subject_are_parsed_or_refused_in_one_line(command, tenant, s
     valid = bool(RULE.fullmatch(tenant)) and (not needs_subject or bool(RULE.fullmatch(subject)))
     if valid:
         event("valid identifiers")
-        args = build_parser().parse_args(argv)
+        args = parse_args(build_parser(), argv)
         assert args.command == command and args.tenant == tenant
         assert not needs_subject or args.subject == subject
         return

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 
-from workers.cli import build_parser
-from workers.evaluation.consolidate_bench import ConsolidateBenchReport, run_consolidate_bench
+from agent_memory.cli.core import parse_args
+from tools.cli import build_parser
+from tools.evaluation.consolidate_bench import ConsolidateBenchReport, run_consolidate_bench
 
 
 async def test_the_consolidation_benchmark_runs_both_paths_side_by_side(services):
@@ -21,6 +22,6 @@ async def test_the_consolidation_benchmark_runs_both_paths_side_by_side(services
     assert report.temporal_over_direct > 0 and report.embedder == "hashing-embedder"
     assert "temporal/direct: throughput" in report.render()
     assert ConsolidateBenchReport.model_validate(json.loads(report.model_dump_json())) == report
-    args = build_parser().parse_args(["bench", "consolidate", "--sessions", "128", "--concurrency", "8",
+    args = parse_args(build_parser(), ["bench", "consolidate", "--sessions", "128", "--concurrency", "8",
                                       "--model-latency-ms", "1000", "--json"])
     assert (args.sessions, args.concurrency, args.model_latency_ms, args.json) == (128, 8, 1000.0, True)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from workers.cli import build_parser
-from workers.evaluation.end_session_bench import ROWS_PER_FILLER_SESSION, run_end_session_bench
+from agent_memory.cli.core import parse_args
+from tools.cli import build_parser
+from tools.evaluation.end_session_bench import ROWS_PER_FILLER_SESSION, run_end_session_bench
 
 
 async def test_the_end_session_benchmark_compares_a_large_tenant_with_a_fresh_one(services):
@@ -18,5 +19,5 @@ async def test_the_end_session_benchmark_compares_a_large_tenant_with_a_fresh_on
     # The check reads the session's commits through their index, not the tenant's operations.
     assert any("operations_session_commits" in line for line in report.check_plan)
     assert "large / fresh p50" in report.render()
-    args = build_parser().parse_args(["bench", "end-session", "--rows", "1000000", "--sessions", "20"])
+    args = parse_args(build_parser(), ["bench", "end-session", "--rows", "1000000", "--sessions", "20"])
     assert (args.rows, args.sessions, args.calls) == (1_000_000, 20, 200)

@@ -3,9 +3,10 @@ speed), and that the erased subject left nothing behind."""
 
 from __future__ import annotations
 
+from agent_memory.cli.core import parse_args
 from agent_memory.db import tenant_transaction
-from workers.cli import build_parser
-from workers.evaluation.erasure_bench import TENANT, run_erasure_bench
+from tools.cli import build_parser
+from tools.evaluation.erasure_bench import TENANT, run_erasure_bench
 
 
 async def test_the_erasure_benchmark_erases_a_subject_with_all_its_memories(services):
@@ -19,5 +20,5 @@ async def test_the_erasure_benchmark_erases_a_subject_with_all_its_memories(serv
                                  "(SELECT count(*) FROM observations WHERE subject_id = 'subject-0'), "
                                  "(SELECT count(*) FROM memory_vectors WHERE subject_id = 'subject-0')")
         assert await cur.fetchone() == (0, 0, 0)
-    args = build_parser().parse_args(["bench", "erase", "--memories", "100000", "--json"])
+    args = parse_args(build_parser(), ["bench", "erase", "--memories", "100000", "--json"])
     assert (args.bench_name, args.memories, args.json) == ("erase", 100_000, True)

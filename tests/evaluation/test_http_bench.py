@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workers.evaluation.http_bench import run_http_bench
+from tools.evaluation.http_bench import run_http_bench
 
 
 async def test_the_http_benchmark_reports_both_routes(services):

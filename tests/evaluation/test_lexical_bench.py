@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from workers.cli import build_parser
-from workers.evaluation.lexical_bench import run_lexical_bench
+from agent_memory.cli.core import parse_args
+from tools.cli import build_parser
+from tools.evaluation.lexical_bench import run_lexical_bench
 
 
 async def test_the_lexical_benchmark_reports_both_searches_per_size(services):
@@ -18,5 +19,5 @@ async def test_the_lexical_benchmark_reports_both_searches_per_size(services):
     assert all("memory_search" in plan for name, plan in report.plans.items() if name.endswith("/full-scan"))
     text = report.render()
     assert "indexed/full-scan p50" in text and "growth 30 → 60" in text
-    args = build_parser().parse_args(["bench", "lexical", "--memories", "1000", "50000", "--total-rows", "1000000"])
+    args = parse_args(build_parser(), ["bench", "lexical", "--memories", "1000", "50000", "--total-rows", "1000000"])
     assert (args.memories, args.total_rows) == ([1000, 50000], 1_000_000)

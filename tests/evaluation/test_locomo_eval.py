@@ -11,11 +11,12 @@ from datetime import UTC, datetime
 
 import pytest
 
+from agent_memory.cli.core import parse_args
 from agent_memory.ingest import InputError
 from agent_memory.models import Message
-from workers.cli import build_parser
-from workers.evaluation.bm25 import BM25, pack_ranked, tokenize
-from workers.evaluation.locomo import (
+from tools.cli import build_parser
+from tools.evaluation.bm25 import BM25, pack_ranked, tokenize
+from tools.evaluation.locomo import (
     ConversationBM25,
     EvalReport,
     LocomoQuestion,
@@ -259,11 +260,11 @@ def test_missing_directory_and_file(tmp_path):
 
 
 def test_cli_parses_eval_and_reports_bad_data_without_starting_a_stack(tmp_path):
-    args = build_parser().parse_args(["eval", "locomo", "--data", str(tmp_path), "--json", "--limit-conversations",
+    args = parse_args(build_parser(), ["eval", "locomo", "--data", str(tmp_path), "--json", "--limit-conversations",
                                       "2", "--budget", "600", "--dump", str(tmp_path / "d.jsonl")])
     assert (args.command, args.benchmark, args.json, args.limit_conversations, args.budget) == (
         "eval", "locomo", True, 2, 600)
-    out = subprocess.run([sys.executable, "-m", "workers.cli", "eval", "locomo", "--data", str(tmp_path / "x")],
+    out = subprocess.run([sys.executable, "-m", "tools.cli", "eval", "locomo", "--data", str(tmp_path / "x")],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2
     assert "not a directory" in out.stderr

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from workers.evaluation.probes import ProbeCase, load_probes
+from tools.evaluation.probes import ProbeCase, load_probes
 
 SAMPLES = Path(str(resources.files("agent_memory") / "samples"))
 CATEGORIES = {
@@ -78,7 +78,7 @@ def test_phrasing_split_is_the_documented_one():
     ('{"id": "a", "sessions": [["2024-01-01", ["hi"]]]}', "line 1: no expectations"),
 ])
 def test_a_bad_probe_file_is_one_line_naming_file_and_line(tmp_path, capsys, content, problem):
-    from workers.cli import main
+    from tools.cli import main
 
     path = tmp_path / "cases.jsonl"
     if content is not None:

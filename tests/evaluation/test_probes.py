@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workers.evaluation.probes import load_probes, run_probes
+from tools.evaluation.probes import load_probes, run_probes
 
 
 def test_probe_set_is_large_and_bilingual():

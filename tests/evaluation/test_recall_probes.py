@@ -6,10 +6,11 @@ from __future__ import annotations
 import psycopg
 import pytest
 
+from agent_memory.cli.core import parse_args
 from agent_memory.providers.embedders import local_embedder
-from workers.cli import build_parser
-from workers.evaluation.recall_bench import ROUTES, run_recall_bench
-from workers.evaluation.recall_probes import SPLITS, load_recall_probes, run_recall_probes
+from tools.cli import build_parser
+from tools.evaluation.recall_bench import ROUTES, run_recall_bench
+from tools.evaluation.recall_probes import SPLITS, load_recall_probes, run_recall_probes
 
 
 def test_the_recall_probe_set_is_large_bilingual_and_covers_every_category():
@@ -62,5 +63,5 @@ async def test_the_recall_benchmark_reports_every_route_at_each_size(services):
     assert all(r.queries == 3 and r.p50_ms > 0 and r.mean_items > 0 for r in report.rows)
     assert set(report.embedding_throughput) == {"hashing", "e5-small"}
     assert "parallel/sequential" in report.render()
-    args = build_parser().parse_args(["bench", "recall", "--memories", "1000", "50000", "--total-rows", "1000000"])
+    args = parse_args(build_parser(), ["bench", "recall", "--memories", "1000", "50000", "--total-rows", "1000000"])
     assert (args.sizes, args.total_rows) == ([1000, 50000], 1_000_000)

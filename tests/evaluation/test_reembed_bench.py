@@ -4,7 +4,7 @@ reembed`, not tested): every memory ends under the target model and the report s
 from __future__ import annotations
 
 from agent_memory.db import tenant_transaction
-from workers.evaluation.reembed_bench import run_reembed_bench
+from tools.evaluation.reembed_bench import run_reembed_bench
 
 
 async def test_the_reembedding_benchmark_moves_every_memory_to_the_target_model(services):

@@ -1,6 +1,6 @@
 """Crash-and-resume checks: a worker that kills itself at fault points, and what must hold after.
 
-- `worker_main()` (`python -m workers.chaos`, or `python -m tests.chaos.worker_main`): a
+- `worker_main()` (`python -m tools.chaos`, or `python -m tests.chaos.worker_main`): a
   worker process on the configured services with the offline providers, each real provider
   call appending one line (kind, tenant, request digest) to `AGENT_MEMORY_PROVIDER_LOG`.
 - `WorkerSupervisor`: runs that process, and when it dies by SIGKILL fails its orphaned activity
@@ -43,12 +43,12 @@ from temporalio.service import RPCError, RPCStatusCode
 from agent_memory.contract import projector_workflow_id, workflow_id_tenant
 from agent_memory.db import fetch_one, tenant_transaction
 from agent_memory.erasure import STORES
-from agent_memory.faults import FAULTS_ENV, STATE_ENV, hits
 from agent_memory.models import Session
 from agent_memory.progress import Progress
 from agent_memory.providers.base import runs_in_worker
 from agent_memory.settings import ENV_VARS, Settings
 from agent_memory.tables import duplicate_keys
+from tools.faults import FAULTS_ENV, STATE_ENV, hits
 
 if TYPE_CHECKING:
     from agent_memory.providers.openai_compat import ProviderBundle
@@ -146,8 +146,10 @@ def logged_providers(log_path: str | os.PathLike) -> ProviderBundle:
 
 async def _serve_worker() -> int:
     from agent_memory.services import Services
+    from tools import faults
     from workers.worker import build_worker
 
+    faults.install()  # the configured fault points kill this process
     # Timestamped warnings (a claim waited for, a renewal that failed): the log tells what a slow
     # scenario waited on.
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -242,7 +244,7 @@ class WorkerSupervisor:
         self.env = env
         self.log_file = log_file
         self.next_faults = next_faults
-        self.argv = argv or [sys.executable, "-m", "workers.chaos"]
+        self.argv = argv or [sys.executable, "-m", "tools.chaos"]
         self.killed: dict[int, str] = {}  # pid -> the fault configuration it was killed at, in order
         self.orphans_failed = 0
         self.active: set[str] = set()  # workflow ids being waited for

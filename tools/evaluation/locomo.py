@@ -28,7 +28,7 @@ from agent_memory.ingest import InputError, parse_session_line
 from agent_memory.models import Message, Session, check_identifier
 from agent_memory.progress import Progress
 from agent_memory.recall_policy import DEFAULT_PRESET, PRESETS
-from workers.evaluation.bm25 import BM25, pack_ranked, tokenize
+from tools.evaluation.bm25 import BM25, pack_ranked, tokenize
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 ADVERSARIAL_CATEGORY = 5

@@ -34,7 +34,7 @@ from agent_memory.models import Message, Session
 from agent_memory.providers.offline import offline_providers
 from agent_memory.services import Services
 from agent_memory.settings import Settings
-from workers.evaluation.recall_bench import _sentence
+from tools.evaluation.recall_bench import _sentence
 
 ROWS_PER_FILLER_SESSION = 26  # 1 session + 10 messages + 5 step records + 10 embedding records
 FILLER_SUBJECTS = 1_000

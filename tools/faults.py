@@ -1,4 +1,5 @@
-"""Fault injection for the crash suite: named points where the process can kill itself.
+"""Fault injection for the crash suite: the hook that kills the process at a named point
+(agent_memory/hooks.py lists the points; `install` puts the hook in place in a worker process).
 
 Off unless configured. `AGENT_MEMORY_FAULTS` lists the points, comma-separated, e.g.
 `after_record:extract,after_commit@2`: the process SIGKILLs itself the first (or the Nth, with
@@ -6,11 +7,6 @@ Off unless configured. `AGENT_MEMORY_FAULTS` lists the points, comma-separated, 
 `AGENT_MEMORY_FAULTS_STATE` when that is set (else in memory), so a restarted process with the
 same configuration goes past the spot where its predecessor died instead of dying again; ask
 for another death with a higher N (hits count across every process sharing the state dir).
-
-Points: `after_record:<kind>` (a provider result recorded, before anything is written from it;
-kind = extract, importance, summary, plan, embed), `after_plan`, `after_commit`,
-`mid_projection` (after the first vector row of a batch), `mid_erasure:<store>` (a store's
-deletion committed, before the activity returns).
 """
 
 from __future__ import annotations
@@ -22,7 +18,7 @@ import signal
 import threading
 from pathlib import Path
 
-from agent_memory.operation_keys import OperationKey
+from agent_memory.hooks import install_fault_hook
 
 FAULTS_ENV = "AGENT_MEMORY_FAULTS"
 STATE_ENV = "AGENT_MEMORY_FAULTS_STATE"
@@ -88,7 +84,6 @@ def fault_point(name: str, *, when: bool = True) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-async def after_record(key: OperationKey) -> None:
-    """OperationRecorder.after_record hook: `after_record:<kind>`, the kind being the operation
-    key's prefix (the id's first segment: extract/…, summary/…, plan/…, embed/…)."""
-    fault_point(f"after_record:{key.prefix}")
+def install() -> None:
+    """Kill this process at the configured fault points (AGENT_MEMORY_FAULTS) from now on."""
+    install_fault_hook(fault_point)

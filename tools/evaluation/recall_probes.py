@@ -18,7 +18,7 @@ from agent_memory.client import MemoryClient
 from agent_memory.models import Role
 from agent_memory.prompt import BuiltPrompt
 from agent_memory.recall_policy import PRESETS, PresetName, RecallPolicy
-from workers.evaluation.probes import _day, build_sessions, parse_cases, read_case_file
+from tools.evaluation.probes import _day, build_sessions, parse_cases, read_case_file
 
 SPLITS = ("dev", "test")
 Lines = list[str | tuple[Role, str]]

@@ -29,7 +29,7 @@ from agent_memory.models import Message, Session
 from agent_memory.providers.offline import offline_providers
 from agent_memory.services import Services
 from agent_memory.settings import Settings
-from workers.evaluation.recall_bench import _sentence
+from tools.evaluation.recall_bench import _sentence
 from workers.worker import build_worker
 
 IDLE_TIMEOUT = timedelta(minutes=10)  # the default: no timer runs out during the bench

@@ -48,7 +48,7 @@ from agent_memory.providers.embedders import local_embedder
 from agent_memory.providers.offline import OfflineProviders, offline_providers
 from agent_memory.services import Services
 from agent_memory.settings import Settings
-from workers.evaluation.recall_bench import _sentence
+from tools.evaluation.recall_bench import _sentence
 from workers.worker import build_worker
 
 CITIES = ("Oslo", "Lisbon", "Kyoto", "Lima", "Cairo", "Quito", "Perth", "Riga")

@@ -36,8 +36,8 @@ from agent_memory.recall_policy import DEFAULT_POLICY
 from agent_memory.reembedding import ReembedProgress, start_reembedding
 from agent_memory.services import Services
 from agent_memory.settings import Settings
-from workers.evaluation.locomo import Metrics, aggregate, load_locomo, score_question
-from workers.evaluation.recall_bench import PER_SESSION, _grow, _sentence
+from tools.evaluation.locomo import Metrics, aggregate, load_locomo, score_question
+from tools.evaluation.recall_bench import PER_SESSION, _grow, _sentence
 from workers.worker import build_worker
 
 
