@@ -16,7 +16,7 @@ import click
 import pytest
 
 from agent_memory.settings import ENV_VARS, Settings
-from tests.evaluation.test_locomo_eval import ADVERSARIAL, QUESTIONS, SESSIONS, _write
+from tests.tools.evaluation.test_locomo_eval import ADVERSARIAL, QUESTIONS, SESSIONS, _write
 from tools.cli import build_parser as build_tools
 from workers.cli import build_parser, main
 from workers.embedded import Ports

@@ -13,7 +13,7 @@ from agent_memory import contract
 from agent_memory.cli import build_cli
 from agent_memory.search_attributes import register_search_attributes
 from agent_memory.settings import ENV_VARS
-from tests.test_cli import invoke
+from tests.cli.runner import invoke
 
 
 async def _registered(services) -> dict[str, int]:

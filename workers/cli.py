@@ -5,12 +5,10 @@ under AGENT_MEMORY_HOME. Benchmarks, evaluations and the chaos campaign are `age
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json as _json
 import logging
 import os
-import signal
 import sys
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
@@ -52,6 +50,9 @@ async def run_worker_until_signal(services: Services, announce: str, providers: 
     started again when it fails; with `stack`, its servers too (workers/supervisor.py). The stop
     is bounded by `guard` (past SHUTDOWN_SECONDS, or at a second signal, the servers are killed),
     which the caller cancels once it has stopped the servers; without one, by a guard of its own."""
+    import asyncio
+    import signal
+
     from agent_memory.providers.openai_compat import providers_for
     from agent_memory.reembedding import embedder_model, start_needed_reembeddings
     from workers.heap import freeze_startup_heap
@@ -305,6 +306,8 @@ async def migrate(settings: Settings) -> int:
 @json_flag
 @with_settings
 async def demo(settings: Settings, *, json: bool) -> int:
+    import asyncio
+
     from workers.demo import run_demo
     from workers.embedded import EmbeddedStack
     from workers.runtime import open_stack

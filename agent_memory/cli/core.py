@@ -7,7 +7,6 @@ only, and a command imports what it needs when it runs."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import sys
@@ -403,6 +402,8 @@ def run(body: Callable[[Settings], Coroutine[Any, Any, int | None]]) -> int:
     ctx = click.get_current_context()
     command = ctx.find_root().invoked_subcommand or ctx.command_path
     try:
+        import asyncio  # on use: the help needs no event loop
+
         from agent_memory.settings import Settings
 
         settings = Settings.from_env()

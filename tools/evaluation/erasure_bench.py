@@ -1,4 +1,4 @@
-"""`agent-memory bench erasure`: what physical compaction and key rotation cost, measured.
+"""`agent-memory-tools bench erasure`: what physical compaction and key rotation cost, measured.
 
 Builds a synthetic memory store on a private embedded stack with the product's own write path
 (append_messages + commit_consolidation: messages, sessions, events, observations, episodes,

@@ -1,4 +1,4 @@
-"""`agent-memory bench ingest`: messages/s through `client.append_messages`, on a private stack.
+"""`agent-memory-tools bench ingest`: messages/s through `client.append_messages`, on a private stack.
 
 Three ways, each on its own subjects and sessions, in one run:
 

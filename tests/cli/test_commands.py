@@ -8,49 +8,13 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import tomllib
 from pathlib import Path
 
 import pytest
 
 from agent_memory.settings import ENV_VARS, Settings
-
-GOOD = {"session_id": "c1", "messages": [
-    {"message_id": "c1:1", "turn_index": 0, "role": "user", "content": "I live in Kyoto.",
-     "created_at": "2024-01-01T10:00:00Z"}]}
-
-
-def invoke(group, args, env: dict[str, str | None]) -> subprocess.CompletedProcess:
-    """`group` run in process by click's CliRunner, as a finished process: returncode, stdout, stderr.
-    In a thread of its own, so the command's event loop never meets a test's running one."""
-    from click.testing import CliRunner
-
-    done: list = []
-    thread = threading.Thread(target=lambda: done.append(CliRunner().invoke(group, list(args), env=env)))
-    thread.start()
-    thread.join(120)
-    assert done, f"{args} did not finish in 120 s"
-    result = done[0]
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return subprocess.CompletedProcess(list(args), result.exit_code, result.stdout, result.stderr)
-
-
-def run_cli(services, *args: str, task_queue: str | None = None) -> subprocess.CompletedProcess:
-    """`agent-memory ARGS` on the test stack (its home; no other service configuration)."""
-    from workers.cli import build_parser
-
-    env: dict[str, str | None] = dict.fromkeys(ENV_VARS)
-    env["AGENT_MEMORY_HOME"] = str(services.settings.home)
-    if task_queue:
-        env["AGENT_MEMORY_TASK_QUEUE"] = task_queue
-    return invoke(build_parser(), [str(a) for a in args], env)
-
-
-def write_lines(path, *lines) -> str:
-    path.write_text("\n".join(line if isinstance(line, str) else json.dumps(line) for line in lines) + "\n")
-    return str(path)
+from tests.cli.runner import GOOD, invoke, run_cli, write_lines
 
 
 async def test_ingest_end_session_facts_and_erase_from_the_cli(services, tenant, tmp_path, running_worker,
@@ -112,10 +76,11 @@ def test_bad_tenant_and_conflicting_resend_are_refused(services, tenant, tmp_pat
 
 
 def test_commands_without_a_running_stack_say_how_to_start_one(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
+    from workers.cli import build_parser
+
+    env: dict[str, str | None] = dict.fromkeys(ENV_VARS)
     env["AGENT_MEMORY_HOME"] = str(tmp_path)
-    out = subprocess.run([sys.executable, "-m", "workers.cli", "facts", "--tenant", "t", "--subject", "s"],
-                         env=env, capture_output=True, text=True, timeout=60)
+    out = invoke(build_parser(), ["facts", "--tenant", "t", "--subject", "s"], env)
     assert out.returncode == 1 and "agent-memory up" in out.stderr
 
 
@@ -158,7 +123,7 @@ def test_external_servers_need_no_embedded_extra(monkeypatch, tmp_path):
 def test_the_console_entry_point_flushes_its_output_and_exits_with_the_commands_code():
     """`agent-memory` exits through os._exit after the command (skipping the interpreter teardown
     the Temporal client's threads can abort): buffered output still arrives whole, with the code."""
-    with open(Path(__file__).resolve().parents[1] / "pyproject.toml", "rb") as f:
+    with open(Path(__file__).resolve().parents[2] / "pyproject.toml", "rb") as f:
         assert tomllib.load(f)["project"]["scripts"]["agent-memory"] == "workers.cli:run"
     script = ("import sys, workers.cli as cli\n"
               "def command():\n"
@@ -172,11 +137,12 @@ def test_the_console_entry_point_flushes_its_output_and_exits_with_the_commands_
 
 
 def run_console(*args: str, home: Path) -> subprocess.CompletedProcess:
-    """`agent-memory ARGS` with no services configured (parsing needs none)."""
-    env = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
+    """`agent-memory ARGS` in process with no services configured (parsing needs none)."""
+    from workers.cli import build_parser
+
+    env: dict[str, str | None] = dict.fromkeys(ENV_VARS)
     env["AGENT_MEMORY_HOME"] = str(home)
-    return subprocess.run([sys.executable, "-m", "workers.cli", *args], env=env, capture_output=True, text=True,
-                          timeout=60)
+    return invoke(build_parser(), args, env)
 
 
 def test_version_prints_the_installed_package_version(tmp_path):
@@ -282,7 +248,7 @@ def test_the_sdk_cores_warnings_go_to_stderr_as_plain_text_not_to_stdout(service
     env = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
     env.update(AGENT_MEMORY_HOME=str(services.settings.home), TEMPORAL_ADDRESS=services.settings.temporal_address)
     done = subprocess.run([sys.executable, "-c", TASK_FAILING_WORKER], env=env, capture_output=True, text=True,
-                          timeout=120, cwd=Path(__file__).resolve().parents[1])
+                          timeout=120, cwd=Path(__file__).resolve().parents[2])
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"workflow_task_failed": True}, done.stdout  # stdout: the output alone
     warning = [line for line in done.stderr.splitlines() if "Failing workflow task" in line]

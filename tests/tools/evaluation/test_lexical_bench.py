@@ -1,4 +1,4 @@
-"""`agent-memory bench lexical` at a tiny size: the report's shape (not its speed)."""
+"""`agent-memory-tools bench lexical` at a tiny size: the report's shape (not its speed)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`agent-memory bench end-session` at a tiny size: the report's shape (not its speed)."""
+"""`agent-memory-tools bench end-session` at a tiny size: the report's shape (not its speed)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`agent-memory bench erase` / `bench erasure` at a tiny size: the report's shape (not its
+"""`agent-memory-tools bench erase` / `bench erasure` at a tiny size: the report's shape (not its
 speed), and that the erased subject left nothing behind."""
 
 from __future__ import annotations

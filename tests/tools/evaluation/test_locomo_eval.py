@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from datetime import UTC, datetime
 
 import pytest
@@ -14,6 +12,7 @@ import pytest
 from agent_memory.cli.core import parse_args
 from agent_memory.ingest import InputError
 from agent_memory.models import Message
+from tests.cli.runner import invoke
 from tools.cli import build_parser
 from tools.evaluation.bm25 import BM25, pack_ranked, tokenize
 from tools.evaluation.locomo import (
@@ -264,8 +263,7 @@ def test_cli_parses_eval_and_reports_bad_data_without_starting_a_stack(tmp_path)
                                       "2", "--budget", "600", "--dump", str(tmp_path / "d.jsonl")])
     assert (args.command, args.benchmark, args.json, args.limit_conversations, args.budget) == (
         "eval", "locomo", True, 2, 600)
-    out = subprocess.run([sys.executable, "-m", "tools.cli", "eval", "locomo", "--data", str(tmp_path / "x")],
-                         capture_output=True, text=True, timeout=60)
+    out = invoke(build_parser(), ["eval", "locomo", "--data", str(tmp_path / "x")], {})
     assert out.returncode == 2
     assert "not a directory" in out.stderr
 

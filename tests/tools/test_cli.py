@@ -4,7 +4,6 @@ the CLI package, none of the library, the SDKs or the rule extractor."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +12,7 @@ import pytest
 
 from agent_memory.settings import ENV_VARS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("openai", "temporalio", "psycopg", "agent_memory.providers.offline_rules")
 
 
@@ -50,10 +49,13 @@ def test_the_help_constants_match_the_models():
 
 
 def run_tools(*args: str, home: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
+    """`agent-memory-tools ARGS` in process with no services configured (parsing needs none)."""
+    from tests.cli.runner import invoke
+    from tools.cli import build_parser
+
+    env: dict[str, str | None] = dict.fromkeys(ENV_VARS)
     env["AGENT_MEMORY_HOME"] = str(home)
-    return subprocess.run([sys.executable, "-m", "tools.cli", *args], env=env, capture_output=True, text=True,
-                          timeout=60)
+    return invoke(build_parser(), args, env)
 
 
 def test_a_mistyped_option_of_a_tool_names_that_tools_help(tmp_path):
