@@ -44,3 +44,15 @@ def test_the_help_constants_match_the_models():
     assert tuple(policy_fields()) == policies.RECALL_POLICY_FIELDS
     assert tuple(RetentionPolicy.model_fields) == policies.RETENTION_FIELDS
     assert tuple(WritePolicy.model_fields) == policies.WRITE_POLICY_FIELDS
+
+
+@pytest.mark.parametrize("script", ["agent-memory", "agent-memory-tools"])
+def test_the_installed_scripts_help_imports_none_of_the_library(script):
+    """The console script itself, as a user runs it (`-X importtime` lists every module it imported)."""
+    path = Path(sys.executable).parent / script
+    done = subprocess.run([sys.executable, "-X", "importtime", str(path), "--help"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.startswith("usage: "), done
+    imported = [line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")]
+    assert "click" in imported
+    assert [m for m in imported if m.split(".")[0] in HEAVY or m in HEAVY] == []
