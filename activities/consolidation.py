@@ -257,7 +257,7 @@ class ConsolidationActivities:
     async def consolidate_in_line(self, step: StepInput, placement: ProviderPlacement) -> ConsolidationStepsOutcome:
         """The steps of the two one-activity routes above, called in line, in the workflow's
         order. The workflow itself schedules each step as an activity (its pipeline is defined
-        there); this serves the runs recorded on those routes, and `agent-memory bench
+        there); this serves the runs recorded on those routes, and `agent-memory-tools bench
         consolidate` as its direct pipeline: the same activity code without Temporal."""
         steps = progress()
         steps.update(step=contract.EXTRACT_FACTS)
