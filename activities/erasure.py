@@ -14,7 +14,7 @@ from activities.errors import temporal_failures
 from agent_memory import contract, erasure
 from agent_memory.counters import add_counts_if_known
 from agent_memory.erasure_ledger import LedgerEntry, append_erasure
-from agent_memory.faults import fault_point
+from agent_memory.hooks import fault_point
 from agent_memory.keyring import KeyRing
 from agent_memory.models import ErasureInput, ErasureReceipt, ErasureStepInput, StoreCount
 from agent_memory.operator_requests import UnauthorizedRequestError
