@@ -15,12 +15,14 @@ from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
-from temporalio.envconfig import ClientConfigProfile
+
+if TYPE_CHECKING:
+    from temporalio.envconfig import ClientConfigProfile
 
 log = logging.getLogger(__name__)
 
@@ -304,6 +306,8 @@ def load_temporal_profile(env: Mapping[str, str]) -> ClientConfigProfile:
     over the profile TEMPORAL_PROFILE names in TEMPORAL_CONFIG_FILE. The file is read only when one
     of those two is set, so a `temporal` CLI configuration of the user never redirects the embedded
     stack."""
+    from temporalio.envconfig import ClientConfigProfile  # the SDK's native core: loaded only when needed
+
     env = temporal_environment(env)
     profile, config_file = env.get("TEMPORAL_PROFILE"), env.get("TEMPORAL_CONFIG_FILE")
     try:
@@ -325,7 +329,10 @@ def _pem_text(source: Path | str | bytes | None) -> tuple[str | None, str | None
 
 
 def _temporal_values(env: Mapping[str, str]) -> dict[str, Any]:
-    """The Temporal fields' values, keyed by variable, from the profile `env` configures."""
+    """The Temporal fields' values, keyed by variable, from the profile `env` configures (none
+    without a TEMPORAL_* variable: the embedded dev server)."""
+    if not any(name.startswith("TEMPORAL_") for name in env):
+        return {}
     profile = load_temporal_profile(env)
     tls = profile.tls
     values: dict[str, Any] = {"TEMPORAL_ADDRESS": profile.address or None, "TEMPORAL_NAMESPACE": profile.namespace or None,

@@ -5,6 +5,8 @@ TLS names) and the reference table in docs/operations.md."""
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -208,3 +210,11 @@ def test_workflows_and_activities_log_through_temporals_loggers():
         if "logging.getLogger" in text or "import logging" in text:
             found.append(path.relative_to(ROOT).as_posix())
     assert not found, found
+
+
+def test_settings_without_a_temporal_variable_load_no_temporal_sdk(tmp_path):
+    # Reading the settings stays cheap for a command that never connects (the SDK's core is native).
+    code = ("import sys; from agent_memory.settings import Settings; "
+            f"Settings.from_env({{'AGENT_MEMORY_HOME': {str(tmp_path)!r}}}); print('temporalio' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr
