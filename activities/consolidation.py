@@ -21,7 +21,7 @@ from agent_memory.concurrency import await_both
 from agent_memory.conflicts import decide
 from agent_memory.contract import ErrorType
 from agent_memory.evidence import load_session, session_idle_state
-from agent_memory.faults import after_record, fault_point
+from agent_memory.hooks import after_record, fault_point
 from agent_memory.keyring import KeyRing
 from agent_memory.memory_store import commit_consolidation, current_candidates, current_facts, ended_fact_versions
 from agent_memory.models import (
@@ -257,7 +257,7 @@ class ConsolidationActivities:
     async def consolidate_in_line(self, step: StepInput, placement: ProviderPlacement) -> ConsolidationStepsOutcome:
         """The steps of the two one-activity routes above, called in line, in the workflow's
         order. The workflow itself schedules each step as an activity (its pipeline is defined
-        there); this serves the runs recorded on those routes, and `agent-memory bench
+        there); this serves the runs recorded on those routes, and `agent-memory-tools bench
         consolidate` as its direct pipeline: the same activity code without Temporal."""
         steps = progress()
         steps.update(step=contract.EXTRACT_FACTS)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 from psycopg_pool import AsyncConnectionPool
@@ -14,7 +13,7 @@ from activities.errors import temporal_failures
 from agent_memory import contract, erasure
 from agent_memory.counters import add_counts_if_known
 from agent_memory.erasure_ledger import LedgerEntry, append_erasure
-from agent_memory.faults import fault_point
+from agent_memory.hooks import fault_point
 from agent_memory.keyring import KeyRing
 from agent_memory.models import ErasureInput, ErasureReceipt, ErasureStepInput, StoreCount
 from agent_memory.operator_requests import UnauthorizedRequestError
@@ -31,9 +30,6 @@ class CompleteErasureInput(RunInput):
     subject_id: str
     request_id: str
     residue: dict[str, int]
-
-
-log = logging.getLogger(__name__)
 
 
 class ErasureActivities:
@@ -89,6 +85,6 @@ class ErasureActivities:
             try:
                 append_erasure(self.ledger_home, self.keyring, entry)
             except Exception as exc:  # the erasure is done; an operator must repair the ledger
-                log.error("erasure %s of tenant %s completed but is not in the erasure ledger: %s",
+                activity.logger.error("erasure %s of tenant %s completed but is not in the erasure ledger: %s",
                           step.request_id, step.tenant_id, exc)
         return receipt

@@ -12,7 +12,7 @@ from activities.errors import temporal_failures
 from activities.heartbeat import progress
 from agent_memory import contract
 from agent_memory.db import registered_tenants
-from agent_memory.faults import after_record
+from agent_memory.hooks import after_record
 from agent_memory.keyring import KeyRing
 from agent_memory.models import ProjectionInput
 from agent_memory.projection import (

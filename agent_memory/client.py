@@ -257,8 +257,11 @@ class MemoryClient:
         try:
             return await self.services.temporal.start_workflow(
                 workflow, arg, id=workflow_id, task_queue=self.task_queue,
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                id_reuse_policy=reuse,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING, id_reuse_policy=reuse,
+                # With a worker of this queue on the same client (`up`, `serve` beside a worker),
+                # the server hands the run's first workflow task straight back to it: no
+                # dispatch through the task queue. Elsewhere the start is an ordinary one.
+                request_eager_start=True,
                 search_attributes=TypedSearchAttributes(attributes), result_type=result_type)
         except WorkflowAlreadyStartedError:
             return self.services.temporal.get_workflow_handle(workflow_id, result_type=result_type)

@@ -35,7 +35,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from agent_memory import contract
 from agent_memory.db import fetch_one, tenant_transaction
 from agent_memory.fact_text import fact_text
-from agent_memory.faults import fault_point
+from agent_memory.hooks import fault_point
 from agent_memory.keyring import KeyRing
 from agent_memory.models import EmbeddingResult, ProjectionOutcome, check_identifier
 from agent_memory.operation_keys import EmbedBatchKey, EmbedKey

@@ -17,8 +17,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
+from temporalio.envconfig import ClientConfigProfile, ClientConfigTLS
 from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
-from temporalio.service import TLSConfig
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from agent_memory import contract
@@ -29,7 +29,7 @@ from agent_memory.errors import InvalidInput, ServiceUnavailable, first_line
 from agent_memory.keyring import KeyRing
 from agent_memory.payload_codec import RejectionSink, encrypted_data_converter
 from agent_memory.run_metadata import RunMetadataInterceptor
-from agent_memory.settings import TEMPORAL_TLS_FILE_VARS, Settings
+from agent_memory.settings import TEMPORAL_ALIASES, Settings, variable
 
 
 def _retrying() -> AsyncRetrying:
@@ -49,33 +49,48 @@ def _read_pem(variable: str, path: str | None) -> bytes | None:
 
 
 def _tls_var(field_name: str) -> str:
-    standard, alias = TEMPORAL_TLS_FILE_VARS[field_name]
-    return f"{standard} (or {alias})"
+    standard = variable(Settings.model_fields[field_name])
+    older = next(old for old, new in TEMPORAL_ALIASES.items() if new == standard)
+    return f"{standard} (or {older})"
 
 
-def temporal_connect_options(settings: Settings,
-                             data_converter: DataConverter = pydantic_data_converter) -> dict[str, Any]:
-    """Keyword arguments for Client.connect: the namespace and, for a hosted or compose Temporal,
-    TLS (TEMPORAL_TLS_CLIENT_CERT_PATH + TEMPORAL_TLS_CLIENT_KEY_PATH for mTLS,
-    TEMPORAL_TLS_SERVER_CA_CERT_PATH, TEMPORAL_TLS_SERVER_NAME) and TEMPORAL_API_KEY. Reads the PEM
-    files; opens no connection."""
-    cert, key = settings.temporal_tls_cert, settings.temporal_tls_key
+def _pem(settings: Settings, field_name: str) -> bytes | None:
+    """One of the TLS PEMs: given inline (the *_DATA variable) or read from its file."""
+    data: str | None = getattr(settings, f"{field_name}_data")
+    return data.encode() if data else _read_pem(_tls_var(field_name), getattr(settings, field_name))
+
+
+def temporal_profile(settings: Settings) -> ClientConfigProfile:
+    """The settings' Temporal connection as temporalio.envconfig's client profile, its PEM files
+    read (a missing or unreadable one is named by its variable)."""
+    cert = settings.temporal_tls_cert or settings.temporal_tls_cert_data
+    key = settings.temporal_tls_key or settings.temporal_tls_key_data
     if bool(cert) != bool(key):
         given, missing = ("temporal_tls_cert", "temporal_tls_key") if cert else ("temporal_tls_key", "temporal_tls_cert")
         raise InvalidInput(f"{_tls_var(given)} is set but {_tls_var(missing)} is not: mTLS needs both the client "
                            "certificate and its key")
+    ca = settings.temporal_tls_ca or settings.temporal_tls_ca_data
+    tls = None
+    if settings.temporal_tls is not None or cert or ca or settings.temporal_tls_server_name:
+        tls = ClientConfigTLS(disabled=None if settings.temporal_tls is None else not settings.temporal_tls,
+                              server_name=settings.temporal_tls_server_name,
+                              server_root_ca_cert=_pem(settings, "temporal_tls_ca"),
+                              client_cert=_pem(settings, "temporal_tls_cert"),
+                              client_private_key=_pem(settings, "temporal_tls_key"))
+    return ClientConfigProfile(address=settings.temporal_address, namespace=settings.temporal_namespace,
+                               api_key=settings.temporal_api_key, tls=tls, grpc_meta=settings.temporal_grpc_meta)
+
+
+def temporal_connect_options(settings: Settings,
+                             data_converter: DataConverter = pydantic_data_converter) -> dict[str, Any]:
+    """Keyword arguments for Client.connect but the address: the namespace, TLS (mTLS, the CA
+    and server name), the API key (which turns TLS on: it is never sent in the clear) and gRPC
+    metadata, as temporalio.envconfig turns a profile into them. Reads the PEM files; opens no
+    connection."""
+    config: dict[str, Any] = dict(temporal_profile(settings).to_client_connect_config())
+    config.pop("target_host", None)
     # Every start (and a workflow's child starts) gets its summary and details in clear.
-    options: dict[str, Any] = {"namespace": settings.temporal_namespace, "data_converter": data_converter,
-                               "interceptors": [RunMetadataInterceptor()]}
-    if cert or settings.temporal_tls_ca or settings.temporal_tls_server_name:
-        options["tls"] = TLSConfig(client_cert=_read_pem(_tls_var("temporal_tls_cert"), cert),
-                                   client_private_key=_read_pem(_tls_var("temporal_tls_key"), key),
-                                   server_root_ca_cert=_read_pem(_tls_var("temporal_tls_ca"), settings.temporal_tls_ca),
-                                   domain=settings.temporal_tls_server_name)
-    if settings.temporal_api_key:
-        options["api_key"] = settings.temporal_api_key
-        options.setdefault("tls", True)  # an API key is never sent in the clear
-    return options
+    return {**config, "data_converter": data_converter, "interceptors": [RunMetadataInterceptor()]}
 
 
 def payload_converter(settings: Settings, provider: KeyProvider, *,

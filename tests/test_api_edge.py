@@ -18,7 +18,7 @@ from agent_memory.api_keys import ApiKeyError, FailureLimiter, create_key, verif
 from agent_memory.client import MemoryClient
 from agent_memory.http_api import serving
 from agent_memory.providers.offline import offline_providers
-from tests.test_cli import run_cli
+from tests.cli.runner import run_cli
 
 
 def bearer(token: str) -> dict[str, str]:

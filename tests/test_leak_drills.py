@@ -19,8 +19,8 @@ from agent_memory.leak_filter import drop_counts, filter_items
 from agent_memory.lexical import search_text, term_count
 from agent_memory.providers.offline import offline_providers
 from agent_memory.redis_keys import redis_prefix
+from tests.cli.runner import run_cli
 from tests.sessions import session
-from tests.test_cli import run_cli
 
 SUBJECT = "same-id"
 QUERY = "where do I live? which city?"

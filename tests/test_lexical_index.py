@@ -2,7 +2,7 @@
 statistics that memory_search's triggers keep (or, in a window, count) give the same BM25 ranking
 as the scan over every posting of the subject it replaced. Both queries run on the real Postgres
 over a random corpus; the old one is kept as the benchmark's reference
-(workers/evaluation/lexical_bench.py). The kept statistics and postings equal a recount of the
+(tools/evaluation/lexical_bench.py). The kept statistics and postings equal a recount of the
 index after every kind of write."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 
 from agent_memory.db import tenant_transaction
 from agent_memory.lexical import BM25_SQL, BM25_WINDOW_SQL, K1, B, bm25_search, search_text, term_count
-from workers.evaluation.lexical_bench import FULL_SCAN_SQL
+from tools.evaluation.lexical_bench import FULL_SCAN_SQL
 
 WORDS = ("oslo rome cat dog pixel rex jazz tea coffee peanut allergic moved lives travel trip budget dollars "
          "doctor appointment sister brother birthday running marathon guitar piano sushi vegan won't it's "

@@ -7,9 +7,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import os
 import subprocess
-import sys
 import uuid
 from urllib.parse import urlsplit
 
@@ -23,10 +21,13 @@ from tests.databases import database_before, with_database
 from workers.embedded import EmbeddedStack
 
 
-def cli(env_extra: dict[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ENV_VARS} | env_extra
-    return subprocess.run([sys.executable, "-m", "workers.cli", *args], env=env, capture_output=True,
-                          text=True, timeout=timeout)
+def cli(env_extra: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    """`agent-memory ARGS` in process, on `env_extra` alone of the service configuration."""
+    from tests.cli.runner import invoke
+    from workers.cli import build_parser
+
+    env: dict[str, str | None] = {**dict.fromkeys(ENV_VARS), **env_extra}
+    return invoke(build_parser(), args, env)
 
 
 
@@ -88,7 +89,7 @@ async def test_commands_and_the_worker_refuse_a_schema_behind_and_migrate_brings
                "DATABASE_URL": with_database(services.settings.database_url, database),
                "DATABASE_ADMIN_URL": with_database(admin_url, database)}
         for args in (["facts", "--tenant", "t", "--subject", "s", "--json"], ["worker"]):
-            out = cli(env, *args, timeout=90)
+            out = cli(env, *args)
             assert out.returncode == 1, (args, out.stdout, out.stderr)
             assert len(out.stderr.strip().splitlines()) == 1, out.stderr
             assert "schema is behind" in out.stderr and "run `agent-memory migrate`" in out.stderr, out.stderr

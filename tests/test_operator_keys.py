@@ -12,7 +12,7 @@ from agent_memory.api_keys import ApiKeyError, FailureLimiter, create_key
 from agent_memory.errors import Forbidden
 from agent_memory.http_api import checked_operator_key
 from agent_memory.operator_keys import list_operator_keys, revoke_operator_key, verify_operator_key
-from tests.test_cli import run_cli
+from tests.cli.runner import run_cli
 
 
 async def test_an_operator_key_from_the_cli_is_verified_until_revoked(services):

@@ -14,8 +14,8 @@ import sys
 import time
 
 from agent_memory.progress import Progress
+from tests.cli.runner import ENV_VARS, write_lines
 from tests.sessions import session
-from tests.test_cli import ENV_VARS, write_lines
 
 
 def test_a_bar_is_drawn_only_on_a_terminal():
@@ -78,7 +78,7 @@ def test_ingest_draws_a_bar_on_a_terminal_and_nothing_on_a_pipe(services, tenant
     rc, stdout, stderr = _cli_on_a_terminal(services, "ingest", file, "--tenant", tenant, "--subject", "kim")
     assert rc == 0 and "p4: 1 new" in stdout
     assert "] 5/5" in stderr and "sessions" in stderr
-    from tests.test_cli import run_cli
+    from tests.cli.runner import run_cli
 
     piped = run_cli(services, "ingest", file, "--tenant", tenant, "--subject", "kim")
     assert piped.returncode == 0 and piped.stderr == "" and "p4: 0 new, 1 already stored" in piped.stdout

@@ -24,9 +24,9 @@ from agent_memory.provider_policy import (
 )
 from agent_memory.providers.base import EMBEDDING_DIMENSIONS
 from agent_memory.providers.openai_compat import OpenAICompatibleConfig, openai_providers
+from tests.cli.runner import run_cli
 from tests.providers.openai_server import FakeOpenAIServer, chat_completion, embeddings
 from tests.sessions import session
-from tests.test_cli import run_cli
 
 EMAIL = "lin.wei@example.com"
 PHONE = "+47 912 34 567"

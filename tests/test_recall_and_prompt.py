@@ -21,8 +21,8 @@ from agent_memory.context import (
 from agent_memory.evidence import working_memory_key
 from agent_memory.providers.base import estimate_tokens
 from agent_memory.recall_policy import DEFAULT_POLICY, PRESETS, RecallPolicy
+from tests.cli.runner import run_cli
 from tests.sessions import session
-from tests.test_cli import run_cli
 
 DESIGNED = PRESETS["designed"]
 LONG = PRESETS["long-horizon"]

@@ -9,9 +9,12 @@ import pytest
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.common import SearchAttributeKey
 
-from agent_memory import cli, contract
+from agent_memory import contract
+from agent_memory.cli import build_cli
 from agent_memory.errors import Conflict
 from agent_memory.search_attributes import register_search_attributes
+from agent_memory.settings import ENV_VARS
+from tests.cli.runner import invoke
 
 
 async def _registered(services) -> dict[str, int]:
@@ -39,10 +42,12 @@ async def test_an_attribute_of_another_type_is_an_error(services):
 
 async def test_the_command_needs_only_temporal(services, capsys):
     settings = services.settings.with_services(database_url=None, redis_url=None)
-    args = cli.build_parser().parse_args(["register-search-attributes"])
-
     def no_services(_settings):
         raise AssertionError("register-search-attributes opened the database and Redis")
 
-    assert await cli._command(args, settings, {}, no_services) == 0
-    assert "TenantId (Keyword), SubjectId (Keyword), SessionId (Keyword) already registered" in capsys.readouterr().out
+    env: dict[str, str | None] = dict.fromkeys(ENV_VARS)
+    env.update(AGENT_MEMORY_HOME=str(settings.home), TEMPORAL_ADDRESS=settings.temporal_address,
+               TEMPORAL_NAMESPACE=settings.temporal_namespace)
+    done = invoke(build_cli(open_services=no_services), ["register-search-attributes"], env)
+    assert done.returncode == 0, done.stderr
+    assert "TenantId (Keyword), SubjectId (Keyword), SessionId (Keyword) already registered" in done.stdout

@@ -17,8 +17,8 @@ from agent_memory.memory_store import commit_consolidation, current_candidates, 
 from agent_memory.models import ConflictPlan, ExtractedFact, ExtractionResult, ImportanceResult, SummaryResult
 from agent_memory.operation_keys import CommitKey
 from agent_memory.retention import DEFAULT_RETENTION, RetentionPolicy
+from tests.cli.runner import run_cli
 from tests.sessions import session
-from tests.test_cli import run_cli
 
 SUBJECT = "ria"
 

@@ -10,8 +10,9 @@ import math
 from agent_memory.client import MemoryClient
 from agent_memory.providers.hashing import HashingEmbedder
 from agent_memory.providers.offline import OfflineProviders, offline_providers
+from tests.cli.runner import invoke, run_cli
 from tests.sessions import session
-from tests.test_cli import run_cli
+from workers.cli import build_parser
 
 
 def test_recall_refuses_an_empty_query_and_a_limit_below_one(services, tenant):
@@ -110,20 +111,15 @@ async def test_one_off_jobs_never_use_the_live_home_or_configured_services(servi
 
 
 def test_the_default_home_is_per_user_and_a_missing_stack_says_where_it_looked(tmp_path, monkeypatch):
-    import os
-    import subprocess
-    import sys
-
     from agent_memory.settings import ENV_VARS, Settings, default_home
 
     monkeypatch.chdir(tmp_path)  # the same home from any directory
     assert Settings.from_env({"XDG_DATA_HOME": "/srv/data"}).home.as_posix() == "/srv/data/agent-memory"
     assert Settings.from_env({}).home == default_home({}).resolve()
     empty = tmp_path / "no-stack-here"
-    env = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
+    env: dict[str, str | None] = dict.fromkeys(ENV_VARS)
     env["AGENT_MEMORY_HOME"] = str(empty)
-    out = subprocess.run([sys.executable, "-m", "workers.cli", "facts", "--tenant", "t", "--subject", "s"], env=env,
-                         capture_output=True, text=True, timeout=120)
+    out = invoke(build_parser(), ["facts", "--tenant", "t", "--subject", "s"], env)
     assert out.returncode == 1 and f"no agent-memory stack is running under {empty}" in out.stderr, out.stderr
     assert not (tmp_path / ".agent-memory").exists()  # nothing stray in the current directory
 

@@ -64,7 +64,7 @@ def test_summaries_and_details_name_ids_and_counts_only():
 async def test_runs_shows_each_run_decoded(client, services, tenant, running_worker, task_queue):
     import asyncio
 
-    from tests.test_cli import run_cli
+    from tests.cli.runner import run_cli
 
     await client.append_messages(tenant, "lin", Session(session_id="s4", messages=MESSAGES))
     handle = await client.end_session(tenant, "lin", "s4")

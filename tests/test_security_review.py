@@ -403,7 +403,7 @@ async def test_erasure_status_key_rotation_and_compaction_from_the_cli(client, s
     import asyncio
     import json
 
-    from tests.test_cli import run_cli
+    from tests.cli.runner import run_cli
 
     async def cli(*args: str):
         out = await asyncio.to_thread(run_cli, services, *args, task_queue=task_queue)

@@ -101,6 +101,9 @@ def test_the_cli_reports_a_half_configured_mtls_in_one_line(services, tmp_path):
     out = cli({"AGENT_MEMORY_HOME": str(services.settings.home), "TEMPORAL_TLS_CERT": str(tmp_path / "cert.pem")},
               "runs", "--tenant", "t")
     assert out.returncode == 2, out.stderr
-    assert out.stderr.strip().splitlines() == [
-        f"agent-memory runs: error: {CERT_VAR} is set but {KEY_VAR} is not: mTLS needs both the client "
-        "certificate and its key"]
+    warning, error = out.stderr.strip().splitlines()
+    assert error == (f"agent-memory runs: error: {CERT_VAR} is set but {KEY_VAR} is not: mTLS needs both the client "
+                     "certificate and its key")
+    # The older name is read, with a warning naming Temporal's standard one.
+    assert warning.endswith("TEMPORAL_TLS_CERT is deprecated: set TEMPORAL_TLS_CLIENT_CERT_PATH, Temporal's "
+                            "standard name, instead")

@@ -16,7 +16,7 @@ from agent_memory.api_keys import create_key
 from agent_memory.db import tenant_transaction
 from agent_memory.ingest import InputError
 from agent_memory.models import Message, Session
-from tests.test_cli import run_cli, write_lines
+from tests.cli.runner import run_cli, write_lines
 from tests.test_fact_operations import SUBJECT, consolidate, said, values
 from tests.test_http_api import api, bearer
 from tests.test_mcp_server import server

@@ -17,7 +17,7 @@ from agent_memory.models import CommitInput, ConflictPlanInput, ExtractedFact, E
 from agent_memory.providers.offline import RuleFactExtractor, offline_providers
 from agent_memory.vocabulary import DEFAULT_TEMPORARY_DAYS, canonical_extraction, canonical_fact
 from tests.sessions import session
-from workers.evaluation.probes import case_sessions, load_probes
+from tools.evaluation.probes import case_sessions, load_probes
 
 T0 = datetime(2024, 5, 8, 10, 0, tzinfo=UTC)
 SAMPLES = Path(str(resources.files("agent_memory") / "samples"))

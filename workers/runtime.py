@@ -81,11 +81,10 @@ def scratch_settings(settings: Settings, home: Path, *, embedded_only: bool = Fa
     deployment's embedder) unless `embedded_only`, which keeps nothing but the home."""
     if embedded_only:
         return Settings.from_env({"AGENT_MEMORY_HOME": str(home)})
-    return settings.with_services(home=home, temporal_address=None, temporal_namespace="default",
-                                  temporal_tls_cert=None, temporal_tls_key=None, temporal_tls_ca=None,
-                                  temporal_tls_server_name=None, temporal_api_key=None, ui_url=None,
-                                  database_url=None, database_admin_url=None, redis_url=None, key_dir=None,
-                                  master_key=None, identifier_key=None, payload_key=None)
+    temporal = {name: field.get_default(call_default_factory=True) for name, field in Settings.model_fields.items()
+                if name.startswith("temporal_")}
+    return settings.with_services(home=home, **temporal, ui_url=None, database_url=None, database_admin_url=None,
+                                  redis_url=None, key_dir=None, master_key=None, identifier_key=None, payload_key=None)
 
 
 @asynccontextmanager

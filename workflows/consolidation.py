@@ -77,6 +77,7 @@ class ConsolidationWorkflow:
             if _failure_type(err) != ErrorType.SUBJECT_ERASED:
                 raise
             self._progress.step = "refused: subject erased"
+            workflow.logger.info("consolidation refused: the subject was erased")
             # Erased after the commit (while waking the projector): what was committed is reported.
             return self._result(request, commit=self._commit, refused_reason="subject erased")
 
@@ -204,6 +205,7 @@ class ConsolidationWorkflow:
                     raise
                 # Another writer changed a fact since the plan: re-read and re-decide.
                 self._progress.conflict_retries += 1
+                workflow.logger.info("facts changed since the plan (round %d): deciding again", round_ + 1)
         if commit is None:
             raise ApplicationError(f"facts kept changing during {MAX_CONFLICT_ROUNDS} commit attempts",
                                    type=ErrorType.VERSION_CONFLICT, non_retryable=True)

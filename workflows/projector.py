@@ -73,6 +73,7 @@ class ProjectorWorkflow:
                 if not (isinstance(err.cause, ApplicationError) and err.cause.type == ErrorType.SUBJECT_ERASED):
                     raise
                 p.step = "stopped: subject erased"
+                workflow.logger.info("projector stopped: the subject was erased")
                 return self._result(request, totals, stopped_reason="subject erased")
             batches_this_run += 1
             totals.batches += 1

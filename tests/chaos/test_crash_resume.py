@@ -18,12 +18,11 @@ import pytest
 
 from agent_memory.client import MemoryClient
 from agent_memory.db import tenant_transaction
-from agent_memory.faults import hits, parse_faults
 from agent_memory.operations import CLAIM_LEASE
 from agent_memory.providers.offline import OfflineProviders, offline_providers
 from agent_memory.services import Services, migrate
 from agent_memory.settings import Settings
-from workers.chaos import (
+from tools.chaos import (
     SUBJECT,
     ScenarioOutcome,
     WorkerSupervisor,
@@ -36,6 +35,7 @@ from workers.chaos import (
     run_scenario,
     worker_env,
 )
+from tools.faults import hits, parse_faults
 from workers.embedded import EmbeddedStack, Ports
 from workers.worker import build_worker
 

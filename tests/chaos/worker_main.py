@@ -3,7 +3,7 @@
 A worker on the configured services (TEMPORAL_ADDRESS, DATABASE_URL, DATABASE_ADMIN_URL,
 REDIS_URL, AGENT_MEMORY_TASK_QUEUE, AGENT_MEMORY_HOME) with the offline providers, each real
 provider call appending one line (kind, tenant, request digest) to AGENT_MEMORY_PROVIDER_LOG.
-Fault points come from AGENT_MEMORY_FAULTS / AGENT_MEMORY_FAULTS_STATE (agent_memory/faults.py).
+Fault points come from AGENT_MEMORY_FAULTS / AGENT_MEMORY_FAULTS_STATE (tools/faults.py).
 SIGTERM stops it; a fault point SIGKILLs it.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from workers.chaos import worker_main
+from tools.chaos import worker_main
 
 if __name__ == "__main__":
     sys.exit(worker_main())

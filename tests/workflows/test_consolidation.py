@@ -205,8 +205,8 @@ def test_the_model_queue_is_configured_by_settings():
 async def test_the_model_worker_takes_the_queues_rate_limit(services):
     from dataclasses import replace
 
-    limited = replace(services, settings=replace(services.settings, model_activities_per_second=3.0,
-                                                 model_concurrency=4))
+    limited = replace(services, settings=services.settings.with_services(model_activities_per_second=3.0,
+                                                                         model_concurrency=4))
     worker = build_model_worker(limited, task_queue="q")
     config = worker.config()
     assert config["task_queue"] == contract.model_task_queue("q") == "q-model"

@@ -26,8 +26,8 @@ from agent_memory.projection_models import (
 )
 from agent_memory.providers.errors import ProviderPermanentError, ProviderRetryableError
 from agent_memory.providers.offline import HashingEmbedder, OfflineProviders, offline_providers
+from tests.cli.runner import run_cli
 from tests.sessions import session
-from tests.test_cli import run_cli
 from tests.workflows.history_steps import LOCAL, history_steps
 from workers.worker import WORKFLOWS
 from workflows.consolidation import ConsolidationWorkflow

@@ -11,8 +11,8 @@ import psycopg
 
 from agent_memory.db import tenant_transaction
 from agent_memory.rebuild import projection_digest
+from tests.cli.runner import run_cli
 from tests.sessions import session
-from tests.test_cli import run_cli
 from workflows.rebuild import RebuildWorkflow
 
 HANGZHOU = session("r-hz", "2024-03-01T09:00:00Z", "Hi, my name is Lin Wei.", "I live in Hangzhou.",

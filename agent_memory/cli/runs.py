@@ -1,0 +1,194 @@
+"""Runs, stats and the operator's maintenance commands: runs, rebuild, stats, projection, sweep,
+reembed, compact, register-search-attributes."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+from agent_memory.cli.core import (
+    IDENTIFIER_REQUEST,
+    IDENTIFIER_SUBJECT,
+    Command,
+    Group,
+    json_flag,
+    print_json,
+    scoped,
+    with_client,
+    with_settings,
+)
+
+if TYPE_CHECKING:
+    from agent_memory.client import MemoryClient
+    from agent_memory.services import Services
+    from agent_memory.settings import Settings
+
+
+@click.command("runs", cls=Command, help="list workflow runs (the Temporal UI's visibility query)")
+@scoped(subject=False)
+@click.option("--subject", type=IDENTIFIER_SUBJECT, metavar="SUBJECT")
+@json_flag
+@with_client
+async def runs(client: MemoryClient, services: Services, *, tenant: str, subject: str | None, json: bool) -> None:
+    from agent_memory.cli.formatting import format_run_payloads
+
+    listed = await client.runs(tenant, subject)
+    if json:
+        print_json([r.model_dump(mode="json") for r in listed])
+        return
+    for run in listed:
+        print(f"{run.status:<12} {run.workflow_type:<24} {run.workflow_id}  started {run.started_at}")
+        print(format_run_payloads(run))
+
+
+@click.command("rebuild", cls=Command, help="rebuild projections from the event log and compare digests")
+@scoped(subject=False)
+@click.option("--subject", type=IDENTIFIER_SUBJECT, metavar="SUBJECT", help="one subject (default: every subject)")
+@click.option("--force", is_flag=True, help="swap the rebuilt tables in even when equal")
+@click.option("--request-id", type=IDENTIFIER_REQUEST, metavar="REQUEST_ID")
+@click.option("--wait", is_flag=True)
+@json_flag
+@with_client
+async def rebuild(client: MemoryClient, services: Services, *, tenant: str, subject: str | None, force: bool,
+                  request_id: str | None, wait: bool, json: bool) -> None:
+    from agent_memory.progress import Progress, wait_with_progress
+
+    handle = await client.rebuild(tenant, subject, force=force, request_id=request_id)
+    if not json:
+        print(f"workflow {handle.id}\n{services.settings.workflow_url(handle.id)}")
+    if not (wait or json):
+        return
+    rebuilt = await wait_with_progress(
+        handle, lambda: client.rebuild_result(handle), Progress("rebuild subjects", None, enabled=not json),
+        lambda p: (p.get("subjects_done", 0), p.get("subjects_total") or None, p.get("step", "")))
+    if json:
+        print_json(rebuilt.model_dump(mode="json"))
+        return
+    for e in rebuilt.subjects:
+        state = "erased (skipped)" if e.skipped_erased else ("equal" if e.equal else (
+            f"differed in {','.join(e.tables_differing)}" + (" → repaired" if e.repaired else "")))
+        print(f"  {e.subject:<24} {state:<40} rows {e.rows:<6} events {e.events:<6} "
+              f"digest {e.rebuilt_digest[:16]}  {e.elapsed_ms} ms")
+    print(f"{rebuilt.subjects_total} subjects: {rebuilt.subjects_equal} equal, "
+          f"{rebuilt.subjects_repaired} repaired, {rebuilt.skipped_erased} erased; {rebuilt.rows} rows"
+          + (f" ({rebuilt.subjects_not_listed} more subjects counted, not listed)"
+             if rebuilt.subjects_not_listed else ""))
+
+
+@click.command("stats", cls=Command, help="operator counters of a tenant (leak-filter drops, projection lag)")
+@scoped(subject=False)
+@json_flag
+@with_client
+async def stats(client: MemoryClient, services: Services, *, tenant: str, json: bool) -> None:
+    from agent_memory.cli.formatting import format_projection_lag
+
+    drops = await client.leak_filter_drops(tenant)
+    lag = await client.projection_lag(tenant)
+    reads = await client.read_counts(tenant)
+    lifecycle = await client.lifecycle_counts(tenant)
+    erasures = await client.erasure_counts(tenant)
+    withheld = await client.withheld_counts(tenant)
+    if json:
+        print_json({"tenant_id": tenant, "leak_filter_drops": drops, "reads": reads,
+                    "lifecycle": lifecycle.model_dump(mode="json"),
+                    "erasures": erasures.model_dump(mode="json"), "write_gate_withheld": withheld,
+                    "projection": lag.model_dump(mode="json", exclude={"tenant_id", "subject_id"})})
+        return
+    print(f"context reads: {reads['context_reads']} ({reads['context_items']} items served); "
+          f"recall reads: {reads['recall_reads']} ({reads['recall_items']} items)")
+    print(f"leak filter drops: {drops['total']}" + "".join(
+        f"\n  {reason}: {n}" for reason, n in drops.items() if reason != "total" and n))
+    print(format_projection_lag(lag))
+    print(f"forgotten: {lifecycle.forgotten_in_grace} in grace, {lifecycle.swept} swept "
+          f"({lifecycle.swept_with_residue} with residue)")
+    print("write gate withheld: " + (", ".join(f"{n} {reason}" for reason, n in withheld.items()) or "nothing"))
+    print(f"erasures: {erasures.started} started ({erasures.stuck} over an hour), {erasures.redriven} "
+          f"re-driven ({erasures.redrives} re-drives)")
+    print(f"refused starts: {erasures.refused_requests} unregistered destructive requests, "
+          f"{erasures.refused_payloads} Temporal payloads not written for their run")
+
+
+@click.group("projection", cls=Group, dest="projection_command",
+             help="the vector projection's outbox: retry dead letters")
+def projection() -> None:
+    pass
+
+
+@projection.command("retry-dead-letters", cls=Command, help="give dead-lettered outbox rows a fresh set of "
+                    "attempts and wake their projectors (after fixing what made them fail)")
+@scoped(subject=False)
+@click.option("--subject", type=IDENTIFIER_SUBJECT, metavar="SUBJECT", help="one subject (default: every subject)")
+@json_flag
+@with_client
+async def retry_dead_letters(client: MemoryClient, services: Services, *, tenant: str, subject: str | None,
+                             json: bool) -> None:
+    woken = await client.retry_dead_letters(tenant, subject)
+    if json:
+        print_json({"tenant_id": tenant, "subjects_woken": woken})
+    else:
+        print(f"dead letters requeued for {len(woken)} subject(s)" + "".join(f"\n  {s}" for s in woken))
+
+
+@click.command("sweep", cls=Command, help="sweep memories forgotten longer than the grace period now (the hourly "
+               "Schedule)")
+@click.option("--grace-seconds", type=float, default=None, metavar="GRACE_SECONDS",
+              help="override the worker's grace period (AGENT_MEMORY_FORGET_GRACE_SECONDS) for this run")
+@click.option("--no-retention", is_flag=True, help="skip the retention step of the sweep")
+@json_flag
+@with_client
+async def sweep(client: MemoryClient, services: Services, *, grace_seconds: float | None, no_retention: bool,
+                json: bool) -> None:
+    swept = await client.sweep(grace_seconds=grace_seconds, retention=not no_retention)
+    if json:
+        print_json(swept.model_dump(mode="json"))
+        return
+    print(f"swept {swept.swept} memories in {swept.tenants} tenant(s) (grace {swept.grace_seconds:g} s): "
+          f"{swept.rows_deleted} rows, {swept.operations_deleted} recorded results, "
+          f"{swept.events_deleted} events deleted; residue found in {swept.residue_found}")
+    print("retention forgot " + (", ".join(f"{n} {rule}" for rule, n in swept.retention_forgotten.items())
+                                 or "nothing") + " (swept after the grace period)")
+
+
+@click.command("reembed", cls=Command, help="re-embed a tenant's memories under the configured embedding model "
+               "(workers start it when their model changed)")
+@scoped(subject=False)
+@click.option("--wait", is_flag=True, help="wait for the switch and print the result")
+@json_flag
+@with_client
+async def reembed(client: MemoryClient, services: Services, *, tenant: str, wait: bool, json: bool) -> None:
+    handle = await client.reembed(tenant)
+    progress = await handle.result() if wait else await client.reembed_progress(handle)
+    if json:
+        print_json({"workflow_id": handle.id, "progress": progress.model_dump(mode="json") if progress else None})
+        return
+    print(f"re-embedding {handle.id}: {services.settings.workflow_url(handle.id)}")
+    if progress is not None:
+        print(f"  {progress.state}: {progress.done} of {progress.total} vectors of "
+              f"{progress.source_model or '-'} re-embedded under {progress.target_model}")
+
+
+@click.command("compact", cls=Command, help="physical compaction of what erasures deleted (the hourly Schedule)")
+@click.option("--all", "all", is_flag=True, help="every erasure table, even with no pending ticket")
+@json_flag
+@with_client
+async def compact(client: MemoryClient, services: Services, *, all: bool, json: bool) -> None:
+    compaction = await client.compact(force=all)
+    if json:
+        print_json(compaction.model_dump(mode="json"))
+        return
+    for t in compaction.tables:
+        print(f"  {t.table:<20} {t.seconds:>8.2f} s  {t.size_before_bytes:>12,} → {t.size_after_bytes:,} bytes")
+    print(f"{compaction.compaction_id}: {compaction.tickets} erasure tickets, {len(compaction.tables)} tables, "
+          f"redis {compaction.redis or 'untouched'}, {compaction.elapsed_seconds:.2f} s")
+
+
+@click.command("register-search-attributes", cls=Command,
+               help="register the workflows' search attributes in the configured Temporal namespace (idempotent; "
+                    "needs only TEMPORAL_ADDRESS and its TLS/API key settings)")
+@with_settings
+async def register_search_attributes(settings: Settings) -> int:
+    """Temporal only: no database, no keys."""
+    from agent_memory.search_attributes import register_search_attributes_command
+
+    return await register_search_attributes_command(settings)
