@@ -156,7 +156,7 @@ def format_session(row: SessionSummary) -> str:
 
 def with_changes(base: PolicyT, changes: list[str]) -> PolicyT:
     """`base` (a recall or retention policy) with FIELD=VALUE changes applied ("none" clears an
-    optional field); a bad field or value raises ValueError naming it."""
+    optional field); a bad field or value raises InvalidInput naming it."""
     model = type(base)
     fields = dict(base.model_dump())
     for change in changes:
