@@ -29,9 +29,9 @@ from agent_memory.operation_keys import KEY_COLUMNS, OperationKey, request_hash
 from agent_memory.scope import Mode, SubjectErasedError, enter_subject, subject_scope
 
 __all__ = ["KEY_COLUMN_LIST", "KEY_FILL", "KEY_PLACEHOLDERS", "OperationKey", "OperationMismatchError",
-           "OperationRecorder", "RecordNotFoundError", "SubjectErasedError", "ensure_not_erased", "record_succeeded",
-           "record_succeeded_many",
-           "recorded_result", "request_hash"]
+           "OperationRecorder", "RecordNotFoundError", "SubjectErasedError", "claim_operations", "ensure_not_erased",
+           "operation_error", "record_failed", "record_succeeded", "record_succeeded_many", "recorded_result",
+           "recorded_results", "request_hash"]
 
 R = TypeVar("R", bound=BaseModel)
 log = logging.getLogger(__name__)
@@ -72,6 +72,73 @@ async def recorded_result(conn: psycopg.AsyncConnection, tenant_id: str, key: Op
     if row[1] != req_hash:
         raise OperationMismatchError(f"operation {operation_id} was recorded for a different request")
     return result_type.model_validate(row[2])
+
+
+async def recorded_results(conn: psycopg.AsyncConnection, tenant_id: str,
+                           requests: dict[str, str]) -> dict[str, Any]:
+    """The results of the operations already recorded as succeeded, by operation id, for
+    `requests` (operation id -> request hash), in one query; an id recorded for another request
+    raises OperationMismatchError."""
+    cur = await conn.execute(
+        "SELECT operation_id, request_hash, result FROM operations "
+        "WHERE tenant_id = %s AND operation_id = ANY(%s) AND status = 'succeeded'",
+        (tenant_id, list(requests)))
+    found = {}
+    for operation_id, req_hash, result in await cur.fetchall():
+        if req_hash != requests[operation_id]:
+            raise OperationMismatchError(f"operation {operation_id} was recorded for a different request")
+        found[operation_id] = result
+    return found
+
+
+# A claim takes an operation that has no record, whose last attempt failed, or whose claim's
+# lease lapsed (its attempt died mid-call). A live claim of another attempt is left to it, and a
+# succeeded record is never claimed again.
+_CLAIM_SQL = f"""
+    INSERT INTO operations (tenant_id, operation_id, subject_id, kind, request_hash, status, attempts,
+                            {KEY_COLUMN_LIST})
+    VALUES (%s, %s, %s, %s, %s, 'started', 1, {KEY_PLACEHOLDERS})
+    ON CONFLICT (tenant_id, operation_id) DO UPDATE
+       SET attempts = operations.attempts + 1, status = 'started', updated_at = now(), {KEY_FILL}
+     WHERE operations.status = 'failed'
+        OR (operations.status = 'started' AND operations.updated_at < now() - %s)
+    RETURNING operation_id
+    """
+
+
+async def claim_operations(conn: psycopg.AsyncConnection, *, tenant_id: str, subject_id: str,
+                           claims: list[tuple[OperationKey, str]], lease: timedelta) -> set[str]:
+    """Claim each (key, request hash) in the caller's transaction, in one pipelined round trip;
+    returns the operation ids this attempt holds."""
+    won: set[str] = set()
+    async with conn.cursor() as cur:
+        await cur.executemany(_CLAIM_SQL, [(tenant_id, key.operation_id, subject_id, key.kind, req_hash,
+                                            *key.columns(), lease) for key, req_hash in claims], returning=True)
+        while True:
+            won.update(row[0] for row in await cur.fetchall())
+            if not cur.nextset():
+                break
+    return won
+
+
+def operation_error(exc: BaseException) -> str:
+    """A failed call's record: the error, and what the model said when it said something."""
+    error = f"{type(exc).__name__}: {exc}"
+    if raw := getattr(exc, "raw_text", None):  # what the model said, for the operator
+        error += f"\nraw output: {raw[:16000]}"
+    # Postgres text holds no NUL and no lone surrogate; the record must not fail on them.
+    return error.replace("\x00", "\\u0000").encode("utf-8", "replace").decode("utf-8")
+
+
+async def record_failed(pool: AsyncConnectionPool, tenant_id: str, operation_ids: list[str],
+                        exc: BaseException) -> None:
+    """Release this attempt's claims of `operation_ids` as failed (a retry claims them again);
+    a result recorded meanwhile is kept."""
+    async with tenant_transaction(pool, tenant_id) as conn:
+        await conn.execute(
+            "UPDATE operations SET status = 'failed', error = %s, updated_at = now() "
+            "WHERE tenant_id = %s AND operation_id = ANY(%s) AND status <> 'succeeded'",
+            (operation_error(exc), tenant_id, operation_ids))
 
 
 _RECORD_SUCCEEDED_SQL = f"""
@@ -170,18 +237,8 @@ class OperationRecorder:
                 # Claim the call. A live claim of another attempt (a concurrent projection, an
                 # attempt the server gave up on that still runs) is waited for, not duplicated;
                 # a claim older than the lease belongs to an attempt that died mid-call.
-                cur = await conn.execute(
-                    f"""
-                    INSERT INTO operations (tenant_id, operation_id, subject_id, kind, request_hash, status, attempts,
-                                            {KEY_COLUMN_LIST})
-                    VALUES (%s, %s, %s, %s, %s, 'started', 1, {KEY_PLACEHOLDERS})
-                    ON CONFLICT (tenant_id, operation_id) DO UPDATE
-                       SET attempts = operations.attempts + 1, status = 'started', updated_at = now(), {KEY_FILL}
-                     WHERE operations.status <> 'started' OR operations.updated_at < now() - %s
-                    RETURNING operation_id
-                    """,
-                    (tenant_id, operation_id, subject_id, key.kind, req_hash, *key.columns(), self.lease))
-                if await cur.fetchone() is not None:
+                if await claim_operations(conn, tenant_id=tenant_id, subject_id=subject_id,
+                                          claims=[(key, req_hash)], lease=self.lease):
                     break
             if not waited:  # once per wait: an operator sees why a retry is slow
                 log.warning("operation %s is claimed by another attempt; waiting for its result or for its "
@@ -194,16 +251,7 @@ class OperationRecorder:
             async with renewed_claims(self._pool, tenant_id, [operation_id], lease=self.lease):
                 result = await call()
         except Exception as exc:
-            error = f"{type(exc).__name__}: {exc}"
-            if raw := getattr(exc, "raw_text", None):  # what the model said, for the operator
-                error += f"\nraw output: {raw[:16000]}"
-            # Postgres text holds no NUL and no lone surrogate; the record must not fail on them.
-            error = error.replace("\x00", "\\u0000").encode("utf-8", "replace").decode("utf-8")
-            async with tenant_transaction(self._pool, tenant_id) as conn:
-                await conn.execute(
-                    "UPDATE operations SET status = 'failed', error = %s, updated_at = now() "
-                    "WHERE tenant_id = %s AND operation_id = %s AND status <> 'succeeded'",
-                    (error, tenant_id, operation_id))
+            await record_failed(self._pool, tenant_id, [operation_id], exc)
             raise
         async with subject_scope(self._pool, self.keyring, tenant_id, subject_id, Mode.WRITE) as scope:
             await record_succeeded(scope.conn, tenant_id=tenant_id, subject_id=subject_id, key=key,

@@ -19,6 +19,7 @@ do not validate (another model's input, extra fields, another kind) fail the sam
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import json
@@ -114,8 +115,10 @@ class EncryptionCodec(PayloadCodec, WithSerializationContext):
         self._expected = _binding(context)
 
     def with_context(self, context: SerializationContext) -> Self:
-        return type(self)(self._keys, accept_legacy=self._accept_legacy, on_rejected=self._on_rejected,
-                          context=context)
+        # The same keys bound to another place: the ciphers are shared, not derived again.
+        bound = copy.copy(self)
+        bound._context, bound._expected = context, _binding(context)
+        return bound
 
     async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
         out = []
@@ -264,10 +267,38 @@ class StrictPayloadConverter(PydanticPayloadConverter):
         self._set_converters(PublicTextPayloadConverter(), *converters, RejectedPayloadConverter())
 
 
+# Bound on the converters kept per context: a worker's recent runs and their steps.
+CONTEXTS_KEPT = 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class ContextCachingDataConverter(DataConverter):
+    """The SDK derives a data converter for the serialization context (the workflow, the
+    activity) of every payload it converts, building a whole converter set each time. A run's
+    contexts repeat (its workflow, each of its steps), so each is derived once and kept."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "_by_context", {})
+
+    def with_context(self, context: SerializationContext) -> Self:
+        kept: dict[SerializationContext, Self] = self.__dict__["_by_context"]
+        try:
+            converter = kept.get(context)
+        except TypeError:  # a context that cannot be a key: derived every time
+            return super().with_context(context)
+        if converter is None:
+            converter = super().with_context(context)
+            if len(kept) >= CONTEXTS_KEPT:
+                kept.clear()
+            kept[context] = converter
+        return converter
+
+
 def encrypted_data_converter(keys: Sequence[bytes], *, accept_legacy: bool = False,
                              on_rejected: RejectionSink | None = None) -> DataConverter:
     """The strict pydantic converter with every payload encrypted and bound to its workflow.
     `keys`: the active payload key first, then the retired ones still needed to read histories."""
-    return dataclasses.replace(DataConverter(payload_converter_class=StrictPayloadConverter),
+    return dataclasses.replace(ContextCachingDataConverter(payload_converter_class=StrictPayloadConverter),
                                payload_codec=EncryptionCodec(keys, accept_legacy=accept_legacy,
                                                              on_rejected=on_rejected))

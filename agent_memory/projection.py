@@ -41,14 +41,13 @@ from agent_memory.models import EmbeddingResult, ProjectionOutcome, check_identi
 from agent_memory.operation_keys import EmbedBatchKey, EmbedKey
 from agent_memory.operations import (
     CLAIM_LEASE,
-    KEY_COLUMN_LIST,
-    KEY_FILL,
-    KEY_PLACEHOLDERS,
-    OperationMismatchError,
     OperationRecorder,
+    claim_operations,
     ensure_not_erased,
+    record_failed,
     record_succeeded,
     record_succeeded_many,
+    recorded_results,
     renewed_claims,
     request_hash,
 )
@@ -170,14 +169,6 @@ def backoff_seconds(policy: ProjectionPolicy, attempts_before: int) -> float:
     return float(min(policy.backoff_initial_seconds * 2 ** min(attempts_before, 32), policy.backoff_max_seconds))
 
 
-def _operation_error(exc: BaseException) -> str:
-    """The operation record's error, as OperationRecorder writes it (erasable with the subject)."""
-    error = f"{type(exc).__name__}: {exc}"
-    if raw := getattr(exc, "raw_text", None):
-        error += f"\nraw output: {raw[:16000]}"
-    return error.replace("\x00", "\\u0000").encode("utf-8", "replace").decode("utf-8")
-
-
 def _key(item: _Item) -> EmbedKey:
     assert item.key is not None  # only live items (with a text) reach the recorded operations
     return item.key
@@ -212,52 +203,26 @@ class OutboxProjector:
         """Fill in the vectors of items whose embedding is already recorded."""
         async with tenant_transaction(self.pool, tenant_id) as conn:
             await ensure_not_erased(conn, tenant_id, subject_id, self._digest(tenant_id, subject_id))
-            cur = await conn.execute(
-                "SELECT operation_id, request_hash, result FROM operations "
-                "WHERE tenant_id = %s AND operation_id = ANY(%s) AND status = 'succeeded'",
-                (tenant_id, _operation_ids(items)))
-            found = {op: (req_hash, result) for op, req_hash, result in await cur.fetchall()}
+            found = await recorded_results(conn, tenant_id, {_key(i).operation_id: i.req_hash for i in items})
         for item in items:
             if (op := _key(item).operation_id) in found:
-                req_hash, result = found[op]
-                if req_hash != item.req_hash:
-                    raise OperationMismatchError(f"operation {op} was recorded for a different request")
-                embedding = EmbeddingResult.model_validate(result)
+                embedding = EmbeddingResult.model_validate(found[op])
                 item.vector, item.model = embedding.vectors[0], embedding.model
 
     async def _claim(self, tenant_id: str, subject_id: str, items: list[_Item]) -> list[_Item]:
-        """Claim each item's operation (as OperationRecorder.run does): a live claim of another
-        attempt is respected, a claim older than the lease taken over. Returns the items claimed."""
+        """Claim each item's operation as OperationRecorder.run does, for the batch at once: a live
+        claim of another attempt is respected (its item left for later), a lapsed one taken over.
+        Returns the items claimed."""
         if not items:
             return []
         async with tenant_transaction(self.pool, tenant_id) as conn:
             await ensure_not_erased(conn, tenant_id, subject_id, self._digest(tenant_id, subject_id))
-            async with conn.cursor() as cur:  # one pipelined round trip for the batch
-                await cur.executemany(
-                    f"""
-                    INSERT INTO operations (tenant_id, operation_id, subject_id, kind, request_hash, status, attempts,
-                                            {KEY_COLUMN_LIST})
-                    VALUES (%s, %s, %s, %s, %s, 'started', 1, {KEY_PLACEHOLDERS})
-                    ON CONFLICT (tenant_id, operation_id) DO UPDATE
-                       SET attempts = operations.attempts + 1, status = 'started', updated_at = now(), {KEY_FILL}
-                     WHERE operations.status = 'failed'
-                        OR (operations.status = 'started' AND operations.updated_at < now() - %s)
-                    RETURNING operation_id
-                    """, [(tenant_id, _key(item).operation_id, subject_id, _key(item).kind, item.req_hash,
-                           *_key(item).columns(), self.lease) for item in items], returning=True)
-                won: set[str] = set()
-                while True:
-                    won.update(row[0] for row in await cur.fetchall())
-                    if not cur.nextset():
-                        break
+            won = await claim_operations(conn, tenant_id=tenant_id, subject_id=subject_id,
+                                         claims=[(_key(i), i.req_hash) for i in items], lease=self.lease)
         return [item for item in items if _key(item).operation_id in won]
 
     async def _release_failed(self, tenant_id: str, items: list[_Item], exc: BaseException) -> None:
-        async with tenant_transaction(self.pool, tenant_id) as conn:
-            await conn.execute(
-                "UPDATE operations SET status = 'failed', error = %s, updated_at = now() "
-                "WHERE tenant_id = %s AND operation_id = ANY(%s) AND status <> 'succeeded'",
-                (_operation_error(exc), tenant_id, _operation_ids(items)))
+        await record_failed(self.pool, tenant_id, _operation_ids(items), exc)
 
     async def _call(self, tenant_id: str, items: list[_Item]) -> EmbeddingResult:
         """One provider call for the claimed items, its output checked before anything is

@@ -67,6 +67,18 @@ async def test_a_payload_copied_into_another_run_is_rejected_non_retryably(tmp_p
         await _decode(converter, _at("erase/acme/lin/r1"), payload, ErasureInput)
 
 
+async def test_the_converter_of_a_context_is_derived_once_and_stays_bound_to_it(tmp_path):
+    converter = encrypted_data_converter(FileKeyProvider(tmp_path).payload_keys())
+    run, other = converter.with_context(_at("erase/acme/lin/r1")), converter.with_context(_at("erase/acme/lin/r2"))
+    assert converter.with_context(_at("erase/acme/lin/r1")) is run and run is not other
+    # Kept converters keep their binding: r1's payload is refused where r2 reads.
+    payload = await _encode(converter, _at("erase/acme/lin/r1"), ERASE)
+    assert await _decode(converter, _at("erase/acme/lin/r1"), payload, ErasureInput) == ERASE
+    with pytest.raises(ApplicationError) as refused:
+        await _decode(converter, _at("erase/acme/lin/r2"), payload, ErasureInput)
+    assert refused.value.type == PAYLOAD_REJECTED
+
+
 async def test_a_schedules_input_decodes_in_its_runs_only(tmp_path):
     converter = encrypted_data_converter(FileKeyProvider(tmp_path).payload_keys())
     payload = await _encode(converter, _at("agent-memory/key-rotation/run"), ERASE)
