@@ -142,6 +142,9 @@ def column_metrics(items: Sequence[Graded]) -> ColumnMetrics:
         latency_p50_seconds=percentile(latencies, 50), latency_p95_seconds=percentile(latencies, 95))
 
 
+WIDTH = 31  # one column's cells: acc, err, tok, p50, p95
+
+
 class AnswerRow(BaseModel):
     category: str  # "1".."4" or "overall"
     name: str
@@ -167,15 +170,15 @@ class AnswerReport(BaseModel):
         head = f"{'acc':>5} {'err':>4} {'tok':>6} {'p50 s':>6} {'p95 s':>6}"
         lines = [f"LoCoMo answer-level eval — answer model {self.answer_model}, judge {self.judge_model}, "
                  f"memory context budget {self.budget} tokens, answer window {self.answer_window} tokens", "",
-                 f"{'':<17}{'':>5}  " + "  ".join(f"{COLUMN_TITLES[c]:<30}" for c in COLUMNS) + "  full: not fit",
-                 f"{'category':<17}{'n':>5}  " + "  ".join(f"{head:<30}" for _ in COLUMNS)]
+                 f"{'':<17}{'':>5}  " + "  ".join(f"{COLUMN_TITLES[c]:<{WIDTH}}" for c in COLUMNS) + "  full: not fit",
+                 f"{'category':<17}{'n':>5}  " + "  ".join(f"{head:<{WIDTH}}" for _ in COLUMNS)]
         for r in self.rows:
             label = r.name if r.category == "overall" else f"{r.category} {r.name}"
             cells = []
             for c in COLUMNS:
                 m = r.columns[c]
                 cells.append(f"{f(m.accuracy, '5.3f'):>5} {m.errors:>4} {f(m.mean_context_tokens, '6.0f'):>6} "
-                             f"{f(m.latency_p50_seconds, '6.2f'):>6} {f(m.latency_p95_seconds, '6.2f'):>6}".ljust(30))
+                             f"{f(m.latency_p50_seconds, '6.2f'):>6} {f(m.latency_p95_seconds, '6.2f'):>6}".ljust(WIDTH))
             questions = r.columns["memory"].questions
             lines.append(f"{label:<17}{questions:>5}  " + "  ".join(cells)
                          + f"  {r.columns['full_conversation'].does_not_fit:>13}")

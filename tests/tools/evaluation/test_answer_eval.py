@@ -5,7 +5,11 @@ the local llama.cpp model on the real stack."""
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -234,3 +238,28 @@ async def test_answer_eval_end_to_end_on_the_local_model(services, locomo_dir, t
             assert m["latency_p50_seconds"] > 0 and m["latency_p95_seconds"] >= m["latency_p50_seconds"]
             if name != "no_memory":
                 assert m["mean_context_tokens"] > 0
+
+
+@pytest.mark.stack
+@pytest.mark.timeout(3600)
+def test_the_installed_command_prints_one_json_document(locomo_dir, local_server, tmp_path):
+    """`agent-memory-tools eval locomo --answer-model ... --json` as a user runs it, on its own
+    private stack: stdout is the JSON document and nothing else."""
+    from workers.local_model import CONTEXT_TOKENS, PARALLEL_SLOTS
+
+    url = local_server.base_url
+    script = Path(sys.executable).parent / "agent-memory-tools"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_MEMORY_")}
+    env["AGENT_MEMORY_HOME"] = str(tmp_path / "home")
+    done = subprocess.run([str(script), "eval", "locomo", "--data", str(locomo_dir), "--limit-conversations", "1",
+                           "--limit", "3", "--answer-model", url, "--judge-model", url,
+                           "--answer-window", str(CONTEXT_TOKENS // PARALLEL_SLOTS), "--json"],
+                          capture_output=True, text=True, timeout=1800, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    answers = report["answers"]
+    assert [r["category"] for r in answers["rows"]] == ["1", "4", "overall"]
+    overall = answers["rows"][-1]["columns"]
+    assert set(overall) == {"memory", "no_memory", "full_conversation"}
+    assert all(0.0 <= m["accuracy"] <= 1.0 and m["latency_p50_seconds"] > 0 for m in overall.values())
+    assert overall["memory"]["mean_context_tokens"] > 0 and overall["full_conversation"]["mean_context_tokens"] > 0
