@@ -30,7 +30,7 @@ from tools.evaluation.answers import (
     percentile,
     run_answers,
 )
-from tools.evaluation.locomo import CATEGORIES, AnswerSetup, EvalReport, run_locomo_eval
+from tools.evaluation.locomo import CATEGORIES, AnswerSetup, EvalReport, conversation_text, load_locomo, run_locomo_eval
 
 
 @pytest.fixture
@@ -95,6 +95,19 @@ def test_percentile_nearest_rank():
     assert percentile([3.0, 1.0, 2.0], 50) == 2.0
     assert percentile([float(i) for i in range(1, 21)], 95) == 19.0
     assert percentile([5.0], 95) == 5.0
+
+
+def test_full_conversation_is_every_message_up_to_the_question_and_limit_keeps_the_first(locomo_dir):
+    data = load_locomo(locomo_dir)
+    conv = data.conversations[0]
+    messages = sorted(conv.messages, key=lambda m: m.created_at)
+    text = conversation_text(conv, messages[-1].created_at)
+    assert all(m.content in text for m in messages)
+    cut = conversation_text(conv, messages[0].created_at)
+    assert messages[0].content in cut and messages[-1].content not in cut
+    first = data.first_questions(1)
+    assert [q.question_id for q in first.questions] == [data.questions[0].question_id]
+    assert first.adversarial == [] and data.first_questions(None) is data
 
 
 # --- the table and the JSON ----------------------------------------------------------------------------
