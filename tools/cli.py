@@ -78,6 +78,17 @@ async def recall_probes(args: Namespace, settings: Settings) -> int:
               help=f"the recall policy (default: the shipped default, {DEFAULT_PRESET})")
 @click.option("--compare", cls=Many, type=Choice(PRESET_NAMES), metavar="PRESET",
               help="also score the questions under these presets (same ingest)")
+@click.option("--limit", type=int, metavar="N", help="only the first N questions (categories 1-4)")
+@click.option("--answer-model", metavar="URL", help="OpenAI-compatible base URL: answer each question (with "
+              "--judge-model)")
+@click.option("--judge-model", metavar="URL", help="OpenAI-compatible base URL grading the answers CORRECT/WRONG")
+@click.option("--answer-model-name", metavar="NAME", help="model name at --answer-model (default: the first listed)")
+@click.option("--judge-model-name", metavar="NAME", help="model name at --judge-model (default: the first listed)")
+@click.option("--api-key-env", default="OPENAI_API_KEY", metavar="VAR",
+              help="environment variable holding the endpoints' key (default OPENAI_API_KEY; unset: no key)")
+@click.option("--answer-window", type=int, default=128_000, metavar="TOKENS",
+              help="the answer model's context window: the full-conversation baseline runs where it fits "
+              "(default 128000)")
 @with_args
 async def locomo(args: Namespace, settings: Settings) -> int:
     from tools.evaluation.locomo import eval_command

@@ -29,6 +29,7 @@ from agent_memory.ingest import InputError, parse_session_line
 from agent_memory.models import Message, Session, check_identifier
 from agent_memory.progress import Progress
 from agent_memory.recall_policy import DEFAULT_PRESET, PRESETS
+from tools.evaluation.answers import AnswerJob, AnswerReport, Endpoint, check_url, preflight, run_answers
 from tools.evaluation.bm25 import BM25, pack_ranked, tokenize
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -67,6 +68,12 @@ class LocomoData:
     conversations: list[Conversation]  # in file order
     questions: list[LocomoQuestion]
     adversarial: list[LocomoQuestion] | None  # None: no questions_adversarial.jsonl
+
+    def first_questions(self, n: int | None) -> LocomoData:
+        """The first `n` questions of categories 1-4 (file order), and no adversarial ones."""
+        if n is None:
+            return self
+        return LocomoData(self.conversations, self.questions[:n], None if self.adversarial is None else [])
 
     def limited(self, n: int | None) -> LocomoData:
         if n is None:
@@ -330,6 +337,7 @@ class EvalReport(BaseModel):
     questions_seconds: float
     total_seconds: float
     notes: list[str]
+    answers: AnswerReport | None = None  # --answer-model/--judge-model: the answer-level evaluation
 
     def row(self, category: str) -> CategoryRow:
         return next(r for r in self.rows if r.category == category)
@@ -381,6 +389,8 @@ class EvalReport(BaseModel):
                   f"ingest+consolidation {self.ingest_seconds:.1f} s, questions {self.questions_seconds:.1f} s, "
                   f"total {self.total_seconds:.1f} s"]
         lines += [f"note: {n}" for n in self.notes]
+        if self.answers is not None:
+            lines += ["", self.answers.render()]
         return "\n".join(lines)
 
 
@@ -406,6 +416,53 @@ NOTES = [
     "(estimate_tokens + 1 each)",
     "5 adversarial* (not in overall): the answer there is the misleading one, so answer coverage means little",
 ]
+
+
+# --- the answer-level setup ------------------------------------------------------------------------
+
+
+@dataclass
+class AnswerSetup:
+    answer: Endpoint
+    judge: Endpoint
+    window: int  # the answer model's context window, in tokens
+
+
+def conversation_text(conversation: Conversation, as_of: datetime) -> str:
+    """Every message of the conversation created at or before `as_of`, dated, in order: the
+    full-conversation baseline's context."""
+    cut = _utc(as_of)
+    return "\n".join(f"[{_utc(m.created_at):%Y-%m-%d %H:%M}] {message_text(m)}"
+                     for m in sorted(conversation.messages, key=lambda m: _utc(m.created_at))
+                     if _utc(m.created_at) <= cut)
+
+
+def answer_setup(args) -> AnswerSetup | None:
+    """--answer-model/--judge-model and their options; None when neither is given."""
+    import os
+
+    if args.answer_model is None and args.judge_model is None:
+        return None
+    if args.answer_model is None or args.judge_model is None:
+        raise InvalidInput("--answer-model and --judge-model go together: give both (the same URL twice is fine)")
+    if args.answer_window < 1:
+        raise InvalidInput("--answer-window must be a positive number of tokens")
+    check_url("--answer-model", args.answer_model)
+    check_url("--judge-model", args.judge_model)
+    key = os.environ.get(args.api_key_env) or None
+    return AnswerSetup(answer=Endpoint("--answer-model", args.answer_model, args.answer_model_name, key),
+                       judge=Endpoint("--judge-model", args.judge_model, args.judge_model_name, key),
+                       window=args.answer_window)
+
+
+async def check_endpoints(setup: AnswerSetup) -> None:
+    """Both endpoints answer before any server of the stack starts."""
+    for endpoint in (setup.answer, setup.judge):
+        client = endpoint.client()
+        try:
+            await preflight(endpoint, client)
+        finally:
+            await client.close()
 
 
 # --- the runner ------------------------------------------------------------------------------
@@ -440,10 +497,12 @@ async def _bounded(limit: int, jobs: list, on_done=None) -> list:
 async def run_locomo_eval(services, data_dir: Path | str, *, budget: int = 1200, limit_conversations: int | None = None,
                           dump: Path | str | None = None, progress: bool = True, task_queue: str | None = None,
                           concurrency: int = DEFAULT_CONCURRENCY, preset: str = DEFAULT_PRESET,
-                          compare: Sequence[str] = ()) -> EvalReport:
+                          compare: Sequence[str] = (), limit_questions: int | None = None,
+                          answers: AnswerSetup | None = None) -> EvalReport:
     """Ingest and consolidate every session (real workflows, an in-process worker on its own task
     queue), assemble a context per question under the recall policy `preset` (and each of
-    `compare`), score it and the BM25 baseline."""
+    `compare`), score it and the BM25 baseline; with `answers`, answer and judge each question of
+    categories 1-4 from that context, from none and from the whole conversation."""
     from agent_memory.client import MemoryClient
     from agent_memory.context import assemble_context
     from agent_memory.providers.openai_compat import providers_for
@@ -457,7 +516,9 @@ async def run_locomo_eval(services, data_dir: Path | str, *, budget: int = 1200,
         raise InvalidInput(f"budget {budget} must be a positive number of tokens")
     if limit_conversations is not None and limit_conversations < 1:
         raise InvalidInput(f"limit_conversations {limit_conversations} must be at least 1")
-    data = load_locomo(data_dir).limited(limit_conversations)
+    if limit_questions is not None and limit_questions < 1:
+        raise InvalidInput(f"limit {limit_questions} must be at least 1")
+    data = load_locomo(data_dir).limited(limit_conversations).first_questions(limit_questions)
     started = time.monotonic()
     tenant = f"eval-{uuid.uuid4().hex[:8]}"
     task_queue = task_queue or f"agent-memory-{tenant}"
@@ -515,6 +576,15 @@ async def run_locomo_eval(services, data_dir: Path | str, *, budget: int = 1200,
             for q, context, bm25, _, _ in answered:
                 f.write(_dump_line(q, context, bm25) + "\n")
 
+    answer_report = None
+    if answers is not None:
+        by_id = {c.conversation_id: c for c in data.conversations}
+        jobs = [AnswerJob(question=q.question, gold=q.answer, category=q.category, memory_context=context.text,
+                          memory_tokens=context.tokens, conversation=conversation_text(by_id[q.conversation_id],
+                                                                                       q.asked_at))
+                for q, context, _, _, _ in answered if q.category in CATEGORIES]
+        answer_report = await run_answers(jobs, answers.answer, answers.judge, window=answers.window, budget=budget,
+                                          categories=CATEGORIES, progress=progress)
     rows = build_rows([(q, s, b) for q, _, _, s, b in answered])
     main_rows = [r for r in rows if r.category != str(ADVERSARIAL_CATEGORY)]
     adversarial = next((r for r in rows if r.category == str(ADVERSARIAL_CATEGORY)), None)
@@ -537,7 +607,7 @@ async def run_locomo_eval(services, data_dir: Path | str, *, budget: int = 1200,
         bm25_minus_floor={k: None if getattr(overall_bm25, k) is None else getattr(overall_bm25, k) - v
                           for k, v in BM25_FLOOR.items()},
         ingest_seconds=round(ingested - started, 2), questions_seconds=round(finished - ingested, 2),
-        total_seconds=round(finished - started, 2), notes=notes)
+        total_seconds=round(finished - started, 2), notes=notes, answers=answer_report)
 
 
 async def eval_command(args, settings) -> int:
@@ -548,11 +618,17 @@ async def eval_command(args, settings) -> int:
         raise InvalidInput(f"unknown benchmark {args.benchmark!r}")
     if args.budget < 1 or (args.limit_conversations is not None and args.limit_conversations < 1):
         raise InvalidInput("--budget and --limit-conversations must be positive")
+    if args.limit is not None and args.limit < 1:
+        raise InvalidInput("--limit must be at least 1")
     load_locomo(args.data)  # fail on bad data before starting any server
+    answers = answer_setup(args)
+    if answers is not None:
+        await check_endpoints(answers)
     async with scratch_stack(settings, "eval") as services:
         report = await run_locomo_eval(services, args.data, budget=args.budget,
                                        limit_conversations=args.limit_conversations, dump=args.dump,
-                                       preset=args.preset, compare=args.compare or ())
+                                       preset=args.preset, compare=args.compare or (), limit_questions=args.limit,
+                                       answers=answers)
     if args.json:
         print(json.dumps(report.model_dump(mode="json"), indent=2, ensure_ascii=False))
     else:
