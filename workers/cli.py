@@ -125,12 +125,9 @@ async def run_worker_until_signal(services: Services, announce: str, providers: 
         await stop.wait()
         print("stopping…", flush=True)
     finally:
+        # The guard's handlers stay installed while everything stops: a second Ctrl-C forces. (Taking
+        # them off, even for an instant, would let that Ctrl-C land on Python's default handler.)
         stop.set()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
-        # A second Ctrl-C while stopping still forces.
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, guard.on_signal)
         _, pending = await asyncio.wait(tasks, timeout=2 * PART_STOP_SECONDS)
         for task in pending:  # e.g. the run log waiting on a Temporal that is down
             task.cancel()
