@@ -46,7 +46,7 @@ from agent_memory.operator_keys import OperatorKey
 from agent_memory.user_errors import user_error_status
 
 # http_api.checked_operator_key (the operator key behind the API's failure limiter) and
-# http_api.dependency_down (the dependency an error is the outage of), handed in by create_app.
+# outages.dependency_down (the dependency an error is the outage of), handed in by create_app.
 OperatorCheck = Callable[[FailureLimiter, Any, str | None, str | None], Awaitable[OperatorKey]]
 OutageOf = Callable[[BaseException], str | None]
 # Retry-After of a 503 page, as the API's: a restarting server is usually back within seconds.
@@ -374,7 +374,7 @@ def _messages_table(messages: list[data.EvidenceMessage], tenant: str, subject: 
 
 def build_console_router(check_operator: OperatorCheck, outage: OutageOf) -> APIRouter:
     """The console's routes; `check_operator` verifies an operator key (http_api.checked_operator_key),
-    `outage` names the dependency an error is the outage of (http_api.dependency_down)."""
+    `outage` names the dependency an error is the outage of (outages.dependency_down)."""
     router = APIRouter(prefix=PREFIX, include_in_schema=False)
     checks = Checks(check_operator, outage)
 

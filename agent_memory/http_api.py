@@ -76,14 +76,13 @@ from agent_memory.mcp_server import bearer_token, build_mcp_server
 from agent_memory.models import Message as ChatMessage
 from agent_memory.models import Session, check_identifier
 from agent_memory.operator_keys import OperatorKey, verify_operator_key
+from agent_memory.outages import dependency_down
 
 MAX_BODY_BYTES = 1_000_000
 MCP_PATH = "/mcp"
 PROBLEM_TYPE = "https://github.com/agent-memory/agent-memory/blob/main/docs/api.md#errors"
 # Retry-After of a 503: a restarting server is usually back within seconds.
 DEPENDENCY_RETRY_AFTER_SECONDS = 5
-# Temporal answers these while its server cannot be reached (or is shutting down).
-TEMPORAL_DOWN = (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED)
 
 log = logging.getLogger(__name__)
 
@@ -92,31 +91,6 @@ def problem(status: int, title: str, detail: str, *, headers: dict[str, str] | N
             **extra: Any) -> JSONResponse:
     return JSONResponse({"type": PROBLEM_TYPE, "title": title, "status": status, "detail": detail, **extra},
                         status_code=status, media_type="application/problem+json", headers=headers)
-
-
-def dependency_down(exc: BaseException) -> str | None:
-    """The dependency ("postgres", "redis", "temporal") whose outage `exc` is, or caused; None
-    for any other error."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, PoolTimeout) or (isinstance(current, psycopg.OperationalError)
-                                                 and _connection_lost(current.sqlstate)):
-            return "postgres"
-        if isinstance(current, (RedisConnectionError, RedisTimeoutError)):
-            return "redis"
-        if isinstance(current, RPCError) and current.status in TEMPORAL_DOWN:
-            return "temporal"
-        current = current.__cause__ or current.__context__
-    return None
-
-
-def _connection_lost(sqlstate: str | None) -> bool:
-    """A psycopg error of a server that cannot be reached (no SQLSTATE: the client's own), a
-    connection exception (08), or a server shutting down or starting (57P01-57P03), not one a
-    live server answered (a serialization failure, a statement timeout)."""
-    return sqlstate is None or sqlstate.startswith("08") or sqlstate in ("57P01", "57P02", "57P03")
 
 
 def unavailable(dependency: str) -> JSONResponse:

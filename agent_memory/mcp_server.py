@@ -33,6 +33,7 @@ from agent_memory.db import tenant_transaction
 from agent_memory.errors import ServiceUnavailable, new_error_id
 from agent_memory.evidence import NO_PARENT
 from agent_memory.models import Message, Session, check_identifier
+from agent_memory.outages import dependency_down
 from agent_memory.user_errors import USER_ERRORS
 
 T = TypeVar("T")
@@ -68,7 +69,12 @@ def _answers(tool: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
         except ServiceUnavailable as exc:
             log.warning("tool %s: a service is unavailable: %s", tool.__name__, exc)
             raise ToolError("a service the memory server needs is unavailable: retry later") from None
-        except Exception as exc:  # a bug: its traceback in the server's log under an id the caller sees
+        except Exception as exc:
+            if (dependency := dependency_down(exc)) is not None:  # an outage: say which, no traceback
+                log.warning("tool %s: %s is unavailable: %s", tool.__name__, dependency, exc)
+                raise ToolError(f"{dependency} is unavailable to the memory server: retry in a few "
+                                "seconds") from None
+            # A bug: its traceback in the server's log under an id the caller sees.
             error_id = new_error_id()
             log.error("tool %s failed: internal error %s", tool.__name__, error_id, exc_info=exc)
             raise ToolError(f"internal error {error_id}: the call failed on the server; it is logged "

@@ -229,7 +229,7 @@ def test_only_errors_of_an_unreachable_dependency_are_answered_as_an_outage():
     from redis.exceptions import ResponseError
     from temporalio.service import RPCError, RPCStatusCode
 
-    from agent_memory.http_api import dependency_down
+    from agent_memory.outages import dependency_down
 
     wrapped = RuntimeError("the step failed")
     wrapped.__cause__ = RedisConnectionError("Connection refused")

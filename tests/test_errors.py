@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 import httpx
+import psycopg
 import pytest
 from mcp.client import Client
 from pydantic import ValidationError
@@ -208,3 +209,8 @@ async def test_a_bug_behind_an_mcp_tool_is_an_error_with_an_id_in_the_log(client
         failure = ServiceUnavailable("the key provider holds no key 'k1'")
         result = await mcp.call_tool("facts", {"subject": "lin"})
         assert result.is_error and "unavailable" in result.content[0].text and "k1" not in result.content[0].text
+        # A dependency's outage names the dependency, with no error id: it is no bug.
+        failure = psycopg.OperationalError("connection refused")
+        result = await mcp.call_tool("facts", {"subject": "lin"})
+        text = result.content[0].text
+        assert result.is_error and "postgres is unavailable" in text and "internal error" not in text, text
