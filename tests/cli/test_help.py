@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-HEAVY = ("openai", "temporalio", "psycopg", "agent_memory.providers.offline_rules")
+HEAVY = ("openai", "temporalio", "psycopg", "agent_memory.providers.offline")
 
 
 def _modules_after(module: str, *argv: str) -> list[str]:

@@ -12,7 +12,7 @@ import pytest
 
 from agent_memory.models import KnownFact, Message
 from agent_memory.providers.offline import RuleFactExtractor
-from agent_memory.providers.zh_segment import leading_noun
+from agent_memory.providers.offline.zh_segment import leading_noun
 
 AT = datetime(2024, 5, 8, 10, 0, tzinfo=UTC)
 

@@ -1,0 +1,113 @@
+"""Rule-based fact extraction for the offline provider, English and Chinese.
+
+The extractor works sentence by sentence and clause by clause:
+
+- **Subject.** A rule does not need "I"/"我": a match counts when the words before it in its
+  clause are first-person pronouns, adverbs, time words or interjections ("Just moved to …",
+  "We live in …", "Finally settled in …", "刚搬到成都", "我们住在苏州"). A third party named before
+  it in the sentence ("my brother's budget", "my friend Raj lives in …", "我妈喜欢…") keeps the
+  clause out, and so does a subjectless clause that continues that third party's sentence
+  ("… and works at Infosys").
+- **Verb classes.** Rules are written over classes of verbs and nouns (moving, moving back,
+  settling; raising/lowering an amount; starting at, being hired by, leaving an employer;
+  agentive job nouns rather than a fixed list; kinship words for relationship status).
+- **Operations.** A statement asserts a value; "no longer"/"not … anymore"/不再/不…了, a
+  negated current-fact statement, leaving a job, quitting a habit and a pet's death END the fact;
+  a message that corrects an earlier one ("I meant", "I misspoke", 说错了, 记错了) turns its
+  statements into CORRECT operations.
+- **Time.** The change is dated by the relative time it names ("last weekend", 大前天, "since
+  Saturday", "for six years" for how long a state has held); an n-day stay covers n days.
+- **Dialogue.** A user's bare answer to the assistant's question ("Which team?" → "The Minnesota
+  Wolves!") fills the slot the question asked for.
+
+Keys follow the vocabulary in docs/recall.md ("What gets written") and agent_memory/samples/PHRASING.md:
+`preference/<object>` = like|dislike, `pet/<name>` = species, `relationship/status`,
+`budget/<canonical purpose>`.
+
+Pure stdlib and deterministic (no randomness, no salted hash()), so a replayed activity gets
+byte-identical results.
+"""
+
+from __future__ import annotations
+
+import re
+
+from agent_memory.models import ExtractedFact, ExtractionResult, KnownFact, Message
+from agent_memory.providers.offline.corrections import _CONTRAST, _CORRECTION, _MEANT, _contrast_corrections
+from agent_memory.providers.offline.dialogue import _answer_facts
+from agent_memory.providers.offline.known import (
+    _activity_ends_job,
+    _known_pet_gone,
+    _resolve_demonstratives,
+    _species_gone,
+)
+from agent_memory.providers.offline.messages import _message_facts
+from agent_memory.providers.offline.sentence import _prepare
+from agent_memory.providers.offline.values import _slug
+
+
+def _extract_facts(messages: list[Message], subject_role: str,
+                   known: list[KnownFact] | None = None) -> list[ExtractedFact]:
+    merged: dict[tuple[str, str, bool], ExtractedFact] = {}  # (namespace, key, is_end)
+    order: dict[tuple[str, str, bool], int] = {}
+    previous: Message | None = None
+    earlier: list[str] = []
+    for n, message in enumerate(messages):
+        if message.role != subject_role:
+            previous = message
+            continue
+        facts = _message_facts(message)
+        text = _prepare(message.content)
+        if _CORRECTION.search(text) or _MEANT.search(text) or re.search(r"\bnot\b|不是", text) or _CONTRAST.search(text):
+            facts += _contrast_corrections(text, message, [*(known or []), *merged.values()], facts)
+        facts = _resolve_demonstratives(facts, text, [*(known or []), *merged.values()])
+        facts += _activity_ends_job(facts, [*(known or []), *merged.values()], message)
+        facts += _species_gone(text, [*(known or []), *merged.values()], message)
+        facts += _known_pet_gone(text, facts, [*(known or []), *merged.values()], message)
+        if not facts and previous is not None and previous.role != subject_role:
+            facts = _answer_facts(_prepare(previous.content), message.content, earlier, message)
+            for fact in facts:  # the pets are named now: drop their species-keyed placeholders
+                if fact.namespace == "pet":
+                    merged.pop(("pet", _slug(fact.value), False), None)
+        earlier.append(_prepare(message.content))
+        previous = message
+        for fact in facts:
+            is_end = fact.operation == "end"
+            identity = (fact.namespace, fact.key, is_end)
+            opposite = (fact.namespace, fact.key, not is_end)
+            if opposite in merged:
+                other = merged[opposite]
+                # A later statement cancels the opposite one with the same value (or about whatever
+                # is current); an end and a new value of the same key both stand ("left Ikea,
+                # started at H&M").
+                if not fact.value or not other.value or other.value == fact.value:
+                    del merged[opposite]
+            if identity in merged:
+                # The last statement wins, but every message that said it stays as evidence.
+                earlier_ids = merged.pop(identity).evidence_message_ids
+                ids = earlier_ids + [i for i in fact.evidence_message_ids if i not in earlier_ids]
+                fact = fact.model_copy(update={"evidence_message_ids": ids})
+            merged[identity] = fact
+            # Ends go before the new values of the same message, so the old fact closes first.
+            order[identity] = n * 1000 + len(order) - (500 if is_end else 0)
+    return sorted(merged.values(), key=lambda f: order[(f.namespace, f.key, f.operation == "end")])
+
+
+class RuleFactExtractor:
+    """The rule extractor under the FactExtractor protocol. It reads the current facts only to find
+    the slot of a correction that names the wrong value ("it's Globex, not Initech") and to end every
+    pet of a species said to be gone; everything else is read from the statements."""
+
+    name = "rule-extractor"
+    runs_in_worker = True  # computed in this process: its steps run as local activities
+    # 3: clause-level subject analysis, verb classes, operations (end/correct), PHRASING vocabulary
+    # 4: verb classes for moves/jobs/relationships, generic money limits, dropped subjects,
+    #    contrast corrections against the current facts
+    # 5: given names, signatures, respellings, a key corrected (void + the right key), breeds, pronouns,
+    #    stays by length, intent hedging its own clause in Chinese
+    version = "6"
+
+    async def extract(self, messages: list[Message], *, subject_role: str = "user",
+                      current_facts: list[KnownFact] | None = None) -> ExtractionResult:
+        return ExtractionResult(provider=self.name, extractor=self.name, extractor_version=self.version,
+                                facts=_extract_facts(messages, subject_role, current_facts))
