@@ -7,7 +7,6 @@ import re
 
 from agent_memory.models import ExtractedFact, Message
 from agent_memory.providers.offline.corrections import _CORRECTION
-from agent_memory.providers.offline.dates import _MONTH_NAMES, _WEEKDAYS, _observed_at
 from agent_memory.providers.offline.gazetteer import (
     is_chinese_city,
     leading_city,
@@ -34,10 +33,12 @@ from agent_memory.providers.offline.sentence import (
     _statement_part,
 )
 from agent_memory.providers.offline.statements import _sentence_facts
+from agent_memory.providers.offline.timing import _observed_at
 from agent_memory.providers.offline.values import _CJK, _has_cjk, _slug
 from agent_memory.providers.offline.zh_segment import (
     could_be_a_name,
 )
+from agent_memory.timeexpr import MONTH_WORDS, WEEKDAYS
 
 _PRONOUN_SPECIES = re.compile(r"\b(?:she|he)(?:'s|\s+is)\s+(?:a|an|my|our)\s+(?:[\w-]+\s+){0,3}?" + _EN_SPECIES
                               + r"\b(?!\s+(?:person|people|lover|owner|sitter|walker|mom|mum|dad|trainer|groomer|whisperer))", re.I)
@@ -51,7 +52,7 @@ def _possessed_names(text: str) -> list[str]:
     """Capitalised names in a possessive inside a sentence ("the vet charged me £400 for Juno's teeth")."""
     return [n for n in re.findall(r"(?<=\s)((?-i:[A-Z])[a-z]{2,})'s\b", text)
             if n.lower() not in _NOT_NAMES and not re.fullmatch(_KIN, n, re.I) and not leading_city(n.lower())
-            and n.lower() not in _WEEKDAYS and n.lower() not in _MONTH_NAMES]
+            and n.lower() not in WEEKDAYS and n.lower() not in MONTH_WORDS]
 
 
 _ZH_PET_DOING = re.compile(r"(?:^|(?<=[,，。!！\s]))(?P<n>[\u4e00-\u9fff]{2,3}?)(?:最近|又|总是|老是|天天|今天)?(?:掉毛|拆家|乱叫|狂叫|"

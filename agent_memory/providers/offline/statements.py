@@ -6,16 +6,17 @@ from __future__ import annotations
 import re
 
 from agent_memory.models import ExtractedFact, FactOperation, Message
-from agent_memory.providers.offline.dates import _SHORT_STAY, _observed_at, _time_scope, _trip_until
 from agent_memory.providers.offline.lexicon import _CANONICAL_VALUES
 from agent_memory.providers.offline.rules import RULES
 from agent_memory.providers.offline.rules.base import _Rule
 from agent_memory.providers.offline.sentence import _NEGATION, _NO_LONGER, _hypothetical, _negated
 from agent_memory.providers.offline.subject import _EN_THIRD, _clause_start, _subject_ok
+from agent_memory.providers.offline.timing import _observed_at, _time_scope
 from agent_memory.providers.offline.values import _clean, _has_cjk, _lowercase_org, _no_city, _place, _slug
 from agent_memory.providers.offline.zh_segment import (
     could_be_a_name,
 )
+from agent_memory.timeexpr import is_short_stay, stay_end
 
 # --- extraction --------------------------------------------------------------------------------
 
@@ -101,7 +102,7 @@ def _sentence_facts(sentence: str, message: Message, *, correction: int | None,
                     and not re.search(r"\b(?:me|us)\b", m.group(0), re.I):  # "they've seconded me to Glasgow" is about me
                 continue  # "my mom calls him my fiancé": somebody else's words ("she's my fiancée" is about us)
             op: FactOperation = rule.op
-            if rule.namespace == "location" and op == "assert" and _SHORT_STAY.search(sentence):
+            if rule.namespace == "location" and op == "assert" and is_short_stay(sentence):
                 continue  # "going back to Paris for a week" is a stay, not a move
             if not rule.temporary and op == "assert" and _PLANNED.search(m.group(0)) and _FUTURE.search(sentence):
                 continue  # "we're moving to Trondheim next year": a plan, not yet a fact
@@ -141,6 +142,6 @@ def _sentence_facts(sentence: str, message: Message, *, correction: int | None,
                 )
                 if rule.temporary and op == "assert":
                     start = fact.observed_at.date()
-                    fact = fact.model_copy(update={"valid_until": _trip_until(sentence, message.created_at, start)})
+                    fact = fact.model_copy(update={"valid_until": stay_end(sentence, message.created_at, start)})
                 found.append((m.start(), fact))
     return found
