@@ -146,6 +146,7 @@ def _chinese(anchor: date):
         return d, "day", format_day_zh(d)
 
     return [
+        (r"大前天", lambda m: (anchor - timedelta(3), "day", format_day_zh(anchor - timedelta(3)))),
         (r"前天", lambda m: (anchor - timedelta(2), "day", format_day_zh(anchor - timedelta(2)))),
         (r"昨天|昨晚", lambda m: (anchor - timedelta(1), "day", format_day_zh(anchor - timedelta(1)))),
         (r"今天|今晚", lambda m: (anchor, "day", format_day_zh(anchor))),
