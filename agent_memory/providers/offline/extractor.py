@@ -16,9 +16,22 @@ The extractor works sentence by sentence and clause by clause:
   a message that corrects an earlier one ("I meant", "I misspoke", 说错了, 记错了) turns its
   statements into CORRECT operations.
 - **Time.** The change is dated by the relative time it names ("last weekend", 大前天, "since
-  Saturday", "for six years" for how long a state has held); an n-day stay covers n days.
+  Saturday", "for six years" for how long a state has held); an n-day stay covers n days. The
+  times are read by agent_memory.timeexpr, the one date parser.
 - **Dialogue.** A user's bare answer to the assistant's question ("Which team?" → "The Minnesota
   Wolves!") fills the slot the question asked for.
+
+Where each part lives, in this package:
+
+- `rules/`: the rule table by topic (diet, preferences, trips, homes, relationships, names, work,
+  pets, budgets), in priority order; `rules/base.py` has the rule record and the value patterns.
+- `statements.py` applies the rules to one sentence, `messages.py` to one message (plus what spans
+  its sentences); this module merges a session's messages into one list of facts.
+- `subject.py` (whose statement it is), `sentence.py` (questions, hedges, negations, jokes),
+  `values.py` (a captured phrase trimmed to its value), `lexicon.py` (word lists mapped onto the
+  vocabulary), `timing.py` (when it happened).
+- `corrections.py` (corrections of earlier statements), `known.py` (what a message does to the facts
+  already known), `dialogue.py` (bare answers to the assistant's questions).
 
 Keys follow the vocabulary in docs/recall.md ("What gets written") and agent_memory/samples/PHRASING.md:
 `preference/<object>` = like|dislike, `pet/<name>` = species, `relationship/status`,

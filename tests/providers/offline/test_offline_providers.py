@@ -25,7 +25,7 @@ from agent_memory.providers.offline import (
 )
 
 WEDNESDAY = datetime(2024, 5, 8, 10, 0, tzinfo=UTC)
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def msg(content: str, mid: str = "m1", *, role: str = "user", speaker: str | None = None,
