@@ -8,9 +8,7 @@ from difflib import SequenceMatcher
 
 from agent_memory.conflicts import normalise_value
 from agent_memory.models import ExtractedFact, KnownFact, Message
-from agent_memory.providers.offline.gazetteer import (
-    is_chinese_city,
-)
+from agent_memory.providers.offline.gazetteer import is_chinese_city
 from agent_memory.providers.offline.lexicon import (
     _BREEDS,
     _CANONICAL_VALUES,

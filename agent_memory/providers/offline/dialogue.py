@@ -18,11 +18,7 @@ from agent_memory.providers.offline.rules.base import _MONEY_MARKED, _ZC, _ZH_MO
 from agent_memory.providers.offline.rules.work import _job_framed
 from agent_memory.providers.offline.sentence import _hypothetical, _prepare
 from agent_memory.providers.offline.values import _CJK, _PRONOUNS, _clean, _has_cjk, _lowercase_org, _org, _place, _slug
-from agent_memory.providers.offline.zh_segment import (
-    could_be_a_name,
-)
-
-# --- dialogue: bare answers to the assistant's questions -----------------------------------------
+from agent_memory.providers.offline.zh_segment import could_be_a_name
 
 _QA_SLOTS = [
     (re.compile(r"\bwhich\s+(?:team|company|firm|club|employer|hospital|school|studio|agency)\b|"

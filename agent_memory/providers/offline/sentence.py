@@ -10,8 +10,6 @@ from agent_memory.providers.offline.subject import _clause_start
 from agent_memory.providers.offline.values import _has_cjk
 
 _IMAGE_TAG = re.compile(r"\s*\[image:[^\]]*\]")
-# --- operations on the sentence ---------------------------------------------------------------
-
 _HYPOTHETICAL = re.compile(r"\b(?:if|wish|would|could|imagine|suppose|supposing|pretend|maybe|perhaps|might|"
                            r"someday|dream|unless|whether|hope|hoping|thinking about|considering|plan\s+to|planning\s+(?:to|on)|"
                            r"don't\s+think|do\s+not\s+think|not\s+sure|unsure|doubt|"

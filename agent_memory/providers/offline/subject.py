@@ -6,11 +6,7 @@ from __future__ import annotations
 import re
 
 from agent_memory.providers.offline.values import _has_cjk
-from agent_memory.providers.offline.zh_segment import (
-    names_a_person,
-)
-
-# --- subject analysis ----------------------------------------------------------------------------
+from agent_memory.providers.offline.zh_segment import names_a_person
 
 _SELF_WORDS = frozenset(
     "i i'm i've i'd i'll im ive we we're we've we'd we'll me myself us am are is was were have has had will "

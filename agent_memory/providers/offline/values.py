@@ -5,17 +5,10 @@ from __future__ import annotations
 
 import re
 
-from agent_memory.providers.offline.gazetteer import (
-    leading_city,
-    leading_name,
-)
-from agent_memory.providers.offline.zh_segment import (
-    leading_noun,
-)
+from agent_memory.providers.offline.gazetteer import leading_city, leading_name
+from agent_memory.providers.offline.zh_segment import leading_noun
 
 _CJK = "\u3400-\u9fff\uf900-\ufaff"
-
-# --- text helpers ------------------------------------------------------------------------------
 
 # Captured English values stop at the first connective: "Paris and I love it" -> "Paris".
 _EN_CUT = re.compile(r"\s+(?-i:I)\b.*$|\s+(?:and|but|because|so|since|although|though|which|who|that|where|when|"

@@ -10,8 +10,6 @@ from dataclasses import dataclass
 from agent_memory.models import FactOperation
 from agent_memory.providers.offline.values import _clean
 
-# --- rules -------------------------------------------------------------------------------------
-
 _EV = r"(?P<v>[^.,!?;:\n()]{1,80})"  # English value: up to the clause boundary
 # A proper noun; in lower case too ("moved to lisbon"), which _place accepts only for a known city.
 _PV = r"(?P<v>(?:(?-i:St|Mt|Dr|Ft)\.\s+)?[A-Za-z0-9\u00C0-\u024F](?:[^.,!?;:\n()]|\.(?=\w)){0,60})"  # a proper noun

@@ -5,15 +5,10 @@ from __future__ import annotations
 
 import re
 
-from agent_memory.providers.offline.gazetteer import (
-    is_chinese_city,
-    leading_city,
-)
+from agent_memory.providers.offline.gazetteer import is_chinese_city, leading_city
 from agent_memory.providers.offline.rules.base import _PV, _ZC, _ZEND, _ZV, _r, _Rule
 from agent_memory.providers.offline.values import _CJK, _NOT_WORKPLACES, _employer, _place
-from agent_memory.providers.offline.zh_segment import (
-    is_place_word,
-)
+from agent_memory.providers.offline.zh_segment import is_place_word
 
 RULES: list[_Rule] = [
     # --- home city: ending first ("不住重庆了", "don't live in Austin")

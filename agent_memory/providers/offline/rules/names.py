@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import re
 
-from agent_memory.providers.offline.gazetteer import (
-    is_dictionary_word,
-)
+from agent_memory.providers.offline.gazetteer import is_dictionary_word
 from agent_memory.providers.offline.lexicon import _NOT_NAMES, _ZH_BREEDS, _ZH_NAME, _ZH_SURNAMES, _may_be_given_name
 from agent_memory.providers.offline.rules.base import _ZC, _r, _Rule
 from agent_memory.providers.offline.values import _CJK, _clean
-from agent_memory.providers.offline.zh_segment import (
-    could_be_a_name,
-)
+from agent_memory.providers.offline.zh_segment import could_be_a_name
 
 
 def _name(m: re.Match[str], sentence: str) -> list[tuple[str, str]] | None:
@@ -24,7 +20,6 @@ def _name_of(raw: str) -> list[tuple[str, str]] | None:
     if not v or v.lower() in _NOT_NAMES or re.match(r"(?:就|也|这么|那么|都|还|你|他|她)", v):
         return None
     return [("name", v)]
-
 
 
 RULES: list[_Rule] = [

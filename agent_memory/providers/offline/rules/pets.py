@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import re
 
-from agent_memory.providers.offline.gazetteer import (
-    is_dictionary_word,
-)
+from agent_memory.providers.offline.gazetteer import is_dictionary_word
 from agent_memory.providers.offline.lexicon import _EN_SPECIES, _KIN, _NOT_NAMES, _ZH_KIN, _ZH_SPECIES, _species
 from agent_memory.providers.offline.rules.base import _ZC, _r, _Rule
 from agent_memory.providers.offline.values import _clean, _slug
-from agent_memory.providers.offline.zh_segment import (
-    could_be_a_name,
-)
+from agent_memory.providers.offline.zh_segment import could_be_a_name
 
 
 def _pet(m: re.Match[str], sentence: str) -> list[tuple[str, str]] | None:
@@ -59,7 +55,6 @@ def _pet_end(name: str) -> list[tuple[str, str]]:
     if re.fullmatch(_KIN, name, re.I) or name.lower() in _NOT_NAMES or (name.islower() and is_dictionary_word(name)):
         return []
     return [(_slug(name), "")]
-
 
 
 RULES: list[_Rule] = [

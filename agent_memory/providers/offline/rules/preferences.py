@@ -5,9 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from agent_memory.providers.offline.gazetteer import (
-    is_chinese_city,
-)
+from agent_memory.providers.offline.gazetteer import is_chinese_city
 from agent_memory.providers.offline.rules.base import _EV, _ZADV, _ZC, _r, _Rule
 from agent_memory.providers.offline.subject import _EN_FIRST, _clause_start
 from agent_memory.providers.offline.values import _has_cjk, _object, _slug
@@ -45,7 +43,6 @@ def _pref(polarity: str) -> Callable[[re.Match[str], str], list[tuple[str, str]]
         obj = _object(m.group("v"))
         return [(_slug(obj), polarity)] if obj else None
     return make
-
 
 
 RULES: list[_Rule] = [

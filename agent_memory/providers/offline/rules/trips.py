@@ -3,9 +3,7 @@ location/home_city."""
 
 from __future__ import annotations
 
-from agent_memory.providers.offline.gazetteer import (
-    is_chinese_city,
-)
+from agent_memory.providers.offline.gazetteer import is_chinese_city
 from agent_memory.providers.offline.rules.base import _PV, _ZC, _r, _Rule
 from agent_memory.providers.offline.values import _place
 

@@ -4,18 +4,11 @@ from __future__ import annotations
 
 import re
 
-from agent_memory.providers.offline.gazetteer import (
-    is_chinese_city,
-    is_dictionary_word,
-    is_first_name,
-    leading_city,
-)
+from agent_memory.providers.offline.gazetteer import is_chinese_city, is_dictionary_word, is_first_name, leading_city
 from agent_memory.providers.offline.lexicon import _JOB_NOUNS, _NOT_JOBS, _ZH_JOB_TAIL, _job_value
 from agent_memory.providers.offline.rules.base import _EV, _PV, _ZC, _r, _Rule
 from agent_memory.providers.offline.values import _CJK, _clean, _employer, _has_cjk, _no_city, _org, _place
-from agent_memory.providers.offline.zh_segment import (
-    tagged,
-)
+from agent_memory.providers.offline.zh_segment import tagged
 
 
 def _job_framed(m: re.Match[str], sentence: str) -> list[tuple[str, str]] | None:
