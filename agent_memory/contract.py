@@ -48,6 +48,10 @@ SIGNAL_END: Final = "end"
 # Signal of ProjectorWorkflow: rows may be due (sent with signal-with-start by commits, live
 # writes, rebuilds and the sweep).
 SIGNAL_WAKE: Final = "wake"
+# Queries of ConsolidationWorkflow: its progress, and what its steps did (the counts, the commit
+# and the embedding batch: what a one-activity route's activity reports of the run it waited for).
+PROGRESS_QUERY: Final = "progress"
+STEPS_OUTCOME_QUERY: Final = "steps_outcome"
 
 # --- Activity type names (pinned likewise) ----------------------------------------------------
 
@@ -103,6 +107,13 @@ def consolidation_workflow_id(tenant_id: str, subject_id: str, session_id: str) 
     """One consolidation per session: the session-end hook and the idle timer share it. Session
     ids are scoped per subject (migration 021), so the id names the subject."""
     return f"consolidate/{tenant_id}/{subject_id}/{session_id}"
+
+
+def steps_route_workflow_id(workflow_id: str, run_id: str, activity_id: str) -> str:
+    """The consolidation on the step route that an activity of a one-activity route runs and waits
+    for (ConsolidationActivities.consolidate_with_remote_providers): one per activity of a run,
+    however often it is retried. More parts than a consolidation's id has: it names no session."""
+    return f"{workflow_id}/{run_id}/{activity_id}"
 
 
 def model_task_queue(task_queue: str) -> str:
