@@ -11,8 +11,9 @@ from datetime import timedelta
 
 import pytest
 from temporalio import workflow
+from temporalio.activity import ActivityCancellationDetails
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
@@ -57,11 +58,13 @@ class CountingExtractor(RuleFactExtractor):
     def __init__(self, delay: float = 0.0, runs_in_worker: bool = True):
         super().__init__()
         self.calls = 0
+        self.called = asyncio.Event()
         self.delay = delay
         self.runs_in_worker = runs_in_worker
 
     async def extract(self, messages, *, subject_role="user", current_facts=None):
         self.calls += 1
+        self.called.set()
         await asyncio.sleep(self.delay)
         return await super().extract(messages, subject_role=subject_role, current_facts=current_facts)
 
@@ -223,3 +226,33 @@ async def test_a_failed_run_fails_the_activity_permanently_with_its_type(
     assert failed.value.type == "ProviderPermanent" and failed.value.non_retryable
     assert failed.value.message == "the model refused the request" and extractor.calls == 1
     assert await _stored(services, tenant) == (0, 0, 0, 0)
+
+
+@pytest.mark.parametrize("cancelled", [ActivityCancellationDetails(cancel_requested=True),
+                                       ActivityCancellationDetails(timed_out=True)], ids=["run-cancelled", "timed-out"])
+async def test_a_cancelled_calling_run_cancels_the_steps_and_a_timed_out_attempt_leaves_them_to_its_retry(
+        client, services, tenant, task_queue, running_worker, cancelled):
+    step = await _two_facts_session(client, tenant)
+    extractor = CountingExtractor(delay=3, runs_in_worker=False)
+    acts = _activities(services, temporal=services.temporal)
+    env = _env(task_queue)
+    info = env.info
+    steps_run = services.temporal.get_workflow_handle(
+        contract.steps_route_workflow_id(info.workflow_id, info.workflow_run_id, info.activity_id))
+    async with running_worker(providers=_providers(extractor)):
+        attempt = asyncio.ensure_future(env.run(acts.consolidate_with_remote_providers, step))
+        await asyncio.wait_for(extractor.called.wait(), timeout=30)  # the steps' run is in its model call
+        env.cancel(cancelled)
+        with pytest.raises(asyncio.CancelledError):
+            await attempt
+        if cancelled.cancel_requested:
+            with pytest.raises(WorkflowFailureError):
+                await asyncio.wait_for(steps_run.result(), timeout=30)
+            assert (await steps_run.describe()).status == WorkflowExecutionStatus.CANCELED
+            assert await _stored(services, tenant) == (0, 0, 0, 0)
+            return
+        retry = ActivityEnvironment()
+        retry.info = info
+        done = await retry.run(acts.consolidate_with_remote_providers, step)
+    assert done.commit is not None and done.commit.facts_written == 2 and extractor.calls == 1
+    assert (await steps_run.describe()).status == WorkflowExecutionStatus.COMPLETED
