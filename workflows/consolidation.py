@@ -135,10 +135,11 @@ class ConsolidationWorkflow:
                 return await self._consolidated_in_one_activity(request, done)
             placement = done.placement
             if workflow.patched("remote-consolidation-as-one-activity"):
-                # Every step in one ordinary activity, heartbeated. For a run in flight on this
-                # route the activity runs the steps as a run of this workflow on the step route
-                # (one per activity, however often it is retried), heartbeats while it waits, and
-                # returns what the steps did (steps_outcome): the pipeline is defined here only.
+                # Runs recorded on this route ran every step in one heartbeated ordinary activity.
+                # For a run in flight on it the activity runs the steps as a run of this workflow
+                # on the step route (one per activity, however often it is retried), heartbeats
+                # while it waits, and returns what the steps did (steps_outcome): the pipeline is
+                # defined here only.
                 self._progress.step = "consolidate_with_remote_providers"
                 done = await workflow.execute_activity_method(
                     ConsolidationActivities.consolidate_with_remote_providers, step,
