@@ -4,22 +4,29 @@ return counts and operation ids (never transcripts) to the workflow."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowQueryFailedError
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+from temporalio.service import RPCError
 
 from activities.errors import temporal_failures
-from activities.heartbeat import progress
+from activities.heartbeat import heartbeat_interval, progress
 from agent_memory import contract
-from agent_memory.concurrency import await_both
 from agent_memory.conflicts import decide
-from agent_memory.contract import ErrorType
 from agent_memory.evidence import load_session, session_idle_state
 from agent_memory.hooks import after_record, fault_point
 from agent_memory.keyring import KeyRing
@@ -29,6 +36,9 @@ from agent_memory.models import (
     CommitOutcome,
     ConflictPlan,
     ConflictPlanInput,
+    ConsolidationInput,
+    ConsolidationProgress,
+    ConsolidationResult,
     ConsolidationStepsOutcome,
     ExtractionResult,
     ImportanceResult,
@@ -43,7 +53,7 @@ from agent_memory.models import (
 )
 from agent_memory.operation_keys import CommitKey, PlanKey, ProviderStep, ProviderStepKey, request_hash
 from agent_memory.operations import OperationRecorder
-from agent_memory.projection import OutboxProjector, project_vectors
+from agent_memory.projection import project_vectors
 from agent_memory.provider_policy import ProviderShield, restored
 from agent_memory.providers.base import Embedder, FactExtractor, ImportanceScorer, Summarizer, runs_in_worker
 from agent_memory.providers.notes import write_observations
@@ -71,14 +81,26 @@ def facts_digest(facts: list[KnownFact]) -> str:
 
 
 
+def _permanent(err: WorkflowFailureError) -> ApplicationError:
+    """A failed consolidation run's failure as the failure of the activity that waited for it, of
+    the same type: permanent, the run under that id never running again."""
+    cause: BaseException | None = err.cause
+    while cause is not None and not isinstance(cause, ApplicationError):
+        cause = cause.__cause__
+    if cause is None:
+        return ApplicationError(f"the consolidation run failed: {err.cause}", non_retryable=True)
+    return ApplicationError(cause.message, type=cause.type, non_retryable=True)
+
+
 R = TypeVar("R", bound=BaseModel)
 
 class ConsolidationActivities:
     def __init__(self, pool: AsyncConnectionPool, keyring: KeyRing, extractor: FactExtractor,
                  scorer: ImportanceScorer, summarizer: Summarizer, embedder: Embedder,
-                 projector: OutboxProjector | None = None):
-        """`projector`: embeds the run's own rows in consolidate_in_worker (the worker passes the
-        projection activities' one, so both follow one policy)."""
+                 temporal: Client | None = None):
+        """`temporal`: the client with which consolidate_with_remote_providers starts the run it
+        waits for (that activity needs one; the others do not)."""
+        self.temporal = temporal
         self.pool = pool
         self.keyring = keyring
         self.extractor = extractor
@@ -87,10 +109,6 @@ class ConsolidationActivities:
         self.embedder = embedder
         self.recorder = OperationRecorder(pool, keyring)
         self.recorder.after_record = after_record  # fault points of the crash suite; off unless configured
-        if projector is None:
-            projector = OutboxProjector(pool, keyring, embedder)
-            projector.after_record = after_record
-        self.projector = projector
 
     async def _session(self, step: StepInput) -> tuple[list[Message], datetime | None]:
         # An erased subject's messages are gone; say so rather than "session not found".
@@ -235,63 +253,76 @@ class ConsolidationActivities:
     @activity.defn(name=contract.CONSOLIDATE_IN_WORKER)
     @temporal_failures
     async def consolidate_in_worker(self, step: StepInput) -> ConsolidationStepsOutcome:
-        """Every step of the consolidation in one local activity, for providers that compute in
-        this process: a route that recorded runs took (workflows/consolidation.py, patch
-        `in-worker-consolidation-as-one-local-activity`). Registered for those runs only; a run
-        on the step route schedules each step itself. Each step is a
-        recorded operation, so a retry resumes from the last recorded result. With a provider that
-        computes elsewhere it does nothing but say where they compute."""
-        placement = await self.locate_providers(step)
-        if not (placement.model_steps_in_worker and placement.embedder_in_worker):
-            return ConsolidationStepsOutcome(placement=placement)
-        return await self.consolidate_in_line(step, placement)
+        """A local activity of runs recorded on the in-worker route (workflows/consolidation.py,
+        patch `in-worker-consolidation-as-one-local-activity`), registered for those still in
+        flight: it says where this worker's providers compute and commits nothing, so the run goes
+        on to consolidate_with_remote_providers, which runs the workflow's steps. It waits for
+        nothing: a local activity holds a local-activity slot and its run's workflow task, and the
+        steps' own run needs both kinds of this worker."""
+        return ConsolidationStepsOutcome(placement=await self.locate_providers(step))
 
     @activity.defn(name=contract.CONSOLIDATE_WITH_REMOTE_PROVIDERS)
     @temporal_failures
     async def consolidate_with_remote_providers(self, step: StepInput) -> ConsolidationStepsOutcome:
-        """The same steps as consolidate_in_worker, as one heartbeated ordinary activity, for runs
-        recorded on that route with a remote provider (patch
-        `remote-consolidation-as-one-activity`). Registered for those runs only."""
-        return await self.consolidate_in_line(step, await self.locate_providers(step))
-
-    async def consolidate_in_line(self, step: StepInput, placement: ProviderPlacement) -> ConsolidationStepsOutcome:
-        """The steps of the two one-activity routes above, called in line, in the workflow's
-        order. The workflow itself schedules each step as an activity (its pipeline is defined
-        there); this serves the runs recorded on those routes, and `agent-memory-tools bench
-        consolidate` as its direct pipeline: the same activity code without Temporal."""
+        """The one ordinary activity of runs recorded on the one-activity routes (patch
+        `remote-consolidation-as-one-activity`), registered for those still in flight. The steps
+        are the workflow's: it starts the consolidation workflow for the session on this activity's
+        task queue (a new run, so on the step route), one per activity of the calling run however
+        often it is retried, heartbeats with the step in progress while it waits, and returns what
+        the steps did (the workflow's steps_outcome query). It holds an activity slot only: the
+        run it waits for needs workflow tasks, local activities and the model queue's workers.
+        Refused before the commit (the subject is erased) or failed, it raises as the steps
+        would have: SubjectErased, or the run's failure type, permanent either way."""
+        info = activity.info()
+        if self.temporal is None or info.workflow_id is None or info.workflow_run_id is None:
+            raise ApplicationError("runs in a consolidation run, by a worker with a Temporal client",
+                                   non_retryable=True)
+        run = await self._start_steps_route(
+            step, contract.steps_route_workflow_id(info.workflow_id, info.workflow_run_id, info.activity_id),
+            info.task_queue)
         steps = progress()
-        steps.update(step=contract.EXTRACT_FACTS)
-        extraction = await self.extract_facts(step)
-        step = step.model_copy(update={"through": extraction.through})
-        steps.update(step=f"{contract.SCORE_IMPORTANCE}, {contract.SUMMARIZE_SESSION}")
-        importance, summary = await await_both(asyncio.ensure_future(self.score_importance(step)),
-                                               asyncio.ensure_future(self.summarize_session(step)))
-        for round_ in range(contract.MAX_CONFLICT_ROUNDS):
-            steps.update(step=f"{contract.CHECK_CONFLICTS}, {contract.COMMIT_CONSOLIDATION}")
-            plan = await self.check_conflicts(ConflictPlanInput(
-                **step.model_dump(), extraction_operation_id=extraction.operation_id, round=round_))
-            try:
-                commit = await self.commit_consolidation(CommitInput(
-                    **step.model_dump(), extraction_operation_id=extraction.operation_id,
-                    plan_operation_id=plan.operation_id, importance_operation_id=importance.operation_id,
-                    summary_operation_id=summary.operation_id))
-            except ApplicationError as err:
-                if err.type != ErrorType.VERSION_CONFLICT:
-                    raise
-                continue  # another writer changed a fact since the plan: re-read and re-decide
-            done = ConsolidationStepsOutcome(placement=placement, facts_extracted=extraction.count, decisions=plan.count,
-                                         conflict_retries=round_, commit=commit)
-            break
-        else:
-            raise ApplicationError(f"facts kept changing during {contract.MAX_CONFLICT_ROUNDS} commit attempts",
-                                   type=ErrorType.VERSION_CONFLICT, non_retryable=True)
-        steps.update(step=contract.PROJECT_OUTBOX_BATCH)
+        waiting = asyncio.ensure_future(run.result())
         try:
-            # A failed embedding is recorded on its row and left to the projector, never raised.
-            done.projection = await self.projector.project_batch(step.tenant_id, step.subject_id)
-        except SubjectErasedError:
-            done.refused_reason = "subject erased"  # after the commit: what was committed is reported
+            while not (await asyncio.wait({waiting}, timeout=heartbeat_interval(info.heartbeat_timeout)
+                                          .total_seconds()))[0]:
+                with contextlib.suppress(RPCError, WorkflowQueryFailedError):  # the next beat asks again
+                    now = await run.query(contract.PROGRESS_QUERY, result_type=ConsolidationProgress)
+                    steps.update(step=now.step)
+            await waiting
+        except WorkflowFailureError as err:
+            raise _permanent(err) from None
+        except asyncio.CancelledError:
+            waiting.cancel()
+            cancelled = activity.cancellation_details()
+            if cancelled is not None and cancelled.cancel_requested:  # the calling run is cancelled
+                with contextlib.suppress(RPCError):
+                    await run.cancel()
+            raise  # a timeout or a worker shutting down: a retry waits for the same run
+        done: ConsolidationStepsOutcome = await run.query(contract.STEPS_OUTCOME_QUERY, result_type=ConsolidationStepsOutcome)
+        if done.commit is None:
+            raise SubjectErasedError(step.tenant_id, step.subject_id)  # refused before the commit
+        if done.refused_reason is not None:
+            done.projection = None  # erased after the commit: what was committed is reported
         return done
+
+    async def _start_steps_route(self, step: StepInput, workflow_id: str, task_queue: str
+                                 ) -> WorkflowHandle[Any, ConsolidationResult]:
+        """Start the consolidation under `workflow_id`, or the run already under it (running or
+        closed: never a second one), with the session's search attributes."""
+        assert self.temporal is not None
+        try:
+            return await self.temporal.start_workflow(
+                contract.CONSOLIDATION_WORKFLOW,
+                ConsolidationInput(tenant_id=step.tenant_id, subject_id=step.subject_id, session_id=step.session_id),
+                id=workflow_id, task_queue=task_queue, result_type=ConsolidationResult,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                search_attributes=TypedSearchAttributes([
+                    SearchAttributePair(contract.TENANT_ID, step.tenant_id),
+                    SearchAttributePair(contract.SUBJECT_ID, step.subject_id),
+                    SearchAttributePair(contract.SESSION_ID, step.session_id)]))
+        except WorkflowAlreadyStartedError:  # closed already: its result stands
+            return self.temporal.get_workflow_handle(workflow_id, result_type=ConsolidationResult)
 
     @activity.defn(name=contract.COUNT_UNCONSOLIDATED)
     @temporal_failures

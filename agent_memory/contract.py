@@ -48,6 +48,10 @@ SIGNAL_END: Final = "end"
 # Signal of ProjectorWorkflow: rows may be due (sent with signal-with-start by commits, live
 # writes, rebuilds and the sweep).
 SIGNAL_WAKE: Final = "wake"
+# Queries of ConsolidationWorkflow: its progress, and what its steps did (the counts, the commit
+# and the embedding batch: what a one-activity route's activity reports of the run it waited for).
+PROGRESS_QUERY: Final = "progress"
+STEPS_OUTCOME_QUERY: Final = "steps_outcome"
 
 # --- Activity type names (pinned likewise) ----------------------------------------------------
 
@@ -103,6 +107,13 @@ def consolidation_workflow_id(tenant_id: str, subject_id: str, session_id: str) 
     """One consolidation per session: the session-end hook and the idle timer share it. Session
     ids are scoped per subject (migration 021), so the id names the subject."""
     return f"consolidate/{tenant_id}/{subject_id}/{session_id}"
+
+
+def steps_route_workflow_id(workflow_id: str, run_id: str, activity_id: str) -> str:
+    """The consolidation on the step route that an activity of a one-activity route runs and waits
+    for (ConsolidationActivities.consolidate_with_remote_providers): one per activity of a run,
+    however often it is retried. More parts than a consolidation's id has: it names no session."""
+    return f"{workflow_id}/{run_id}/{activity_id}"
 
 
 def model_task_queue(task_queue: str) -> str:
@@ -315,21 +326,20 @@ STORE_WRITE: Final = ActivityPreset(
 # fact since the plan is re-decided against the new facts, at most this often.
 MAX_CONFLICT_ROUNDS: Final = 5
 # The two presets below serve runs recorded on the one-activity routes (a new run schedules each
-# step with PROVIDER_STEP, STORE_WRITE, VECTOR_PROJECTION and PROJECTOR_WAKE).
-# Every step of a consolidation whose providers compute in the worker's process, as one local
-# activity (ConsolidationActivities.consolidate_in_worker): the model steps' bound (an offline model
-# on a busy CPU), the store's fast retries, and the permanent types of every step it runs. A
-# version conflict is re-decided inside, up to MAX_CONFLICT_ROUNDS, and is permanent after that.
+# step with PROVIDER_STEP, STORE_WRITE, VECTOR_PROJECTION and PROJECTOR_WAKE). Their bounds
+# cover every step of a consolidation in one activity; their permanent types are every step's.
+# The local activity (ConsolidationActivities.consolidate_in_worker) of a run in flight on those
+# routes only says where the providers compute.
 IN_WORKER_CONSOLIDATION: Final = ActivityPreset(
     start_to_close=timedelta(minutes=10), heartbeat=None,
     initial_interval=timedelta(milliseconds=500), maximum_interval=timedelta(seconds=30),
     permanent=(_E.SUBJECT_ERASED, _E.VERSION_CONFLICT, _E.NOT_FOUND, _E.OPERATION_MISMATCH, _E.PROVIDER_PERMANENT,
                _E.PROVIDER_OUTPUT_INVALID, _E.UNSTORABLE_VALUE, _E.KEY_UNAVAILABLE))
-# The same steps as one ordinary activity when a provider computes elsewhere (a remote model:
-# ConsolidationActivities.consolidate_with_remote_providers). Its bound covers the steps in a row
-# (two model calls, at most MAX_CONFLICT_ROUNDS plans and commits, one embedding batch), each call
-# still under its client's timeout; the heartbeat notices a dead worker within 20 s whatever the
-# bound. Model-call retries: a provider outage is waited out at up to two minutes between attempts.
+# The one ordinary activity (ConsolidationActivities.consolidate_with_remote_providers): it waits
+# for the steps, run as a consolidation on the step route. Its bound covers the steps in a row
+# (two model calls, at most MAX_CONFLICT_ROUNDS plans and commits, one embedding batch); a retry
+# after it waits for the same run. The heartbeat notices a dead worker within 20 s whatever the
+# bound.
 REMOTE_CONSOLIDATION: Final = ActivityPreset(
     start_to_close=timedelta(minutes=30), heartbeat=_HEARTBEAT,
     initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=2),

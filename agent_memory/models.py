@@ -352,10 +352,11 @@ class ProviderPlacement(BaseModel):
 
 
 class ConsolidationStepsOutcome(BaseModel):
-    """What ConsolidationActivities.consolidate_in_worker (or consolidate_with_remote_providers)
-    did, step by step: the counts the workflow reports (its progress and its result), operation
-    ids only. Without a commit it did nothing: a provider computes elsewhere, and the workflow
-    runs the steps as an ordinary activity."""
+    """What the steps of a consolidation did, as the one-activity routes' activities return it
+    (ConsolidationActivities.consolidate_in_worker, consolidate_with_remote_providers) and the
+    workflow's steps_outcome query answers: the counts the workflow reports (its progress and its
+    result), operation ids only. Without a commit nothing was done: the run goes on to the one
+    ordinary activity."""
 
     placement: ProviderPlacement
     facts_extracted: int = 0

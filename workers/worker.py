@@ -85,7 +85,7 @@ def build_worker(services: Services, *, task_queue: str | None = None,
     projection = ProjectionActivities(services.pool, services.keyring, providers.embedder, services.temporal,
                                       projection_policy)
     consolidation = ConsolidationActivities(services.pool, services.keyring, providers.extractor, providers.scorer,
-                                            providers.summarizer, providers.embedder, projection.projector)
+                                            providers.summarizer, providers.embedder, temporal=services.temporal)
     queue = task_queue or services.settings.task_queue
     lifecycle = LifecycleActivities(services.pool, services.keyring, services.temporal, queue,
                                     forget_grace=timedelta(seconds=services.settings.forget_grace_seconds),
@@ -147,7 +147,7 @@ def build_model_worker(services: Services, *, task_queue: str | None = None,
     projection = ProjectionActivities(services.pool, services.keyring, providers.embedder, services.temporal,
                                       projection_policy)
     consolidation = ConsolidationActivities(services.pool, services.keyring, providers.extractor, providers.scorer,
-                                            providers.summarizer, providers.embedder, projection.projector)
+                                            providers.summarizer, providers.embedder)
     return Worker(
         services.temporal,
         task_queue=model_task_queue(task_queue or settings.task_queue),

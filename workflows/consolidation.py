@@ -7,7 +7,8 @@ history: the model calls are ordinary activities on the model task queue (its ow
 rate limit, a heartbeat each), the short database steps local activities (one marker each).
 Runs recorded on earlier routes (every step in one activity; model steps as local activities or
 on the workflow's queue; vectors projected by the run itself) replay as they ran, each behind its
-`workflow.patched` id. History carries operation ids and counts; the data stays in Postgres.
+`workflow.patched` id; the one-activity routes' activity runs the steps as a run of this workflow
+on the step route. History carries operation ids and counts; the data stays in Postgres.
 """
 
 from __future__ import annotations
@@ -64,10 +65,25 @@ class ConsolidationWorkflow:
     def __init__(self) -> None:
         self._progress = ConsolidationProgress(step="starting")
         self._commit: CommitOutcome | None = None
+        # Where the providers compute (the step route's first step records it), the batch that
+        # embedded the run's own rows, and why the run was refused: for steps_outcome.
+        self._placement = REMOTE_PROVIDERS
+        self._batch: ProjectorBatchOutcome | None = None
+        self._refused_reason: str | None = None
 
-    @workflow.query
+    @workflow.query(name=contract.PROGRESS_QUERY)
     def progress(self) -> ConsolidationProgress:
         return self._progress
+
+    @workflow.query(name=contract.STEPS_OUTCOME_QUERY)
+    def steps_outcome(self) -> ConsolidationStepsOutcome:
+        """What the steps did, as a one-activity route's activity reports it: a run recorded on
+        such a route and still in flight has that activity run the steps as a run of this workflow
+        on the step route, and report this (ConsolidationActivities.consolidate_with_remote_providers)."""
+        return ConsolidationStepsOutcome(
+            placement=self._placement, facts_extracted=self._progress.facts_extracted,
+            decisions=self._progress.decisions, conflict_retries=self._progress.conflict_retries,
+            commit=self._commit, projection=self._batch, refused_reason=self._refused_reason)
 
     @workflow.run
     async def run(self, request: ConsolidationInput) -> ConsolidationResult:
@@ -77,6 +93,7 @@ class ConsolidationWorkflow:
             if _failure_type(err) != ErrorType.SUBJECT_ERASED:
                 raise
             self._progress.step = "refused: subject erased"
+            self._refused_reason = "subject erased"
             workflow.logger.info("consolidation refused: the subject was erased")
             # Erased after the commit (while waking the projector): what was committed is reported.
             return self._result(request, commit=self._commit, refused_reason="subject erased")
@@ -105,13 +122,12 @@ class ConsolidationWorkflow:
             placement = await workflow.execute_local_activity_method(
                 ConsolidationActivities.locate_providers, step, **contract.STORE_WRITE.local_options())
         elif workflow.patched("in-worker-consolidation-as-one-local-activity"):
-            # With every provider in the worker's process (the offline default), every step below
-            # runs, in the same order, in one local activity: its history one marker. Each step
-            # is a recorded operation, so a retry or a restarted worker resumes from the last
-            # recorded result. (Seven local activities, one per step, cost the worker more CPU
-            # than the offline steps themselves: an activation, payload conversion and encryption,
-            # a marker each.) With a provider elsewhere it does nothing and says where they
-            # compute; the recorded answer keeps a replay on any worker on the same route.
+            # Runs recorded on this route ran every step in one local activity when every
+            # provider computed in the worker's process, else went on to the one ordinary
+            # activity below. A run still in flight on it gets from the local activity only where
+            # the providers compute, never a commit (waiting there would hold a local-activity
+            # slot and this run's workflow task, which the steps need), and goes on below; the
+            # recorded answer keeps a replay on any worker on the same route.
             self._progress.step = "consolidate_in_worker"
             done = await workflow.execute_local_activity_method(
                 ConsolidationActivities.consolidate_in_worker, step, **contract.IN_WORKER_CONSOLIDATION.local_options())
@@ -119,12 +135,11 @@ class ConsolidationWorkflow:
                 return await self._consolidated_in_one_activity(request, done)
             placement = done.placement
             if workflow.patched("remote-consolidation-as-one-activity"):
-                # A provider computes elsewhere (a remote model): the same steps as one ordinary
-                # activity. The server heartbeats it while a call takes its minutes and times out
-                # a dead worker; each step is a recorded operation, so a retry resumes from the
-                # last recorded result. (An activity per step cost four more workflow and activity
-                # tasks per run: at 1 s per model call, about half again the machine CPU per
-                # consolidation, and 0.94x the direct pipeline's throughput against 0.96x, medians.)
+                # Runs recorded on this route ran every step in one heartbeated ordinary activity.
+                # For a run in flight on it the activity runs the steps as a run of this workflow
+                # on the step route (one per activity, however often it is retried), heartbeats
+                # while it waits, and returns what the steps did (steps_outcome): the pipeline is
+                # defined here only.
                 self._progress.step = "consolidate_with_remote_providers"
                 done = await workflow.execute_activity_method(
                     ConsolidationActivities.consolidate_with_remote_providers, step,
@@ -138,6 +153,7 @@ class ConsolidationWorkflow:
             # recorded (a marker), so a replay on any worker takes the same route.
             placement = await workflow.execute_local_activity_method(
                 ConsolidationActivities.locate_providers, step, **contract.STORE_WRITE.local_options())
+        self._placement = placement
         # Model steps run in the workflow's worker (local activities) only on a route recorded so.
         in_worker = placement.model_steps_in_worker and not steps
 
@@ -239,6 +255,7 @@ class ConsolidationWorkflow:
                 batch = await workflow.execute_activity_method(
                     ProjectionActivities.project_outbox_batch, batch_input, **contract.VECTOR_PROJECTION.options())
             if batch is not None:
+                self._batch = batch
                 vectors = self._progress.vectors_upserted = batch.vectors_upserted
                 if not batch.pending:
                     self._progress.step = "done"

@@ -7,10 +7,10 @@ flight:
 - **temporal**: the session-end hook (`client.end_session`) starts the consolidation workflow on
   an in-process worker (and its model queue's worker); a session is done when its run has committed and its outbox rows are
   embedded (by the run itself with an embedder in the worker, else by the subject's projector).
-- **direct**: one asyncio task per session calls the same activity code in the same order
-  (`consolidate_in_line`: extract → importance and summary at once → conflicts → commit → the
-  run's own rows embedded) and then the projector's batch step until the subject's outbox is
-  empty. No Temporal: no history, no task round trips, no retries.
+- **direct**: one asyncio task per session calls the same activity methods in the workflow's
+  order (`_direct`: extract → importance and summary at once → conflicts → commit) and then the
+  projector's batch step until the subject's outbox is empty. No Temporal: no history, no task
+  round trips, no retries.
 
 The blocks alternate direct, temporal, temporal, direct (half the sessions each), so a drift of
 the machine's speed hits both. `--model-latency-ms` adds that sleep to every provider call
@@ -41,7 +41,7 @@ from agent_memory.client import MemoryClient
 from agent_memory.db import fetch_one, tenant_transaction
 from agent_memory.errors import InvalidInput
 from agent_memory.evidence import append_messages
-from agent_memory.models import Message, Session, StepInput
+from agent_memory.models import CommitInput, ConflictPlanInput, Message, Session, StepInput
 from agent_memory.projection import OutboxProjector
 from agent_memory.projection_models import ProjectionPolicy
 from agent_memory.providers.base import runs_in_worker
@@ -154,13 +154,23 @@ async def _stored(services: Services, tenant: str) -> tuple[int, int]:
 
 async def _direct(activities: ConsolidationActivities, projector: OutboxProjector, tenant: str, subject: str,
                   session_id: str) -> None:
-    """The consolidation's steps (the workflow's steps in its order, the run's own rows embedded),
-    then the projector's batch step for whatever is left, called in line."""
+    """The consolidation's activity methods called in line, in the workflow's order
+    (workflows/consolidation.py), then the projector's batch step until nothing is left: the
+    baseline the workflow's throughput is compared with. One plan and one commit: no other writer
+    touches a bench subject's facts, so a commit is never refused as a version conflict (were it
+    refused, the bench would fail)."""
     step = StepInput(tenant_id=tenant, subject_id=subject, session_id=session_id)
-    done = await activities.consolidate_in_line(step, await activities.locate_providers(step))
-    pending = done.projection.pending if done.projection else 0
-    while pending:
-        pending = (await projector.project_batch(tenant, subject)).pending
+    extraction = await activities.extract_facts(step)
+    step = step.model_copy(update={"through": extraction.through})
+    importance, summary = await asyncio.gather(activities.score_importance(step),
+                                               activities.summarize_session(step))
+    plan = await activities.check_conflicts(ConflictPlanInput(
+        **step.model_dump(), extraction_operation_id=extraction.operation_id, round=0))
+    await activities.commit_consolidation(CommitInput(
+        **step.model_dump(), extraction_operation_id=extraction.operation_id, plan_operation_id=plan.operation_id,
+        importance_operation_id=importance.operation_id, summary_operation_id=summary.operation_id))
+    while (await projector.project_batch(tenant, subject)).pending:
+        pass
 
 
 async def _temporal(client: MemoryClient, tenant: str, subject: str, session_id: str) -> None:
