@@ -25,13 +25,9 @@ from temporalio.service import RPCError
 
 from activities.errors import temporal_failures
 from activities.heartbeat import heartbeat_interval, progress
-from agent_memory import contract
-from agent_memory.conflicts import decide
-from agent_memory.evidence import load_session, session_idle_state
-from agent_memory.hooks import after_record, fault_point
-from agent_memory.keyring import KeyRing
-from agent_memory.memory_store import commit_consolidation, current_candidates, current_facts, ended_fact_versions
-from agent_memory.models import (
+from agent_memory.core import contract
+from agent_memory.core.hooks import after_record, fault_point
+from agent_memory.core.models import (
     CommitInput,
     CommitOutcome,
     ConflictPlan,
@@ -51,15 +47,24 @@ from agent_memory.models import (
     StepOutcome,
     SummaryResult,
 )
-from agent_memory.operation_keys import CommitKey, PlanKey, ProviderStep, ProviderStepKey, request_hash
-from agent_memory.operations import OperationRecorder
-from agent_memory.projection import project_vectors
-from agent_memory.provider_policy import ProviderShield, restored
+from agent_memory.core.operation_keys import CommitKey, PlanKey, ProviderStep, ProviderStepKey, request_hash
+from agent_memory.core.vocabulary import VOCABULARY_VERSION, canonical_extraction
+from agent_memory.memory.conflicts import decide
+from agent_memory.memory.evidence import load_session, session_idle_state
+from agent_memory.memory.memory_store import (
+    commit_consolidation,
+    current_candidates,
+    current_facts,
+    ended_fact_versions,
+)
+from agent_memory.memory.operations import OperationRecorder
+from agent_memory.memory.write_policy import read_write_policy
+from agent_memory.projection.projector import project_vectors
 from agent_memory.providers.base import Embedder, FactExtractor, ImportanceScorer, Summarizer, runs_in_worker
 from agent_memory.providers.notes import write_observations
-from agent_memory.scope import Mode, SubjectErasedError, subject_scope
-from agent_memory.vocabulary import VOCABULARY_VERSION, canonical_extraction
-from agent_memory.write_policy import read_write_policy
+from agent_memory.providers.policy import ProviderShield, restored
+from agent_memory.security.keyring import KeyRing
+from agent_memory.store.scope import Mode, SubjectErasedError, subject_scope
 
 
 def messages_digest(messages: list[Message]) -> str:

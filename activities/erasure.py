@@ -10,14 +10,15 @@ from redis.asyncio import Redis
 from temporalio import activity
 
 from activities.errors import temporal_failures
-from agent_memory import contract, erasure
-from agent_memory.counters import add_counts_if_known
-from agent_memory.erasure_ledger import LedgerEntry, append_erasure
-from agent_memory.hooks import fault_point
-from agent_memory.keyring import KeyRing
-from agent_memory.models import ErasureInput, ErasureReceipt, ErasureStepInput, StoreCount
-from agent_memory.operator_requests import UnauthorizedRequestError
-from agent_memory.run_inputs import RunInput
+from agent_memory.core import contract
+from agent_memory.core.hooks import fault_point
+from agent_memory.core.models import ErasureInput, ErasureReceipt, ErasureStepInput, StoreCount
+from agent_memory.core.run_inputs import RunInput
+from agent_memory.lifecycle import erasure
+from agent_memory.lifecycle.erasure_ledger import LedgerEntry, append_erasure
+from agent_memory.security.keyring import KeyRing
+from agent_memory.security.operator_requests import UnauthorizedRequestError
+from agent_memory.store.counters import add_counts_if_known
 
 
 class ResidueReport(BaseModel):
@@ -35,7 +36,7 @@ class CompleteErasureInput(RunInput):
 class ErasureActivities:
     def __init__(self, pool: AsyncConnectionPool, redis: Redis, keyring: KeyRing, *, ledger_home: Path | None = None):
         """`ledger_home`: the agent-memory home whose erasure ledger records each completed
-        erasure (agent_memory/erasure_ledger.py); None keeps no ledger."""
+        erasure (agent_memory/lifecycle/erasure_ledger.py); None keeps no ledger."""
         self.pool = pool
         self.redis = redis
         self.keyring = keyring

@@ -11,14 +11,14 @@ import psycopg
 from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import heartbeating
-from agent_memory.contract import ErrorType
-from agent_memory.crypto import KeyUnavailableError, RotationUnsupportedError
-from agent_memory.erasure import ErasureRequestConflictError
-from agent_memory.events import VersionConflictError
-from agent_memory.operations import OperationMismatchError, RecordNotFoundError, SubjectErasedError
-from agent_memory.operator_requests import UnauthorizedRequestError
+from agent_memory.core.contract import ErrorType
+from agent_memory.lifecycle.erasure import ErasureRequestConflictError
+from agent_memory.memory.events import VersionConflictError
+from agent_memory.memory.operations import OperationMismatchError, RecordNotFoundError, SubjectErasedError
+from agent_memory.projection.reembedding import ModelMismatchError
 from agent_memory.providers.errors import ProviderOutputInvalid, ProviderPermanentError, ProviderRetryableError
-from agent_memory.reembedding import ModelMismatchError
+from agent_memory.security.crypto import KeyUnavailableError, RotationUnsupportedError
+from agent_memory.security.operator_requests import UnauthorizedRequestError
 
 T = TypeVar("T")
 

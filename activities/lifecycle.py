@@ -11,13 +11,13 @@ from temporalio.client import Client
 
 from activities.errors import temporal_failures
 from activities.heartbeat import progress
-from agent_memory import contract
-from agent_memory.erasure_runs import ErasureRedriveInput, ErasureRedriveResult, redrive_stuck_erasures
-from agent_memory.idle_timers import IdleTimerSweepInput, IdleTimerSweepResult, sweep_idle_timers
-from agent_memory.keyring import KeyRing
-from agent_memory.operator_requests import check_operator_request
-from agent_memory.retention import RetentionInput, RetentionResult, apply_retention
-from agent_memory.sweeper import MemorySweepInput, MemorySweepResult, sweep_forgotten
+from agent_memory.core import contract
+from agent_memory.lifecycle.erasure_runs import ErasureRedriveInput, ErasureRedriveResult, redrive_stuck_erasures
+from agent_memory.lifecycle.idle_timers import IdleTimerSweepInput, IdleTimerSweepResult, sweep_idle_timers
+from agent_memory.lifecycle.retention import RetentionInput, RetentionResult, apply_retention
+from agent_memory.lifecycle.sweeper import MemorySweepInput, MemorySweepResult, sweep_forgotten
+from agent_memory.security.keyring import KeyRing
+from agent_memory.security.operator_requests import check_operator_request
 
 
 class LifecycleActivities:

@@ -7,10 +7,10 @@ from redis.asyncio import Redis
 from temporalio import activity
 
 from activities.errors import temporal_failures
-from agent_memory import contract
-from agent_memory.compaction import CompactionInput, CompactionResult, compact_pending
-from agent_memory.keyring import KeyRing, KeyRotationInput, RotationResult
-from agent_memory.operator_requests import check_operator_request
+from agent_memory.core import contract
+from agent_memory.lifecycle.compaction import CompactionInput, CompactionResult, compact_pending
+from agent_memory.security.keyring import KeyRing, KeyRotationInput, RotationResult
+from agent_memory.security.operator_requests import check_operator_request
 
 
 class MaintenanceActivities:

@@ -10,25 +10,25 @@ from temporalio.client import Client
 
 from activities.errors import temporal_failures
 from activities.heartbeat import progress
-from agent_memory import contract
-from agent_memory.db import registered_tenants
-from agent_memory.hooks import after_record
-from agent_memory.keyring import KeyRing
-from agent_memory.models import ProjectionInput
-from agent_memory.projection import (
-    OutboxProjector,
-    prune_projected_rows,
-    subjects_with_due_rows,
-    wake_projector,
-)
-from agent_memory.projection_models import (
+from agent_memory.core import contract
+from agent_memory.core.hooks import after_record
+from agent_memory.core.models import ProjectionInput
+from agent_memory.core.projection_models import (
     ProjectionPolicy,
     ProjectionSweepInput,
     ProjectionSweepResult,
     ProjectorBatchInput,
     ProjectorBatchOutcome,
 )
+from agent_memory.projection.projector import (
+    OutboxProjector,
+    prune_projected_rows,
+    subjects_with_due_rows,
+    wake_projector,
+)
 from agent_memory.providers.base import Embedder
+from agent_memory.security.keyring import KeyRing
+from agent_memory.store.db import registered_tenants
 
 
 class ProjectionActivities:

@@ -8,14 +8,15 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
 from activities.errors import temporal_failures
-from agent_memory import contract, rebuild
-from agent_memory.events import EventLogError
-from agent_memory.keyring import KeyRing
-from agent_memory.models import RebuildSubjectInput, SubjectList, SubjectListInput, SubjectRebuild
-from agent_memory.operations import OperationRecorder
-from agent_memory.operator_requests import check_operator_request
-from agent_memory.projection import projection_lag, wake_projector
+from agent_memory.core import contract
+from agent_memory.core.models import RebuildSubjectInput, SubjectList, SubjectListInput, SubjectRebuild
+from agent_memory.memory.events import EventLogError
+from agent_memory.memory.operations import OperationRecorder
+from agent_memory.projection import rebuild
+from agent_memory.projection.projector import projection_lag, wake_projector
 from agent_memory.providers.base import Embedder
+from agent_memory.security.keyring import KeyRing
+from agent_memory.security.operator_requests import check_operator_request
 
 
 class RebuildActivities:

@@ -1,4 +1,4 @@
-"""Re-embedding activities: begin, one batch, switch (agent_memory/reembedding.py)."""
+"""Re-embedding activities: begin, one batch, switch (agent_memory/projection/reembedding.py)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,8 @@ from psycopg_pool import AsyncConnectionPool
 from temporalio import activity
 
 from activities.errors import temporal_failures
-from agent_memory import contract
-from agent_memory.providers.base import Embedder
-from agent_memory.reembedding import (
+from agent_memory.core import contract
+from agent_memory.projection.reembedding import (
     BeginReembedInput,
     BeginReembedResult,
     ReembedBatchInput,
@@ -19,6 +18,7 @@ from agent_memory.reembedding import (
     reembed_batch,
     switch_model,
 )
+from agent_memory.providers.base import Embedder
 
 
 class ReembeddingActivities:

@@ -12,9 +12,9 @@ from contextlib import asynccontextmanager
 
 import pytest
 
-from agent_memory.client import MemoryClient
+from agent_memory.api.client import MemoryClient
+from agent_memory.core.settings import Settings
 from agent_memory.providers.offline import offline_providers
-from agent_memory.settings import Settings
 from workers.embedded import Ports
 from workers.runtime import open_stack
 from workers.worker import build_worker

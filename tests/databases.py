@@ -12,7 +12,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 from psycopg import sql
 
-from agent_memory.db import migration_files
+from agent_memory.store.db import migration_files
 
 
 def with_database(url: str, database: str) -> str:

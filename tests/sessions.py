@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from agent_memory.models import Message, Session
+from agent_memory.core.models import Message, Session
 
 
 def session(session_id: str, start: str, *lines: str | tuple[str, str]) -> Session:

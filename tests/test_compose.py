@@ -20,9 +20,9 @@ from urllib.parse import urlsplit
 import pytest
 import yaml  # pyyaml is a dev dependency: a missing one must fail, not skip
 
-from agent_memory import contract
-from agent_memory.db import APP_ROLE
-from agent_memory.settings import ENV_VARS, Settings
+from agent_memory.core import contract
+from agent_memory.core.settings import ENV_VARS, Settings
+from agent_memory.store.db import APP_ROLE
 from workers.embedded import DATABASE_NAME, POSTGRES_MAX_LOCKS_PER_TRANSACTION, SEARCH_ATTRIBUTES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -174,7 +174,7 @@ def test_agent_memory_services_set_only_settings_env_vars(compose_services, name
     env = environment(service)
     assert env, f"{name} sets no environment"
     unknown = sorted(set(env) - set(ENV_VARS))
-    assert not unknown, f"{name} sets variables agent_memory.settings does not read: {unknown}"
+    assert not unknown, f"{name} sets variables agent_memory.core.settings does not read: {unknown}"
     # env_file would smuggle in variables this test cannot see.
     assert "env_file" not in service
 
@@ -245,7 +245,7 @@ def test_dockerfile_entrypoint_is_agent_memory():
 def test_setup_registers_the_search_attributes(setup_service, worker):
     _, service = setup_service
     # `agent-memory register-search-attributes` (the Dockerfile's entrypoint) registers the
-    # registry of agent_memory/contract.py: no list of attributes to keep in step here.
+    # registry of agent_memory/core/contract.py: no list of attributes to keep in step here.
     assert "entrypoint" not in service
     assert argv(service.get("command")) == ["register-search-attributes"]
     assert str(service.get("restart", "no")).split(":")[0] in ("no", "on-failure"), "a one-shot must not loop"
@@ -441,10 +441,10 @@ def runs_as(service: dict) -> tuple[int, int]:
 
 
 def certs_arguments(compose_services) -> argparse.Namespace:
-    from agent_memory.temporal_certs import build_parser
+    from agent_memory.security.temporal_certs import build_parser
 
     entrypoint = argv(compose_services[CERTS_SERVICE].get("entrypoint"))
-    assert entrypoint[:3] == ["python", "-m", "agent_memory.temporal_certs"], entrypoint
+    assert entrypoint[:3] == ["python", "-m", "agent_memory.security.temporal_certs"], entrypoint
     return build_parser().parse_args(entrypoint[3:])
 
 
@@ -466,7 +466,7 @@ def test_temporal_requires_client_certificates(compose_services):
     assert env.get("TEMPORAL_TLS_CLIENT2_CA_CERT", env["TEMPORAL_TLS_CLIENT1_CA_CERT"]).endswith("/ca.pem")
     # No inline (environment) certificates or keys beside the files.
     assert not [name for name in env if name.startswith("TEMPORAL_TLS_") and name.endswith("_DATA")]
-    from agent_memory.temporal_certs import SERVER_ALT_NAMES, SERVER_NAME
+    from agent_memory.security.temporal_certs import SERVER_ALT_NAMES, SERVER_NAME
 
     # Its nodes verify each other by the certificate's name, which is the compose service's name.
     assert "temporal" in SERVER_ALT_NAMES and SERVER_NAME == "temporal"
@@ -475,7 +475,7 @@ def test_temporal_requires_client_certificates(compose_services):
     for name in ("TEMPORAL_TLS_INTERNODE_DISABLE_HOST_VERIFICATION", "TEMPORAL_TLS_FRONTEND_DISABLE_HOST_VERIFICATION"):
         assert env.get(name, "false") == "false", name
     # The server warns of expiry from the day temporal-certs would renew at a start.
-    from agent_memory.temporal_certs import RENEW_BEFORE
+    from agent_memory.security.temporal_certs import RENEW_BEFORE
 
     assert env.get("TEMPORAL_TLS_EXPIRATION_CHECKS_WARNING_WINDOW") == f"{int(RENEW_BEFORE.total_seconds() // 3600)}h"
     assert env.get("TEMPORAL_TLS_EXPIRATION_CHECKS_CHECK_INTERVAL")
@@ -494,7 +494,7 @@ def test_every_temporal_client_presents_a_client_certificate(compose_services, n
         cert, key = env.get("TEMPORAL_TLS_CLIENT_CERT_PATH"), env.get("TEMPORAL_TLS_CLIENT_KEY_PATH")
         ca, server_name = env.get("TEMPORAL_TLS_SERVER_CA_CERT_PATH"), env.get("TEMPORAL_TLS_SERVER_NAME")
         assert env.get("TEMPORAL_ADDRESS") == "temporal:7233"
-    else:  # agent-memory: what agent_memory.settings makes of the service's environment
+    else:  # agent-memory: what agent_memory.core.settings makes of the service's environment
         settings = Settings.from_env({k: interpolate(v) for k, v in env.items()})
         assert settings.temporal_address == "temporal:7233"
         cert, key, ca = settings.temporal_tls_cert, settings.temporal_tls_key, settings.temporal_tls_ca
@@ -519,7 +519,7 @@ def test_only_the_listed_services_talk_to_temporal(compose_services):
 
 
 def test_the_certificates_are_made_private_to_the_one_service_that_reads_them(compose_services):
-    from agent_memory.temporal_certs import DIRECTORIES
+    from agent_memory.security.temporal_certs import DIRECTORIES
 
     certs = compose_services[CERTS_SERVICE]
     args = certs_arguments(compose_services)
@@ -555,7 +555,7 @@ def test_the_certificates_are_made_private_to_the_one_service_that_reads_them(co
 
 
 def test_the_certificates_program_runs_with_the_compose_arguments(compose_services, tmp_path):
-    from agent_memory import temporal_certs
+    from agent_memory.security import temporal_certs
 
     owners = dict(certs_arguments(compose_services).owner)
     if os.geteuid() != 0:  # chown to another user needs root; the rest is the same

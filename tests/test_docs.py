@@ -22,10 +22,10 @@ HISTORY = [re.compile(p, re.I) for p in (
     r"\b(commit|before|after) \(?[0-9a-f]{7,40}\b",
 )]
 
-# Applied migrations are checksummed (agent_memory/db.py refuses a changed one): their comments stay.
+# Applied migrations are checksummed (agent_memory/store/db.py refuses a changed one): their comments stay.
 FROZEN = {
-    "agent_memory/migrations/006_keys_redaction_compaction.sql": "applied migration, checksummed",
-    "agent_memory/migrations/030_vector_partitions_256.sql": "applied migration, checksummed",
+    "agent_memory/store/migrations/006_keys_redaction_compaction.sql": "applied migration, checksummed",
+    "agent_memory/store/migrations/030_vector_partitions_256.sql": "applied migration, checksummed",
 }
 
 
@@ -55,7 +55,7 @@ def test_no_development_history_wording():
 
 def test_the_scan_sees_the_tree():
     names = {p.relative_to(ROOT).as_posix() for p in tree()}
-    assert {"README.md", "pyproject.toml", "agent_memory/client.py", "docs/security.md", "docker-compose.yml",
+    assert {"README.md", "pyproject.toml", "agent_memory/api/client.py", "docs/security.md", "docker-compose.yml",
             "Dockerfile"} <= names
     assert not any(n.startswith(".venv/") for n in names)
 

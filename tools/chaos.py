@@ -40,19 +40,19 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from agent_memory.contract import projector_workflow_id, workflow_id_tenant
-from agent_memory.db import fetch_one, tenant_transaction
-from agent_memory.erasure import STORES
-from agent_memory.errors import AgentMemoryError
-from agent_memory.models import Session
-from agent_memory.progress import Progress
+from agent_memory.cli.progress import Progress
+from agent_memory.core.contract import projector_workflow_id, workflow_id_tenant
+from agent_memory.core.errors import AgentMemoryError
+from agent_memory.core.models import Session
+from agent_memory.core.settings import ENV_VARS, Settings
+from agent_memory.core.tables import duplicate_keys
+from agent_memory.lifecycle.erasure import STORES
 from agent_memory.providers.base import runs_in_worker
-from agent_memory.settings import ENV_VARS, Settings
-from agent_memory.tables import duplicate_keys
+from agent_memory.store.db import fetch_one, tenant_transaction
 from tools.faults import FAULTS_ENV, STATE_ENV, hits
 
 if TYPE_CHECKING:
-    from agent_memory.providers.openai_compat import ProviderBundle
+    from agent_memory.providers.openai.compat import ProviderBundle
 
 PROVIDER_LOG_ENV = "AGENT_MEMORY_PROVIDER_LOG"
 # "remote": the logged providers say they are not in the worker, so the consolidation runs its
@@ -138,7 +138,7 @@ class LoggedEmbedder(_Logged):
 
 def logged_providers(log_path: str | os.PathLike) -> ProviderBundle:
     from agent_memory.providers.offline import offline_providers
-    from agent_memory.providers.openai_compat import ProviderBundle
+    from agent_memory.providers.openai.compat import ProviderBundle
 
     p, log = offline_providers(), str(log_path)
     return ProviderBundle(LoggedExtractor(p.extractor, "extract", log), LoggedScorer(p.scorer, "importance", log),
@@ -146,7 +146,7 @@ def logged_providers(log_path: str | os.PathLike) -> ProviderBundle:
 
 
 async def _serve_worker() -> int:
-    from agent_memory.services import Services
+    from agent_memory.api.services import Services
     from tools import faults
     from workers.worker import build_worker
 
@@ -448,7 +448,7 @@ def lost_in_flight(calls: dict[tuple[str, str], list[int]], killed: dict[int, st
 # --- scenario ----------------------------------------------------------------------------------
 
 def demo_sessions() -> list[Session]:
-    from agent_memory.ingest import parse_session_line
+    from agent_memory.memory.ingest import parse_session_line
 
     text = (resources.files("agent_memory") / "samples" / "demo_sessions.jsonl").read_text(encoding="utf-8")
     return [parse_session_line(line, n) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
@@ -491,7 +491,7 @@ async def run_scenario(services, supervisor: WorkerSupervisor, tenant_id: str, *
                        timeout: float = 120.0) -> ScenarioOutcome:
     """Consolidate the sessions in order (each sees the facts of the earlier ones), check, then
     erase the subject and check again; the worker may be killed anywhere meanwhile."""
-    from agent_memory.client import MemoryClient
+    from agent_memory.api.client import MemoryClient
     from agent_memory.providers.offline import offline_providers
 
     client = MemoryClient(services, offline_providers().embedder, task_queue=supervisor.env["AGENT_MEMORY_TASK_QUEUE"])

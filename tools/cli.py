@@ -26,10 +26,10 @@ from agent_memory.cli.core import (
     json_flag,
     with_args,
 )
-from agent_memory.errors import InvalidInput
+from agent_memory.core.errors import InvalidInput
 
 if TYPE_CHECKING:
-    from agent_memory.settings import Settings
+    from agent_memory.core.settings import Settings
 
 PROG = "agent-memory-tools"
 PRESET_METAVAR = "{" + ",".join(PRESET_NAMES) + "}"

@@ -1,5 +1,5 @@
 """Fault injection for the crash suite: the hook that kills the process at a named point
-(agent_memory/hooks.py lists the points; `install` puts the hook in place in a worker process).
+(agent_memory/core/hooks.py lists the points; `install` puts the hook in place in a worker process).
 
 Off unless configured. `AGENT_MEMORY_FAULTS` lists the points, comma-separated, e.g.
 `after_record:extract,after_commit@2`: the process SIGKILLs itself the first (or the Nth, with
@@ -18,8 +18,8 @@ import signal
 import threading
 from pathlib import Path
 
-from agent_memory.errors import InvalidInput
-from agent_memory.hooks import install_fault_hook
+from agent_memory.core.errors import InvalidInput
+from agent_memory.core.hooks import install_fault_hook
 
 FAULTS_ENV = "AGENT_MEMORY_FAULTS"
 STATE_ENV = "AGENT_MEMORY_FAULTS_STATE"

@@ -18,11 +18,11 @@ import click
 
 from agent_memory.cli import build_cli
 from agent_memory.cli.core import Command, Group, json_flag, with_settings
-from agent_memory.errors import InvalidInput, ServiceUnavailable
+from agent_memory.core.errors import InvalidInput, ServiceUnavailable
 
 if TYPE_CHECKING:
-    from agent_memory.services import Services
-    from agent_memory.settings import Settings
+    from agent_memory.api.services import Services
+    from agent_memory.core.settings import Settings
     from workers.embedded import EmbeddedStack
     from workers.supervisor import ShutdownGuard
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 async def reapply_ledger_erasures(services: Services) -> None:
     """Start again the erasures of the home's erasure ledger the database does not know (the
     worker just started runs them); a ledger that does not verify is reported, not trusted."""
-    from agent_memory.erasure_ledger import LedgerTamperedError, reapply_erasures
+    from agent_memory.lifecycle.erasure_ledger import LedgerTamperedError, reapply_erasures
 
     try:
         result, _ = await reapply_erasures(services.pool, services.keyring, services.temporal,
@@ -54,8 +54,8 @@ async def run_worker_until_signal(services: Services, announce: str, providers: 
     import asyncio
     import signal
 
-    from agent_memory.providers.openai_compat import providers_for
-    from agent_memory.reembedding import embedder_model, start_needed_reembeddings
+    from agent_memory.projection.reembedding import embedder_model, start_needed_reembeddings
+    from agent_memory.providers.openai.compat import providers_for
     from workers.heap import freeze_startup_heap
     from workers.run_log import log_closed_runs
     from workers.schedules import ensure_schedules
@@ -98,11 +98,11 @@ async def run_worker_until_signal(services: Services, announce: str, providers: 
         if reembedding:
             print(f"re-embedding {len(reembedding)} tenant(s) under {embedder_model(providers.embedder)} "
                   "(agent-memory reembed --tenant T shows progress)", flush=True)
-        # A database restored from before an erasure gets it again (agent_memory/erasure_ledger.py).
+        # A database restored from before an erasure gets it again (agent_memory/lifecycle/erasure_ledger.py).
         await reapply_ledger_erasures(services)
         if api_port is not None:
-            from agent_memory.client import MemoryClient
-            from agent_memory.http_api import free_port
+            from agent_memory.api.client import MemoryClient
+            from agent_memory.api.http_api import free_port
 
             # Chosen once: a restarted API serves on the same port.
             port = free_port("127.0.0.1", api_port)
@@ -164,7 +164,7 @@ async def up(settings: Settings, *, api_port: int, local_model: bool, free_ports
     with home_lock(settings.home), contextlib.ExitStack() as local:
         providers, model_line = None, ""
         if local_model:  # first: a missing model or compiler fails before the stack starts
-            from agent_memory.providers.openai_compat import openai_providers
+            from agent_memory.providers.openai.compat import openai_providers
             from workers.local_model import local_model as start_local_model
             from workers.local_model import local_model_config
 
@@ -210,10 +210,10 @@ async def worker(settings: Settings) -> int:
                "AGENT_MEMORY_API_KEY (over streamable HTTP it is /mcp of `serve` and `up`)")
 @with_settings
 async def mcp(settings: Settings) -> int:
-    from agent_memory.api_keys import verify_key
-    from agent_memory.client import MemoryClient
-    from agent_memory.mcp_server import build_mcp_server
-    from agent_memory.providers.openai_compat import providers_for
+    from agent_memory.api.client import MemoryClient
+    from agent_memory.api.mcp_server import build_mcp_server
+    from agent_memory.providers.openai.compat import providers_for
+    from agent_memory.security.api_keys import verify_key
     from workers.heap import freeze_startup_heap
 
     if not settings.api_key:
@@ -236,9 +236,9 @@ async def mcp(settings: Settings) -> int:
 async def serve(settings: Settings, *, host: str, port: int) -> int:
     import uvicorn
 
-    from agent_memory.client import MemoryClient
-    from agent_memory.http_api import uvicorn_config
-    from agent_memory.providers.openai_compat import providers_for
+    from agent_memory.api.client import MemoryClient
+    from agent_memory.api.http_api import uvicorn_config
+    from agent_memory.providers.openai.compat import providers_for
     from workers.heap import freeze_startup_heap
 
     async with running_stack(settings) as services:

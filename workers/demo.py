@@ -8,16 +8,16 @@ from importlib import resources
 
 from pydantic import BaseModel
 
+from agent_memory.api.client import MemoryClient, RunSummary
+from agent_memory.api.services import Services
 from agent_memory.cli.formatting import format_context, format_fact, format_prompt
-from agent_memory.client import MemoryClient, RunSummary
-from agent_memory.context import AssembledContext
-from agent_memory.ingest import parse_session_line
-from agent_memory.models import ConsolidationResult, ErasureReceipt, FactRow, Message, Session
-from agent_memory.projection_models import ProjectionLag
-from agent_memory.prompt import BuiltPrompt
-from agent_memory.providers.openai_compat import providers_for
-from agent_memory.recall import RecallResult
-from agent_memory.services import Services
+from agent_memory.core.models import ConsolidationResult, ErasureReceipt, FactRow, Message, Session
+from agent_memory.core.projection_models import ProjectionLag
+from agent_memory.memory.ingest import parse_session_line
+from agent_memory.providers.openai.compat import providers_for
+from agent_memory.recall.context import AssembledContext
+from agent_memory.recall.prompt import BuiltPrompt
+from agent_memory.recall.recall import RecallResult
 from workers.worker import build_worker
 
 DEMO_TENANT = "demo"

@@ -27,14 +27,14 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
-from agent_memory import contract
-from agent_memory.errors import ServiceUnavailable
-from agent_memory.settings import Settings
-from agent_memory.stack_connection import CONNECTION_FILE, remove_connection, write_connection
+from agent_memory.core import contract
+from agent_memory.core.errors import ServiceUnavailable
+from agent_memory.core.settings import Settings
+from agent_memory.core.stack_connection import CONNECTION_FILE, remove_connection, write_connection
 
 log = logging.getLogger(__name__)
 
-# The registry's names (agent_memory.contract); the dev server registers them at start.
+# The registry's names (agent_memory.core.contract); the dev server registers them at start.
 SEARCH_ATTRIBUTES = contract.SEARCH_ATTRIBUTE_NAMES
 # PostgreSQL refuses to run as root; as root we run it as this system user.
 POSTGRES_SYSTEM_USER = "embedded_postgres"
@@ -221,7 +221,7 @@ class EmbeddedStack:
     adopt: bool = False
     adopted: list[str] = field(default_factory=list)
     closing: bool = False  # stop() has begun: a restart under way stops what it started
-    # The Temporal UI decodes payloads through it (`serve`'s /codec, agent_memory/codec_server.py).
+    # The Temporal UI decodes payloads through it (`serve`'s /codec, agent_memory/api/codec_server.py).
     ui_codec_endpoint: str | None = None
 
     @property

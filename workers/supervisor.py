@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agent_memory.errors import ServiceUnavailable
+from agent_memory.core.errors import ServiceUnavailable
 from workers.embedded import EmbeddedStack, _private_dir
 
 log = logging.getLogger(__name__)
@@ -251,7 +251,7 @@ async def serve_api(client: Any, host: str, port: int, stop: asyncio.Event,
                     started: asyncio.Event | None = None) -> None:
     """The HTTP API on host:port until `stop` is set. Raises when it cannot bind the port or
     ends on its own (supervise_task starts it again, on the same port)."""
-    from agent_memory.http_api import free_port, uvicorn_config
+    from agent_memory.api.http_api import free_port, uvicorn_config
 
     if free_port(host, port) != port:
         raise OSError(f"port {port} of the HTTP API is taken")

@@ -18,11 +18,11 @@ from activities.maintenance import MaintenanceActivities
 from activities.projection import ProjectionActivities
 from activities.rebuild import RebuildActivities
 from activities.reembedding import ReembeddingActivities
-from agent_memory.contract import model_task_queue
-from agent_memory.projection_models import ProjectionPolicy
+from agent_memory.api.services import Services
+from agent_memory.core.contract import model_task_queue
+from agent_memory.core.projection_models import ProjectionPolicy
 from agent_memory.providers.offline import OfflineProviders
-from agent_memory.providers.openai_compat import ProviderBundle, providers_for
-from agent_memory.services import Services
+from agent_memory.providers.openai.compat import ProviderBundle, providers_for
 from workflows.consolidation import ConsolidationWorkflow
 from workflows.erasure import ErasureWorkflow
 from workflows.lifecycle import ErasureRedriveWorkflow, IdleTimerSweepWorkflow, MemorySweepWorkflow

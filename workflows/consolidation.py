@@ -21,9 +21,9 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from activities.consolidation import ConsolidationActivities
     from activities.projection import ProjectionActivities
-    from agent_memory import contract
-    from agent_memory.contract import ErrorType
-    from agent_memory.models import (
+    from agent_memory.core import contract
+    from agent_memory.core.contract import ErrorType
+    from agent_memory.core.models import (
         CommitInput,
         CommitOutcome,
         ConflictPlanInput,
@@ -36,10 +36,10 @@ with workflow.unsafe.imports_passed_through():
         StepInput,
         StepOutcome,
     )
-    from agent_memory.projection_models import ProjectorBatchInput, ProjectorBatchOutcome
-    from agent_memory.run_metadata import consolidation_details
+    from agent_memory.core.projection_models import ProjectorBatchInput, ProjectorBatchOutcome
+    from agent_memory.core.run_metadata import consolidation_details
 
-# Activity options: agent_memory/contract.py's presets. Transient failures are retried without an
+# Activity options: agent_memory/core/contract.py's presets. Transient failures are retried without an
 # attempt cap, at a capped interval: an outage of the model provider or of Postgres must not fail
 # a consolidation. Permanent failures are raised as non-retryable types (activities/errors.py)
 # and end the retries at once. Model calls (contract.PROVIDER_STEP): the recorded operation makes

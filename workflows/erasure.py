@@ -7,9 +7,9 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.erasure import CompleteErasureInput, ErasureActivities
-    from agent_memory import contract
-    from agent_memory.models import ErasureInput, ErasureProgress, ErasureReceipt, ErasureStepInput
-    from agent_memory.run_metadata import progress_details
+    from agent_memory.core import contract
+    from agent_memory.core.models import ErasureInput, ErasureProgress, ErasureReceipt, ErasureStepInput
+    from agent_memory.core.run_metadata import progress_details
 
 # Erasure is a legal obligation: transient failures are retried until they pass (no attempt
 # cap, a capped interval); permanent ones are non-retryable types (contract.ERASURE_STEP).

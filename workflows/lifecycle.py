@@ -16,11 +16,11 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from activities.lifecycle import LifecycleActivities
-    from agent_memory import contract
-    from agent_memory.erasure_runs import ErasureRedriveInput, ErasureRedriveResult
-    from agent_memory.idle_timers import IdleTimerSweepInput, IdleTimerSweepResult
-    from agent_memory.retention import RetentionInput
-    from agent_memory.sweeper import MemorySweepInput, MemorySweepResult
+    from agent_memory.core import contract
+    from agent_memory.lifecycle.erasure_runs import ErasureRedriveInput, ErasureRedriveResult
+    from agent_memory.lifecycle.idle_timers import IdleTimerSweepInput, IdleTimerSweepResult
+    from agent_memory.lifecycle.retention import RetentionInput
+    from agent_memory.lifecycle.sweeper import MemorySweepInput, MemorySweepResult
 
 # A database outage is waited out (no attempt cap); a retried step resumes where it stopped:
 # what retention forgot and what the sweep swept are marked so (contract.MEMORY_SWEEP).

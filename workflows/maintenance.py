@@ -12,9 +12,9 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from activities.maintenance import MaintenanceActivities
-    from agent_memory import contract
-    from agent_memory.compaction import CompactionInput, CompactionResult
-    from agent_memory.keyring import KeyRotationInput, RotationResult
+    from agent_memory.core import contract
+    from agent_memory.lifecycle.compaction import CompactionInput, CompactionResult
+    from agent_memory.security.keyring import KeyRotationInput, RotationResult
 
 # Transient failures (a database restart) are retried without an attempt cap: an outage must not
 # leave a rotation half done; a half-done rotation resumes where it stopped. Re-wrapping is one

@@ -19,9 +19,9 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.projection import ProjectionActivities
-    from agent_memory import contract
-    from agent_memory.contract import ErrorType
-    from agent_memory.projection_models import (
+    from agent_memory.core import contract
+    from agent_memory.core.contract import ErrorType
+    from agent_memory.core.projection_models import (
         ProjectionSweepInput,
         ProjectionSweepResult,
         ProjectorBatchInput,

@@ -10,8 +10,8 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from activities.rebuild import RebuildActivities
-    from agent_memory import contract
-    from agent_memory.models import (
+    from agent_memory.core import contract
+    from agent_memory.core.models import (
         RebuildInput,
         RebuildProgress,
         RebuildResult,
@@ -19,7 +19,7 @@ with workflow.unsafe.imports_passed_through():
         SubjectListInput,
         SubjectRebuild,
     )
-    from agent_memory.run_metadata import progress_details
+    from agent_memory.core.run_metadata import progress_details
 
 # Reads and one transaction per subject: transient database errors retried without an attempt
 # cap, at a capped interval (contract.REBUILD_LIST, contract.REBUILD_SUBJECT_STEP: one subject's

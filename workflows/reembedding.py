@@ -1,4 +1,4 @@
-"""Re-embedding a tenant's memories under a new embedding model (agent_memory/reembedding.py):
+"""Re-embedding a tenant's memories under a new embedding model (agent_memory/projection/reembedding.py):
 begin, batches until every vector of the active model has its twin, then switch. Recall reads
 the old model until the switch. Progress is the `progress` query. The history carries ids,
 counts and a cursor, never texts or vectors; it continues as new every 200 batches."""
@@ -10,15 +10,15 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.reembedding import ReembeddingActivities
-    from agent_memory import contract
-    from agent_memory.reembedding import (
+    from agent_memory.core import contract
+    from agent_memory.core.run_metadata import progress_details
+    from agent_memory.projection.reembedding import (
         BeginReembedInput,
         ReembedBatchInput,
         ReembedInput,
         ReembedProgress,
         SwitchModelInput,
     )
-    from agent_memory.run_metadata import progress_details
 
 BATCHES_PER_RUN = 200
 # A pass finds every source vector without a twin; a memory made between passes may need one

@@ -13,9 +13,9 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
     from activities.consolidation import ConsolidationActivities
-    from agent_memory import contract
-    from agent_memory.contract import SESSION_ID, SUBJECT_ID, TENANT_ID
-    from agent_memory.models import ConsolidationInput, SessionIdleInput, SessionIdleResult, StepInput
+    from agent_memory.core import contract
+    from agent_memory.core.contract import SESSION_ID, SUBJECT_ID, TENANT_ID
+    from agent_memory.core.models import ConsolidationInput, SessionIdleInput, SessionIdleResult, StepInput
     from workflows.consolidation import ConsolidationWorkflow
 
 # Signals are history events: a very chatty session starts afresh now and then.

@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any, cast
 import click
 from click.parser import _OptionParser, _ParsingState
 
-from agent_memory.errors import AgentMemoryError, ServiceUnavailable
+from agent_memory.core.errors import AgentMemoryError, ServiceUnavailable
 
 if TYPE_CHECKING:
-    from agent_memory.services import Services
-    from agent_memory.settings import Settings
+    from agent_memory.api.services import Services
+    from agent_memory.core.settings import Settings
 
 PROG = "agent-memory"
 CONTEXT: dict[str, Any] = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -272,7 +272,7 @@ class Identifier(click.ParamType):
         self.field = field
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        from agent_memory.models import check_identifier
+        from agent_memory.core.models import check_identifier
 
         try:
             return check_identifier(self.field, value)
@@ -346,7 +346,7 @@ IDENTIFIER_SUBJECT = Identifier("subject")
 IDENTIFIER_REQUEST = Identifier("request id")
 POSITIVE = Positive()
 TIME = Time()
-# The recall policy presets (agent_memory/recall_policy.py PRESETS; tests/cli check they match).
+# The recall policy presets (agent_memory/recall/recall_policy.py PRESETS; tests/cli check they match).
 PRESET_NAMES = ("designed", "long-horizon")
 DEFAULT_PRESET = "long-horizon"
 EMBEDDERS = ("hashing", "e5-small")
@@ -354,7 +354,7 @@ EMBEDDERS = ("hashing", "e5-small")
 
 def preset_policy(name: str | None) -> Any:
     """The recall policy of a preset the command line names (None: none named)."""
-    from agent_memory.recall_policy import PRESETS
+    from agent_memory.recall.recall_policy import PRESETS
 
     return PRESETS[name] if name else None  # type: ignore[index]  # Choice(PRESET_NAMES) checked it
 
@@ -385,9 +385,9 @@ def _failure(exc: BaseException) -> tuple[int, str] | None:
     from temporalio.client import WorkflowFailureError
     from temporalio.exceptions import TemporalError
 
-    from agent_memory.user_errors import USER_ERRORS
+    from agent_memory.api.user_errors import USER_ERRORS
 
-    if isinstance(exc, USER_ERRORS):  # the caller can fix it (agent_memory.user_errors)
+    if isinstance(exc, USER_ERRORS):  # the caller can fix it (agent_memory.api.user_errors)
         return 2, str(exc)
     if isinstance(exc, WorkflowFailureError):  # --wait on a run that failed: say why, in one line
         cause: BaseException | None = exc.cause
@@ -410,7 +410,7 @@ def run(body: Callable[[Settings], Coroutine[Any, Any, int | None]]) -> int:
     try:
         import asyncio  # on use: the help needs no event loop
 
-        from agent_memory.settings import Settings
+        from agent_memory.core.settings import Settings
 
         settings = Settings.from_env()
         code: int | None = asyncio.run(body(settings))
@@ -419,8 +419,8 @@ def run(body: Callable[[Settings], Coroutine[Any, Any, int | None]]) -> int:
     except Exception as exc:
         failure = _failure(exc)
         if failure is None:  # a bug: one line with an error id; the traceback in the home's log
-            from agent_memory.settings import default_home
-            from agent_memory.user_errors import log_internal_error
+            from agent_memory.api.user_errors import log_internal_error
+            from agent_memory.core.settings import default_home
 
             home = Path(os.environ.get("AGENT_MEMORY_HOME") or default_home()).expanduser()
             print(f"{PROG} {command}: {log_internal_error(exc, home)}", file=sys.stderr)
@@ -439,7 +439,7 @@ def services_opener() -> ServicesOpener:
 async def configured_services(settings: Settings) -> AsyncIterator[Services]:
     """The services the settings name (TEMPORAL_ADDRESS, DATABASE_URL, REDIS_URL), schema checked
     (never migrated). The console script opens a running embedded stack instead when they are unset."""
-    from agent_memory.services import Services, check_schema
+    from agent_memory.api.services import Services, check_schema
 
     if not (settings.temporal_address and settings.database_url and settings.redis_url):
         raise ServiceUnavailable("no services configured: set TEMPORAL_ADDRESS, DATABASE_URL and REDIS_URL, or start "
@@ -462,8 +462,8 @@ def with_client(fn: Callable[..., Awaitable[Any]]) -> Callable[..., int]:
         opener = services_opener()
 
         async def body(settings: Settings) -> int | None:
-            from agent_memory.client import MemoryClient
-            from agent_memory.providers.openai_compat import providers_for
+            from agent_memory.api.client import MemoryClient
+            from agent_memory.providers.openai.compat import providers_for
 
             async with opener(settings) as services:
                 providers = providers_for(services.settings)

@@ -20,8 +20,8 @@ from agent_memory.cli.core import (
 )
 
 if TYPE_CHECKING:
-    from agent_memory.client import MemoryClient
-    from agent_memory.services import Services
+    from agent_memory.api.client import MemoryClient
+    from agent_memory.api.services import Services
 
 
 @click.command("erase", cls=Command, help="erase a subject from every store and print the receipt")
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 @with_client
 async def erase(client: MemoryClient, services: Services, *, tenant: str, subject: str, reason: str,
                 request_id: str | None, wait: bool, block_future_writes: bool, json: bool) -> None:
-    from agent_memory.progress import Progress, wait_with_progress
+    from agent_memory.cli.progress import Progress, wait_with_progress
 
     handle = await client.erase(tenant, subject, reason, request_id, block_future_writes=block_future_writes)
     if not json:

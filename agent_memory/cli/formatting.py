@@ -12,17 +12,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from agent_memory.errors import InvalidInput
+from agent_memory.core.errors import InvalidInput
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from agent_memory.inventory import SessionSummary, SubjectSummary
-    from agent_memory.models import ErasureStatus, FactRow
-    from agent_memory.projection_models import ProjectionLag
-    from agent_memory.prompt import BuiltPrompt
-    from agent_memory.provider_policy import ProviderPolicy
-    from agent_memory.run_metadata import RunPayloads
+    from agent_memory.core.models import ErasureStatus, FactRow
+    from agent_memory.core.projection_models import ProjectionLag
+    from agent_memory.core.run_metadata import RunPayloads
+    from agent_memory.providers.policy import ProviderPolicy
+    from agent_memory.recall.prompt import BuiltPrompt
+    from agent_memory.store.inventory import SessionSummary, SubjectSummary
 
 PolicyT = TypeVar("PolicyT", bound="BaseModel")
 
@@ -30,7 +30,7 @@ PolicyT = TypeVar("PolicyT", bound="BaseModel")
 def changed_provider_policy(policy: ProviderPolicy, redact: str | None,
                             exclude: list[str] | None) -> ProviderPolicy:
     """The policy with the options given on the command line applied."""
-    from agent_memory.provider_policy import ProviderPolicy, parse_kinds
+    from agent_memory.providers.policy import ProviderPolicy, parse_kinds
 
     update: dict[str, Any] = {}
     if redact is not None:

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING
 import click
 
 from agent_memory.cli.core import Choice, Command, Group, json_flag, print_json, scoped, with_client
-from agent_memory.errors import NotFound
+from agent_memory.core.errors import NotFound
 
 if TYPE_CHECKING:
-    from agent_memory.client import MemoryClient
-    from agent_memory.services import Services
+    from agent_memory.api.client import MemoryClient
+    from agent_memory.api.services import Services
 
 
 @click.group("keys", cls=Group, dest="keys_command", help="API keys of the HTTP API (create, list, revoke), and "
@@ -67,7 +67,7 @@ async def rotate_payload(client: MemoryClient, services: Services, *, destroy_re
 @json_flag
 @with_client
 async def status(client: MemoryClient, services: Services, *, json: bool) -> None:
-    from agent_memory.keyring import list_keks
+    from agent_memory.security.keyring import list_keks
 
     keks = await list_keks(services.pool)
     if json:
@@ -88,7 +88,7 @@ async def status(client: MemoryClient, services: Services, *, json: bool) -> Non
 @with_client
 async def create(client: MemoryClient, services: Services, *, tenant: str, scope: str, name: str | None,
                  json: bool) -> None:
-    from agent_memory.api_keys import create_key
+    from agent_memory.security.api_keys import create_key
 
     created = await create_key(services.pool, tenant, scope, name)  # type: ignore[arg-type]
     if json:
@@ -102,7 +102,7 @@ async def create(client: MemoryClient, services: Services, *, tenant: str, scope
 @json_flag
 @with_client
 async def list_(client: MemoryClient, services: Services, *, tenant: str, json: bool) -> None:
-    from agent_memory.api_keys import list_keys
+    from agent_memory.security.api_keys import list_keys
 
     api_keys = await list_keys(services.pool, tenant)
     if json:
@@ -118,7 +118,7 @@ async def list_(client: MemoryClient, services: Services, *, tenant: str, json: 
 @click.option("--key-id", required=True, metavar="KEY_ID")
 @with_client
 async def revoke(client: MemoryClient, services: Services, *, tenant: str, key_id: str) -> None:
-    from agent_memory.api_keys import revoke_key
+    from agent_memory.security.api_keys import revoke_key
 
     if not await revoke_key(services.pool, tenant, key_id):
         raise NotFound(f"no active API key {key_id!r} in tenant {tenant!r}: `agent-memory keys list` shows them")
@@ -131,7 +131,7 @@ async def revoke(client: MemoryClient, services: Services, *, tenant: str, key_i
 @json_flag
 @with_client
 async def create_operator(client: MemoryClient, services: Services, *, name: str | None, json: bool) -> None:
-    from agent_memory.operator_keys import create_operator_key
+    from agent_memory.security.operator_keys import create_operator_key
 
     created = await create_operator_key(services.pool, name)
     if json:
@@ -144,7 +144,7 @@ async def create_operator(client: MemoryClient, services: Services, *, name: str
 @json_flag
 @with_client
 async def list_operator(client: MemoryClient, services: Services, *, json: bool) -> None:
-    from agent_memory.operator_keys import list_operator_keys
+    from agent_memory.security.operator_keys import list_operator_keys
 
     operator_keys = await list_operator_keys(services.pool)
     if json:
@@ -159,7 +159,7 @@ async def list_operator(client: MemoryClient, services: Services, *, json: bool)
 @click.option("--key-id", required=True, metavar="KEY_ID")
 @with_client
 async def revoke_operator(client: MemoryClient, services: Services, *, key_id: str) -> None:
-    from agent_memory.operator_keys import revoke_operator_key
+    from agent_memory.security.operator_keys import revoke_operator_key
 
     if not await revoke_operator_key(services.pool, key_id):
         raise NotFound(f"no active operator key {key_id!r}: `agent-memory keys list-operator` shows them")

@@ -23,8 +23,8 @@ from agent_memory.cli.core import (
 )
 
 if TYPE_CHECKING:
-    from agent_memory.client import MemoryClient
-    from agent_memory.services import Services
+    from agent_memory.api.client import MemoryClient
+    from agent_memory.api.services import Services
 
 INGEST_HELP = (
     "Append sessions from a JSON Lines file: one session per line, "
@@ -41,8 +41,8 @@ INGEST_HELP = (
 @click.argument("file", type=click.Path(path_type=Path))
 @with_client
 async def ingest(client: MemoryClient, services: Services, *, tenant: str, subject: str, file: Path) -> None:
-    from agent_memory.ingest import read_sessions
-    from agent_memory.progress import Progress
+    from agent_memory.cli.progress import Progress
+    from agent_memory.memory.ingest import read_sessions
 
     sessions = read_sessions(file, future_tolerance=client.future_tolerance)
     with Progress("ingest sessions", len(sessions)) as bar:

@@ -21,8 +21,8 @@ from agent_memory.cli.core import (
 )
 
 if TYPE_CHECKING:
-    from agent_memory.client import MemoryClient
-    from agent_memory.services import Services
+    from agent_memory.api.client import MemoryClient
+    from agent_memory.api.services import Services
 
 # The policies' fields, for the help (tests/cli check they match the models).
 RECALL_POLICY_FIELDS = ("tau_days", "window_days", "importance_base", "importance_slope", "profile_min_confidence",
@@ -87,7 +87,7 @@ async def policy_reset(client: MemoryClient, services: Services, *, tenant: str)
 
 
 def _print_retention(kept: Any, json: bool) -> None:
-    from agent_memory.retention import WORKING_MEMORY_HOURS
+    from agent_memory.lifecycle.retention import WORKING_MEMORY_HOURS
 
     if json:
         print_json({**kept.model_dump(mode="json"), "working_memory_hours": WORKING_MEMORY_HOURS})

@@ -20,9 +20,9 @@ from agent_memory.cli.core import (
 )
 
 if TYPE_CHECKING:
-    from agent_memory.client import MemoryClient
-    from agent_memory.services import Services
-    from agent_memory.settings import Settings
+    from agent_memory.api.client import MemoryClient
+    from agent_memory.api.services import Services
+    from agent_memory.core.settings import Settings
 
 
 @click.command("runs", cls=Command, help="list workflow runs (the Temporal UI's visibility query)")
@@ -52,7 +52,7 @@ async def runs(client: MemoryClient, services: Services, *, tenant: str, subject
 @with_client
 async def rebuild(client: MemoryClient, services: Services, *, tenant: str, subject: str | None, force: bool,
                   request_id: str | None, wait: bool, json: bool) -> None:
-    from agent_memory.progress import Progress, wait_with_progress
+    from agent_memory.cli.progress import Progress, wait_with_progress
 
     handle = await client.rebuild(tenant, subject, force=force, request_id=request_id)
     if not json:
@@ -189,6 +189,6 @@ async def compact(client: MemoryClient, services: Services, *, all: bool, json: 
 @with_settings
 async def register_search_attributes(settings: Settings) -> int:
     """Temporal only: no database, no keys."""
-    from agent_memory.search_attributes import register_search_attributes_command
+    from agent_memory.api.search_attributes import register_search_attributes_command
 
     return await register_search_attributes_command(settings)

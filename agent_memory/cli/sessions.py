@@ -9,8 +9,8 @@ import click
 from agent_memory.cli.core import POSITIVE, Command, json_flag, print_json, scoped, with_client
 
 if TYPE_CHECKING:
-    from agent_memory.client import MemoryClient
-    from agent_memory.services import Services
+    from agent_memory.api.client import MemoryClient
+    from agent_memory.api.services import Services
 
 
 @click.command("subjects", cls=Command, help="the tenant's subjects: sessions, messages, current facts, episodes, "
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 @with_client
 async def subjects(client: MemoryClient, services: Services, *, tenant: str, limit: int, json: bool) -> None:
     from agent_memory.cli.formatting import format_subject
-    from agent_memory.inventory import list_subjects
+    from agent_memory.store.inventory import list_subjects
 
     listing = await list_subjects(services.pool, tenant, limit)
     if json:
@@ -45,7 +45,7 @@ async def subjects(client: MemoryClient, services: Services, *, tenant: str, lim
 async def sessions(client: MemoryClient, services: Services, *, tenant: str, subject: str, limit: int,
                    json: bool) -> None:
     from agent_memory.cli.formatting import format_session
-    from agent_memory.inventory import list_sessions
+    from agent_memory.store.inventory import list_sessions
 
     held = await list_sessions(services.pool, tenant, subject, limit)
     if json:

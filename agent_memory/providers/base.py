@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Protocol
 
-from agent_memory.models import (
+from agent_memory.core.models import (
     EmbeddingResult,
     ExtractionResult,
     ImportanceResult,

@@ -14,7 +14,7 @@ import os
 import threading
 from typing import Any
 
-from agent_memory.models import EmbeddingResult
+from agent_memory.core.models import EmbeddingResult
 from agent_memory.providers.base import EMBEDDING_DIMENSIONS
 from agent_memory.providers.errors import ProviderPermanentError
 

@@ -14,7 +14,7 @@ never a silent mix of vector spaces.
 
 from __future__ import annotations
 
-from agent_memory.errors import InvalidInput
+from agent_memory.core.errors import InvalidInput
 from agent_memory.providers.base import Embedder
 
 EMBEDDERS = ("hashing", "e5-small", "remote")

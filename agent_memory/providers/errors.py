@@ -20,7 +20,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from agent_memory.errors import AgentMemoryError
+from agent_memory.core.errors import AgentMemoryError
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 _MAX_DETAIL = 300

@@ -10,7 +10,7 @@ import unicodedata
 from collections import Counter
 from functools import lru_cache
 
-from agent_memory.models import EmbeddingResult
+from agent_memory.core.models import EmbeddingResult
 from agent_memory.providers.base import EMBEDDING_DIMENSIONS
 
 _CJK = "\u3400-\u9fff\uf900-\ufaff"

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 
-from agent_memory.models import Message, Observation
-from agent_memory.timeexpr import annotate
+from agent_memory.core.models import Message, Observation
+from agent_memory.core.timeexpr import annotate
 
 _IMAGE_TAG = re.compile(r"\s*\[image:[^\]]*\]")
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])")

@@ -10,12 +10,12 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.consolidation import ConsolidationActivities
-from agent_memory.db import tenant_transaction
-from agent_memory.memory_store import list_facts
-from agent_memory.models import CommitInput, ConflictPlanInput, ImportanceResult, ProjectionInput, StepInput
-from agent_memory.operation_keys import ProviderStepKey
-from agent_memory.operations import OperationRecorder
+from agent_memory.core.models import CommitInput, ConflictPlanInput, ImportanceResult, ProjectionInput, StepInput
+from agent_memory.core.operation_keys import ProviderStepKey
+from agent_memory.memory.memory_store import list_facts
+from agent_memory.memory.operations import OperationRecorder
 from agent_memory.providers.offline import RuleFactExtractor, offline_providers
+from agent_memory.store.db import tenant_transaction
 from tests.sessions import session
 
 

@@ -8,7 +8,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.errors import temporal_failures
-from agent_memory.operations import RecordNotFoundError
+from agent_memory.memory.operations import RecordNotFoundError
 
 
 @activity.defn

@@ -16,12 +16,12 @@ import uuid
 
 import pytest
 
-from agent_memory.client import MemoryClient
-from agent_memory.db import tenant_transaction
-from agent_memory.operations import CLAIM_LEASE
+from agent_memory.api.client import MemoryClient
+from agent_memory.api.services import Services, migrate
+from agent_memory.core.settings import Settings
+from agent_memory.memory.operations import CLAIM_LEASE
 from agent_memory.providers.offline import OfflineProviders, offline_providers
-from agent_memory.services import Services, migrate
-from agent_memory.settings import Settings
+from agent_memory.store.db import tenant_transaction
 from tools.chaos import (
     SUBJECT,
     ScenarioOutcome,

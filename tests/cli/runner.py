@@ -6,7 +6,7 @@ import json
 import subprocess
 import threading
 
-from agent_memory.settings import ENV_VARS
+from agent_memory.core.settings import ENV_VARS
 
 GOOD = {"session_id": "c1", "messages": [
     {"message_id": "c1:1", "turn_index": 0, "role": "user", "content": "I live in Kyoto.",

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory.settings import ENV_VARS, Settings
+from agent_memory.core.settings import ENV_VARS, Settings
 from tests.cli.runner import GOOD, invoke, run_cli, write_lines
 
 
@@ -210,8 +210,8 @@ from temporalio import workflow
 from temporalio.api.enums.v1 import EventType
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
-from agent_memory.services import connect_temporal
-from agent_memory.settings import Settings
+from agent_memory.api.services import connect_temporal
+from agent_memory.core.settings import Settings
 
 @workflow.defn(name="TaskFailingWorkflow")
 class TaskFailingWorkflow:

@@ -36,9 +36,9 @@ def test_the_help_imports_none_of_the_library(module, argv):
 
 def test_the_help_constants_match_the_models():
     from agent_memory.cli import core, policies
-    from agent_memory.recall_policy import DEFAULT_PRESET, PRESETS, policy_fields
-    from agent_memory.retention import RetentionPolicy
-    from agent_memory.write_policy import WritePolicy
+    from agent_memory.lifecycle.retention import RetentionPolicy
+    from agent_memory.memory.write_policy import WritePolicy
+    from agent_memory.recall.recall_policy import DEFAULT_PRESET, PRESETS, policy_fields
 
     assert tuple(PRESETS) == core.PRESET_NAMES and core.DEFAULT_PRESET == DEFAULT_PRESET
     assert tuple(policy_fields()) == policies.RECALL_POLICY_FIELDS

@@ -22,14 +22,14 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from agent_memory.client import MemoryClient
+from agent_memory.payload_codec import ENCODING
+from agent_memory.settings import Settings
 from temporalio.api.common.v1 import Payload
 from temporalio.client import WorkflowHandle
 from temporalio.converter import PayloadCodec
 
-from agent_memory.client import MemoryClient
-from agent_memory.payload_codec import ENCODING
 from agent_memory.providers.offline import offline_providers
-from agent_memory.settings import Settings
 from tests.providers.openai_server import FakeOpenAIServer
 from tests.sessions import session
 from tests.workflows.test_consolidation_openai import S as OPENAI_SESSION

@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from agent_memory.models import EmbeddingResult
+from agent_memory.core.models import EmbeddingResult
+from agent_memory.core.settings import Settings
 from agent_memory.providers.base import EMBEDDING_DIMENSIONS
 from agent_memory.providers.e5 import E5SmallEmbedder
 from agent_memory.providers.embedders import OFFLINE_DEFAULT, local_embedder
 from agent_memory.providers.hashing import HashingEmbedder
-from agent_memory.providers.openai_compat import providers_for
-from agent_memory.recall import embed_query
-from agent_memory.settings import Settings
+from agent_memory.providers.openai.compat import providers_for
+from agent_memory.recall.recall import embed_query
 
 
 def test_the_setting_selects_the_embedder_and_a_bad_one_is_named():

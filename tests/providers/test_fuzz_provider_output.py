@@ -14,10 +14,10 @@ import pytest_asyncio
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from agent_memory.models import Message
+from agent_memory.core.models import Message
 from agent_memory.providers.base import EMBEDDING_DIMENSIONS, estimate_tokens
 from agent_memory.providers.errors import ProviderOutputInvalid
-from agent_memory.providers.openai_compat import (
+from agent_memory.providers.openai.compat import (
     ExtractionOut,
     ImportanceOut,
     OpenAICompatibleConfig,
@@ -332,7 +332,7 @@ async def test_the_worker_keeps_consolidating_after_a_poisoned_output(client, se
 
 @pytest.mark.parametrize("value", ["Lis\u0000bon", "\ud800"], ids=["nul", "lone-surrogate"])
 def test_a_value_postgres_cannot_store_is_invalid_output_not_a_failed_write(value):
-    from agent_memory.providers.openai_compat import SummaryOut, _validate
+    from agent_memory.providers.openai.compat import SummaryOut, _validate
 
     payload = {"sentences": [{"text": f"Lin lives in {value}.", "source_message_ids": ["m1"]}]}
     with pytest.raises(ProviderOutputInvalid) as err:

@@ -22,11 +22,11 @@ import openai
 import pytest
 
 from activities.consolidation import facts_digest
-from agent_memory.db import tenant_transaction
-from agent_memory.models import ExtractionResult
-from agent_memory.provider_policy import ProviderPolicy, iban_valid, luhn_valid
+from agent_memory.core.models import ExtractionResult
 from agent_memory.providers.base import EMBEDDING_DIMENSIONS
-from agent_memory.providers.openai_compat import OpenAICompatibleConfig, ProviderBundle, openai_providers
+from agent_memory.providers.openai.compat import OpenAICompatibleConfig, ProviderBundle, openai_providers
+from agent_memory.providers.policy import ProviderPolicy, iban_valid, luhn_valid
+from agent_memory.store.db import tenant_transaction
 from tests.sessions import session
 from workers.local_model import MODEL_NAME, LocalModelServer, ensure_binary, ensure_model, local_model_config
 

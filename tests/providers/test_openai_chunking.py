@@ -11,10 +11,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import BaseModel
 
-from agent_memory.models import KnownFact, Message
+from agent_memory.core.models import KnownFact, Message
 from agent_memory.providers.base import EMBEDDING_DIMENSIONS, estimate_tokens
 from agent_memory.providers.errors import ProviderOutputInvalid
-from agent_memory.providers.openai_compat import (
+from agent_memory.providers.openai.compat import (
     CHUNK_FILL,
     ExtractionOut,
     ImportanceOut,

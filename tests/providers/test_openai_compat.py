@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from agent_memory.models import KnownFact, Message, ProviderResult
+from agent_memory.core.models import KnownFact, Message, ProviderResult
 from agent_memory.providers.base import EMBEDDING_DIMENSIONS, estimate_tokens
 from agent_memory.providers.errors import (
     ProviderOutputInvalid,
@@ -22,7 +22,7 @@ from agent_memory.providers.errors import (
     parse_retry_after,
 )
 from agent_memory.providers.offline import OfflineProviders
-from agent_memory.providers.openai_compat import (
+from agent_memory.providers.openai.compat import (
     MAX_TIMEOUT_SECONDS,
     ExtractionOut,
     OpenAICompatibleConfig,
@@ -34,7 +34,7 @@ from agent_memory.providers.openai_compat import (
     providers_for,
     strict_json_schema,
 )
-from agent_memory.providers.prompts import MAX_PROMPT_FACTS, render_current_facts
+from agent_memory.providers.openai.prompts import MAX_PROMPT_FACTS, render_current_facts
 from tests.providers.openai_server import FakeOpenAIServer, Reply, chat_completion, embeddings, error_body
 
 CHAT = "/v1/chat/completions"
@@ -210,8 +210,8 @@ def test_the_extraction_schema_has_the_operation_enum_and_bounds_every_array():
 
 
 def test_timeouts_fit_the_provider_activity():
-    from agent_memory import contract
-    from agent_memory.operations import CLAIM_LEASE
+    from agent_memory.core import contract
+    from agent_memory.memory.operations import CLAIM_LEASE
 
     # The client gives up before the activity does, even on a retry that first waits out a lease.
     assert MAX_TIMEOUT_SECONDS + CLAIM_LEASE.total_seconds() < contract.PROVIDER_STEP.start_to_close.total_seconds()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from agent_memory.settings import ENV_VARS
+from agent_memory.core.settings import ENV_VARS
 
 ROOT = Path(__file__).resolve().parents[2]
 def run_tools(*args: str, home: Path) -> subprocess.CompletedProcess:

@@ -23,8 +23,7 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
 from activities.erasure import CompleteErasureInput, ResidueReport
-from agent_memory.erasure import ErasureStarted
-from agent_memory.models import (
+from agent_memory.core.models import (
     CommitInput,
     CommitOutcome,
     ConflictPlanInput,
@@ -43,7 +42,8 @@ from agent_memory.models import (
     SubjectListInput,
     SubjectRebuild,
 )
-from agent_memory.projection_models import ProjectorBatchInput, ProjectorBatchOutcome
+from agent_memory.core.projection_models import ProjectorBatchInput, ProjectorBatchOutcome
+from agent_memory.lifecycle.erasure import ErasureStarted
 
 THROUGH = datetime(2024, 1, 1, 9, 30, tzinfo=UTC)
 FACTS_EXTRACTED = 2

@@ -8,9 +8,9 @@ import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.service import RPCError, RPCStatusCode
 
-from agent_memory import contract
-from agent_memory.db import tenant_transaction
-from agent_memory.models import ConsolidationInput, ConsolidationResult
+from agent_memory.core import contract
+from agent_memory.core.models import ConsolidationInput, ConsolidationResult
+from agent_memory.store.db import tenant_transaction
 from tests.sessions import session
 from tests.workflows.history_steps import LOCAL, history_steps
 from workers.worker import build_model_worker
@@ -190,7 +190,7 @@ async def test_a_failed_run_and_a_resumed_session_are_consolidated_again(client,
 
 
 def test_the_model_queue_is_configured_by_settings():
-    from agent_memory.settings import Settings
+    from agent_memory.core.settings import Settings
 
     default = Settings.from_env({"AGENT_MEMORY_HOME": "/tmp/x"})
     assert (default.model_worker, default.model_concurrency, default.model_activities_per_second) == (True, 100, None)

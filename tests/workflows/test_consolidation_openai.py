@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 import time
 
-from agent_memory import contract
-from agent_memory.db import tenant_transaction
+from agent_memory.core import contract
 from agent_memory.providers.base import EMBEDDING_DIMENSIONS
-from agent_memory.providers.openai_compat import OpenAICompatibleConfig, openai_providers
+from agent_memory.providers.openai.compat import OpenAICompatibleConfig, openai_providers
+from agent_memory.store.db import tenant_transaction
 from tests.providers.openai_server import FakeOpenAIServer, Reply, chat_completion, embeddings, error_body
 from tests.sessions import session
 from tests.workflows.history_steps import LOCAL, history_steps

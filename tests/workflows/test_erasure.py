@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from agent_memory import contract
-from agent_memory.db import tenant_transaction
-from agent_memory.evidence import recent_messages
-from agent_memory.models import ConsolidationInput, ConsolidationResult
-from agent_memory.operations import SubjectErasedError
+from agent_memory.core import contract
+from agent_memory.core.models import ConsolidationInput, ConsolidationResult
+from agent_memory.memory.evidence import recent_messages
+from agent_memory.memory.operations import SubjectErasedError
+from agent_memory.store.db import tenant_transaction
 from tests.sessions import session
 from workflows.erasure import ErasureWorkflow
 
@@ -103,7 +103,7 @@ async def test_erased_subject_is_never_resurrected(client, tenant, running_worke
 def test_the_current_step_list_is_frozen_and_covers_every_store():
     """A new store needs a new frozen list behind workflow.patched(); old lists never change,
     or old histories stop replaying."""
-    from agent_memory.erasure import STORES
+    from agent_memory.lifecycle.erasure import STORES
     from workflows.erasure import STORES_BEFORE_EVENT_METADATA, STORES_BEFORE_OBSERVATIONS, STORES_WITH_EVENT_METADATA
 
     assert STORES_WITH_EVENT_METADATA == STORES

@@ -20,11 +20,11 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from activities.consolidation import ConsolidationActivities
 from activities.projection import ProjectionActivities
-from agent_memory import contract
-from agent_memory.db import tenant_transaction
-from agent_memory.models import ConsolidationInput, ConsolidationResult, ConsolidationStepsOutcome, StepInput
+from agent_memory.core import contract
+from agent_memory.core.models import ConsolidationInput, ConsolidationResult, ConsolidationStepsOutcome, StepInput
 from agent_memory.providers.errors import ProviderPermanentError
 from agent_memory.providers.offline import OfflineProviders, RuleFactExtractor, offline_providers
+from agent_memory.store.db import tenant_transaction
 from tests.sessions import session
 from workflows.consolidation import ConsolidationWorkflow
 

@@ -14,18 +14,18 @@ import psycopg
 import pytest
 from temporalio.worker import Replayer
 
-from agent_memory import contract
-from agent_memory.db import tenant_transaction
-from agent_memory.models import EmbeddingResult
-from agent_memory.projection import OutboxProjector
-from agent_memory.projection_models import (
+from agent_memory.core import contract
+from agent_memory.core.models import EmbeddingResult
+from agent_memory.core.projection_models import (
     ProjectionPolicy,
     ProjectionSweepInput,
     ProjectionSweepResult,
     ProjectorResult,
 )
+from agent_memory.projection.projector import OutboxProjector
 from agent_memory.providers.errors import ProviderPermanentError, ProviderRetryableError
 from agent_memory.providers.offline import HashingEmbedder, OfflineProviders, offline_providers
+from agent_memory.store.db import tenant_transaction
 from tests.cli.runner import run_cli
 from tests.sessions import session
 from tests.workflows.history_steps import LOCAL, history_steps

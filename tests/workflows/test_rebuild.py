@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 
 import psycopg
 
-from agent_memory.db import tenant_transaction
-from agent_memory.rebuild import projection_digest
+from agent_memory.projection.rebuild import projection_digest
+from agent_memory.store.db import tenant_transaction
 from tests.cli.runner import run_cli
 from tests.sessions import session
 from workflows.rebuild import RebuildWorkflow
@@ -169,8 +169,15 @@ async def test_replay_closes_with_least_and_keeps_temporary_ends(services, tenan
     (MemoryUpdated with an action) is upcast and applied the same way."""
     import uuid
 
-    from agent_memory.events import CandidateHeld, FactConfirmed, FactCreated, FactSuperseded, MemoryEvent, upcast
-    from agent_memory.rebuild import _replay
+    from agent_memory.memory.events import (
+        CandidateHeld,
+        FactConfirmed,
+        FactCreated,
+        FactSuperseded,
+        MemoryEvent,
+        upcast,
+    )
+    from agent_memory.projection.rebuild import _replay
 
     t = lambda d: datetime(2024, 1, d, tzinfo=UTC)  # noqa: E731
     trip, city, guess = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()

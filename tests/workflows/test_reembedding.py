@@ -7,12 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from agent_memory.client import MemoryClient
-from agent_memory.db import tenant_transaction
-from agent_memory.providers.hashing import HashingEmbedder
-from agent_memory.providers.offline import OfflineProviders, offline_providers
-from agent_memory.rebuild import rebuild_subject
-from agent_memory.reembedding import (
+from agent_memory.api.client import MemoryClient
+from agent_memory.projection.rebuild import rebuild_subject
+from agent_memory.projection.reembedding import (
     BeginReembedInput,
     ModelMismatchError,
     ReembedBatchInput,
@@ -21,6 +18,9 @@ from agent_memory.reembedding import (
     reembed_batch,
     reembedding_needed,
 )
+from agent_memory.providers.hashing import HashingEmbedder
+from agent_memory.providers.offline import OfflineProviders, offline_providers
+from agent_memory.store.db import tenant_transaction
 from tests.sessions import session
 
 SUBJECT = "ana"

@@ -114,7 +114,7 @@ def test_a_step_route_history_names_each_step_and_carries_no_text(name):
 def test_every_retry_preset_retries_transient_failures_without_an_attempt_cap():
     """A one-minute Postgres or provider outage must not fail a run: transient failures retry
     until they pass at a capped interval; permanent ones end retries as non-retryable types."""
-    from agent_memory.contract import ACTIVITY_PRESETS, ErrorType
+    from agent_memory.core.contract import ACTIVITY_PRESETS, ErrorType
 
     assert len(ACTIVITY_PRESETS) >= 7
     for name, preset in ACTIVITY_PRESETS.items():
@@ -133,10 +133,10 @@ def test_every_retry_preset_retries_transient_failures_without_an_attempt_cap():
 
 def test_every_activity_call_of_a_workflow_uses_a_contract_preset():
     """No workflow module builds its own RetryPolicy or timeouts: each activity call takes its
-    options from agent_memory.contract (`**contract.PRESET.options()`), and only from there."""
+    options from agent_memory.core.contract (`**contract.PRESET.options()`), and only from there."""
     from temporalio.common import RetryPolicy
 
-    from agent_memory.contract import ACTIVITY_PRESETS
+    from agent_memory.core.contract import ACTIVITY_PRESETS
 
     for path in sorted(WORKFLOW_DIR.glob("*.py")):
         module = importlib.import_module(f"workflows.{path.stem}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-from agent_memory.client import MemoryClient, idle_workflow_id
+from agent_memory.api.client import MemoryClient, idle_workflow_id
 from agent_memory.providers.offline import offline_providers
 from tests.sessions import session
 

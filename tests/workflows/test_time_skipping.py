@@ -36,8 +36,9 @@ from activities.consolidation import ConsolidationActivities
 from activities.erasure import ErasureActivities
 from activities.projection import ProjectionActivities
 from activities.rebuild import RebuildActivities
-from agent_memory.contract import MAX_CONFLICT_ROUNDS, model_task_queue
-from agent_memory.models import (
+from agent_memory.api.search_attributes import SESSION_ID, SUBJECT_ID, TENANT_ID
+from agent_memory.core.contract import MAX_CONFLICT_ROUNDS, model_task_queue
+from agent_memory.core.models import (
     ConsolidationInput,
     ConsolidationResult,
     ErasureInput,
@@ -47,8 +48,7 @@ from agent_memory.models import (
     SessionIdleInput,
     SessionIdleResult,
 )
-from agent_memory.payload_codec import encrypted_data_converter
-from agent_memory.search_attributes import SESSION_ID, SUBJECT_ID, TENANT_ID
+from agent_memory.security.payload_codec import encrypted_data_converter
 from tests.workflows.history_steps import LOCAL, history_steps
 from tests.workflows.mocked_activities import (
     EVENTS_PER_COMMIT,

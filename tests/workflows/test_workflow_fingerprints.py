@@ -17,7 +17,7 @@ gated by a new `workflow.patched("...")`), and then the record must be regenerat
 
 which rewrites the file only if every change is accepted (a new workflow class or module counts
 as accepted: no run of it exists yet). A change that is replay-safe without a patch (e.g. renaming
-an activity method whose name agent_memory/contract.py pins) can be recorded with
+an activity method whose name agent_memory/core/contract.py pins) can be recorded with
 UPDATE_WORKFLOW_FINGERPRINTS=force — say why in the commit, and keep test_replay.py passing.
 """
 

@@ -22,7 +22,7 @@ from urllib.parse import urlparse
 
 from pydantic import BaseModel
 
-from agent_memory.errors import ServiceUnavailable
+from agent_memory.core.errors import ServiceUnavailable
 from agent_memory.providers.base import estimate_tokens
 
 COLUMNS = ("memory", "no_memory", "full_conversation")
@@ -334,7 +334,7 @@ async def grade_one(job: AnswerJob, column: str, *, answer_client: Any, answer_m
 
 async def run_answers(jobs: Sequence[AnswerJob], answer: Endpoint, judge: Endpoint, *, window: int, budget: int,
                       categories: dict[int, str], concurrency: int = 2, progress: bool = True) -> AnswerReport:
-    from agent_memory.progress import Progress
+    from agent_memory.cli.progress import Progress
 
     started = time.monotonic()
     answer_client, judge_client = answer.client(), judge.client()

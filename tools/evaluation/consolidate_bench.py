@@ -36,19 +36,19 @@ from typing import Any, cast
 from pydantic import BaseModel
 
 from activities.consolidation import ConsolidationActivities
-from agent_memory import contract
-from agent_memory.client import MemoryClient
-from agent_memory.db import fetch_one, tenant_transaction
-from agent_memory.errors import InvalidInput
-from agent_memory.evidence import append_messages
-from agent_memory.models import CommitInput, ConflictPlanInput, Message, Session, StepInput
-from agent_memory.projection import OutboxProjector
-from agent_memory.projection_models import ProjectionPolicy
+from agent_memory.api.client import MemoryClient
+from agent_memory.api.services import Services
+from agent_memory.core import contract
+from agent_memory.core.errors import InvalidInput
+from agent_memory.core.models import CommitInput, ConflictPlanInput, Message, Session, StepInput
+from agent_memory.core.projection_models import ProjectionPolicy
+from agent_memory.core.settings import Settings
+from agent_memory.memory.evidence import append_messages
+from agent_memory.projection.projector import OutboxProjector
 from agent_memory.providers.base import runs_in_worker
 from agent_memory.providers.embedders import local_embedder
 from agent_memory.providers.offline import OfflineProviders, offline_providers
-from agent_memory.services import Services
-from agent_memory.settings import Settings
+from agent_memory.store.db import fetch_one, tenant_transaction
 from tools.evaluation.recall_bench import _sentence
 from workers.worker import build_worker
 

@@ -27,14 +27,14 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 from pydantic import BaseModel
 
-from agent_memory.client import MemoryClient
-from agent_memory.db import tenant_transaction
-from agent_memory.errors import InvalidInput
-from agent_memory.evidence import SESSION_IDLE_STATE_SQL, unconsolidated_messages
-from agent_memory.models import Message, Session
+from agent_memory.api.client import MemoryClient
+from agent_memory.api.services import Services
+from agent_memory.core.errors import InvalidInput
+from agent_memory.core.models import Message, Session
+from agent_memory.core.settings import Settings
+from agent_memory.memory.evidence import SESSION_IDLE_STATE_SQL, unconsolidated_messages
 from agent_memory.providers.offline import offline_providers
-from agent_memory.services import Services
-from agent_memory.settings import Settings
+from agent_memory.store.db import tenant_transaction
 from tools.evaluation.recall_bench import _sentence
 
 ROWS_PER_FILLER_SESSION = 26  # 1 session + 10 messages + 5 step records + 10 embedding records

@@ -17,21 +17,10 @@ from datetime import UTC, datetime, timedelta
 
 from pydantic import BaseModel
 
-from agent_memory import contract
-from agent_memory.compaction import compact_pending
-from agent_memory.erasure import (
-    STORES,
-    begin_erasure,
-    complete_erasure,
-    erase_store,
-    register_erasure_request,
-    scan_residue,
-    shred_subject_key,
-)
-from agent_memory.errors import InvalidInput
-from agent_memory.evidence import append_messages
-from agent_memory.memory_store import commit_consolidation
-from agent_memory.models import (
+from agent_memory.api.services import Services
+from agent_memory.core import contract
+from agent_memory.core.errors import InvalidInput
+from agent_memory.core.models import (
     ConflictPlan,
     ExtractionResult,
     ImportanceResult,
@@ -41,12 +30,23 @@ from agent_memory.models import (
     SummaryResult,
     SummarySentence,
 )
-from agent_memory.operation_keys import CommitKey
-from agent_memory.projection import OutboxProjector
-from agent_memory.projection_models import ProjectionPolicy
+from agent_memory.core.operation_keys import CommitKey
+from agent_memory.core.projection_models import ProjectionPolicy
+from agent_memory.core.settings import Settings
+from agent_memory.lifecycle.compaction import compact_pending
+from agent_memory.lifecycle.erasure import (
+    STORES,
+    begin_erasure,
+    complete_erasure,
+    erase_store,
+    register_erasure_request,
+    scan_residue,
+    shred_subject_key,
+)
+from agent_memory.memory.evidence import append_messages
+from agent_memory.memory.memory_store import commit_consolidation
+from agent_memory.projection.projector import OutboxProjector
 from agent_memory.providers.hashing import HashingEmbedder
-from agent_memory.services import Services
-from agent_memory.settings import Settings
 
 TENANT = "bench"
 WORDS = ("harbour", "violin", "lantern", "orchard", "glacier", "saffron", "meadow", "compass", "pepper", "canyon")

@@ -22,13 +22,13 @@ from datetime import UTC, datetime, timedelta
 
 from pydantic import BaseModel
 
-from agent_memory.api_keys import create_key
-from agent_memory.client import MemoryClient
-from agent_memory.errors import InvalidInput
-from agent_memory.http_api import serving
-from agent_memory.providers.openai_compat import providers_for
-from agent_memory.services import Services
-from agent_memory.settings import Settings
+from agent_memory.api.client import MemoryClient
+from agent_memory.api.http_api import serving
+from agent_memory.api.services import Services
+from agent_memory.core.errors import InvalidInput
+from agent_memory.core.settings import Settings
+from agent_memory.providers.openai.compat import providers_for
+from agent_memory.security.api_keys import create_key
 from workers.worker import build_worker
 
 TENANT = "bench-http"

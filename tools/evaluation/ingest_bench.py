@@ -24,12 +24,12 @@ from datetime import UTC, datetime, timedelta
 
 from pydantic import BaseModel
 
-from agent_memory.client import MemoryClient
-from agent_memory.errors import InvalidInput
-from agent_memory.models import Message, Session
+from agent_memory.api.client import MemoryClient
+from agent_memory.api.services import Services
+from agent_memory.core.errors import InvalidInput
+from agent_memory.core.models import Message, Session
+from agent_memory.core.settings import Settings
 from agent_memory.providers.offline import offline_providers
-from agent_memory.services import Services
-from agent_memory.settings import Settings
 from tools.evaluation.recall_bench import _sentence
 from workers.worker import build_worker
 

@@ -1,5 +1,5 @@
 """`agent-memory-tools bench lexical`: BM25 search latency at growing memory counts of one subject,
-the indexed search (agent_memory.lexical: the postings of migration 026) beside the full scan of
+the indexed search (agent_memory.store.lexical: the postings of migration 026) beside the full scan of
 every item's tsvector it replaced, in one run, with the plan each one got.
 
 The lexical index is loaded by COPY with rows shaped exactly like the write path's
@@ -8,7 +8,7 @@ triggers write the postings and statistics, as for every write), for the
 measured subject and, with --total-rows, for filler subjects of the same tenant, so the figures
 show growth in the subject's size and (not) in the database's. Both queries see the same rows,
 the same queries and the same windows, interleaved query by query, and return the same ranking
-(the same scores rank by rank; tests/test_lexical_index.py compares the rankings on a random
+(the same scores rank by rank; tests/store/test_lexical_index.py compares the rankings on a random
 corpus).
 """
 
@@ -26,11 +26,11 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 from pydantic import BaseModel
 
-from agent_memory.db import fetch_one, tenant_transaction
-from agent_memory.errors import InvalidInput
-from agent_memory.lexical import BM25_WINDOW_SQL, K1, B, bm25_search, query_lexemes, search_text, term_count
-from agent_memory.services import Services
-from agent_memory.settings import Settings
+from agent_memory.api.services import Services
+from agent_memory.core.errors import InvalidInput
+from agent_memory.core.settings import Settings
+from agent_memory.store.db import fetch_one, tenant_transaction
+from agent_memory.store.lexical import BM25_WINDOW_SQL, K1, B, bm25_search, query_lexemes, search_text, term_count
 
 TENANT, SUBJECT = "bench-lexical", "bench-subject"
 # Text with a natural word-frequency curve: 5,000 pseudo-words drawn by Zipf's law (s = 1.1), so

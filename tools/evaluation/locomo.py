@@ -24,11 +24,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from agent_memory.errors import InvalidInput
-from agent_memory.ingest import InputError, parse_session_line
-from agent_memory.models import Message, Session, check_identifier
-from agent_memory.progress import Progress
-from agent_memory.recall_policy import DEFAULT_PRESET, PRESETS
+from agent_memory.cli.progress import Progress
+from agent_memory.core.errors import InvalidInput
+from agent_memory.core.models import Message, Session, check_identifier
+from agent_memory.memory.ingest import InputError, parse_session_line
+from agent_memory.recall.recall_policy import DEFAULT_PRESET, PRESETS
 from tools.evaluation.answers import AnswerJob, AnswerReport, Endpoint, check_url, preflight, run_answers
 from tools.evaluation.bm25 import BM25, pack_ranked, tokenize
 
@@ -503,9 +503,9 @@ async def run_locomo_eval(services, data_dir: Path | str, *, budget: int = 1200,
     queue), assemble a context per question under the recall policy `preset` (and each of
     `compare`), score it and the BM25 baseline; with `answers`, answer and judge each question of
     categories 1-4 from that context, from none and from the whole conversation."""
-    from agent_memory.client import MemoryClient
-    from agent_memory.context import assemble_context
-    from agent_memory.providers.openai_compat import providers_for
+    from agent_memory.api.client import MemoryClient
+    from agent_memory.providers.openai.compat import providers_for
+    from agent_memory.recall.context import assemble_context
     from workers.worker import build_worker
 
     unknown = [p for p in (preset, *compare) if p not in PRESETS]

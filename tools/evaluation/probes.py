@@ -16,10 +16,10 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from agent_memory.client import MemoryClient
-from agent_memory.errors import InvalidInput
-from agent_memory.memory_store import list_facts
-from agent_memory.models import Message, Role, Session
+from agent_memory.api.client import MemoryClient
+from agent_memory.core.errors import InvalidInput
+from agent_memory.core.models import Message, Role, Session
+from agent_memory.memory.memory_store import list_facts
 
 
 class ProbeCase(BaseModel):
@@ -222,7 +222,7 @@ async def _run_case(client: MemoryClient, tenant: str,
 
 async def run_probes(services, *, task_queue: str | None = None, concurrency: int = 8,
                      cases: list[ProbeCase] | None = None) -> ProbeReport:
-    from agent_memory.providers.openai_compat import providers_for
+    from agent_memory.providers.openai.compat import providers_for
     from workers.worker import build_worker
 
     queue = task_queue or f"probes-{uuid.uuid4().hex[:8]}"

@@ -36,13 +36,9 @@ from pgvector.psycopg import register_vector_async
 from psycopg import sql
 from pydantic import BaseModel
 
-from agent_memory.context import assemble_context
-from agent_memory.corrections import write_fact
-from agent_memory.errors import InvalidInput
-from agent_memory.evidence import append_messages
-from agent_memory.lexical import search_text, term_count
-from agent_memory.memory_store import commit_consolidation
-from agent_memory.models import (
+from agent_memory.api.services import Services
+from agent_memory.core.errors import InvalidInput
+from agent_memory.core.models import (
     ConflictPlan,
     ExtractionResult,
     ImportanceResult,
@@ -52,16 +48,20 @@ from agent_memory.models import (
     SummaryResult,
     SummarySentence,
 )
-from agent_memory.operation_keys import CommitKey
-from agent_memory.projection import OutboxProjector
-from agent_memory.projection_models import ProjectionPolicy
-from agent_memory.prompt import build_prompt
+from agent_memory.core.operation_keys import CommitKey
+from agent_memory.core.projection_models import ProjectionPolicy
+from agent_memory.core.settings import Settings
+from agent_memory.memory.corrections import write_fact
+from agent_memory.memory.evidence import append_messages
+from agent_memory.memory.memory_store import commit_consolidation
+from agent_memory.projection.projector import OutboxProjector
 from agent_memory.providers.base import Embedder
 from agent_memory.providers.embedders import local_embedder
-from agent_memory.providers.openai_compat import providers_for
-from agent_memory.recall_policy import DEFAULT_POLICY
-from agent_memory.services import Services
-from agent_memory.settings import Settings
+from agent_memory.providers.openai.compat import providers_for
+from agent_memory.recall.context import assemble_context
+from agent_memory.recall.prompt import build_prompt
+from agent_memory.recall.recall_policy import DEFAULT_POLICY
+from agent_memory.store.lexical import search_text, term_count
 from workers.heap import startup_heap_frozen
 
 TENANT, SUBJECT = "bench", "bench-subject"

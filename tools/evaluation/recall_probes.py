@@ -14,10 +14,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from agent_memory.client import MemoryClient
-from agent_memory.models import Role
-from agent_memory.prompt import BuiltPrompt
-from agent_memory.recall_policy import PRESETS, PresetName, RecallPolicy
+from agent_memory.api.client import MemoryClient
+from agent_memory.core.models import Role
+from agent_memory.recall.prompt import BuiltPrompt
+from agent_memory.recall.recall_policy import PRESETS, PresetName, RecallPolicy
 from tools.evaluation.probes import _day, build_sessions, parse_cases, read_case_file
 
 SPLITS = ("dev", "test")
@@ -150,7 +150,7 @@ async def _run_case(client: MemoryClient, tenant: str, case: RecallProbe, policy
 
 async def run_recall_probes(services, cases: list[RecallProbe], *, split: str, preset: PresetName,
                             task_queue: str | None = None, concurrency: int = 6) -> RecallProbeReport:
-    from agent_memory.providers.openai_compat import providers_for
+    from agent_memory.providers.openai.compat import providers_for
     from workers.worker import build_worker
 
     queue = task_queue or f"recall-probes-{uuid.uuid4().hex[:8]}"

@@ -25,18 +25,18 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from agent_memory.client import MemoryClient
-from agent_memory.context import assemble_context
-from agent_memory.errors import InvalidInput
-from agent_memory.projection import OutboxProjector
-from agent_memory.projection_models import ProjectionPolicy
+from agent_memory.api.client import MemoryClient
+from agent_memory.api.services import Services
+from agent_memory.core.errors import InvalidInput
+from agent_memory.core.projection_models import ProjectionPolicy
+from agent_memory.core.settings import Settings
+from agent_memory.projection.projector import OutboxProjector
+from agent_memory.projection.reembedding import ReembedProgress, start_reembedding
 from agent_memory.providers.base import Embedder
 from agent_memory.providers.embedders import local_embedder
 from agent_memory.providers.offline import OfflineProviders, offline_providers
-from agent_memory.recall_policy import DEFAULT_POLICY
-from agent_memory.reembedding import ReembedProgress, start_reembedding
-from agent_memory.services import Services
-from agent_memory.settings import Settings
+from agent_memory.recall.context import assemble_context
+from agent_memory.recall.recall_policy import DEFAULT_POLICY
 from tools.evaluation.locomo import Metrics, aggregate, load_locomo, score_question
 from tools.evaluation.recall_bench import PER_SESSION, _grow, _sentence
 from workers.worker import build_worker

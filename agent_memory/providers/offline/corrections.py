@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from difflib import SequenceMatcher
 
-from agent_memory.conflicts import normalise_value
-from agent_memory.models import ExtractedFact, KnownFact, Message
+from agent_memory.core.fact_text import normalise_value
+from agent_memory.core.models import ExtractedFact, KnownFact, Message
 from agent_memory.providers.offline.gazetteer import is_chinese_city
 from agent_memory.providers.offline.lexicon import (
     _BREEDS,

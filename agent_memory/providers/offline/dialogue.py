@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from agent_memory.models import ExtractedFact, Message
+from agent_memory.core.models import ExtractedFact, Message
 from agent_memory.providers.offline.lexicon import (
     _EN_SPECIES,
     _NOT_NAMES,

@@ -17,7 +17,7 @@ The extractor works sentence by sentence and clause by clause:
   statements into CORRECT operations.
 - **Time.** The change is dated by the relative time it names ("last weekend", 大前天, "since
   Saturday", "for six years" for how long a state has held); an n-day stay covers n days. The
-  times are read by agent_memory.timeexpr, the one date parser.
+  times are read by agent_memory.core.timeexpr, the one date parser.
 - **Dialogue.** A user's bare answer to the assistant's question ("Which team?" → "The Minnesota
   Wolves!") fills the slot the question asked for.
 
@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import re
 
-from agent_memory.models import ExtractedFact, ExtractionResult, KnownFact, Message
+from agent_memory.core.models import ExtractedFact, ExtractionResult, KnownFact, Message
 from agent_memory.providers.offline.corrections import _CONTRAST, _CORRECTION, _MEANT, _contrast_corrections
 from agent_memory.providers.offline.dialogue import _answer_facts
 from agent_memory.providers.offline.known import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from agent_memory.models import ImportanceResult, Message
+from agent_memory.core.models import ImportanceResult, Message
 from agent_memory.providers.base import estimate_tokens
 from agent_memory.providers.offline.extractor import _extract_facts
 from agent_memory.providers.offline.sentence import _prepare

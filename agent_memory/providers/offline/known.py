@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from agent_memory.models import ExtractedFact, KnownFact, Message
+from agent_memory.core.models import ExtractedFact, KnownFact, Message
 from agent_memory.providers.offline.lexicon import _EN_SPECIES, _ZH_SPECIES, _species
 from agent_memory.providers.offline.sentence import _hypothetical
 from agent_memory.providers.offline.values import _slug

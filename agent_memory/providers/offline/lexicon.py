@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import re
 
+from agent_memory.core.vocabulary import BUDGET_PURPOSES
 from agent_memory.providers.offline.gazetteer import is_dictionary_word, is_first_name, leading_city
 from agent_memory.providers.offline.values import _CJK, _clean, _has_cjk
-from agent_memory.vocabulary import BUDGET_PURPOSES
 
 _SPECIES = {"puppy": "dog", "pup": "dog", "doggo": "dog", "kitten": "cat", "kitty": "cat", "bunny": "rabbit",
             "guinea pigs": "guinea pig", "geckos": "gecko", "tortoises": "tortoise", "betta": "fish", "小猫": "cat", "猫咪": "cat", "猫": "cat", "小狗": "dog", "狗狗": "dog", "狗": "dog",

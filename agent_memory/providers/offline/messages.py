@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import re
 
-from agent_memory.models import ExtractedFact, Message
+from agent_memory.core.models import ExtractedFact, Message
+from agent_memory.core.timeexpr import MONTH_WORDS, WEEKDAYS
 from agent_memory.providers.offline.corrections import _CORRECTION
 from agent_memory.providers.offline.gazetteer import is_chinese_city, leading_city
 from agent_memory.providers.offline.lexicon import (
@@ -33,7 +34,6 @@ from agent_memory.providers.offline.statements import _sentence_facts
 from agent_memory.providers.offline.timing import _observed_at
 from agent_memory.providers.offline.values import _CJK, _has_cjk, _slug
 from agent_memory.providers.offline.zh_segment import could_be_a_name
-from agent_memory.timeexpr import MONTH_WORDS, WEEKDAYS
 
 _PRONOUN_SPECIES = re.compile(r"\b(?:she|he)(?:'s|\s+is)\s+(?:a|an|my|our)\s+(?:[\w-]+\s+){0,3}?" + _EN_SPECIES
                               + r"\b(?!\s+(?:person|people|lover|owner|sitter|walker|mom|mum|dad|trainer|groomer|whisperer))", re.I)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import re
 
-from agent_memory.models import ExtractedFact, FactOperation, Message
+from agent_memory.core.models import ExtractedFact, FactOperation, Message
+from agent_memory.core.timeexpr import is_short_stay, stay_end
 from agent_memory.providers.offline.lexicon import _CANONICAL_VALUES
 from agent_memory.providers.offline.rules import RULES
 from agent_memory.providers.offline.rules.base import _Rule
@@ -14,7 +15,6 @@ from agent_memory.providers.offline.subject import _EN_THIRD, _clause_start, _su
 from agent_memory.providers.offline.timing import _observed_at, _time_scope
 from agent_memory.providers.offline.values import _clean, _has_cjk, _lowercase_org, _no_city, _place, _slug
 from agent_memory.providers.offline.zh_segment import could_be_a_name
-from agent_memory.timeexpr import is_short_stay, stay_end
 
 _ORG_WORDS = re.compile(r"\b(?:university|college|hospital|clinic|bank|inc|ltd|llc|gmbh|group|school|company|council|"
                         r"institute|office|agency|studio|labs?|corp|foundation|charity|ministry)\b|大学|医院|公司|银行|集团|学校",

@@ -7,7 +7,7 @@ import math
 import re
 from collections import Counter
 
-from agent_memory.models import Message, SummaryResult, SummarySentence
+from agent_memory.core.models import Message, SummaryResult, SummarySentence
 from agent_memory.providers.base import SUMMARY_TOKEN_CAP, estimate_tokens
 from agent_memory.providers.hashing import _CJK_RUN, _LATIN_WORD, _STOPWORDS
 from agent_memory.providers.notes import write_observations

@@ -1,14 +1,14 @@
 """When a statement happened: the words that date it (its clause, and a fronted time clause), read
-by agent_memory.timeexpr against the time the message was written."""
+by agent_memory.core.timeexpr against the time the message was written."""
 
 from __future__ import annotations
 
 import re
 from datetime import date, datetime, time
 
+from agent_memory.core.timeexpr import change_day, find_time_mentions
 from agent_memory.providers.offline.subject import _clause_start
 from agent_memory.providers.offline.values import _CJK
-from agent_memory.timeexpr import change_day, find_time_mentions
 
 
 def _time_scope(sentence: str, start: int, end: int) -> str:

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from agent_memory.models import KnownFact, Message
+from agent_memory.core.models import KnownFact, Message
 from agent_memory.providers.offline import RuleFactExtractor
 from agent_memory.providers.offline.zh_segment import leading_noun
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory.models import Message
+from agent_memory.core.models import Message
 from agent_memory.providers.base import EMBEDDING_DIMENSIONS, estimate_tokens
 from agent_memory.providers.offline import (
     ExtractiveSummarizer,

@@ -4,7 +4,7 @@ speed), and that the erased subject left nothing behind."""
 from __future__ import annotations
 
 from agent_memory.cli.core import parse_args
-from agent_memory.db import tenant_transaction
+from agent_memory.store.db import tenant_transaction
 from tools.cli import build_parser
 from tools.evaluation.erasure_bench import TENANT, run_erasure_bench
 

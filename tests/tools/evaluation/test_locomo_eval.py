@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 import pytest
 
 from agent_memory.cli.core import parse_args
-from agent_memory.ingest import InputError
-from agent_memory.models import Message
+from agent_memory.core.models import Message
+from agent_memory.memory.ingest import InputError
 from tests.cli.runner import invoke
 from tools.cli import build_parser
 from tools.evaluation.bm25 import BM25, pack_ranked, tokenize

@@ -3,7 +3,7 @@ reembed`, not tested): every memory ends under the target model and the report s
 
 from __future__ import annotations
 
-from agent_memory.db import tenant_transaction
+from agent_memory.store.db import tenant_transaction
 from tools.evaluation.reembed_bench import run_reembed_bench
 
 

@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from agent_memory.models import FactOperation
+from agent_memory.core.models import FactOperation
 from agent_memory.providers.offline.values import _clean
 
 _EV = r"(?P<v>[^.,!?;:\n()]{1,80})"  # English value: up to the clause boundary

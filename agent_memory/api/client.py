@@ -1,0 +1,748 @@
+"""The Python client: what an agent runtime calls (append, end session, recall, erase)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import datetime, timedelta
+
+from pydantic import BaseModel
+from redis.exceptions import RedisError
+from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
+from temporalio.exceptions import TemporalError, WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from agent_memory.api.services import Services, check_schema
+from agent_memory.core import contract
+from agent_memory.core.concurrency import await_both
+from agent_memory.core.contract import (  # the id builders: re-exported for existing importers
+    SESSION_ID,
+    SUBJECT_ID,
+    TENANT_ID,
+    consolidation_workflow_id,
+    idle_workflow_id,
+    legacy_consolidation_workflow_id,
+    legacy_idle_workflow_id,
+)
+from agent_memory.core.errors import NotFound
+from agent_memory.core.models import (
+    CommitOutcome,
+    ConsolidationInput,
+    ConsolidationResult,
+    ErasureReceipt,
+    ErasureStatus,
+    FactRow,
+    RebuildInput,
+    RebuildResult,
+    Session,
+    check_identifier,
+)
+from agent_memory.core.projection_models import ProjectionLag
+from agent_memory.core.run_metadata import RunPayloads, read_run_payloads
+from agent_memory.core.settings import Settings
+from agent_memory.lifecycle.compaction import CompactionInput, CompactionResult
+from agent_memory.lifecycle.erasure import check_reason, erasure_status, register_erasure_request
+from agent_memory.lifecycle.erasure_ledger import ReapplyResult, reapply_erasures
+from agent_memory.lifecycle.erasure_runs import (
+    ErasureCounts,
+    ErasureRedriveInput,
+    ErasureRedriveResult,
+    erasure_counts,
+    start_erasure_workflow,
+)
+from agent_memory.lifecycle.export import SubjectExport, export_subject
+from agent_memory.lifecycle.forgetting import (
+    Actor,
+    ForgetResult,
+    ForgottenMemory,
+    RestoreResult,
+    forget_memory,
+    list_forgotten,
+    restore_memory,
+)
+from agent_memory.lifecycle.idle_timers import arm_idle_timer
+from agent_memory.lifecycle.retention import RetentionPolicy, read_retention, write_retention
+from agent_memory.lifecycle.sweeper import LifecycleCounts, MemorySweepInput, MemorySweepResult, lifecycle_counts
+from agent_memory.memory.corrections import LiveActor, confirm_candidate, write_fact
+from agent_memory.memory.evidence import SESSION_IDLE_STATE_SQL, AppendResult, append_messages
+from agent_memory.memory.ingest import check_not_future, check_time_not_future
+from agent_memory.memory.memory_store import list_facts
+from agent_memory.memory.write_policy import (
+    Consent,
+    WritePolicy,
+    grant_consent,
+    list_consents,
+    read_write_policy,
+    revoke_consent,
+    withheld_counts,
+    write_write_policy,
+)
+from agent_memory.projection.projector import projection_lag, requeue_dead_letters, wake_projector
+from agent_memory.projection.rebuild import rebuild_reports
+from agent_memory.projection.reembedding import ReembedProgress, start_reembedding
+from agent_memory.providers.base import Embedder, Summarizer
+from agent_memory.providers.openai.compat import providers_for
+from agent_memory.providers.policy import ProviderPolicy, read_provider_policy, write_provider_policy
+from agent_memory.recall.context import AssembledContext, assemble_context
+from agent_memory.recall.prompt import DEFAULT_SYSTEM, BuiltPrompt, build_prompt
+from agent_memory.recall.read_metrics import read_counts
+from agent_memory.recall.recall import RecallResult, recall
+from agent_memory.recall.recall_policy import RecallPolicy, read_policy, reset_policy, write_policy
+from agent_memory.security.keyring import KeyRotationInput, RotationResult
+from agent_memory.security.leak_filter import drop_counts
+from agent_memory.security.operator_requests import register_operator_request
+from agent_memory.store.db import fetch_one, tenant_transaction
+from agent_memory.store.scope import Mode, SubjectErasedError, subject_scope
+
+log = logging.getLogger(__name__)
+# A session with no new message for this long is consolidated as if its end hook had fired.
+DEFAULT_IDLE_TIMEOUT = timedelta(minutes=10)
+# Appends signal a session's idle timer at most once per this window (or half the idle timeout).
+IDLE_SIGNAL_DEBOUNCE = timedelta(seconds=5)
+# How long an append waits for its idle-timer signal before answering `idle_timer: "pending"`
+# (Temporal unreachable: the SDK would retry for ~10 s); the rows are committed either way.
+IDLE_SIGNAL_TIMEOUT = timedelta(seconds=3)
+
+
+def _idle_touch_key(tenant_id: str, subject_id: str, session_id: str) -> str:
+    """A Redis key per session that lives for the debounce window; a digest names it, so no
+    subject id is written to Redis by it (erasure has nothing to find there)."""
+    digest = hashlib.sha256(f"{tenant_id}\x1f{subject_id}\x1f{session_id}".encode()).hexdigest()[:32]
+    return f"idle-touch:{digest}"
+
+
+class RunSummary(RunPayloads):
+    workflow_id: str
+    workflow_type: str
+    status: str
+    started_at: datetime | None
+    closed_at: datetime | None
+
+
+def erasure_request_id(tenant_id: str, subject_id: str, reason: str) -> str:
+    """The same request (tenant, subject, reason) maps to the same id, hence the same receipt."""
+    return hashlib.sha256(f"{tenant_id}\x1f{subject_id}\x1f{reason}".encode()).hexdigest()[:16]
+
+
+def visibility_query(tenant_id: str, subject_id: str | None = None) -> str:
+    """The query an operator types in the Temporal UI's search box."""
+    query = f"TenantId = '{check_identifier('tenant', tenant_id)}'"
+    if subject_id:
+        query += f" AND SubjectId = '{check_identifier('subject', subject_id)}'"
+    return query
+
+
+class MemoryClient:
+    def __init__(self, services: Services, embedder: Embedder, *, task_queue: str | None = None,
+                 idle_timeout: timedelta | None = DEFAULT_IDLE_TIMEOUT, summarizer: Summarizer | None = None,
+                 idle_signal_debounce: timedelta = IDLE_SIGNAL_DEBOUNCE):
+        """idle_timeout: consolidate a session after this long without messages (None: only the
+        session-end hook consolidates). summarizer: writes the running summary of a long live
+        session in `build_prompt` (default: the offline extractive one)."""
+        self.services = services
+        self.embedder = embedder
+        self.summarizer = summarizer
+        self.task_queue = task_queue or services.settings.task_queue
+        self.idle_timeout = idle_timeout
+        self.idle_signal_debounce = idle_signal_debounce  # zero: every append signals the idle timer
+        self._owns_services = False
+
+    @classmethod
+    async def open(cls, settings: Settings | None = None, *, task_queue: str | None = None) -> MemoryClient:
+        """A client on the configured services (TEMPORAL_ADDRESS, DATABASE_URL, REDIS_URL) or on the
+        stack `agent-memory up` runs under AGENT_MEMORY_HOME, with the configured embedder. It
+        owns its connections: `await client.aclose()` (or use `connect()`)."""
+        settings = (settings or Settings.from_env()).with_running_stack()
+        await check_schema(settings)
+        services = await Services.open(settings)
+        try:
+            client = cls(services, providers_for(settings).embedder, task_queue=task_queue)
+        except BaseException:
+            await services.close()
+            raise
+        client._owns_services = True
+        return client
+
+    @classmethod
+    @asynccontextmanager
+    async def connect(cls, settings: Settings | None = None, *,
+                      task_queue: str | None = None) -> AsyncIterator[MemoryClient]:
+        """`async with MemoryClient.connect() as client:` — `open()`, closed at the end."""
+        client = await cls.open(settings, task_queue=task_queue)
+        try:
+            yield client
+        finally:
+            await client.aclose()
+
+    @property
+    def future_tolerance(self) -> timedelta:
+        """How far past this clock a message's created_at may be (AGENT_MEMORY_FUTURE_TOLERANCE_SECONDS)."""
+        return timedelta(seconds=self.services.settings.future_tolerance_seconds)
+
+    async def aclose(self) -> None:
+        """Close the connections this client opened (`open`/`connect`); a client built on your
+        own Services leaves them to you."""
+        if self._owns_services:
+            self._owns_services = False
+            await self.services.close()
+
+    async def append_messages(self, tenant_id: str, subject_id: str, session: Session, *,
+                              expected_parent: str | None = None) -> AppendResult:
+        """expected_parent: the last message id the caller saw in the session (NO_PARENT: none);
+        a different last stored message raises AppendConflictError (see evidence.append_messages).
+        New messages restart the session's idle timer; an append of duplicates only (a retry)
+        starts one if none is running. Committed rows are never reported as a failure: when
+        Temporal cannot be reached the result says `idle_timer="pending"`, and the idle-timer
+        sweep (agent_memory/lifecycle/idle_timers.py) or the next append arms it. A message dated later than
+        the settings' future tolerance is refused (InputError naming its created_at) and nothing
+        is written."""
+        check_not_future(session, tolerance=self.future_tolerance)
+        result = await append_messages(self.services.pool, self.services.redis, tenant_id, subject_id, session,
+                                       subject_digest=self.services.keyring.subject_digest(tenant_id, subject_id),
+                                       expected_parent=expected_parent)
+        if self.idle_timeout is not None and (result.inserted or result.duplicates):
+            try:
+                await asyncio.wait_for(self._touch_idle_timer(tenant_id, subject_id, session.session_id,
+                                                              self.idle_timeout, touch=bool(result.inserted)),
+                                       IDLE_SIGNAL_TIMEOUT.total_seconds())
+                result.idle_timer = "armed"
+            except (TemporalError, RedisError, TimeoutError) as exc:  # RPCError is a TemporalError
+                log.warning("session %s: the idle timer could not be signalled (%s); the rows are committed and "
+                            "the idle-timer sweep arms it", session.session_id, str(exc) or type(exc).__name__)
+                result.idle_timer = "pending"
+        return result
+
+    async def _touch_idle_timer(self, tenant_id: str, subject_id: str, session_id: str,
+                                idle_timeout: timedelta, *, touch: bool = True) -> None:
+        """Signal-with-start: the first message starts the timer, later ones restart it, at most
+        once per debounce window (a signal is a server round trip and a history event; the timer
+        measures idle time from the session's newest message, workflows/session_idle.py).
+        touch=False (duplicates only): start a timer if none is running, leave a running one."""
+        window_ms = int(min(self.idle_signal_debounce, idle_timeout / 2).total_seconds() * 1000)
+        if window_ms <= 0:
+            await self._signal_idle_timer(tenant_id, subject_id, session_id, idle_timeout, touch=touch)
+            return
+        key = _idle_touch_key(tenant_id, subject_id, session_id)
+        if not await self.services.redis.set(key, "1", nx=True, px=window_ms):
+            return  # signalled within the window
+        try:
+            await self._signal_idle_timer(tenant_id, subject_id, session_id, idle_timeout, touch=touch)
+        except BaseException:
+            with contextlib.suppress(RedisError):
+                await self.services.redis.delete(key)  # the next append signals again
+            raise
+
+    async def _signal_idle_timer(self, tenant_id: str, subject_id: str, session_id: str,
+                                 idle_timeout: timedelta, *, touch: bool = True) -> None:
+        await arm_idle_timer(self.services.temporal, self.task_queue, tenant_id, subject_id, session_id,
+                             idle_timeout.total_seconds(), touch=touch)
+
+    async def _start_once(self, workflow: str, arg: BaseModel, workflow_id: str,
+                          attributes: list[SearchAttributePair], result_type: type,
+                          reuse: WorkflowIDReusePolicy = WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+                          ) -> WorkflowHandle:
+        """Start, or attach to the run that already has this id: a running one always, a closed
+        one unless it failed (then it runs again) or `reuse` allows a new run."""
+        try:
+            return await self.services.temporal.start_workflow(
+                workflow, arg, id=workflow_id, task_queue=self.task_queue,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING, id_reuse_policy=reuse,
+                # With a worker of this queue on the same client (`up`, `serve` beside a worker),
+                # the server hands the run's first workflow task straight back to it: no
+                # dispatch through the task queue. Elsewhere the start is an ordinary one.
+                request_eager_start=True,
+                search_attributes=TypedSearchAttributes(attributes), result_type=result_type)
+        except WorkflowAlreadyStartedError:
+            return self.services.temporal.get_workflow_handle(workflow_id, result_type=result_type)
+
+    async def end_session(self, tenant_id: str, subject_id: str, session_id: str) -> WorkflowHandle:
+        """The session-end hook: one consolidation per session, however often it fires."""
+        check_identifier("tenant", tenant_id)
+        check_identifier("subject", subject_id)
+        check_identifier("session", session_id)
+        # What the hook reads, at once: the session's owner with the messages no consolidation has
+        # covered (the session went on after a run finished: a new run under the same id), in one
+        # transaction; and a run started before migration 021 (a read, used once the owner is
+        # confirmed). Nothing changes before the owner is confirmed: a wrong subject must not end
+        # the owner's idle timer, nor see its result.
+        pending, legacy = await await_both(
+            asyncio.ensure_future(self._owned_session_pending(tenant_id, subject_id, session_id)),
+            asyncio.ensure_future(self._subject_run(legacy_consolidation_workflow_id(tenant_id, session_id),
+                                                    subject_id, result_type=ConsolidationResult)))
+        # A message right after this hook signals its timer again.
+        await self.services.redis.delete(_idle_touch_key(tenant_id, subject_id, session_id))
+        # The legacy run: attach to it while it runs, or when it covered every message; a second
+        # run over the same messages would repeat its calls.
+        if legacy is not None and (legacy[1] == WorkflowExecutionStatus.RUNNING or (
+                legacy[1] == WorkflowExecutionStatus.COMPLETED and not pending)):
+            await self._end_idle_timers(tenant_id, subject_id, session_id)
+            return legacy[0]
+        # Ending the idle timers and starting the run are independent (a timer that fires meanwhile
+        # attaches to the same id): at once, two round trips' wait in all instead of four.
+        handle, _ = await await_both(asyncio.ensure_future(self._start_consolidation(
+            tenant_id, subject_id, session_id, pending)), asyncio.ensure_future(
+            self._end_idle_timers(tenant_id, subject_id, session_id)))
+        return handle
+
+    async def _start_consolidation(self, tenant_id: str, subject_id: str, session_id: str,
+                                   pending: int) -> WorkflowHandle:
+        return await self._start_once(
+            contract.CONSOLIDATION_WORKFLOW,
+            ConsolidationInput(tenant_id=tenant_id, subject_id=subject_id, session_id=session_id),
+            consolidation_workflow_id(tenant_id, subject_id, session_id),
+            [SearchAttributePair(TENANT_ID, tenant_id), SearchAttributePair(SUBJECT_ID, subject_id),
+             SearchAttributePair(SESSION_ID, session_id)], ConsolidationResult,
+            reuse=(WorkflowIDReusePolicy.ALLOW_DUPLICATE if pending
+                   else WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY))
+
+    async def _end_idle_timers(self, tenant_id: str, subject_id: str, session_id: str) -> None:
+        """The session's idle timer, and one started before migration 021 when it is the
+        subject's, have nothing left to do: the hook consolidates."""
+        async def end(idle: WorkflowHandle) -> None:
+            try:
+                await idle.signal(contract.SIGNAL_END)
+            except RPCError as exc:
+                if exc.status != RPCStatusCode.NOT_FOUND:
+                    raise
+
+        async def end_legacy() -> None:
+            legacy = await self._subject_run(legacy_idle_workflow_id(tenant_id, session_id), subject_id)
+            if legacy is not None:
+                await end(legacy[0])
+
+        await asyncio.gather(end(self.services.temporal.get_workflow_handle(
+            idle_workflow_id(tenant_id, subject_id, session_id))), end_legacy())
+
+    async def _subject_run(self, workflow_id: str, subject_id: str, result_type: type | None = None,
+                           ) -> tuple[WorkflowHandle, WorkflowExecutionStatus | None] | None:
+        """The latest run under `workflow_id` and its status when it is the subject's, else None: an
+        id without the subject (before migration 021) may name another subject's session."""
+        handle = self.services.temporal.get_workflow_handle(workflow_id, result_type=result_type)
+        try:
+            description = await handle.describe()
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+        if description.typed_search_attributes.get(SUBJECT_ID) != subject_id:
+            return None
+        return handle, description.status
+
+    async def _has_data(self, tenant_id: str, subject_id: str) -> bool:
+        """Whether anything of the subject is stored, or it is erased already (then erasing again
+        returns the recorded receipt)."""
+        async with subject_scope(self.services.pool, self.services.keyring, tenant_id, subject_id, Mode.READ) as scope:
+            if scope.erased:
+                return True
+            cur = await scope.conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM sessions WHERE tenant_id = %(t)s AND subject_id = %(s)s) "
+                "OR EXISTS (SELECT 1 FROM memory_events WHERE tenant_id = %(t)s AND subject_id = %(s)s) "
+                "OR EXISTS (SELECT 1 FROM subject_keys WHERE tenant_id = %(t)s AND subject_id = %(s)s) "
+                "OR EXISTS (SELECT 1 FROM erasure_requests WHERE tenant_id = %(t)s AND subject_id = %(s)s)",
+                {"t": tenant_id, "s": subject_id})
+            row = await cur.fetchone()
+        return bool(row and row[0])
+
+    async def _owned_session_pending(self, tenant_id: str, subject_id: str, session_id: str) -> int:
+        """The session's messages no consolidation has covered, once the subject is found to have
+        this session (session ids are per subject) and not to be erased; else a clear error."""
+        async with subject_scope(self.services.pool, self.services.keyring, tenant_id, subject_id, Mode.READ) as scope:
+            if scope.erased:
+                raise SubjectErasedError(tenant_id, subject_id)
+            cur = await scope.conn.execute(
+                "SELECT 1 FROM sessions WHERE tenant_id = %s AND subject_id = %s AND session_id = %s",
+                (tenant_id, subject_id, session_id))
+            found = await cur.fetchone()
+            if found is not None:
+                cur = await scope.conn.execute(SESSION_IDLE_STATE_SQL,
+                                               {"t": tenant_id, "u": subject_id, "s": session_id})
+                pending, _ = await fetch_one(cur)
+                return int(pending)
+        raise NotFound(f"no session {session_id!r} of subject {subject_id!r} in tenant {tenant_id!r}: append "
+                       "its messages first (agent-memory ingest, client.append_messages)")
+
+    async def consolidation_result(self, handle: WorkflowHandle) -> ConsolidationResult:
+        return await handle.result()
+
+    async def erase(self, tenant_id: str, subject_id: str, reason: str, request_id: str | None = None, *,
+                    block_future_writes: bool = False) -> WorkflowHandle:
+        """Start (or attach to) the erasure of a subject. The request and its reason (encrypted)
+        are recorded in Postgres first: workflow history carries ids only. A request id already
+        used for another subject raises ErasureRequestConflictError and nothing is written.
+
+        A subject with no data at all (a mistyped id) is refused with NotFound: its tombstone
+        would block that id forever. `block_future_writes=True` erases it anyway, to refuse any
+        future write for the id; the receipt's `data_found` then says nothing was found."""
+        check_identifier("tenant", tenant_id)
+        check_identifier("subject", subject_id)
+        check_reason(reason)
+        if not block_future_writes and not await self._has_data(tenant_id, subject_id):
+            raise NotFound(f"subject {subject_id!r} has no data in tenant {tenant_id!r}: nothing to erase (check "
+                           "the id); to refuse future writes for this id anyway, pass --block-future-writes")
+        request_id = request_id or erasure_request_id(tenant_id, subject_id, reason)
+        check_identifier("request id", request_id)
+        await register_erasure_request(self.services.pool, self.services.keyring, tenant_id, subject_id, request_id,
+                                       reason)
+        try:
+            return await start_erasure_workflow(self.services.temporal, self.task_queue, tenant_id, subject_id,
+                                                request_id)
+        except WorkflowAlreadyStartedError:  # completed before: attach to it (its receipt)
+            return self.services.temporal.get_workflow_handle(
+                contract.erasure_workflow_id(tenant_id, subject_id, request_id), result_type=ErasureReceipt)
+
+    async def reapply_erasures(self, *, wait: bool = False) -> tuple[ReapplyResult, list[ErasureReceipt]]:
+        """After a restore: run again every erasure of the erasure ledger (in the home) that the
+        database does not know; with `wait`, their receipts (a worker must be running)."""
+        result, handles = await reapply_erasures(self.services.pool, self.services.keyring, self.services.temporal,
+                                                 self.task_queue, self.services.settings.home)
+        receipts = [await handle.result() for handle in handles] if wait else []
+        return result, receipts
+
+    async def erasure_receipt(self, handle: WorkflowHandle) -> ErasureReceipt:
+        return await handle.result()
+
+    async def erasure_status(self, tenant_id: str, request_id: str, subject_id: str | None = None) -> ErasureStatus:
+        """The request now: receipt, whether the shred is irreversible yet, whether compacted."""
+        check_identifier("tenant", tenant_id)
+        check_identifier("request id", request_id)
+        return await erasure_status(self.services.pool, self.services.keyring, tenant_id, request_id, subject_id)
+
+    async def rotate_keys(self, *, force: bool = True) -> RotationResult:
+        """Run a key rotation now, as a workflow (the daily Schedule runs the same one)."""
+        workflow_id = contract.manual_key_rotation_workflow_id(uuid.uuid4().hex[:12])
+        if force:
+            await register_operator_request(self.services.pool, self.services.keyring, "key-rotation", workflow_id)
+        handle = await self.services.temporal.start_workflow(
+            contract.KEY_ROTATION_WORKFLOW, KeyRotationInput(force=force), id=workflow_id,
+            task_queue=self.task_queue, result_type=RotationResult)
+        return await handle.result()
+
+    async def compact(self, *, force: bool = False) -> CompactionResult:
+        """Run physical compaction now, as a workflow (the hourly Schedule runs the same one)."""
+        workflow_id = contract.manual_compaction_workflow_id(uuid.uuid4().hex[:12])
+        if force:
+            await register_operator_request(self.services.pool, self.services.keyring, "compaction", workflow_id)
+        handle = await self.services.temporal.start_workflow(
+            contract.PHYSICAL_COMPACTION_WORKFLOW, CompactionInput(force=force), id=workflow_id,
+            task_queue=self.task_queue, result_type=CompactionResult)
+        return await handle.result()
+
+    @property
+    def forget_grace(self) -> timedelta:
+        return timedelta(seconds=self.services.settings.forget_grace_seconds)
+
+    async def forget(self, tenant_id: str, subject_id: str, memory_id: str, *, reason: str | None = None,
+                     actor: Actor = "operator", actor_id: str | None = None) -> ForgetResult:
+        """Forget one memory at once (every read stops returning it); restorable within the
+        grace period, swept from every store after it (docs/lifecycle.md)."""
+        return await forget_memory(self.services.pool, self.services.keyring, tenant_id=tenant_id,
+                                   subject_id=subject_id, memory_id=memory_id, reason=reason, actor=actor,
+                                   actor_id=actor_id, grace=self.forget_grace)
+
+    async def restore(self, tenant_id: str, subject_id: str, memory_id: str, *, reason: str | None = None,
+                      actor: Actor = "operator", actor_id: str | None = None) -> RestoreResult:
+        """Undo a forget within the grace period; the memory's vectors come back through the
+        projector (woken here; recorded embeddings, no model call)."""
+        result = await restore_memory(self.services.pool, self.services.keyring, tenant_id=tenant_id,
+                                      subject_id=subject_id, memory_id=memory_id, reason=reason, actor=actor,
+                                      actor_id=actor_id, grace=self.forget_grace)
+        try:
+            await self.wake_projector(tenant_id, subject_id)
+        except Exception as exc:  # the outbox rows stay due; the hourly projection sweep wakes it
+            log.warning("projector wake-up after a restore deferred to the sweep: %s", exc)
+        return result
+
+    async def export(self, tenant_id: str, subject_id: str) -> SubjectExport:
+        """Everything memory holds about the subject, as one document (the right of access)."""
+        check_identifier("tenant", tenant_id)
+        check_identifier("subject", subject_id)
+        return await export_subject(self.services.pool, self.services.keyring, tenant_id, subject_id,
+                                    grace=self.forget_grace)
+
+    async def forgotten(self, tenant_id: str, subject_id: str) -> list[ForgottenMemory]:
+        return await list_forgotten(self.services.pool, self.services.keyring, tenant_id, subject_id)
+
+    async def sweep(self, *, grace_seconds: float | None = None, retention: bool = True) -> MemorySweepResult:
+        """Run the memory sweep now, as a workflow (the hourly Schedule runs the same one):
+        retention first (unless `retention=False`), then the sweeper; `grace_seconds` overrides
+        the worker's grace period for this run."""
+        workflow_id = contract.manual_memory_sweep_workflow_id(uuid.uuid4().hex[:12])
+        if grace_seconds is not None:
+            await register_operator_request(self.services.pool, self.services.keyring, "memory-sweep", workflow_id)
+        handle = await self.services.temporal.start_workflow(
+            contract.MEMORY_SWEEP_WORKFLOW, MemorySweepInput(grace_seconds=grace_seconds, retention=retention),
+            id=workflow_id, task_queue=self.task_queue, result_type=MemorySweepResult)
+        return await handle.result()
+
+    async def reembed(self, tenant_id: str) -> WorkflowHandle:
+        """Start (or attach to) the tenant's re-embedding under this client's embedder model
+        (workers start it by themselves when their model changed)."""
+        check_identifier("tenant", tenant_id)
+        return await start_reembedding(self.services.temporal, self.task_queue, tenant_id, self.embedder)
+
+    async def reembed_progress(self, handle: WorkflowHandle) -> ReembedProgress | None:
+        """The running re-embedding's progress (its `progress` query), or its result once done."""
+        description = await handle.describe()
+        if description.status == WorkflowExecutionStatus.RUNNING:
+            return await handle.query("progress", result_type=ReembedProgress)
+        return await handle.result()
+
+    async def redrive_erasures(self, *, stuck_after_seconds: float = 3600.0) -> ErasureRedriveResult:
+        """Run the erasure re-drive now, as a workflow (the hourly Schedule runs the same one)."""
+        handle = await self.services.temporal.start_workflow(
+            contract.ERASURE_REDRIVE_WORKFLOW, ErasureRedriveInput(stuck_after_seconds=stuck_after_seconds),
+            id=contract.manual_erasure_redrive_workflow_id(uuid.uuid4().hex[:12]), task_queue=self.task_queue,
+            result_type=ErasureRedriveResult)
+        return await handle.result()
+
+    async def rebuild(self, tenant_id: str, subject_id: str | None = None, *, force: bool = False,
+                      request_id: str | None = None, subjects_per_run: int = 200,
+                      listed_max: int = 200) -> WorkflowHandle:
+        """Rebuild the projections of one subject (or every subject of the tenant) from the event
+        log and compare digests; workflow id rebuild/{tenant}/{subject or '*'}/{request}."""
+        check_identifier("tenant", tenant_id)
+        if subject_id is not None:
+            check_identifier("subject", subject_id)
+        request_id = request_id or uuid.uuid4().hex[:16]  # each rebuild is a new check
+        check_identifier("request id", request_id)
+        attributes = [SearchAttributePair(TENANT_ID, tenant_id)]
+        if subject_id is not None:
+            attributes.append(SearchAttributePair(SUBJECT_ID, subject_id))
+        workflow_id = contract.rebuild_workflow_id(tenant_id, subject_id, request_id)
+        if force:
+            await register_operator_request(self.services.pool, self.services.keyring, "rebuild", workflow_id)
+        return await self._start_once(
+            contract.REBUILD_WORKFLOW,
+            RebuildInput(tenant_id=tenant_id, subject_id=subject_id, request_id=request_id, force=force,
+                         subjects_per_run=subjects_per_run, listed_max=listed_max),
+            workflow_id, attributes, RebuildResult)
+
+    async def rebuild_result(self, handle: WorkflowHandle) -> RebuildResult:
+        """The rebuild's totals (from the workflow) with its subject reports (from
+        rebuild_reports): at most the request's `listed_max`, those that differed or were
+        repaired first."""
+        result: RebuildResult = await handle.result()
+        if result.request_id is None or result.subjects:
+            return result  # a run from before rebuild_reports carried its entries itself
+        reports, total = await rebuild_reports(self.services.pool, result.tenant_id, result.request_id,
+                                               limit=result.listed_max)
+        return result.model_copy(update={"subjects": reports, "subjects_not_listed": max(0, total - len(reports))})
+
+    async def write_fact(self, tenant_id: str, subject_id: str, namespace: str, key: str, value: str, *,
+                         expected_version: int, evidence_message_ids: list[str],
+                         observed_at: datetime | None = None, actor: LiveActor = "user",
+                         actor_id: str | None = None) -> CommitOutcome:
+        """A live write (the user states a fact directly, or an agent or operator on the user's
+        behalf: `actor`, `actor_id` are recorded on the event), conditional on the fact's version.
+        Facts and the lexical index are current when it returns; the subject's projector is woken
+        to embed the vector (`wait_for_projection` waits for it). Should the wake-up fail, the
+        outbox row stays due and the hourly sweep wakes the projector. An observed_at later than
+        the settings' future tolerance is refused (InputError)."""
+        if observed_at is not None:
+            check_time_not_future("observed_at", observed_at, tolerance=self.future_tolerance)
+        outcome = await write_fact(self.services.pool, self.services.keyring, tenant_id=tenant_id,
+                                   subject_id=subject_id, namespace=namespace, key=key, value=value,
+                                   expected_version=expected_version, evidence_message_ids=evidence_message_ids,
+                                   observed_at=observed_at, actor=actor, actor_id=actor_id)
+        try:
+            await self.wake_projector(tenant_id, subject_id)
+        except Exception as exc:  # the outbox row stays due; nothing is lost
+            log.warning("projector wake-up after a live write deferred to the sweep: %s", exc)
+        return outcome
+
+    async def confirm_fact(self, tenant_id: str, subject_id: str, candidate_memory_id: str, *,
+                           actor: LiveActor = "user", actor_id: str | None = None) -> CommitOutcome:
+        """Confirm a value of the candidate area (a sensitive key's new value waits there): it
+        becomes the current fact."""
+        check_identifier("tenant", tenant_id)
+        check_identifier("subject", subject_id)
+        outcome = await confirm_candidate(self.services.pool, self.services.keyring, tenant_id=tenant_id,
+                                          subject_id=subject_id, candidate_memory_id=candidate_memory_id,
+                                          actor=actor, actor_id=actor_id)
+        try:
+            await self.wake_projector(tenant_id, subject_id)
+        except Exception as exc:  # the outbox row stays due; nothing is lost
+            log.warning("projector wake-up after a confirmation deferred to the sweep: %s", exc)
+        return outcome
+
+    async def provider_policy(self, tenant_id: str) -> ProviderPolicy:
+        """What a remote model may see of the tenant's data (default: every identifier kind redacted)."""
+        check_identifier("tenant", tenant_id)
+        async with tenant_transaction(self.services.pool, tenant_id) as conn:
+            return await read_provider_policy(conn, tenant_id)
+
+    async def set_provider_policy(self, tenant_id: str, policy: ProviderPolicy | None) -> ProviderPolicy:
+        """Store the tenant's provider data policy (None: back to the default)."""
+        check_identifier("tenant", tenant_id)
+        async with tenant_transaction(self.services.pool, tenant_id) as conn:
+            await write_provider_policy(conn, tenant_id, policy)
+            return await read_provider_policy(conn, tenant_id)
+
+    async def write_policy(self, tenant_id: str) -> WritePolicy:
+        check_identifier("tenant", tenant_id)
+        async with tenant_transaction(self.services.pool, tenant_id) as conn:
+            return await read_write_policy(conn, tenant_id)
+
+    async def set_write_policy(self, tenant_id: str, policy: WritePolicy | None) -> WritePolicy:
+        """Set which namespaces are stored, which need consent, which keys need confirmation
+        (None: the defaults). The next commit of any session applies it."""
+        check_identifier("tenant", tenant_id)
+        async with tenant_transaction(self.services.pool, tenant_id) as conn:
+            await write_write_policy(conn, tenant_id, policy)
+            return await read_write_policy(conn, tenant_id)
+
+    async def grant_consent(self, tenant_id: str, subject_id: str, namespace: str, consent_id: str) -> None:
+        await grant_consent(self.services.pool, self.services.keyring, tenant_id, subject_id, namespace, consent_id)
+
+    async def revoke_consent(self, tenant_id: str, subject_id: str, namespace: str) -> bool:
+        return await revoke_consent(self.services.pool, self.services.keyring, tenant_id, subject_id, namespace)
+
+    async def consents(self, tenant_id: str, subject_id: str) -> list[Consent]:
+        return await list_consents(self.services.pool, self.services.keyring, tenant_id, subject_id)
+
+    async def withheld_counts(self, tenant_id: str) -> dict[str, int]:
+        """Facts the write gate kept out, per reason, since the tenant began (Postgres counters)."""
+        check_identifier("tenant", tenant_id)
+        return await withheld_counts(self.services.pool, tenant_id)
+
+    async def wake_projector(self, tenant_id: str, subject_id: str) -> None:
+        """Signal-with-start the subject's projector (workflow projector/{tenant}/{subject})."""
+        await wake_projector(self.services.temporal, self.task_queue, tenant_id, subject_id)
+
+    async def projection_lag(self, tenant_id: str, subject_id: str | None = None) -> ProjectionLag:
+        """Outbox rows not projected yet (due now, retrying), the oldest one's age, dead letters."""
+        check_identifier("tenant", tenant_id)
+        if subject_id is not None:
+            check_identifier("subject", subject_id)
+        return await projection_lag(self.services.pool, tenant_id, subject_id)
+
+    async def wait_for_projection(self, tenant_id: str, subject_id: str | None = None, *,
+                                  timeout: float = 60.0, interval: float = 0.2) -> ProjectionLag:
+        """Poll the outbox until no row of the subject (or tenant) is pending; dead letters do not
+        count. Consolidation ends at its commit, so vectors lag it: wait here before a recall that
+        needs them. Raises TimeoutError with the lag when rows are still pending after `timeout`."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            lag = await self.projection_lag(tenant_id, subject_id)
+            if lag.pending == 0:
+                return lag
+            if asyncio.get_running_loop().time() >= deadline:
+                raise TimeoutError(f"projection still pending after {timeout:g} s: {lag.pending} row(s), "
+                                   f"{lag.retrying} retrying, {lag.dead_letters} dead letter(s)")
+            await asyncio.sleep(interval)
+
+    async def retry_dead_letters(self, tenant_id: str, subject_id: str | None = None) -> list[str]:
+        """Give dead-lettered rows a fresh set of attempts and wake their projectors; returns the
+        subjects woken."""
+        check_identifier("tenant", tenant_id)
+        subjects = await requeue_dead_letters(self.services.pool, tenant_id, subject_id)
+        for subject in subjects:
+            await self.wake_projector(tenant_id, subject)
+        return subjects
+
+    async def subject_erased(self, tenant_id: str, subject_id: str) -> bool:
+        """Whether the subject has a tombstone (reads of an erased subject return nothing)."""
+        async with subject_scope(self.services.pool, self.services.keyring, tenant_id, subject_id, Mode.READ) as scope:
+            return scope.erased
+
+    async def facts(self, tenant_id: str, subject_id: str, *, as_of: datetime | None = None,
+                    history: bool = False, candidates: bool = False) -> list[FactRow]:
+        return await list_facts(self.services.pool, self.services.keyring, tenant_id, subject_id, as_of=as_of,
+                                include_history=history, include_candidates=candidates)
+
+    async def context(self, tenant_id: str, subject_id: str, query: str, *, as_of: datetime | None = None,
+                      token_budget: int | None = None, policy: RecallPolicy | None = None) -> AssembledContext:
+        """What goes into the prompt's memory: the profile (current facts) and the episodes and
+        notes most relevant to the query, each citing its evidence, within the tenant's recall
+        policy (or `policy`), its tiers scaled to `token_budget` when given."""
+        check_identifier("tenant", tenant_id)
+        check_identifier("subject", subject_id)
+        return await assemble_context(self.services.pool, self.services.keyring, self.embedder, tenant_id, subject_id,
+                                      query, as_of=as_of, token_budget=token_budget, policy=policy,
+                                      redis=self.services.redis)
+
+    async def build_prompt(self, tenant_id: str, subject_id: str, session_id: str, user_input: str, *,
+                           system: str = DEFAULT_SYSTEM, as_of: datetime | None = None,
+                           token_budget: int | None = None, policy: RecallPolicy | None = None) -> BuiltPrompt:
+        """The prompt for the user's input in a live session, as chat messages in blocks: system,
+        profile, episodic, recent turns of the session, input (`.chat_messages()` for an
+        OpenAI-style API), with the cited memory ids and every block's tokens. Session ids are
+        per subject: another subject's session of the same id is not this one."""
+        return await build_prompt(self.services.pool, self.services.keyring, self.services.redis, self.embedder,
+                                  tenant_id, subject_id, session_id, user_input, system=system, as_of=as_of,
+                                  token_budget=token_budget, policy=policy, summarizer=self.summarizer)
+
+    async def recall_policy(self, tenant_id: str) -> RecallPolicy:
+        """The tenant's recall policy (the shipped default when none was set)."""
+        async with tenant_transaction(self.services.pool, tenant_id) as conn:
+            return await read_policy(conn, tenant_id)
+
+    async def set_recall_policy(self, tenant_id: str, policy: RecallPolicy | None) -> RecallPolicy:
+        """Set the tenant's recall policy; None returns the tenant to the shipped default."""
+        async with tenant_transaction(self.services.pool, tenant_id) as conn:
+            if policy is None:
+                await reset_policy(conn, tenant_id)
+            else:
+                await write_policy(conn, tenant_id, policy)
+            return await read_policy(conn, tenant_id)
+
+    async def retention_policy(self, tenant_id: str) -> RetentionPolicy:
+        """The tenant's retention policy (the defaults when none was set)."""
+        check_identifier("tenant", tenant_id)
+        async with tenant_transaction(self.services.pool, tenant_id) as conn:
+            return await read_retention(conn, tenant_id)
+
+    async def set_retention_policy(self, tenant_id: str, policy: RetentionPolicy | None) -> RetentionPolicy:
+        """Set the tenant's retention policy (None: the defaults); the hourly memory sweep applies it."""
+        check_identifier("tenant", tenant_id)
+        async with tenant_transaction(self.services.pool, tenant_id) as conn:
+            await write_retention(conn, tenant_id, policy)
+            return await read_retention(conn, tenant_id)
+
+    async def read_counts(self, tenant_id: str) -> dict[str, int]:
+        """The tenant's memory-read counters (agent_memory.recall.read_metrics)."""
+        check_identifier("tenant", tenant_id)
+        return await read_counts(self.services.pool, tenant_id)
+
+    async def recall(self, tenant_id: str, subject_id: str, query: str, *, limit: int = 5,
+                     as_of: datetime | None = None) -> RecallResult:
+        check_identifier("tenant", tenant_id)
+        check_identifier("subject", subject_id)
+        return await recall(self.services.pool, self.services.keyring, self.embedder, tenant_id, subject_id, query,
+                            limit=limit, as_of=as_of, redis=self.services.redis)
+
+    async def erasure_counts(self, tenant_id: str) -> ErasureCounts:
+        """Erasure requests still started, stuck (over an hour), and re-driven by the Schedule."""
+        check_identifier("tenant", tenant_id)
+        return await erasure_counts(self.services.pool, tenant_id)
+
+    async def lifecycle_counts(self, tenant_id: str) -> LifecycleCounts:
+        """Forgotten memories in their grace period, swept ones, and swept ones whose residue
+        check found rows (0 expected)."""
+        check_identifier("tenant", tenant_id)
+        return await lifecycle_counts(self.services.pool, tenant_id)
+
+    async def leak_filter_drops(self, tenant_id: str) -> dict[str, int]:
+        """The tenant's leak-filter drop counters: {"total": n, "<reason>": n, ...}."""
+        check_identifier("tenant", tenant_id)
+        return await drop_counts(self.services.pool, tenant_id)
+
+    async def runs(self, tenant_id: str, subject_id: str | None = None, limit: int = 100) -> list[RunSummary]:
+        runs: list[RunSummary] = []
+        async for wf in self.services.temporal.list_workflows(visibility_query(tenant_id, subject_id), limit=limit):
+            status = wf.status.name if isinstance(wf.status, WorkflowExecutionStatus) else str(wf.status)
+            payloads = await read_run_payloads(self.services.temporal, wf.id, wf.run_id)
+            runs.append(RunSummary(workflow_id=wf.id, workflow_type=wf.workflow_type, status=status,
+                                   started_at=wf.start_time, closed_at=wf.close_time, **payloads.model_dump()))
+        return runs

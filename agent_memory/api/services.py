@@ -1,0 +1,226 @@
+"""Connections to the configured services, opened and closed explicitly."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter
+from temporalio.envconfig import ClientConfigProfile, ClientConfigTLS
+from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential
+
+from agent_memory.core import contract
+from agent_memory.core.errors import InvalidInput, ServiceUnavailable, first_line
+from agent_memory.core.run_metadata import RunMetadataInterceptor
+from agent_memory.core.settings import TEMPORAL_ALIASES, Settings, variable
+from agent_memory.security.crypto import KeyProvider, key_provider_for
+from agent_memory.security.keyring import KeyRing
+from agent_memory.security.payload_codec import RejectionSink, encrypted_data_converter
+from agent_memory.store.counters import add_counts_if_known
+from agent_memory.store.db import apply_migrations, open_pool, pending_migrations, set_app_role_password
+
+
+def _retrying() -> AsyncRetrying:
+    # Services may still be starting (compose, restarts): retry connecting, then fail clearly.
+    return AsyncRetrying(stop=stop_after_delay(45), wait=wait_exponential(multiplier=0.2, max=5),
+                         retry=retry_if_exception_type((OSError, RuntimeError, psycopg.OperationalError, PoolTimeout)),
+                         reraise=True)
+
+
+def _read_pem(variable: str, path: str | None) -> bytes | None:
+    if not path:
+        return None
+    try:
+        return Path(path).expanduser().read_bytes()
+    except OSError as exc:
+        raise InvalidInput(f"{variable} = {path} cannot be read ({exc.strerror}): point it at a PEM file") from None
+
+
+def _tls_var(field_name: str) -> str:
+    standard = variable(Settings.model_fields[field_name])
+    older = next(old for old, new in TEMPORAL_ALIASES.items() if new == standard)
+    return f"{standard} (or {older})"
+
+
+def _pem(settings: Settings, field_name: str) -> bytes | None:
+    """One of the TLS PEMs: given inline (the *_DATA variable) or read from its file."""
+    data: str | None = getattr(settings, f"{field_name}_data")
+    return data.encode() if data else _read_pem(_tls_var(field_name), getattr(settings, field_name))
+
+
+def temporal_profile(settings: Settings) -> ClientConfigProfile:
+    """The settings' Temporal connection as temporalio.envconfig's client profile, its PEM files
+    read (a missing or unreadable one is named by its variable)."""
+    cert = settings.temporal_tls_cert or settings.temporal_tls_cert_data
+    key = settings.temporal_tls_key or settings.temporal_tls_key_data
+    if bool(cert) != bool(key):
+        given, missing = ("temporal_tls_cert", "temporal_tls_key") if cert else ("temporal_tls_key", "temporal_tls_cert")
+        raise InvalidInput(f"{_tls_var(given)} is set but {_tls_var(missing)} is not: mTLS needs both the client "
+                           "certificate and its key")
+    ca = settings.temporal_tls_ca or settings.temporal_tls_ca_data
+    tls = None
+    if settings.temporal_tls is not None or cert or ca or settings.temporal_tls_server_name:
+        tls = ClientConfigTLS(disabled=None if settings.temporal_tls is None else not settings.temporal_tls,
+                              server_name=settings.temporal_tls_server_name,
+                              server_root_ca_cert=_pem(settings, "temporal_tls_ca"),
+                              client_cert=_pem(settings, "temporal_tls_cert"),
+                              client_private_key=_pem(settings, "temporal_tls_key"))
+    return ClientConfigProfile(address=settings.temporal_address, namespace=settings.temporal_namespace,
+                               api_key=settings.temporal_api_key, tls=tls, grpc_meta=settings.temporal_grpc_meta)
+
+
+def temporal_connect_options(settings: Settings,
+                             data_converter: DataConverter = pydantic_data_converter) -> dict[str, Any]:
+    """Keyword arguments for Client.connect but the address: the namespace, TLS (mTLS, the CA
+    and server name), the API key (which turns TLS on: it is never sent in the clear) and gRPC
+    metadata, as temporalio.envconfig turns a profile into them. Reads the PEM files; opens no
+    connection."""
+    config: dict[str, Any] = dict(temporal_profile(settings).to_client_connect_config())
+    config.pop("target_host", None)
+    # Every start (and a workflow's child starts) gets its summary and details in clear.
+    return {**config, "data_converter": data_converter, "interceptors": [RunMetadataInterceptor()]}
+
+
+def payload_converter(settings: Settings, provider: KeyProvider, *,
+                      on_rejected: RejectionSink | None = None) -> DataConverter:
+    """The strict pydantic converter with every payload encrypted under the deployment's payload key
+    and bound to its workflow."""
+    return encrypted_data_converter(provider.payload_keys(), accept_legacy=settings.accept_plaintext_payloads,
+                                    on_rejected=on_rejected)
+
+
+def rejection_counter(pool: AsyncConnectionPool) -> RejectionSink:
+    """Counts each refused Temporal payload in `agent-memory stats` (`refused:payload`) of the
+    tenant its workflow id names, when that tenant exists (a forged id naming no tenant is only
+    logged)."""
+
+    async def count(workflow_id: str, reason: str) -> None:
+        tenant_id = contract.workflow_id_tenant(workflow_id)
+        if tenant_id is not None:
+            await add_counts_if_known(pool, tenant_id, {"refused:payload": 1})
+
+    return count
+
+
+_temporal_runtime: Runtime | None = None
+
+
+def temporal_runtime() -> Runtime:
+    """The process's Temporal runtime, made once: the SDK core's own log lines (warnings such as
+    "Failing workflow task" or "workflow task duration exceeded"; errors of other crates) go to
+    the Python logger `temporalio.core` — so to stderr or the process's log file, as plain text —
+    instead of to stdout with terminal colour codes, where they would break a command's output
+    (the JSON of --json). It is also the default runtime, for anything that connects without it."""
+    global _temporal_runtime
+    if _temporal_runtime is None:
+        _temporal_runtime = Runtime(telemetry=TelemetryConfig(logging=LoggingConfig(
+            filter=TelemetryFilter(core_level="WARN", other_level="ERROR"),
+            forwarding=LogForwardingConfig(logger=logging.getLogger("temporalio.core"), append_target_to_name=False))))
+        Runtime.set_default(_temporal_runtime, error_if_already_set=False)
+    return _temporal_runtime
+
+
+async def connect_temporal(settings: Settings, data_converter: DataConverter) -> Client:
+    if not settings.temporal_address:
+        raise ServiceUnavailable("TEMPORAL_ADDRESS is not set and no embedded server was started")
+    options = temporal_connect_options(settings, data_converter)
+    try:
+        async for attempt in _retrying():
+            with attempt:
+                return await Client.connect(settings.temporal_address, runtime=temporal_runtime(), **options)
+    except RuntimeError as exc:  # the SDK's "Failed client connect": Temporal is down or unreachable
+        if isinstance(exc, ServiceUnavailable):
+            raise
+        raise ServiceUnavailable(f"Temporal at {settings.temporal_address} cannot be reached: {first_line(exc)}") from exc
+    raise AssertionError("unreachable")
+
+
+async def connect_pool(settings: Settings, *, max_size: int = 8) -> AsyncConnectionPool:
+    if not settings.database_url:
+        raise ServiceUnavailable("DATABASE_URL is not set and no embedded PostgreSQL was started")
+    async for attempt in _retrying():
+        with attempt:
+            return await open_pool(settings.database_url, max_size=max_size)
+    raise AssertionError("unreachable")
+
+
+async def migrate(settings: Settings, *, app_password: str | None = None) -> list[str]:
+    """Apply migrations with the owner role (DATABASE_ADMIN_URL); the app role cannot.
+    The embedded stack also passes the app role's password so it can log in."""
+    if not settings.database_admin_url:
+        return []
+    async for attempt in _retrying():
+        with attempt:
+            applied = await apply_migrations(settings.database_admin_url)
+    if app_password:
+        await set_app_role_password(settings.database_admin_url, app_password)
+    return applied
+
+
+async def check_schema(settings: Settings) -> None:
+    """Refuse to run on a schema older than this code: compares schema_migrations (read as the
+    app role) with the packaged migrations. Only `agent-memory migrate` (or `up`) applies them."""
+    if not settings.database_url:
+        raise ServiceUnavailable("DATABASE_URL is not set and no embedded PostgreSQL was started")
+    async for attempt in _retrying():
+        with attempt:
+            pending = await pending_migrations(settings.database_url)
+    if pending:
+        raise ServiceUnavailable(f"the database schema is behind this agent-memory ({len(pending)} migration(s) not "
+                                 f"applied: {', '.join(pending)}): run `agent-memory migrate`")
+
+
+def connect_redis(settings: Settings) -> Redis:
+    """A client whose pooled connections survive a Redis restart: a command that meets a dead
+    connection (or none yet) reconnects and is retried with backoff (up to ~3 s), an idle
+    connection is checked before use, and connecting or reading gives up after 5 s (then the
+    HTTP API answers 503)."""
+    if not settings.redis_url:
+        raise ServiceUnavailable("REDIS_URL is not set and no embedded Redis was started")
+    return Redis.from_url(settings.redis_url, decode_responses=True,
+                          retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), 6),
+                          retry_on_error=[RedisConnectionError, RedisTimeoutError, ConnectionResetError],
+                          health_check_interval=5, socket_connect_timeout=5, socket_timeout=5)
+
+
+@dataclass
+class Services:
+    settings: Settings
+    pool: AsyncConnectionPool
+    redis: Redis
+    temporal: Client
+    keyring: KeyRing
+
+    @classmethod
+    async def open(cls, settings: Settings) -> Services:
+        pool = await connect_pool(settings)
+        redis = connect_redis(settings)
+        await redis.ping()
+        provider = key_provider_for(settings.master_key, settings.key_dir, settings.home, settings.identifier_key,
+                                    settings.payload_key)
+        temporal = await connect_temporal(settings, payload_converter(settings, provider,
+                                                                      on_rejected=rejection_counter(pool)))
+        keyring = KeyRing(provider)
+        try:
+            await keyring.ensure_ready(pool)  # refuses to start without the keys the database needs
+        except BaseException:
+            await redis.aclose()
+            await pool.close()
+            raise
+        return cls(settings=settings, pool=pool, redis=redis, temporal=temporal, keyring=keyring)
+
+    async def close(self) -> None:
+        await self.redis.aclose()
+        await self.pool.close()

@@ -1,0 +1,599 @@
+"""Domain models shared by the store, the providers, activities and workflows.
+
+Workflow and activity payloads carry ids and references only (the 2 MB history limit):
+transcripts, extracted facts and vectors live in Postgres and are fetched by activities.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import struct
+from datetime import UTC, datetime
+from typing import Any, Literal, overload
+
+from pydantic import BaseModel, Field, computed_field, field_serializer, field_validator
+
+from agent_memory.core.errors import InvalidInput
+from agent_memory.core.projection_models import ProjectorBatchOutcome
+from agent_memory.core.run_inputs import RunInput
+
+# Tenants and subjects appear in workflow ids, Redis keys and search attributes, so their
+# alphabet is restricted; the error names the rule.
+IDENTIFIER_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}\Z")  # \Z: "$" would allow a final newline
+IDENTIFIER_RULE = "1-64 characters of letters, digits, '_', '.', '-', starting with a letter or digit"
+
+
+def check_identifier(field: str, value: str) -> str:
+    if not isinstance(value, str) or not IDENTIFIER_PATTERN.match(value):
+        raise InvalidInput(f"{field} {value!r} is invalid: use {IDENTIFIER_RULE}")
+    return value
+
+
+class Scope(BaseModel):
+    """Who a piece of memory belongs to."""
+
+    tenant_id: str
+    subject_id: str
+
+    @field_validator("tenant_id")
+    @classmethod
+    def _tenant(cls, v: str) -> str:
+        return check_identifier("tenant", v)
+
+    @field_validator("subject_id")
+    @classmethod
+    def _subject(cls, v: str) -> str:
+        return check_identifier("subject", v)
+
+
+# --- evidence -------------------------------------------------------------------------------
+
+
+Role = Literal["user", "assistant", "system", "tool"]
+
+
+class Message(BaseModel):
+    message_id: str = Field(min_length=1, max_length=200)
+    turn_index: int = Field(ge=0)
+    role: Role
+    # Bounded: an unbounded caption once poisoned a session's consolidation for good.
+    speaker: str | None = Field(default=None, max_length=200)
+    content: str = Field(max_length=100_000)
+    image_caption: str | None = Field(default=None, max_length=4_000)
+    created_at: datetime
+
+    @field_validator("message_id", "speaker", "content", "image_caption")
+    @classmethod
+    def _storable(cls, v: str | None) -> str | None:
+        return storable_text(v)
+
+    @field_validator("turn_index")
+    @classmethod
+    def _turn_in_range(cls, v: int) -> int:
+        if v > MAX_TURN_INDEX:
+            raise InvalidInput(f"turn_index must be at most {MAX_TURN_INDEX}")
+        return v
+
+    @field_validator("created_at")
+    @classmethod
+    def _time_in_range(cls, v: datetime) -> datetime:
+        return storable_time(v)
+
+
+class Session(BaseModel):
+    session_id: str = Field(min_length=1, max_length=200)
+    started_at: datetime | None = None
+    messages: list[Message] = Field(min_length=1)
+
+    @field_validator("session_id")
+    @classmethod
+    def _storable(cls, v: str) -> str:
+        return storable_text(v)
+
+    @field_validator("started_at")
+    @classmethod
+    def _time_in_range(cls, v: datetime | None) -> datetime | None:
+        return None if v is None else storable_time(v)
+
+
+# --- provider outputs (recorded as operation results) ------------------------------------------
+
+ClaimType = Literal["explicit", "inference"]
+Permanence = Literal["permanent", "temporary", "task_local"]
+FactOperation = Literal["assert", "confirm", "end", "correct"]
+
+
+class ProviderResult(BaseModel):
+    """Common bookkeeping of one provider call, recorded in the operations table."""
+
+    provider: str = ""
+    provider_request_id: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    # What was replaced by placeholders before a remote call, counted by kind (email, phone,
+    # card, iban); never the values (agent_memory/providers/policy.py).
+    redacted: dict[str, int] = Field(default_factory=dict)
+
+
+class ExtractedFact(BaseModel):
+    namespace: str  # profile, location, travel, work, preference, dislike, diet, pet, budget
+    key: str  # e.g. home_city; (namespace, key) is the fact's identity for a subject
+    value: str
+    # What the statement does to the subject's fact at (namespace, key): "assert" a new or changed
+    # value, "confirm" the current one, "end" it (no longer true from observed_at; value: the
+    # value that ended, or "" for whatever is current), "correct" it (the current value was never
+    # true: it is voided and `value` holds from the voided interval's start; with value "" the key
+    # itself was a mistake, "it's Mochi, not Mocha", and nothing holds under it).
+    operation: FactOperation = "assert"
+    claim_type: ClaimType = "explicit"
+    permanence: Permanence = "permanent"
+    valid_until: datetime | None = None  # end of a temporary fact, when known
+    confidence: float = Field(ge=0.0, le=1.0)
+    evidence_message_ids: list[str] = Field(min_length=1)
+    observed_at: datetime
+
+
+class KnownFact(BaseModel):
+    """A current fact of the subject as an extractor is shown it, so it can say what a statement
+    does to it (confirm, end, correct) instead of only asserting values."""
+
+    namespace: str
+    key: str
+    value: str
+    observed_at: datetime | None = None  # start of the current value; the newest are kept when capped
+
+
+class ExtractionResult(ProviderResult):
+    extractor: str
+    extractor_version: str
+    facts: list[ExtractedFact]
+    # Digest of the current facts the extractor was shown (set by the extract_facts activity).
+    current_facts_digest: str | None = None
+
+
+class ImportanceResult(ProviderResult):
+    importance: int = Field(ge=1, le=10)
+    rationale: str = ""
+
+
+class SummarySentence(BaseModel):
+    text: str
+    source_message_ids: list[str] = Field(min_length=1)
+
+
+class Observation(BaseModel):
+    """A compact note of one message (speaker, informative sentences, resolved dates)."""
+
+    text: str
+    source_message_ids: list[str] = Field(min_length=1)
+    happened_at: datetime
+    # The question this message answers, for the lexical index only: it helps find the answer by
+    # the question's words, but is never shown, because the note cites only its own message.
+    answers: str | None = None
+
+
+class SummaryResult(ProviderResult):
+    sentences: list[SummarySentence]
+    token_count: int
+    observations: list[Observation] = Field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return " ".join(s.text for s in self.sentences)
+
+
+class EmbeddingResult(ProviderResult):
+    """An embedding call's result. Recorded (operations.result, JSON) with each vector packed as
+    base64 of its float32 values, little-endian: exactly what pgvector stores, so a vector
+    rebuilt or restored from the record equals the one first written, and a stored e5-small
+    record takes 2.3 KB instead of 5.0 KB as a list of JSON numbers. Records in either form are
+    read."""
+
+    model: str
+    vectors: list[list[float]]
+
+    @field_validator("vectors", mode="before")
+    @classmethod
+    def _unpack_float32(cls, value: Any) -> Any:
+        if isinstance(value, dict) and isinstance(value.get("float32_base64"), list):
+            unpacked = []
+            for packed in value["float32_base64"]:
+                raw = base64.b64decode(packed, validate=True)
+                if len(raw) % 4:
+                    raise InvalidInput("a packed vector's length is not a multiple of 4 bytes (float32)")
+                unpacked.append(list(struct.unpack(f"<{len(raw) // 4}f", raw)))
+            return unpacked
+        return value
+
+    @field_serializer("vectors", when_used="json")
+    def _pack_float32(self, vectors: list[list[float]]) -> dict[str, list[str]]:
+        return {"float32_base64": [base64.b64encode(struct.pack(f"<{len(v)}f", *v)).decode("ascii") for v in vectors]}
+
+
+# --- current memory --------------------------------------------------------------------------
+
+
+class FactRow(BaseModel):
+    fact_id: str
+    memory_id: str
+    tenant_id: str
+    subject_id: str
+    namespace: str
+    key: str
+    value: str
+    # The memory's version: what a conditional write (write_fact's expected_version) accepts.
+    version: int
+    # The version whose event opened this interval (its lexical and vector rows carry it).
+    interval_version: int
+    valid_from: datetime
+    valid_to: datetime | None
+    recorded_at: datetime
+    confidence: float
+    claim_type: str
+    permanence: str
+    source_kind: str
+    status: str
+    evidence_message_ids: list[str]
+
+
+# --- workflow and activity payloads --------------------------------------------------------------
+
+
+class ConsolidationInput(RunInput):
+    kind: Literal["consolidation"] = "consolidation"
+    tenant_id: str
+    subject_id: str
+    session_id: str
+
+
+class StepInput(RunInput):
+    """Reference to a session being consolidated; activities fetch the data themselves."""
+
+    tenant_id: str
+    subject_id: str
+    session_id: str
+    # The run's message set: those recorded up to this time (set by the first step), so every
+    # step of one run sees the same messages however many arrive meanwhile.
+    through: datetime | None = None
+
+
+class StepOutcome(BaseModel):
+    operation_id: str
+    count: int = 0
+    reused: bool = False  # True when the recorded result was returned without a provider call
+    through: datetime | None = None  # when the newest message the step saw was recorded
+    # count_unconsolidated: seconds since the session's newest message was recorded (Postgres's
+    # clock); the idle timer waits on when appends signal it at most once per debounce window.
+    idle_seconds: float | None = None
+
+
+class ConflictPlanInput(RunInput):
+    tenant_id: str
+    subject_id: str
+    session_id: str
+    through: datetime | None = None
+    extraction_operation_id: str
+    round: int = 0  # bumped when the commit found a newer version: re-read and re-decide
+
+
+FactAction = Literal["create", "supersede", "confirm", "candidate", "promote", "end", "correct"]
+
+
+class FactDecision(BaseModel):
+    action: FactAction
+    namespace: str
+    key: str
+    value: str
+    expected_version: int  # version of the current fact the decision was made against (0: none)
+    reason: str
+    fact_index: int  # index into the recorded extraction result
+    # Evidence of the candidate this decision promotes (corroborated in a later session).
+    promoted_candidate_evidence: list[str] = Field(default_factory=list)
+    voided: bool = False  # an "end" whose value was never true (a correction of the key itself)
+
+
+class ConflictPlan(BaseModel):
+    decisions: list[FactDecision]
+
+
+class CommitInput(RunInput):
+    tenant_id: str
+    subject_id: str
+    session_id: str
+    through: datetime | None = None
+    extraction_operation_id: str
+    plan_operation_id: str
+    importance_operation_id: str
+    summary_operation_id: str
+
+
+class CommitOutcome(BaseModel):
+    operation_id: str
+    session_id: str = ""
+    through: datetime | None = None  # messages recorded up to here are consolidated
+    events_appended: int
+    facts_written: int
+    episode_written: bool
+    observations_written: int = 0
+    outbox_rows: int
+    refused_reason: str | None = None
+    # Facts the write gate kept out, per reason (agent_memory.memory.write_policy; forgotten memories).
+    withheld: dict[str, int] = Field(default_factory=dict)
+
+
+class ProjectionInput(RunInput):
+    tenant_id: str
+    subject_id: str
+
+
+class ProjectionOutcome(BaseModel):
+    vectors_upserted: int
+    outbox_done: int
+    skipped: int = 0
+
+
+class ConsolidationProgress(BaseModel):
+    step: str
+    facts_extracted: int = 0
+    decisions: int = 0
+    events_appended: int = 0
+    vectors_upserted: int = 0
+    conflict_retries: int = 0
+
+
+class ProviderPlacement(BaseModel):
+    """Where a worker's providers compute (providers.base.runs_in_worker), recorded once per
+    consolidation run so that its replay takes the same route on any worker."""
+
+    model_steps_in_worker: bool  # extractor, scorer and summarizer all in the worker's process
+    embedder_in_worker: bool
+
+
+class ConsolidationStepsOutcome(BaseModel):
+    """What the steps of a consolidation did, as the one-activity routes' activities return it
+    (ConsolidationActivities.consolidate_in_worker, consolidate_with_remote_providers) and the
+    workflow's steps_outcome query answers: the counts the workflow reports (its progress and its
+    result), operation ids only. Without a commit nothing was done: the run goes on to the one
+    ordinary activity."""
+
+    placement: ProviderPlacement
+    facts_extracted: int = 0
+    decisions: int = 0
+    conflict_retries: int = 0
+    commit: CommitOutcome | None = None
+    # The batch that embedded the run's own rows (pending: rows left to the subject's projector);
+    # None when the subject was erased after the commit.
+    projection: ProjectorBatchOutcome | None = None
+    refused_reason: str | None = None
+
+
+class ConsolidationResult(BaseModel):
+    workflow_id: str
+    tenant_id: str
+    subject_id: str
+    session_id: str
+    facts_extracted: int
+    events_appended: int
+    facts_written: int
+    episode_written: bool
+    vectors_upserted: int
+    refused_reason: str | None = None
+    withheld: dict[str, int] = Field(default_factory=dict)  # facts the write gate kept out, per reason
+    # True when the subject's projector was woken to embed what the run did not (a remote embedder,
+    # rows left over or failed): the vectors follow from the projector run, not from this one.
+    projector_woken: bool = False
+
+
+class ErasureInput(RunInput):
+    kind: Literal["erasure"] = "erasure"
+    tenant_id: str
+    subject_id: str
+    request_id: str
+    # Runs started before the reason was stored encrypted carry it here; new runs find it in
+    # Postgres (registered by the client), so it never enters workflow history.
+    reason: str | None = None
+
+
+class ErasureStepInput(RunInput):
+    tenant_id: str
+    subject_id: str
+    request_id: str
+    store: str = ""
+
+
+class StoreCount(BaseModel):
+    store: str
+    removed: int
+
+
+class ErasureReceipt(BaseModel):
+    request_id: str
+    tenant_id: str
+    subject_id: str  # the subject's keyed digest ("erased:..."), never the clear id
+    reason: str | None = None  # receipts written before reasons were encrypted carried it
+    removed: dict[str, int]
+    residue: dict[str, int]
+    residue_total: int
+    key_shredded: bool
+    # The key-encryption key that wrapped the shredded subject key: until a rotation destroys it,
+    # an old copy of the wrapped key (WAL, backup) could still decrypt the payloads.
+    key_wrapped_by: str | None = None
+    shred_irreversible_after: str = "the next key rotation (agent-memory keys rotate, or the daily Schedule)"
+    requested_at: datetime
+    tombstoned_at: datetime
+    completed_at: datetime
+    compaction_ticket: str | None = None
+    physical_horizon: str | None = None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def data_found(self) -> bool:
+        """Whether the erasure found anything of the subject (a mistyped id finds nothing)."""
+        # key_wrapped_by: a subject key existed (key_shredded is also true when there was none).
+        return self.key_wrapped_by is not None or any(self.removed.values())
+
+
+class ErasureStatus(BaseModel):
+    request_id: str
+    tenant_id: str
+    status: str
+    reason: str | None
+    requested_at: datetime
+    completed_at: datetime | None
+    receipt: ErasureReceipt | None
+    key_wrapped_by: str | None
+    shred_irreversible: bool
+    shred_irreversible_at: datetime | None
+    shred_irreversible_by_rotation: str | None
+    compacted: bool
+    compacted_at: datetime | None
+    compaction_id: str | None
+
+
+class ErasureProgress(BaseModel):
+    step: str
+    stores_done: list[str] = Field(default_factory=list)
+
+
+# --- rebuild of the projections from the event log ---------------------------------------------
+
+
+class RebuildInput(RunInput):
+    kind: Literal["rebuild"] = "rebuild"
+    tenant_id: str
+    subject_id: str | None = None  # None: every subject of the tenant
+    request_id: str
+    force: bool = False  # swap the rebuilt tables in even when the digests are equal
+    # A tenant-wide rebuild goes through the subjects a page at a time, continuing as a new run
+    # after each page: the last subject done, and what the earlier runs found.
+    subjects_per_run: int = Field(default=200, ge=1)
+    after_subject: str | None = None
+    carried: RebuildResult | None = None
+    # At most this many subject reports the client lists in the result (read from
+    # rebuild_reports, those an operator must see first); the totals count every subject.
+    listed_max: int = Field(default=200, ge=0, le=1000)
+
+
+class RebuildSubjectInput(RunInput):
+    tenant_id: str
+    subject_id: str
+    force: bool = False
+    request_id: str | None = None  # the subject's report goes to rebuild_reports under it
+
+
+class SubjectListInput(RunInput):
+    tenant_id: str
+    after_subject: str | None = None
+    limit: int | None = None
+
+
+class SubjectList(BaseModel):
+    subjects: list[str]
+
+
+class SubjectRebuild(BaseModel):
+    """One subject: the live projection's digest against the one rebuilt from the event log."""
+
+    subject: str
+    live_digest: str
+    rebuilt_digest: str
+    equal: bool  # the live projection equalled the rebuilt one (before any repair)
+    rows: int  # rows of the rebuilt projection
+    skipped_erased: bool = False  # tombstoned or key shredded: nothing replayed, nothing written
+    repaired: bool = False  # rebuilt tables were swapped in (digests differed, or forced)
+    events: int = 0
+    tables_differing: list[str] = Field(default_factory=list)
+    rows_by_table: dict[str, int] = Field(default_factory=dict)
+    live_rows_by_table: dict[str, int] = Field(default_factory=dict)
+    vectors_from_operations: int = 0  # taken from recorded embed operations (no provider call)
+    vectors_kept: int = 0  # live vectors of a replayed item under a model with no recorded operation
+    vectors_missing: int = 0  # replayed items still without a vector (in flight: the vector projection's)
+    vectors_reembedded: int = 0  # lost with no recorded embedding: embedded once (recorded), then rebuilt
+    unmatched_operations: int = 0  # recorded embeddings of a text the replay does not produce
+    elapsed_ms: int = 0
+
+
+class RebuildProgress(BaseModel):
+    step: str
+    subjects_total: int = 0
+    subjects_done: int = 0
+    mismatched: int = 0
+    skipped_erased: int = 0
+    rows: int = 0
+
+
+class RebuildResult(BaseModel):
+    workflow_id: str
+    request_id: str | None = None  # its subjects' reports in rebuild_reports
+    listed_max: int = 200  # how many of them the client lists in `subjects`
+    tenant_id: str
+    subject_id: str | None
+    force: bool
+    subjects: list[SubjectRebuild]
+    subjects_total: int
+    subjects_equal: int
+    subjects_repaired: int
+    skipped_erased: int
+    rows: int
+    events: int
+    all_equal: bool  # every subject that was replayed matched its live projection
+    subjects_not_listed: int = 0  # subjects counted in the totals but left out of `subjects`
+    # `subjects` is filled by the client from rebuild_reports (the workflow carries counts only).
+
+
+RebuildInput.model_rebuild()
+
+
+# --- storable evidence text (validated at the edge, so ingest names the line and nothing is half-written) ---
+
+MAX_TURN_INDEX = 2**31 - 1  # a Postgres integer
+_EARLIEST, _LATEST = datetime(1, 1, 2, tzinfo=UTC), datetime(9999, 12, 30, tzinfo=UTC)
+
+
+def storable_time(value: datetime) -> datetime:
+    """Within years 1-9999 in UTC too (Postgres stores +14:00 midnight of year 1 as 1 BC, which
+    Python cannot read back, so such a message would be stored and then never load)."""
+    aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    try:
+        inside = _EARLIEST <= aware <= _LATEST
+    except OverflowError:
+        inside = False
+    if not inside:
+        raise InvalidInput("time out of range: use a time between 0001-01-02 and 9999-12-30 (UTC)")
+    return value
+
+
+@overload
+def storable_text(value: str) -> str: ...
+@overload
+def storable_text(value: None) -> None: ...
+def storable_text(value: str | None) -> str | None:
+    """Postgres text holds no NUL character and Unicode text no lone surrogate (e.g. a JSON
+    "\\ud800" escape): refuse them here rather than fail half-way through a write."""
+    if value is None:
+        return None
+    if "\x00" in value:
+        raise InvalidInput("contains a NUL character (\\u0000), which cannot be stored; remove it")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput("contains a lone UTF-16 surrogate, which is not valid Unicode text; fix the encoding") from None
+    return value
+
+
+# --- the idle timer of a session ------------------------------------------------------------------
+
+
+class SessionIdleInput(RunInput):
+    kind: Literal["session-idle"] = "session-idle"
+    tenant_id: str
+    subject_id: str
+    session_id: str
+    idle_seconds: float = Field(default=600, gt=0)
+
+
+class SessionIdleResult(BaseModel):
+    outcome: str
+    consolidation_workflow_id: str | None = None

@@ -1,0 +1,1 @@
+"""Forgetting, retention, erasure with its ledger and receipts, sweeps and compaction."""

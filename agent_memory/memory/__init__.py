@@ -1,0 +1,1 @@
+"""The write path: evidence, memory events applied to the projections, conflicts, corrections."""

@@ -1,0 +1,240 @@
+"""Session messages: append-only evidence in Postgres, plus the Redis working-memory cache."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+from typing import Literal
+
+from psycopg.rows import class_row
+from psycopg_pool import AsyncConnectionPool
+from pydantic import BaseModel
+from redis.asyncio import Redis
+
+from agent_memory.core.errors import Conflict
+from agent_memory.core.models import Message, Session, check_identifier
+from agent_memory.memory.operations import RecordNotFoundError
+from agent_memory.security.leak_filter import register_tenant
+from agent_memory.store.db import fetch_one, tenant_transaction
+from agent_memory.store.redis_keys import redis_prefix, register
+from agent_memory.store.scope import Mode, enter_subject
+
+WORKING_MEMORY_TTL_SECONDS = 4 * 3600
+WORKING_MEMORY_MAX_MESSAGES = 50
+
+
+class MessageConflictError(Conflict):
+    """A message id was re-sent with a different body."""
+
+
+class AppendConflictError(Conflict):
+    """The session moved on since the caller last saw it: its last stored message is not the
+    caller's expected parent. Nothing of the call was written; re-read the session and retry."""
+
+    def __init__(self, tenant_id: str, session_id: str, expected_parent: str | None, actual_parent: str | None):
+        self.tenant_id = tenant_id
+        self.session_id = session_id
+        self.expected_parent = expected_parent
+        self.actual_parent = actual_parent
+        super().__init__(
+            f"append conflict on session {session_id!r}: expected parent {expected_parent or None!r}, but its last "
+            f"stored message is {actual_parent!r}; nothing was written — re-read the session and retry")
+
+
+class AppendResult(BaseModel):
+    session_id: str
+    inserted: int
+    duplicates: int
+    last_message_id: str | None = None  # the session's parent for the next append (expected_parent)
+    # The session's idle timer after the append (MemoryClient): "armed", or "pending" when
+    # Temporal could not be reached (the rows are committed all the same; the idle-timer sweep
+    # or the next append arms it). None: no idle timer (none configured, or nothing appended).
+    idle_timer: Literal["armed", "pending"] | None = None
+
+
+# expected_parent for a session that must not have any message yet.
+NO_PARENT = ""
+
+
+def session_lock_key(tenant_id: str, subject_id: str, session_id: str) -> int:
+    """63-bit advisory lock key per (tenant, subject, session); a different namespace than subject locks."""
+    digest = hashlib.blake2b(f"session\x1f{tenant_id}\x1f{subject_id}\x1f{session_id}".encode(),
+                             digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+LAST_MESSAGE_SQL = ("SELECT message_id FROM messages WHERE tenant_id = %s AND subject_id = %s AND session_id = %s "
+                    "ORDER BY turn_index DESC, created_at DESC, message_id DESC LIMIT 1")
+
+
+async def last_message_id(pool: AsyncConnectionPool, tenant_id: str, subject_id: str, session_id: str) -> str | None:
+    """The session's last message in turn order (what load_session lists last): the parent to pass
+    as expected_parent; None when the session has no message."""
+    async with tenant_transaction(pool, tenant_id) as conn:
+        cur = await conn.execute(LAST_MESSAGE_SQL, (tenant_id, subject_id, session_id))
+        row = await cur.fetchone()
+    return None if row is None else row[0]
+
+
+def working_memory_key(tenant_id: str, subject_id: str, session_id: str) -> str:
+    return f"{redis_prefix(tenant_id, subject_id)}wm:{session_id}"
+
+
+def content_digest(message: Message) -> str:
+    body = json.dumps([message.role, message.speaker, message.content, message.image_caption,
+                       message.turn_index, message.created_at.isoformat()])
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+async def append_messages(pool: AsyncConnectionPool, redis: Redis | None, tenant_id: str, subject_id: str,
+                          session: Session, *, subject_digest: str, expected_parent: str | None = None) -> AppendResult:
+    """Append a session's messages. Re-sending a message is a no-op; a different body under the
+    same id raises MessageConflictError and nothing of the call is written.
+
+    Appends to one session are serialised (a transaction-scoped advisory lock per session: the app
+    role has no UPDATE on `sessions`, which SELECT ... FOR UPDATE would need). `expected_parent` is
+    the id of the last message the caller saw in the session, in turn order (turn_index,
+    created_at, message_id; see `last_message_id`), or NO_PARENT ("") for a session the caller
+    believes empty; None skips the check. When the call has a new message and the session's last
+    stored message differs, AppendConflictError names the session, the expected and the actual
+    parent, and nothing is written. A call whose messages are all stored already (a retry) is an
+    idempotent no-op whatever its expected_parent."""
+    check_identifier("tenant", tenant_id)
+    check_identifier("subject", subject_id)
+    inserted: list[Message] = []
+    duplicates = 0
+    async with tenant_transaction(pool, tenant_id) as conn:
+        await enter_subject(conn, tenant_id, subject_id, subject_digest, Mode.WRITE)
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)",
+                           (session_lock_key(tenant_id, subject_id, session.session_id),))
+        # Session ids are per subject (migration 021): another subject's "s1" is another session.
+        await conn.execute(
+            "INSERT INTO sessions (tenant_id, session_id, subject_id, started_at) VALUES (%s, %s, %s, %s) "
+            "ON CONFLICT (tenant_id, subject_id, session_id) DO NOTHING",
+            (tenant_id, session.session_id, subject_id, session.started_at))
+        cur = await conn.execute(LAST_MESSAGE_SQL, (tenant_id, subject_id, session.session_id))
+        row = await cur.fetchone()
+        parent = None if row is None else row[0]
+        # One statement for the whole call (not a round trip per message): new ids are returned,
+        # the others are re-sends, checked against the stored body below.
+        digests = [content_digest(m) for m in session.messages]
+        cur = await conn.execute(
+            """
+            INSERT INTO messages (tenant_id, session_id, message_id, subject_id, turn_index, role, speaker,
+                                  content, image_caption, created_at, content_sha256)
+            SELECT %(t)s, %(s)s, m.message_id, %(u)s, m.turn_index, m.role, m.speaker, m.content, m.image_caption,
+                   m.created_at, m.digest
+              FROM unnest(%(ids)s::text[], %(turns)s::int[], %(roles)s::text[], %(speakers)s::text[],
+                          %(contents)s::text[], %(captions)s::text[], %(created)s::timestamptz[], %(digests)s::text[])
+                   WITH ORDINALITY AS m(message_id, turn_index, role, speaker, content, image_caption, created_at,
+                                        digest, position)
+             ORDER BY m.position
+            ON CONFLICT (tenant_id, subject_id, session_id, message_id) DO NOTHING
+            RETURNING message_id
+            """,
+            {"t": tenant_id, "s": session.session_id, "u": subject_id,
+             "ids": [m.message_id for m in session.messages], "turns": [m.turn_index for m in session.messages],
+             "roles": [m.role for m in session.messages], "speakers": [m.speaker for m in session.messages],
+             "contents": [m.content for m in session.messages],
+             "captions": [m.image_caption for m in session.messages],
+             "created": [m.created_at for m in session.messages], "digests": digests})
+        new_ids = {row[0] for row in await cur.fetchall()}
+        resent: list[tuple[Message, str]] = []
+        for message, digest in zip(session.messages, digests, strict=True):
+            if message.message_id in new_ids:  # its first occurrence in the call was inserted
+                new_ids.discard(message.message_id)
+                inserted.append(message)
+            else:
+                resent.append((message, digest))
+        if resent:
+            cur = await conn.execute(
+                "SELECT message_id, content_sha256 FROM messages WHERE tenant_id = %s AND subject_id = %s "
+                "AND session_id = %s AND message_id = ANY(%s)",
+                (tenant_id, subject_id, session.session_id, [m.message_id for m, _ in resent]))
+            stored = dict(await cur.fetchall())
+            for message, digest in resent:
+                if stored.get(message.message_id) != digest:
+                    raise MessageConflictError(
+                        f"message {message.message_id!r} of session {session.session_id!r} was already stored with "
+                        "a different body; messages are append-only evidence, send the change under a new message "
+                        "id")
+                duplicates += 1
+        if inserted and expected_parent is not None and (expected_parent or None) != parent:
+            raise AppendConflictError(tenant_id, session.session_id, expected_parent, parent)  # rolls back
+        cur = await conn.execute(LAST_MESSAGE_SQL, (tenant_id, subject_id, session.session_id))
+        last = (await fetch_one(cur))[0]
+        if redis is not None and inserted:
+            # Still holding the shared subject lock: an erasure (exclusive lock) either waits for
+            # this push and then deletes it, or came first and this call was refused.
+            await register_tenant(redis, tenant_id)
+            await push_working_memory(redis, tenant_id, subject_id, session.session_id, inserted)
+    return AppendResult(session_id=session.session_id, inserted=len(inserted), duplicates=duplicates,
+                        last_message_id=last)
+
+
+async def push_working_memory(redis: Redis, tenant_id: str, subject_id: str, session_id: str,
+                              messages: list[Message]) -> None:
+    key = working_memory_key(tenant_id, subject_id, session_id)
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.rpush(key, *(m.model_dump_json() for m in messages))
+        pipe.ltrim(key, -WORKING_MEMORY_MAX_MESSAGES, -1)
+        pipe.expire(key, WORKING_MEMORY_TTL_SECONDS)
+        register(pipe, tenant_id, subject_id, key, WORKING_MEMORY_TTL_SECONDS)  # erasure finds it there
+        await pipe.execute()
+
+
+async def recent_messages(redis: Redis, tenant_id: str, subject_id: str, session_id: str) -> list[Message]:
+    raw = await redis.lrange(working_memory_key(tenant_id, subject_id, session_id), 0, -1)
+    return [Message.model_validate_json(item) for item in raw]
+
+
+async def load_session(pool: AsyncConnectionPool, tenant_id: str, subject_id: str, session_id: str, *,
+                       through: datetime | None = None) -> tuple[list[Message], datetime | None]:
+    """The subject's session: its messages in turn order (only those recorded at or before
+    `through`, when given) and when the newest of them was recorded."""
+    async with tenant_transaction(pool, tenant_id) as conn:
+        cur = await conn.execute("SELECT 1 FROM sessions WHERE tenant_id = %s AND subject_id = %s AND session_id = %s",
+                                 (tenant_id, subject_id, session_id))
+        if await cur.fetchone() is None:
+            raise RecordNotFoundError(f"session {session_id!r} of subject {subject_id!r} has no messages in "
+                                      f"tenant {tenant_id!r}")
+        async with conn.cursor(row_factory=class_row(Message)) as mcur:
+            await mcur.execute(
+                "SELECT message_id, turn_index, role, speaker, content, image_caption, created_at FROM messages "
+                "WHERE tenant_id = %s AND subject_id = %s AND session_id = %s "
+                "AND recorded_at <= coalesce(%s::timestamptz, 'infinity') ORDER BY turn_index, created_at, message_id",
+                (tenant_id, subject_id, session_id, through))
+            messages = await mcur.fetchall()
+        cur = await conn.execute(
+            "SELECT max(recorded_at) FROM messages WHERE tenant_id = %s AND subject_id = %s AND session_id = %s "
+            "AND recorded_at <= coalesce(%s::timestamptz, 'infinity')", (tenant_id, subject_id, session_id, through))
+        newest = (await fetch_one(cur))[0]
+    return messages, newest
+
+
+async def unconsolidated_messages(pool: AsyncConnectionPool, tenant_id: str, subject_id: str,
+                                  session_id: str) -> int:
+    """Messages of the session recorded after everything its successful consolidations covered
+    (the session's commits through an index, migration 021: no scan of the tenant's operations)."""
+    return (await session_idle_state(pool, tenant_id, subject_id, session_id))[0]
+
+
+# The session's messages after the newest commit that covered it (bench end-session explains it).
+SESSION_IDLE_STATE_SQL = """
+SELECT count(*), extract(epoch FROM now() - max(m.recorded_at)) FROM messages m
+ WHERE m.tenant_id = %(t)s AND m.subject_id = %(u)s AND m.session_id = %(s)s
+   AND m.recorded_at > coalesce(
+       (SELECT max((o.result ->> 'through')::timestamptz) FROM operations o
+         WHERE o.tenant_id = %(t)s AND o.subject_id = %(u)s AND o.session_id = %(s)s
+           AND o.kind = 'commit' AND o.status = 'succeeded'), '-infinity')
+"""
+
+
+async def session_idle_state(pool: AsyncConnectionPool, tenant_id: str, subject_id: str,
+                             session_id: str) -> tuple[int, float | None]:
+    """(messages no consolidation has covered, seconds since the newest of them was recorded)."""
+    async with tenant_transaction(pool, tenant_id) as conn:
+        cur = await conn.execute(SESSION_IDLE_STATE_SQL, {"t": tenant_id, "u": subject_id, "s": session_id})
+        count, idle = await fetch_one(cur)
+    return int(count), float(idle) if idle is not None else None

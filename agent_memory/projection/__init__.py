@@ -1,0 +1,1 @@
+"""Projections built from the event log: the outbox projector, rebuilds, re-embedding."""

@@ -1,0 +1,1 @@
+"""The OpenAI-compatible providers: chat and embeddings."""

@@ -1,0 +1,1 @@
+"""The read path: recall over facts and vectors, context and prompts, recall policies."""

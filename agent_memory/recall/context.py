@@ -1,0 +1,441 @@
+"""Context assembly: the memory that goes into a prompt, in two tiers within token budgets.
+
+- **Profile**: the subject's current facts (confidence above the policy's floor), not decayed and
+  never ranked against notes, packed first within the profile budget, most important first.
+- **Episodic**: episode summaries and notes, found by two index projections — BM25 over
+  `memory_search` and cosine distance over `memory_vectors` — fused by reciprocal rank into a
+  relevance normalised to [0, 1], then scored relevance × time decay × importance and cut to the
+  recall window (agent_memory.recall.recall_policy). It gets its own budget plus what the profile left.
+
+The three routes (profile read, lexical, vector) run in parallel, each on its own connection.
+An index hit is only a pointer: each index route re-reads its candidates from their relational
+rows (same version, valid at the as-of time, inside the window) in its own transaction, so one
+route's re-read overlaps the other route's search. Once every route has read, one READ
+`subject_scope` checks the tombstone: an erasure commits its tombstone before it deletes
+anything, so a read that met a half-erased subject is always caught there, and an erased subject
+yields nothing. The leak filter's lookups and the read's count run in that transaction. Every
+item says which evidence messages its text draws on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import math
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Literal
+
+import psycopg
+from psycopg.rows import class_row
+from psycopg_pool import AsyncConnectionPool
+from pydantic import BaseModel
+
+from agent_memory.core.fact_text import fact_line
+from agent_memory.core.models import FactRow
+from agent_memory.core.timeexpr import format_day
+from agent_memory.memory.memory_store import read_facts
+from agent_memory.projection.reembedding import reading_embedder
+from agent_memory.providers.base import Embedder, estimate_tokens
+from agent_memory.providers.policy import text_for_embedder
+from agent_memory.recall.read_metrics import count_read
+from agent_memory.recall.recall import embed_query
+from agent_memory.recall.recall_policy import RecallPolicy, read_policy
+from agent_memory.recall.vector_search import nearest
+from agent_memory.security.keyring import KeyRing
+from agent_memory.security.leak_filter import filter_context
+from agent_memory.store.db import tenant_transaction
+from agent_memory.store.lexical import bm25_search
+from agent_memory.store.scope import Mode, subject_scope
+
+DEFAULT_TOKEN_BUDGET = 1200
+CANDIDATES = 150
+RRF_K = 60  # reciprocal-rank fusion constant (Cormack et al. 2009); damps the head of each list
+# The offline hashing embedder is near-lexical, so the vector list mostly breaks BM25's ties;
+# measured on locomo-dev (docs/recall.md), 0.3 beat 0, 0.6 and 1.0.
+LEXICAL_WEIGHT, VECTOR_WEIGHT = 1.0, 0.3
+FOCUS_NOTES = True  # trim long notes to their query-matching sentences
+DEFAULT_IMPORTANCE = 5  # a note whose session has no episode (yet)
+# Which facts a full profile keeps first: what the assistant must never get wrong (name, health,
+# diet), then where the user lives and works, the people and animals in their life, then the rest.
+PROFILE_ORDER = ("profile", "allergy", "health", "diet", "location", "work", "relationship", "family", "pet",
+                 "budget", "travel", "preference", "dislike")
+# Each item ends with the ids of the messages it comes from, in brackets.
+PROFILE_HEADER = "What you know about the user (current facts; [message ids] cite the evidence):"
+EPISODIC_HEADER = "Relevant past conversations and notes ([message ids] cite the evidence):"
+CITED_SHOWN = 3  # message ids shown after an item; the rest are counted
+MESSAGE_OVERHEAD = 4  # tokens a chat message costs beyond its content (role, separators); a block is one
+
+Tier = Literal["profile", "episodic"]
+Kind = Literal["fact", "episode", "observation"]
+
+
+class ContextItem(BaseModel):
+    kind: Kind
+    memory_id: str
+    text: str  # as rendered for the prompt, without its citation
+    content: str  # the memory's own words (a fact's value, a note, a summary), without the rendering
+    cited_message_ids: list[str]
+    score: float
+    happened_at: datetime | None = None
+    tier: Tier = "episodic"
+    relevance: float | None = None  # episodic: fused lexical + vector match, normalised to [0, 1]
+    importance: int | None = None  # episodic: the session's importance, 1–10
+    session_id: str | None = None  # episodic: the session it comes from
+
+    @property
+    def line(self) -> str:
+        """The item as the prompt shows it: its text, then the messages it cites."""
+        ids = self.cited_message_ids
+        if not ids:
+            return f"- {self.text}"
+        more = f" +{len(ids) - CITED_SHOWN}" if len(ids) > CITED_SHOWN else ""
+        return f"- {self.text} [{', '.join(ids[:CITED_SHOWN])}{more}]"
+
+
+class AssembledContext(BaseModel):
+    query: str
+    items: list[ContextItem]  # profile items first, then episodic ones by score
+    text: str  # every item's text, one a line (no headers, no citations)
+    tokens: int
+    budget: int
+    profile_text: str = ""  # the profile block as a prompt shows it (header, items with citations)
+    episodic_text: str = ""
+    profile_tokens: int = 0  # a block's tokens as one chat message (agent_memory.recall.context.block_tokens)
+    episodic_tokens: int = 0
+    profile_budget: int = 0
+    episodic_budget: int = 0  # its own budget plus what the profile left, within the total
+    as_of: datetime | None = None
+    policy: RecallPolicy | None = None
+    leak_filter_dropped: int = 0  # packed items the leak filter removed (agent_memory.security.leak_filter)
+
+    @property
+    def profile_items(self) -> list[ContextItem]:
+        return [i for i in self.items if i.tier == "profile"]
+
+    @property
+    def episodic_items(self) -> list[ContextItem]:
+        return [i for i in self.items if i.tier == "episodic"]
+
+
+class _NoteRow(BaseModel):
+    """An observation or an episode as the context re-reads it."""
+
+    kind: str
+    memory_id: str
+    version: int
+    text: str
+    happened_at: datetime
+    source_message_ids: list[str]
+    importance: int | None
+    session_id: str
+
+
+Pointer = tuple[str, str, int]  # (memory_id, kind, version)
+_Route = tuple[list[Pointer], dict[Pointer, _NoteRow]]  # a route's ranked hits and their re-read rows
+
+_WORD = re.compile(r"\w+")
+_SENTENCE = re.compile(r"(?<=[.!?。！？])\s*|\s(?=\[photo:)")
+_CJK_PAIR = re.compile(r"(?=([\u3400-\u9fff\uf900-\ufaff]{2}))")
+_QUERY_STOP = frozenset("a an the of in on at to and or is was were are be for with by do does did what when where "
+                        "who whom which why how has have had her his she he they it its their them this that "
+                        "about from as would could should will can".split())
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _stem(word: str) -> str:
+    # Cached: focusing the candidates of one context stems some 6,000 words, most of them seen before.
+    for suffix in ("ing", "ed", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+def _terms(text: str) -> set[str]:
+    return {_stem(w) for w in _WORD.findall(text.lower()) if w not in _QUERY_STOP}
+
+
+def _match_terms(text: str) -> set[str]:
+    """Words and, for Chinese, character pairs: what a query and a fact can share."""
+    return _terms(text) | set(_CJK_PAIR.findall(text))
+
+
+@functools.lru_cache(maxsize=256)
+def _starting_with(terms: frozenset[str]) -> re.Pattern[str]:
+    """Matches a word that begins with one of `terms` (never, for none)."""
+    if not terms:
+        return re.compile(r"(?!)")
+    return re.compile(r"(?<!\w)(?:" + "|".join(map(re.escape, sorted(terms, key=lambda t: (-len(t), t)))) + ")")
+
+
+def focus(body: str, query_terms: set[str], speaker_terms: set[str]) -> str:
+    """Keep the sentences of a note that share a word with the query (names aside); a note that
+    matched on meaning alone keeps its first sentence. Fewer tokens per item, more items."""
+    sentences = [x for x in _SENTENCE.split(body) if x.strip()]
+    if len(sentences) <= 1:
+        return body
+    wanted = query_terms - speaker_terms
+    # A word stems to a wanted term only if it begins with it: a sentence with no word that does
+    # is passed over without stemming (most sentences of most notes).
+    starts = _starting_with(frozenset(wanted))
+    hits = [i for i, x in enumerate(sentences) if starts.search(x.lower()) and _terms(x) & wanted] or [0]
+    # The sentence after a match often carries the answer ("What did she paint? ... It was a sunset.").
+    keep = sorted({j for i in hits for j in (i, i + 1) if j < len(sentences)})
+    return " ".join(sentences[j] for j in keep)
+
+
+def fuse(*ranked: tuple[float, list[Pointer]]) -> dict[Pointer, float]:
+    """Weighted reciprocal-rank fusion of ranked (memory_id, kind, version) lists."""
+    scores: dict[Pointer, float] = {}
+    for weight, hits in ranked:
+        for rank, hit in enumerate(hits):
+            scores[hit] = scores.get(hit, 0.0) + weight / (RRF_K + rank + 1)
+    return scores
+
+
+def normalise(scores: dict[Pointer, float]) -> dict[Pointer, float]:
+    """Relevance in [0, 1]: the best candidate 1. An item first in both lists scores the sum of
+    both weights' heads, so dividing by that maximum keeps 'first in both' at 1 and makes the
+    decay and importance factors, not the list lengths, decide between equally relevant items."""
+    best = (LEXICAL_WEIGHT + VECTOR_WEIGHT) / (RRF_K + 1)
+    return {k: min(1.0, v / best) for k, v in scores.items()}
+
+
+def episodic_score(relevance: float, happened_at: datetime, importance: int, as_of: datetime,
+                   policy: RecallPolicy) -> float:
+    """relevance × exp(−Δt / τ) × (base + slope · importance); a future item has Δt = 0."""
+    age_days = max(0.0, (as_of - happened_at).total_seconds() / 86400)
+    return relevance * math.exp(-age_days / policy.tau_days) * policy.importance_factor(importance)
+
+
+def truncate_tokens(text: str, cap: int) -> str:
+    """The text cut to at most `cap` estimated tokens, at a word boundary where there is one."""
+    if estimate_tokens(text) <= cap:
+        return text
+    lo, hi = 0, len(text)
+    while lo < hi:  # the longest prefix (plus the ellipsis) within the cap
+        mid = (lo + hi + 1) // 2
+        if estimate_tokens(text[:mid] + "…") <= cap:
+            lo = mid
+        else:
+            hi = mid - 1
+    cut = text[:lo]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > lo // 2 else cut).rstrip() + "…"
+
+
+def _profile_rank(fact: FactRow, query_terms: set[str]) -> tuple:
+    """Facts the query names first, then by PROFILE_ORDER, confidence and recency."""
+    shared = len(_match_terms(f"{fact.namespace} {fact.key} {fact.value}") & query_terms)
+    order = PROFILE_ORDER.index(fact.namespace) if fact.namespace in PROFILE_ORDER else len(PROFILE_ORDER)
+    return (-shared, order, -fact.confidence, -fact.valid_from.timestamp(), fact.namespace, fact.key)
+
+
+def profile_items(facts: list[FactRow], query: str, policy: RecallPolicy) -> list[ContextItem]:
+    query_terms = _match_terms(query)
+    kept = sorted((f for f in facts if f.confidence > policy.profile_min_confidence),
+                  key=lambda f: _profile_rank(f, query_terms))
+    return [ContextItem(kind="fact", memory_id=f.memory_id, content=f.value, tier="profile",
+                        text=f"{fact_line(f.namespace, f.key, f.value)} (since {format_day(f.valid_from)})",
+                        cited_message_ids=f.evidence_message_ids, score=float(len(kept) - n),
+                        happened_at=f.valid_from) for n, f in enumerate(kept)]
+
+
+def block_tokens(text: str) -> int:
+    """What a block costs in a prompt: its text as one chat message (0 when empty)."""
+    return estimate_tokens(text) + MESSAGE_OVERHEAD if text else 0
+
+
+def _cost(item: ContextItem) -> int:
+    return estimate_tokens(item.line) + 1  # +1: the newline before it
+
+
+def pack_tiers(items: list[ContextItem], policy: RecallPolicy) -> list[ContextItem]:
+    """The profile greedily within its budget (header included), then the episodic items by
+    score within theirs plus what the profile left, at most `max_episodes` summaries; an
+    episodic item citing nothing the episodic items before it do not already cite is skipped."""
+    chosen: list[ContextItem] = []
+    profile = [i for i in items if i.tier == "profile"]
+    used = 0
+    header = block_tokens(PROFILE_HEADER)
+    for item in profile:
+        cost = _cost(item)
+        if header + used + cost <= policy.profile_tokens:
+            chosen.append(item)
+            used += cost
+    profile_used = header + used if used else 0
+    allowance = min(policy.episodic_tokens + policy.profile_tokens - profile_used, policy.total_tokens - profile_used)
+    used, episodes = block_tokens(EPISODIC_HEADER), 0
+    # Deduplicated among themselves only: a note says more than the fact drawn from its message.
+    cited: set[str] = set()
+    for item in (i for i in items if i.tier == "episodic"):
+        if item.cited_message_ids and set(item.cited_message_ids) <= cited:
+            continue  # says nothing the context does not already hold
+        if item.kind == "episode" and episodes >= policy.max_episodes:
+            continue
+        cost = _cost(item)
+        if used + cost <= allowance:
+            chosen.append(item)
+            cited.update(item.cited_message_ids)
+            used += cost
+            episodes += item.kind == "episode"
+    return chosen
+
+
+def render_block(header: str, items: list[ContextItem]) -> str:
+    return "\n".join([header, *(i.line for i in items)]) if items else ""
+
+
+async def _lexical_route(pool: AsyncConnectionPool, tenant_id: str, subject_id: str, query: str,
+                         as_of: datetime | None, since: datetime | None) -> _Route:
+    async with tenant_transaction(pool, tenant_id) as conn:
+        hits = await bm25_search(conn, tenant_id, subject_id, query, as_of=as_of, limit=CANDIDATES,
+                                 kinds=("episode", "observation"), since=since)
+        pointers = [(m, k, v) for m, k, v, _ in hits]
+        return pointers, await _read_candidates(conn, tenant_id, subject_id, pointers, as_of, since)
+
+
+async def _vector_route(pool: AsyncConnectionPool, embedder: Embedder, tenant_id: str, subject_id: str,
+                        query: str, as_of: datetime | None, since: datetime | None) -> _Route:
+    # The tenant's active model (the old one while a re-embedding runs), not always the configured one.
+    query_embedder = await reading_embedder(pool, tenant_id, embedder)
+    embedded = await embed_query(query_embedder, await text_for_embedder(pool, tenant_id, query_embedder, query))
+    async with tenant_transaction(pool, tenant_id) as conn:
+        hits = await nearest(conn, tenant_id, subject_id, embedded.model, embedded.vectors[0],
+                             ("episode", "observation"), CANDIDATES)
+        pointers = [(m, k, v) for m, k, v, _ in hits]
+        return pointers, await _read_candidates(conn, tenant_id, subject_id, pointers, as_of, since)
+
+
+async def _profile_route(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id: str, subject_id: str,
+                         as_of: datetime | None) -> list[FactRow] | None:
+    """The subject's facts valid at `as_of`; None for an erased subject."""
+    async with subject_scope(pool, keyring, tenant_id, subject_id, Mode.READ) as scope:
+        return None if scope.erased else await read_facts(scope, as_of=as_of)
+
+
+def _scored(row: _NoteRow, kind: Kind, content: str, text: str, relevance: float, scored_at: datetime,
+            policy: RecallPolicy) -> ContextItem:
+    """An episodic item from its re-read row, scored by the policy (a note takes its session's importance)."""
+    importance = row.importance or DEFAULT_IMPORTANCE
+    return ContextItem(kind=kind, memory_id=row.memory_id, text=text, content=content,
+                       cited_message_ids=row.source_message_ids, happened_at=row.happened_at, relevance=relevance,
+                       importance=importance, session_id=row.session_id,
+                       score=episodic_score(relevance, row.happened_at, importance, scored_at, policy))
+
+
+async def _read_candidates(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, hits: list[Pointer],
+                           as_of: datetime | None, since: datetime | None) -> dict[Pointer, _NoteRow]:
+    """Re-read a route's candidates from their relational rows, in the route's transaction (so it
+    overlaps the other route): a stale version, a superseded, future or out-of-window item has
+    no row here and drops out. A note takes its session's importance. Whether the subject was
+    erased meanwhile is checked once, after every route has read (assemble_context)."""
+    if not hits:
+        return {}
+    ids = {kind: [mid for mid, k, _ in hits if k == kind] for kind in ("episode", "observation")}
+    wanted = set(hits)
+    rows: dict[Pointer, _NoteRow] = {}
+    async with conn.cursor(row_factory=class_row(_NoteRow)) as cur:
+        await cur.execute(_CANDIDATE_ROWS_SQL, {"tenant": tenant_id, "subject": subject_id, "as_of": as_of,
+                                                "since": since, "observations": ids["observation"],
+                                                "episodes": ids["episode"]})
+        for row in await cur.fetchall():
+            if (key := (row.memory_id, row.kind, row.version)) in wanted:
+                rows[key] = row
+    return rows
+
+
+# Both kinds in one round trip.
+_CANDIDATE_ROWS_SQL = """
+SELECT 'observation' AS kind, x.memory_id::text AS memory_id, x.version, x.text, x.happened_at, x.source_message_ids,
+       e.importance::int AS importance, x.session_id
+  FROM observations x LEFT JOIN episodes e
+    ON e.tenant_id = x.tenant_id AND e.session_id = x.session_id AND e.subject_id = x.subject_id
+ WHERE x.tenant_id = %(tenant)s AND x.subject_id = %(subject)s AND x.memory_id = ANY(%(observations)s::uuid[])
+   AND x.happened_at <= coalesce(%(as_of)s::timestamptz, 'infinity')
+   AND x.happened_at >= coalesce(%(since)s::timestamptz, '-infinity')
+UNION ALL
+SELECT 'episode', x.memory_id::text, x.version, x.summary, x.happened_at, x.source_message_ids,
+       x.importance::int, x.session_id
+  FROM episodes x
+ WHERE x.tenant_id = %(tenant)s AND x.subject_id = %(subject)s AND x.memory_id = ANY(%(episodes)s::uuid[])
+   AND x.happened_at <= coalesce(%(as_of)s::timestamptz, 'infinity')
+   AND x.happened_at >= coalesce(%(since)s::timestamptz, '-infinity')
+"""
+
+
+def _episodic_items(query: str, relevance: dict[Pointer, float], rows: dict[Pointer, _NoteRow],
+                    as_of: datetime | None, policy: RecallPolicy) -> list[ContextItem]:
+    """The re-read candidates as scored context items."""
+    scored_at = as_of or datetime.now(UTC)
+    query_terms = _terms(query)
+    items: list[ContextItem] = []
+    for key, row in rows.items():
+        kind = key[1]
+        if kind == "observation":
+            speaker, _, body = row.text.partition(": ")
+            text = f"{speaker}: {focus(body, query_terms, _terms(speaker))}" if FOCUS_NOTES else row.text
+            items.append(_scored(row, "observation", text, f"[{format_day(row.happened_at)}] {text}",
+                                 relevance[key], scored_at, policy))
+        else:
+            summary = truncate_tokens(row.text, policy.episode_tokens)
+            items.append(_scored(row, "episode", summary, f"[{format_day(row.happened_at)}] Session summary: {summary}",
+                                 relevance[key], scored_at, policy))
+    return items
+
+
+async def load_policy(pool: AsyncConnectionPool, tenant_id: str) -> RecallPolicy:
+    async with tenant_transaction(pool, tenant_id) as conn:
+        return await read_policy(conn, tenant_id)
+
+
+async def assemble_context(pool: AsyncConnectionPool, keyring: KeyRing, embedder: Embedder, tenant_id: str,
+                           subject_id: str, query: str, *, as_of: datetime | None = None,
+                           token_budget: int | None = None, policy: RecallPolicy | None = None,
+                           redis=None, parallel: bool = True) -> AssembledContext:
+    """The context for `query`: the tenant's recall policy (or `policy`), its tiers scaled to
+    `token_budget` when one is given. `parallel=False` runs the three routes one after another
+    (the recall benchmark's comparison)."""
+    policy = policy or await load_policy(pool, tenant_id)
+    if token_budget is not None:
+        policy = policy.scaled(token_budget)
+    empty = AssembledContext(query=query, items=[], text="", tokens=0, budget=policy.total_tokens, as_of=as_of,
+                             policy=policy, profile_budget=policy.profile_tokens)
+    since = None
+    if policy.window_days is not None:
+        since = (as_of or datetime.now(UTC)) - timedelta(days=policy.window_days)
+    routes = (_profile_route(pool, keyring, tenant_id, subject_id, as_of),
+              _lexical_route(pool, tenant_id, subject_id, query, as_of, since),
+              _vector_route(pool, embedder, tenant_id, subject_id, query, as_of, since))
+    if parallel:
+        facts, (lexical, lexical_rows), (vector, vector_rows) = await asyncio.gather(*routes)
+    else:
+        facts, (lexical, lexical_rows), (vector, vector_rows) = await routes[0], await routes[1], await routes[2]
+    if facts is None:  # erased: nothing may reach a prompt
+        return empty
+    # After every read: an erasure commits its tombstone before it deletes anything, so a route
+    # that read a half-erased subject is caught here. The leak filter's lookups and the read's
+    # count join this transaction: one transaction after the routes, not three.
+    async with subject_scope(pool, keyring, tenant_id, subject_id, Mode.READ) as scope:
+        if scope.erased:  # erased while the routes ran
+            return empty
+        relevance = normalise(fuse((LEXICAL_WEIGHT, lexical), (VECTOR_WEIGHT, vector)))
+        episodic = _episodic_items(query, relevance, {**lexical_rows, **vector_rows}, as_of, policy)
+        episodic.sort(key=lambda i: (-i.score, i.memory_id))
+        candidates = profile_items(facts, query, policy) + episodic
+        # pack, then the leak filter's last check (re-packing without what it dropped)
+        chosen, leaks = await filter_context(pool, redis, tenant_id, subject_id, candidates,
+                                             lambda xs: pack_tiers(xs, policy), conn=scope.conn)
+        await count_read(pool, tenant_id, items=len(chosen), leak_filter_dropped=leaks.dropped, conn=scope.conn)
+    profile = [i for i in chosen if i.tier == "profile"]
+    recalled = [i for i in chosen if i.tier == "episodic"]
+    profile_text, episodic_text = render_block(PROFILE_HEADER, profile), render_block(EPISODIC_HEADER, recalled)
+    profile_tokens = block_tokens(profile_text)
+    text = "\n".join(i.text for i in chosen)
+    return AssembledContext(
+        query=query, items=chosen, text=text, tokens=estimate_tokens(text), budget=policy.total_tokens,
+        profile_text=profile_text, episodic_text=episodic_text, profile_tokens=profile_tokens,
+        episodic_tokens=block_tokens(episodic_text), profile_budget=policy.profile_tokens,
+        episodic_budget=min(policy.episodic_tokens + policy.profile_tokens - profile_tokens,
+                            policy.total_tokens - profile_tokens),
+        as_of=as_of, policy=policy, leak_filter_dropped=leaks.dropped)

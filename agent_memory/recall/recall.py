@@ -1,0 +1,133 @@
+"""Recall: current facts plus the episodes nearest the query.
+
+A vector hit is only a pointer: it reaches the caller only after the relational row it points at
+is re-read in the same transaction with the same version. Facts and episodes are read in one
+READ `subject_scope`: it checks the tombstone (by keyed digest or clear id) once and holds the
+shared subject lock, so no tombstone can appear while the hits are re-read.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from psycopg.rows import class_row
+from psycopg_pool import AsyncConnectionPool
+from pydantic import BaseModel
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from agent_memory.core.errors import InvalidInput
+from agent_memory.core.models import EmbeddingResult, FactRow
+from agent_memory.memory.memory_store import read_facts
+from agent_memory.projection.reembedding import reading_embedder
+from agent_memory.providers.base import Embedder
+from agent_memory.providers.errors import ProviderRetryableError
+from agent_memory.providers.policy import text_for_embedder
+from agent_memory.recall.read_metrics import count_read
+from agent_memory.recall.vector_search import nearest
+from agent_memory.security.keyring import KeyRing
+from agent_memory.security.leak_filter import filter_items
+from agent_memory.store.scope import Mode, subject_scope
+
+
+async def embed_query(embedder: Embedder, text: str) -> EmbeddingResult:
+    """Query embedding on the read path: outside workflows, so tenacity owns the retries,
+    waiting as long as the server asked (Retry-After) when it did."""
+    def wait(state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        hinted = getattr(exc, "retry_after", None)
+        return min(hinted, 10.0) if hinted else wait_exponential(multiplier=0.2, max=5)(state)
+
+    async for attempt in AsyncRetrying(retry=retry_if_exception_type(ProviderRetryableError), wait=wait,
+                                       stop=stop_after_attempt(4), reraise=True):
+        with attempt:
+            # An embedder that embeds queries differently from passages (e5) says so.
+            query_embed = getattr(embedder, "embed_query", None)
+            return await query_embed(text) if query_embed is not None else await embedder.embed([text])
+    raise AssertionError("unreachable")
+
+
+class RecalledEpisode(BaseModel):
+    memory_id: str
+    session_id: str
+    summary: str
+    importance: int
+    happened_at: datetime
+    source_message_ids: list[str]
+    score: float
+
+
+class _VectorHit(BaseModel):
+    memory_id: str
+    version: int
+    score: float
+
+
+class _EpisodeRow(BaseModel):
+    session_id: str
+    summary: str
+    importance: int
+    happened_at: datetime
+    source_message_ids: list[str]
+
+
+class RecallResult(BaseModel):
+    tenant_id: str
+    subject_id: str
+    query: str
+    facts: list[FactRow]
+    episodes: list[RecalledEpisode]
+    stale_hits_dropped: int  # vector hits whose row was gone, replaced or tombstoned
+    leak_filter_dropped: int = 0  # facts and episodes the leak filter removed (agent_memory.security.leak_filter)
+
+
+async def recall(pool: AsyncConnectionPool, keyring: KeyRing, embedder: Embedder, tenant_id: str, subject_id: str,
+                 query: str, *, limit: int = 5, as_of: datetime | None = None, redis=None) -> RecallResult:
+    if not query.strip():
+        raise InvalidInput("query is empty: ask something, e.g. \"where does she live?\"")
+    if limit < 1:
+        raise InvalidInput(f"limit {limit} is below 1: ask for at least one episode, e.g. --limit 5")
+    # The tenant's active model (the old one while a re-embedding runs), not always the configured one.
+    query_embedder = await reading_embedder(pool, tenant_id, embedder)
+    embedded = await embed_query(query_embedder, await text_for_embedder(pool, tenant_id, query_embedder, query))
+    embedding = embedded.vectors[0]
+    episodes: list[RecalledEpisode] = []
+    dropped = 0
+    async with subject_scope(pool, keyring, tenant_id, subject_id, Mode.READ) as scope:
+        if scope.erased:  # nothing of an erased subject is recalled, even while its erasure runs
+            return RecallResult(tenant_id=tenant_id, subject_id=subject_id, query=query, facts=[], episodes=[],
+                                stale_hits_dropped=0)
+        conn = scope.conn
+        facts = await read_facts(scope, as_of=as_of)
+        # A query with no features (punctuation only, for the hashing embedder) embeds to zeros,
+        # whose cosine distance is NaN: no episode is near it.
+        hits = [_VectorHit(memory_id=m, version=v, score=1 - distance) for m, _, v, distance in
+                await nearest(conn, tenant_id, subject_id, embedded.model, embedding, ("episode",), limit * 3)
+                ] if any(embedding) else []
+        async with conn.cursor(row_factory=class_row(_EpisodeRow)) as cur:
+            for hit in hits:
+                await cur.execute(
+                    """
+                    SELECT e.session_id, e.summary, e.importance, e.happened_at, e.source_message_ids
+                      FROM episodes e
+                     WHERE e.tenant_id = %s AND e.memory_id = %s AND e.version = %s AND e.subject_id = %s
+                    """, (tenant_id, hit.memory_id, hit.version, subject_id))
+                row = await cur.fetchone()
+                if row is None or (as_of is not None and row.happened_at > as_of):
+                    dropped += row is None
+                    continue
+                episodes.append(RecalledEpisode(memory_id=hit.memory_id, score=hit.score, **row.model_dump()))
+                if len(episodes) == limit:
+                    break
+        # Last check, in the read's transaction: nothing that names another subject or tenant
+        # reaches the caller.
+        facts, fact_leaks = await filter_items(pool, redis, tenant_id, subject_id, facts, text_of=lambda f: f.value,
+                                               cited_of=lambda f: f.evidence_message_ids, id_of=lambda f: f.memory_id,
+                                               conn=conn)
+        episodes, episode_leaks = await filter_items(pool, redis, tenant_id, subject_id, episodes,
+                                                     text_of=lambda e: e.summary,
+                                                     cited_of=lambda e: e.source_message_ids,
+                                                     id_of=lambda e: e.memory_id, conn=conn)
+        await count_read(pool, tenant_id, kind="recall", items=len(facts) + len(episodes),
+                         leak_filter_dropped=fact_leaks.dropped + episode_leaks.dropped, conn=conn)
+    return RecallResult(tenant_id=tenant_id, subject_id=subject_id, query=query, facts=facts, episodes=episodes,
+                        stale_hits_dropped=dropped, leak_filter_dropped=fact_leaks.dropped + episode_leaks.dropped)

@@ -1,0 +1,1 @@
+"""Encryption, keys, the payload codec, API and operator keys, the leak filter."""

@@ -1,0 +1,185 @@
+"""API keys of the HTTP API: created, listed and revoked per tenant (`agent-memory keys
+create|list|revoke`), stored as a SHA-256 of their secret.
+
+A key reads `amk:{tenant}:{key id}:{secret}`. The tenant comes from the key and only from the
+key, never from a URL or a body. It is verified in that tenant's own transaction (row-level
+security), against the stored hash, with a constant-time compare; an unknown key id is compared
+against a dummy hash the same way, so the answer takes as long whether the id exists or not. Scopes nest: `read` reads
+memory, `write` also appends and ends sessions, and `erase` also forgets, restores and erases.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import math
+import secrets
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from datetime import datetime
+from typing import Literal
+
+from psycopg_pool import AsyncConnectionPool
+from pydantic import BaseModel
+
+from agent_memory.core.errors import Forbidden, InvalidInput, TooManyRequests, Unauthorized
+from agent_memory.core.models import IDENTIFIER_PATTERN, check_identifier
+from agent_memory.store.db import tenant_transaction
+
+KeyScope = Literal["read", "write", "erase"]
+SCOPES: tuple[KeyScope, ...] = ("read", "write", "erase")
+PREFIX = "amk"
+OPERATOR_PREFIX = "amo"  # agent_memory/security/operator_keys.py
+
+
+class ApiKeyError(Unauthorized):
+    """The key is malformed, unknown, revoked, or lacks the scope (the message says which)."""
+
+
+class TooManyFailuresError(TooManyRequests):
+    """Too many failed authentications from this client address or for this key id: nothing is
+    verified until `retry_after` seconds have passed."""
+
+    def __init__(self, what: str, retry_after: int):
+        super().__init__(f"too many failed authentications {what}: retry after {retry_after} s", retry_after)
+
+
+class FailureLimiter:
+    """Failed authentications per name (a client address, a key id), each a leaky bucket: a
+    failure adds one, `burst` leak out per `window` seconds, and a name whose bucket holds
+    `burst` is refused (TooManyFailuresError) before its secret is verified. Every failure is
+    charged, so however many arrive at once, the long-run rate of guesses stays at `burst` per
+    `window`. Memory is bounded: at most `max_names` names, the least recently failing dropped
+    first (a dropped bucket is an empty one). Per process: N API processes allow N times it."""
+
+    def __init__(self, burst: int = 10, window: float = 60.0, *, max_names: int = 10_000,
+                 clock: Callable[[], float] = time.monotonic):
+        self.burst, self.window, self.max_names, self.clock = burst, window, max_names, clock
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # name -> (level, at)
+
+    def _level(self, name: str, now: float) -> float:
+        level, at = self._buckets.get(name, (0.0, now))
+        return max(0.0, level - (now - at) * self.burst / self.window)
+
+    def check(self, names: dict[str, str]) -> None:
+        """Raise TooManyFailuresError for the first of `names` ({name: what it is}) that is full."""
+        now = self.clock()
+        for name, what in names.items():
+            over = self._level(name, now) - self.burst + 1
+            if over > 0:
+                raise TooManyFailuresError(what, max(1, math.ceil(over * self.window / self.burst)))
+
+    def failed(self, names: dict[str, str]) -> None:
+        now = self.clock()
+        for name in names:
+            self._buckets[name] = (self._level(name, now) + 1, now)
+            self._buckets.move_to_end(name)
+        while len(self._buckets) > self.max_names:
+            self._buckets.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._buckets)
+
+
+def limited_names(address: str | None, token: str | None) -> dict[str, str]:
+    """The names a request's failures are counted under: its client address and, when the
+    token names one, its key id (tenant and key id, or an operator key's id; never the secret)."""
+    names = {f"address {address}": f"from {address}"} if address else {}
+    parts = (token or "").split(":")
+    if len(parts) == 4 and parts[0] == PREFIX and IDENTIFIER_PATTERN.match(parts[1]) and len(parts[2]) <= 64:
+        names[f"key {parts[1]}:{parts[2]}"] = f"for key id {parts[2]}"
+    elif len(parts) == 3 and parts[0] == OPERATOR_PREFIX and len(parts[1]) <= 64:
+        names[f"operator key {parts[1]}"] = f"for operator key id {parts[1]}"
+    return names
+
+
+class ApiKey(BaseModel):
+    tenant_id: str
+    key_id: str
+    scope: KeyScope
+    name: str | None
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+
+class CreatedKey(BaseModel):
+    key: ApiKey
+    token: str  # shown once: only its hash is stored
+
+
+def secret_digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+# What an unknown key id's secret is compared against: the same hash and compare as for a known
+# id, so the time of a refusal does not tell whether the id exists. No secret hashes to it.
+_DUMMY_VERIFIER = secret_digest(secrets.token_urlsafe(32))
+
+
+def secret_matches(stored_sha256: str | None, secret: str) -> bool:
+    """Whether `secret` hashes to the stored digest, in constant time; with no stored digest (an
+    unknown key id) the same work is done against a dummy one, and the answer is no."""
+    matches = hmac.compare_digest((stored_sha256 or _DUMMY_VERIFIER).encode(), secret_digest(secret).encode())
+    return matches and stored_sha256 is not None
+
+
+def allows(scope: KeyScope, needed: KeyScope) -> bool:
+    return SCOPES.index(scope) >= SCOPES.index(needed)
+
+
+async def create_key(pool: AsyncConnectionPool, tenant_id: str, scope: KeyScope, name: str | None = None) -> CreatedKey:
+    check_identifier("tenant", tenant_id)
+    if scope not in SCOPES:
+        raise InvalidInput(f"scope {scope!r} is not one of {', '.join(SCOPES)}")
+    if name is not None and len(name) > 200:
+        raise InvalidInput("name is over 200 characters: a short label, e.g. 'support-bot'")
+    key_id, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
+    async with tenant_transaction(pool, tenant_id) as conn:
+        cur = await conn.execute(
+            "INSERT INTO api_keys (tenant_id, key_id, secret_sha256, scope, name) VALUES (%s, %s, %s, %s, %s) "
+            "RETURNING created_at", (tenant_id, key_id, secret_digest(secret), scope, name))
+        row = await cur.fetchone()
+    assert row is not None
+    key = ApiKey(tenant_id=tenant_id, key_id=key_id, scope=scope, name=name, created_at=row[0], last_used_at=None,
+                 revoked_at=None)
+    return CreatedKey(key=key, token=f"{PREFIX}:{tenant_id}:{key_id}:{secret}")
+
+
+async def list_keys(pool: AsyncConnectionPool, tenant_id: str) -> list[ApiKey]:
+    check_identifier("tenant", tenant_id)
+    async with tenant_transaction(pool, tenant_id) as conn:
+        cur = await conn.execute("SELECT tenant_id, key_id, scope, name, created_at, last_used_at, revoked_at "
+                                 "FROM api_keys WHERE tenant_id = %s ORDER BY created_at", (tenant_id,))
+        return [ApiKey(tenant_id=t, key_id=k, scope=s, name=n, created_at=c, last_used_at=u, revoked_at=r)
+                for t, k, s, n, c, u, r in await cur.fetchall()]
+
+
+async def revoke_key(pool: AsyncConnectionPool, tenant_id: str, key_id: str) -> bool:
+    check_identifier("tenant", tenant_id)
+    async with tenant_transaction(pool, tenant_id) as conn:
+        cur = await conn.execute("UPDATE api_keys SET revoked_at = now() WHERE tenant_id = %s AND key_id = %s "
+                                 "AND revoked_at IS NULL", (tenant_id, key_id))
+        return cur.rowcount > 0
+
+
+async def verify_key(pool: AsyncConnectionPool, token: str, needed: KeyScope) -> ApiKey:
+    """The key a bearer token names, if it is valid, not revoked, and has the `needed` scope."""
+    parts = token.split(":")
+    if len(parts) != 4 or parts[0] != PREFIX or not IDENTIFIER_PATTERN.match(parts[1]):
+        raise ApiKeyError("the API key is malformed: send `Authorization: Bearer amk:...` as `agent-memory keys "
+                          "create` printed it")
+    _, tenant_id, key_id, secret = parts
+    async with tenant_transaction(pool, tenant_id) as conn:
+        cur = await conn.execute("SELECT secret_sha256, scope, name, created_at, last_used_at, revoked_at "
+                                 "FROM api_keys WHERE tenant_id = %s AND key_id = %s", (tenant_id, key_id))
+        row = await cur.fetchone()
+        if not secret_matches(row[0] if row else None, secret) or row is None or row[5] is not None:
+            raise ApiKeyError("the API key is unknown or revoked: create one with `agent-memory keys create`")
+        if not allows(row[1], needed):
+            raise Forbidden(f"this key's scope is {row[1]!r}; the request needs {needed!r}")
+        await conn.execute("UPDATE api_keys SET last_used_at = now() WHERE tenant_id = %s AND key_id = %s",
+                           (tenant_id, key_id))
+    return ApiKey(tenant_id=tenant_id, key_id=key_id, scope=row[1], name=row[2], created_at=row[3],
+                  last_used_at=row[4], revoked_at=None)

@@ -1,0 +1,1 @@
+"""PostgreSQL and Redis: connections, tenant scope under row-level security, migrations, indexes."""

@@ -1,0 +1,187 @@
+"""Postgres access: the application pool, tenant-scoped transactions and migrations."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib import resources
+from typing import TypeVar
+
+import psycopg
+from pgvector.psycopg import register_vector_async
+from psycopg import sql
+from psycopg_pool import AsyncConnectionPool
+
+from agent_memory.core.errors import InvalidInput, ServiceUnavailable
+from agent_memory.core.models import check_identifier
+
+APP_ROLE = "agent_memory_app"
+# Arbitrary constant: serialises concurrent migrators across processes.
+MIGRATION_LOCK_ID = 7_331_004_211
+
+
+async def _configure(conn: psycopg.AsyncConnection) -> None:
+    await register_vector_async(conn)
+    # psycopg prepares a statement after a few runs, and Postgres would then reuse one generic
+    # plan for every subject (one plan for a subject of ten memories and one of fifty thousand):
+    # every execution is planned with its own parameters instead.
+    await conn.execute("SET plan_cache_mode = force_custom_plan")
+    await conn.commit()
+
+
+POOL_TIMEOUT_SECONDS = 15.0
+
+
+async def open_pool(database_url: str, *, min_size: int = 1, max_size: int = 8) -> AsyncConnectionPool:
+    # check: a connection is tested as it is lent, so one that died with a restarted server is
+    # replaced then, and no caller sees its error. timeout: how long a caller waits for a
+    # connection (Postgres down: then PoolTimeout, an HTTP 503).
+    pool = AsyncConnectionPool(
+        database_url, min_size=min_size, max_size=max_size, configure=_configure, open=False,
+        kwargs={"autocommit": False}, check=AsyncConnectionPool.check_connection, timeout=POOL_TIMEOUT_SECONDS,
+    )
+    await pool.open(wait=True, timeout=30)
+    return pool
+
+
+@asynccontextmanager
+async def tenant_transaction(pool: AsyncConnectionPool, tenant_id: str) -> AsyncIterator[psycopg.AsyncConnection]:
+    """One transaction in which row-level security sees only `tenant_id`'s rows.
+
+    set_config(..., is_local => true) lasts until the transaction ends, so a pooled connection
+    never carries one tenant's scope into the next borrower's transaction.
+    """
+    check_identifier("tenant", tenant_id)
+    async with pool.connection() as conn:
+        async with conn.transaction():
+            await conn.execute("SELECT set_config('app.tenant_id', %s, true)", (tenant_id,))
+            yield conn
+
+
+async def registered_tenants(pool: AsyncConnectionPool) -> list[str]:
+    """Every tenant that ever wrote anything (the tenants registry, migration 037: noted by triggers
+    at a tenant's first write). Read with no tenant set, the one listing row security allows."""
+    async with pool.connection() as conn, conn.transaction():
+        cur = await conn.execute("SELECT tenant_id FROM tenants ORDER BY tenant_id")
+        return [row[0] for row in await cur.fetchall()]
+
+
+@asynccontextmanager
+async def joined_tenant_transaction(pool: AsyncConnectionPool, tenant_id: str,
+                                    conn: psycopg.AsyncConnection | None) -> AsyncIterator[psycopg.AsyncConnection]:
+    """`conn` when the caller holds a transaction of `tenant_id` on it already (the statements join
+    it: no round trips to begin, scope and commit another), else a new `tenant_transaction`."""
+    if conn is not None:
+        yield conn
+        return
+    async with tenant_transaction(pool, tenant_id) as new:
+        yield new
+
+
+def subject_lock_key(tenant_id: str, subject_id: str) -> int:
+    """A stable 63-bit advisory lock key per (tenant, subject)."""
+    digest = hashlib.blake2b(f"{tenant_id}\x1f{subject_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+async def lock_subject(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, *, exclusive: bool) -> None:
+    """Writers share the subject lock; erasure takes it exclusively, so a write either commits
+    before the tombstone (and is then erased) or sees the tombstone and is refused."""
+    fn = "pg_advisory_xact_lock" if exclusive else "pg_advisory_xact_lock_shared"
+    await conn.execute(sql.SQL("SELECT {}(%s)").format(sql.Identifier(fn)), (subject_lock_key(tenant_id, subject_id),))
+
+
+Row = TypeVar("Row")
+
+
+async def fetch_one(cur: psycopg.AsyncCursor[Row]) -> Row:
+    """The row of a query that returns one by construction (an aggregate, or a row this transaction
+    wrote or locked); no row means a broken invariant, not an empty result."""
+    row = await cur.fetchone()
+    if row is None:
+        raise RuntimeError("the query returned no row where one must exist")
+    return row
+
+
+def migration_files() -> list[tuple[str, str]]:
+    folder = resources.files("agent_memory.store") / "migrations"
+    names = sorted(p.name for p in folder.iterdir() if p.name.endswith(".sql"))
+    return [(name, (folder / name).read_text(encoding="utf-8")) for name in names]
+
+
+async def apply_migrations(admin_url: str) -> list[str]:
+    """Apply pending migrations as the owner role, under an advisory lock, each recorded."""
+    applied: list[str] = []
+    async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as conn:
+        await conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_ID,))
+        try:
+            await conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                " name text PRIMARY KEY, sha256 text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+            )
+            cur = await conn.execute("SELECT name, sha256 FROM schema_migrations")
+            done = {name: digest for name, digest in await cur.fetchall()}
+            for name, text in migration_files():
+                digest = hashlib.sha256(text.encode()).hexdigest()
+                if name in done:
+                    if done[name] != digest:
+                        raise ServiceUnavailable(f"migration {name} changed after it was applied; add a new migration instead")
+                    continue
+                async with conn.transaction():
+                    await conn.execute(text)
+                    await conn.execute("INSERT INTO schema_migrations (name, sha256) VALUES (%s, %s)", (name, digest))
+                applied.append(name)
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_ID,))
+    return applied
+
+
+async def pending_migrations(database_url: str) -> list[str]:
+    """Packaged migrations the database has not applied, read with the application role.
+
+    A database from before migration 007 (which lets the app role read schema_migrations), or
+    one never migrated, counts as having applied nothing."""
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        try:
+            cur = await conn.execute("SELECT name FROM schema_migrations")
+            applied = {name for (name,) in await cur.fetchall()}
+        except (psycopg.errors.UndefinedTable, psycopg.errors.InsufficientPrivilege):
+            applied = set()
+    return [name for name, _ in migration_files() if name not in applied]
+
+
+SCRAM_ITERATIONS = 4096
+
+
+def scram_sha256_verifier(password: str, *, salt: bytes | None = None, iterations: int = SCRAM_ITERATIONS) -> str:
+    """The SCRAM-SHA-256 verifier PostgreSQL stores for `password` (RFC 5802, RFC 7677):
+    `SCRAM-SHA-256$<iterations>:<salt>$<StoredKey>:<ServerKey>`, all base64. The server stores a
+    password given in this form as it is, so the plaintext never reaches it (nor its logs)."""
+    if not (password.isascii() and password.isprintable()):
+        # PostgreSQL SASLpreps other passwords first; the generated ones are URL-safe ASCII.
+        raise InvalidInput("the password must be printable ASCII to be hashed client-side")
+    salt = secrets.token_bytes(16) if salt is None else salt
+    salted = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, iterations)
+    stored_key = hashlib.sha256(hmac.digest(salted, b"Client Key", "sha256")).digest()
+    server_key = hmac.digest(salted, b"Server Key", "sha256")
+
+    def b64(data: bytes) -> str:
+        return base64.b64encode(data).decode()
+
+    return f"SCRAM-SHA-256${iterations}:{b64(salt)}${b64(stored_key)}:{b64(server_key)}"
+
+
+async def set_app_role_password(admin_url: str, password: str) -> str:
+    """Let the application role log in (embedded stack; production provisions it itself).
+
+    Sends only a SCRAM verifier computed here, never the plaintext; returns the verifier."""
+    verifier = scram_sha256_verifier(password)
+    async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as conn:
+        await conn.execute(
+            sql.SQL("ALTER ROLE {} WITH LOGIN PASSWORD {}").format(sql.Identifier(APP_ROLE), sql.Literal(verifier))
+        )
+    return verifier

@@ -1,0 +1,178 @@
+"""The HTTP API while a dependency is down, on a stack of this module's own (stopping the
+session's would disturb other tests): each outage is answered 503 problem+json naming the
+dependency, the first calls after its restart all succeed, and an append made while Temporal
+is down is kept and its session consolidated once Temporal is back, without anyone ending it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from datetime import timedelta
+
+import httpx
+import pytest
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.service import RPCError
+
+from agent_memory.api.client import MemoryClient
+from agent_memory.api.http_api import serving
+from agent_memory.api.services import Services, migrate
+from agent_memory.core import contract
+from agent_memory.core.settings import Settings
+from agent_memory.lifecycle.idle_timers import IdleTimerSweepInput, IdleTimerSweepResult
+from agent_memory.providers.offline import offline_providers
+from agent_memory.security.api_keys import create_key
+from workers.embedded import EmbeddedStack, Ports
+from workers.worker import build_worker
+
+pytestmark = pytest.mark.stack
+
+IDLE_SECONDS = 2.0
+
+
+def messages(session_id: str, *texts: str) -> list[dict]:
+    return [{"message_id": f"{session_id}:{i}", "turn_index": i, "role": "user", "content": text,
+             "created_at": f"2024-05-01T09:0{i}:00Z"} for i, text in enumerate(texts)]
+
+
+@pytest.fixture(scope="module")
+async def own_stack(tmp_path_factory):
+    home = tmp_path_factory.mktemp("degraded-stack")
+    stack = EmbeddedStack(home, Ports.free())
+    settings = await asyncio.to_thread(stack.start, Settings.from_env({"AGENT_MEMORY_HOME": str(home)}))
+    try:
+        await migrate(settings, app_password=stack.app_password)
+        services = await Services.open(settings.with_services(idle_timeout_seconds=IDLE_SECONDS))
+        try:
+            yield stack, services
+        finally:
+            await services.close()
+    finally:
+        await asyncio.to_thread(stack.stop)
+
+
+async def stop(stack: EmbeddedStack, name: str) -> None:
+    await asyncio.to_thread(getattr(stack, f"_stop_{name}"))
+    stack.started.remove(name)
+
+
+async def start(stack: EmbeddedStack, name: str) -> None:
+    """Start it again on the same port, with the same data."""
+    await asyncio.to_thread(getattr(stack, f"_start_{name}"))
+
+
+def assert_unavailable(answer: httpx.Response, dependency: str) -> None:
+    assert answer.status_code == 503, (answer.status_code, answer.text)
+    assert answer.headers["content-type"] == "application/problem+json"
+    body = answer.json()
+    assert body["status"] == 503 and body["dependency"] == dependency and dependency in body["detail"]
+    assert int(answer.headers["Retry-After"]) > 0
+
+
+@pytest.fixture
+async def api(own_stack):
+    stack, services = own_stack
+    client = MemoryClient(services, offline_providers().embedder, task_queue=f"degraded-{uuid.uuid4()}",
+                          idle_timeout=timedelta(seconds=IDLE_SECONDS), idle_signal_debounce=timedelta(0))
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    token = (await create_key(services.pool, tenant, "write")).token
+    async with serving(client) as port, httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=90,
+                                                          headers={"Authorization": f"Bearer {token}"}) as http:
+        yield stack, services, client, tenant, http
+
+
+async def test_postgres_down_is_a_503_naming_it_and_the_first_calls_after_its_restart_succeed(api):
+    stack, _, _, _, http = api
+    assert (await http.get("/v1/subjects/lin/facts")).status_code == 200
+    await stop(stack, "postgres")
+    try:
+        assert_unavailable(await http.get("/v1/subjects/lin/facts"), "postgres")
+    finally:
+        await start(stack, "postgres")
+    assert [(await http.get("/v1/subjects/lin/facts")).status_code for _ in range(5)] == [200] * 5
+
+
+async def test_redis_down_is_a_503_naming_it_and_the_first_calls_after_its_restart_succeed(api):
+    stack, _, _, _, http = api
+    url = "/v1/subjects/lin/sessions/r1/messages"
+    assert (await http.post(url, json={"messages": messages("r1", "I live in Oslo.")})).status_code == 200
+    await stop(stack, "redis")
+    try:
+        down = await http.post(url, json={"messages": messages("r1", "I live in Oslo.", "I like tea.")})
+        assert_unavailable(down, "redis")
+    finally:
+        await start(stack, "redis")
+    answers = [await http.post(url, json={"messages": messages("r1", "I live in Oslo.", "I like tea.",
+                                                                 *[f"note {j}" for j in range(i + 1)])})
+               for i in range(5)]
+    assert [a.status_code for a in answers] == [200] * 5, [a.text for a in answers]
+    assert [a.json()["inserted"] for a in answers] == [2, 1, 1, 1, 1]  # the refused append left nothing
+
+
+async def consolidated(client: MemoryClient, tenant: str, subject: str, session: str, timeout: float) -> bool:
+    """Whether the session's consolidation completes within `timeout` seconds (nobody ends it)."""
+    handle = client.services.temporal.get_workflow_handle(contract.consolidation_workflow_id(tenant, subject, session))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED:
+                return True
+        except RPCError:
+            pass  # not started yet
+        await asyncio.sleep(0.5)
+    return False
+
+
+async def test_temporal_down_appends_are_kept_and_their_sessions_consolidated_once_it_is_back(api):
+    stack, services, client, tenant, http = api
+    await stop(stack, "temporal")
+    try:
+        started = time.monotonic()
+        swept = await http.post("/v1/subjects/lin/sessions/t1/messages",
+                                json={"messages": messages("t1", "I live in Lisbon.")})
+        assert time.monotonic() - started < 8  # the signal's wait is bounded (client.IDLE_SIGNAL_TIMEOUT)
+        retried = await http.post("/v1/subjects/lin/sessions/t2/messages",
+                                  json={"messages": messages("t2", "I am allergic to peanuts.")})
+        for kept in (swept, retried):  # committed, answered as such: the idle timer is pending
+            assert kept.status_code == 200, kept.text
+            assert kept.json()["inserted"] == 1 and kept.json()["idle_timer"] == "pending"
+        assert_unavailable(await http.post("/v1/subjects/lin/sessions/t1/end"), "temporal")
+    finally:
+        await start(stack, "temporal")
+    # The client retries the append it believes failed: a duplicate, which arms the timer.
+    again = await http.post("/v1/subjects/lin/sessions/t2/messages",
+                            json={"messages": messages("t2", "I am allergic to peanuts.")})
+    assert again.status_code == 200 and again.json()["duplicates"] == 1 and again.json()["idle_timer"] == "armed"
+    assert services.settings.idle_timeout_seconds == IDLE_SECONDS  # the worker's, for the timers it re-arms
+    async with build_worker(services, task_queue=client.task_queue):
+        assert await consolidated(client, tenant, "lin", "t2", 60)
+        # Nobody touches t1 again: the idle-timer sweep (its Schedule's workflow) arms its timer.
+        await asyncio.sleep(IDLE_SECONDS)
+        result = await services.temporal.execute_workflow(
+            contract.IDLE_TIMER_SWEEP_WORKFLOW, IdleTimerSweepInput(), id=f"sweep-{uuid.uuid4()}",
+            task_queue=client.task_queue, result_type=IdleTimerSweepResult)
+        assert result.timers_started >= 1
+        assert await consolidated(client, tenant, "lin", "t1", 60)
+        # A second sweep finds nothing left to arm in this tenant.
+        again_swept = await services.temporal.execute_workflow(
+            contract.IDLE_TIMER_SWEEP_WORKFLOW, IdleTimerSweepInput(), id=f"sweep-{uuid.uuid4()}",
+            task_queue=client.task_queue, result_type=IdleTimerSweepResult)
+        assert again_swept.timers_started == 0
+    assert "Lisbon" in {f.value for f in await client.facts(tenant, "lin")}
+
+
+@pytest.mark.parametrize("dependency", ["postgres", "redis"])
+async def test_a_restart_between_two_calls_is_not_seen_by_the_calls_after_it(api, dependency):
+    """Every pooled connection died with the old server: none of them reaches a caller."""
+    stack, _, _, _, http = api
+    before = "/v1/subjects/lin/sessions/q1/messages"
+    for i in range(8):  # several pooled connections of each kind
+        sent = await http.post(before, json={"messages": messages("q1", *[f"note {j}" for j in range(i + 1)])})
+        assert sent.status_code == 200
+    await stop(stack, dependency)
+    await start(stack, dependency)
+    after = "/v1/subjects/lin/sessions/q2/messages"
+    answers = [await http.post(after, json={"messages": messages("q2", *[f"note {j}" for j in range(i + 1)])})
+               for i in range(5)]
+    assert [a.status_code for a in answers] == [200] * 5, [a.text for a in answers]
