@@ -124,9 +124,9 @@ async def append_messages(pool: AsyncConnectionPool, redis: Redis | None, tenant
             INSERT INTO messages (tenant_id, session_id, message_id, subject_id, turn_index, role, speaker,
                                   content, image_caption, created_at, content_sha256)
             SELECT %(t)s, %(s)s, m.message_id, %(u)s, m.turn_index, m.role, m.speaker, m.content, m.image_caption,
-                   m.created_at, m.digest
+                   m.created_at::timestamptz, m.digest
               FROM unnest(%(ids)s::text[], %(turns)s::int[], %(roles)s::text[], %(speakers)s::text[],
-                          %(contents)s::text[], %(captions)s::text[], %(created)s::timestamptz[], %(digests)s::text[])
+                          %(contents)s::text[], %(captions)s::text[], %(created)s::text[], %(digests)s::text[])
                    WITH ORDINALITY AS m(message_id, turn_index, role, speaker, content, image_caption, created_at,
                                         digest, position)
              ORDER BY m.position
@@ -138,7 +138,9 @@ async def append_messages(pool: AsyncConnectionPool, redis: Redis | None, tenant
              "roles": [m.role for m in session.messages], "speakers": [m.speaker for m in session.messages],
              "contents": [m.content for m in session.messages],
              "captions": [m.image_caption for m in session.messages],
-             "created": [m.created_at for m in session.messages], "digests": digests})
+             # As text, each with its own offset: an array of datetimes is dumped with one type, so a
+             # session mixing times with and without an offset would lose the offsets.
+             "created": [m.created_at.isoformat() for m in session.messages], "digests": digests})
         new_ids = {row[0] for row in await cur.fetchall()}
         resent: list[tuple[Message, str]] = []
         for message, digest in zip(session.messages, digests, strict=True):

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from agent_memory.core.models import Session
@@ -222,6 +222,10 @@ async def counts(services, tenant: str) -> tuple[int, int]:
 
 @DB
 @given(calls=appends())
+# One call mixing a time with an offset and one without: each keeps its own.
+@example(calls=[json.dumps({"session_id": "fz", "messages": [
+    {"message_id": "m0", "turn_index": 21, "role": "user", "content": "", "created_at": "2024-05-01T10:00:00+14:00"},
+    {"message_id": "m1", "turn_index": 217, "role": "user", "content": "", "created_at": "2024-05-01"}]})])
 async def test_what_parses_is_stored_whole_or_not_at_all(services, calls):
     tenant = f"fz-{uuid.uuid4().hex[:12]}"
     stored: dict[str, object] = {}  # message id -> the message as first stored
