@@ -33,16 +33,21 @@ async def _configure(conn: psycopg.AsyncConnection) -> None:
     await conn.commit()
 
 
+POOL_RECONNECT_SECONDS = 8.0
 POOL_TIMEOUT_SECONDS = 15.0
 
 
 async def open_pool(database_url: str, *, min_size: int = 1, max_size: int = 8) -> AsyncConnectionPool:
     # check: a connection is tested as it is lent, so one that died with a restarted server is
     # replaced then, and no caller sees its error. timeout: how long a caller waits for a
-    # connection (Postgres down: then PoolTimeout, an HTTP 503).
+    # connection (Postgres down: then PoolTimeout, an HTTP 503). reconnect_timeout: the pool's
+    # reconnection backoff doubles without a cap, so after a long outage its next attempt could
+    # come longer after the server's return than a caller waits; a chain of attempts gives up
+    # after a few seconds instead, and the next caller starts a new one at once.
     pool = AsyncConnectionPool(
         database_url, min_size=min_size, max_size=max_size, configure=_configure, open=False,
         kwargs={"autocommit": False}, check=AsyncConnectionPool.check_connection, timeout=POOL_TIMEOUT_SECONDS,
+        reconnect_timeout=POOL_RECONNECT_SECONDS,
     )
     await pool.open(wait=True, timeout=30)
     return pool
