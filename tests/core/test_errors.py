@@ -22,7 +22,7 @@ import agent_memory
 import tools
 import workers
 from agent_memory import cli
-from agent_memory.api.http_api import serving
+from agent_memory.api.http.server import serving
 from agent_memory.api.mcp_server import build_mcp_server
 from agent_memory.api.user_errors import USER_ERRORS, cli_error_log, user_error_status
 from agent_memory.core.errors import (
@@ -42,7 +42,7 @@ from agent_memory.security.api_keys import ApiKeyError, TooManyFailuresError, cr
 
 # Private exceptions that never reach a caller as themselves: the body limit's HTTPException
 # (Starlette answers it 413 before any product handler sees it).
-PRIVATE = {"agent_memory.api.http_api._TooLarge"}
+PRIVATE = {"agent_memory.api.http.edge._TooLarge"}
 
 # (error, HTTP status, CLI exit code) of each kind.
 KINDS: list[tuple[AgentMemoryError, int, int]] = [
@@ -159,7 +159,7 @@ async def test_a_bug_behind_the_http_api_is_a_500_with_an_error_id_in_the_log(cl
     async with serving(client) as port, httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
         for failure in BUGS:
             caplog.clear()
-            with caplog.at_level(logging.ERROR, logger="agent_memory.api.http_api"):
+            with caplog.at_level(logging.ERROR, logger="agent_memory.api.http.problems"):
                 answer = await http.get("/v1/subjects/lin/facts", headers=bearer(reader))
             assert answer.status_code == 500, (failure, answer.text)
             assert answer.headers["content-type"] == "application/problem+json"
