@@ -78,7 +78,7 @@ def _cli_env(services, task_queue: str, **extra: str) -> dict[str, str]:
 async def test_the_readme_curl_example_runs_against_a_live_server(client, services, task_queue, running_worker):
     import json
 
-    from agent_memory.api.http_api import serving
+    from agent_memory.api.http.server import serving
 
     block = next(b for b in re.findall(r"```bash\n(.*?)```", _section("HTTP API"), flags=re.S) if "curl" in b)
     async with running_worker(), serving(client) as port:
@@ -109,7 +109,7 @@ async def test_the_readme_mcp_client_configs_connect(client, services, tenant, t
     from mcp.client.stdio import StdioServerParameters
     from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
-    from agent_memory.api.http_api import serving
+    from agent_memory.api.http.server import serving
     from agent_memory.security.api_keys import create_key
 
     snippets = [json.loads(b) for b in re.findall(r"```json\n(.*?)```", _section("MCP server"), flags=re.S)]

@@ -102,7 +102,7 @@ async def run_worker_until_signal(services: Services, announce: str, providers: 
         await reapply_ledger_erasures(services)
         if api_port is not None:
             from agent_memory.api.client import MemoryClient
-            from agent_memory.api.http_api import free_port
+            from agent_memory.api.http.server import free_port
 
             # Chosen once: a restarted API serves on the same port.
             port = free_port("127.0.0.1", api_port)
@@ -237,7 +237,7 @@ async def serve(settings: Settings, *, host: str, port: int) -> int:
     import uvicorn
 
     from agent_memory.api.client import MemoryClient
-    from agent_memory.api.http_api import uvicorn_config
+    from agent_memory.api.http.server import uvicorn_config
     from agent_memory.providers.openai.compat import providers_for
     from workers.heap import freeze_startup_heap
 

@@ -251,7 +251,7 @@ async def serve_api(client: Any, host: str, port: int, stop: asyncio.Event,
                     started: asyncio.Event | None = None) -> None:
     """The HTTP API on host:port until `stop` is set. Raises when it cannot bind the port or
     ends on its own (supervise_task starts it again, on the same port)."""
-    from agent_memory.api.http_api import free_port, uvicorn_config
+    from agent_memory.api.http.server import free_port, uvicorn_config
 
     if free_port(host, port) != port:
         raise OSError(f"port {port} of the HTTP API is taken")

@@ -70,7 +70,7 @@ def _token(request: Request, authorization: str | None) -> str | None:
     return request.cookies.get(COOKIE_NAME) or None
 
 
-# http_api.checked_operator_key: the operator key behind the API's failure limiter.
+# http.auth.checked_operator_key: the operator key behind the API's failure limiter.
 OperatorCheck = Callable[[Any, Any, str | None, str | None], Awaitable[OperatorKey]]
 
 

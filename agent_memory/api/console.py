@@ -45,7 +45,7 @@ from agent_memory.core.models import check_identifier
 from agent_memory.security.api_keys import ApiKeyError, FailureLimiter, TooManyFailuresError
 from agent_memory.security.operator_keys import OperatorKey
 
-# http_api.checked_operator_key (the operator key behind the API's failure limiter) and
+# http.auth.checked_operator_key (the operator key behind the API's failure limiter) and
 # outages.dependency_down (the dependency an error is the outage of), handed in by create_app.
 OperatorCheck = Callable[[FailureLimiter, Any, str | None, str | None], Awaitable[OperatorKey]]
 OutageOf = Callable[[BaseException], str | None]
@@ -373,7 +373,7 @@ def _messages_table(messages: list[data.EvidenceMessage], tenant: str, subject: 
 
 
 def build_console_router(check_operator: OperatorCheck, outage: OutageOf) -> APIRouter:
-    """The console's routes; `check_operator` verifies an operator key (http_api.checked_operator_key),
+    """The console's routes; `check_operator` verifies an operator key (http.auth.checked_operator_key),
     `outage` names the dependency an error is the outage of (outages.dependency_down)."""
     router = APIRouter(prefix=PREFIX, include_in_schema=False)
     checks = Checks(check_operator, outage)

@@ -14,7 +14,7 @@ from dataclasses import replace
 import httpx
 
 from agent_memory.api.client import MemoryClient
-from agent_memory.api.http_api import serving
+from agent_memory.api.http.server import serving
 from agent_memory.providers.offline import offline_providers
 from agent_memory.security import api_keys
 from agent_memory.security.api_keys import ApiKeyError, FailureLimiter, create_key, verify_key

@@ -18,7 +18,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from agent_memory.api.client import MemoryClient
 from agent_memory.api.console import COOKIE
-from agent_memory.api.http_api import serving
+from agent_memory.api.http.server import serving
 from agent_memory.core.models import Message, Session
 from agent_memory.memory.write_policy import WritePolicy
 from agent_memory.providers.offline import offline_providers

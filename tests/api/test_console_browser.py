@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from playwright.async_api import Page, async_playwright
 
-from agent_memory.api.http_api import serving
+from agent_memory.api.http.server import serving
 from agent_memory.security.operator_keys import create_operator_key
 from tests.api.test_console import SCRIPT, SUBJECT, seed, session
 

@@ -16,7 +16,7 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError
 
 from agent_memory.api.client import MemoryClient
-from agent_memory.api.http_api import serving
+from agent_memory.api.http.server import serving
 from agent_memory.api.services import Services, migrate
 from agent_memory.core import contract
 from agent_memory.core.settings import Settings

@@ -10,7 +10,8 @@ from contextlib import asynccontextmanager
 
 import httpx
 
-from agent_memory.api.http_api import MAX_BODY_BYTES, serving
+from agent_memory.api.http.edge import MAX_BODY_BYTES
+from agent_memory.api.http.server import serving
 from agent_memory.core.models import ErasureReceipt
 from agent_memory.security.api_keys import create_key
 

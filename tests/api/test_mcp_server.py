@@ -82,7 +82,7 @@ async def test_mcp_over_streamable_http_uses_each_requests_api_key(client, servi
     from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
     from mcp.shared.exceptions import MCPError
 
-    from agent_memory.api.http_api import serving
+    from agent_memory.api.http.server import serving
     from agent_memory.security.api_keys import revoke_key
 
     writer = await create_key(services.pool, tenant, "write")

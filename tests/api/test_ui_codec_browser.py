@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 from playwright import async_api as playwright
 
-from agent_memory.api.http_api import serving
+from agent_memory.api.http.server import serving
 from agent_memory.core.models import Session
 from agent_memory.security.operator_keys import create_operator_key
 from tests.api.test_console_browser import chromium

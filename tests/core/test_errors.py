@@ -1,7 +1,7 @@
 """One error hierarchy: every error the product raises on purpose is an AgentMemoryError; a user
 error carries its HTTP status and CLI exit code; a built-in exception (a bug) is an internal
-error with an id on every surface (HTTP 500, CLI exit 1, MCP tool error), its traceback logged
-under that id and never shown to the caller."""
+error with an id on every surface (HTTP 500, the console's 500 page, CLI exit 1, MCP tool
+error), its traceback logged under that id and never shown to the caller."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import agent_memory
 import tools
 import workers
 from agent_memory import cli
-from agent_memory.api.http_api import serving
+from agent_memory.api.http.server import serving
 from agent_memory.api.mcp_server import build_mcp_server
 from agent_memory.api.user_errors import USER_ERRORS, cli_error_log, user_error_status
 from agent_memory.core.errors import (
@@ -39,10 +39,11 @@ from agent_memory.core.errors import (
 from agent_memory.core.models import Message
 from agent_memory.core.settings import Settings
 from agent_memory.security.api_keys import ApiKeyError, TooManyFailuresError, create_key
+from agent_memory.security.operator_keys import create_operator_key
 
 # Private exceptions that never reach a caller as themselves: the body limit's HTTPException
 # (Starlette answers it 413 before any product handler sees it).
-PRIVATE = {"agent_memory.api.http_api._TooLarge"}
+PRIVATE = {"agent_memory.api.http.edge._TooLarge"}
 
 # (error, HTTP status, CLI exit code) of each kind.
 KINDS: list[tuple[AgentMemoryError, int, int]] = [
@@ -159,7 +160,7 @@ async def test_a_bug_behind_the_http_api_is_a_500_with_an_error_id_in_the_log(cl
     async with serving(client) as port, httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
         for failure in BUGS:
             caplog.clear()
-            with caplog.at_level(logging.ERROR, logger="agent_memory.api.http_api"):
+            with caplog.at_level(logging.ERROR, logger="agent_memory.api.http.problems"):
                 answer = await http.get("/v1/subjects/lin/facts", headers=bearer(reader))
             assert answer.status_code == 500, (failure, answer.text)
             assert answer.headers["content-type"] == "application/problem+json"
@@ -183,6 +184,30 @@ async def test_a_bug_behind_the_http_api_is_a_500_with_an_error_id_in_the_log(cl
         failure = caught.value  # a model a handler builds from what the caller sent
         invalid = await http.get("/v1/subjects/lin/facts", headers=bearer(reader))
         assert invalid.status_code == 422 and invalid.json()["title"] == "Invalid input", invalid.text
+
+
+async def test_a_bug_behind_a_console_page_is_a_500_page_with_an_error_id_in_the_log(client, services, tenant,
+                                                                                   monkeypatch, caplog):
+    operator = (await create_operator_key(services.pool, "errors-test")).token
+
+    async def failing(*_args, **_kwargs):
+        raise failure
+
+    monkeypatch.setattr(client, "projection_lag", failing)  # the tenant page reads it
+    async with serving(client) as port, httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
+        for failure in BUGS:
+            caplog.clear()
+            with caplog.at_level(logging.ERROR, logger="agent_memory.api.console"):
+                page = await http.get(f"/console/t/{tenant}", headers=bearer(operator))
+            assert page.status_code == 500, (failure, page.text)
+            assert page.headers["content-type"].startswith("text/html")
+            found = re.search(rf"internal error ({ERROR_ID}), logged there", page.text)
+            assert found, page.text
+            shown = page.text.split("</style>", 1)[1]  # the page without its stylesheet ("bad" is in "badge")
+            assert str(failure) not in shown and type(failure).__name__ not in page.text, page.text
+            assert "Traceback" not in page.text
+            logged = [r for r in caplog.records if found.group(1) in r.getMessage()]
+            assert logged and logged[0].exc_info and logged[0].exc_info[1] is failure, caplog.records
 
 
 async def test_a_bug_behind_an_mcp_tool_is_an_error_with_an_id_in_the_log(client, services, tenant, monkeypatch,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory.api.http_api import free_port
+from agent_memory.api.http.server import free_port
 from agent_memory.core.settings import ENV_VARS
 from agent_memory.core.stack_connection import read_connection
 from workers.embedded import pid_alive

@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 from pydantic import BaseModel
 
 from agent_memory.api.client import MemoryClient
-from agent_memory.api.http_api import serving
+from agent_memory.api.http.server import serving
 from agent_memory.api.services import Services
 from agent_memory.core.errors import InvalidInput
 from agent_memory.core.settings import Settings

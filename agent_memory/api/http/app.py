@@ -1,0 +1,88 @@
+"""The FastAPI app of `/v1`: every error as problem+json (a user error's status, a dependency that
+is down as 503, a bug as 500 with an error id), the routers of each resource, the memory console
+(`/console`) and the Temporal UI's codec endpoint (`/codec`)."""
+
+from __future__ import annotations
+
+import logging
+
+import psycopg
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from psycopg_pool import PoolTimeout
+from pydantic import ValidationError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from starlette.exceptions import HTTPException
+from temporalio.service import RPCError
+
+from agent_memory.api.client import MemoryClient
+from agent_memory.api.codec_server import build_codec_router
+from agent_memory.api.console import build_console_router
+from agent_memory.api.http.auth import checked_operator_key
+from agent_memory.api.http.problems import internal_error, problem, too_many_failures, unavailable
+from agent_memory.api.http.routes import erasure, health, memory, sessions
+from agent_memory.api.outages import dependency_down
+from agent_memory.core.errors import AgentMemoryError, InvalidInput, TooManyRequests, UserError, first_line
+from agent_memory.security.api_keys import FailureLimiter, TooManyFailuresError
+
+log = logging.getLogger(__name__)
+
+
+def create_app(client: MemoryClient) -> FastAPI:
+    app = FastAPI(title="agent-memory", version="1", openapi_url="/v1/openapi.json", docs_url="/v1/docs",
+                  redoc_url=None)
+    app.state.client = client
+    settings = client.services.settings
+    app.state.auth_failures = FailureLimiter(settings.auth_failure_burst, settings.auth_failure_window_seconds)
+    add_problem_handlers(app)
+    app.include_router(build_console_router(checked_operator_key, dependency_down))  # /console: the memory console
+    for resource in (health, sessions, memory, erasure):
+        app.include_router(resource.router)
+    app.include_router(build_codec_router(checked_operator_key))  # /codec: the Temporal UI's codec (agent_memory.api.codec_server)
+    return app
+
+
+def add_problem_handlers(app: FastAPI) -> None:
+    """Every failure of a route as problem+json; no traceback reaches the caller."""
+
+    @app.exception_handler(TooManyFailuresError)
+    async def throttled(_: Request, exc: TooManyFailuresError) -> JSONResponse:
+        return too_many_failures(exc)
+
+    async def service_error(request: Request, exc: Exception) -> JSONResponse:
+        dependency = dependency_down(exc)
+        if dependency is None:
+            return internal_error(request, exc)
+        log.warning("%s %s: %s is unavailable: %s", request.method, request.url.path, dependency, exc)
+        return unavailable(dependency)
+
+    # The dependencies' own errors (no traceback logged for an outage), and any other failure
+    # as a 500 problem+json with an error id (Starlette also re-raises it to the server).
+    for error_type in (psycopg.Error, PoolTimeout, RedisConnectionError, RedisTimeoutError, RPCError, Exception):
+        app.add_exception_handler(error_type, service_error)
+
+    @app.exception_handler(AgentMemoryError)
+    async def product_error(request: Request, exc: AgentMemoryError) -> JSONResponse:
+        if isinstance(exc, UserError):
+            wait = {"Retry-After": str(exc.retry_after)} if isinstance(exc, TooManyRequests) else None
+            return problem(exc.status, exc.title, first_line(exc, exc.title), headers=wait)
+        return await service_error(request, exc)
+
+    @app.exception_handler(ValidationError)
+    async def invalid_content(_: Request, exc: ValidationError) -> JSONResponse:  # a model built in a handler
+        return problem(InvalidInput.status, InvalidInput.title, first_line(exc, InvalidInput.title))
+
+    @app.exception_handler(HTTPException)
+    async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
+        titles = {401: "Unauthorized", 404: "Not found", 405: "Method not allowed", 413: "Request body too large"}
+        return problem(exc.status_code, titles.get(exc.status_code, "HTTP error"), str(exc.detail),
+                       headers=dict(exc.headers) if exc.headers else None)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [{"field": ".".join(str(p) for p in e["loc"] if p != "body"), "message": e["msg"]}
+                  for e in exc.errors()]
+        first = errors[0] if errors else {"field": "body", "message": "invalid"}
+        return problem(422, "Invalid input", f"{first['field']}: {first['message']}", errors=errors)

@@ -1,0 +1,77 @@
+"""The keys a route needs, behind the failure limiter: a tenant's API key of a scope (`ReadKey`,
+`WriteKey`, `EraseKey`; scopes nest) or an operator key (`OperatorAccess`: the codec endpoint and
+the console). The limiter is the app's (`app.state.auth_failures`), shared with `/mcp`."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
+
+from fastapi import Depends, Header, Request
+
+from agent_memory.api.client import MemoryClient
+from agent_memory.security.api_keys import (
+    ApiKey,
+    ApiKeyError,
+    FailureLimiter,
+    KeyScope,
+    limited_names,
+    verify_key,
+)
+from agent_memory.security.operator_keys import OperatorKey, verify_operator_key
+
+
+async def checked_key(limiter: FailureLimiter, pool: Any, address: str | None, token: str | None,
+                      needed: KeyScope) -> ApiKey:
+    """The key of a bearer token, behind the failure limiter: a client address or key id with
+    too many recent failures is refused (429) before anything is verified, and every failure
+    (no key, a malformed, unknown or revoked one, a wrong secret) is counted against both."""
+    names = limited_names(address, token)
+    limiter.check(names)
+    try:
+        if token is None:
+            raise ApiKeyError("no API key: send `Authorization: Bearer amk:...` (agent-memory keys create)")
+        return await verify_key(pool, token, needed)
+    except ApiKeyError:
+        limiter.failed(names)
+        raise
+
+
+async def checked_operator_key(limiter: FailureLimiter, pool: Any, address: str | None,
+                               token: str | None) -> OperatorKey:
+    """An operator key, behind the same failure limiter as tenant keys."""
+    names = limited_names(address, token)
+    limiter.check(names)
+    try:
+        if token is None:
+            raise ApiKeyError("no operator key: send `Authorization: Bearer amo:...` "
+                              "(agent-memory keys create-operator)")
+        return await verify_operator_key(pool, token)
+    except ApiKeyError:
+        limiter.failed(names)
+        raise
+
+
+def _key(needed: KeyScope) -> Callable[..., Awaitable[ApiKey]]:
+    async def dependency(request: Request, authorization: Annotated[str | None, Header()] = None) -> ApiKey:
+        token = (authorization.removeprefix("Bearer ").strip()
+                 if authorization and authorization.startswith("Bearer ") else None)
+        client: MemoryClient = request.app.state.client
+        return await checked_key(request.app.state.auth_failures, client.services.pool,
+                                 request.client.host if request.client else None, token, needed)
+    return dependency
+
+
+async def _operator_key(request: Request, authorization: Annotated[str | None, Header()] = None) -> OperatorKey:
+    token = (authorization.removeprefix("Bearer ").strip()
+             if authorization and authorization.startswith("Bearer ") else None)
+    client: MemoryClient = request.app.state.client
+    return await checked_operator_key(request.app.state.auth_failures, client.services.pool,
+                                      request.client.host if request.client else None, token)
+
+
+ReadKey = Annotated[ApiKey, Depends(_key("read"))]
+WriteKey = Annotated[ApiKey, Depends(_key("write"))]
+EraseKey = Annotated[ApiKey, Depends(_key("erase"))]
+# The operator-facing surfaces (codec endpoint, console): an operator key, not a tenant's.
+OperatorAccess = Annotated[OperatorKey, Depends(_operator_key)]

@@ -1,0 +1,36 @@
+"""A subject's erasure (`erase`): start the erasure run, and read a request's status and receipt."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from pydantic import BaseModel, Field
+
+from agent_memory.api.http.auth import EraseKey
+from agent_memory.api.http.deps import ClientDep, subject
+
+router = APIRouter()
+
+
+class ErasureRequest(BaseModel):
+    reason: str = Field(min_length=1, max_length=1000)
+    request_id: str | None = None
+    block_future_writes: bool = False
+
+
+class ErasureStarted(BaseModel):
+    workflow_id: str
+    ui_url: str
+
+
+@router.post("/v1/subjects/{subject_id}/erasure")
+async def erase(subject_id: str, body: ErasureRequest, api_key: EraseKey, client: ClientDep) -> ErasureStarted:
+    handle = await client.erase(api_key.tenant_id, subject(subject_id), body.reason, body.request_id,
+                                block_future_writes=body.block_future_writes)
+    return ErasureStarted(workflow_id=handle.id, ui_url=client.services.settings.workflow_url(handle.id))
+
+
+@router.get("/v1/erasures/{request_id}")
+async def erasure(request_id: str, api_key: EraseKey, client: ClientDep) -> dict[str, Any]:
+    return (await client.erasure_status(api_key.tenant_id, request_id)).model_dump(mode="json")

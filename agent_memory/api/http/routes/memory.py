@@ -1,0 +1,88 @@
+"""A subject's memory: its facts, recall, an assembled context and a built prompt (`read`),
+forgetting and restoring a memory (`erase`), and its export (`read`)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from fastapi import APIRouter
+from pydantic import BaseModel, Field
+
+from agent_memory.api.http.auth import EraseKey, ReadKey
+from agent_memory.api.http.deps import ClientDep, subject
+from agent_memory.core.models import check_identifier
+
+router = APIRouter()
+
+
+class QueryRequest(BaseModel):
+    query: str = Field(min_length=1, max_length=4000)
+    limit: int = Field(default=5, ge=1, le=50)
+    budget: int | None = Field(default=None, ge=50, le=32000)
+    as_of: datetime | None = None
+
+
+class PromptRequest(BaseModel):
+    session_id: str
+    input: str = Field(min_length=1, max_length=20000)
+    system: str | None = Field(default=None, max_length=20000)
+    budget: int | None = Field(default=None, ge=50, le=32000)
+
+
+class ForgetRequest(BaseModel):
+    reason: str | None = Field(default=None, max_length=1000)
+
+
+@router.get("/v1/subjects/{subject_id}/facts")
+async def facts(subject_id: str, api_key: ReadKey, client: ClientDep, as_of: datetime | None = None,
+                history: bool = False, candidates: bool = False) -> list[dict[str, Any]]:
+    rows = await client.facts(api_key.tenant_id, subject(subject_id), as_of=as_of, history=history,
+                              candidates=candidates)
+    return [r.model_dump(mode="json") for r in rows]
+
+
+@router.post("/v1/subjects/{subject_id}/recall")
+async def recall(subject_id: str, body: QueryRequest, api_key: ReadKey, client: ClientDep) -> dict[str, Any]:
+    found = await client.recall(api_key.tenant_id, subject(subject_id), body.query, limit=body.limit,
+                                as_of=body.as_of)
+    return found.model_dump(mode="json")
+
+
+@router.post("/v1/subjects/{subject_id}/context")
+async def context(subject_id: str, body: QueryRequest, api_key: ReadKey, client: ClientDep) -> dict[str, Any]:
+    assembled = await client.context(api_key.tenant_id, subject(subject_id), body.query, as_of=body.as_of,
+                                     token_budget=body.budget)
+    return {**assembled.model_dump(mode="json"), "text": assembled.text}
+
+
+@router.post("/v1/subjects/{subject_id}/prompt")
+async def prompt(subject_id: str, body: PromptRequest, api_key: ReadKey, client: ClientDep) -> dict[str, Any]:
+    check_identifier("session", body.session_id)
+    kwargs: dict[str, Any] = {"token_budget": body.budget}
+    if body.system is not None:
+        kwargs["system"] = body.system
+    built = await client.build_prompt(api_key.tenant_id, subject(subject_id), body.session_id, body.input,
+                                      **kwargs)
+    return {**built.model_dump(mode="json"), "messages": built.chat_messages()}
+
+
+@router.post("/v1/subjects/{subject_id}/memories/{memory_id}/forget")
+async def forget(subject_id: str, memory_id: str, body: ForgetRequest, api_key: EraseKey,
+                 client: ClientDep) -> dict[str, Any]:
+    done = await client.forget(api_key.tenant_id, subject(subject_id), memory_id, reason=body.reason,
+                               actor_id=f"api-key:{api_key.key_id}")
+    return done.model_dump(mode="json")
+
+
+@router.post("/v1/subjects/{subject_id}/memories/{memory_id}/restore")
+async def restore(subject_id: str, memory_id: str, body: ForgetRequest, api_key: EraseKey,
+                  client: ClientDep) -> dict[str, Any]:
+    done = await client.restore(api_key.tenant_id, subject(subject_id), memory_id, reason=body.reason,
+                                actor_id=f"api-key:{api_key.key_id}")
+    return done.model_dump(mode="json")
+
+
+@router.get("/v1/subjects/{subject_id}/export")
+async def export(subject_id: str, api_key: ReadKey, client: ClientDep) -> dict[str, Any]:
+    return (await client.export(api_key.tenant_id, subject(subject_id))).model_dump(mode="json")
