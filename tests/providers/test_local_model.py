@@ -31,7 +31,7 @@ from tests.sessions import session
 from workers.local_model import MODEL_NAME, LocalModelServer, ensure_binary, ensure_model, local_model_config
 
 # The first run builds the server (minutes); slow calls on two busy cores.
-pytestmark = [pytest.mark.timeout(3600), pytest.mark.stack]
+pytestmark = [pytest.mark.long_file, pytest.mark.timeout(3600), pytest.mark.stack]
 
 PROVIDER = f"openai-compatible:{MODEL_NAME}"
 

@@ -32,6 +32,8 @@ from tools.evaluation.answers import (
 )
 from tools.evaluation.locomo import CATEGORIES, AnswerSetup, EvalReport, conversation_text, load_locomo, run_locomo_eval
 
+pytestmark = pytest.mark.long_file
+
 
 @pytest.fixture
 def locomo_dir(tmp_path):
