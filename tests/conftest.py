@@ -24,9 +24,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "services" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.stack)
-    # The files that run for minutes first: xdist hands out files in this order (pyproject.toml:
-    # --no-loadscope-reorder), so they run beside the short ones instead of after them.
-    items.sort(key=lambda item: item.get_closest_marker("long_file") is None)
 
 
 @pytest.fixture(scope="session")

@@ -23,8 +23,6 @@ from workers.embedded import Ports
 from workers.runtime import open_stack
 from workers.worker import build_worker
 
-pytestmark = pytest.mark.long_file
-
 ROOT = Path(__file__).resolve().parents[1]
 SUBJECT = "lin"
 SESSION = {"session_id": "j1", "messages": [

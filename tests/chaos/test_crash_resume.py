@@ -39,7 +39,7 @@ from tools.faults import hits, parse_faults
 from workers.embedded import EmbeddedStack, Ports
 from workers.worker import build_worker
 
-pytestmark = [pytest.mark.long_file, pytest.mark.stack]
+pytestmark = pytest.mark.stack
 
 WORKER = [sys.executable, "-m", "tests.chaos.worker_main"]
 # Three sessions (EN and ZH, a move that supersedes the home city, a trip that must not), erased

@@ -25,8 +25,6 @@ from agent_memory.core.stack_connection import read_connection
 from workers.embedded import pid_alive
 from workers.supervisor import SHUTDOWN_SECONDS, Backoff
 
-pytestmark = pytest.mark.long_file
-
 ROOT = Path(__file__).resolve().parents[2]
 SERVERS = ("postgres", "redis", "temporal")
 # Ctrl-C must end `up` within this (its own hard bound, plus the interpreter's exit).

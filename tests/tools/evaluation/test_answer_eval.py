@@ -32,8 +32,6 @@ from tools.evaluation.answers import (
 )
 from tools.evaluation.locomo import CATEGORIES, AnswerSetup, EvalReport, conversation_text, load_locomo, run_locomo_eval
 
-pytestmark = pytest.mark.long_file
-
 
 @pytest.fixture
 def locomo_dir(tmp_path):
@@ -224,19 +222,19 @@ def local_server(tmp_path_factory):
     model = ensure_model()
     binary = ensure_binary()
     log = tmp_path_factory.mktemp("llama-server") / "llama-server.log"
-    with LocalModelServer(binary, model, log) as server:
+    # One slot: each request is decoded alone, so an output does not depend on which other
+    # request shared its batch (the tiny model's JSON holds or breaks the same way every run).
+    with LocalModelServer(binary, model, log, parallel=1) as server:
         yield server
 
 
 @pytest.mark.stack
 @pytest.mark.timeout(3600)
 async def test_answer_eval_end_to_end_on_the_local_model(services, locomo_dir, task_queue, local_server):
-    from workers.local_model import CONTEXT_TOKENS, PARALLEL_SLOTS
-
     url = local_server.base_url
     setup = AnswerSetup(answer=Endpoint("--answer-model", url, None, None, timeout_seconds=300),
                         judge=Endpoint("--judge-model", url, None, None, timeout_seconds=300),
-                        window=CONTEXT_TOKENS // PARALLEL_SLOTS)
+                        window=local_server.context_tokens // local_server.parallel)
     report = await run_locomo_eval(services, locomo_dir, limit_conversations=1, limit_questions=3, progress=False,
                                    task_queue=task_queue, answers=setup)
     assert isinstance(report, EvalReport) and report.answers is not None
@@ -260,15 +258,13 @@ async def test_answer_eval_end_to_end_on_the_local_model(services, locomo_dir, t
 def test_the_installed_command_prints_one_json_document(locomo_dir, local_server, tmp_path):
     """`agent-memory-tools eval locomo --answer-model ... --json` as a user runs it, on its own
     private stack: stdout is the JSON document and nothing else."""
-    from workers.local_model import CONTEXT_TOKENS, PARALLEL_SLOTS
-
     url = local_server.base_url
     script = Path(sys.executable).parent / "agent-memory-tools"
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_MEMORY_")}
     env["AGENT_MEMORY_HOME"] = str(tmp_path / "home")
     done = subprocess.run([str(script), "eval", "locomo", "--data", str(locomo_dir), "--limit-conversations", "1",
                            "--limit", "3", "--answer-model", url, "--judge-model", url,
-                           "--answer-window", str(CONTEXT_TOKENS // PARALLEL_SLOTS), "--json"],
+                           "--answer-window", str(local_server.context_tokens // local_server.parallel), "--json"],
                           capture_output=True, text=True, timeout=1800, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(done.stdout)
