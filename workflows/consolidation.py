@@ -60,7 +60,11 @@ def _failure_type(err: ActivityError | ApplicationError) -> str | None:
     return err.cause.type if isinstance(err.cause, ApplicationError) else None
 
 
-@workflow.defn(name=contract.CONSOLIDATION_WORKFLOW)
+# Outside the SDK's sandbox: every session's consolidation would otherwise pay for a fresh sandbox
+# and a re-import of this module (about 0.03x of throughput with a 1 s model latency, more offline;
+# docs/performance.md). Its code stays sandbox-clean: tests/workflows/test_replay.py replays every
+# recorded consolidation in the sandbox, where a wall clock, randomness or I/O would fail it.
+@workflow.defn(name=contract.CONSOLIDATION_WORKFLOW, sandboxed=False)
 class ConsolidationWorkflow:
     def __init__(self) -> None:
         self._progress = ConsolidationProgress(step="starting")

@@ -13,9 +13,17 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+from temporalio.workflow import _Definition
 
 from activities.heartbeat import MIN_INTERVAL as MIN_HEARTBEAT_INTERVAL
-from workers.worker import WORKFLOWS
+from workers.worker import PASSTHROUGH_MODULES, WORKFLOWS
+
+
+def workflow_definition(cls: type) -> _Definition:
+    definition = _Definition.from_class(cls)
+    assert definition is not None, cls
+    return definition
 
 HISTORIES = Path(__file__).parent.parent / "histories"
 WORKFLOW_DIR = Path(__file__).resolve().parents[2] / "workflows"
@@ -77,6 +85,34 @@ async def test_recorded_history_replays(name, workflow_id):
     kinds = [e.event_type for e in history.events]
     assert kinds[0] == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED and len(kinds) >= 10
     assert EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED in kinds
+
+
+CONSOLIDATIONS = sorted(p.name for p in HISTORIES.glob("consolidation*.json"))
+
+
+@pytest.mark.parametrize("name", CONSOLIDATIONS)
+async def test_every_recorded_consolidation_replays_inside_the_sdks_sandbox(name):
+    """The worker runs the consolidation workflow unsandboxed; here its code runs in the sandbox
+    (a twin re-imports workflows/consolidation.py there), which fails the replay on a wall clock,
+    randomness, I/O or a module that is not passed through."""
+    from tests.workflows.sandboxed_consolidation import SandboxedConsolidationWorkflow
+    from workflows.consolidation import ConsolidationWorkflow
+
+    assert not workflow_definition(ConsolidationWorkflow).sandboxed  # what the product runs
+    assert workflow_definition(SandboxedConsolidationWorkflow).sandboxed
+    text = (HISTORIES / name).read_text()
+    workflow_id = json.loads(text)["events"][0]["workflowExecutionStartedEventAttributes"].get(
+        "workflowId", "consolidate")
+    history = WorkflowHistory.from_json(workflow_id, text)
+    replayer = Replayer(workflows=[SandboxedConsolidationWorkflow], data_converter=pydantic_data_converter,
+                        workflow_runner=SandboxedWorkflowRunner(
+                            restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)))
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=True)
+    assert result.replay_failure is None
+
+
+def test_consolidation_histories_are_all_checked():
+    assert len(CONSOLIDATIONS) == 12
 
 
 @pytest.mark.parametrize("name", ["consolidation-v11.json", "consolidation-v12.json"])
