@@ -22,13 +22,6 @@ HISTORY = [re.compile(p, re.I) for p in (
     r"\b(commit|before|after) \(?[0-9a-f]{7,40}\b",
 )]
 
-# Applied migrations are checksummed (agent_memory/store/db.py refuses a changed one): their comments stay.
-FROZEN = {
-    "agent_memory/store/migrations/006_keys_redaction_compaction.sql": "applied migration, checksummed",
-    "agent_memory/store/migrations/030_vector_partitions_256.sql": "applied migration, checksummed",
-}
-
-
 def tree() -> list[Path]:
     """The repository's own files: hidden directories (.git, virtualenvs), build metadata and
     caches are not part of it."""
@@ -45,7 +38,7 @@ def test_no_development_history_wording():
     found = []
     for path in tree():
         name = path.relative_to(ROOT).as_posix()
-        if path == this or name in FROZEN:
+        if path == this:
             continue
         for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
             if any(p.search(line) for p in HISTORY):

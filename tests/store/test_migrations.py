@@ -15,8 +15,16 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from agent_memory.core.errors import ServiceUnavailable
 from agent_memory.core.settings import ENV_VARS
-from agent_memory.store.db import APP_ROLE, migration_files, scram_sha256_verifier, set_app_role_password
+from agent_memory.store.db import (
+    APP_ROLE,
+    EARLIER_DIGESTS,
+    apply_migrations,
+    migration_files,
+    scram_sha256_verifier,
+    set_app_role_password,
+)
 from tests.databases import database_before, with_database
 from workers.embedded import EmbeddedStack
 
@@ -247,3 +255,33 @@ async def test_migration_028_counts_the_document_frequencies_of_the_index_it_fin
         frequencies = await cur.fetchall()
     assert frequencies == [("kim", "jazz", 0, 1, 1), ("lin", "jazz", 0, 1, 1), ("lin", "oslo", 0, 2, 2),
                            ("lin", "rome", 0, 1, 1), ("lin", "trip", 0, 2, 2)]
+
+
+def statements(text: str) -> str:
+    return "\n".join(line for line in text.split("\n") if not line.lstrip().startswith("--"))
+
+
+# The statements of the migrations with earlier wordings, as they shipped.
+SHIPPED_STATEMENTS = {
+    "006_keys_redaction_compaction.sql": "c59dc7481f3ddd7f04957bae3786638928376dd312a0a99b0358eb94692ca426",
+    "030_vector_partitions_256.sql": "83e6777e7db58c2109861e356fcb984cc77f169d6ea866665517fe592526d04d",
+}
+
+
+async def test_a_store_refuses_a_changed_migration_but_not_an_earlier_wording_of_its_comments(services):
+    files = dict(migration_files())
+    assert set(EARLIER_DIGESTS) == set(SHIPPED_STATEMENTS)
+    for name, digest in SHIPPED_STATEMENTS.items():  # only comments differ from what shipped
+        assert hashlib.sha256(statements(files[name]).encode()).hexdigest() == digest, name
+    admin_url = services.settings.database_admin_url
+    async with database_before(admin_url, "999") as (conn, _):
+        url = with_database(admin_url, conn.info.dbname)
+        for name, text in files.items():  # a store migrated under the earlier wordings
+            recorded = min(EARLIER_DIGESTS[name]) if name in EARLIER_DIGESTS else hashlib.sha256(text.encode()).hexdigest()
+            await conn.execute("INSERT INTO schema_migrations (name, sha256) VALUES (%s, %s)", (name, recorded))
+        await conn.commit()
+        assert await apply_migrations(url) == []
+        await conn.execute("UPDATE schema_migrations SET sha256 = %s WHERE name = %s", ("0" * 64, min(files)))
+        await conn.commit()
+        with pytest.raises(ServiceUnavailable, match="changed after it was applied"):
+            await apply_migrations(url)

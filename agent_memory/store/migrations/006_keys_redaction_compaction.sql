@@ -1,4 +1,4 @@
--- Security review fixes (issue 7): no SECURITY DEFINER code callable by the application,
+-- Security hardening: no SECURITY DEFINER code callable by the application,
 -- key-encryption keys with ids and rotation, erased identifiers kept only as keyed digests, and
 -- physical compaction after erasure. Runs as the owner role.
 

@@ -2,7 +2,7 @@
 --
 -- A large subject's filtered HNSW scan visits, and its filter drops, the vectors of the other
 -- subjects that share its partition's graph and lie near the query. Measured on a 1M-row store
--- with a 50k-memory subject (README, "Stop 36"): with 64 partitions five other subjects' 25,000
+-- with a 50k-memory subject (bench recall, docs/performance.md): with 64 partitions five other subjects' 25,000
 -- vectors shared its graph and context p99 was 42.8-48.0 ms in a quiet hour; with 256 the
 -- subject had its graph to itself and p99 was 31.8-40.5 ms. A query not narrowed to one subject opens every partition (and its indexes): the
 -- application's queries on memory_vectors name the subject, except re-embedding's tenant-wide
