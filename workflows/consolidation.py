@@ -3,8 +3,9 @@
 extract facts → score importance and summarize, at once → check conflicts → commit (one
 transaction) → embed the session's rows (one batch) and wake the subject's projector for whatever
 is left (workflows/projector.py). Each step is an activity of its own, named in the run's
-history: the model calls are ordinary activities on the model task queue (its own workers and
-rate limit, a heartbeat each), the short database steps local activities (one marker each).
+history: a model's calls are ordinary activities on the model task queue (its own workers and
+rate limit, a heartbeat each); the short database steps, and the steps of providers that compute
+in the worker's process (the offline default), are local activities (one marker each).
 Runs recorded on earlier routes (every step in one activity; model steps as local activities or
 on the workflow's queue; vectors projected by the run itself) replay as they ran, each behind its
 `workflow.patched` id; the one-activity routes' activity runs the steps as a run of this workflow
@@ -107,11 +108,12 @@ class ConsolidationWorkflow:
         # marker event instead of a task round trip through the server (six events). They are
         # recorded operations like every step, so running one again after a crash is harmless.
         #
-        # Each step its own activity: extraction, importance and the summary are ordinary
-        # activities on the model task queue (contract.model_task_queue: its own workers and rate
-        # limit), each with its timeout, retries and heartbeat; the plan, the commit and the wake
-        # are local activities; the run's own rows are embedded by a local activity with an
-        # embedder in the worker's process, else by an ordinary one on the model queue. Every step
+        # Each step its own activity: a model's extraction, importance and summary calls are
+        # ordinary activities on the model task queue (contract.model_task_queue: its own workers
+        # and rate limit), each with its timeout, retries and heartbeat, and local activities when
+        # the providers compute in the worker's process; the plan, the commit and the wake are local
+        # activities; the run's own rows are embedded by a local activity with an embedder in the
+        # worker's process, else by an ordinary one on the model queue. Every step
         # is a recorded operation, so a retry after a crash resumes from the last recorded result.
         # Runs recorded on the routes below (patched) replay as they ran.
         steps = workflow.patched("each-step-its-own-activity")
@@ -158,8 +160,13 @@ class ConsolidationWorkflow:
             placement = await workflow.execute_local_activity_method(
                 ConsolidationActivities.locate_providers, step, **contract.STORE_WRITE.local_options())
         self._placement = placement
-        # Model steps run in the workflow's worker (local activities) only on a route recorded so.
-        in_worker = placement.model_steps_in_worker and not steps
+        # Providers that compute in the worker's process (the offline extractor, scorer and
+        # summarizer: milliseconds of CPU, no model call) run as local activities, one marker each:
+        # a task round trip through the server per step would cost more than the step. A model's
+        # calls stay ordinary activities on the model queue. Step-route runs recorded before this
+        # sent the offline steps to the model queue too, and replay so.
+        in_worker = placement.model_steps_in_worker and (
+            not steps or workflow.patched("in-worker-model-steps-as-local-activities"))
 
         self._progress.step = "extract_facts"
         extraction = await self._start_provider_step(ConsolidationActivities.extract_facts, step, in_worker,
@@ -311,14 +318,14 @@ class ConsolidationWorkflow:
     @staticmethod
     def _start_provider_step(method: ProviderStepMethod, step: StepInput, in_worker: bool,
                              model_queue: str | None) -> workflow.ActivityHandle[StepOutcome]:
-        """A model step: an ordinary activity on the model queue; on the routes recorded before
-        it, a local activity for a provider in the worker's process, else an ordinary activity on
-        the workflow's queue (the same retry preset every way)."""
+        """A model step: a local activity for a provider in the worker's process, else an ordinary
+        activity on the model queue (on routes recorded before it, on the workflow's queue); the
+        same retry preset every way."""
+        if in_worker:
+            return workflow.start_local_activity_method(method, step, **contract.PROVIDER_STEP.local_options())
         if model_queue is not None:
             return workflow.start_activity_method(method, step, task_queue=model_queue,
                                                   **contract.PROVIDER_STEP.options())
-        if in_worker:
-            return workflow.start_local_activity_method(method, step, **contract.PROVIDER_STEP.local_options())
         return workflow.start_activity_method(method, step, **contract.PROVIDER_STEP.options())
 
     async def _check_conflicts(self, step: StepInput, extraction_operation_id: str, round_: int,

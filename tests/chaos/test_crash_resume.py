@@ -48,11 +48,12 @@ KILLS = ["after_record:extract", "after_record:summary@2", "after_plan@2", "afte
          "mid_erasure:facts", "mid_erasure:messages"]
 
 # Fault points inside the consolidation's local activities (workflows/consolidation.py): the plan,
-# the commit and, with an embedder in the worker's process (offline), the embedding of the run's
-# own rows. The model calls are ordinary activities on the model queue (a remote embedder's batch
-# too), whose killed attempt is an orphan to fail like any activity's.
+# the commit and, with the providers in the worker's process (offline), their steps and the
+# embedding of the run's own rows. A model's calls are ordinary activities on the model queue (a
+# remote embedder's batch too), whose killed attempt is an orphan to fail like any activity's.
 LOCAL_POINTS = {"after_plan", "after_commit", "after_record:plan"}
-IN_WORKER_LOCAL_POINTS = LOCAL_POINTS | {"mid_projection", "after_record:embed"}
+IN_WORKER_LOCAL_POINTS = LOCAL_POINTS | {"mid_projection", "after_record:embed", "after_record:extract",
+                                         "after_record:importance", "after_record:summary"}
 # The model-call, commit and projection kills again on the route of a remote model.
 REMOTE_KILLS = ["after_record:extract", "after_record:summary@2", "after_commit@2", "mid_projection@2"]
 

@@ -22,14 +22,14 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from agent_memory.client import MemoryClient
-from agent_memory.payload_codec import ENCODING
-from agent_memory.settings import Settings
 from temporalio.api.common.v1 import Payload
 from temporalio.client import WorkflowHandle
 from temporalio.converter import PayloadCodec
 
+from agent_memory.api.client import MemoryClient
+from agent_memory.core.settings import Settings
 from agent_memory.providers.offline import offline_providers
+from agent_memory.security.payload_codec import ENCODING
 from tests.providers.openai_server import FakeOpenAIServer
 from tests.sessions import session
 from tests.workflows.test_consolidation_openai import S as OPENAI_SESSION
@@ -42,12 +42,13 @@ from workers.worker import build_worker
 HERE = Path(__file__).parent
 
 # The file each workflow's current version is recorded to.
-# consolidation: offline providers (in the worker's process); consolidation-remote: the
-# OpenAI-compatible providers against a local server that speaks the API. Both on the step route
-# (each step an activity, model calls on the model queue); consolidation-v8/-v10.json: every step
-# in one local or ordinary activity; consolidation-v9.json: an ordinary activity per step on the
-# workflow's queue.
-CURRENT = {"consolidation": "consolidation-v11.json", "consolidation-remote": "consolidation-v12.json",
+# consolidation: offline providers (in the worker's process), every step a local activity;
+# consolidation-remote: the OpenAI-compatible providers against a local server that speaks the
+# API, the model calls ordinary activities on the model queue. consolidation-v11.json: the step
+# route with the offline providers' steps on the model queue too; consolidation-v8/-v10.json:
+# every step in one local or ordinary activity; consolidation-v9.json: an ordinary activity per
+# step on the workflow's queue.
+CURRENT = {"consolidation": "consolidation-v13.json", "consolidation-remote": "consolidation-v12.json",
            "projector": "projector.json", "rebuild": "rebuild-v3.json", "erasure": "erasure-v4.json",
            "session-idle": "session-idle-v4.json"}
 

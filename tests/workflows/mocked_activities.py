@@ -65,8 +65,13 @@ class _Failure:
 
 class MockedActivities:
     def __init__(self, *, subjects: list[str] | None = None, residue: list[dict[str, int]] | None = None,
-                 unconsolidated: int = 3, in_worker: bool = False, left_pending: int = 0) -> None:
-        self.placement = ProviderPlacement(model_steps_in_worker=in_worker, embedder_in_worker=in_worker)
+                 unconsolidated: int = 3, in_worker: bool = False, model_in_worker: bool | None = None,
+                 left_pending: int = 0) -> None:
+        # in_worker: every provider in the worker's process (the offline default); model_in_worker
+        # overrides it for the model steps alone (a remote model beside an embedder in the worker).
+        self.placement = ProviderPlacement(
+            model_steps_in_worker=in_worker if model_in_worker is None else model_in_worker,
+            embedder_in_worker=in_worker)
         self.left_pending = left_pending
         self.erased_after_commit = False  # either route's one activity: the subject erased before its embedding
         self.calls: dict[str, list[Call]] = defaultdict(list)

@@ -13,6 +13,7 @@ from agent_memory.core.models import ConsolidationInput, ConsolidationResult
 from agent_memory.store.db import tenant_transaction
 from tests.sessions import session
 from tests.workflows.history_steps import LOCAL, history_steps
+from tests.workflows.remote_providers import remote_model_providers
 from workers.worker import build_model_worker
 from workflows.consolidation import ConsolidationWorkflow
 
@@ -77,27 +78,21 @@ async def test_session_end_consolidates_move_without_trip_overwrite(client, serv
 async def test_each_step_is_an_activity_of_its_own_named_in_the_history(client, services, tenant, task_queue,
                                                                        running_worker):
     """Providers in the worker's process (the offline default): every step is named in the run's
-    history, in order. The model calls are ordinary activities on the model queue; where the
-    embedder computes, the plan, the commit and the batch that embeds the run's own rows are local
-    activities (one marker each). No projector run: nothing was left for it."""
+    history, in order, each a local activity (one marker each): the providers' steps, the plan, the
+    commit and the batch that embeds the run's own rows. No projector run: nothing was left for it.
+    A model's calls are ordinary activities on the model queue (tests/workflows/test_time_skipping.py,
+    test_consolidation_openai.py)."""
     async with running_worker():
         await client.append_messages(tenant, "lin", HANGZHOU)
         handle = await client.end_session(tenant, "lin", HANGZHOU.session_id)
         result = await client.consolidation_result(handle)
     history = await handle.fetch_history()
-    model = contract.model_task_queue(task_queue)
-    assert model == f"{task_queue}-model"
     assert history_steps(history) == [
-        ("locate_providers", LOCAL), ("extract_facts", model), ("score_importance", model),
-        ("summarize_session", model), ("check_conflicts", LOCAL), ("commit_consolidation", LOCAL),
+        ("locate_providers", LOCAL), ("extract_facts", LOCAL), ("score_importance", LOCAL),
+        ("summarize_session", LOCAL), ("check_conflicts", LOCAL), ("commit_consolidation", LOCAL),
         ("project_outbox_batch", LOCAL)]
-    # Each model step with its own timeout, retry policy and heartbeat (contract.PROVIDER_STEP).
-    for event in history.events:
-        if event.HasField("activity_task_scheduled_event_attributes"):
-            scheduled = event.activity_task_scheduled_event_attributes
-            assert scheduled.start_to_close_timeout.ToTimedelta() == contract.PROVIDER_STEP.start_to_close
-            assert scheduled.heartbeat_timeout.ToTimedelta() == contract.PROVIDER_STEP.heartbeat
-            assert scheduled.retry_policy.maximum_interval.ToTimedelta() == contract.PROVIDER_STEP.maximum_interval
+    # No round trip through the server for any step: one workflow task runs the whole consolidation.
+    assert not any(e.HasField("activity_task_scheduled_event_attributes") for e in history.events)
     # Ids and counts only: no message text in the history.
     assert "Hangzhou" not in history.to_json() and "peanuts" not in history.to_json()
     assert result.facts_extracted > 0 and result.events_appended > 0 and result.episode_written
@@ -111,11 +106,12 @@ async def test_each_step_is_an_activity_of_its_own_named_in_the_history(client, 
 
 
 async def test_model_calls_wait_for_a_worker_of_the_model_queue(client, tenant, task_queue, running_worker):
-    """The model calls are scheduled on the model queue, not run by the workflow's worker: without
+    """A model's calls are scheduled on the model queue, not run by the workflow's worker: without
     a model worker the run waits at its extraction, and a model worker started later (another
     process, with the queue's rate limit) takes it from there."""
     await client.append_messages(tenant, "lin", HANGZHOU)
-    async with running_worker(model_worker=False):
+    providers = remote_model_providers()
+    async with running_worker(model_worker=False, providers=providers):
         handle = await client.end_session(tenant, "lin", HANGZHOU.session_id)
         for _ in range(100):
             pending = (await handle.describe()).raw_description.pending_activities
@@ -125,7 +121,7 @@ async def test_model_calls_wait_for_a_worker_of_the_model_queue(client, tenant, 
         [waiting] = pending
         assert waiting.activity_type.name == "extract_facts" and waiting.attempt == 1
         assert (await handle.query(ConsolidationWorkflow.progress)).step == "extract_facts"
-        async with build_model_worker(client.services, task_queue=task_queue):
+        async with build_model_worker(client.services, task_queue=task_queue, providers=providers):
             result = await client.consolidation_result(handle)
     assert result.facts_written > 0 and result.episode_written
 

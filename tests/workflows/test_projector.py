@@ -302,12 +302,12 @@ async def test_histories_of_the_new_path_replay(client, services, tenant, runnin
         await projector.result()
     consolidation = await handle.fetch_history()
     # The scripted embedder is remote (it does not say it runs in the worker): the batch of the
-    # run's own rows is an ordinary activity on the model queue. That batch failed, so the run
-    # woke the projector (a local activity: a marker).
+    # run's own rows is an ordinary activity on the model queue, beside the offline providers'
+    # local activities. That batch failed, so the run woke the projector (a local activity: a marker).
     model = contract.model_task_queue(client.task_queue)
     assert history_steps(consolidation) == [
-        ("locate_providers", LOCAL), ("extract_facts", model), ("score_importance", model),
-        ("summarize_session", model), ("check_conflicts", LOCAL), ("commit_consolidation", LOCAL),
+        ("locate_providers", LOCAL), ("extract_facts", LOCAL), ("score_importance", LOCAL),
+        ("summarize_session", LOCAL), ("check_conflicts", LOCAL), ("commit_consolidation", LOCAL),
         ("project_outbox_batch", model), ("wake_projector", LOCAL)]
     assert (await handle.result()).projector_woken
     projection = await projector.fetch_history()
@@ -337,7 +337,8 @@ async def test_an_in_worker_embedder_that_fails_leaves_its_rows_to_the_projector
     assert embedder.calls[0] == FAST.batch_size  # the run's own batch, the one that failed
     # The batch of the run's own rows ran in the workflow's worker (a local activity), then the wake.
     assert [name for name, queue in history_steps(await handle.fetch_history()) if queue == LOCAL] == [
-        "locate_providers", "check_conflicts", "commit_consolidation", "project_outbox_batch", "wake_projector"]
+        "locate_providers", "extract_facts", "score_importance", "summarize_session", "check_conflicts",
+        "commit_consolidation", "project_outbox_batch", "wake_projector"]
 
 
 async def test_a_rebuild_that_leaves_rows_due_wakes_the_projector(client, services, tenant, running_worker):

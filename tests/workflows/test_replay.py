@@ -75,7 +75,9 @@ WORKFLOW_DIR = Path(__file__).resolve().parents[2] / "workflows"
                                                # Each step its own activity, the model calls on
                                                # the model queue: offline, then a remote model.
                                                ("consolidation-v11.json", "consolidate/acme/lin/s1"),
-                                               ("consolidation-v12.json", "consolidate/acme/kai/s-oa")])
+                                               ("consolidation-v12.json", "consolidate/acme/kai/s-oa"),
+                                               # Offline providers' steps as local activities.
+                                               ("consolidation-v13.json", "consolidate/acme/lin/s1")])
 async def test_recorded_history_replays(name, workflow_id):
     history = WorkflowHistory.from_json(workflow_id, (HISTORIES / name).read_text())
     replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
@@ -112,11 +114,13 @@ async def test_every_recorded_consolidation_replays_inside_the_sdks_sandbox(name
 
 
 def test_consolidation_histories_are_all_checked():
-    assert len(CONSOLIDATIONS) == 12
+    assert len(CONSOLIDATIONS) == 13
 
 
-@pytest.mark.parametrize("name", ["consolidation-v11.json", "consolidation-v12.json"])
-def test_a_step_route_history_names_each_step_and_carries_no_text(name):
+@pytest.mark.parametrize("name, model_steps_local", [("consolidation-v11.json", False),
+                                                     ("consolidation-v12.json", False),
+                                                     ("consolidation-v13.json", True)])
+def test_a_step_route_history_names_each_step_and_carries_no_text(name, model_steps_local):
     from tests.workflows.history_steps import LOCAL, history_steps
 
     text = (HISTORIES / name).read_text()
@@ -127,7 +131,8 @@ def test_a_step_route_history_names_each_step_and_carries_no_text(name):
                                            "project_outbox_batch"]
     assert {queue for step, queue in steps if step in ("extract_facts", "score_importance",
                                                        "summarize_session")} == {steps[1][1]}
-    assert steps[1][1].endswith("-model") and steps[4][1] == steps[5][1] == LOCAL
+    assert steps[1][1] == LOCAL if model_steps_local else steps[1][1].endswith("-model")
+    assert steps[4][1] == steps[5][1] == LOCAL
     # The recorded session's words are in Postgres, never in the history (payloads decoded).
     payloads: list[str] = []
 
@@ -189,3 +194,11 @@ def test_every_activity_call_of_a_workflow_uses_a_contract_preset():
             spread = [ast.unparse(k.value) for k in node.keywords if k.arg is None]
             assert len(spread) == 1 and spread[0].startswith("contract.") and spread[0].endswith(".options()"), where
             assert spread[0].split(".")[1] in ACTIVITY_PRESETS, where
+
+
+def test_the_history_recorder_imports():
+    """tests/histories/record_histories.py records each new workflow version: it must keep up
+    with the package it drives."""
+    module = importlib.import_module("tests.histories.record_histories")
+    assert set(module.CURRENT) >= {"consolidation", "consolidation-remote", "erasure"}
+    assert all((HISTORIES / name).is_file() for name in module.CURRENT.values())

@@ -195,13 +195,14 @@ def _scheduled(events: list[Any]) -> list[str]:
             if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
 
 
-@pytest.mark.parametrize("in_worker", [True, False])
-async def test_each_step_runs_as_an_activity_of_its_own(env, worker, in_worker):
-    """Every step named in the history in order; the model calls on the model queue, retried by
+@pytest.mark.parametrize(("model_in_worker", "embedder_in_worker"), [(False, False), (False, True), (True, True)])
+async def test_each_step_runs_as_an_activity_of_its_own(env, worker, model_in_worker, embedder_in_worker):
+    """Every step named in the history in order; a model's calls on the model queue, retried by
     the server (the extraction completed on its second attempt), importance and the summary at
-    once; the plan, the commit and (an embedder in the worker) the run's own batch as local
-    activities; no step of the one-activity routes, no projector woken when nothing is left."""
-    mocks = MockedActivities(in_worker=in_worker)
+    once; the plan, the commit, providers in the worker's process and (an embedder in the worker)
+    the run's own batch as local activities; no step of the one-activity routes, no projector
+    woken when nothing is left."""
+    mocks = MockedActivities(in_worker=embedder_in_worker, model_in_worker=model_in_worker)
     mocks.fail("extract_facts", ApplicationError("rate limited", type="ProviderRetryable"), times=1)
     mocks.meet("score_importance", "summarize_session")
     async with worker(mocks) as task_queue:
@@ -210,16 +211,16 @@ async def test_each_step_runs_as_an_activity_of_its_own(env, worker, in_worker):
         progress = await handle.query(ConsolidationWorkflow.progress)
         events = await _events(env.client, handle.id, handle.result_run_id)
     model = model_task_queue(task_queue)
-    projection = [] if in_worker else [("project_outbox_batch", model)]
-    assert [(name, queue) for name, queue in history_steps(events) if queue != LOCAL] == [
-        ("extract_facts", model), ("score_importance", model), ("summarize_session", model), *projection]
-    assert [name for name, queue in history_steps(events) if queue == LOCAL] == [
-        "locate_providers", "check_conflicts", "commit_consolidation",
-        *(["project_outbox_batch"] if in_worker else [])]
-    [extraction, *_] = [e.activity_task_started_event_attributes for e in events
-                        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED]
-    assert extraction.attempt == 2 and extraction.last_failure.message == "rate limited"
+    model_steps = ["extract_facts", "score_importance", "summarize_session"]
+    assert history_steps(events) == [
+        ("locate_providers", LOCAL), *((name, LOCAL if model_in_worker else model) for name in model_steps),
+        ("check_conflicts", LOCAL), ("commit_consolidation", LOCAL),
+        ("project_outbox_batch", LOCAL if embedder_in_worker else model)]
     assert mocks.attempts("extract_facts") == [1, 2]
+    if not model_in_worker:
+        [extraction, *_] = [e.activity_task_started_event_attributes for e in events
+                            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED]
+        assert extraction.attempt == 2 and extraction.last_failure.message == "rate limited"
     # Every later step works on the messages the extraction saw.
     assert {s.through for name in ("score_importance", "summarize_session", "check_conflicts",
                                    "commit_consolidation") for s in mocks.inputs(name)} == {THROUGH}
