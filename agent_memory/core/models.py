@@ -10,9 +10,9 @@ import base64
 import re
 import struct
 from datetime import UTC, datetime
-from typing import Any, Literal, overload
+from typing import Annotated, Any, Literal, overload
 
-from pydantic import BaseModel, Field, computed_field, field_serializer, field_validator
+from pydantic import BaseModel, ConfigDict, Field, computed_field, field_serializer, field_validator
 
 from agent_memory.core.errors import InvalidInput
 from agent_memory.core.projection_models import ProjectorBatchOutcome
@@ -145,10 +145,34 @@ class KnownFact(BaseModel):
     observed_at: datetime | None = None  # start of the current value; the newest are kept when capped
 
 
+EntityType = Literal["person", "pet", "place", "organisation", "event", "thing"]
+ENTITY_TYPES: tuple[EntityType, ...] = ("person", "pet", "place", "organisation", "event", "thing")
+ENTITY_NAME_MAX = 80
+ENTITY_ALIASES_MAX = 8
+EntityName = Annotated[str, Field(min_length=1, max_length=ENTITY_NAME_MAX)]
+
+
+class ExtractedEntity(BaseModel):
+    """Someone or something a session mentions (a person, a pet, a place, an organisation, an
+    event, a thing), whoever said it: the same schema from the offline extractor and a model.
+    `name` is the fullest form the session uses; `aliases` other forms it uses for the same one
+    ("Mel" for "Melanie", "我妈" for "妈妈"). The commit resolves it to the subject's entity that
+    carries that name or alias, else a new one."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: EntityName
+    entity_type: EntityType
+    aliases: list[EntityName] = Field(default_factory=list, max_length=ENTITY_ALIASES_MAX)
+    evidence_message_ids: list[str] = Field(min_length=1)  # the messages that mention it
+
+
 class ExtractionResult(ProviderResult):
     extractor: str
     extractor_version: str
     facts: list[ExtractedFact]
+    # People, places and things the session mentions (absent from results recorded without them).
+    entities: list[ExtractedEntity] = Field(default_factory=list)
     # Digest of the current facts the extractor was shown (set by the extract_facts activity).
     current_facts_digest: str | None = None
 
