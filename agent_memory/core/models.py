@@ -341,6 +341,7 @@ class CommitOutcome(BaseModel):
     facts_written: int
     episode_written: bool
     observations_written: int = 0
+    entities_noted: int = 0  # entities the session mentioned in messages not recorded as their mentions yet
     outbox_rows: int
     refused_reason: str | None = None
     # Facts the write gate kept out, per reason (agent_memory.memory.write_policy; forgotten memories).

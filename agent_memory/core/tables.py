@@ -102,6 +102,18 @@ TABLES: tuple[Table, ...] = (
                "memory_version", "status", "valid_from", "valid_to", "valid_until", "recorded_at", "superseded_at",
                "confidence", "claim_type", "permanence", "source_kind", "evidence_message_ids", "close_reason",
                "operation_id"))),
+    # The subject's entities and the messages that mention them: deleted with its facts.
+    Table("entity_mentions", "projection", erasure="delete", store="facts", label="entity_mentions",
+          natural_key="memory_id, message_id",
+          rebuild=RebuildColumns(
+              6, ("memory_id::text", "message_id", "session_id", "version"),
+              ("tenant_id", "subject_id", "memory_id", "message_id", "session_id", "version"))),
+    Table("entities", "projection", erasure="delete", store="facts", label="entities", natural_key="memory_id",
+          rebuild=RebuildColumns(
+              5, ("memory_id::text", "version", "name", "entity_type", "aliases", "first_seen_at", "last_seen_at",
+                  "operation_id"),
+              ("memory_id", "tenant_id", "subject_id", "version", "name", "entity_type", "aliases", "first_seen_at",
+               "last_seen_at", "operation_id", "recorded_at"))),
     # Forgotten memories in their grace period and swept memories' tombstones (ids and versions):
     # deleted with the subject's facts (the subject's tombstone outlives them).
     Table("forgotten_memories", "bookkeeping", erasure="delete", store="facts"),

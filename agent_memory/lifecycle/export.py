@@ -57,6 +57,16 @@ class ExportedNote(BaseModel):
     source_message_ids: list[str]
 
 
+class ExportedEntity(BaseModel):
+    memory_id: uuid.UUID
+    name: str
+    entity_type: str
+    aliases: list[str]
+    first_seen_at: datetime
+    last_seen_at: datetime
+    mentioned_in: list[str]  # the messages that mention it
+
+
 class ExportedForgotten(BaseModel):
     memory_id: uuid.UUID
     memory_kind: str
@@ -78,7 +88,8 @@ class SubjectExport(BaseModel):
     facts: list[FactRow]  # every interval and the candidate area, in namespace/key/version order
     episodes: list[ExportedEpisode]
     notes: list[ExportedNote]
-    cited_messages: list[ExportedMessage]  # the evidence every fact, episode and note cites
+    entities: list[ExportedEntity] = []
+    cited_messages: list[ExportedMessage]  # the evidence every fact, episode, note and entity cites
     forgotten: list[ExportedForgotten]
     erasure_requests: list[ErasureStatus]
 
@@ -90,6 +101,7 @@ async def export_subject(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id:
         facts: list[FactRow] = []
         episodes: list[ExportedEpisode] = []
         notes: list[ExportedNote] = []
+        entities: list[ExportedEntity] = []
         cited: list[ExportedMessage] = []
         forgotten: list[ExportedForgotten] = []
         if not scope.erased:
@@ -102,9 +114,17 @@ async def export_subject(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id:
                                 "SELECT memory_id, session_id, text, happened_at, source_message_ids FROM observations "
                                 "WHERE tenant_id = %s AND subject_id = %s ORDER BY happened_at, memory_id",
                                 (tenant_id, subject_id))
+            entities = await _rows(scope.conn, ExportedEntity,
+                                   "SELECT e.memory_id, e.name, e.entity_type, e.aliases, e.first_seen_at, "
+                                   "e.last_seen_at, array(SELECT m.message_id FROM entity_mentions m "
+                                   "WHERE m.tenant_id = e.tenant_id AND m.memory_id = e.memory_id "
+                                   "ORDER BY m.version, m.message_id) AS mentioned_in FROM entities e "
+                                   "WHERE e.tenant_id = %s AND e.subject_id = %s ORDER BY e.first_seen_at, e.memory_id",
+                                   (tenant_id, subject_id))
             evidence = sorted({m for f in facts for m in f.evidence_message_ids}
                               | {m for e in episodes for m in e.source_message_ids}
-                              | {m for n in notes for m in n.source_message_ids})
+                              | {m for n in notes for m in n.source_message_ids}
+                              | {m for e in entities for m in e.mentioned_in})
             cited = await _rows(scope.conn, ExportedMessage,
                                 "SELECT session_id, message_id, role, speaker, content, created_at FROM messages "
                                 "WHERE tenant_id = %s AND subject_id = %s AND message_id = ANY(%s) "
@@ -112,7 +132,8 @@ async def export_subject(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id:
             forgotten = await _forgotten(scope, keyring, grace)
     receipts = [await erasure_status(pool, keyring, tenant_id, r, subject_id) for r in request_ids]
     return SubjectExport(tenant_id=tenant_id, subject_id=subject_id, exported_at=datetime.now(UTC),
-                         erased=scope.erased, facts=facts, episodes=episodes, notes=notes, cited_messages=cited,
+                         erased=scope.erased, facts=facts, episodes=episodes, notes=notes, entities=entities,
+                         cited_messages=cited,
                          forgotten=forgotten, erasure_requests=receipts)
 
 

@@ -31,6 +31,7 @@ from agent_memory.memory.events import (
     FACT_EVENTS,
     LIFECYCLE_EVENTS,
     CandidateHeld,
+    EntityNoted,
     EpisodeCreated,
     MemoryEvent,
     MemoryForgotten,
@@ -44,7 +45,7 @@ from agent_memory.security.crypto import SubjectKey
 from agent_memory.security.keyring import KeyRing
 from agent_memory.store.scope import Mode, subject_scope
 
-MemoryKind = Literal["fact", "episode", "observation"]
+MemoryKind = Literal["fact", "episode", "observation", "entity"]
 Actor = Literal["operator", "user", "agent", "retention"]
 MAX_REASON_CHARS = 1000
 DEFAULT_GRACE = timedelta(hours=24)
@@ -117,7 +118,8 @@ def _check_reason(reason: str | None) -> str | None:
 def _kind(events: list[MemoryEvent]) -> MemoryKind:
     first = next(e.payload for e in events if not isinstance(e.payload, LIFECYCLE_EVENTS))
     return "episode" if isinstance(first, EpisodeCreated) else \
-        "observation" if isinstance(first, ObservationCreated) else "fact"
+        "observation" if isinstance(first, ObservationCreated) else \
+        "entity" if isinstance(first, EntityNoted) else "fact"
 
 
 async def _row(conn: psycopg.AsyncConnection, tenant_id: str, memory_id: uuid.UUID) -> ForgottenMemory | None:
@@ -196,6 +198,7 @@ async def _forget_one(conn: psycopg.AsyncConnection, key: SubjectKey, mid: uuid.
         "SELECT (SELECT count(*) FROM facts WHERE tenant_id = %(t)s AND memory_id = %(m)s)"
         " + (SELECT count(*) FROM episodes WHERE tenant_id = %(t)s AND memory_id = %(m)s)"
         " + (SELECT count(*) FROM observations WHERE tenant_id = %(t)s AND memory_id = %(m)s)"
+        " + (SELECT count(*) FROM entities WHERE tenant_id = %(t)s AND memory_id = %(m)s)"
         " + (SELECT count(*) FROM memory_search WHERE tenant_id = %(t)s AND memory_id = %(m)s)",
         {"t": tenant_id, "m": mid})
     counted = await cur.fetchone()

@@ -1,7 +1,7 @@
 """`apply_event`: the one function that writes the relational projections from an event.
 
-Every projection row of memory — facts (bi-temporal intervals), episodes, observations, the
-lexical index (`memory_search`) and the vector outbox (`projection_outbox`) — is written here
+Every projection row of memory — facts (bi-temporal intervals), episodes, observations, entities
+and their mentions, the lexical index (`memory_search`) and the vector outbox (`projection_outbox`) — is written here
 and nowhere else. A commit appends an event and applies it in the same transaction; a rebuild
 replays the log through this same function into scratch tables and compares digests, so the
 live and the rebuilt projection cannot drift apart by construction.
@@ -24,6 +24,7 @@ from agent_memory.core.fact_text import fact_text
 from agent_memory.memory.events import (
     CandidateHeld,
     CandidatePromoted,
+    EntityNoted,
     EpisodeCreated,
     EventLogError,
     FactConfirmed,
@@ -46,6 +47,8 @@ class ProjectionTables:
     facts: str = "facts"
     episodes: str = "episodes"
     observations: str = "observations"
+    entities: str = "entities"
+    entity_mentions: str = "entity_mentions"
     memory_search: str = "memory_search"
     projection_outbox: str = "projection_outbox"
 
@@ -127,6 +130,28 @@ async def apply_event(conn: psycopg.AsyncConnection, tenant_id: str, subject_id:
              event.occurred_at, list(event.source_message_ids), event.operation_id))
         await _index(conn, tables, tenant_id, subject_id, event, "observation", p.text, p.answers)
         await _outbox(conn, tables, tenant_id, subject_id, event, "observation")
+    elif isinstance(p, EntityNoted):
+        # The first event creates the entity; each later one (a session that mentions it again, or
+        # the first after a sweep's tombstone) carries its names as of then. Its mentions are rows.
+        await conn.execute(sql.SQL(
+            """
+            INSERT INTO {} AS e (memory_id, tenant_id, subject_id, version, name, entity_type, aliases,
+                                 first_seen_at, last_seen_at, operation_id)
+            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+            ON CONFLICT (tenant_id, memory_id) DO UPDATE SET
+                version = excluded.version, name = excluded.name, entity_type = excluded.entity_type,
+                aliases = excluded.aliases, operation_id = excluded.operation_id,
+                first_seen_at = least(e.first_seen_at, excluded.first_seen_at),
+                last_seen_at = greatest(e.last_seen_at, excluded.last_seen_at)
+            """).format(sql.Identifier(tables.entities)),
+            (event.memory_id, tenant_id, subject_id, event.version, p.name, p.entity_type, p.aliases,
+             event.occurred_at, event.occurred_at, event.operation_id))
+        async with conn.cursor() as cur:
+            await cur.executemany(sql.SQL(
+                "INSERT INTO {} (tenant_id, subject_id, memory_id, message_id, session_id, version) "
+                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING").format(sql.Identifier(tables.entity_mentions)),
+                [(tenant_id, subject_id, event.memory_id, message_id, p.session_id, event.version)
+                 for message_id in event.source_message_ids])
     elif isinstance(p, MemoryForgotten):
         await drop_memory_rows(conn, tables, tenant_id, event.memory_id)
     if isinstance(p, FactCreated | FactSuperseded | FactConfirmed | FactEnded | FactCorrected | CandidateHeld
@@ -142,7 +167,8 @@ async def drop_memory_rows(conn: psycopg.AsyncConnection, tables: ProjectionTabl
     outbox row goes first: its row lock orders this against a projector about to write the
     memory's vector (which marks the row processed before it inserts the vector)."""
     removed = 0
-    for table in (tables.projection_outbox, tables.memory_search, tables.observations, tables.episodes, tables.facts):
+    for table in (tables.projection_outbox, tables.memory_search, tables.entity_mentions, tables.entities,
+                  tables.observations, tables.episodes, tables.facts):
         cur = await conn.execute(sql.SQL("DELETE FROM {} WHERE tenant_id = %s AND memory_id = %s").format(
             sql.Identifier(table)), (tenant_id, memory_id))
         removed += cur.rowcount

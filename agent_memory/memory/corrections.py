@@ -22,7 +22,8 @@ from agent_memory.core.errors import Conflict, Forbidden, InvalidInput, NotFound
 from agent_memory.core.models import CommitOutcome, ExtractedFact, check_identifier
 from agent_memory.core.operation_keys import LiveWriteKey
 from agent_memory.memory.events import FactCreated, FactSuperseded, MemoryEvent, VersionConflictError, memory_version
-from agent_memory.memory.memory_store import commit_events, forgotten_state, promoted_candidate_event, writable_version
+from agent_memory.memory.forgotten import forgotten_state, writable_version
+from agent_memory.memory.memory_store import commit_events, promoted_candidate_event
 from agent_memory.memory.operations import request_hash
 from agent_memory.memory.write_policy import NAMESPACE_NOT_ALLOWED, NO_CONSENT, active_consents, read_write_policy
 from agent_memory.security.crypto import SubjectKey

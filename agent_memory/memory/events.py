@@ -22,6 +22,7 @@ from psycopg.errors import UniqueViolation
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from agent_memory.core.errors import AgentMemoryError, Conflict
+from agent_memory.core.models import EntityType
 from agent_memory.security.crypto import SubjectKey, event_aad
 
 
@@ -121,12 +122,26 @@ class ObservationCreated(_Payload):
     answers: str | None = None
 
 
+class EntityNoted(_Payload):
+    """A session mentions one of the subject's entities (a person, a pet, a place…): the first
+    time, it is created; later, the session's mentions are added and the names it used join the
+    aliases. The event's source_message_ids are the session's mentioning messages; the name and
+    aliases are the entity's full set after this event (resolved at commit, so applying it reads
+    no other memory's rows)."""
+
+    type: Literal["EntityNoted"] = "EntityNoted"
+    session_id: str
+    name: str
+    entity_type: EntityType
+    aliases: list[str]
+
+
 class MemoryForgotten(_Payload):
     """An operator (or a retention rule) forgot the memory: it leaves every projection at once;
     a restore within the grace period brings it back, the sweeper removes it for good after."""
 
     type: Literal["MemoryForgotten"] = "MemoryForgotten"
-    memory_kind: Literal["fact", "episode", "observation"]
+    memory_kind: Literal["fact", "episode", "observation", "entity"]
     reason: str | None = None
 
 
@@ -139,7 +154,8 @@ class MemoryRestored(_Payload):
 
 LIFECYCLE_EVENTS = (MemoryForgotten, MemoryRestored)
 EventPayload = Annotated[FactCreated | FactSuperseded | FactConfirmed | FactEnded | FactCorrected | CandidateHeld
-                         | CandidatePromoted | EpisodeCreated | ObservationCreated | MemoryForgotten | MemoryRestored,
+                         | CandidatePromoted | EpisodeCreated | ObservationCreated | EntityNoted | MemoryForgotten
+                         | MemoryRestored,
                          Field(discriminator="type")]
 FACT_EVENTS = (FactCreated, FactSuperseded, FactConfirmed, FactEnded, FactCorrected, CandidateHeld, CandidatePromoted)
 _PAYLOAD: TypeAdapter[EventPayload] = TypeAdapter(EventPayload)

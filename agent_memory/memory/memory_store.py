@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -34,9 +34,11 @@ from agent_memory.core.models import (
 from agent_memory.core.operation_keys import CommitKey, OperationKey
 from agent_memory.memory.apply import apply_event
 from agent_memory.memory.conflicts import Candidate, CurrentFact
+from agent_memory.memory.entities import entity_events
 from agent_memory.memory.events import (
     CandidateHeld,
     CandidatePromoted,
+    EntityNoted,
     EpisodeCreated,
     EventPayload,
     FactConfirmed,
@@ -50,6 +52,7 @@ from agent_memory.memory.events import (
     append_event,
     memory_version,
 )
+from agent_memory.memory.forgotten import forgotten_state, writable_version
 from agent_memory.memory.operations import record_succeeded, recorded_result, request_hash
 from agent_memory.memory.write_policy import active_consents, count_withheld, read_write_policy
 from agent_memory.security.crypto import SubjectKey
@@ -94,34 +97,6 @@ async def ended_fact_versions(conn: psycopg.AsyncConnection, tenant_id: str,
         HAVING NOT bool_or(status = 'active')
         """, (tenant_id, subject_id))
     return {(ns, k): int(v) for ns, k, v in await cur.fetchall()}
-
-
-@dataclass(frozen=True)
-class ForgottenState:
-    """A memory the operator forgot (in its grace period) or the sweeper removed (tombstone)."""
-
-    state: str  # forgotten | swept
-    version: int  # the forget's event version
-    forgotten_at: datetime
-
-
-async def forgotten_state(conn: psycopg.AsyncConnection, tenant_id: str, memory_id: uuid.UUID) -> ForgottenState | None:
-    cur = await conn.execute("SELECT state, version, forgotten_at FROM forgotten_memories "
-                             "WHERE tenant_id = %s AND memory_id = %s", (tenant_id, memory_id))
-    row = await cur.fetchone()
-    return ForgottenState(row[0], int(row[1]), row[2]) if row else None
-
-
-def writable_version(forgotten: ForgottenState | None, expected_version: int, observed_at: datetime) -> int | None:
-    """The version a new value of a forgotten or swept memory must expect, or None when it must
-    be held back: a forgotten memory takes no new value until restored or swept, and nothing
-    observed before its forget (a consolidation of an old session) may bring a swept one back.
-    Said again after the forget, a swept memory starts a new life after its tombstone."""
-    if forgotten is None:
-        return expected_version
-    if forgotten.state == "forgotten" or observed_at <= forgotten.forgotten_at:
-        return None
-    return expected_version or forgotten.version
 
 
 def _candidate(*, namespace: str, key: str, value: str, evidence_message_ids: list[str]) -> Candidate:
@@ -297,8 +272,8 @@ def _outcome(operation_id: str, session_id: str, through: datetime | None,
     observations = kinds.count(ObservationCreated)
     return CommitOutcome(operation_id=operation_id, session_id=session_id, through=through,
                          events_appended=len(events), facts_written=facts, episode_written=episodes > 0,
-                         observations_written=observations, outbox_rows=facts + episodes + observations,
-                         withheld=withheld)
+                         observations_written=observations, entities_noted=kinds.count(EntityNoted),
+                         outbox_rows=facts + episodes + observations, withheld=withheld)
 
 
 async def commit_events(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_id: str, subject_id: str,
@@ -329,8 +304,8 @@ async def commit_consolidation(pool: AsyncConnectionPool, keyring: KeyRing, *, t
                                session_id: str, key: CommitKey, request: dict[str, Any], extraction: ExtractionResult,
                                plan: ConflictPlan, importance: ImportanceResult, summary: SummaryResult,
                                happened_at: datetime, through: datetime | None = None) -> CommitOutcome:
-    """A consolidation's commit: its facts' events as planned, then the session's episode and
-    observations (commit_events: one transaction, recorded once)."""
+    """A consolidation's commit: its facts' events as planned, then the session's episode,
+    observations and the entities it mentions (commit_events: one transaction, recorded once)."""
     operation_id = key.operation_id
     withheld: dict[str, int] = {}
 
@@ -344,6 +319,9 @@ async def commit_consolidation(pool: AsyncConnectionPool, keyring: KeyRing, *, t
         if episode is not None:
             yield episode
         for event in await _observation_events(conn, skey, session_id, summary, operation_id):
+            yield event
+        for event in await entity_events(conn, skey, session_id=session_id, extracted=extraction.entities,
+                                         happened_at=happened_at, operation_id=operation_id):
             yield event
 
     return await commit_events(pool, keyring, tenant_id=tenant_id, subject_id=subject_id, key=key, request=request,

@@ -59,7 +59,8 @@ WRITE_COLUMNS: dict[str, tuple[str, ...]] = tables.write_columns()
 # Scratch copies live in the rebuilding transaction only.
 SCRATCH: dict[str, str] = {t: f"rebuild_{t}" for t in TABLES}
 SCRATCH_TABLES = ProjectionTables(facts=SCRATCH["facts"], episodes=SCRATCH["episodes"],
-                                  observations=SCRATCH["observations"], memory_search=SCRATCH["memory_search"],
+                                  observations=SCRATCH["observations"], entities=SCRATCH["entities"],
+                                  entity_mentions=SCRATCH["entity_mentions"], memory_search=SCRATCH["memory_search"],
                                   projection_outbox="rebuild_projection_outbox")
 EMBEDDING_DECIMALS = 6
 
@@ -325,7 +326,7 @@ async def _build_scratch(conn: psycopg.AsyncConnection, tenant_id: str, subject_
         """, (tenant_id,))
     await conn.execute("UPDATE rebuild_facts SET superseded_at = now() WHERE status IN ('closed', 'promoted') "
                        "AND superseded_at IS NULL")
-    for table in ("episodes", "observations"):
+    for table in ("episodes", "observations", "entities"):
         await conn.execute(sql.SQL("UPDATE {} s SET recorded_at = l.recorded_at FROM {} l "
                                    "WHERE l.tenant_id = %s AND l.memory_id = s.memory_id").format(
             sql.Identifier(SCRATCH[table]), sql.Identifier(table)), (tenant_id,))

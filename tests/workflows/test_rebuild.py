@@ -137,7 +137,8 @@ async def test_erased_subject_stays_erased_after_rebuild(client, services, tenan
         assert one.subjects[0].skipped_erased
 
     assert await client.facts(tenant, "zoe", history=True) == []
-    for table in ("facts", "episodes", "observations", "memory_search", "memory_vectors", "rebuild_reports"):
+    for table in ("facts", "episodes", "observations", "entities", "entity_mentions", "memory_search", "memory_vectors",
+                  "rebuild_reports"):
         assert await _scalar(services, tenant, f"SELECT count(*) FROM {table} WHERE tenant_id = %s "
                              "AND subject_id = 'zoe'", tenant) == 0  # erasure deleted zoe's report too
     described = await handle.describe()
