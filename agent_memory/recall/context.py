@@ -3,14 +3,15 @@
 - **Profile**: the subject's current facts (confidence above the policy's floor), not decayed and
   never ranked against notes, packed first within the profile budget, most important first.
 - **Episodic**: episode summaries and notes, found by two index projections — BM25 over
-  `memory_search` and cosine distance over `memory_vectors` — fused by reciprocal rank into a
-  relevance normalised to [0, 1], then scored relevance × time decay × importance and cut to the
+  `memory_search` and cosine distance over `memory_vectors` — and by the entities the question
+  names (the memories of the messages that mention them, agent_memory.recall.entity_route),
+  fused by reciprocal rank into a relevance normalised to [0, 1], then scored relevance × time decay × importance and cut to the
   recall window (agent_memory.recall.recall_policy). It gets its own budget plus what the profile left.
 
-The three routes (profile read, lexical, vector) run in parallel, each on its own connection.
-An index hit is only a pointer: each index route re-reads its candidates from their relational
+The four routes (profile read, lexical, vector, entities) run in parallel, each on its own
+connection. A hit is only a pointer: each episodic route re-reads its candidates from their relational
 rows (same version, valid at the as-of time, inside the window) in its own transaction, so one
-route's re-read overlaps the other route's search. Once every route has read, one READ
+route's re-read overlaps the other routes' searches. Once every route has read, one READ
 `subject_scope` checks the tombstone: an erasure commits its tombstone before it deletes
 anything, so a read that met a half-erased subject is always caught there, and an erased subject
 yields nothing. The leak filter's lookups and the read's count run in that transaction. Every
@@ -38,6 +39,7 @@ from agent_memory.memory.memory_store import read_facts
 from agent_memory.projection.reembedding import reading_embedder
 from agent_memory.providers.base import Embedder, estimate_tokens
 from agent_memory.providers.policy import text_for_embedder
+from agent_memory.recall.entity_route import entity_hits
 from agent_memory.recall.read_metrics import count_read
 from agent_memory.recall.recall import embed_query
 from agent_memory.recall.recall_policy import RecallPolicy, read_policy
@@ -54,6 +56,9 @@ RRF_K = 60  # reciprocal-rank fusion constant (Cormack et al. 2009); damps the h
 # The offline hashing embedder is near-lexical, so the vector list mostly breaks BM25's ties;
 # measured on locomo-dev (docs/recall.md), 0.3 beat 0, 0.6 and 1.0.
 LEXICAL_WEIGHT, VECTOR_WEIGHT = 1.0, 0.3
+# The entity route (recall/entity_route.py) links memories that name no query word; it ranks by
+# link, not by text, so it weighs like the vector list: a tie-breaker that can also bring in.
+ENTITY_WEIGHT = 0.3
 FOCUS_NOTES = True  # trim long notes to their query-matching sentences
 DEFAULT_IMPORTANCE = 5  # a note whose session has no episode (yet)
 # Which facts a full profile keeps first: what the assistant must never get wrong (name, health,
@@ -193,11 +198,12 @@ def fuse(*ranked: tuple[float, list[Pointer]]) -> dict[Pointer, float]:
     return scores
 
 
-def normalise(scores: dict[Pointer, float]) -> dict[Pointer, float]:
-    """Relevance in [0, 1]: the best candidate 1. An item first in both lists scores the sum of
-    both weights' heads, so dividing by that maximum keeps 'first in both' at 1 and makes the
-    decay and importance factors, not the list lengths, decide between equally relevant items."""
-    best = (LEXICAL_WEIGHT + VECTOR_WEIGHT) / (RRF_K + 1)
+def normalise(scores: dict[Pointer, float], weights: float = LEXICAL_WEIGHT + VECTOR_WEIGHT) -> dict[Pointer, float]:
+    """Relevance in [0, 1]: the best candidate 1. An item first in every list scores the sum of
+    the lists' weights (`weights`) over RRF_K + 1, so dividing by that maximum keeps 'first in
+    every list' at 1 and makes the decay and importance factors, not the list lengths, decide
+    between equally relevant items."""
+    best = weights / (RRF_K + 1)
     return {k: min(1.0, v / best) for k, v in scores.items()}
 
 
@@ -307,6 +313,13 @@ async def _vector_route(pool: AsyncConnectionPool, embedder: Embedder, tenant_id
         return pointers, await _read_candidates(conn, tenant_id, subject_id, pointers, as_of, since)
 
 
+async def _entity_route(pool: AsyncConnectionPool, tenant_id: str, subject_id: str, query: str,
+                        as_of: datetime | None, since: datetime | None) -> _Route:
+    async with tenant_transaction(pool, tenant_id) as conn:
+        pointers = await entity_hits(conn, tenant_id, subject_id, query, CANDIDATES)
+        return pointers, await _read_candidates(conn, tenant_id, subject_id, pointers, as_of, since)
+
+
 async def _profile_route(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id: str, subject_id: str,
                          as_of: datetime | None) -> list[FactRow] | None:
     """The subject's facts valid at `as_of`; None for an erased subject."""
@@ -394,7 +407,7 @@ async def assemble_context(pool: AsyncConnectionPool, keyring: KeyRing, embedder
                            token_budget: int | None = None, policy: RecallPolicy | None = None,
                            redis=None, parallel: bool = True) -> AssembledContext:
     """The context for `query`: the tenant's recall policy (or `policy`), its tiers scaled to
-    `token_budget` when one is given. `parallel=False` runs the three routes one after another
+    `token_budget` when one is given. `parallel=False` runs the four routes one after another
     (the recall benchmark's comparison)."""
     policy = policy or await load_policy(pool, tenant_id)
     if token_budget is not None:
@@ -404,13 +417,15 @@ async def assemble_context(pool: AsyncConnectionPool, keyring: KeyRing, embedder
     since = None
     if policy.window_days is not None:
         since = (as_of or datetime.now(UTC)) - timedelta(days=policy.window_days)
-    routes = (_profile_route(pool, keyring, tenant_id, subject_id, as_of),
-              _lexical_route(pool, tenant_id, subject_id, query, as_of, since),
-              _vector_route(pool, embedder, tenant_id, subject_id, query, as_of, since))
+    profile_route = _profile_route(pool, keyring, tenant_id, subject_id, as_of)
+    routes = (_lexical_route(pool, tenant_id, subject_id, query, as_of, since),
+              _vector_route(pool, embedder, tenant_id, subject_id, query, as_of, since),
+              _entity_route(pool, tenant_id, subject_id, query, as_of, since))
     if parallel:
-        facts, (lexical, lexical_rows), (vector, vector_rows) = await asyncio.gather(*routes)
+        facts, *ranked = await asyncio.gather(profile_route, *routes)
     else:
-        facts, (lexical, lexical_rows), (vector, vector_rows) = await routes[0], await routes[1], await routes[2]
+        facts, ranked = await profile_route, [await route for route in routes]
+    (lexical, lexical_rows), (vector, vector_rows), (linked, linked_rows) = ranked
     if facts is None:  # erased: nothing may reach a prompt
         return empty
     # After every read: an erasure commits its tombstone before it deletes anything, so a route
@@ -419,8 +434,12 @@ async def assemble_context(pool: AsyncConnectionPool, keyring: KeyRing, embedder
     async with subject_scope(pool, keyring, tenant_id, subject_id, Mode.READ) as scope:
         if scope.erased:  # erased while the routes ran
             return empty
-        relevance = normalise(fuse((LEXICAL_WEIGHT, lexical), (VECTOR_WEIGHT, vector)))
-        episodic = _episodic_items(query, relevance, {**lexical_rows, **vector_rows}, as_of, policy)
+        # The entity list counts only when the question names an entity: without one, relevance is
+        # the two index routes' alone.
+        weights = LEXICAL_WEIGHT + VECTOR_WEIGHT + (ENTITY_WEIGHT if linked else 0.0)
+        relevance = normalise(fuse((LEXICAL_WEIGHT, lexical), (VECTOR_WEIGHT, vector), (ENTITY_WEIGHT, linked)),
+                              weights)
+        episodic = _episodic_items(query, relevance, {**lexical_rows, **vector_rows, **linked_rows}, as_of, policy)
         episodic.sort(key=lambda i: (-i.score, i.memory_id))
         candidates = profile_items(facts, query, policy) + episodic
         # pack, then the leak filter's last check (re-packing without what it dropped)

@@ -1,0 +1,91 @@
+"""The entity route of recall: the subject's entities named in the question (by name or alias)
+expand to the notes and episodes of the messages that mention them.
+
+A question about "Caroline's adoption agency" reaches the note of the session where the agency
+was named even when the note says "the agency" and never "Caroline": the mention links them. A
+memory linked to several of the named entities ranks first; among the rest, an entity mentioned
+in few messages counts more than one mentioned everywhere (a speaker's own name links almost
+every note and so says little), then the newer memory first; ties by id, so two runs give the
+same list.
+"""
+
+from __future__ import annotations
+
+import re
+
+import psycopg
+
+Pointer = tuple[str, str, int]  # (memory_id, kind, version)
+MIN_LATIN_NAME = 3  # shorter Latin names ("Al", "Jo") match too many words to be worth a link
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+
+
+def fold(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def named_in(query: str, names: list[str]) -> bool:
+    """Whether any of `names` occurs in `query` as a whole word (CJK names: as a substring,
+    Chinese has no spaces between words)."""
+    folded = fold(query)
+    for name in map(fold, names):
+        if _CJK.search(name):
+            if name in folded:
+                return True
+        elif len(name) >= MIN_LATIN_NAME and re.search(rf"(?<!\w){re.escape(name)}(?!\w)", folded):
+            return True
+    return False
+
+
+# Entities whose name or an alias occurs in the question: a cheap prefilter by substring (the
+# whole-word check is named_in's).
+_CANDIDATE_ENTITIES_SQL = """
+SELECT memory_id, name, aliases FROM entities
+ WHERE tenant_id = %(tenant)s AND subject_id = %(subject)s
+   AND (strpos(%(query)s, lower(name)) > 0
+        OR EXISTS (SELECT 1 FROM unnest(aliases) a WHERE strpos(%(query)s, lower(a)) > 0))
+ ORDER BY memory_id
+"""
+
+# The notes and episodes of the named entities' mentions, each scored by the entities it links
+# to (an entity weighs 1 / ln(2 + its mentions)) and the number of its messages that mention them.
+_LINKED_SQL = """
+WITH named AS (
+    SELECT m.memory_id, 1.0 / ln(2 + count(*)) AS weight
+      FROM entity_mentions m
+     WHERE m.tenant_id = %(tenant)s AND m.memory_id = ANY(%(entities)s::uuid[])
+     GROUP BY m.memory_id
+), mentions AS (
+    SELECT m.session_id, m.message_id, n.memory_id AS entity_id, n.weight
+      FROM entity_mentions m JOIN named n ON n.memory_id = m.memory_id
+     WHERE m.tenant_id = %(tenant)s AND m.subject_id = %(subject)s
+)
+SELECT * FROM (
+    SELECT x.memory_id::text AS memory_id, 'observation' AS kind, x.version,
+           count(DISTINCT mn.entity_id) AS entities, sum(mn.weight) AS score, x.happened_at
+      FROM mentions mn JOIN observations x
+        ON x.tenant_id = %(tenant)s AND x.subject_id = %(subject)s AND x.session_id = mn.session_id
+       AND x.message_id = mn.message_id
+     GROUP BY x.memory_id, x.version, x.happened_at
+    UNION ALL
+    SELECT e.memory_id::text, 'episode', e.version, count(DISTINCT mn.entity_id), sum(mn.weight), e.happened_at
+      FROM mentions mn JOIN episodes e
+        ON e.tenant_id = %(tenant)s AND e.subject_id = %(subject)s AND e.session_id = mn.session_id
+     GROUP BY e.memory_id, e.version, e.happened_at
+) linked
+ORDER BY entities DESC, score DESC, happened_at DESC, memory_id, kind
+LIMIT %(limit)s
+"""
+
+
+async def entity_hits(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, query: str,
+                      limit: int) -> list[Pointer]:
+    """The notes and episodes linked to the entities `query` names, best first (see the module)."""
+    cur = await conn.execute(_CANDIDATE_ENTITIES_SQL, {"tenant": tenant_id, "subject": subject_id,
+                                                       "query": fold(query)})
+    named = [memory_id for memory_id, name, aliases in await cur.fetchall() if named_in(query, [name, *aliases])]
+    if not named:
+        return []
+    cur = await conn.execute(_LINKED_SQL, {"tenant": tenant_id, "subject": subject_id, "entities": named,
+                                           "limit": limit})
+    return [(memory_id, kind, version) for memory_id, kind, version, *_ in await cur.fetchall()]

@@ -1,0 +1,75 @@
+"""The entity route: a question that names an entity (by name or alias) brings in the notes of the
+messages that mention it, though their text never names it; whole words only; the same context
+on every run."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent_memory.core.models import (
+    ConflictPlan,
+    ExtractedEntity,
+    ExtractionResult,
+    ImportanceResult,
+    Observation,
+    SummaryResult,
+)
+from agent_memory.core.operation_keys import CommitKey
+from agent_memory.memory.memory_store import commit_consolidation
+from agent_memory.providers.offline import offline_providers
+from agent_memory.recall.context import assemble_context
+from agent_memory.recall.entity_route import named_in
+from tests.sessions import session
+
+
+@pytest.mark.parametrize(("query", "names", "named"), [
+    ("What did Caroline paint?", ["Caroline"], True),
+    ("what did caroline paint", ["Caroline"], True),
+    ("Did Mel call?", ["Melanie", "Mel"], True),
+    ("Is the melody nice?", ["Mel"], False),  # a word that only starts with the name
+    ("Did Al go?", ["Al"], False),  # Latin names shorter than three letters link too much
+    ("妈妈在做什么？", ["我妈", "妈妈"], True),
+    ("爸爸在做什么？", ["妈妈"], False),
+])
+def test_a_name_counts_as_a_whole_word(query, names, named):
+    assert named_in(query, names) is named
+
+
+# Notes that never name the entity; the entity's mentions link the first two to it.
+NOTES = {
+    "english": ("Caroline", ["She signed the papers at the agency.", "She picked a name for the baby.",
+                             "The weather was grey all week."], "What did Caroline do?"),
+    "chinese": ("妈妈", ["她开始学钢琴了。", "她买了一台新钢琴。", "这周一直下雨。"], "妈妈最近在忙什么？"),
+}
+
+
+@pytest.mark.parametrize("lang", ["english", "chinese"])
+async def test_a_named_entity_brings_in_the_notes_of_its_mentions(lang, client, services, tenant):
+    name, texts, question = NOTES[lang]
+    s = session("s1", "2024-05-01T09:00:00Z", *texts)
+    await client.append_messages(tenant, "lin", s)
+    ids = [m.message_id for m in s.messages]
+    extraction = ExtractionResult(provider="test", extractor="written-out", extractor_version="1", facts=[],
+                                  entities=[ExtractedEntity(name=name, entity_type="person",
+                                                            evidence_message_ids=ids[:2])])
+    summary = SummaryResult(sentences=[], token_count=0, observations=[
+        Observation(text=m.content, source_message_ids=[m.message_id], happened_at=m.created_at)
+        for m in s.messages])
+    request = {"session": "s1"}
+    outcome = await commit_consolidation(
+        services.pool, services.keyring, tenant_id=tenant, subject_id="lin", session_id="s1",
+        key=CommitKey.for_request("s1", request), request=request, extraction=extraction,
+        plan=ConflictPlan(decisions=[]), importance=ImportanceResult(importance=5), summary=summary,
+        happened_at=s.messages[-1].created_at)
+    assert outcome.observations_written == 3 and outcome.entities_noted == 1
+
+    embedder = offline_providers().embedder
+    contexts = [await assemble_context(services.pool, services.keyring, embedder, tenant, "lin", question)
+                for _ in range(2)]
+    cited = [sorted(m for item in c.items for m in item.cited_message_ids) for c in contexts]
+    assert cited[0] == ids[:2]  # the two linked notes; not the unlinked one
+    assert cited[1] == cited[0] and contexts[1].text == contexts[0].text  # the same context every run
+    # A question that names no entity gets nothing from the route (and here nothing at all).
+    other = await assemble_context(services.pool, services.keyring, embedder, tenant, "lin",
+                                   "What happened with Jordan?" if lang == "english" else "爸爸最近在忙什么？")
+    assert not [item for item in other.items if item.kind == "observation"]
