@@ -350,6 +350,10 @@ async def projection_contents(pool: AsyncConnectionPool, tenant_id: str, subject
                     "WHERE tenant_id = %s AND subject_id = %s",
         "observations": "SELECT session_id, message_id, text, happened_at FROM observations "
                         "WHERE tenant_id = %s AND subject_id = %s",
+        "entities": "SELECT name, entity_type, aliases, version, first_seen_at, last_seen_at FROM entities "
+                    "WHERE tenant_id = %s AND subject_id = %s",
+        "entity_mentions": "SELECT message_id, session_id, version FROM entity_mentions "
+                           "WHERE tenant_id = %s AND subject_id = %s",
         "vectors": "SELECT memory_kind, model, count(*) FROM memory_vectors WHERE tenant_id = %s AND subject_id = %s "
                    "GROUP BY 1, 2",
         "search_index": "SELECT memory_kind, count(*) FROM memory_search WHERE tenant_id = %s AND subject_id = %s "
@@ -371,7 +375,8 @@ async def projection_contents(pool: AsyncConnectionPool, tenant_id: str, subject
 async def projection_digest(pool: AsyncConnectionPool, tenant_id: str, subject_id: str) -> str:
     """sha256 of `projection_contents`: facts (namespace, key, value, version, valid_from,
     valid_to, status, evidence), episodes (session, summary, importance), observations (session,
-    message, text), vectors and index rows per kind, events per (namespace, type, version) and
+    message, text), entities (name, type, aliases, version, first and last seen) and their mentions,
+    vectors and index rows per kind, events per (namespace, type, version) and
     pending outbox rows. Tenant, subject, memory ids and recording times are left out."""
     contents = await projection_contents(pool, tenant_id, subject_id)
     return hashlib.sha256(json.dumps(contents, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
