@@ -1,6 +1,7 @@
 """The entities a model names in the extraction call: whoever mentions them, in the schema of
 `ExtractedEntity`, citing only the messages they were shown, merged when found more than once (across
-the chunks of a long session: test_openai_chunking). Against the scripted server that speaks the chat-completions API, through the real openai client."""
+the chunks of a long session: test_openai_chunking), with the tenant's identifiers put back in their
+names. Against the scripted server that speaks the chat-completions API, through the real openai client."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 
 from agent_memory.core.models import ENTITY_ALIASES_MAX, ENTITY_NAME_MAX, ExtractedEntity, Message
 from agent_memory.providers.openai.compat import openai_providers
+from agent_memory.providers.policy import REDACT_KINDS, Redactor, restored
 from tests.providers.openai_server import FakeOpenAIServer, chat_completion
 from tests.providers.test_openai_compat import config_for, msg
 
@@ -112,6 +114,38 @@ async def test_the_schema_sent_asks_for_entities_citing_the_chunks_own_ids():
     assert entity_schema["properties"]["aliases"]["maxItems"] <= ENTITY_ALIASES_MAX
     prompt = server.last.body["messages"][0]["content"]
     assert "entities" in prompt and "organisation" in prompt and '"entities": []' in prompt
+
+
+async def test_the_identifiers_in_entity_names_are_put_back():
+    email, phone = "mel.dupont@example.com", "+47 912 34 567"
+    messages = [msg("m1", f"My sister Mel writes from {email} and answers on {phone}.")]
+    redactor = Redactor(REDACT_KINDS)
+    sent = redactor.messages(messages)
+    assert email not in sent[0].content and phone not in sent[0].content
+    with FakeOpenAIServer() as server:
+        # A model that names the one it only knows by an address, and gives the phone number as an alias.
+        found = await extract(server, {"facts": [], "entities": [
+            entity("[EMAIL_1]", aliases=["Mel", "[PHONE_1]"]), entity("Mel", aliases=["[EMAIL_1]"])]},
+            messages=sent)
+        received = json.dumps(server.last.body, ensure_ascii=False)
+    assert email not in received and "[EMAIL_1]" in received
+    assert found.entities[0].name == "[EMAIL_1]"  # the model's answer, as it was given
+    result = restored(found, redactor)
+    assert result.entities == [ExtractedEntity(name=email, entity_type="person", aliases=["Mel", phone],
+                                               evidence_message_ids=["m1"])]
+    assert result.redacted == {"email": 1, "phone": 1}
+
+
+async def test_a_value_longer_than_its_placeholder_is_held_to_the_name_bound():
+    email = "a" * 70 + "@example.com"
+    redactor = Redactor(["email"])
+    sent = redactor.messages([msg("m1", f"Write to {email}, my landlord.")])
+    with FakeOpenAIServer() as server:
+        found = await extract(server, {"facts": [], "entities": [entity("[EMAIL_1]", aliases=["my landlord"])]},
+                              messages=sent)
+    (landlord,) = restored(found, redactor).entities
+    assert landlord.name == email[:ENTITY_NAME_MAX] and landlord.aliases == ["my landlord"]
+    ExtractedEntity.model_validate(landlord.model_dump())  # still a valid record
 
 
 async def test_a_chinese_conversation_names_its_entities_in_chinese():
