@@ -4,8 +4,8 @@ A hosted model is sent the session's transcript, the subject's current facts and
 embed. Before every call to a remote provider, identifiers of the kinds the tenant's policy
 names (e-mail addresses, phone numbers, card numbers, IBANs) are replaced by stable placeholders
 (`[EMAIL_1]`: the same value is the same placeholder throughout one call, so the model can still
-tell two addresses apart), and the placeholders in the model's answer (fact values, summary
-sentences, a rationale) are replaced back by the values. Current facts of the namespaces the
+tell two addresses apart), and the placeholders in the model's answer (fact values, entity names,
+summary sentences, a rationale) are replaced back by the values. Current facts of the namespaces the
 policy excludes are not sent at all. What was redacted is counted by kind, never with its value,
 on the call's recorded operation (`ProviderResult.redacted`).
 
@@ -25,9 +25,11 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, ConfigDict, Field
 
+from agent_memory.core.entities import entity_names
 from agent_memory.core.errors import InvalidInput
 from agent_memory.core.models import (
     EmbeddingResult,
+    ExtractedEntity,
     ExtractionResult,
     ImportanceResult,
     KnownFact,
@@ -290,6 +292,7 @@ def restored(result: R, redactor: Redactor) -> R:
     if isinstance(result, ExtractionResult):
         update["facts"] = [f.model_copy(update={"value": redactor.restore(f.value), "key": redactor.restore(f.key)})
                            for f in result.facts]
+        update["entities"] = [_restored_entity(e, redactor) for e in result.entities]
     elif isinstance(result, SummaryResult):
         update["sentences"] = [s.model_copy(update={"text": redactor.restore(s.text)}) for s in result.sentences]
         update["observations"] = [o.model_copy(update={"text": redactor.restore(o.text)}) for o in result.observations]
@@ -298,6 +301,15 @@ def restored(result: R, redactor: Redactor) -> R:
     elif not isinstance(result, EmbeddingResult):
         raise TypeError(f"no restore rule for {type(result).__name__}")
     return result.model_copy(update=update) if update else result
+
+
+def _restored_entity(entity: ExtractedEntity, redactor: Redactor) -> ExtractedEntity:
+    """An entity's name and aliases with the values back (`[EMAIL_1]` named as the address), held
+    to the bounds again: a value may be longer than its placeholder."""
+    named = entity_names(redactor.restore(entity.name), [redactor.restore(a) for a in entity.aliases])
+    if named is None:  # not after a restore of a non-empty name, which stays non-empty
+        return entity
+    return entity.model_copy(update={"name": named[0], "aliases": named[1]})
 
 
 async def shielded_embed(pool: AsyncConnectionPool, tenant_id: str, embedder: Embedder,

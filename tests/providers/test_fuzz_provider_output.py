@@ -14,7 +14,7 @@ import pytest_asyncio
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from agent_memory.core.models import Message
+from agent_memory.core.models import ENTITY_ALIASES_MAX, ENTITY_NAME_MAX, ENTITY_TYPES, Message
 from agent_memory.providers.base import EMBEDDING_DIMENSIONS, estimate_tokens
 from agent_memory.providers.errors import ProviderOutputInvalid
 from agent_memory.providers.openai.compat import (
@@ -89,11 +89,21 @@ def fact_payloads(draw):
 
 
 @st.composite
+def entity_payloads(draw):
+    entity = {"name": draw(st.sampled_from(["Melanie", "  Mel ", "妈妈", "[EMAIL_1]", "x" * 200]) | strings),
+              "entity_type": draw(st.sampled_from([*ENTITY_TYPES, "Organization", "city"]) | strings),
+              "aliases": draw(st.lists(st.sampled_from(["Mel", "mel", "", "我妈"]) | strings, max_size=12)),
+              "evidence_message_ids": draw(ids)}
+    return mutated(draw, entity)
+
+
+@st.composite
 def payloads(draw):
     """Near-valid answers of each task, and random JSON."""
     kind = draw(st.sampled_from(["facts", "bare-list", "importance", "summary", "random"]))
     if kind == "facts":
-        return mutated(draw, {"facts": draw(st.lists(fact_payloads(), max_size=3))})
+        return mutated(draw, {"facts": draw(st.lists(fact_payloads(), max_size=3)),
+                              "entities": draw(st.lists(entity_payloads(), max_size=3))})
     if kind == "bare-list":
         return draw(st.lists(fact_payloads(), max_size=3))
     if kind == "importance":
@@ -195,7 +205,8 @@ def task_payloads(draw, task: str):
             st.sampled_from(["location", "Pet ", "work/job"]), st.sampled_from(["home_city", "Trip City!", "x" * 99]),
             st.sampled_from(["Lisbon", "  Tokyo  "]) | strings, st.sampled_from([["m1"], ["m3", " m1 "], ["m2"]]) | ids,
             times, times, st.sampled_from(["permanent", "temporary", "task_local"])), max_size=3))
-        return mutated(draw, {"facts": facts}) if draw(st.booleans()) else {"facts": facts}
+        answer = {"facts": facts, "entities": draw(st.lists(entity_payloads(), max_size=4))}
+        return mutated(draw, answer) if draw(st.booleans()) else answer
     if task == "score":
         return {"importance": draw(st.integers(0, 11)), "rationale": draw(strings)}
     return {"sentences": draw(st.lists(st.fixed_dictionaries(
@@ -230,6 +241,13 @@ async def test_chat_providers_give_a_valid_result_or_provider_output_invalid(ser
                 assert set(fact.evidence_message_ids) <= KNOWN_IDS and fact.namespace and fact.key and fact.value
                 assert T0 <= fact.observed_at <= MESSAGES[-1].created_at
                 assert fact.valid_until is None or fact.valid_until > fact.observed_at
+            for entity in result.entities:  # known ids, in message order; names within the bounds
+                assert entity.evidence_message_ids and set(entity.evidence_message_ids) <= KNOWN_IDS
+                assert entity.evidence_message_ids == sorted(entity.evidence_message_ids)
+                assert 0 < len(entity.name) <= ENTITY_NAME_MAX and len(entity.aliases) <= ENTITY_ALIASES_MAX
+                assert entity.name.casefold() not in {a.casefold() for a in entity.aliases}
+            keys = [(e.entity_type, n.casefold()) for e in result.entities for n in (e.name, *e.aliases)]
+            assert len(keys) == len(set(keys))  # one entity for each name of a type
         elif task == "score":
             result = await bundle.scorer.score(MESSAGES)
             assert 1 <= result.importance <= 10

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import BaseModel
 
-from agent_memory.core.models import KnownFact, Message
+from agent_memory.core.models import ExtractedEntity, KnownFact, Message
 from agent_memory.providers.base import EMBEDDING_DIMENSIONS, estimate_tokens
 from agent_memory.providers.errors import ProviderOutputInvalid
 from agent_memory.providers.openai.compat import (
@@ -49,7 +49,15 @@ def _route(request):
                 "permanence": "permanent", "valid_until": None, "confidence": 0.9,
                 "evidence_message_ids": [ids[0]], "observed_at": None}
         own = same | {"namespace": "note", "key": f"chunk_{ids[0]}", "value": ids[-1]}
-        return chat_completion(json.dumps({"facts": [same, own]}), prompt_tokens=100, completion_tokens=10)
+        # The same person from every chunk ("Mel" in the first, "Melanie" alias "mel" after), a pet of the
+        # same name, and an event of the chunk's own.
+        first = ids[0] == "m0"
+        entities = [{"name": "Mel" if first else "Melanie", "entity_type": "person", "aliases": [] if first else ["mel"],
+                     "evidence_message_ids": [ids[-1], ids[0]]},
+                    {"name": "Mel", "entity_type": "pet", "aliases": [], "evidence_message_ids": [ids[0]]},
+                    {"name": f"Chunk {ids[0]}", "entity_type": "event", "aliases": [], "evidence_message_ids": [ids[0]]}]
+        return chat_completion(json.dumps({"facts": [same, own], "entities": entities}), prompt_tokens=100,
+                               completion_tokens=10)
     if name == "importance":
         return chat_completion(json.dumps({"importance": 3 + len(ids) % 5, "rationale": ids[0]}))
     return chat_completion(json.dumps({"sentences": [{"text": f"Chunk from {ids[0]}.", "source_message_ids": [ids[0]]}]}))
@@ -96,6 +104,14 @@ async def test_a_long_session_is_extracted_in_chunks_that_fit_the_window():
     assert keys.count(("location", "home_city")) == 1  # the same fact from every chunk is kept once
     assert len(keys) == 1 + len(chunks)
     assert (result.input_tokens, result.output_tokens) == (100 * len(chunks), 10 * len(chunks))
+    # The same entity from every chunk is one entity, citing what each chunk cited, in message order.
+    order = [m.message_id for m in LONG]
+    assert [e for e in result.entities if e.entity_type == "person"] == [ExtractedEntity(
+        name="Melanie", entity_type="person", aliases=["Mel"],
+        evidence_message_ids=sorted({i for c in chunks for i in (c[0], c[-1])}, key=order.index))]
+    pets = [(e.name, e.evidence_message_ids) for e in result.entities if e.entity_type == "pet"]
+    assert pets == [("Mel", [c[0] for c in chunks])]  # another type: another entity
+    assert [e.name for e in result.entities if e.entity_type == "event"] == [f"Chunk {c[0]}" for c in chunks]
 
 
 async def test_current_facts_go_with_every_chunk_and_the_chunks_still_fit():
@@ -122,9 +138,10 @@ async def test_each_chunk_cites_from_its_own_ids():
         await bundle.aclose()
     assert len(server.requests) > 1
     for r in server.requests:
-        items = r.body["response_format"]["json_schema"]["schema"]["$defs"]["FactOut"]["properties"][
-            "evidence_message_ids"]["items"]
-        assert items["enum"] == _ids(r)
+        for cites in ("FactOut", "EntityOut"):
+            items = r.body["response_format"]["json_schema"]["schema"]["$defs"][cites]["properties"][
+                "evidence_message_ids"]["items"]
+            assert items["enum"] == _ids(r)
 
 
 async def test_long_sessions_are_scored_and_summarised_per_chunk_within_the_cap():

@@ -103,7 +103,7 @@ async def test_extract_sends_a_strict_schema_and_records_usage(server, providers
     assert result.provider_request_id == "req_abc123"
     assert (result.input_tokens, result.output_tokens) == (120, 40)
     assert result.extractor == providers.extractor.name == "openai-compatible-extractor"
-    assert result.extractor_version == providers.extractor.version == "3-test-chat"
+    assert result.extractor_version == providers.extractor.version == "4-test-chat"
     assert estimate_cost(result, providers.extractor.config.chat_prices) == pytest.approx(0.12)
     assert server.count() == 1
 
@@ -410,12 +410,16 @@ async def schemas_sent(server, config, facts: list[dict]) -> tuple[dict, dict]:
 
 
 async def test_a_small_models_bounds_are_in_the_schemas_it_is_sent(server):
-    extraction, summary = await schemas_sent(server, config_for(server, max_facts=4, max_sentences=3, max_citations=2), [])
+    extraction, summary = await schemas_sent(server, config_for(server, max_facts=4, max_entities=5, max_sentences=3,
+                                                                max_citations=2), [])
     assert extraction["properties"]["facts"]["maxItems"] == 4
+    assert extraction["properties"]["entities"]["maxItems"] == 5
     assert extraction["$defs"]["FactOut"]["properties"]["evidence_message_ids"]["maxItems"] == 2
+    assert extraction["$defs"]["EntityOut"]["properties"]["evidence_message_ids"]["maxItems"] == 2
     assert summary["properties"]["sentences"]["maxItems"] == 3
     assert summary["$defs"]["SentenceOut"]["properties"]["source_message_ids"]["maxItems"] == 2
     assert strict_json_schema(ExtractionOut)["properties"]["facts"]["maxItems"] == 10  # the shared one unchanged
+    assert strict_json_schema(ExtractionOut)["properties"]["entities"]["maxItems"] == 12
     ids = extraction["$defs"]["FactOut"]["properties"]["evidence_message_ids"]["items"]
     assert ids == {"type": "string"}  # any id: remote APIs limit the size of an enum
 
@@ -425,6 +429,7 @@ async def test_a_small_model_cites_from_the_ids_it_was_shown(server):
     extraction, summary = await schemas_sent(server, config_for(server, cite_from_enum=True), [fact()])
     shown = {"type": "string", "enum": ["m1", "m2", "m3"]}
     assert extraction["$defs"]["FactOut"]["properties"]["evidence_message_ids"]["items"] == shown
+    assert extraction["$defs"]["EntityOut"]["properties"]["evidence_message_ids"]["items"] == shown
     assert summary["$defs"]["SentenceOut"]["properties"]["source_message_ids"]["items"] == shown
 
 
@@ -497,6 +502,7 @@ def test_strict_schema_closes_every_object():
     fact_props = schema["$defs"]["FactOut"]["properties"]
     assert {"operation", "namespace", "key", "value", "claim_type", "permanence", "valid_until", "confidence",
             "evidence_message_ids", "observed_at"} == set(fact_props)
+    assert {"name", "entity_type", "aliases", "evidence_message_ids"} == set(schema["$defs"]["EntityOut"]["properties"])
 
 
 def test_estimate_cost():

@@ -52,7 +52,9 @@ def route(req):
         return chat_completion(json.dumps({"facts": [{
             "namespace": "contact", "key": "email", "value": email, "claim_type": "explicit",
             "permanence": "permanent", "valid_until": None, "confidence": 0.95,
-            "evidence_message_ids": [said["id"]], "observed_at": said["time"]}]}))
+            "evidence_message_ids": [said["id"]], "observed_at": said["time"]}],
+            "entities": [{"name": "Lin Wei", "entity_type": "person", "aliases": [email],
+                          "evidence_message_ids": [said["id"]]}]}))
     if name == "importance":
         return chat_completion(json.dumps({"importance": 5, "rationale": f"contact details ({email})"}))
     return chat_completion(json.dumps({"sentences": [{"text": f"Lin Wei can be reached at {email}.",
@@ -128,8 +130,13 @@ async def test_a_remote_model_never_sees_the_identifiers_and_memory_keeps_them(c
         cur = await conn.execute("SELECT kind, result->'redacted' FROM operations WHERE tenant_id = %s "
                                  "AND kind IN ('extract', 'summary', 'importance') ORDER BY kind", (tenant,))
         counted = await cur.fetchall()
+        cur = await conn.execute("SELECT result->'entities' FROM operations WHERE tenant_id = %s AND kind = 'extract'",
+                                 (tenant,))
+        entities = [row[0] for row in await cur.fetchall()]
         cur = await conn.execute("SELECT result::text FROM operations WHERE tenant_id = %s", (tenant,))
         records = [row[0] for row in await cur.fetchall()]
+    # The extraction's entities carry the value where the model wrote its placeholder.
+    assert [[(e["name"], e["aliases"]) for e in found] for found in entities] == [[("Lin Wei", [EMAIL])]]
     # Counts by kind on every model call's record; no record holds a placeholder's value map.
     assert counted and all(c == {"email": 1, "phone": 1, "card": 1, "iban": 1} for _, c in counted), counted
     assert not any("[EMAIL_1]" in r for r in records)

@@ -4,8 +4,8 @@ They implement the protocols of `base` with the `openai` package:
 
 - chat completions with structured output (a strict JSON schema derived from a pydantic response
   model per task), parsed tolerantly (```json fences, chatter around the JSON, <think> blocks);
-- citations checked against the input: a fact citing an unknown message id is dropped, a summary
-  sentence keeps only known source ids and is dropped when none is left;
+- citations checked against the input: a fact citing an unknown message id is dropped, an entity
+  or a summary sentence keeps only known ids and is dropped when none is left;
 - embeddings of exactly EMBEDDING_DIMENSIONS floats;
 - no client-side retries (max_retries=0): failures are classified into the exceptions of
   `errors` and Temporal's retry policy decides; a Retry-After hint travels on the exception;
@@ -34,10 +34,14 @@ from openai.types.chat import ChatCompletionMessageParam
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from agent_memory.core import contract
+from agent_memory.core.entities import merged_entities
 from agent_memory.core.errors import InvalidInput
 from agent_memory.core.models import (
+    ENTITY_TYPES,
     ClaimType,
     EmbeddingResult,
+    EntityType,
+    ExtractedEntity,
     ExtractedFact,
     ExtractionResult,
     FactOperation,
@@ -139,13 +143,14 @@ class OpenAICompatibleConfig:
     # None: not sent. A small model decoding greedily under a grammar repeats itself inside a string
     # until max_tokens; a penalty on repeated tokens ends the loop.
     frequency_penalty: float | None = None
-    # Facts one extraction call may return, sentences one summary may have, ids one fact or
-    # sentence may cite (None: the schemas' bounds, 10, 6 and 4): a small model spends ~100 tokens
-    # a fact and ~30 an id it makes up, so the bounds' worst case must fit max_tokens or the JSON
-    # is cut off.
+    # Facts one extraction call may return, sentences one summary may have, ids one fact, entity or
+    # sentence may cite, entities one extraction call may return (None: the schemas' bounds, 10, 6,
+    # 4 and 12): a small model spends ~100 tokens a fact, ~40 an entity and ~30 an id it makes up,
+    # so the bounds' worst case must fit max_tokens or the JSON is cut off.
     max_facts: int | None = None
     max_sentences: int | None = None
     max_citations: int | None = None
+    max_entities: int | None = None
     # Cited ids as an enum of the chunk's message ids: a small model under a grammar otherwise makes
     # ids up, and may loop inside one until max_tokens. Off by default: remote APIs limit enum sizes.
     cite_from_enum: bool = False
@@ -329,7 +334,8 @@ def _validate(raw: str, payload: Any, model: type[M]) -> M:
     if reason := _unstorable(payload):  # refuse before anything is recorded, not half-way
         raise ProviderOutputInvalid(raw, [f"a value {reason}"])
     fields = list(model.model_fields)
-    if isinstance(payload, list) and len(fields) == 1:  # a bare list where {"facts": [...]} was asked
+    # A bare list where {"facts": [...]} was asked: the first field's, when the others may be left out.
+    if isinstance(payload, list) and fields and not any(model.model_fields[f].is_required() for f in fields[1:]):
         payload = {fields[0]: payload}
     try:
         return model.model_validate(payload)
@@ -340,6 +346,7 @@ def _validate(raw: str, payload: Any, model: type[M]) -> M:
 
 
 CONFIDENCE_STEPS: list[JsonValue] = [round(i / 10, 1) for i in range(11)]
+ENTITY_TYPE_NAMES: list[JsonValue] = list(ENTITY_TYPES)
 
 
 class _Strict(BaseModel):
@@ -370,8 +377,22 @@ class FactOut(_Strict):
     observed_at: datetime | None = Field(description="ISO 8601 time of the evidence message")
 
 
+class EntityOut(_Strict):
+    name: str = Field(description="the fullest form of the name the conversation uses, as written")
+    # Any string parses (one the model got wrong is dropped, not the answer); the schema offers the types.
+    entity_type: str = Field(json_schema_extra={"enum": ENTITY_TYPE_NAMES})
+    # Defaulted so a server without strict output may leave it out.
+    aliases: list[str] = Field(default_factory=list, json_schema_extra={"maxItems": 4},
+                               description="other forms the conversation uses for the same one")
+    # Not required by the parse either: an entity without known evidence is dropped, not the answer.
+    evidence_message_ids: list[str] = Field(json_schema_extra={"minItems": 1, "maxItems": 4},
+                                            description="ids of the messages that mention it")
+
+
 class ExtractionOut(_Strict):
     facts: list[FactOut] = Field(json_schema_extra={"maxItems": 10})
+    # Defaulted so a server without strict output may answer with the facts alone.
+    entities: list[EntityOut] = Field(default_factory=list, json_schema_extra={"maxItems": 12})
 
 
 class ImportanceOut(_Strict):
@@ -560,6 +581,12 @@ class _ChatProvider(_OpenAICompatibleBase):
 # --- the four providers ---------------------------------------------------------------------------
 
 
+# The entity types as a model may spell them (American English, plural).
+_ENTITY_TYPE_SPELLINGS: dict[str, EntityType] = {
+    **{t: t for t in ENTITY_TYPES}, **{f"{t}s": t for t in ENTITY_TYPES}, "people": "person",
+    "organization": "organisation", "organizations": "organisation"}
+
+
 class OpenAICompatibleExtractor(_ChatProvider):
     task = "extractor"
 
@@ -567,25 +594,41 @@ class OpenAICompatibleExtractor(_ChatProvider):
                       current_facts: list[KnownFact] | None = None) -> ExtractionResult:
         system = EXTRACTION_PROMPT.format(role=subject_role)
         schema = _bounded(strict_json_schema(ExtractionOut), facts=self.config.max_facts,
-                          evidence_message_ids=self.config.max_citations)
+                          entities=self.config.max_entities, evidence_message_ids=self.config.max_citations)
         # The facts take at most a quarter of a chunk's prompt in a small window, the rest stays the conversation's.
         window = self._data_budget(0.25)
         known = render_current_facts(current_facts, token_budget=min(FACTS_TOKEN_BUDGET, window)
                                      if window is not None else FACTS_TOKEN_BUDGET)
         found: list[FactOut] = []
+        mentioned: list[EntityOut] = []
         usages: list[_Usage] = []
         for chunk in self._chunks(system, messages, ExtractionOut, known):  # one chunk unless the session is long
             out, chunk_usage = await self._complete(
                 system, render_transcript(chunk), ExtractionOut, "fact_extraction",
                 _cited(schema, "evidence_message_ids", chunk, self.config.cite_from_enum), preamble=known)
             found.extend(out.facts)
+            mentioned.extend(out.entities)
             usages.append(chunk_usage)
         usage = _merged(usages)
         facts = self._checked_facts(found, messages, subject_role)
         return _with_cost(ExtractionResult, usage.cost_usd, provider=usage.provider,
                           provider_request_id=usage.request_id, input_tokens=usage.input_tokens,
                           output_tokens=usage.output_tokens, extractor=self.name, extractor_version=self.version,
-                          facts=facts)
+                          facts=facts, entities=self._checked_entities(mentioned, messages))
+
+    @staticmethod
+    def _checked_entities(entities: list[EntityOut], messages: list[Message]) -> list[ExtractedEntity]:
+        """What the model named, whoever said it, as storable entities: of a known type, citing only
+        known messages (an entity left without any is dropped), names within the bounds, the same
+        entity found in several chunks (or named two ways) merged into one."""
+        typed: list[tuple[str, EntityType, list[str], list[str]]] = []
+        for entity in entities:
+            entity_type = _ENTITY_TYPE_SPELLINGS.get(entity.entity_type.strip().casefold())
+            if entity_type is None:
+                log.info("dropping an extracted entity of an unknown type")
+                continue
+            typed.append((entity.name, entity_type, entity.aliases, entity.evidence_message_ids))
+        return merged_entities(typed, [m.message_id for m in messages])
 
     @staticmethod
     def _checked_facts(facts: list[FactOut], messages: list[Message], subject_role: str) -> list[ExtractedFact]:
