@@ -18,6 +18,11 @@ from agent_memory.core.models import ENTITY_ALIASES_MAX, ENTITY_NAME_MAX, Entity
 __all__ = ["entity_names", "merged_entities"]
 
 
+def fold(name: str) -> str:
+    """The form entity names are matched in: case and surrounding or repeated spaces do not matter."""
+    return " ".join(name.split()).casefold()
+
+
 def _clipped(name: str) -> str:
     return " ".join(name.split())[:ENTITY_NAME_MAX].strip()
 

@@ -18,6 +18,7 @@ from datetime import datetime
 import psycopg
 from psycopg.rows import class_row
 
+from agent_memory.core.entities import fold
 from agent_memory.core.models import ENTITY_ALIASES_MAX, EntityType, ExtractedEntity
 from agent_memory.memory.events import EntityNoted, MemoryEvent, memory_version
 from agent_memory.memory.forgotten import forgotten_state, writable_version
@@ -30,11 +31,6 @@ class EntityRow:
     name: str
     entity_type: str
     aliases: list[str]
-
-
-def fold(name: str) -> str:
-    """The form names are matched by: case and surrounding or repeated spaces do not matter."""
-    return " ".join(name.split()).casefold()
 
 
 def entity_name(entity_type: str, name: str) -> str:

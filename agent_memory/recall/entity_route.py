@@ -15,13 +15,11 @@ import re
 
 import psycopg
 
+from agent_memory.core.entities import fold
+
 Pointer = tuple[str, str, int]  # (memory_id, kind, version)
 MIN_LATIN_NAME = 3  # shorter Latin names ("Al", "Jo") match too many words to be worth a link
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
-
-
-def fold(text: str) -> str:
-    return " ".join(text.split()).casefold()
 
 
 def named_in(query: str, names: list[str]) -> bool:
