@@ -42,6 +42,7 @@ from agent_memory.providers.offline.gazetteer import (
     is_dictionary_word,
     is_first_name,
     is_known_city,
+    is_surname,
 )
 from agent_memory.providers.offline.lexicon import _EN_SPECIES, _NOT_NAMES, _ZH_BREEDS, _ZH_NAME, _may_be_given_name
 from agent_memory.providers.offline.values import _CJK
@@ -79,6 +80,7 @@ _EN_NAMED_EVENT = re.compile(rf"\b[Tt]he\s+(?P<name>(?:(?:{_CAP}|[A-Z0-9+]{{2,}}
 _THINGS = (r"car|bike|bicycle|motorcycle|motorbike|truck|van|boat|guitar|piano|violin|cello|ukulele|drum\s+kit|"
            r"camera|laptop|telescope|kayak|canoe|surfboard|skateboard|sewing\s+machine")
 _EN_THING = re.compile(rf"\b(?P<own>[Mm]y|[Oo]ur)\s+(?:(?:new|old|first|little|beloved|trusty)\s+)?(?P<noun>{_THINGS})\b"
+                       rf"(?!\s+(?:budget|fund|savings|shopping|hunt|search|wishlist)\b)"
                        rf"(?:,?\s+(?:named|called)\s+{_GIVEN}\b)?")
 _ORG_HEADS = (r"Inc|Corp|Corporation|University|College|School|Academy|Institute|Company|Co|Club|Group|Ltd|LLC|"
               r"Hospital|Bank|Foundation|Association|Society|Agency|Council|Labs?|Studios?|Press|Partners|Museum|"
@@ -95,6 +97,11 @@ _EN_CAPS = re.compile(rf"(?<![\w'’-])(?P<name>{_CAP}(?:\s+{_CAP}){{0,2}})(?:'s
 _CALENDAR = frozenset("january february march april may june july august september october november december monday "
                       "tuesday wednesday thursday friday saturday sunday christmas easter halloween thanksgiving "
                       "god lord jesus mr mrs ms dr".split())
+_FUNCTION_WORDS = frozenset("in on at to for of from with by is was are who what when where why how said says has had "
+                            "does did can could will would should lives works".split())
+# Words that end the name of a place or a team, not a surname ("Lincoln High", "Marine Drive", "Man United").
+_NOT_SURNAMES = frozenset("high drive street road avenue lane park city united square hill bridge station hall "
+                          "house court beach bay river lake valley county state mall market center centre".split())
 _NATIONALITY = re.compile(r"(?:ish|ese|ian|ean|ic)$")
 
 # --- Chinese ----------------------------------------------------------------------------------
@@ -116,6 +123,7 @@ _ZH_PET = re.compile(rf"(?:我家|我们家|家里|我的|我养的)的?(?P<s>{_
                      rf"(?:[，,]?(?:叫做|名叫|叫)(?P<given>[{_CJK}]{{1,3}}|[A-Z][a-z]+))?")
 _ZH_ORG_TAILS = ("公司", "大学", "学院", "学校", "中学", "小学", "医院", "银行", "集团", "研究所", "研究院")
 _ZH_WORK_AT = re.compile(rf"在(?P<v>[{_CJK}A-Za-z]{{2,8}}?)(?:上班|工作|实习)")
+_ZH_PROPER = frozenset({"nt", "nz", "ns", "nr", "nrt", "nrfg", "j", "eng", "x"})
 _ZH_STOP = frozenset("我 你 他 她 我们 的 在 和 跟 去 到 从 一家 一个 这家 那家".split())
 
 
@@ -237,8 +245,9 @@ def _en_mentions(text: str, owner: str | None) -> list[_Mention]:
         name = m.group("name")
         if any(s <= m.start("name") < e for s, e in spans):
             continue
-        going = m.group("prep") != "to" or bool(_GOING_TO.search(text[:m.end("prep")]))
-        if _is_place(name, after_preposition=True, going=going):
+        prep = m.group("prep")
+        going = prep != "to" or bool(_GOING_TO.search(text[:m.end("prep")]))
+        if _is_place(name, after_preposition=True, going=going, unknown=prep in {"in", "near", "around"}):
             add(m, _Mention(m.start("name"), "place", name))
     for m in _EN_CAPS.finditer(text):
         name = m.group("name")
@@ -255,14 +264,15 @@ def _after_relation(word: str) -> bool:
     """Whether a capitalised word right after "my sister", "my friend" is their name: any word but a
     common one of chat, a month or a place ("my friend Raj", not "my friend And", "my sister Paris")."""
     low = word.lower()
-    return low not in _NOT_NAMES and low not in _CALENDAR and (_is_name(word) or _may_be_given_name(word)
+    return low not in _NOT_NAMES | _CALENDAR | _FUNCTION_WORDS and (_is_name(word) or _may_be_given_name(word)
                                                               or not _is_place(word, after_preposition=False))
 
 
-def _is_place(name: str, *, after_preposition: bool, going: bool = False) -> bool:
+def _is_place(name: str, *, after_preposition: bool, going: bool = False, unknown: bool = False) -> bool:
     """A known country; a known city after a preposition of place ("in Boston", "moved to Paris"),
     or on its own when it is neither a word nor a given name ("Tokyo"; not "Nice to meet you",
-    "Jordan said", "March"); a capitalised name after a preposition that is neither ("in Ghent")."""
+    "Jordan said", "March"); with `unknown`, a capitalised name that is neither after "in" ("in Guindy";
+    after "to" or "from" it is as often an employer)."""
     words = name.split()
     if any(w.lower() in _CALENDAR for w in words):
         return False
@@ -273,8 +283,8 @@ def _is_place(name: str, *, after_preposition: bool, going: bool = False) -> boo
         if after_preposition:
             return going or not single_name
         return not single_name and not (len(words) == 1 and is_dictionary_word(name.lower()))
-    return (after_preposition and not any(is_dictionary_word(w.lower()) or _is_name(w) for w in words)
-            and not _NATIONALITY.search(words[-1].lower()))
+    return (unknown and not any(is_dictionary_word(w.lower()) or _is_name(w) for w in words)
+            and not _NATIONALITY.search(words[-1].lower()) and not any(re.search("[A-Z]", w[1:]) for w in words))
 
 
 def _people(text: str, start: int, span: str) -> list[_Mention]:
@@ -284,9 +294,14 @@ def _people(text: str, start: int, span: str) -> list[_Mention]:
     i = 0
     while i < len(words):
         word = words[i]
-        if _is_name(word) and not (_sentence_initial(text, start) and i == 0 and is_dictionary_word(word.lower())
-                                   and len(words) == 1):
-            if i + 1 < len(words) and words[i + 1].lower() not in _CALENDAR | _NOT_NAMES \
+        initial = i == 0 and _sentence_initial(text, start)
+        after_the = i == 0 and bool(re.search(r"\b[Tt]he\s+$", text[:start]))  # "the King", "the Queen"
+        place = is_known_city(word) or is_country(word)  # "Austin", "Sydney": a place as often as a person
+        if _is_name(word) and not after_the and not place \
+                and not (initial and len(words) == 1 and is_dictionary_word(word.lower())):
+            surname = words[i + 1].lower() if i + 1 < len(words) else ""
+            if surname and surname not in _CALENDAR | _NOT_NAMES | _NOT_SURNAMES \
+                    and (is_surname(surname) or not is_dictionary_word(surname)) \
                     and not _is_place(words[i + 1], after_preposition=False):
                 out.append(_Mention(start, "person", f"{word} {words[i + 1]}", [word], given=word, bare=True))
                 i += 2
@@ -318,7 +333,9 @@ def _zh_mentions(text: str, owner: str | None) -> list[_Mention]:
         species = m.group("s")
         given = m.group("given")
         if given and re.fullmatch(f"[{_CJK}]+", given):
-            given = next((given[:size] for size in range(len(given), 0, -1) if could_be_a_name(given[:size])), None)
+            # After 叫 a short word is the name whatever the segmenter makes of it (可颂 is a verb to it).
+            given = next((given[:size] for size in range(len(given), 0, -1) if could_be_a_name(given[:size])),
+                         given[:2] if len(given) >= 2 else None)
         pet_spans.append(m.span())
         if given:
             found.append(_Mention(m.start(), "pet", given, [species], given=given))
@@ -343,7 +360,9 @@ def _zh_mentions(text: str, owner: str | None) -> list[_Mention]:
     for n, (word, tag) in enumerate(words):
         start = position
         position += len(word)
-        if is_chinese_city(word) or (tag == "ns" and len(word) >= 2 and word.endswith(("省", "国"))):
+        if len(word) < 2 or tag not in NOUN_TAGS - {"an", "vn"}:
+            continue
+        if tag == "ns" and (is_chinese_city(word) or word.endswith(("省", "国"))):
             found.append(_Mention(start, "place", word))
         elif word.endswith(_ZH_ORG_TAILS):
             name = word
@@ -352,8 +371,8 @@ def _zh_mentions(text: str, owner: str | None) -> list[_Mention]:
                     and len(words[k - 1][0] + name) <= 12:
                 k -= 1
                 name = words[k][0] + name
-            if name in _ZH_ORG_TAILS:
-                continue
+            if tag != "nt" and not any(t in _ZH_PROPER for _, t in words[k:n]):
+                continue  # a kind of company (互联网公司, 设计公司), not one
             found.append(_Mention(start - (len(name) - len(word)), "organisation", name))
     for m in _ZH_WORK_AT.finditer(text):
         name = m.group("v")

@@ -142,3 +142,19 @@ def is_country(value: str) -> bool:
 def is_known_city(value: str) -> bool:
     """Whether a whole value names a known city (of 15,000 people or more), accents and case aside."""
     return fold(value) in _city_names()
+
+
+_surnames: frozenset[str] | None = None
+
+
+def is_surname(word: str) -> bool:
+    """Whether a word is a common family name (the `names` package's US census list of 88,799), so
+    "Anna Smith" is one person although "smith" is also a dictionary word."""
+    global _surnames
+    with _lock:
+        if _surnames is None:
+            from importlib.resources import files
+
+            text = files("names").joinpath("dist.all.last").read_text(encoding="ascii")
+            _surnames = frozenset(line.split()[0].lower() for line in text.splitlines() if line.strip())
+    return fold(word) in _surnames
