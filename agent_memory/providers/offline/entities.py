@@ -225,6 +225,8 @@ def _en_mentions(text: str, owner: str | None) -> list[_Mention]:
             noun = _owned(owner, noun)
         add(m, _Mention(m.start(), "event", noun))
     for m in _EN_ORG.finditer(text):
+        if re.search(rf"{_CAP}\s+$", text[:m.start()]):
+            continue  # a longer name than the pattern holds: not cut to its tail
         name = m.group("name").rstrip(".")
         words = name.split()
         while len(words) > 2 and (words[0] in {"The", "A", "An", "My", "Our", "At", "In", "For"}
