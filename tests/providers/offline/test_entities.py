@@ -20,7 +20,7 @@ def session(*turns: str | tuple[str, str | None, str]) -> list[Message]:
     out = []
     for i, turn in enumerate(turns):
         role, speaker, content = ("user", None, turn) if isinstance(turn, str) else turn
-        out.append(Message(message_id=f"m{i}", turn_index=i, role=role, speaker=speaker, content=content,  # type: ignore[arg-type]
+        out.append(Message(message_id=f"m{i}", turn_index=i, role=role, speaker=speaker, content=content,
                            created_at=AT + timedelta(minutes=i)))
     return out
 
