@@ -67,8 +67,8 @@ _EN_PET = re.compile(rf"\b(?:(?P<own>[Mm]y|[Oo]ur)\s+(?:(?:new|little|old|sweet|
                      rf"|\b(?:an?|the)\s+(?:new\s+|little\s+)?(?P<s2>dog|puppy|cat|kitten|rabbit|bunny|parrot|hamster)"
                      rf"\s+(?:named|called)\s+(?P<given2>{_CAP})\b)")
 # A pet without a name only by a plain species word ("my lab" is more often a laboratory).
-_PET_WORDS = frozenset("dog puppy pup cat kitten kitty rabbit bunny hamster parrot budgie horse turtle tortoise "
-                       "guinea pig gecko ferret chinchilla hedgehog cockatiel iguana axolotl gerbil".split()) | {"guinea pig"}
+_PET_WORDS = frozenset([*"dog puppy pup cat kitten kitty rabbit bunny hamster parrot budgie horse turtle tortoise "
+                         "gecko ferret chinchilla hedgehog cockatiel iguana axolotl gerbil".split(), "guinea pig"])
 _EVENT_NOUNS = (r"wedding|birthday|birthday\s+party|party|concert|festival|graduation|funeral|conference|parade|"
                 r"marathon|recital|reunion|baby\s+shower|bridal\s+shower|anniversary|fundraiser|ceremony|"
                 r"tournament|competition|gala|retreat|workshop|hackathon|exhibition|musical|road\s+trip|"
@@ -162,8 +162,7 @@ def _possessor(message: Message, shared: bool, subject_role: str) -> str | None:
     that party has no name."""
     if message.role == subject_role and not shared:
         return ""
-    speaker = _speaker_name(message)
-    return speaker
+    return _speaker_name(message)
 
 
 def _speaker_name(message: Message) -> str | None:
@@ -176,7 +175,10 @@ def _speaker_name(message: Message) -> str | None:
 
 
 def _owned(owner: str, phrase: str) -> str:
-    return f"{owner}'s {phrase}" if owner else phrase
+    """A possessive phrase named for its owner ("Caroline's sister", "林伟的妈妈"), or as said for the subject's own."""
+    if not owner:
+        return phrase
+    return f"{owner}的{phrase}" if re.search(f"[{_CJK}]", phrase) else f"{owner}'s {phrase}"
 
 
 def _en_mentions(text: str, owner: str | None) -> list[_Mention]:
@@ -190,7 +192,7 @@ def _en_mentions(text: str, owner: str | None) -> list[_Mention]:
     for m in _EN_PET.finditer(text):
         given = m.group("given") or m.group("given2")
         species = re.sub(r"\s+", " ", (m.group("s") or m.group("s2")).lower())
-        if given and (given.lower() in _NOT_NAMES or given.lower() in _CALENDAR):
+        if given and not _after_relation(given):
             given = None
         if given:
             add(m, _Mention(m.start(), "pet", given, [species], given=given))
@@ -353,7 +355,9 @@ def _zh_mentions(text: str, owner: str | None) -> list[_Mention]:
             if owner is None:
                 continue
             name = _owned(owner, _ZH_UNIQUE[kin])
-            aliases = [a for a in (_owned(owner, said), given) if a and a != name]
+            # 我妈 said by the subject is an alias of 妈妈; said by 林伟, "林伟的妈妈" says it all.
+            said_alias = None if owner and said.startswith("我") else _owned(owner, said)
+            aliases = [a for a in (said_alias, given) if a and a != name]
             found.append(_Mention(m.start(), "person", name, aliases, given=given))
         elif given:
             found.append(_Mention(m.start(), "person", given, given=given))
@@ -390,6 +394,11 @@ def extract_entities(messages: list[Message], subject_role: str = "user") -> lis
     shared = len({_speaker_name(m) for m in messages if m.role == subject_role} - {None}) > 1
     merged = _Merged()
     speakers: set[str] = set()
+    # A speaker's short name ("Mel" for the speaker Melanie), wherever it comes in the session.
+    everyone = sorted({name for m in messages if (name := _speaker_name(m))})
+    short = {fold(name.split()[0][:n]): name for name in everyone for n in range(3, len(name.split()[0]))}
+    short = {k: v for k, v in short.items() if sum(fold(s).startswith(k) for s in everyone) == 1
+             and not any(fold(s.split()[0]) == k for s in everyone)}
     for position, message in enumerate(messages):
         mentions: list[_Mention] = []
         speaker = _speaker_name(message)
@@ -401,6 +410,9 @@ def extract_entities(messages: list[Message], subject_role: str = "user") -> lis
             mentions += _zh_mentions(message.content, owner)
         mentions += _en_mentions(message.content, owner)
         for mention in sorted(mentions, key=lambda m: m.start):
+            full = short.get(fold(mention.name)) if mention.bare else None
+            if full:
+                mention = _Mention(mention.start, "person", full, [mention.name], given=full.split()[0], bare=True)
             merged.add(mention, position)
     # A given name said on its own later ("Anna said …", "豆豆很乖") is a mention too.
     for entity in merged.entities:

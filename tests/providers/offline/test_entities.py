@@ -52,13 +52,14 @@ def test_two_siblings_with_their_own_names_stay_two_people():
 
 def test_both_speakers_mentions_and_the_speakers_themselves():
     found = by_name(entities(session(
-        ("user", "Caroline", "Hey Melanie! I went to the Pride Parade last weekend."),
+        ("user", "Caroline", "Hey Mel! I went to the Pride Parade last weekend."),
         ("user", "Melanie", "That's great, Caroline! My husband and I took the kids to a concert in Boston."),
         ("user", "Caroline", "My sister Anna came along to the parade too."),
     )))
     assert found["Caroline"].entity_type == "person"
     assert found["Caroline"].evidence_message_ids == ["m0", "m1"]  # she first speaks, then is spoken to
     assert found["Melanie"].evidence_message_ids == ["m0", "m1"]
+    assert found["Melanie"].aliases == ["Mel"] and "Mel" not in found  # a speaker's short name is the speaker
     # Two speakers share the role: each one's "my" is theirs.
     assert found["Melanie's husband"].entity_type == "person"
     assert found["Caroline's sister"].aliases == ["Anna"]
@@ -111,6 +112,16 @@ def test_chinese_relatives_pets_cities_and_organisations():
     assert found["杭州"].entity_type == "place" and found["上海"].entity_type == "place"
     assert found["腾讯公司"].entity_type == "organisation" and found["招商银行"].entity_type == "organisation"
     assert "李娜" not in found
+
+
+def test_chinese_speakers_relatives_are_named_for_them():
+    found = by_name(entities(session(("user", "王芳", "我妈下周来杭州，我姐王丽也一起来。"),
+                                     ("user", "李强", "我老婆每天都陪着我家的猫。"))))
+    assert found["王芳的妈妈"].aliases == []
+    assert found["王芳的姐姐"].aliases == ["王丽"]
+    assert found["李强的老婆"].entity_type == "person"
+    assert found["李强的猫"].entity_type == "pet"
+    assert "老婆" not in found and "妈妈" not in found
 
 
 def test_someone_elses_relative_and_kinds_of_company_are_not_entities():
