@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 from agent_memory.core.models import ENTITY_ALIASES_MAX, ENTITY_NAME_MAX, EntityType, ExtractedEntity, Message
 from agent_memory.providers.offline.gazetteer import (
+    first_name_share,
     fold,
     is_chinese_city,
     is_country,
@@ -102,6 +103,9 @@ _FUNCTION_WORDS = frozenset("in on at to for of from with by is was are who what
 # Words that end the name of a place or a team, not a surname ("Lincoln High", "Marine Drive", "Man United").
 _NOT_SURNAMES = frozenset("high drive street road avenue lane park city united square hill bridge station hall "
                           "house court beach bay river lake valley county state mall market center centre".split())
+# A given name that is also a word counts alone only when many people bear it ("Grace", "Max";
+# not "Meta", "Marvel", "King": 0.004% each in the census lists).
+_COMMON_NAME_SHARE = 0.02
 _NATIONALITY = re.compile(r"(?:ish|ese|ian|ean|ic)$")
 
 # --- Chinese ----------------------------------------------------------------------------------
@@ -153,7 +157,7 @@ def _sentence_initial(text: str, start: int) -> bool:
 
 def _is_name(word: str) -> bool:
     low = word.lower()
-    return is_first_name(low) and low not in _NOT_NAMES and low not in _CALENDAR
+    return is_first_name(low) and low not in _NOT_NAMES | _CALENDAR | _FUNCTION_WORDS
 
 
 def _possessor(message: Message, shared: bool, subject_role: str) -> str | None:
@@ -181,7 +185,8 @@ def _owned(owner: str, phrase: str) -> str:
     return f"{owner}的{phrase}" if re.search(f"[{_CJK}]", phrase) else f"{owner}'s {phrase}"
 
 
-def _en_mentions(text: str, owner: str | None) -> list[_Mention]:
+def _en_mentions(text: str, owner: str | None, known: frozenset[str] = frozenset()) -> list[_Mention]:
+    """English mentions; `known` holds the folded names of the session's speakers (and their short forms)."""
     found: list[_Mention] = []
     spans: list[tuple[int, int]] = []
 
@@ -260,7 +265,7 @@ def _en_mentions(text: str, owner: str | None) -> list[_Mention]:
         if _is_place(name, after_preposition=False) and not _sentence_initial(text, m.start()):
             add(m, _Mention(m.start(), "place", name))
             continue
-        found.extend(_people(text, m.start(), name))
+        found.extend(_people(text, m.start(), name, known))
     return found
 
 
@@ -291,7 +296,7 @@ def _is_place(name: str, *, after_preposition: bool, going: bool = False, unknow
             and not _NATIONALITY.search(words[-1].lower()) and not any(re.search("[A-Z]", w[1:]) for w in words))
 
 
-def _people(text: str, start: int, span: str) -> list[_Mention]:
+def _people(text: str, start: int, span: str, known: frozenset[str]) -> list[_Mention]:
     """People in a run of capitalised words: a given name, with the capitalised surname after it."""
     words = span.split()
     out: list[_Mention] = []
@@ -301,7 +306,7 @@ def _people(text: str, start: int, span: str) -> list[_Mention]:
         initial = i == 0 and _sentence_initial(text, start)
         after_the = i == 0 and bool(re.search(r"\b[Tt]he\s+$", text[:start]))  # "the King", "the Queen"
         place = is_known_city(word) or is_country(word)  # "Austin", "Sydney": a place as often as a person
-        if _is_name(word) and not after_the and not place \
+        if (_is_name(word) or fold(word) in known) and not after_the and not place \
                 and not (initial and len(words) == 1 and is_dictionary_word(word.lower())):
             surname = words[i + 1].lower() if i + 1 < len(words) else ""
             if surname and surname not in _CALENDAR | _NOT_NAMES | _NOT_SURNAMES \
@@ -310,7 +315,9 @@ def _people(text: str, start: int, span: str) -> list[_Mention]:
                 out.append(_Mention(start, "person", f"{word} {words[i + 1]}", [word], given=word, bare=True))
                 i += 2
                 continue
-            out.append(_Mention(start, "person", word, given=word, bare=True))
+            if not is_dictionary_word(word.lower()) or first_name_share(word) >= _COMMON_NAME_SHARE \
+                    or fold(word) in known:
+                out.append(_Mention(start, "person", word, given=word, bare=True))
         i += 1
     return out
 
@@ -399,6 +406,7 @@ def extract_entities(messages: list[Message], subject_role: str = "user") -> lis
     short = {fold(name.split()[0][:n]): name for name in everyone for n in range(3, len(name.split()[0]))}
     short = {k: v for k, v in short.items() if sum(fold(s).startswith(k) for s in everyone) == 1
              and not any(fold(s.split()[0]) == k for s in everyone)}
+    known = frozenset([*short, *(fold(name.split()[0]) for name in everyone)])
     for position, message in enumerate(messages):
         mentions: list[_Mention] = []
         speaker = _speaker_name(message)
@@ -408,7 +416,7 @@ def extract_entities(messages: list[Message], subject_role: str = "user") -> lis
         owner = _possessor(message, shared, subject_role)
         if re.search(f"[{_CJK}]", message.content):
             mentions += _zh_mentions(message.content, owner)
-        mentions += _en_mentions(message.content, owner)
+        mentions += _en_mentions(message.content, owner, known)
         for mention in sorted(mentions, key=lambda m: m.start):
             full = short.get(fold(mention.name)) if mention.bare else None
             if full:

@@ -172,3 +172,11 @@ def test_entities_leave_the_facts_as_they_are():
     assert result.entities
     assert result.facts == _extract_facts(messages, "user", None)
     assert {(f.namespace, f.key, f.value) for f in result.facts} >= {("work", "employer", "Zalando")}
+
+
+def test_a_word_that_few_people_are_named_is_no_person_on_its_own():
+    for text in ["I'm a huge fan of Marvel movies.", "We watched a film about the King last night.",
+                 "In October the weather turns."]:
+        assert not [e for e in entities(session(text)) if e.entity_type == "person"], text
+    assert [(e.name, e.entity_type) for e in entities(session("Yesterday Grace called about the rota."))] == [
+        ("Grace", "person")]
