@@ -122,7 +122,7 @@ _ZH_MANY = ("同事", "朋友", "同学", "室友", "邻居", "表哥", "表姐"
 # Not someone else's (他妈妈, 你姐姐).
 _ZH_KIN = re.compile("(?<![他她你它])(?P<kin>" + "|".join(sorted([*_ZH_UNIQUE, *_ZH_MANY], key=len, reverse=True)) + ")")
 _ZH_PET_SPECIES = "|".join(sorted({*_ZH_BREEDS, "狗狗", "小狗", "狗", "猫咪", "小猫", "猫", "兔子", "仓鼠", "鹦鹉",
-                                   "乌龟", "金鱼"}, key=len, reverse=True))
+                                   "乌龟", "金鱼"}, key=lambda w: (-len(w), w)))
 _ZH_PET = re.compile(rf"(?:我家|我们家|家里|我的|我养的)的?(?P<s>{_ZH_PET_SPECIES})"
                      rf"(?:[，,]?(?:叫做|名叫|叫)(?P<given>[{_CJK}]{{1,3}}|[A-Z][a-z]+))?")
 _ZH_ORG_TAILS = ("公司", "大学", "学院", "学校", "中学", "小学", "医院", "银行", "集团", "研究所", "研究院")

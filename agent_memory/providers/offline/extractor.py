@@ -32,6 +32,8 @@ Where each part lives, in this package:
   vocabulary), `timing.py` (when it happened).
 - `corrections.py` (corrections of earlier statements), `known.py` (what a message does to the facts
   already known), `dialogue.py` (bare answers to the assistant's questions).
+- `entities.py`: the people, pets, places, organisations, events and things the session mentions,
+  from every message whoever said it; they sit beside the facts and never change them.
 
 Keys follow the vocabulary in docs/recall.md ("What gets written") and agent_memory/samples/PHRASING.md:
 `preference/<object>` = like|dislike, `pet/<name>` = species, `relationship/status`,
