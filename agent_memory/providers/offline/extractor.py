@@ -32,6 +32,8 @@ Where each part lives, in this package:
   vocabulary), `timing.py` (when it happened).
 - `corrections.py` (corrections of earlier statements), `known.py` (what a message does to the facts
   already known), `dialogue.py` (bare answers to the assistant's questions).
+- `entities.py`: the people, pets, places, organisations, events and things the session mentions,
+  from every message whoever said it; they sit beside the facts and never change them.
 
 Keys follow the vocabulary in docs/recall.md ("What gets written") and agent_memory/samples/PHRASING.md:
 `preference/<object>` = like|dislike, `pet/<name>` = species, `relationship/status`,
@@ -48,6 +50,7 @@ import re
 from agent_memory.core.models import ExtractedFact, ExtractionResult, KnownFact, Message
 from agent_memory.providers.offline.corrections import _CONTRAST, _CORRECTION, _MEANT, _contrast_corrections
 from agent_memory.providers.offline.dialogue import _answer_facts
+from agent_memory.providers.offline.entities import extract_entities
 from agent_memory.providers.offline.known import (
     _activity_ends_job,
     _known_pet_gone,
@@ -109,7 +112,8 @@ def _extract_facts(messages: list[Message], subject_role: str,
 class RuleFactExtractor:
     """The rule extractor under the FactExtractor protocol. It reads the current facts only to find
     the slot of a correction that names the wrong value ("it's Globex, not Initech") and to end every
-    pet of a species said to be gone; everything else is read from the statements."""
+    pet of a species said to be gone; everything else is read from the statements. The entities come
+    from every message, whoever said it (`entities.py`); they do not change the facts."""
 
     name = "rule-extractor"
     runs_in_worker = True  # computed in this process: its steps run as local activities
@@ -118,9 +122,11 @@ class RuleFactExtractor:
     #    contrast corrections against the current facts
     # 5: given names, signatures, respellings, a key corrected (void + the right key), breeds, pronouns,
     #    stays by length, intent hedging its own clause in Chinese
-    version = "6"
+    # 7: the people, pets, places, organisations, events and things the session mentions (entities)
+    version = "7"
 
     async def extract(self, messages: list[Message], *, subject_role: str = "user",
                       current_facts: list[KnownFact] | None = None) -> ExtractionResult:
         return ExtractionResult(provider=self.name, extractor=self.name, extractor_version=self.version,
-                                facts=_extract_facts(messages, subject_role, current_facts))
+                                facts=_extract_facts(messages, subject_role, current_facts),
+                                entities=extract_entities(messages, subject_role))
