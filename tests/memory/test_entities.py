@@ -169,3 +169,35 @@ async def test_an_entity_is_matched_by_type_and_any_of_its_names_only(client, se
     person = next(e[0] for e in entities if e[2] == "person")
     assert sorted(m for mid, m, _ in mentions if mid == person) == ["s1:1", "s1:2"]
     assert all(isinstance(e[0], uuid.UUID) for e in entities)
+
+
+CONSOLIDATED = {
+    "english": ((session("s1", "2024-03-01T09:00:00Z", "My sister Anna is visiting next week.",
+                         "Anna loves hiking, we will go to Hangzhou.", ("assistant", "That sounds lovely!"),
+                         "My dog Max is coming too."),
+                 session("s2", "2024-03-08T09:00:00Z", "My sister called me from Hangzhou yesterday.")),
+                ("sister", ["Anna"]), "Hangzhou", "Max"),
+    "chinese": ((session("s1", "2024-03-01T09:00:00Z", "我姐王丽下周来杭州。", "我家的狗叫豆豆。"),
+                 session("s2", "2024-03-08T09:00:00Z", "我姐昨天从杭州给我打电话了。")),
+                ("姐姐", ["我姐", "王丽"]), "杭州", "豆豆"),
+}
+
+
+@pytest.mark.parametrize("lang", ["english", "chinese"])
+async def test_consolidation_notes_the_entities_the_offline_extractor_finds(lang, client, services, tenant,
+                                                                          running_worker):
+    """The real pipeline: the offline extractor reads every message, the commit resolves the
+    second session's "my sister" to the first session's sister, whose name joined her aliases."""
+    sessions, (relative, aliases), place, pet = CONSOLIDATED[lang]
+    async with running_worker():
+        for s in sessions:
+            await client.append_messages(tenant, "lin", s)
+            await client.consolidation_result(await client.end_session(tenant, "lin", s.session_id))
+    entities, mentions = await _rows(services, tenant, "lin")
+    by_name = {name: (memory_id, kind, sorted(names)) for memory_id, name, kind, names, _ in entities}
+    assert by_name[relative][1:] == ("person", sorted(aliases))
+    assert by_name[place][1] == "place" and by_name[pet][1] == "pet"
+    sessions_of = {name: sorted({sid for mid, _, sid in mentions if mid == memory_id})
+                   for name, (memory_id, _, _) in by_name.items()}
+    assert sessions_of[relative] == sessions_of[place] == ["s1", "s2"] and sessions_of[pet] == ["s1"]
+    assert (await rebuild_subject(services.pool, services.keyring, tenant, "lin")).equal
