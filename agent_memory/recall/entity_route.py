@@ -3,10 +3,10 @@ expand to the notes and episodes of the messages that mention them.
 
 A question about "Caroline's adoption agency" reaches the note of the session where the agency
 was named even when the note says "the agency" and never "Caroline": the mention links them. A
-memory linked to several of the named entities ranks first; among the rest, an entity mentioned
-in few messages counts more than one mentioned everywhere (a speaker's own name links almost
-every note and so says little), then the newer memory first; ties by id, so two runs give the
-same list.
+memory linked to several of the named entities ranks first; then an entity mentioned in few of
+the subject's sessions counts more than a common one, and one mentioned in half of them or more
+(a speaker's own name) links nothing; then the newer memory first; ties by id, so two runs give
+the same list.
 """
 
 from __future__ import annotations
@@ -45,18 +45,24 @@ SELECT memory_id, name, aliases FROM entities
  ORDER BY memory_id
 """
 
-# The notes and episodes of the named entities' mentions, each scored by the entities it links
-# to (an entity weighs 1 / ln(2 + its mentions)) and the number of its messages that mention them.
+# The notes and episodes of the named entities' mentions. An entity weighs like a word in BM25, by
+# the sessions that mention it: ln((N - n + 0.5) / (n + 0.5)), N the subject's sessions, n its
+# own; one mentioned in half of them or more (a speaker's own name) says nothing about which
+# memory a question is after, and links nothing. A memory scores the weights of the entities its
+# messages mention.
 _LINKED_SQL = """
-WITH named AS (
-    SELECT m.memory_id, 1.0 / ln(2 + count(*)) AS weight
-      FROM entity_mentions m
+WITH total AS (
+    SELECT count(*) AS n FROM sessions WHERE tenant_id = %(tenant)s AND subject_id = %(subject)s
+), named AS (
+    SELECT m.memory_id, ln((t.n - count(DISTINCT m.session_id) + 0.5) / (count(DISTINCT m.session_id) + 0.5))
+           AS weight
+      FROM entity_mentions m CROSS JOIN total t
      WHERE m.tenant_id = %(tenant)s AND m.memory_id = ANY(%(entities)s::uuid[])
-     GROUP BY m.memory_id
+     GROUP BY m.memory_id, t.n
 ), mentions AS (
     SELECT m.session_id, m.message_id, n.memory_id AS entity_id, n.weight
       FROM entity_mentions m JOIN named n ON n.memory_id = m.memory_id
-     WHERE m.tenant_id = %(tenant)s AND m.subject_id = %(subject)s
+     WHERE m.tenant_id = %(tenant)s AND m.subject_id = %(subject)s AND n.weight > 0
 )
 SELECT * FROM (
     SELECT x.memory_id::text AS memory_id, 'observation' AS kind, x.version,

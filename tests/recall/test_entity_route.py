@@ -48,6 +48,9 @@ async def test_a_named_entity_brings_in_the_notes_of_its_mentions(lang, client, 
     name, texts, question = NOTES[lang]
     s = session("s1", "2024-05-01T09:00:00Z", *texts)
     await client.append_messages(tenant, "lin", s)
+    # Two more sessions of the subject that do not mention the entity: it is specific to one in three.
+    for n in (2, 3):
+        await client.append_messages(tenant, "lin", session(f"s{n}", f"2024-05-0{n}T09:00:00Z", "Hello."))
     ids = [m.message_id for m in s.messages]
     extraction = ExtractionResult(provider="test", extractor="written-out", extractor_version="1", facts=[],
                                   entities=[ExtractedEntity(name=name, entity_type="person",
@@ -73,3 +76,26 @@ async def test_a_named_entity_brings_in_the_notes_of_its_mentions(lang, client, 
     other = await assemble_context(services.pool, services.keyring, embedder, tenant, "lin",
                                    "What happened with Jordan?" if lang == "english" else "爸爸最近在忙什么？")
     assert not [item for item in other.items if item.kind == "observation"]
+
+
+async def test_an_entity_mentioned_in_half_of_the_sessions_or_more_links_nothing(client, services, tenant):
+    """Like a word in BM25: a name in most sessions (a speaker's own) says nothing about which
+    memory a question is after."""
+    for n in (1, 2):
+        s = session(f"s{n}", f"2024-05-0{n}T09:00:00Z", "She signed the papers.")
+        await client.append_messages(tenant, "lin", s)
+        request = {"session": s.session_id}
+        await commit_consolidation(
+            services.pool, services.keyring, tenant_id=tenant, subject_id="lin", session_id=s.session_id,
+            key=CommitKey.for_request(s.session_id, request), request=request,
+            extraction=ExtractionResult(provider="test", extractor="written-out", extractor_version="1", facts=[],
+                                        entities=[ExtractedEntity(name="Caroline", entity_type="person",
+                                                                  evidence_message_ids=[f"s{n}:1"])]),
+            plan=ConflictPlan(decisions=[]), importance=ImportanceResult(importance=5),
+            summary=SummaryResult(sentences=[], token_count=0, observations=[
+                Observation(text=m.content, source_message_ids=[m.message_id], happened_at=m.created_at)
+                for m in s.messages]),
+            happened_at=s.messages[-1].created_at)
+    context = await assemble_context(services.pool, services.keyring, offline_providers().embedder, tenant, "lin",
+                                     "What did Caroline do?")
+    assert context.items == []
