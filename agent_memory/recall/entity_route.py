@@ -1,5 +1,7 @@
 """The entity route of recall: the subject's entities named in the question (by name or alias)
-expand to the notes and episodes of the messages that mention them.
+expand to the notes of the messages that mention them. Episodes are left to the other routes: a
+session's summary is long and mostly about other things, and brought in by one mention it would
+crowd the notes out of the budget.
 
 A question about "Caroline's adoption agency" reaches the note of the session where the agency
 was named even when the note says "the agency" and never "Caroline": the mention links them. A
@@ -45,7 +47,7 @@ SELECT memory_id, name, aliases FROM entities
  ORDER BY memory_id
 """
 
-# The notes and episodes of the named entities' mentions. An entity weighs like a word in BM25, by
+# The notes of the named entities' mentions. An entity weighs like a word in BM25, by
 # the sessions that mention it: ln((N - n + 0.5) / (n + 0.5)), N the subject's sessions, n its
 # own; one mentioned in half of them or more (a speaker's own name) says nothing about which
 # memory a question is after, and links nothing. A memory scores the weights of the entities its
@@ -64,20 +66,13 @@ WITH total AS (
       FROM entity_mentions m JOIN named n ON n.memory_id = m.memory_id
      WHERE m.tenant_id = %(tenant)s AND m.subject_id = %(subject)s AND n.weight > 0
 )
-SELECT * FROM (
-    SELECT x.memory_id::text AS memory_id, 'observation' AS kind, x.version,
-           count(DISTINCT mn.entity_id) AS entities, sum(mn.weight) AS score, x.happened_at
-      FROM mentions mn JOIN observations x
-        ON x.tenant_id = %(tenant)s AND x.subject_id = %(subject)s AND x.session_id = mn.session_id
-       AND x.message_id = mn.message_id
-     GROUP BY x.memory_id, x.version, x.happened_at
-    UNION ALL
-    SELECT e.memory_id::text, 'episode', e.version, count(DISTINCT mn.entity_id), sum(mn.weight), e.happened_at
-      FROM mentions mn JOIN episodes e
-        ON e.tenant_id = %(tenant)s AND e.subject_id = %(subject)s AND e.session_id = mn.session_id
-     GROUP BY e.memory_id, e.version, e.happened_at
-) linked
-ORDER BY entities DESC, score DESC, happened_at DESC, memory_id, kind
+SELECT x.memory_id::text AS memory_id, 'observation' AS kind, x.version,
+       count(DISTINCT mn.entity_id) AS entities, sum(mn.weight) AS score, x.happened_at
+  FROM mentions mn JOIN observations x
+    ON x.tenant_id = %(tenant)s AND x.subject_id = %(subject)s AND x.session_id = mn.session_id
+   AND x.message_id = mn.message_id
+ GROUP BY x.memory_id, x.version, x.happened_at
+ORDER BY entities DESC, score DESC, happened_at DESC, memory_id
 LIMIT %(limit)s
 """
 
