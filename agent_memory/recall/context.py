@@ -440,7 +440,9 @@ async def assemble_context(pool: AsyncConnectionPool, keyring: KeyRing, embedder
         relevance = normalise(fuse((LEXICAL_WEIGHT, lexical), (VECTOR_WEIGHT, vector), (ENTITY_WEIGHT, linked)),
                               weights)
         episodic = _episodic_items(query, relevance, {**lexical_rows, **vector_rows, **linked_rows}, as_of, policy)
-        episodic.sort(key=lambda i: (-i.score, i.memory_id))
+        # Equal scores: the newer item first, then the id (ids are keyed per subject, so the time
+        # keeps the order the same in any store holding the same memories).
+        episodic.sort(key=lambda i: (-i.score, -(i.happened_at.timestamp() if i.happened_at else 0.0), i.memory_id))
         candidates = profile_items(facts, query, policy) + episodic
         # pack, then the leak filter's last check (re-packing without what it dropped)
         chosen, leaks = await filter_context(pool, redis, tenant_id, subject_id, candidates,

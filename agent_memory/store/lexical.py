@@ -42,13 +42,15 @@ _KEPT_STATISTICS = f"""
                    {_KINDS_SUM.format(column="terms")} AS terms
               FROM lexical_statistics WHERE tenant_id = %(tenant)s AND subject_id = %(subject)s) AS kept"""
 # The per-posting term is written as the windowed form's, operation for operation, so both give
-# the same floating-point scores.
+# the same floating-point scores. Equal scores (short notes sharing one query word) rank the newer
+# item first, then by id: memory ids are keyed by the subject's key, so an id alone would order
+# ties differently in two stores holding the same conversations.
 _SCORED = """
 SELECT p.memory_id::text, p.memory_kind, p.version,
        sum({idf} * p.tf * (%(k1)s + 1) / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.term_count / s.avgdl))) AS score
   FROM {postings} CROSS JOIN stats s
  GROUP BY p.memory_id, p.memory_kind, p.version
- ORDER BY score DESC, p.memory_id
+ ORDER BY score DESC, max(p.happened_at) DESC, p.memory_id
  LIMIT %(limit)s
 """
 _POSTINGS_WHERE = """tenant_id = %(tenant)s AND subject_id = %(subject)s AND lexeme = ANY(%(lexemes)s::text[])
@@ -63,7 +65,7 @@ WITH stats AS MATERIALIZED ({_KEPT_STATISTICS}
              WHERE tenant_id = %(tenant)s AND subject_id = %(subject)s AND lexeme = ANY(%(lexemes)s::text[])
              GROUP BY lexeme) AS f CROSS JOIN stats s
 ), postings AS (
-    SELECT memory_id, memory_kind, version, term_count, tf::float8 AS tf, lexeme FROM memory_postings
+    SELECT memory_id, memory_kind, version, term_count, tf::float8 AS tf, happened_at, lexeme FROM memory_postings
      WHERE {_POSTINGS_WHERE}
 )""" + _SCORED.format(idf="w.idf", postings="postings p JOIN weights w ON w.lexeme = p.lexeme")
 BM25_WINDOW_SQL = """
@@ -74,7 +76,7 @@ WITH stats AS MATERIALIZED (
        AND happened_at >= coalesce(%(since)s::timestamptz, '-infinity')
        AND memory_kind = ANY(%(kinds)s)
 ), postings AS (""" + f"""
-    SELECT memory_id, memory_kind, version, term_count, tf::float8 AS tf,
+    SELECT memory_id, memory_kind, version, term_count, tf::float8 AS tf, happened_at,
            count(*) OVER (PARTITION BY lexeme)::float8 AS df FROM memory_postings
      WHERE {_POSTINGS_WHERE}
 )""" + _SCORED.format(idf="ln(1 + (s.n - p.df + 0.5) / (p.df + 0.5))", postings="postings p")
