@@ -167,12 +167,46 @@ class ExtractedEntity(BaseModel):
     evidence_message_ids: list[str] = Field(min_length=1)  # the messages that mention it
 
 
+RelationType = Literal[
+    "family", "partner", "friend", "colleague", "works_at", "studies_at", "lives_in", "member_of", "owns",
+    "attended", "visited",
+]
+RELATION_TYPES: tuple[RelationType, ...] = (
+    "family", "partner", "friend", "colleague", "works_at", "studies_at", "lives_in", "member_of", "owns",
+    "attended", "visited",
+)
+# One current edge per source: a new target closes the old one ("I moved to Suzhou" ends lives_in
+# Shanghai). The others are many-valued: a second friend does not end the first.
+SINGLE_VALUED_RELATIONS: frozenset[RelationType] = frozenset({"partner", "works_at", "studies_at", "lives_in"})
+RELATION_ROLE_MAX = 40
+
+
+class ExtractedRelation(BaseModel):
+    """An edge between two entities a session states ("my sister Mia", "Lin works at Acme", "we
+    moved to Suzhou"), by entity name: the same schema from the offline extractor and a model.
+    `role` refines the type where it has one ("sister" for family, "manager" for colleague).
+    "assert" starts the edge from observed_at; "end" closes the current one (target "" for
+    whatever is current). Each name must be an entity of the same result, or the speaker."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: EntityName
+    relation: RelationType
+    target: Annotated[str, Field(max_length=ENTITY_NAME_MAX)]
+    role: Annotated[str, Field(max_length=RELATION_ROLE_MAX)] = ""
+    operation: Literal["assert", "end"] = "assert"
+    evidence_message_ids: list[str] = Field(min_length=1)
+    observed_at: datetime
+
+
 class ExtractionResult(ProviderResult):
     extractor: str
     extractor_version: str
     facts: list[ExtractedFact]
     # People, places and things the session mentions (absent from results recorded without them).
     entities: list[ExtractedEntity] = Field(default_factory=list)
+    # Edges between those entities (absent from results recorded without them).
+    relations: list[ExtractedRelation] = Field(default_factory=list)
     # Digest of the current facts the extractor was shown (set by the extract_facts activity).
     current_facts_digest: str | None = None
 
@@ -342,6 +376,7 @@ class CommitOutcome(BaseModel):
     episode_written: bool
     observations_written: int = 0
     entities_noted: int = 0  # entities the session mentioned in messages not recorded as their mentions yet
+    relations_noted: int = 0  # edges the session started or closed
     outbox_rows: int
     refused_reason: str | None = None
     # Facts the write gate kept out, per reason (agent_memory.memory.write_policy; forgotten memories).
