@@ -6,7 +6,9 @@
   `memory_search` and cosine distance over `memory_vectors` — and by the entities the question
   names (the memories of the messages that mention them, agent_memory.recall.entity_route),
   fused by reciprocal rank into a relevance normalised to [0, 1], then scored relevance × time decay × importance and cut to the
-  recall window (agent_memory.recall.recall_policy). It gets its own budget plus what the profile left.
+  recall window and the minimum relevance (agent_memory.recall.recall_policy); a question about a
+  sequence also brings in the notes next in time to the best hits (agent_memory.recall.sequence).
+  It gets its own budget plus what the profile left.
 
 The four routes (profile read, lexical, vector, entities) run in parallel, each on its own
 connection. A hit is only a pointer: each episodic route re-reads its candidates from their relational
@@ -43,6 +45,7 @@ from agent_memory.recall.entity_route import entity_hits
 from agent_memory.recall.read_metrics import count_read
 from agent_memory.recall.recall import embed_query
 from agent_memory.recall.recall_policy import RecallPolicy, read_policy
+from agent_memory.recall.sequence import ANCHORS, STEP_DECAY, Direction, neighbour_notes, sequence_direction
 from agent_memory.recall.vector_search import nearest
 from agent_memory.security.keyring import KeyRing
 from agent_memory.security.leak_filter import filter_context
@@ -377,24 +380,56 @@ SELECT 'episode', x.memory_id::text, x.version, x.summary, x.happened_at, x.sour
 """
 
 
+def _note_item(row: _NoteRow, query_terms: set[str], relevance: float, scored_at: datetime,
+               policy: RecallPolicy) -> ContextItem:
+    speaker, _, body = row.text.partition(": ")
+    text = f"{speaker}: {focus(body, query_terms, _terms(speaker))}" if FOCUS_NOTES else row.text
+    return _scored(row, "observation", text, f"[{format_day(row.happened_at)}] {text}", relevance, scored_at, policy)
+
+
 def _episodic_items(query: str, relevance: dict[Pointer, float], rows: dict[Pointer, _NoteRow],
                     as_of: datetime | None, policy: RecallPolicy) -> list[ContextItem]:
-    """The re-read candidates as scored context items."""
+    """The re-read candidates as scored context items; those below the policy's minimum
+    relevance are left out, so weak matches do not fill the budget."""
     scored_at = as_of or datetime.now(UTC)
     query_terms = _terms(query)
     items: list[ContextItem] = []
     for key, row in rows.items():
-        kind = key[1]
-        if kind == "observation":
-            speaker, _, body = row.text.partition(": ")
-            text = f"{speaker}: {focus(body, query_terms, _terms(speaker))}" if FOCUS_NOTES else row.text
-            items.append(_scored(row, "observation", text, f"[{format_day(row.happened_at)}] {text}",
-                                 relevance[key], scored_at, policy))
+        if relevance[key] < policy.min_relevance:
+            continue
+        if key[1] == "observation":
+            items.append(_note_item(row, query_terms, relevance[key], scored_at, policy))
         else:
             summary = truncate_tokens(row.text, policy.episode_tokens)
             items.append(_scored(row, "episode", summary, f"[{format_day(row.happened_at)}] Session summary: {summary}",
                                  relevance[key], scored_at, policy))
     return items
+
+
+def _ranked(items: list[ContextItem]) -> list[ContextItem]:
+    """By score; equal scores: the newer item first, then the id (ids are keyed per subject, so the
+    time keeps the order the same in any store holding the same memories)."""
+    return sorted(items, key=lambda i: (-i.score, -(i.happened_at.timestamp() if i.happened_at else 0.0), i.memory_id))
+
+
+async def _with_neighbours(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, query: str,
+                           episodic: list[ContextItem], direction: Direction, as_of: datetime | None,
+                           since: datetime | None, policy: RecallPolicy) -> list[ContextItem]:
+    """The ranked items plus the notes next in time to the best-ranked notes
+    (agent_memory.recall.sequence), each a step below its anchor; an item already present keeps
+    the higher of its two scores."""
+    anchors = [i for i in episodic if i.kind == "observation"][:ANCHORS]
+    rows = await neighbour_notes(conn, tenant_id, subject_id, [i.memory_id for i in anchors], direction, as_of, since)
+    by_id = {i.memory_id: i for i in episodic}
+    scored_at, query_terms = as_of or datetime.now(UTC), _terms(query)
+    for anchor_id, step, row in rows:
+        relevance = (by_id[anchor_id].relevance or 0.0) * STEP_DECAY ** step
+        if relevance < policy.min_relevance:
+            continue
+        item = _note_item(_NoteRow(kind="observation", **row), query_terms, relevance, scored_at, policy)
+        if item.memory_id not in by_id or by_id[item.memory_id].score < item.score:
+            by_id[item.memory_id] = item
+    return _ranked(list(by_id.values()))
 
 
 async def load_policy(pool: AsyncConnectionPool, tenant_id: str) -> RecallPolicy:
@@ -439,10 +474,11 @@ async def assemble_context(pool: AsyncConnectionPool, keyring: KeyRing, embedder
         weights = LEXICAL_WEIGHT + VECTOR_WEIGHT + (ENTITY_WEIGHT if linked else 0.0)
         relevance = normalise(fuse((LEXICAL_WEIGHT, lexical), (VECTOR_WEIGHT, vector), (ENTITY_WEIGHT, linked)),
                               weights)
-        episodic = _episodic_items(query, relevance, {**lexical_rows, **vector_rows, **linked_rows}, as_of, policy)
-        # Equal scores: the newer item first, then the id (ids are keyed per subject, so the time
-        # keeps the order the same in any store holding the same memories).
-        episodic.sort(key=lambda i: (-i.score, -(i.happened_at.timestamp() if i.happened_at else 0.0), i.memory_id))
+        episodic = _ranked(_episodic_items(query, relevance, {**lexical_rows, **vector_rows, **linked_rows},
+                                           as_of, policy))
+        if (direction := sequence_direction(query)) is not None:
+            episodic = await _with_neighbours(scope.conn, tenant_id, subject_id, query, episodic, direction, as_of,
+                                              since, policy)
         candidates = profile_items(facts, query, policy) + episodic
         # pack, then the leak filter's last check (re-packing without what it dropped)
         chosen, leaks = await filter_context(pool, redis, tenant_id, subject_id, candidates,

@@ -7,7 +7,8 @@ Episodic items (episode summaries and notes) are scored
     relevance × exp(−Δt / τ) × (importance_base + importance_slope · importance)
 
 with Δt from the item's time to the as-of time of the read and importance 1–10 from
-consolidation; items older than `window_days` before the as-of time are not candidates. Facts are
+consolidation; items older than `window_days` before the as-of time, or with a relevance below
+`min_relevance`, are not candidates. Facts are
 the profile: current facts above `profile_min_confidence`, not decayed, in their own tier.
 
 Budgets (tokens): profile ≤ `profile_tokens`, episodic ≤ `episodic_tokens` (at most
@@ -37,6 +38,8 @@ class RecallPolicy(BaseModel):
     tau_days: float = Field(default=21.0, gt=0, description="time constant of the episodic decay, in days")
     window_days: float | None = Field(default=180.0, gt=0,
                                       description="episodic items older than this are not candidates (None: no window)")
+    min_relevance: float = Field(default=0.0, ge=0, le=1,
+                                 description="episodic items matching the query less than this (0–1) are not candidates")
     importance_base: float = Field(default=0.6, ge=0)
     importance_slope: float = Field(default=0.04, ge=0)
     profile_min_confidence: float = Field(default=0.6, ge=0, le=1)
