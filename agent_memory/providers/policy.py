@@ -293,6 +293,10 @@ def restored(result: R, redactor: Redactor) -> R:
         update["facts"] = [f.model_copy(update={"value": redactor.restore(f.value), "key": redactor.restore(f.key)})
                            for f in result.facts]
         update["entities"] = [_restored_entity(e, redactor) for e in result.entities]
+        # The ends name entities: restored and bounded the same way, so they still match their names.
+        update["relations"] = [r.model_copy(update={
+            "source": (entity_names(redactor.restore(r.source), []) or (r.source, []))[0],
+            "target": (entity_names(redactor.restore(r.target), []) or ("", []))[0]}) for r in result.relations]
     elif isinstance(result, SummaryResult):
         update["sentences"] = [s.model_copy(update={"text": redactor.restore(s.text)}) for s in result.sentences]
         update["observations"] = [o.model_copy(update={"text": redactor.restore(o.text)}) for o in result.observations]

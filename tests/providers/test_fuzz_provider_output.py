@@ -14,7 +14,15 @@ import pytest_asyncio
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from agent_memory.core.models import ENTITY_ALIASES_MAX, ENTITY_NAME_MAX, ENTITY_TYPES, Message
+from agent_memory.core.models import (
+    ENTITY_ALIASES_MAX,
+    ENTITY_NAME_MAX,
+    ENTITY_TYPES,
+    RELATION_ROLE_MAX,
+    RELATION_TYPES,
+    Message,
+)
+from agent_memory.core.relations import SUBJECT
 from agent_memory.providers.base import EMBEDDING_DIMENSIONS, estimate_tokens
 from agent_memory.providers.errors import ProviderOutputInvalid
 from agent_memory.providers.openai.compat import (
@@ -95,6 +103,16 @@ def entity_payloads(draw):
               "aliases": draw(st.lists(st.sampled_from(["Mel", "mel", "", "我妈"]) | strings, max_size=12)),
               "evidence_message_ids": draw(ids)}
     return mutated(draw, entity)
+
+
+@st.composite
+def relation_payloads(draw):
+    names = st.sampled_from(["Melanie", " mel ", "妈妈", "subject", "", "Nobody", "x" * 200]) | strings
+    relation = {"source": draw(names), "relation": draw(st.sampled_from([*RELATION_TYPES, "works at", "enemy"]) | strings),
+                "target": draw(names), "role": draw(st.sampled_from(["Sister", "", "x" * 99]) | strings),
+                "operation": draw(st.sampled_from(["assert", "end", "confirm"]) | strings),
+                "evidence_message_ids": draw(ids)}
+    return mutated(draw, relation)
 
 
 @st.composite
@@ -205,7 +223,8 @@ def task_payloads(draw, task: str):
             st.sampled_from(["location", "Pet ", "work/job"]), st.sampled_from(["home_city", "Trip City!", "x" * 99]),
             st.sampled_from(["Lisbon", "  Tokyo  "]) | strings, st.sampled_from([["m1"], ["m3", " m1 "], ["m2"]]) | ids,
             times, times, st.sampled_from(["permanent", "temporary", "task_local"])), max_size=3))
-        answer = {"facts": facts, "entities": draw(st.lists(entity_payloads(), max_size=4))}
+        answer = {"facts": facts, "entities": draw(st.lists(entity_payloads(), max_size=4)),
+                  "relations": draw(st.lists(relation_payloads(), max_size=4))}
         return mutated(draw, answer) if draw(st.booleans()) else answer
     if task == "score":
         return {"importance": draw(st.integers(0, 11)), "rationale": draw(strings)}
@@ -248,6 +267,11 @@ async def test_chat_providers_give_a_valid_result_or_provider_output_invalid(ser
                 assert entity.name.casefold() not in {a.casefold() for a in entity.aliases}
             keys = [(e.entity_type, n.casefold()) for e in result.entities for n in (e.name, *e.aliases)]
             assert len(keys) == len(set(keys))  # one entity for each name of a type
+            names = {n for e in result.entities for n in (e.name, *e.aliases)} | {SUBJECT}
+            for relation in result.relations:  # ends the answer's entities (or the speaker), known ids
+                assert relation.source in names and (relation.target in names or relation.operation == "end")
+                assert relation.evidence_message_ids and set(relation.evidence_message_ids) <= KNOWN_IDS
+                assert len(relation.role) <= RELATION_ROLE_MAX and relation.role == relation.role.casefold()
         elif task == "score":
             result = await bundle.scorer.score(MESSAGES)
             assert 1 <= result.importance <= 10

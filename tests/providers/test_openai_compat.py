@@ -103,7 +103,7 @@ async def test_extract_sends_a_strict_schema_and_records_usage(server, providers
     assert result.provider_request_id == "req_abc123"
     assert (result.input_tokens, result.output_tokens) == (120, 40)
     assert result.extractor == providers.extractor.name == "openai-compatible-extractor"
-    assert result.extractor_version == providers.extractor.version == "4-test-chat"
+    assert result.extractor_version == providers.extractor.version == "5-test-chat"
     assert estimate_cost(result, providers.extractor.config.chat_prices) == pytest.approx(0.12)
     assert server.count() == 1
 
@@ -420,6 +420,7 @@ async def test_a_small_models_bounds_are_in_the_schemas_it_is_sent(server):
     assert summary["$defs"]["SentenceOut"]["properties"]["source_message_ids"]["maxItems"] == 2
     assert strict_json_schema(ExtractionOut)["properties"]["facts"]["maxItems"] == 10  # the shared one unchanged
     assert strict_json_schema(ExtractionOut)["properties"]["entities"]["maxItems"] == 12
+    assert strict_json_schema(ExtractionOut)["properties"]["relations"]["maxItems"] == 8
     ids = extraction["$defs"]["FactOut"]["properties"]["evidence_message_ids"]["items"]
     assert ids == {"type": "string"}  # any id: remote APIs limit the size of an enum
 
@@ -503,6 +504,8 @@ def test_strict_schema_closes_every_object():
     assert {"operation", "namespace", "key", "value", "claim_type", "permanence", "valid_until", "confidence",
             "evidence_message_ids", "observed_at"} == set(fact_props)
     assert {"name", "entity_type", "aliases", "evidence_message_ids"} == set(schema["$defs"]["EntityOut"]["properties"])
+    assert {"source", "relation", "target", "role", "operation", "evidence_message_ids"} == \
+        set(schema["$defs"]["RelationOut"]["properties"])
 
 
 def test_estimate_cost():

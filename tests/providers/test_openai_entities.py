@@ -100,7 +100,7 @@ async def test_the_schema_sent_asks_for_entities_citing_the_chunks_own_ids():
     with FakeOpenAIServer() as server:
         await extract(server, {"facts": [], "entities": []}, cite_from_enum=True, max_entities=3, max_citations=2)
         schema = server.last.body["response_format"]["json_schema"]["schema"]
-    assert schema["required"] == ["facts", "entities"]
+    assert schema["required"] == ["facts", "entities", "relations"]
     assert schema["properties"]["entities"] == {"items": {"$ref": "#/$defs/EntityOut"}, "maxItems": 3,
                                                 "title": "Entities", "type": "array"}
     entity_schema = schema["$defs"]["EntityOut"]

@@ -34,6 +34,9 @@ Where each part lives, in this package:
   already known), `dialogue.py` (bare answers to the assistant's questions).
 - `entities.py`: the people, pets, places, organisations, events and things the session mentions,
   from every message whoever said it; they sit beside the facts and never change them.
+- `relations.py`: the relations the subject-role speakers state between those entities and
+  themselves ("my sister Mia", "I moved to Lisbon", 我在腾讯上班), kept only between entities of the
+  same result (agent_memory.core.relations).
 
 Keys follow the vocabulary in docs/recall.md ("What gets written") and agent_memory/samples/PHRASING.md:
 `preference/<object>` = like|dislike, `pet/<name>` = species, `relationship/status`,
@@ -58,6 +61,7 @@ from agent_memory.providers.offline.known import (
     _species_gone,
 )
 from agent_memory.providers.offline.messages import _message_facts
+from agent_memory.providers.offline.relations import extract_relations
 from agent_memory.providers.offline.sentence import _prepare
 from agent_memory.providers.offline.values import _slug
 
@@ -123,10 +127,12 @@ class RuleFactExtractor:
     # 5: given names, signatures, respellings, a key corrected (void + the right key), breeds, pronouns,
     #    stays by length, intent hedging its own clause in Chinese
     # 7: the people, pets, places, organisations, events and things the session mentions (entities)
-    version = "7"
+    # 8: the relations between them (kinship, partners, friends, colleagues, work, study, home, pets, visits)
+    version = "8"
 
     async def extract(self, messages: list[Message], *, subject_role: str = "user",
                       current_facts: list[KnownFact] | None = None) -> ExtractionResult:
+        entities = extract_entities(messages, subject_role)
         return ExtractionResult(provider=self.name, extractor=self.name, extractor_version=self.version,
-                                facts=_extract_facts(messages, subject_role, current_facts),
-                                entities=extract_entities(messages, subject_role))
+                                facts=_extract_facts(messages, subject_role, current_facts), entities=entities,
+                                relations=extract_relations(messages, entities, subject_role))

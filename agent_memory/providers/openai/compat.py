@@ -38,11 +38,13 @@ from agent_memory.core.entities import merged_entities
 from agent_memory.core.errors import InvalidInput
 from agent_memory.core.models import (
     ENTITY_TYPES,
+    RELATION_TYPES,
     ClaimType,
     EmbeddingResult,
     EntityType,
     ExtractedEntity,
     ExtractedFact,
+    ExtractedRelation,
     ExtractionResult,
     FactOperation,
     ImportanceResult,
@@ -54,6 +56,7 @@ from agent_memory.core.models import (
     SummarySentence,
     storable_text,
 )
+from agent_memory.core.relations import SUBJECT, RelationDraft, kept_relations
 from agent_memory.providers.base import (
     EMBEDDING_DIMENSIONS,
     SUMMARY_TOKEN_CAP,
@@ -144,13 +147,15 @@ class OpenAICompatibleConfig:
     # until max_tokens; a penalty on repeated tokens ends the loop.
     frequency_penalty: float | None = None
     # Facts one extraction call may return, sentences one summary may have, ids one fact, entity or
-    # sentence may cite, entities one extraction call may return (None: the schemas' bounds, 10, 6,
-    # 4 and 12): a small model spends ~100 tokens a fact, ~40 an entity and ~30 an id it makes up,
-    # so the bounds' worst case must fit max_tokens or the JSON is cut off.
+    # sentence may cite, entities and relations one extraction call may return (None: the schemas'
+    # bounds, 10, 6, 4, 12 and 8): a small model spends ~100 tokens a fact, ~40 an entity or a
+    # relation and ~30 an id it makes up, so the bounds' worst case must fit max_tokens or the JSON
+    # is cut off.
     max_facts: int | None = None
     max_sentences: int | None = None
     max_citations: int | None = None
     max_entities: int | None = None
+    max_relations: int | None = None
     # Cited ids as an enum of the chunk's message ids: a small model under a grammar otherwise makes
     # ids up, and may loop inside one until max_tokens. Off by default: remote APIs limit enum sizes.
     cite_from_enum: bool = False
@@ -389,10 +394,27 @@ class EntityOut(_Strict):
                                             description="ids of the messages that mention it")
 
 
+RELATION_TYPE_NAMES: list[JsonValue] = list(RELATION_TYPES)
+
+
+class RelationOut(_Strict):
+    source: str = Field(description='an entity\'s name, or the speaker\'s name ("subject" when the speaker has none)')
+    # Any string parses (one the model got wrong is dropped, not the answer); the schema offers the types.
+    relation: str = Field(json_schema_extra={"enum": RELATION_TYPE_NAMES})
+    target: str = Field(description="an entity's name; \"\" only to end whatever is current")
+    # Defaulted so a server without strict output may leave them out.
+    role: str = Field(default="", description="the role within the type, in English: sister, mother, husband, "
+                                              "manager; \"\" when none")
+    operation: str = Field(default="assert", json_schema_extra={"enum": ["assert", "end"]})
+    evidence_message_ids: list[str] = Field(json_schema_extra={"minItems": 1, "maxItems": 4},
+                                            description="ids of the messages that state it")
+
+
 class ExtractionOut(_Strict):
     facts: list[FactOut] = Field(json_schema_extra={"maxItems": 10})
     # Defaulted so a server without strict output may answer with the facts alone.
     entities: list[EntityOut] = Field(default_factory=list, json_schema_extra={"maxItems": 12})
+    relations: list[RelationOut] = Field(default_factory=list, json_schema_extra={"maxItems": 8})
 
 
 class ImportanceOut(_Strict):
@@ -594,13 +616,15 @@ class OpenAICompatibleExtractor(_ChatProvider):
                       current_facts: list[KnownFact] | None = None) -> ExtractionResult:
         system = EXTRACTION_PROMPT.format(role=subject_role)
         schema = _bounded(strict_json_schema(ExtractionOut), facts=self.config.max_facts,
-                          entities=self.config.max_entities, evidence_message_ids=self.config.max_citations)
+                          entities=self.config.max_entities, relations=self.config.max_relations,
+                          evidence_message_ids=self.config.max_citations)
         # The facts take at most a quarter of a chunk's prompt in a small window, the rest stays the conversation's.
         window = self._data_budget(0.25)
         known = render_current_facts(current_facts, token_budget=min(FACTS_TOKEN_BUDGET, window)
                                      if window is not None else FACTS_TOKEN_BUDGET)
         found: list[FactOut] = []
         mentioned: list[EntityOut] = []
+        related: list[RelationOut] = []
         usages: list[_Usage] = []
         for chunk in self._chunks(system, messages, ExtractionOut, known):  # one chunk unless the session is long
             out, chunk_usage = await self._complete(
@@ -608,13 +632,37 @@ class OpenAICompatibleExtractor(_ChatProvider):
                 _cited(schema, "evidence_message_ids", chunk, self.config.cite_from_enum), preamble=known)
             found.extend(out.facts)
             mentioned.extend(out.entities)
+            related.extend(out.relations)
             usages.append(chunk_usage)
         usage = _merged(usages)
         facts = self._checked_facts(found, messages, subject_role)
+        entities = self._checked_entities(mentioned, messages)
         return _with_cost(ExtractionResult, usage.cost_usd, provider=usage.provider,
                           provider_request_id=usage.request_id, input_tokens=usage.input_tokens,
                           output_tokens=usage.output_tokens, extractor=self.name, extractor_version=self.version,
-                          facts=facts, entities=self._checked_entities(mentioned, messages))
+                          facts=facts, entities=entities,
+                          relations=self._checked_relations(related, entities, messages))
+
+    @staticmethod
+    def _checked_relations(relations: list[RelationOut], entities: list[ExtractedEntity],
+                           messages: list[Message]) -> list[ExtractedRelation]:
+        """What the model related, through the same check as the offline extractor's relations
+        (agent_memory.core.relations): both ends entities of this result or a speaker, known
+        evidence only, each relation once. A relation is observed at its latest evidence message."""
+        by_id = {m.message_id: m for m in messages}
+        drafts: list[RelationDraft] = []
+        for relation in relations:
+            cited = [by_id[i.strip()] for i in relation.evidence_message_ids if i.strip() in by_id]
+            if not cited:
+                log.info("dropping an extracted relation citing unknown message ids")
+                continue
+            drafts.append(RelationDraft(
+                source=relation.source, relation=re.sub(r"[\s-]+", "_", relation.relation.strip().casefold()),
+                target=relation.target, role=relation.role, operation=relation.operation.strip().casefold(),
+                evidence_message_ids=[m.message_id for m in cited],
+                observed_at=max(m.created_at for m in cited)))
+        speakers = [SUBJECT, *(m.speaker for m in messages if m.speaker)]
+        return kept_relations(drafts, entities, speakers, message_ids=list(by_id))
 
     @staticmethod
     def _checked_entities(entities: list[EntityOut], messages: list[Message]) -> list[ExtractedEntity]:

@@ -26,7 +26,8 @@ __all__ = ["DATA_NOTE", "EXTRACTION_PROMPT", "FACTS_TOKEN_BUDGET", "IMPORTANCE_P
 # 2: operations on the current facts (shown to the model), the key vocabulary.
 # 3: a correction of the key itself (value "", the right key asserted beside it).
 # 4: the entities the conversation mentions, beside the facts.
-PROMPT_VERSION = "4"
+# 5: the relations between those entities.
+PROMPT_VERSION = "5"
 
 # The current facts shown to the extractor: the newest this many, within this many tokens (by
 # estimate_tokens; a smaller context window lowers it, see OpenAICompatibleExtractor), so the
@@ -120,7 +121,17 @@ Rules for entities (a list apart from the facts; the fact rules above do not lim
   conversation's language. aliases: the other forms used for the same one ("Mel" for "Melanie", "我妈" for
   "妈妈"), [] when none; one entity for all of them.
 - evidence_message_ids: the ids of the messages that mention it (copy them exactly).
-- Return {{"facts": [], "entities": []}} when there is nothing to remember."""
+Rules for relations (edges between the entities above, or a speaker):
+- Only what a speaker states as true now, or states has ended: "my sister Mia" (family, role sister), "my
+  husband" (partner), "my friend Jo" (friend), "my boss Raj" (colleague, role boss), "I work at Acme" (works_at),
+  studies_at, "I live in / moved to Lisbon" (lives_in), member_of, "my dog Max" (owns), attended an event,
+  visited a place. Not from questions, hypotheticals, plans or a mere mention of a place.
+- source and target: an entity's name exactly as in your entities, or the speaker's name; "subject" for the
+  subject when their messages give no speaker name. role: the role in English, lower case ("mother", "boss"),
+  "" when none.
+- operation "end" when a speaker says it is over ("I left Acme", "we broke up"); target "" for whatever is current.
+- evidence_message_ids: the ids of the messages that state it (copy them exactly).
+- Return {{"facts": [], "entities": [], "relations": []}} when there is nothing to remember."""
 
 IMPORTANCE_PROMPT = """Rate how important this conversation is for long-term memory about the user, from 1 to 10:
 1-2 small talk; 3-4 routine requests; 5-6 preferences or plans; 7-8 constraints (allergies, budgets, deadlines) or
