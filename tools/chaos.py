@@ -354,6 +354,11 @@ async def projection_contents(pool: AsyncConnectionPool, tenant_id: str, subject
                     "WHERE tenant_id = %s AND subject_id = %s",
         "entity_mentions": "SELECT message_id, session_id, version FROM entity_mentions "
                            "WHERE tenant_id = %s AND subject_id = %s",
+        # Entities by name: their ids are keyed by the tenant's subject key.
+        "relations": "SELECT s.name, r.relation, r.role, t.name, r.version, r.closed_version, r.valid_from, r.valid_to "
+                     "FROM relations r JOIN entities s ON s.tenant_id = r.tenant_id AND s.memory_id = r.source_entity_id "
+                     "JOIN entities t ON t.tenant_id = r.tenant_id AND t.memory_id = r.target_entity_id "
+                     "WHERE r.tenant_id = %s AND r.subject_id = %s",
         "vectors": "SELECT memory_kind, model, count(*) FROM memory_vectors WHERE tenant_id = %s AND subject_id = %s "
                    "GROUP BY 1, 2",
         "search_index": "SELECT memory_kind, count(*) FROM memory_search WHERE tenant_id = %s AND subject_id = %s "
@@ -376,6 +381,7 @@ async def projection_digest(pool: AsyncConnectionPool, tenant_id: str, subject_i
     """sha256 of `projection_contents`: facts (namespace, key, value, version, valid_from,
     valid_to, status, evidence), episodes (session, summary, importance), observations (session,
     message, text), entities (name, type, aliases, version, first and last seen) and their mentions,
+    relations (by their entities' names, with their intervals),
     vectors and index rows per kind, events per (namespace, type, version) and
     pending outbox rows. Tenant, subject, memory ids and recording times are left out."""
     contents = await projection_contents(pool, tenant_id, subject_id)

@@ -102,6 +102,17 @@ TABLES: tuple[Table, ...] = (
                "memory_version", "status", "valid_from", "valid_to", "valid_until", "recorded_at", "superseded_at",
                "confidence", "claim_type", "permanence", "source_kind", "evidence_message_ids", "close_reason",
                "operation_id"))),
+    # Edges between the subject's entities, each interval a row: deleted with its facts (before the
+    # entities they join).
+    Table("relations", "projection", erasure="delete", store="facts", label="relations",
+          natural_key="memory_id, version",
+          rebuild=RebuildColumns(
+              7, ("relation_id::text", "memory_id::text", "source_entity_id::text", "relation", "role",
+                  "target_entity_id::text", "valid_from", "valid_to", "version", "closed_version",
+                  "started_event_id::text", "closed_event_id::text", "evidence_message_ids", "operation_id"),
+              ("relation_id", "tenant_id", "subject_id", "memory_id", "source_entity_id", "relation", "role",
+               "target_entity_id", "valid_from", "valid_to", "version", "closed_version", "started_event_id",
+               "closed_event_id", "evidence_message_ids", "operation_id", "recorded_at"))),
     # The subject's entities and the messages that mention them: deleted with its facts.
     Table("entity_mentions", "projection", erasure="delete", store="facts", label="entity_mentions",
           natural_key="memory_id, message_id",

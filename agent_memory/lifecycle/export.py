@@ -67,6 +67,22 @@ class ExportedEntity(BaseModel):
     mentioned_in: list[str]  # the messages that mention it
 
 
+class ExportedRelation(BaseModel):
+    """One interval of an edge between two entities (valid_to None: it holds now)."""
+
+    relation_id: uuid.UUID
+    memory_id: uuid.UUID
+    source_entity_id: uuid.UUID
+    source_name: str
+    relation: str
+    role: str
+    target_entity_id: uuid.UUID
+    target_name: str
+    valid_from: datetime
+    valid_to: datetime | None
+    evidence_message_ids: list[str]
+
+
 class ExportedForgotten(BaseModel):
     memory_id: uuid.UUID
     memory_kind: str
@@ -89,7 +105,8 @@ class SubjectExport(BaseModel):
     episodes: list[ExportedEpisode]
     notes: list[ExportedNote]
     entities: list[ExportedEntity] = []
-    cited_messages: list[ExportedMessage]  # the evidence every fact, episode, note and entity cites
+    relations: list[ExportedRelation] = []  # every interval of every edge, current and ended
+    cited_messages: list[ExportedMessage]  # the evidence every fact, episode, note, entity and relation cites
     forgotten: list[ExportedForgotten]
     erasure_requests: list[ErasureStatus]
 
@@ -102,6 +119,7 @@ async def export_subject(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id:
         episodes: list[ExportedEpisode] = []
         notes: list[ExportedNote] = []
         entities: list[ExportedEntity] = []
+        relations: list[ExportedRelation] = []
         cited: list[ExportedMessage] = []
         forgotten: list[ExportedForgotten] = []
         if not scope.erased:
@@ -121,10 +139,19 @@ async def export_subject(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id:
                                    "ORDER BY m.version, m.message_id) AS mentioned_in FROM entities e "
                                    "WHERE e.tenant_id = %s AND e.subject_id = %s ORDER BY e.first_seen_at, e.memory_id",
                                    (tenant_id, subject_id))
+            relations = await _rows(scope.conn, ExportedRelation,
+                                    "SELECT r.relation_id, r.memory_id, r.source_entity_id, s.name AS source_name, "
+                                    "r.relation, r.role, r.target_entity_id, t.name AS target_name, r.valid_from, "
+                                    "r.valid_to, r.evidence_message_ids FROM relations r "
+                                    "JOIN entities s ON s.tenant_id = r.tenant_id AND s.memory_id = r.source_entity_id "
+                                    "JOIN entities t ON t.tenant_id = r.tenant_id AND t.memory_id = r.target_entity_id "
+                                    "WHERE r.tenant_id = %s AND r.subject_id = %s "
+                                    "ORDER BY r.valid_from, r.relation_id", (tenant_id, subject_id))
             evidence = sorted({m for f in facts for m in f.evidence_message_ids}
                               | {m for e in episodes for m in e.source_message_ids}
                               | {m for n in notes for m in n.source_message_ids}
-                              | {m for e in entities for m in e.mentioned_in})
+                              | {m for e in entities for m in e.mentioned_in}
+                              | {m for r in relations for m in r.evidence_message_ids})
             cited = await _rows(scope.conn, ExportedMessage,
                                 "SELECT session_id, message_id, role, speaker, content, created_at FROM messages "
                                 "WHERE tenant_id = %s AND subject_id = %s AND message_id = ANY(%s) "
@@ -133,7 +160,7 @@ async def export_subject(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id:
     receipts = [await erasure_status(pool, keyring, tenant_id, r, subject_id) for r in request_ids]
     return SubjectExport(tenant_id=tenant_id, subject_id=subject_id, exported_at=datetime.now(UTC),
                          erased=scope.erased, facts=facts, episodes=episodes, notes=notes, entities=entities,
-                         cited_messages=cited,
+                         relations=relations, cited_messages=cited,
                          forgotten=forgotten, erasure_requests=receipts)
 
 

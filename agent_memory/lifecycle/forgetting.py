@@ -5,7 +5,8 @@ leave every projection in the same transaction (facts, episode or note, lexical 
 and its vectors with them, so no read — facts now or as of any time, recall, context, prompt —
 can return it after the commit. The other memories of the subject are untouched. The memory's
 events stay (encrypted) so a restore within the grace period re-applies them and appends
-`MemoryRestored`; after the grace period the sweeper (agent_memory/lifecycle/sweeper.py) removes the
+`MemoryRestored`; forgetting an entity forgets the relations that join it, and restoring the
+entity restores them; after the grace period the sweeper (agent_memory/lifecycle/sweeper.py) removes the
 events and every other copy and keeps the `forgotten_memories` row as a tombstone.
 
 While a memory is forgotten, the write path holds back new values of it (a consolidation of an
@@ -37,6 +38,7 @@ from agent_memory.memory.events import (
     MemoryForgotten,
     MemoryRestored,
     ObservationCreated,
+    RelationNoted,
     effective_events,
     read_subject_events,
 )
@@ -45,7 +47,7 @@ from agent_memory.security.crypto import SubjectKey
 from agent_memory.security.keyring import KeyRing
 from agent_memory.store.scope import Mode, subject_scope
 
-MemoryKind = Literal["fact", "episode", "observation", "entity"]
+MemoryKind = Literal["fact", "episode", "observation", "entity", "relation"]
 Actor = Literal["operator", "user", "agent", "retention"]
 MAX_REASON_CHARS = 1000
 DEFAULT_GRACE = timedelta(hours=24)
@@ -57,6 +59,10 @@ class MemoryNotFoundError(NotFound):
 
 class MemoryNotForgottenError(Conflict):
     """A restore of a memory that is not forgotten."""
+
+
+class EntityForgottenError(Conflict):
+    """A restore of a relation one of whose entities is forgotten."""
 
 
 class RestoreWindowClosedError(Conflict):
@@ -119,7 +125,8 @@ def _kind(events: list[MemoryEvent]) -> MemoryKind:
     first = next(e.payload for e in events if not isinstance(e.payload, LIFECYCLE_EVENTS))
     return "episode" if isinstance(first, EpisodeCreated) else \
         "observation" if isinstance(first, ObservationCreated) else \
-        "entity" if isinstance(first, EntityNoted) else "fact"
+        "entity" if isinstance(first, EntityNoted) else \
+        "relation" if isinstance(first, RelationNoted) else "fact"
 
 
 async def _row(conn: psycopg.AsyncConnection, tenant_id: str, memory_id: uuid.UUID) -> ForgottenMemory | None:
@@ -174,6 +181,12 @@ async def forget_memory(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_i
                 candidate_latest = await _latest_event(conn, tenant_id, subject_id, candidate_id)
                 if candidate_latest is not None:
                     await _forget_one(conn, key, candidate_id, candidate_latest, reason, actor, actor_id, now)
+        if kind == "entity":
+            # An edge joins two entities: it leaves with either (and comes back with it, restore_memory).
+            for edge_id in await _edges_of(conn, tenant_id, subject_id, mid):
+                edge_latest = await _latest_event(conn, tenant_id, subject_id, edge_id)
+                if edge_latest is not None:
+                    await _forget_one(conn, key, edge_id, edge_latest, reason, actor, actor_id, now)
     return ForgetResult(tenant_id=tenant_id, subject_id=subject_id, memory_id=str(mid), memory_kind=kind,
                         version=version, forgotten_at=now, restorable_until=now + grace,
                         already_forgotten=False, projection_rows_removed=counted, vectors_removed=vectors)
@@ -199,6 +212,7 @@ async def _forget_one(conn: psycopg.AsyncConnection, key: SubjectKey, mid: uuid.
         " + (SELECT count(*) FROM episodes WHERE tenant_id = %(t)s AND memory_id = %(m)s)"
         " + (SELECT count(*) FROM observations WHERE tenant_id = %(t)s AND memory_id = %(m)s)"
         " + (SELECT count(*) FROM entities WHERE tenant_id = %(t)s AND memory_id = %(m)s)"
+        " + (SELECT count(*) FROM relations WHERE tenant_id = %(t)s AND memory_id = %(m)s)"
         " + (SELECT count(*) FROM memory_search WHERE tenant_id = %(t)s AND memory_id = %(m)s)",
         {"t": tenant_id, "m": mid})
     counted = await cur.fetchone()
@@ -255,27 +269,73 @@ async def restore_memory(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_
                                            "the sweeper removes it at its next run")
         key = await subject_key(conn, keyring, tenant_id, subject_id, create=False)
         assert key is not None  # a forgotten memory has events, so its subject has a key
-        events = await read_subject_events(conn, key, memory_id=mid)
-        # Everything before the last forget, as a rebuild would replay it.
-        earlier = effective_events(events[:-1])
-        for past in earlier:
-            await apply_event(conn, tenant_id, subject_id, past)
-        last = events[-1]
-        await record_event(conn, key, MemoryEvent(
-            memory_id=mid, version=last.version + 1, namespace=last.namespace, key_digest=await _key_digest(conn, mid),
-            occurred_at=datetime.now(UTC), source_message_ids=(), operation_id=f"restore/{mid}/{last.version + 1}",
-            actor=actor, actor_id=actor_id, payload=MemoryRestored(reason=reason)))
-        # A memory swept once before keeps that tombstone (what was said before that sweep stays
-        # held back); any other restored memory has no row any more.
-        cur = await conn.execute(
-            "UPDATE forgotten_memories SET state = 'swept', version = swept_before_version, "
-            "forgotten_at = swept_before_at, swept_before_version = NULL, swept_before_at = NULL "
-            "WHERE tenant_id = %s AND memory_id = %s AND swept_before_version IS NOT NULL", (tenant_id, mid))
-        if cur.rowcount == 0:
-            await conn.execute("DELETE FROM forgotten_memories WHERE tenant_id = %s AND memory_id = %s",
-                               (tenant_id, mid))
+        if row.memory_kind == "relation":
+            ends = _edge_ends(await read_subject_events(conn, key, memory_id=mid))
+            if await _missing_entities(conn, tenant_id, ends):
+                raise EntityForgottenError(f"relation {mid} joins a forgotten entity: restore the entity, "
+                                           "which restores the relations forgotten with it")
+        version, reapplied = await _restore_one(conn, key, mid, reason, actor, actor_id)
+        if row.memory_kind == "entity":
+            # The edges forgotten with the entity come back with it (when their other end is there).
+            cur = await conn.execute(
+                "SELECT memory_id FROM forgotten_memories WHERE tenant_id = %s AND subject_id = %s "
+                "AND memory_kind = 'relation' AND state = 'forgotten' AND forgotten_at = %s ORDER BY memory_id",
+                (tenant_id, subject_id, row.forgotten_at))
+            for (edge_id,) in await cur.fetchall():
+                ends = _edge_ends(await read_subject_events(conn, key, memory_id=edge_id))
+                if mid in ends and not await _missing_entities(conn, tenant_id, ends):
+                    await _restore_one(conn, key, edge_id, reason, actor, actor_id)
     return RestoreResult(tenant_id=tenant_id, subject_id=subject_id, memory_id=str(mid), memory_kind=row.memory_kind,
-                         version=last.version + 1, events_reapplied=len(earlier))
+                         version=version, events_reapplied=reapplied)
+
+
+async def _restore_one(conn: psycopg.AsyncConnection, key: SubjectKey, mid: uuid.UUID, reason: str | None,
+                       actor: Actor, actor_id: str | None) -> tuple[int, int]:
+    """Restore one forgotten memory inside the caller's subject scope: (the MemoryRestored event's
+    version, events re-applied)."""
+    tenant_id, subject_id = key.tenant_id, key.subject_id
+    events = await read_subject_events(conn, key, memory_id=mid)
+    # Everything before the last forget, as a rebuild would replay it.
+    earlier = effective_events(events[:-1])
+    for past in earlier:
+        await apply_event(conn, tenant_id, subject_id, past)
+    last = events[-1]
+    await record_event(conn, key, MemoryEvent(
+        memory_id=mid, version=last.version + 1, namespace=last.namespace, key_digest=await _key_digest(conn, mid),
+        occurred_at=datetime.now(UTC), source_message_ids=(), operation_id=f"restore/{mid}/{last.version + 1}",
+        actor=actor, actor_id=actor_id, payload=MemoryRestored(reason=reason)))
+    # A memory swept once before keeps that tombstone (what was said before that sweep stays
+    # held back); any other restored memory has no row any more.
+    cur = await conn.execute(
+        "UPDATE forgotten_memories SET state = 'swept', version = swept_before_version, "
+        "forgotten_at = swept_before_at, swept_before_version = NULL, swept_before_at = NULL "
+        "WHERE tenant_id = %s AND memory_id = %s AND swept_before_version IS NOT NULL", (tenant_id, mid))
+    if cur.rowcount == 0:
+        await conn.execute("DELETE FROM forgotten_memories WHERE tenant_id = %s AND memory_id = %s",
+                           (tenant_id, mid))
+    return last.version + 1, len(earlier)
+
+
+def _edge_ends(events: list[MemoryEvent]) -> set[uuid.UUID]:
+    """The entities an edge memory joins."""
+    return {end for e in events if isinstance(p := e.payload, RelationNoted)
+            for end in (p.source_entity_id, p.target_entity_id)}
+
+
+async def _missing_entities(conn: psycopg.AsyncConnection, tenant_id: str, entity_ids: set[uuid.UUID]) -> bool:
+    cur = await conn.execute("SELECT count(*) FROM entities WHERE tenant_id = %s AND memory_id = ANY(%s)",
+                             (tenant_id, list(entity_ids)))
+    row = await cur.fetchone()
+    return (int(row[0]) if row else 0) < len(entity_ids)
+
+
+async def _edges_of(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str,
+                    entity_id: uuid.UUID) -> list[uuid.UUID]:
+    """The edge memories with a row (any interval) that join the entity."""
+    cur = await conn.execute("SELECT DISTINCT memory_id FROM relations WHERE tenant_id = %s AND subject_id = %s "
+                             "AND (source_entity_id = %s OR target_entity_id = %s) ORDER BY memory_id",
+                             (tenant_id, subject_id, entity_id, entity_id))
+    return [r[0] for r in await cur.fetchall()]
 
 
 async def _key_digest(conn: psycopg.AsyncConnection, memory_id: uuid.UUID) -> str:

@@ -36,7 +36,7 @@ from agent_memory.store.scope import Mode, SubjectErasedError, subject_scope
 
 # Recorded provider results of a session that may quote what the session said.
 SESSION_RESULT_KINDS = ["extract", "plan", "importance", "summary"]
-SWEPT_TABLES = ("facts", "episodes", "observations", "entities", "entity_mentions", "memory_search",
+SWEPT_TABLES = ("facts", "episodes", "observations", "entities", "entity_mentions", "relations", "memory_search",
                 "projection_outbox", "memory_vectors", "operations", "memory_events")
 
 
@@ -158,6 +158,7 @@ async def memory_residue(conn: psycopg.AsyncConnection, tenant_id: str, subject_
              + (SELECT count(*) FROM entities WHERE tenant_id = %(t)s AND memory_id = %(m)s AND version <= %(v)s)
              + (SELECT count(*) FROM entity_mentions WHERE tenant_id = %(t)s AND memory_id = %(m)s
                                                        AND version <= %(v)s)
+             + (SELECT count(*) FROM relations WHERE tenant_id = %(t)s AND memory_id = %(m)s AND version <= %(v)s)
              + (SELECT count(*) FROM memory_search WHERE tenant_id = %(t)s AND memory_id = %(m)s AND version <= %(v)s)
              + (SELECT count(*) FROM projection_outbox WHERE tenant_id = %(t)s AND memory_id = %(m)s
                                                          AND version <= %(v)s)

@@ -1,7 +1,7 @@
 """`apply_event`: the one function that writes the relational projections from an event.
 
 Every projection row of memory — facts (bi-temporal intervals), episodes, observations, entities
-and their mentions, the lexical index (`memory_search`) and the vector outbox (`projection_outbox`) — is written here
+and their mentions, the relations between entities (bi-temporal intervals), the lexical index (`memory_search`) and the vector outbox (`projection_outbox`) — is written here
 and nowhere else. A commit appends an event and applies it in the same transaction; a rebuild
 replays the log through this same function into scratch tables and compares digests, so the
 live and the rebuilt projection cannot drift apart by construction.
@@ -36,6 +36,8 @@ from agent_memory.memory.events import (
     MemoryForgotten,
     MemoryRestored,
     ObservationCreated,
+    RelationClosed,
+    RelationNoted,
 )
 from agent_memory.store.lexical import indexed_text, search_text, term_count
 
@@ -49,6 +51,7 @@ class ProjectionTables:
     observations: str = "observations"
     entities: str = "entities"
     entity_mentions: str = "entity_mentions"
+    relations: str = "relations"
     memory_search: str = "memory_search"
     projection_outbox: str = "projection_outbox"
 
@@ -59,6 +62,11 @@ LIVE = ProjectionTables()
 def fact_id(memory_id: uuid.UUID, version: int) -> uuid.UUID:
     """The id of the fact interval opened by the memory's event `version`."""
     return uuid.uuid5(memory_id, f"fact-{version}")
+
+
+def relation_id(memory_id: uuid.UUID, version: int) -> uuid.UUID:
+    """The id of the edge interval opened by the edge memory's event `version`."""
+    return uuid.uuid5(memory_id, f"relation-{version}")
 
 
 async def apply_event(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, event: MemoryEvent,
@@ -152,6 +160,25 @@ async def apply_event(conn: psycopg.AsyncConnection, tenant_id: str, subject_id:
                 "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING").format(sql.Identifier(tables.entity_mentions)),
                 [(tenant_id, subject_id, event.memory_id, message_id, p.session_id, event.version)
                  for message_id in event.source_message_ids])
+    elif isinstance(p, RelationNoted):
+        # A new interval of the edge; an open one is closed first by its own RelationClosed event.
+        await conn.execute(sql.SQL(
+            """
+            INSERT INTO {} (relation_id, tenant_id, subject_id, memory_id, source_entity_id, relation, role,
+                            target_entity_id, valid_from, version, started_event_id, evidence_message_ids,
+                            operation_id)
+            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+            ON CONFLICT (tenant_id, relation_id) DO NOTHING
+            """).format(sql.Identifier(tables.relations)),
+            (relation_id(event.memory_id, event.version), tenant_id, subject_id, event.memory_id,
+             p.source_entity_id, p.relation, p.role, p.target_entity_id, event.occurred_at, event.version,
+             event.event_id, list(event.source_message_ids), event.operation_id))
+    elif isinstance(p, RelationClosed):
+        # Closed, never overwritten: the interval keeps its start and gains its end (not before its start).
+        await conn.execute(sql.SQL(
+            "UPDATE {} SET valid_to = greatest(valid_from, %s), closed_version = %s, closed_event_id = %s "
+            "WHERE tenant_id = %s AND memory_id = %s AND valid_to IS NULL").format(sql.Identifier(tables.relations)),
+            (event.occurred_at, event.version, event.event_id, tenant_id, event.memory_id))
     elif isinstance(p, MemoryForgotten):
         await drop_memory_rows(conn, tables, tenant_id, event.memory_id)
     if isinstance(p, FactCreated | FactSuperseded | FactConfirmed | FactEnded | FactCorrected | CandidateHeld
@@ -167,8 +194,8 @@ async def drop_memory_rows(conn: psycopg.AsyncConnection, tables: ProjectionTabl
     outbox row goes first: its row lock orders this against a projector about to write the
     memory's vector (which marks the row processed before it inserts the vector)."""
     removed = 0
-    for table in (tables.projection_outbox, tables.memory_search, tables.entity_mentions, tables.entities,
-                  tables.observations, tables.episodes, tables.facts):
+    for table in (tables.projection_outbox, tables.memory_search, tables.relations, tables.entity_mentions,
+                  tables.entities, tables.observations, tables.episodes, tables.facts):
         cur = await conn.execute(sql.SQL("DELETE FROM {} WHERE tenant_id = %s AND memory_id = %s").format(
             sql.Identifier(table)), (tenant_id, memory_id))
         removed += cur.rowcount

@@ -22,7 +22,7 @@ from psycopg.errors import UniqueViolation
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from agent_memory.core.errors import AgentMemoryError, Conflict
-from agent_memory.core.models import EntityType
+from agent_memory.core.models import EntityType, RelationType
 from agent_memory.security.crypto import SubjectKey, event_aad
 
 
@@ -136,12 +136,34 @@ class EntityNoted(_Payload):
     aliases: list[str]
 
 
+class RelationNoted(_Payload):
+    """An edge between two of the subject's entities starts to hold at the event's time ("Lin
+    works at Acme"): a new interval of the edge opens. The entities are resolved at commit, so
+    applying the event reads no other memory's rows."""
+
+    type: Literal["RelationNoted"] = "RelationNoted"
+    session_id: str
+    source_entity_id: uuid.UUID
+    relation: RelationType
+    target_entity_id: uuid.UUID
+    role: str = ""
+
+
+class RelationClosed(_Payload):
+    """The edge's open interval ends at the event's time: the session said it ended ("ended"),
+    or a single-valued relation moved to another target ("replaced")."""
+
+    type: Literal["RelationClosed"] = "RelationClosed"
+    session_id: str
+    reason: Literal["ended", "replaced"]
+
+
 class MemoryForgotten(_Payload):
     """An operator (or a retention rule) forgot the memory: it leaves every projection at once;
     a restore within the grace period brings it back, the sweeper removes it for good after."""
 
     type: Literal["MemoryForgotten"] = "MemoryForgotten"
-    memory_kind: Literal["fact", "episode", "observation", "entity"]
+    memory_kind: Literal["fact", "episode", "observation", "entity", "relation"]
     reason: str | None = None
 
 
@@ -154,8 +176,8 @@ class MemoryRestored(_Payload):
 
 LIFECYCLE_EVENTS = (MemoryForgotten, MemoryRestored)
 EventPayload = Annotated[FactCreated | FactSuperseded | FactConfirmed | FactEnded | FactCorrected | CandidateHeld
-                         | CandidatePromoted | EpisodeCreated | ObservationCreated | EntityNoted | MemoryForgotten
-                         | MemoryRestored,
+                         | CandidatePromoted | EpisodeCreated | ObservationCreated | EntityNoted | RelationNoted
+                         | RelationClosed | MemoryForgotten | MemoryRestored,
                          Field(discriminator="type")]
 FACT_EVENTS = (FactCreated, FactSuperseded, FactConfirmed, FactEnded, FactCorrected, CandidateHeld, CandidatePromoted)
 _PAYLOAD: TypeAdapter[EventPayload] = TypeAdapter(EventPayload)

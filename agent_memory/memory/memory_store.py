@@ -48,12 +48,15 @@ from agent_memory.memory.events import (
     FactSuperseded,
     MemoryEvent,
     ObservationCreated,
+    RelationClosed,
+    RelationNoted,
     VersionConflictError,
     append_event,
     memory_version,
 )
 from agent_memory.memory.forgotten import forgotten_state, writable_version
 from agent_memory.memory.operations import record_succeeded, recorded_result, request_hash
+from agent_memory.memory.relations import relation_events
 from agent_memory.memory.write_policy import active_consents, count_withheld, read_write_policy
 from agent_memory.security.crypto import SubjectKey
 from agent_memory.security.keyring import KeyRing
@@ -273,6 +276,7 @@ def _outcome(operation_id: str, session_id: str, through: datetime | None,
     return CommitOutcome(operation_id=operation_id, session_id=session_id, through=through,
                          events_appended=len(events), facts_written=facts, episode_written=episodes > 0,
                          observations_written=observations, entities_noted=kinds.count(EntityNoted),
+                         relations_noted=kinds.count(RelationNoted) + kinds.count(RelationClosed),
                          outbox_rows=facts + episodes + observations, withheld=withheld)
 
 
@@ -305,7 +309,8 @@ async def commit_consolidation(pool: AsyncConnectionPool, keyring: KeyRing, *, t
                                plan: ConflictPlan, importance: ImportanceResult, summary: SummaryResult,
                                happened_at: datetime, through: datetime | None = None) -> CommitOutcome:
     """A consolidation's commit: its facts' events as planned, then the session's episode,
-    observations and the entities it mentions (commit_events: one transaction, recorded once)."""
+    observations, the entities it mentions and the edges between them it states (commit_events:
+    one transaction, recorded once)."""
     operation_id = key.operation_id
     withheld: dict[str, int] = {}
 
@@ -322,6 +327,9 @@ async def commit_consolidation(pool: AsyncConnectionPool, keyring: KeyRing, *, t
             yield event
         for event in await entity_events(conn, skey, session_id=session_id, extracted=extraction.entities,
                                          happened_at=happened_at, operation_id=operation_id):
+            yield event
+        async for event in relation_events(conn, skey, session_id=session_id, relations=extraction.relations,
+                                           entities=extraction.entities, operation_id=operation_id):
             yield event
 
     return await commit_events(pool, keyring, tenant_id=tenant_id, subject_id=subject_id, key=key, request=request,

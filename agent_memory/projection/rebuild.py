@@ -1,8 +1,8 @@
 """Rebuild of a subject's projections from the event log, proved by a content hash.
 
-The event log (`memory_events`) is the source of truth; facts, episodes, observations, the
-lexical index (`memory_search`) and the vector projection (`memory_vectors`) are derived from
-it. `rebuild_subject` replays the subject's events (decrypted with the subject key) into
+The event log (`memory_events`) is the source of truth; facts, episodes, observations, entities
+and the relations between them, the lexical index (`memory_search`) and the vector projection
+(`memory_vectors`) are derived from it. `rebuild_subject` replays the subject's events (decrypted with the subject key) into
 scratch tables through the write path's own `apply.apply_event`, hashes the
 live and the rebuilt rows with the same query (`projection_digest`), and swaps the differing
 tables in — in the same transaction, under the exclusive subject lock — only when the digests
@@ -60,7 +60,8 @@ WRITE_COLUMNS: dict[str, tuple[str, ...]] = tables.write_columns()
 SCRATCH: dict[str, str] = {t: f"rebuild_{t}" for t in TABLES}
 SCRATCH_TABLES = ProjectionTables(facts=SCRATCH["facts"], episodes=SCRATCH["episodes"],
                                   observations=SCRATCH["observations"], entities=SCRATCH["entities"],
-                                  entity_mentions=SCRATCH["entity_mentions"], memory_search=SCRATCH["memory_search"],
+                                  entity_mentions=SCRATCH["entity_mentions"], relations=SCRATCH["relations"],
+                                  memory_search=SCRATCH["memory_search"],
                                   projection_outbox="rebuild_projection_outbox")
 EMBEDDING_DECIMALS = 6
 
@@ -330,6 +331,8 @@ async def _build_scratch(conn: psycopg.AsyncConnection, tenant_id: str, subject_
         await conn.execute(sql.SQL("UPDATE {} s SET recorded_at = l.recorded_at FROM {} l "
                                    "WHERE l.tenant_id = %s AND l.memory_id = s.memory_id").format(
             sql.Identifier(SCRATCH[table]), sql.Identifier(table)), (tenant_id,))
+    await conn.execute("UPDATE rebuild_relations s SET recorded_at = l.recorded_at FROM relations l "
+                       "WHERE l.tenant_id = %s AND l.relation_id = s.relation_id", (tenant_id,))
     # Named by subject, as every read of memory_vectors: the planner opens its partition only.
     await conn.execute("UPDATE rebuild_memory_vectors s SET created_at = l.created_at FROM memory_vectors l "
                        "WHERE l.tenant_id = %s AND l.subject_id = %s AND l.memory_id = s.memory_id "

@@ -57,7 +57,7 @@ def test_every_table_list_derives_from_the_registry():
     assert {t for ts in erasure.SQL_STORES.values() for t in ts} | {"memory_events"} <= set(compaction.ERASURE_TABLES)
     # The rebuild's digest order is the one recorded digests were made with.
     assert rebuild.TABLES == ("facts", "episodes", "observations", "memory_search", "memory_vectors", "entities",
-                             "entity_mentions")
+                             "entity_mentions", "relations")
     assert set(rebuild.WRITE_COLUMNS) == set(rebuild.DIGEST_COLUMNS) == set(rebuild.TABLES)
     assert all(tables.BY_NAME[t].role == "projection" for t in rebuild.TABLES)
 

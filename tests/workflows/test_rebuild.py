@@ -137,8 +137,8 @@ async def test_erased_subject_stays_erased_after_rebuild(client, services, tenan
         assert one.subjects[0].skipped_erased
 
     assert await client.facts(tenant, "zoe", history=True) == []
-    for table in ("facts", "episodes", "observations", "entities", "entity_mentions", "memory_search", "memory_vectors",
-                  "rebuild_reports"):
+    for table in ("facts", "episodes", "observations", "entities", "entity_mentions", "relations", "memory_search",
+                  "memory_vectors", "rebuild_reports"):
         assert await _scalar(services, tenant, f"SELECT count(*) FROM {table} WHERE tenant_id = %s "
                              "AND subject_id = 'zoe'", tenant) == 0  # erasure deleted zoe's report too
     described = await handle.describe()
@@ -306,3 +306,53 @@ async def test_the_demo_sessions_rebuild_to_the_same_projection(client, tenant, 
     [entry] = result.subjects
     assert entry.equal and not entry.repaired and entry.live_digest == entry.rebuilt_digest
     assert entry.rows > 50
+
+
+async def test_rebuild_reproduces_relations_and_repairs_a_corrupted_edge(client, services, tenant):
+    """Edges between entities replay equal; an interval reopened and one deleted behind the
+    application's back are repaired from the log, and a forced swap rewrites entities and edges
+    together (their keys are checked at commit)."""
+    from agent_memory.core.models import (
+        ConflictPlan,
+        ExtractedEntity,
+        ExtractedRelation,
+        ExtractionResult,
+        ImportanceResult,
+        SummaryResult,
+    )
+    from agent_memory.core.operation_keys import CommitKey
+    from agent_memory.memory.memory_store import commit_consolidation
+    from agent_memory.projection.rebuild import rebuild_subject
+
+    subject = "lin"
+    for s, city in ((HANGZHOU, "Hangzhou"), (MOVE, "Shanghai")):
+        await client.append_messages(tenant, subject, s)
+        first = s.messages[0]
+        extraction = ExtractionResult(
+            provider="test", extractor="written-out", extractor_version="1", facts=[],
+            entities=[ExtractedEntity(name=n, entity_type=t, evidence_message_ids=[first.message_id])
+                      for n, t in (("Lin Wei", "person"), (city, "place"), ("Mia", "person"))],
+            relations=[ExtractedRelation(source="Lin Wei", relation="lives_in", target=city, observed_at=first.created_at,
+                                         evidence_message_ids=[first.message_id]),
+                       ExtractedRelation(source="Lin Wei", relation="friend", target="Mia", observed_at=first.created_at,
+                                         evidence_message_ids=[first.message_id])])
+        request = {"session": s.session_id}
+        await commit_consolidation(
+            services.pool, services.keyring, tenant_id=tenant, subject_id=subject, session_id=s.session_id,
+            key=CommitKey.for_request(s.session_id, request), request=request, extraction=extraction,
+            plan=ConflictPlan(decisions=[]), importance=ImportanceResult(importance=3),
+            summary=SummaryResult(sentences=[], token_count=0), happened_at=s.messages[-1].created_at)
+    digest = await projection_digest(services.pool, tenant, subject)
+    entry = await rebuild_subject(services.pool, services.keyring, tenant, subject)
+    assert entry.equal and entry.rows_by_table["relations"] == 3  # Hangzhou closed, Shanghai and Mia current
+
+    await _admin(services, tenant,
+                 ("UPDATE relations SET valid_to = NULL, closed_version = NULL, closed_event_id = NULL "
+                  "WHERE tenant_id = %s AND subject_id = %s AND valid_to IS NOT NULL", (tenant, subject)),
+                 ("DELETE FROM relations WHERE tenant_id = %s AND subject_id = %s AND relation = 'friend'",
+                  (tenant, subject)))
+    repair = await rebuild_subject(services.pool, services.keyring, tenant, subject)
+    assert repair.repaired and repair.tables_differing == ["relations"] and repair.rebuilt_digest == digest
+    assert await projection_digest(services.pool, tenant, subject) == digest
+    forced = await rebuild_subject(services.pool, services.keyring, tenant, subject, force=True)
+    assert forced.equal and forced.repaired and await projection_digest(services.pool, tenant, subject) == digest

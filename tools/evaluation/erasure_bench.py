@@ -140,7 +140,7 @@ async def run_erasure_bench(services: Services, *, memories: int, per_subject: i
             "SELECT sum(n_live_tup) FROM pg_stat_user_tables WHERE relname = ANY(%s) "
             "OR schemaname = 'agent_memory_partitions'",
             (["messages", "sessions", "memory_events", "observations", "episodes", "entities", "entity_mentions",
-              "memory_search", "memory_postings",
+              "relations", "memory_search", "memory_postings",
               "lexical_statistics", "lexical_frequencies", "memory_vectors", "projection_outbox", "operations",
               "subject_keys"],))
         row = await cur.fetchone()
