@@ -95,9 +95,10 @@ async def test_commit_is_idempotent_and_guards_versions(client, services, tenant
     first = await env.run(acts.commit_consolidation, await commit_input("a"))
     events = await _events(services, tenant)
     replayed = await env.run(acts.commit_consolidation, await commit_input("a"))
-    # fact + episode + observation + two entities (the speaker, Hangzhou), once
-    assert first.entities_noted == 2
-    assert replayed == first and await _events(services, tenant) == events == 5
+    # fact + episode + observation + two entities (the speaker, Hangzhou) + the edge lin lives in
+    # Hangzhou, once
+    assert first.entities_noted == 2 and first.relations_noted == 1
+    assert replayed == first and await _events(services, tenant) == events == 6
 
     # Two sessions planned against the same version: the second commit must not overwrite.
     plan_b, plan_c = await commit_input("b"), await commit_input("c")

@@ -252,3 +252,36 @@ async def _typed_ids(services, tenant: str, subject: str) -> list[tuple]:
         cur = await conn.execute("SELECT name, entity_type, memory_id FROM entities "
                                  "WHERE tenant_id = %s AND subject_id = %s", (tenant, subject))
         return await cur.fetchall()
+
+
+PIPELINE = {
+    "english": ((session("s1", "2024-03-01T09:00:00Z", "My sister Anna is visiting next week.",
+                         "I live in Hangzhou with my dog Max."),
+                 session("s2", "2024-05-01T09:00:00Z", "I moved to Suzhou last month.")),
+                "sister", "Hangzhou", "Suzhou"),
+    "chinese": ((session("s1", "2024-03-01T09:00:00Z", "我姐姐王丽下周来看我。", "我住在杭州。"),
+                 session("s2", "2024-05-01T09:00:00Z", "我搬到苏州了。")),
+                "姐姐", "杭州", "苏州"),
+}
+
+
+@pytest.mark.parametrize("lang", ["english", "chinese"])
+async def test_consolidation_keeps_the_edges_the_offline_extractor_finds(lang, client, services, tenant,
+                                                                       running_worker):
+    """The real pipeline: the offline extractor's relations are resolved to the session's entities
+    at commit; the move of the second session closes the first home and opens the new one."""
+    sessions, relative, old_home, new_home = PIPELINE[lang]
+    async with running_worker():
+        for s in sessions:
+            await client.append_messages(tenant, "lin", s)
+            await client.consolidation_result(await client.end_session(tenant, "lin", s.session_id))
+    intervals = {(source, relation, target): valid_to for source, relation, _, target, _, valid_to
+                 in await _edges(services, tenant, "lin")}
+    assert ("Lin", "family", relative) in intervals and intervals[("Lin", "family", relative)] is None
+    assert intervals[("Lin", "lives_in", old_home)] == sessions[1].messages[0].created_at  # closed by the move
+    assert intervals[("Lin", "lives_in", new_home)] is None
+    hop = await _hop(services, tenant, "lin", (await _entity_ids(services, tenant, "lin"))["Lin"])
+    assert {(relation, other) for relation, _, other, outgoing in hop if outgoing} >= {
+        ("family", relative), ("lives_in", new_home)}
+    assert ("lives_in", old_home) not in {(relation, other) for relation, _, other, _ in hop}
+    assert (await rebuild_subject(services.pool, services.keyring, tenant, "lin")).equal
