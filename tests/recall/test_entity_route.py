@@ -9,6 +9,7 @@ import pytest
 from agent_memory.core.models import (
     ConflictPlan,
     ExtractedEntity,
+    ExtractedRelation,
     ExtractionResult,
     ImportanceResult,
     Observation,
@@ -18,7 +19,8 @@ from agent_memory.core.operation_keys import CommitKey
 from agent_memory.memory.memory_store import commit_consolidation
 from agent_memory.providers.offline import offline_providers
 from agent_memory.recall.context import assemble_context
-from agent_memory.recall.entity_route import named_in
+from agent_memory.recall.entity_route import entity_hits, follows, named_in
+from agent_memory.store.db import tenant_transaction
 from tests.sessions import session
 
 
@@ -99,3 +101,62 @@ async def test_an_entity_mentioned_in_half_of_the_sessions_or_more_links_nothing
     context = await assemble_context(services.pool, services.keyring, offline_providers().embedder, tenant, "lin",
                                      "What did Caroline do?")
     assert context.items == []
+
+
+@pytest.mark.parametrize(("query", "relations"), [
+    ("Where does Caroline work?", {"works_at"}),
+    ("What did Melanie's husband build?", {"partner"}),
+    ("Who are her friends?", {"friend"}),
+    ("小美的妈妈住在哪里？", {"family", "lives_in"}),
+    ("What did Caroline paint?", set()),
+    ("Is the network working?", {"works_at"}),  # words, not meaning: a link still needs a named entity
+])
+def test_the_relations_a_question_asks_about(query, relations):
+    assert follows(query) == relations
+
+
+# Caroline works at Acme; one note mentions only Acme, another only Caroline.
+HOP = {
+    "english": ("Caroline", "Acme", ["Caroline signed the papers.", "The office has a rooftop garden."],
+                "Where does Caroline work?", "What did Caroline sign?"),
+    "chinese": ("小美", "星光公司", ["小美签了合同。", "那里的楼顶有个花园。"], "小美在哪里工作？", "小美签了什么？"),
+}
+
+
+@pytest.mark.parametrize("lang", ["english", "chinese"])
+async def test_a_question_about_a_relation_follows_it_one_hop(lang, client, services, tenant):
+    person, employer, texts, asked, unasked = HOP[lang]
+    s = session("s1", "2024-05-01T09:00:00Z", *texts)
+    await client.append_messages(tenant, "lin", s)
+    for n in (2, 3):
+        await client.append_messages(tenant, "lin", session(f"s{n}", f"2024-05-0{n}T09:00:00Z", "Hello."))
+    ids = [m.message_id for m in s.messages]
+    edge = ExtractedRelation(source=person, relation="works_at", target=employer, evidence_message_ids=ids[:1],
+                             observed_at=s.messages[0].created_at)
+    extraction = ExtractionResult(
+        provider="test", extractor="written-out", extractor_version="1", facts=[], relations=[edge],
+        entities=[ExtractedEntity(name=person, entity_type="person", evidence_message_ids=ids[:1]),
+                  ExtractedEntity(name=employer, entity_type="organisation", evidence_message_ids=ids[1:])])
+    summary = SummaryResult(sentences=[], token_count=0, observations=[
+        Observation(text=m.content, source_message_ids=[m.message_id], happened_at=m.created_at)
+        for m in s.messages])
+    request = {"session": "s1"}
+    outcome = await commit_consolidation(
+        services.pool, services.keyring, tenant_id=tenant, subject_id="lin", session_id="s1",
+        key=CommitKey.for_request("s1", request), request=request, extraction=extraction,
+        plan=ConflictPlan(decisions=[]), importance=ImportanceResult(importance=5), summary=summary,
+        happened_at=s.messages[-1].created_at)
+    assert outcome.relations_noted == 1
+
+    async def linked(question: str) -> set[str]:
+        async with tenant_transaction(services.pool, tenant) as conn:
+            pointers = await entity_hits(conn, tenant, "lin", question, 10)
+            cur = await conn.execute("SELECT message_id FROM observations WHERE tenant_id = %s "
+                                     "AND memory_id = ANY(%s::uuid[])", (tenant, [p[0] for p in pointers]))
+            return {row[0] for row in await cur.fetchall()}
+
+    assert await linked(asked) == set(ids)  # the employer's note, one hop from the named person
+    assert await linked(unasked) == {ids[0]}  # no relation asked about: the person's own note only
+    context = await assemble_context(services.pool, services.keyring, offline_providers().embedder, tenant, "lin",
+                                     asked)
+    assert ids[1] in {m for item in context.items for m in item.cited_message_ids}
