@@ -47,6 +47,7 @@ from agent_memory.core.models import (
     RebuildResult,
     Session,
     check_identifier,
+    check_session_id,
 )
 from agent_memory.core.projection_models import ProjectionLag
 from agent_memory.core.run_metadata import RunPayloads, read_run_payloads
@@ -662,15 +663,19 @@ class MemoryClient:
                                 include_history=history, include_candidates=candidates)
 
     async def context(self, tenant_id: str, subject_id: str, query: str, *, as_of: datetime | None = None,
-                      token_budget: int | None = None, policy: RecallPolicy | None = None) -> AssembledContext:
+                      token_budget: int | None = None, policy: RecallPolicy | None = None,
+                      session_id: str | None = None) -> AssembledContext:
         """What goes into the prompt's memory: the profile (current facts) and the episodes and
         notes most relevant to the query, each citing its evidence, within the tenant's recall
-        policy (or `policy`), its tiers scaled to `token_budget` when given."""
+        policy (or `policy`), its tiers scaled to `token_budget` when given. Task-local facts are
+        in it only when it is read in their session (`session_id`)."""
         check_identifier("tenant", tenant_id)
         check_identifier("subject", subject_id)
+        if session_id is not None:
+            check_session_id(session_id)
         return await assemble_context(self.services.pool, self.services.keyring, self.embedder, tenant_id, subject_id,
                                       query, as_of=as_of, token_budget=token_budget, policy=policy,
-                                      redis=self.services.redis)
+                                      session_id=session_id, redis=self.services.redis)
 
     async def build_prompt(self, tenant_id: str, subject_id: str, session_id: str, user_input: str, *,
                            system: str = DEFAULT_SYSTEM, as_of: datetime | None = None,

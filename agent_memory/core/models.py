@@ -30,6 +30,13 @@ def check_identifier(field: str, value: str) -> str:
     return value
 
 
+def check_session_id(value: str) -> str:
+    """The rule of Session.session_id, for a session named outside a Session."""
+    if not isinstance(value, str) or not 1 <= len(value) <= 200:
+        raise InvalidInput(f"session {str(value)[:40]!r} is invalid: use 1 to 200 characters")
+    return storable_text(value)
+
+
 class Scope(BaseModel):
     """Who a piece of memory belongs to."""
 
@@ -294,6 +301,7 @@ class FactRow(BaseModel):
     source_kind: str
     status: str
     evidence_message_ids: list[str]
+    task_session_id: str | None = None  # a task-local fact's session: recall shows it there only
 
 
 # --- workflow and activity payloads --------------------------------------------------------------

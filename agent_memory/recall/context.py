@@ -240,9 +240,16 @@ def _profile_rank(fact: FactRow, query_terms: set[str]) -> tuple:
     return (-shared, order, -fact.confidence, -fact.valid_from.timestamp(), fact.namespace, fact.key)
 
 
-def profile_items(facts: list[FactRow], query: str, policy: RecallPolicy) -> list[ContextItem]:
+def in_task(fact: FactRow, session_id: str | None) -> bool:
+    """Whether a fact belongs in a context read in `session_id`: a task-local fact only in the
+    session it was stated in (and in no context read outside a session), every other fact always."""
+    return fact.permanence != "task_local" or (session_id is not None and fact.task_session_id == session_id)
+
+
+def profile_items(facts: list[FactRow], query: str, policy: RecallPolicy,
+                  session_id: str | None = None) -> list[ContextItem]:
     query_terms = _match_terms(query)
-    kept = sorted((f for f in facts if f.confidence > policy.profile_min_confidence),
+    kept = sorted((f for f in facts if f.confidence > policy.profile_min_confidence and in_task(f, session_id)),
                   key=lambda f: _profile_rank(f, query_terms))
     return [ContextItem(kind="fact", memory_id=f.memory_id, content=f.value, tier="profile",
                         text=f"{fact_line(f.namespace, f.key, f.value)} (since {format_day(f.valid_from)})",
@@ -440,10 +447,11 @@ async def load_policy(pool: AsyncConnectionPool, tenant_id: str) -> RecallPolicy
 async def assemble_context(pool: AsyncConnectionPool, keyring: KeyRing, embedder: Embedder, tenant_id: str,
                            subject_id: str, query: str, *, as_of: datetime | None = None,
                            token_budget: int | None = None, policy: RecallPolicy | None = None,
-                           redis=None, parallel: bool = True) -> AssembledContext:
+                           session_id: str | None = None, redis=None, parallel: bool = True) -> AssembledContext:
     """The context for `query`: the tenant's recall policy (or `policy`), its tiers scaled to
-    `token_budget` when one is given. `parallel=False` runs the four routes one after another
-    (the recall benchmark's comparison)."""
+    `token_budget` when one is given; read in `session_id`, it includes that session's task-local
+    facts. `parallel=False` runs the four routes one after another (the recall benchmark's
+    comparison)."""
     policy = policy or await load_policy(pool, tenant_id)
     if token_budget is not None:
         policy = policy.scaled(token_budget)
@@ -479,7 +487,7 @@ async def assemble_context(pool: AsyncConnectionPool, keyring: KeyRing, embedder
         if (direction := sequence_direction(query)) is not None:
             episodic = await _with_neighbours(scope.conn, tenant_id, subject_id, query, episodic, direction, as_of,
                                               since, policy)
-        candidates = profile_items(facts, query, policy) + episodic
+        candidates = profile_items(facts, query, policy, session_id) + episodic
         # pack, then the leak filter's last check (re-packing without what it dropped)
         chosen, leaks = await filter_context(pool, redis, tenant_id, subject_id, candidates,
                                              lambda xs: pack_tiers(xs, policy), conn=scope.conn)

@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from redis.asyncio import Redis
 
 from agent_memory.core.errors import InvalidInput
-from agent_memory.core.models import Message, check_identifier, storable_text
+from agent_memory.core.models import Message, check_identifier, check_session_id
 from agent_memory.memory.evidence import WORKING_MEMORY_TTL_SECONDS, recent_messages
 from agent_memory.providers.base import Embedder, Summarizer, estimate_tokens
 from agent_memory.providers.offline import ExtractiveSummarizer
@@ -184,15 +184,13 @@ async def build_prompt(pool: AsyncConnectionPool, keyring: KeyRing, redis: Redis
                        summarizer: Summarizer | None = None) -> BuiltPrompt:
     check_identifier("tenant", tenant_id)
     check_identifier("subject", subject_id)
-    if not 1 <= len(session_id) <= 200:  # the rule of Session.session_id
-        raise InvalidInput(f"session {session_id[:40]!r} is invalid: use 1 to 200 characters")
-    storable_text(session_id)
+    check_session_id(session_id)
     if not user_input.strip():
         raise InvalidInput("user_input is empty: pass the user's new message")
     recent = await _session_messages(pool, keyring, redis, tenant_id, subject_id, session_id, as_of)
     context: AssembledContext = await assemble_context(pool, keyring, embedder, tenant_id, subject_id, user_input,
                                                        as_of=as_of, token_budget=token_budget, policy=policy,
-                                                       redis=redis)
+                                                       session_id=session_id, redis=redis)
     assert context.policy is not None
     turns = recent.messages
     if turns and turns[-1].role == "user" and turns[-1].content.strip() == user_input.strip():

@@ -21,6 +21,8 @@ class QueryRequest(BaseModel):
     limit: int = Field(default=5, ge=1, le=50)
     budget: int | None = Field(default=None, ge=50, le=32000)
     as_of: datetime | None = None
+    # The live session the context is read in: its task-local facts join the profile.
+    session_id: str | None = None
 
 
 class PromptRequest(BaseModel):
@@ -52,7 +54,7 @@ async def recall(subject_id: str, body: QueryRequest, api_key: ReadKey, client: 
 @router.post("/v1/subjects/{subject_id}/context")
 async def context(subject_id: str, body: QueryRequest, api_key: ReadKey, client: ClientDep) -> dict[str, Any]:
     assembled = await client.context(api_key.tenant_id, subject(subject_id), body.query, as_of=body.as_of,
-                                     token_budget=body.budget)
+                                     token_budget=body.budget, session_id=body.session_id)
     return {**assembled.model_dump(mode="json"), "text": assembled.text}
 
 
