@@ -207,8 +207,11 @@ async def decide_fact_events(conn: psycopg.AsyncConnection, key: SubjectKey, *, 
             raise VersionConflictError(f"memory {memory_id}: expected version {expected}, found {current}")
         if candidate and current > 0:
             continue  # the same candidate was already recorded by an earlier session
-        evidence = [*decision.promoted_candidate_evidence,
-                    *(i for i in fact.evidence_message_ids if i not in decision.promoted_candidate_evidence)]
+        evidence = list(dict.fromkeys([*decision.promoted_candidate_evidence, *fact.evidence_message_ids]))
+        if decision.action == "confirm":
+            # A restatement already on record (its session consolidated again) is not evidence twice.
+            on_record = await _active_evidence(conn, key.tenant_id, memory_id)
+            evidence = [i for i in evidence if i not in on_record]
         yield MemoryEvent(memory_id=memory_id, version=current + 1, namespace=decision.namespace, name=name,
                           occurred_at=fact.observed_at, source_message_ids=tuple(evidence),
                           operation_id=operation_id, actor=actor, extractor=extractor,
@@ -219,6 +222,13 @@ async def decide_fact_events(conn: psycopg.AsyncConnection, key: SubjectKey, *, 
                                                  fact.observed_at, operation_id)
             if promoted is not None:
                 yield promoted
+
+
+async def _active_evidence(conn: psycopg.AsyncConnection, tenant_id: str, memory_id: uuid.UUID) -> set[str]:
+    cur = await conn.execute("SELECT evidence_message_ids FROM facts WHERE tenant_id = %s AND memory_id = %s "
+                             "AND status = 'active'", (tenant_id, memory_id))
+    row = await cur.fetchone()
+    return set(row[0]) if row else set()
 
 
 async def promoted_candidate_event(conn: psycopg.AsyncConnection, key: SubjectKey, namespace: str, fact_key: str,

@@ -164,3 +164,19 @@ def test_a_general_budget_is_not_folded_into_one_of_several_specific_budgets():
                for k, v in (("computer", "1500 euros"), ("trip", "800 euros"))}
     (decision,) = decide([said("budget", "general", "3000 euros", day(5))], current)
     assert (decision.action, decision.key) == ("create", "general")
+
+
+async def test_a_session_consolidated_again_cites_each_message_once(services, client, tenant):
+    """The same session consolidated after more messages: its earlier statement is confirmed by
+    the new message only, not by itself a second time."""
+    def home(*evidence: str) -> ExtractedFact:
+        return ExtractedFact(namespace="location", key="home_city", value="Hangzhou", confidence=0.9,
+                             evidence_message_ids=list(evidence), observed_at=day(0))
+
+    await consolidate(services, tenant, "s1", home("s1:1"))
+    plan = await consolidate(services, tenant, "s1", home("s1:1", "s1:3"))
+    assert [d.action for d in plan.decisions] == ["confirm"]
+    await consolidate(services, tenant, "s1", home("s1:1", "s1:3", "s1:3"))
+    [fact] = await client.facts(tenant, SUBJECT)
+    assert fact.value == "Hangzhou" and fact.evidence_message_ids == ["s1:1", "s1:3"]
+    assert (await rebuild_subject(services.pool, services.keyring, tenant, SUBJECT)).equal
