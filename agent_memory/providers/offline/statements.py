@@ -65,8 +65,42 @@ _FUTURE = re.compile(r"\bnext\s+(?:year|month|spring|summer|fall|autumn|winter|j
 _SOMEONE_ELSES = re.compile(r"(?:^[^,。]{0,4}?)?的(?:人)?(?:是|其实是)(?:我)?(?:老公|老婆|爸|妈|爸爸|妈妈|男朋友|女朋友|朋友|同事|他|她|别人|孩子|儿子|女儿)")
 
 
+# A sentence opening with the speaker as subject ("I'm", "I", "we've"), after any interjection;
+# not when that clause is negated, past, wished or planned ("I'm not vegan and …", "I used to live
+# in Paris and …", "I'm thinking of moving and …"): the conjunct shares that, and is left alone.
+_OPENING_SUBJECT = re.compile(
+    r"^(?:(?:so|well|oh|ok|okay|yeah|yes|also|and|but|actually)\b[\s,]*)*"
+    r"(?P<s>(?:I|we)(?:'m|'ve|'re|\s+am|\s+are|\s+have)?)\s+"
+    r"(?!(?:not|never|no\s+longer|used|will|would|want|wanted|wish|hope|hoping|plan|planning|going|gonna|thinking|"
+    r"considering|trying|about|might|may|could|should|can|can't|cannot|don't|didn't|won't|wouldn't|"
+    r"had|was|were|if)\b)", re.I)
+# A conjunct that brings its own subject is read on its own already.
+_CONJUNCT = re.compile(r"(?:,\s*|\s+)and\s+(?!(?:i|i'm|i've|we|we're|you|he|she|they|it|my|our|his|her|their|this|"
+                       r"that|there|then|also|so|but|not)\b)(?=\w)", re.I)
+
+
 def _sentence_facts(sentence: str, message: Message, *, correction: int | None,
                     confidence_cap: float) -> list[tuple[int, ExtractedFact]]:
+    """The facts one sentence states, with where each starts. A conjunct that shares the
+    sentence's subject ("I'm vegetarian and allergic to peanuts") is read with that subject too,
+    so each part gets its own fact."""
+    found = _clause_facts(sentence, message, correction=correction, confidence_cap=confidence_cap)
+    opening = _OPENING_SUBJECT.match(sentence)
+    if opening is None or _has_cjk(sentence):
+        return found
+    keys = {(f.namespace, f.key) for _, f in found}
+    for conjunct in _CONJUNCT.finditer(sentence, opening.end()):
+        prefix = opening["s"] + " "
+        for start, fact in _clause_facts(prefix + sentence[conjunct.end():], message, correction=correction,
+                                         confidence_cap=confidence_cap):
+            if (fact.namespace, fact.key) not in keys:
+                keys.add((fact.namespace, fact.key))
+                found.append((conjunct.end() + max(0, start - len(prefix)), fact))
+    return found
+
+
+def _clause_facts(sentence: str, message: Message, *, correction: int | None,
+                  confidence_cap: float) -> list[tuple[int, ExtractedFact]]:
     found: list[tuple[int, ExtractedFact]] = []
     taken: list[tuple[int, int]] = []
     no_longer = bool(_NO_LONGER.search(sentence))

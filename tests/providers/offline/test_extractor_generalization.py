@@ -327,3 +327,24 @@ def test_not_with_a_person_ends_a_relationship_not_a_job():
                                                                       "work/employer": "Boots"})
     assert ("end", "relationship/status", "") in found
     assert not {f for f in found if f[1] == "work/employer"}
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("I'm vegetarian and allergic to peanuts.", {("assert", "diet/restriction", "vegetarian"),
+                                                 ("assert", "diet/allergy_peanuts", "peanuts")}),
+    ("I'm a nurse and allergic to latex.", {("assert", "work/job", "nurse"), ("assert", "diet/allergy_latex", "latex")}),
+    ("I have a dog and two cats.", {("assert", "pet/dog", "dog"), ("assert", "pet/cat", "cat")}),
+    ("I work at Acme and hate my commute.", {("assert", "work/employer", "Acme"),
+                                             ("assert", "preference/commute", "dislike")}),
+])
+def test_each_part_of_a_sentence_sharing_its_subject_states_its_own_fact(text, expected):
+    assert facts(text) == expected
+
+
+@pytest.mark.parametrize("text", [
+    "I used to live in Paris and work at Google.",  # the past reaches the second part too
+    "I'm not vegan and allergic to nothing.",
+    "My sister is vegetarian and allergic to peanuts.",  # someone else's
+])
+def test_a_shared_subject_does_not_carry_a_fact_the_first_part_would_not_state(text):
+    assert not {f for f in facts(text) if f[1].startswith(("diet/allergy", "work/employer"))}
