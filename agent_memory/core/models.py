@@ -98,6 +98,18 @@ class Session(BaseModel):
     def _storable(cls, v: str) -> str:
         return storable_text(v)
 
+    @field_validator("messages")
+    @classmethod
+    def _one_message_a_position(cls, messages: list[Message]) -> list[Message]:
+        """Two messages of one call may not share a turn_index (the same message sent twice may)."""
+        holders: dict[int, str] = {}
+        for index, m in enumerate(messages):
+            holder = holders.setdefault(m.turn_index, m.message_id)
+            if holder != m.message_id:
+                raise InvalidInput(f"messages[{index}].turn_index: position {m.turn_index} is also given to message "
+                                   f"{holder!r} in this call; give each message its own turn_index")
+        return messages
+
     @field_validator("started_at")
     @classmethod
     def _time_in_range(cls, v: datetime | None) -> datetime | None:

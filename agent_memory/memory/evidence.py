@@ -7,9 +7,10 @@ import json
 from datetime import datetime
 from typing import Literal
 
+import psycopg
 from psycopg.rows import class_row
 from psycopg_pool import AsyncConnectionPool
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from redis.asyncio import Redis
 
 from agent_memory.core.errors import Conflict
@@ -26,6 +27,10 @@ WORKING_MEMORY_MAX_MESSAGES = 50
 
 class MessageConflictError(Conflict):
     """A message id was re-sent with a different body."""
+
+
+class TurnConflictError(Conflict):
+    """A new message takes a position of the session (turn_index) another message already holds."""
 
 
 class AppendConflictError(Conflict):
@@ -51,7 +56,12 @@ class AppendResult(BaseModel):
     # Temporal could not be reached (the rows are committed all the same; the idle-timer sweep
     # or the next append arms it). None: no idle timer (none configured, or nothing appended).
     idle_timer: Literal["armed", "pending"] | None = None
+    # Positions the new messages passed over after the session's last one (the first
+    # SKIPPED_TURNS_SHOWN): legitimate when turns are left out on purpose, a lost message otherwise.
+    skipped_turns: list[int] = Field(default_factory=list)
 
+
+SKIPPED_TURNS_SHOWN = 20
 
 # expected_parent for a session that must not have any message yet.
 NO_PARENT = ""
@@ -116,6 +126,7 @@ async def append_messages(pool: AsyncConnectionPool, redis: Redis | None, tenant
         cur = await conn.execute(LAST_MESSAGE_SQL, (tenant_id, subject_id, session.session_id))
         row = await cur.fetchone()
         parent = None if row is None else row[0]
+        last_turn, taken = await _positions(conn, tenant_id, subject_id, session)
         # One statement for the whole call (not a round trip per message): new ids are returned,
         # the others are re-sends, checked against the stored body below.
         digests = [content_digest(m) for m in session.messages]
@@ -143,9 +154,12 @@ async def append_messages(pool: AsyncConnectionPool, redis: Redis | None, tenant
              "created": [m.created_at.isoformat() for m in session.messages], "digests": digests})
         new_ids = {row[0] for row in await cur.fetchall()}
         resent: list[tuple[Message, str]] = []
-        for message, digest in zip(session.messages, digests, strict=True):
+        misplaced: list[tuple[int, Message, str]] = []
+        for index, (message, digest) in enumerate(zip(session.messages, digests, strict=True)):
             if message.message_id in new_ids:  # its first occurrence in the call was inserted
                 new_ids.discard(message.message_id)
+                if (holder := taken.get(message.turn_index)) is not None:
+                    misplaced.append((index, message, holder))
                 inserted.append(message)
             else:
                 resent.append((message, digest))
@@ -164,6 +178,12 @@ async def append_messages(pool: AsyncConnectionPool, redis: Redis | None, tenant
                 duplicates += 1
         if inserted and expected_parent is not None and (expected_parent or None) != parent:
             raise AppendConflictError(tenant_id, session.session_id, expected_parent, parent)  # rolls back
+        if misplaced:
+            index, message, holder = misplaced[0]
+            raise TurnConflictError(  # rolls back
+                f"messages[{index}].turn_index: position {message.turn_index} of session {session.session_id!r} "
+                f"is held by message {holder!r}; give message {message.message_id!r} a free position (after "
+                f"{last_turn}, the session's last)")
         cur = await conn.execute(LAST_MESSAGE_SQL, (tenant_id, subject_id, session.session_id))
         last = (await fetch_one(cur))[0]
         if redis is not None and inserted:
@@ -171,8 +191,24 @@ async def append_messages(pool: AsyncConnectionPool, redis: Redis | None, tenant
             # this push and then deletes it, or came first and this call was refused.
             await register_tenant(redis, tenant_id)
             await push_working_memory(redis, tenant_id, subject_id, session.session_id, inserted)
+    new_turns = {m.turn_index for m in inserted}
+    skipped = [t for t in range(last_turn + 1, max(new_turns, default=-1)) if t not in new_turns]
     return AppendResult(session_id=session.session_id, inserted=len(inserted), duplicates=duplicates,
-                        last_message_id=last)
+                        last_message_id=last, skipped_turns=skipped[:SKIPPED_TURNS_SHOWN])
+
+
+async def _positions(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str,
+                     session: Session) -> tuple[int, dict[int, str]]:
+    """The session's last stored turn_index (-1: none) and which stored message holds each of the
+    positions the call's messages name."""
+    cur = await conn.execute(
+        "SELECT coalesce(max(turn_index), -1), "
+        "       coalesce(array_agg(turn_index) FILTER (WHERE turn_index = ANY(%s)), '{}'), "
+        "       coalesce(array_agg(message_id) FILTER (WHERE turn_index = ANY(%s)), '{}') "
+        "  FROM messages WHERE tenant_id = %s AND subject_id = %s AND session_id = %s",
+        (turns := [m.turn_index for m in session.messages], turns, tenant_id, subject_id, session.session_id))
+    last_turn, held_turns, holders = await fetch_one(cur)
+    return last_turn, dict(zip(held_turns, holders, strict=True))
 
 
 async def push_working_memory(redis: Redis, tenant_id: str, subject_id: str, session_id: str,

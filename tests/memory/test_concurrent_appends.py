@@ -15,6 +15,7 @@ from agent_memory.memory.evidence import (
     NO_PARENT,
     AppendConflictError,
     MessageConflictError,
+    TurnConflictError,
     last_message_id,
     load_session,
     recent_messages,
@@ -155,3 +156,23 @@ async def test_stale_parent_conflicts_and_writes_nothing_but_a_replay_is_idempot
         cur = await conn.execute("SELECT count(*) FROM sessions WHERE session_id = 'nope'")
         assert (await cur.fetchone())[0] == 0
     assert await last_message_id(services.pool, tenant, SUBJECT, "nope") is None
+
+
+async def test_a_position_held_by_another_message_is_refused_and_a_skipped_one_is_reported(client, services, tenant):
+    sid = "positions"
+    first = await client.append_messages(tenant, SUBJECT, batch(sid, 0, ["p0", "p1"], None))
+    assert first.inserted == 2 and first.skipped_turns == []
+    # Another message at position 1: refused, naming the field, and nothing of the call is written.
+    with pytest.raises(TurnConflictError, match=r"messages\[1\]\.turn_index: position 1 .* held by message 'p1'"):
+        await client.append_messages(tenant, SUBJECT, Session(session_id=sid, messages=[
+            *batch(sid, 2, ["p2"], "p1").messages, *batch(sid, 1, ["other"], "p2").messages]))
+    assert await message_count(services, tenant) == 2
+    # Two messages of one call at one position: refused before anything is read.
+    with pytest.raises(ValueError, match=r"messages\[1\]\.turn_index: position 2 is also given to message 'p2'"):
+        Session(session_id=sid, messages=[*batch(sid, 2, ["p2"], "p1").messages, *batch(sid, 2, ["q2"], "p2").messages])
+    # Positions 2 and 3 passed over: stored, and said.
+    later = await client.append_messages(tenant, SUBJECT, batch(sid, 4, ["p4", "p5"], "p1"))
+    assert later.inserted == 2 and later.skipped_turns == [2, 3]
+    # The same call again is a duplicate, not a conflict with itself.
+    again = await client.append_messages(tenant, SUBJECT, batch(sid, 4, ["p4", "p5"], "p1"))
+    assert (again.inserted, again.duplicates, again.skipped_turns) == (0, 2, [])
