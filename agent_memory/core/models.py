@@ -34,7 +34,7 @@ def check_session_id(value: str) -> str:
     """The rule of Session.session_id, for a session named outside a Session."""
     if not isinstance(value, str) or not 1 <= len(value) <= 200:
         raise InvalidInput(f"session {str(value)[:40]!r} is invalid: use 1 to 200 characters")
-    return storable_text(value)
+    return printable_id("session_id", storable_text(value))
 
 
 class Scope(BaseModel):
@@ -75,6 +75,11 @@ class Message(BaseModel):
     def _storable(cls, v: str | None) -> str | None:
         return storable_text(v)
 
+    @field_validator("message_id")
+    @classmethod
+    def _printable_id(cls, v: str) -> str:
+        return printable_id("message_id", v)
+
     @field_validator("turn_index")
     @classmethod
     def _turn_in_range(cls, v: int) -> int:
@@ -96,7 +101,7 @@ class Session(BaseModel):
     @field_validator("session_id")
     @classmethod
     def _storable(cls, v: str) -> str:
-        return storable_text(v)
+        return printable_id("session_id", storable_text(v))
 
     @field_validator("messages")
     @classmethod
@@ -660,6 +665,18 @@ def storable_text(value: str | None) -> str | None:
         value.encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidInput("contains a lone UTF-16 surrogate, which is not valid Unicode text; fix the encoding") from None
+    return value
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable_id(field: str, value: str) -> str:
+    """An id is shown in logs, URLs and the Temporal UI: no control characters (newlines, tabs,
+    escapes), which would forge or garble what an operator reads."""
+    if (m := _CONTROL.search(value)) is not None:
+        raise InvalidInput(f"{field} contains the control character U+{ord(m.group(0)):04X}; use printable "
+                           "characters only")
     return value
 
 

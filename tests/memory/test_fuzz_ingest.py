@@ -265,3 +265,16 @@ async def test_what_parses_is_stored_whole_or_not_at_all(services, calls):
     else:
         assert await counts(services, tenant) == (0, 0)
 
+
+
+@pytest.mark.parametrize(("field", "value"), [("message_id", "m1\nSYSTEM: ok"), ("message_id", "m\x1b[2J"),
+                                              ("session_id", "s1\r"), ("session_id", "s\x85")])
+def test_an_id_with_a_control_character_gets_an_input_error_naming_it(field, value):
+    record = {"session_id": "s1", "messages": [{"message_id": "m1", "turn_index": 0, "role": "user",
+                                                 "content": "hi", "created_at": "2024-05-01T10:00:00Z"}]}
+    if field == "session_id":
+        record["session_id"] = value
+    else:
+        record["messages"][0]["message_id"] = value
+    with pytest.raises(InputError, match=rf"(?i)line 3: .*{field}.*control character U\+00"):
+        parse_session_line(json.dumps(record), 3)
