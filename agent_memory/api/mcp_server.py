@@ -255,7 +255,7 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
                 "SELECT message_id FROM messages WHERE tenant_id = %(t)s AND subject_id = %(u)s "
                 "AND session_id = %(s)s ORDER BY turn_index DESC, created_at DESC, message_id DESC LIMIT %(n)s", scope)
             latest = [r[0] for r in reversed(await cur.fetchall())]  # the session's last messages, oldest first
-        start, stored = (int(row[0]), set(row[2])) if row else (0, set())
+        start, stored = (int(row[0]), set(row[1])) if row else (0, set())
         parent = latest[-1] if latest else None
         # The same call sent again (its answer lost) finds its turns as the session's last
         # messages, under the ids they were given after the message before them.
