@@ -17,21 +17,42 @@ tool call, so a key revoked while a session is open stops at once.
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import BaseModel, Field
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from pydantic import BaseModel, Field, ValidationError
+from pydantic_core import ErrorDetails
 
 from agent_memory.api.client import MemoryClient
+from agent_memory.api.limits import (
+    APPEND_MESSAGES_MAX,
+    BUDGET_MAX_TOKENS,
+    BUDGET_MIN_TOKENS,
+    QUERY_MAX_CHARS,
+    REASON_MAX_CHARS,
+    RECALL_LIMIT_DEFAULT,
+    RECALL_LIMIT_MAX,
+    RECALL_LIMIT_MIN,
+)
 from agent_memory.api.outages import dependency_down
 from agent_memory.api.user_errors import USER_ERRORS
 from agent_memory.core.errors import ServiceUnavailable, new_error_id
-from agent_memory.core.models import Message, Session, check_identifier
+from agent_memory.core.models import (
+    IDENTIFIER_PATTERN,
+    IDENTIFIER_RULE,
+    MESSAGE_CONTENT_MAX_CHARS,
+    MESSAGE_ID_MAX_CHARS,
+    Message,
+    Session,
+    check_identifier,
+)
 from agent_memory.memory.evidence import NO_PARENT
 from agent_memory.security.api_keys import ApiKey, KeyScope, verify_key
 from agent_memory.store.db import tenant_transaction
@@ -46,15 +67,110 @@ INSTRUCTIONS = (
     "`end_session` when the conversation is over: its facts, summary and notes are consolidated "
     "then. `facts` lists what is known now, and `recall` finds facts and past sessions.")
 
+# The identifier rule of subject and session ids as a JSON schema pattern ("$": JSON schema
+# regexes have no "\Z"); check_identifier applies the rule itself in every tool.
+IDENTIFIER_SCHEMA_PATTERN = IDENTIFIER_PATTERN.pattern.replace("\\Z", "$")
+IDENTIFIER_MAX_CHARS = 64
+
+SubjectId = Annotated[str, Field(
+    description=f"the person the memory is about, your id of them ({IDENTIFIER_RULE})",
+    min_length=1, max_length=IDENTIFIER_MAX_CHARS, pattern=IDENTIFIER_SCHEMA_PATTERN)]
+SessionId = Annotated[str, Field(
+    description=f"your id of the conversation ({IDENTIFIER_RULE})",
+    min_length=1, max_length=IDENTIFIER_MAX_CHARS, pattern=IDENTIFIER_SCHEMA_PATTERN)]
+Query = Annotated[str, Field(description="what to look for: the user's message or a question about the person",
+                             min_length=1, max_length=QUERY_MAX_CHARS)]
+
 
 class Turn(BaseModel):
-    role: Literal["user", "assistant"]
-    content: str = Field(min_length=1, max_length=100_000)
-    message_id: str | None = Field(default=None, description="your id of the message, which makes a retry a "
-                                                               "duplicate; default: its position in the session")
-    created_at: datetime | None = None
+    role: Literal["user", "assistant"] = Field(description="who said it: the person (user) or you (assistant)")
+    content: str = Field(description="what was said", min_length=1, max_length=MESSAGE_CONTENT_MAX_CHARS)
+    message_id: str | None = Field(
+        default=None, min_length=1, max_length=MESSAGE_ID_MAX_CHARS,
+        description="your id of the message, unique in the session; a turn whose id is stored already is a "
+                    "duplicate. Without it the id is derived from the session, the turn and its place in the "
+                    "call, so the same call sent again stores nothing twice")
+    created_at: datetime | None = Field(default=None, description="when it was said (ISO 8601); default: now")
 
 
+def _bounds(schema: dict[str, Any], loc: Sequence[int | str]) -> dict[str, Any]:
+    """The JSON schema keywords of the parameter at `loc` of a tool's input schema (its bounds),
+    or {} where the schema does not say."""
+    defs = schema.get("$defs", {})
+    node: dict[str, Any] = schema
+
+    def resolved(n: dict[str, Any]) -> dict[str, Any]:
+        ref = n.get("$ref", "")
+        return defs.get(ref.rsplit("/", 1)[-1], {}) if ref.startswith("#/$defs/") else n
+
+    for part in loc:
+        node = resolved(node)
+        branches = [resolved(b) for b in node.get("anyOf", [])] or [node]
+        step = next((b["items"] if isinstance(part, int) else b["properties"][part]
+                     for b in branches if ("items" in b if isinstance(part, int) else part in b.get("properties", {}))),
+                    None)
+        if step is None:
+            return {}
+        node = step
+    merged = dict(resolved(node))
+    for branch in merged.get("anyOf", []):
+        merged = {**resolved(branch), **merged}
+    return merged
+
+
+def _range(low: Any, high: Any, unit: str = "") -> str:
+    if low is not None and high is not None:
+        return f"between {low} and {high}{unit}"
+    return f"at least {low}{unit}" if low is not None else f"at most {high}{unit}"
+
+
+def describe_invalid(exc: ValidationError, schema: dict[str, Any] | None = None) -> str:
+    """What is wrong with a tool's arguments and how to fix it, one clause per bad parameter,
+    named by its path (`budget`, `turns.3.content`). With the tool's input schema, a bound is
+    stated in full ("budget must be between 50 and 32000"). Never the rejected value: it is the
+    caller's data, and may be 100,000 characters long."""
+    return "; ".join(_describe(err, schema or {}) for err in exc.errors())
+
+
+def _describe(err: ErrorDetails, schema: dict[str, Any]) -> str:
+    loc = list(err["loc"])
+    name = ".".join(str(p) for p in loc) or "the arguments"
+    kind, ctx = err["type"], err.get("ctx", {})
+    known = _bounds(schema, loc) if loc else {}
+    if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
+        low = known.get("minimum", ctx.get("ge", ctx.get("gt")))
+        high = known.get("maximum", ctx.get("le", ctx.get("lt")))
+        return f"{name} must be {_range(low, high)}"
+    if kind in ("string_too_short", "string_too_long"):
+        low, high = known.get("minLength", ctx.get("min_length")), known.get("maxLength", ctx.get("max_length"))
+        if kind == "string_too_short" and low == 1 and high is None:
+            return f"{name} must not be empty"
+        return f"{name} must be {_range(low, high, ' characters')} long"
+    if kind in ("too_short", "too_long"):
+        low, high = known.get("minItems", ctx.get("min_length")), known.get("maxItems", ctx.get("max_length"))
+        hint = ": send a longer conversation in several calls" if name == "turns" and kind == "too_long" else ""
+        return f"{name} must have {_range(low, high, ' items')}{hint}"
+    if kind == "string_pattern_mismatch" and str(loc[-1]) in ("subject", "session"):
+        return f"{name} must be {IDENTIFIER_RULE}"
+    if kind == "missing":
+        return f"{name} is required"
+    return f"{name}: {err['msg'][:1].lower()}{err['msg'][1:]}"
+
+
+class MemoryMCPServer(MCPServer):
+    """The SDK's server, answering a call whose arguments break the tool's input schema with what
+    to fix ("budget must be between 50 and 32000") instead of the validator's report."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Context[Any, Any] | None = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            invalid = exc.__cause__
+            if isinstance(exc, UnexpectedToolError) or not isinstance(invalid, ValidationError):
+                raise
+            schema = next((t.input_schema for t in await self.list_tools() if t.name == name), None)
+            raise ToolError(f"Error executing tool {name}: {describe_invalid(invalid, schema)}") from invalid
 
 
 def _answers(tool: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
@@ -64,6 +180,8 @@ def _answers(tool: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
             return await tool(*args, **kwargs)
         except ToolError:
             raise
+        except ValidationError as exc:  # a model built in the tool from the caller's data
+            raise ToolError(describe_invalid(exc)) from None
         except USER_ERRORS as exc:  # the caller can fix it: the message
             raise ToolError(str(exc)) from None
         except ServiceUnavailable as exc:
@@ -89,10 +207,19 @@ def bearer_token(headers: Any) -> str | None:
     return token.strip() or None if scheme.lower() == "bearer" else None
 
 
+def derived_message_id(session: str, turn: Turn, position: int, after: str | None) -> str:
+    """The id of a turn sent without one: a digest of the session, the turn's role and content,
+    its position in the call and the message the call follows (`after`, None for a session's
+    first call). The same call sent again after it was stored derives the same ids, so it is a
+    duplicate; the same words said again later follow another message, so they are a new turn."""
+    digest = hashlib.sha256(json.dumps([session, turn.role, turn.content, position, after or ""]).encode())
+    return f"{session}:{digest.hexdigest()[:16]}"
+
+
 def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServer:
     """The tools. With `token` (stdio) every call uses that key; without (streamable HTTP) each
     call uses the key its HTTP request carries."""
-    server = MCPServer(name="agent-memory", instructions=INSTRUCTIONS, version="1")
+    server = MemoryMCPServer(name="agent-memory", instructions=INSTRUCTIONS, version="1")
 
     async def need(ctx: Context, scope: KeyScope) -> ApiKey:
         presented = token if token is not None else bearer_token(ctx.headers)
@@ -101,67 +228,116 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
         # Checked on every call: a key revoked (or narrowed) while the server runs stops at once.
         return await verify_key(client.services.pool, presented, scope)
 
-    @server.tool(description="Append turns of a conversation (idempotent by message id).")
+    @server.tool(description=(
+        "Store turns of a conversation with the person (needs a write key). Send each turn as it "
+        f"happens, or up to {APPEND_MESSAGES_MAX} turns in one call. Safe to retry: a turn whose "
+        "message_id is stored already, or a call sent again unchanged without ids, stores nothing twice. "
+        "Nothing is learned from the turns until `end_session` (or the session's idle timeout)."))
     @_answers
-    async def remember(subject: str, session: str, turns: list[Turn], ctx: Context) -> dict[str, Any]:
+    async def remember(
+            subject: SubjectId, session: SessionId,
+            turns: Annotated[list[Turn], Field(
+                description=f"the turns in the order they were said, 1 to {APPEND_MESSAGES_MAX} per call",
+                min_length=1, max_length=APPEND_MESSAGES_MAX)],
+            ctx: Context) -> dict[str, Any]:
         tenant = (await need(ctx, "write")).tenant_id
         check_identifier("subject", subject)
         check_identifier("session", session)
         given = [t.message_id for t in turns if t.message_id]
+        scope = {"t": tenant, "u": subject, "s": session, "given": given, "n": len(turns) + 1}
         async with tenant_transaction(client.services.pool, tenant) as conn:
             cur = await conn.execute(
                 "SELECT coalesce(max(turn_index) + 1, 0), "
-                "(SELECT message_id FROM messages WHERE tenant_id = %(t)s AND subject_id = %(u)s "
-                " AND session_id = %(s)s ORDER BY turn_index DESC, created_at DESC, message_id DESC LIMIT 1), "
                 "coalesce(array_agg(message_id) FILTER (WHERE message_id = ANY(%(given)s)), '{}') "
-                "FROM messages WHERE tenant_id = %(t)s AND subject_id = %(u)s AND session_id = %(s)s",
-                {"t": tenant, "u": subject, "s": session, "given": given})
+                "FROM messages WHERE tenant_id = %(t)s AND subject_id = %(u)s AND session_id = %(s)s", scope)
             row = await cur.fetchone()
-        start, parent, stored = (int(row[0]), row[1], set(row[2])) if row else (0, None, set())
+            cur = await conn.execute(
+                "SELECT message_id FROM messages WHERE tenant_id = %(t)s AND subject_id = %(u)s "
+                "AND session_id = %(s)s ORDER BY turn_index DESC, created_at DESC, message_id DESC LIMIT %(n)s", scope)
+            latest = [r[0] for r in reversed(await cur.fetchall())]  # the session's last messages, oldest first
+        start, stored = (int(row[0]), set(row[1])) if row else (0, set())
+        parent = latest[-1] if latest else None
+        # The same call sent again (its answer lost) finds its turns as the session's last
+        # messages, under the ids they were given after the message before them.
+        if len(latest) >= len(turns):
+            before = latest[-len(turns) - 1] if len(latest) > len(turns) else None
+            again = [t.message_id or derived_message_id(session, t, n, before) for n, t in enumerate(turns)]
+            if latest[-len(turns):] == again:
+                return {"session_id": session, "inserted": 0, "duplicates": len(turns)}
         now = datetime.now(UTC)
-        # A turn whose id is stored already is a duplicate (a retry). A turn without an id is a new
-        # message, named by its position, so "yes" said twice is two turns. The append expects
-        # the session's last message as it was read: a concurrent `remember` conflicts instead of
-        # taking the same positions.
-        fresh = [t for t in turns if not (t.message_id and t.message_id in stored)]
-        messages = [Message(message_id=t.message_id or f"{session}:{start + n}", turn_index=start + n, role=t.role,
-                            content=t.content, created_at=t.created_at or now) for n, t in enumerate(fresh)]
+        # A turn whose id is stored already is a duplicate (a retry). A turn without an id gets one
+        # derived from what it says, its place in the call and the message the call follows, so
+        # "yes" said twice is two turns. The append expects the session's last message as it was
+        # read: a concurrent `remember` conflicts instead of taking the same positions.
+        fresh = [(n, t) for n, t in enumerate(turns) if not (t.message_id and t.message_id in stored)]
+        messages = [Message(message_id=t.message_id or derived_message_id(session, t, n, parent),
+                            turn_index=start + i, role=t.role, content=t.content, created_at=t.created_at or now)
+                    for i, (n, t) in enumerate(fresh)]
         if not messages:
             return {"session_id": session, "inserted": 0, "duplicates": len(turns)}
         result = await client.append_messages(tenant, subject, Session(session_id=session, messages=messages),
                                               expected_parent=parent or NO_PARENT)
         return {**result.model_dump(mode="json"), "duplicates": result.duplicates + len(turns) - len(fresh)}
 
-    @server.tool(description="The conversation is over: consolidate it into memory (returns the workflow id).")
+    @server.tool(description=(
+        "The conversation is over: consolidate the session into memory (needs a write key). Its facts, "
+        "summary and notes are extracted in a background run; returns the run's workflow id and UI link. "
+        "Ending it again with nothing new said returns the same run."))
     @_answers
-    async def end_session(subject: str, session: str, ctx: Context) -> dict[str, Any]:
+    async def end_session(subject: SubjectId, session: SessionId, ctx: Context) -> dict[str, Any]:
         tenant = (await need(ctx, "write")).tenant_id
         handle = await client.end_session(tenant, subject, session)
         return {"workflow_id": handle.id, "ui_url": client.services.settings.workflow_url(handle.id)}
 
-    @server.tool(description="What to put in the prompt for this message: the profile and relevant past "
-                             "sessions and notes, each with the ids of the messages it cites.")
+    @server.tool(description=(
+        "What to put in the prompt before you answer this message (needs a read key): the person's "
+        "profile and the relevant past sessions and notes as text, and the items it is made of, each "
+        "with the ids of the messages it cites. What a session taught is there once the session is "
+        "consolidated (`end_session`)."))
     @_answers
-    async def context(subject: str, query: str, ctx: Context, budget: int | None = None) -> dict[str, Any]:
+    async def context(
+            subject: SubjectId, query: Query, ctx: Context,
+            budget: Annotated[int | None, Field(
+                description=f"the most tokens the text may take, {BUDGET_MIN_TOKENS} to {BUDGET_MAX_TOKENS}; "
+                            "default: the server's context budget",
+                ge=BUDGET_MIN_TOKENS, le=BUDGET_MAX_TOKENS)] = None) -> dict[str, Any]:
         tenant = (await need(ctx, "read")).tenant_id
         assembled = await client.context(tenant, subject, query, token_budget=budget)
         return {"text": assembled.text, "items": [i.model_dump(mode="json") for i in assembled.items]}
 
-    @server.tool(description="Current facts about the person, with validity and evidence.")
+    @server.tool(description=(
+        "The facts known about the person now (needs a read key): each with its value, since when it "
+        "holds and the ids of the messages it was learned from. Facts of a session appear once it is "
+        "consolidated."))
     @_answers
-    async def facts(subject: str, ctx: Context) -> list[dict[str, Any]]:
+    async def facts(subject: SubjectId, ctx: Context) -> list[dict[str, Any]]:
         tenant = (await need(ctx, "read")).tenant_id
         return [f.model_dump(mode="json") for f in await client.facts(tenant, subject)]
 
-    @server.tool(description="Facts and the past sessions nearest a query.")
+    @server.tool(description=(
+        "Search the person's memory (needs a read key): the facts and the past sessions nearest the "
+        f"query, at most `limit` of each ({RECALL_LIMIT_MIN} to {RECALL_LIMIT_MAX})."))
     @_answers
-    async def recall(subject: str, query: str, ctx: Context, limit: int = 5) -> dict[str, Any]:
+    async def recall(
+            subject: SubjectId, query: Query, ctx: Context,
+            limit: Annotated[int, Field(
+                description=f"the most results of each kind, {RECALL_LIMIT_MIN} to {RECALL_LIMIT_MAX}",
+                ge=RECALL_LIMIT_MIN, le=RECALL_LIMIT_MAX)] = RECALL_LIMIT_DEFAULT) -> dict[str, Any]:
         tenant = (await need(ctx, "read")).tenant_id
         return (await client.recall(tenant, subject, query, limit=limit)).model_dump(mode="json")
 
-    @server.tool(description="Operator only: forget one memory now (restorable within the grace period).")
+    @server.tool(description=(
+        "Operator only (needs an erase key): forget one memory (for example a fact) now. "
+        "It leaves every answer at once and can be restored within the grace period; after that it is "
+        "swept from every store. To erase a whole person use the HTTP API's erasure."))
     @_answers
-    async def forget(subject: str, memory_id: str, ctx: Context, reason: str | None = None) -> dict[str, Any]:
+    async def forget(
+            subject: SubjectId,
+            memory_id: Annotated[str, Field(description="the memory's id, as `facts`, `recall` or `context` "
+                                                        "return it", min_length=1)],
+            ctx: Context,
+            reason: Annotated[str | None, Field(description="why (a ticket, a request), recorded with the forget",
+                                                max_length=REASON_MAX_CHARS)] = None) -> dict[str, Any]:
         key = await need(ctx, "erase")
         tenant = key.tenant_id
         done = await client.forget(tenant, subject, memory_id, reason=reason, actor_id=f"mcp:{key.key_id}")

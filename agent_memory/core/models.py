@@ -60,13 +60,17 @@ class Scope(BaseModel):
 Role = Literal["user", "assistant", "system", "tool"]
 
 
+MESSAGE_ID_MAX_CHARS = 200
+MESSAGE_CONTENT_MAX_CHARS = 100_000
+
+
 class Message(BaseModel):
-    message_id: str = Field(min_length=1, max_length=200)
+    message_id: str = Field(min_length=1, max_length=MESSAGE_ID_MAX_CHARS)
     turn_index: int = Field(ge=0)
     role: Role
     # Bounded: an unbounded caption once poisoned a session's consolidation for good.
     speaker: str | None = Field(default=None, max_length=200)
-    content: str = Field(max_length=100_000)
+    content: str = Field(max_length=MESSAGE_CONTENT_MAX_CHARS)
     image_caption: str | None = Field(default=None, max_length=4_000)
     created_at: datetime
 

@@ -13,6 +13,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from agent_memory.core.settings import ENV_VARS
 from agent_memory.security.api_keys import create_key
+from agent_memory.store.db import tenant_transaction
 
 
 def server(services, task_queue: str, token: str) -> StdioServerParameters:
@@ -120,3 +121,88 @@ async def test_mcp_over_streamable_http_uses_each_requests_api_key(client, servi
             await revoke_key(services.pool, tenant, writer.key.key_id)
             with pytest.raises(MCPError):
                 await mcp.call_tool("facts", {"subject": "lin"})
+
+
+def tool_error(result) -> str:
+    assert result.is_error, result
+    text = result.content[0].text
+    for internal in ("validation error", "pydantic", "Traceback", "type=", "input_value", "internal error"):
+        assert internal not in text, text
+    return text
+
+
+async def test_the_tool_schemas_describe_every_parameter_with_the_rest_routes_bounds(services, tenant, task_queue):
+    """What an agent reads before its first call: each tool says what it does, and each parameter
+    what it is and its bounds, the same as the REST route doing the same thing."""
+    from agent_memory.api.http.routes.memory import QueryRequest
+    from agent_memory.api.http.routes.sessions import AppendRequest
+
+    rest = {**QueryRequest.model_json_schema()["properties"], **AppendRequest.model_json_schema()["properties"]}
+
+    def bounds(prop: dict) -> dict:
+        merged = {k: v for branch in prop.get("anyOf", [prop]) for k, v in branch.items()}
+        return {k: merged[k] for k in ("minimum", "maximum", "minLength", "maxLength", "minItems", "maxItems")
+                if k in merged}
+
+    reader = (await create_key(services.pool, tenant, "read")).token
+    async with Client(server(services, task_queue, reader)) as mcp:
+        tools = {t.name: t for t in (await mcp.list_tools()).tools}
+    for tool in tools.values():
+        assert tool.description and len(tool.description) > 40, tool.name
+        schemas = [tool.input_schema, *tool.input_schema.get("$defs", {}).values()]
+        for name, prop in ((n, p) for s in schemas for n, p in s["properties"].items()):
+            assert prop.get("description"), f"{tool.name}.{name} has no description"
+    context, recall, remember = (tools[n].input_schema for n in ("context", "recall", "remember"))
+    assert bounds(context["properties"]["budget"]) == bounds(rest["budget"]) == {"minimum": 50, "maximum": 32000}
+    assert bounds(context["properties"]["query"]) == bounds(rest["query"]) == {"minLength": 1, "maxLength": 4000}
+    assert bounds(recall["properties"]["limit"]) == bounds(rest["limit"]) == {"minimum": 1, "maximum": 50}
+    assert bounds(recall["properties"]["query"]) == bounds(rest["query"])
+    assert bounds(remember["properties"]["turns"]) == bounds(rest["messages"]) == {"minItems": 1, "maxItems": 1000}
+    turn = remember["$defs"]["Turn"]["properties"]
+    assert bounds(turn["content"]) == {"minLength": 1, "maxLength": 100_000}
+    assert remember["properties"]["session"]["maxLength"] == 64 and "pattern" in remember["properties"]["session"]
+
+
+async def test_bad_arguments_come_back_as_what_to_fix_naming_the_parameter(services, tenant, task_queue):
+    writer = (await create_key(services.pool, tenant, "write")).token
+    async with Client(server(services, task_queue, writer)) as mcp:
+        for budget in (-5, 0, 49, 32001):
+            text = tool_error(await mcp.call_tool("context", {"subject": "lin", "query": "dinner?", "budget": budget}))
+            assert "budget must be between 50 and 32000" in text
+        text = tool_error(await mcp.call_tool("recall", {"subject": "lin", "query": "dinner?", "limit": 500}))
+        assert "limit must be between 1 and 50" in text
+        text = tool_error(await mcp.call_tool("recall", {"subject": "lin/../x", "query": "dinner?"}))
+        assert "subject must be 1-64 characters of letters" in text
+        text = tool_error(await mcp.call_tool("remember", {"subject": "lin", "session": "big", "turns": [
+            {"role": "user", "content": f"turn {n}"} for n in range(1001)]}))
+        assert "turns must have between 1 and 1000 items" in text and "several calls" in text
+        text = tool_error(await mcp.call_tool("remember", {"subject": "lin", "session": "big", "turns": [
+            {"role": "system", "content": ""}]}))
+        assert "turns.0.role" in text and "turns.0.content" in text
+    async with tenant_transaction(services.pool, tenant) as conn:
+        cur = await conn.execute("SELECT count(*) FROM messages WHERE tenant_id = %s", (tenant,))
+        assert (await cur.fetchone())[0] == 0  # nothing of a refused call is stored
+
+
+async def test_remember_sent_again_without_ids_stores_each_turn_once(services, tenant, task_queue):
+    """An agent whose call timed out sends it again: without message ids, the turns still land
+    once. The same words said again later in the conversation are a new turn."""
+    writer = (await create_key(services.pool, tenant, "write")).token
+    call = {"subject": "lin", "session": "r1", "turns": [{"role": "user", "content": "I moved to Bergen."},
+                                                         {"role": "assistant", "content": "Noted."},
+                                                         {"role": "user", "content": "yes"}]}
+    async with Client(server(services, task_queue, writer)) as mcp:
+        first = payload(await mcp.call_tool("remember", call))
+        assert first["inserted"] == 3
+        again = payload(await mcp.call_tool("remember", call))
+        assert again["inserted"] == 0 and again["duplicates"] == 3
+        for turn in ({"role": "assistant", "content": "Anything else?"}, {"role": "user", "content": "yes"}):
+            one = {"subject": "lin", "session": "r1", "turns": [turn]}
+            assert payload(await mcp.call_tool("remember", one))["inserted"] == 1
+            assert payload(await mcp.call_tool("remember", one))["inserted"] == 0  # its retry
+    async with tenant_transaction(services.pool, tenant) as conn:
+        cur = await conn.execute("SELECT role, content FROM messages WHERE tenant_id = %s AND session_id = 'r1' "
+                                 "ORDER BY turn_index", (tenant,))
+        stored = await cur.fetchall()
+    assert [tuple(r) for r in stored] == [("user", "I moved to Bergen."), ("assistant", "Noted."), ("user", "yes"),
+                                          ("assistant", "Anything else?"), ("user", "yes")]

@@ -9,12 +9,13 @@ from pydantic import BaseModel, Field
 
 from agent_memory.api.http.auth import EraseKey
 from agent_memory.api.http.deps import ClientDep, subject
+from agent_memory.api.limits import REASON_MAX_CHARS
 
 router = APIRouter()
 
 
 class ErasureRequest(BaseModel):
-    reason: str = Field(min_length=1, max_length=1000)
+    reason: str = Field(min_length=1, max_length=REASON_MAX_CHARS)
     request_id: str | None = None
     block_future_writes: bool = False
 

@@ -11,15 +11,24 @@ from pydantic import BaseModel, Field
 
 from agent_memory.api.http.auth import EraseKey, ReadKey
 from agent_memory.api.http.deps import ClientDep, subject
+from agent_memory.api.limits import (
+    BUDGET_MAX_TOKENS,
+    BUDGET_MIN_TOKENS,
+    QUERY_MAX_CHARS,
+    REASON_MAX_CHARS,
+    RECALL_LIMIT_DEFAULT,
+    RECALL_LIMIT_MAX,
+    RECALL_LIMIT_MIN,
+)
 from agent_memory.core.models import check_identifier
 
 router = APIRouter()
 
 
 class QueryRequest(BaseModel):
-    query: str = Field(min_length=1, max_length=4000)
-    limit: int = Field(default=5, ge=1, le=50)
-    budget: int | None = Field(default=None, ge=50, le=32000)
+    query: str = Field(min_length=1, max_length=QUERY_MAX_CHARS)
+    limit: int = Field(default=RECALL_LIMIT_DEFAULT, ge=RECALL_LIMIT_MIN, le=RECALL_LIMIT_MAX)
+    budget: int | None = Field(default=None, ge=BUDGET_MIN_TOKENS, le=BUDGET_MAX_TOKENS)
     as_of: datetime | None = None
     # The live session the context is read in: its task-local facts join the profile.
     session_id: str | None = None
@@ -29,11 +38,11 @@ class PromptRequest(BaseModel):
     session_id: str
     input: str = Field(min_length=1, max_length=20000)
     system: str | None = Field(default=None, max_length=20000)
-    budget: int | None = Field(default=None, ge=50, le=32000)
+    budget: int | None = Field(default=None, ge=BUDGET_MIN_TOKENS, le=BUDGET_MAX_TOKENS)
 
 
 class ForgetRequest(BaseModel):
-    reason: str | None = Field(default=None, max_length=1000)
+    reason: str | None = Field(default=None, max_length=REASON_MAX_CHARS)
 
 
 @router.get("/v1/subjects/{subject_id}/facts")

@@ -13,6 +13,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from agent_memory.api.http.auth import ReadKey, WriteKey
 from agent_memory.api.http.deps import ClientDep, subject
+from agent_memory.api.limits import APPEND_MESSAGES_MAX
 from agent_memory.core import contract
 from agent_memory.core.errors import Forbidden, NotFound
 from agent_memory.core.models import Message as ChatMessage
@@ -24,7 +25,7 @@ router = APIRouter()
 
 class AppendRequest(BaseModel):
     started_at: datetime | None = None
-    messages: list[ChatMessage] = Field(min_length=1, max_length=1000)
+    messages: list[ChatMessage] = Field(min_length=1, max_length=APPEND_MESSAGES_MAX)
     expected_parent: str | None = Field(default=None, description="the last message id you saw ('' for none)")
 
 
