@@ -19,3 +19,10 @@ BUDGET_MIN_TOKENS = 50
 BUDGET_MAX_TOKENS = 32000
 # The reason recorded with a forget, restore or erasure (the lifecycle refuses a longer one too).
 REASON_MAX_CHARS = MAX_REASON_CHARS
+# A memory id (a UUID; the bound only keeps a wrong argument short).
+MEMORY_ID_MAX_CHARS = 64
+# A fact written by an agent: its namespace and key name it, its value is a short statement, and
+# it cites the messages that say it.
+FACT_NAME_MAX_CHARS = 64
+FACT_VALUE_MAX_CHARS = 1000
+EVIDENCE_MAX_IDS = 100

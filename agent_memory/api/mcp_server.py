@@ -9,9 +9,12 @@ Two transports, one set of tools:
   a valid key gets 401 before it reaches the MCP session.
 
 The key's tenant is the only tenant the tools can touch, and its scope decides what they may
-do, as in the HTTP API: read for `recall`, `context` and `facts`; write for `remember` and
-`end_session`; erase (the operator's scope) for `forget`. The key is verified again on every
-tool call, so a key revoked while a session is open stops at once.
+do, as in the HTTP API: read for `recall`, `context` and `facts`; write for `remember`,
+`end_session` and the agent's own fixes, `correct`, `forget` and `restore` (a forget is restorable
+within the grace period; erasing a whole person stays with the operator's erase scope). The audit
+records a write key's changes as the agent's, an erase key's as the operator's, with the key id.
+The key is verified again on every tool call, so a key revoked while a session is open stops at
+once.
 """
 
 from __future__ import annotations
@@ -35,6 +38,10 @@ from agent_memory.api.limits import (
     APPEND_MESSAGES_MAX,
     BUDGET_MAX_TOKENS,
     BUDGET_MIN_TOKENS,
+    EVIDENCE_MAX_IDS,
+    FACT_NAME_MAX_CHARS,
+    FACT_VALUE_MAX_CHARS,
+    MEMORY_ID_MAX_CHARS,
     QUERY_MAX_CHARS,
     REASON_MAX_CHARS,
     RECALL_LIMIT_DEFAULT,
@@ -65,7 +72,9 @@ INSTRUCTIONS = (
     "Long-term memory of the people you talk to. Call `context` with the user's message before you "
     "answer, and cite what you use. Call `remember` with each turn of the conversation, and "
     "`end_session` when the conversation is over: its facts, summary and notes are consolidated "
-    "then. `facts` lists what is known now, and `recall` finds facts and past sessions.")
+    "then. `facts` lists what is known now, and `recall` finds facts and past sessions. When the "
+    "person says a fact is wrong, `correct` it citing their message, or `forget` it (`restore` "
+    "undoes that).")
 
 # The identifier rule of subject and session ids as a JSON schema pattern ("$": JSON schema
 # regexes have no "\Z"); check_identifier applies the rule itself in every tool.
@@ -80,6 +89,11 @@ SessionId = Annotated[str, Field(
     min_length=1, max_length=IDENTIFIER_MAX_CHARS, pattern=IDENTIFIER_SCHEMA_PATTERN)]
 Query = Annotated[str, Field(description="what to look for: the user's message or a question about the person",
                              min_length=1, max_length=QUERY_MAX_CHARS)]
+
+MemoryId = Annotated[str, Field(description="the memory's id, as `facts`, `recall` or `context` return it",
+                                min_length=1, max_length=MEMORY_ID_MAX_CHARS)]
+Reason = Annotated[str | None, Field(description="why (the person asked, a ticket), recorded with the change",
+                                     max_length=REASON_MAX_CHARS)]
 
 
 class Turn(BaseModel):
@@ -300,9 +314,13 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
             budget: Annotated[int | None, Field(
                 description=f"the most tokens the text may take, {BUDGET_MIN_TOKENS} to {BUDGET_MAX_TOKENS}; "
                             "default: the server's context budget",
-                ge=BUDGET_MIN_TOKENS, le=BUDGET_MAX_TOKENS)] = None) -> dict[str, Any]:
+                ge=BUDGET_MIN_TOKENS, le=BUDGET_MAX_TOKENS)] = None,
+            session: Annotated[str | None, Field(
+                description="the conversation you are in: facts that hold only for its task join the profile",
+                min_length=1, max_length=IDENTIFIER_MAX_CHARS, pattern=IDENTIFIER_SCHEMA_PATTERN)] = None,
+    ) -> dict[str, Any]:
         tenant = (await need(ctx, "read")).tenant_id
-        assembled = await client.context(tenant, subject, query, token_budget=budget)
+        assembled = await client.context(tenant, subject, query, token_budget=budget, session_id=session)
         return {"text": assembled.text, "items": [i.model_dump(mode="json") for i in assembled.items]}
 
     @server.tool(description=(
@@ -326,21 +344,56 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
         tenant = (await need(ctx, "read")).tenant_id
         return (await client.recall(tenant, subject, query, limit=limit)).model_dump(mode="json")
 
+    def actor(key: ApiKey) -> Literal["agent", "operator"]:
+        """Who the audit records: an operator's erase key, else the agent holding the key."""
+        return "operator" if key.scope == "erase" else "agent"
+
     @server.tool(description=(
-        "Operator only (needs an erase key): forget one memory (for example a fact) now. "
-        "It leaves every answer at once and can be restored within the grace period; after that it is "
-        "swept from every store. To erase a whole person use the HTTP API's erasure."))
+        "Correct a fact about the person (needs a write key): the new value replaces the current one "
+        "from now, citing the messages in which the person said it; the old value stays in the history. "
+        "Pass the version `facts` returned for it (0 for a fact not known yet): if the fact changed since, "
+        "the call is refused and nothing is written. Subject to the tenant's write policy and the "
+        "person's consents, like what a session teaches."))
     @_answers
-    async def forget(
+    async def correct(
             subject: SubjectId,
-            memory_id: Annotated[str, Field(description="the memory's id, as `facts`, `recall` or `context` "
-                                                        "return it", min_length=1)],
-            ctx: Context,
-            reason: Annotated[str | None, Field(description="why (a ticket, a request), recorded with the forget",
-                                                max_length=REASON_MAX_CHARS)] = None) -> dict[str, Any]:
-        key = await need(ctx, "erase")
-        tenant = key.tenant_id
-        done = await client.forget(tenant, subject, memory_id, reason=reason, actor_id=f"mcp:{key.key_id}")
+            namespace: Annotated[str, Field(description="the fact's namespace, as `facts` returns it (e.g. location)",
+                                            min_length=1, max_length=FACT_NAME_MAX_CHARS)],
+            key: Annotated[str, Field(description="the fact's key, as `facts` returns it (e.g. home_city)",
+                                      min_length=1, max_length=FACT_NAME_MAX_CHARS)],
+            value: Annotated[str, Field(description="the right value", min_length=1,
+                                        max_length=FACT_VALUE_MAX_CHARS)],
+            expected_version: Annotated[int, Field(description="the fact's version as `facts` returned it; 0 "
+                                                               "for a new fact", ge=0)],
+            evidence: Annotated[list[str], Field(
+                description="ids of the person's messages that say it (store them with `remember` first)",
+                min_length=1, max_length=EVIDENCE_MAX_IDS)],
+            ctx: Context) -> dict[str, Any]:
+        holder = await need(ctx, "write")
+        check_identifier("subject", subject)
+        outcome = await client.write_fact(holder.tenant_id, subject, namespace, key, value,
+                                          expected_version=expected_version, evidence_message_ids=evidence,
+                                          actor=actor(holder), actor_id=f"mcp:{holder.key_id}")
+        return outcome.model_dump(mode="json")
+
+    @server.tool(description=(
+        "Forget one memory (for example a wrong fact) now (needs a write key). It leaves every answer at "
+        "once and can be restored with `restore` within the grace period; after that it is swept from "
+        "every store. To erase a whole person, the operator uses the HTTP API's erasure."))
+    @_answers
+    async def forget(subject: SubjectId, memory_id: MemoryId, ctx: Context, reason: Reason = None) -> dict[str, Any]:
+        holder = await need(ctx, "write")
+        done = await client.forget(holder.tenant_id, subject, memory_id, reason=reason, actor=actor(holder),
+                                   actor_id=f"mcp:{holder.key_id}")
+        return done.model_dump(mode="json")
+
+    @server.tool(description=(
+        "Undo a `forget` within the grace period (needs a write key): the memory is back in every answer."))
+    @_answers
+    async def restore(subject: SubjectId, memory_id: MemoryId, ctx: Context, reason: Reason = None) -> dict[str, Any]:
+        holder = await need(ctx, "write")
+        done = await client.restore(holder.tenant_id, subject, memory_id, reason=reason, actor=actor(holder),
+                                    actor_id=f"mcp:{holder.key_id}")
         return done.model_dump(mode="json")
 
     return server

@@ -35,10 +35,11 @@ async def test_an_agent_remembers_ends_a_session_and_reads_memory_through_mcp(cl
                                                                                 running_worker):
     writer = (await create_key(services.pool, tenant, "write")).token
     operator = (await create_key(services.pool, tenant, "erase")).token
+    reader = (await create_key(services.pool, tenant, "read")).token
     async with running_worker():
         async with Client(server(services, task_queue, writer)) as mcp:
             tools = {t.name for t in (await mcp.list_tools()).tools}
-            assert tools == {"remember", "end_session", "context", "facts", "recall", "forget"}
+            assert tools == {"remember", "end_session", "context", "facts", "recall", "correct", "forget", "restore"}
             remembered = payload(await mcp.call_tool("remember", {
                 "subject": "lin", "session": "m1",
                 "turns": [{"role": "user", "content": "I live in Oslo.", "message_id": "m1:a"},
@@ -59,14 +60,40 @@ async def test_an_agent_remembers_ends_a_session_and_reads_memory_through_mcp(cl
             assert "Oslo" in {f["value"] for f in facts}
             context = payload(await mcp.call_tool("context", {"subject": "lin", "query": "what should I cook?"}))
             assert "peanut" in context["text"].lower()
-            refused = await mcp.call_tool("forget", {"subject": "lin", "memory_id": facts[0]["memory_id"]})
-            assert refused.is_error and "needs 'erase'" in refused.content[0].text
-        async with Client(server(services, task_queue, operator)) as mcp:
             oslo = next(f for f in facts if f["value"] == "Oslo")
-            forgotten = payload(await mcp.call_tool("forget", {"subject": "lin", "memory_id": oslo["memory_id"],
+            # The agent fixes memory itself: a correction citing the person's message, a forget, a restore.
+            stale = await mcp.call_tool("correct", {
+                "subject": "lin", "namespace": oslo["namespace"], "key": oslo["key"], "value": "Bergen",
+                "expected_version": oslo["version"] + 1, "evidence": ["m1:a"]})
+            assert stale.is_error and "expected version" in stale.content[0].text
+            corrected = payload(await mcp.call_tool("correct", {
+                "subject": "lin", "namespace": oslo["namespace"], "key": oslo["key"], "value": "Bergen",
+                "expected_version": oslo["version"], "evidence": ["m1:a"]}))
+            assert corrected["facts_written"] == 1
+            bergen = next(f for f in payload(await mcp.call_tool("facts", {"subject": "lin"})) if f["value"] == "Bergen")
+            assert "Oslo" not in {f["value"] for f in payload(await mcp.call_tool("facts", {"subject": "lin"}))}
+            forgotten = payload(await mcp.call_tool("forget", {"subject": "lin", "memory_id": bergen["memory_id"],
+                                                                "reason": "the person asked"}))
+            assert forgotten["memory_kind"] == "fact"
+            assert "Bergen" not in {f["value"] for f in payload(await mcp.call_tool("facts", {"subject": "lin"}))}
+            payload(await mcp.call_tool("restore", {"subject": "lin", "memory_id": bergen["memory_id"]}))
+            assert "Bergen" in {f["value"] for f in payload(await mcp.call_tool("facts", {"subject": "lin"}))}
+        async with tenant_transaction(services.pool, tenant) as conn:
+            cur = await conn.execute("SELECT DISTINCT actor, actor_id FROM memory_events WHERE tenant_id = %s "
+                                     "AND event_type IN ('FactSuperseded', 'MemoryForgotten', 'MemoryRestored')",
+                                     (tenant,))
+            assert {(a, i.split(":")[0]) for a, i in await cur.fetchall()} == {("agent", "mcp")}
+        async with Client(server(services, task_queue, reader)) as mcp:  # a read key changes nothing
+            refused = await mcp.call_tool("forget", {"subject": "lin", "memory_id": bergen["memory_id"]})
+            assert refused.is_error and "needs 'write'" in refused.content[0].text
+            refused = await mcp.call_tool("correct", {
+                "subject": "lin", "namespace": "location", "key": "home_city", "value": "Oslo",
+                "expected_version": 0, "evidence": ["m1:a"]})
+            assert refused.is_error and "needs 'write'" in refused.content[0].text
+        async with Client(server(services, task_queue, operator)) as mcp:  # the operator's erase key still can
+            forgotten = payload(await mcp.call_tool("forget", {"subject": "lin", "memory_id": bergen["memory_id"],
                                                                 "reason": "ticket 3"}))
             assert forgotten["memory_kind"] == "fact"
-            assert "Oslo" not in {f["value"] for f in payload(await mcp.call_tool("facts", {"subject": "lin"}))}
 
 
 async def test_the_mcp_server_refuses_to_start_without_a_valid_key(services, task_queue):
@@ -104,15 +131,15 @@ async def test_mcp_over_streamable_http_uses_each_requests_api_key(client, servi
                 assert refused.headers["www-authenticate"] == "Bearer"
         async with over_http(url, writer.token) as mcp:
             assert {t.name for t in (await mcp.list_tools()).tools} == {
-                "remember", "end_session", "context", "facts", "recall", "forget"}
+                "remember", "end_session", "context", "facts", "recall", "correct", "forget", "restore"}
             remembered = payload(await mcp.call_tool("remember", {
                 "subject": "lin", "session": "h1", "turns": [{"role": "user", "content": "I live in Oslo."}]}))
             assert remembered["inserted"] == 1
             ended = payload(await mcp.call_tool("end_session", {"subject": "lin", "session": "h1"}))
             await client.consolidation_result(client.services.temporal.get_workflow_handle(ended["workflow_id"]))
             assert "Oslo" in {f["value"] for f in payload(await mcp.call_tool("facts", {"subject": "lin"}))}
-            refused_tool = await mcp.call_tool("forget", {"subject": "lin", "memory_id": "x"})
-            assert refused_tool.is_error and "needs 'erase'" in refused_tool.content[0].text
+            unknown = await mcp.call_tool("forget", {"subject": "lin", "memory_id": "x"})
+            assert unknown.is_error and "internal error" not in unknown.content[0].text
         async with over_http(url, stranger) as mcp:  # tenant B's key: the same subject id is another person
             assert payload(await mcp.call_tool("facts", {"subject": "lin"})) == []
         async with over_http(url, writer.token) as mcp:
