@@ -12,7 +12,8 @@ import struct
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, overload
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field, field_serializer, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, computed_field, field_serializer, field_validator
+from pydantic_core import PydanticCustomError
 
 from agent_memory.core.errors import InvalidInput
 from agent_memory.core.projection_models import ProjectorBatchOutcome
@@ -54,6 +55,21 @@ class Scope(BaseModel):
         return check_identifier("subject", v)
 
 
+# A time given as data (a request body, a query) is an ISO 8601 string. Pydantic alone would also
+# read a number, or a string of digits, as seconds since 1970: `as_of: 0` would silently mean 1970.
+_ISO_DATE_START = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _iso_time(value: Any) -> Any:
+    if isinstance(value, datetime) or (isinstance(value, str) and _ISO_DATE_START.match(value)):
+        return value
+    raise PydanticCustomError("iso_datetime", "use an ISO 8601 date-time string such as 2024-05-01T09:00:00Z "
+                              "(a number is not read as a time)")
+
+
+IsoDatetime = Annotated[datetime, BeforeValidator(_iso_time)]
+
+
 # --- evidence -------------------------------------------------------------------------------
 
 
@@ -72,7 +88,7 @@ class Message(BaseModel):
     speaker: str | None = Field(default=None, max_length=200)
     content: str = Field(max_length=MESSAGE_CONTENT_MAX_CHARS)
     image_caption: str | None = Field(default=None, max_length=4_000)
-    created_at: datetime
+    created_at: IsoDatetime
 
     @field_validator("message_id", "speaker", "content", "image_caption")
     @classmethod

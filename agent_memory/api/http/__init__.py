@@ -21,6 +21,7 @@ under `/v1`.
 - **MCP:** `/mcp` serves the MCP tools over streamable HTTP behind the same keys (`WithMcp`).
 
 Modules: `app` (the FastAPI app: error handlers and routers), `problems` (problem+json answers),
+`openapi` (what the OpenAPI document states: the key scheme, each operation's problems, id rules),
 `auth` (the key dependencies behind the failure limiter), `deps` (the client and the subject of a
 route), `routes/` (a router per resource: health, sessions, memory, erasure), `edge` (the body
 limit and the connection's read timeouts), `server` (`/mcp`, uvicorn, serving in a loop).

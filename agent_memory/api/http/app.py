@@ -15,12 +15,15 @@ from pydantic import ValidationError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException
+from starlette.routing import Match
+from starlette.types import Scope
 from temporalio.service import RPCError
 
 from agent_memory.api.client import MemoryClient
 from agent_memory.api.codec_server import build_codec_router
 from agent_memory.api.console import build_console_router
 from agent_memory.api.http.auth import checked_operator_key
+from agent_memory.api.http.openapi import API_DESCRIPTION, document_problems
 from agent_memory.api.http.problems import internal_error, problem, too_many_failures, unavailable
 from agent_memory.api.http.routes import erasure, health, memory, sessions
 from agent_memory.api.outages import dependency_down
@@ -31,8 +34,9 @@ log = logging.getLogger(__name__)
 
 
 def create_app(client: MemoryClient) -> FastAPI:
-    app = FastAPI(title="agent-memory", version="1", openapi_url="/v1/openapi.json", docs_url="/v1/docs",
-                  redoc_url=None)
+    app = FastAPI(title="agent-memory", version="1", description=API_DESCRIPTION, openapi_url="/v1/openapi.json",
+                  docs_url="/v1/docs", redoc_url=None)
+    app.openapi = document_problems(app)  # type: ignore[method-assign]
     app.state.client = client
     settings = client.services.settings
     app.state.auth_failures = FailureLimiter(settings.auth_failure_burst, settings.auth_failure_window_seconds)
@@ -75,14 +79,54 @@ def add_problem_handlers(app: FastAPI) -> None:
         return problem(InvalidInput.status, InvalidInput.title, first_line(exc, InvalidInput.title))
 
     @app.exception_handler(HTTPException)
-    async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
         titles = {401: "Unauthorized", 404: "Not found", 405: "Method not allowed", 413: "Request body too large"}
+        headers = dict(exc.headers) if exc.headers else {}
+        if exc.status_code == 405:  # every method of the path, whichever of its routes has it (RFC 9110 15.5.6)
+            headers["Allow"] = ", ".join(allowed_methods(app, request.scope))
         return problem(exc.status_code, titles.get(exc.status_code, "HTTP error"), str(exc.detail),
-                       headers=dict(exc.headers) if exc.headers else None)
+                       headers=headers or None)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = [{"field": ".".join(str(p) for p in e["loc"] if p != "body"), "message": e["msg"]}
-                  for e in exc.errors()]
+        errors = field_errors(exc)
         first = errors[0] if errors else {"field": "body", "message": "invalid"}
         return problem(422, "Invalid input", f"{first['field']}: {first['message']}", errors=errors)
+
+
+HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+def allowed_methods(app: FastAPI, scope: Scope) -> list[str]:
+    """The methods some route of the app serves on the request's path, asked of the routes
+    themselves (a router's included routes answer through it)."""
+    path = {"type": "http", "path": scope["path"], "root_path": scope.get("root_path", "")}
+    return [method for method in HTTP_METHODS
+            if any(route.matches({**path, "method": method})[0] is Match.FULL for route in app.router.routes)]
+
+
+def field_errors(exc: RequestValidationError) -> list[dict[str, str]]:
+    """Each error of a request as the field it names and its message. The body as a whole is the
+    field `body`: a body that is missing, that is not JSON (the line and column of the fault), or
+    that is no JSON object."""
+    errors = []
+    for error in exc.errors():
+        loc = tuple(error["loc"])
+        if error["type"] == "json_invalid":
+            position = loc[1] if len(loc) > 1 and isinstance(loc[1], int) else 0
+            document = exc.body if isinstance(exc.body, str) else ""
+            line = document.count("\n", 0, position) + 1
+            column = position - document.rfind("\n", 0, position)
+            reason = (error.get("ctx") or {}).get("error", error["msg"])
+            errors.append({"field": "body",
+                           "message": f"the body is not valid JSON: {reason}, at line {line} column {column}"})
+        elif loc == ("body",) and error["type"] == "missing":
+            errors.append({"field": "body", "message": "the request needs a JSON body: send a JSON object with "
+                                                       "`Content-Type: application/json`"})
+        elif loc == ("body",):
+            errors.append({"field": "body", "message": "the body must be a JSON object (`Content-Type: "
+                                                       f"application/json`): {error['msg']}"})
+        else:
+            field = loc[1:] if loc[:1] == ("body",) else loc
+            errors.append({"field": ".".join(str(part) for part in field), "message": error["msg"]})
+    return errors

@@ -7,9 +7,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
-from fastapi import Depends, Header, Request
+from fastapi import Depends, Header, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials
 
 from agent_memory.api.client import MemoryClient
+from agent_memory.api.http.openapi import bearer_key
 from agent_memory.security.api_keys import (
     ApiKey,
     ApiKeyError,
@@ -53,9 +55,11 @@ async def checked_operator_key(limiter: FailureLimiter, pool: Any, address: str 
 
 
 def _key(needed: KeyScope) -> Callable[..., Awaitable[ApiKey]]:
-    async def dependency(request: Request, authorization: Annotated[str | None, Header()] = None) -> ApiKey:
-        token = (authorization.removeprefix("Bearer ").strip()
-                 if authorization and authorization.startswith("Bearer ") else None)
+    # The key through the documented bearer scheme (`bearer_key`): the OpenAPI document declares
+    # it and marks every operation that takes a key with it.
+    async def dependency(request: Request,
+                         credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer_key)]) -> ApiKey:
+        token = credentials.credentials.strip() if credentials else None
         client: MemoryClient = request.app.state.client
         return await checked_key(request.app.state.auth_failures, client.services.pool,
                                  request.client.host if request.client else None, token, needed)

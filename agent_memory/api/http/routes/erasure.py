@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from agent_memory.api.http.auth import EraseKey
 from agent_memory.api.http.deps import ClientDep, subject
+from agent_memory.api.http.openapi import BODY_LIMIT, RequestId, SubjectId, keyed
 from agent_memory.api.limits import REASON_MAX_CHARS
 
 router = APIRouter()
@@ -25,13 +26,19 @@ class ErasureStarted(BaseModel):
     ui_url: str
 
 
-@router.post("/v1/subjects/{subject_id}/erasure")
-async def erase(subject_id: str, body: ErasureRequest, api_key: EraseKey, client: ClientDep) -> ErasureStarted:
+@router.post("/v1/subjects/{subject_id}/erasure", summary="Erase a subject",
+             description="Start the erasure of everything the tenant holds about the subject (`erase`); "
+                         "with `block_future_writes`, later writes for the subject are refused. Its workflow "
+                         f"id and a link to it in the Temporal UI. {BODY_LIMIT}",
+             responses=keyed(404, 409, body=True))
+async def erase(subject_id: SubjectId, body: ErasureRequest, api_key: EraseKey, client: ClientDep) -> ErasureStarted:
     handle = await client.erase(api_key.tenant_id, subject(subject_id), body.reason, body.request_id,
                                 block_future_writes=body.block_future_writes)
     return ErasureStarted(workflow_id=handle.id, ui_url=client.services.settings.workflow_url(handle.id))
 
 
-@router.get("/v1/erasures/{request_id}")
-async def erasure(request_id: str, api_key: EraseKey, client: ClientDep) -> dict[str, Any]:
+@router.get("/v1/erasures/{request_id}", summary="An erasure's status and receipt", responses=keyed(404, 422))
+async def erasure(request_id: RequestId, api_key: EraseKey, client: ClientDep) -> dict[str, Any]:
+    """An erasure request of the key's tenant (`erase`): its receipt, whether the shred is
+    irreversible yet, and whether it was compacted."""
     return (await client.erasure_status(api_key.tenant_id, request_id)).model_dump(mode="json")
