@@ -1,19 +1,24 @@
-"""A subject's memory: its facts, recall, an assembled context and a built prompt (`read`),
-forgetting and restoring a memory (`erase`), and its export (`read`)."""
+"""A subject's memory: its facts, recall, an assembled context and a built prompt (`read`), the
+agent's fixes — correcting a fact, forgetting and restoring a memory (`write`) — and its export
+(`read`). A change is audited with the key: a write key's as the agent's, an erase key's as the
+operator's."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter
-from pydantic import BaseModel, Field
+from fastapi import APIRouter, Path
+from pydantic import BaseModel, ConfigDict, Field
 
-from agent_memory.api.http.auth import EraseKey, ReadKey
+from agent_memory.api.http.auth import ReadKey, WriteKey
 from agent_memory.api.http.deps import ClientDep, subject
 from agent_memory.api.http.openapi import BODY_LIMIT, MemoryId, SubjectId, keyed
 from agent_memory.api.limits import (
     BUDGET_MAX_TOKENS,
     BUDGET_MIN_TOKENS,
+    EVIDENCE_MAX_IDS,
+    FACT_NAME_MAX_CHARS,
+    FACT_VALUE_MAX_CHARS,
     QUERY_MAX_CHARS,
     REASON_MAX_CHARS,
     RECALL_LIMIT_DEFAULT,
@@ -21,6 +26,7 @@ from agent_memory.api.limits import (
     RECALL_LIMIT_MIN,
 )
 from agent_memory.core.models import IsoDatetime, check_identifier
+from agent_memory.security.api_keys import ApiKey
 
 router = APIRouter()
 
@@ -43,6 +49,23 @@ class PromptRequest(BaseModel):
 
 class ForgetRequest(BaseModel):
     reason: str | None = Field(default=None, max_length=REASON_MAX_CHARS)
+
+
+class FactWrite(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    value: str = Field(min_length=1, max_length=FACT_VALUE_MAX_CHARS, description="the right value")
+    expected_version: int = Field(ge=0, description="the fact's `version` as a read returned it; 0 for a new fact")
+    evidence_message_ids: list[str] = Field(min_length=1, max_length=EVIDENCE_MAX_IDS,
+                                            description="ids of the subject's messages that say it")
+    observed_at: IsoDatetime | None = Field(default=None, description="when it became true; default: now")
+
+
+FactName = Annotated[str, Path(min_length=1, max_length=FACT_NAME_MAX_CHARS)]
+
+
+def _actor(api_key: ApiKey) -> Literal["agent", "operator"]:
+    return "operator" if api_key.scope == "erase" else "agent"
 
 
 @router.get("/v1/subjects/{subject_id}/facts", summary="A subject's facts", responses=keyed(422))
@@ -89,25 +112,40 @@ async def prompt(subject_id: SubjectId, body: PromptRequest, api_key: ReadKey, c
     return {**built.model_dump(mode="json"), "messages": built.chat_messages()}
 
 
+@router.put("/v1/subjects/{subject_id}/facts/{namespace}/{key}", summary="Correct or add a fact",
+            description="Set the fact at namespace/key to a new value from now, citing the subject's messages "
+                        "that say it (`write`); the old value stays in the history. Conditional on "
+                        "`expected_version` (409 when the fact changed since it was read); under the tenant's "
+                        f"write policy and the subject's consents (403 when it withholds the fact). {BODY_LIMIT}",
+            responses=keyed(409, body=True))
+async def write_fact(subject_id: SubjectId, namespace: FactName, key: FactName, body: FactWrite,
+                     api_key: WriteKey, client: ClientDep) -> dict[str, Any]:
+    outcome = await client.write_fact(api_key.tenant_id, subject(subject_id), namespace, key, body.value,
+                                      expected_version=body.expected_version,
+                                      evidence_message_ids=body.evidence_message_ids, observed_at=body.observed_at,
+                                      actor=_actor(api_key), actor_id=f"api-key:{api_key.key_id}")
+    return outcome.model_dump(mode="json")
+
+
 @router.post("/v1/subjects/{subject_id}/memories/{memory_id}/forget", summary="Forget a memory",
              description="Forget one memory at once: every read stops returning it; it can be restored "
-                         f"within the grace period, then it is swept from every store (`erase`); forgetting it "
+                         f"within the grace period, then it is swept from every store (`write`); forgetting it "
                          f"again answers the same forget. {BODY_LIMIT}",
              responses=keyed(404, body=True))
-async def forget(subject_id: SubjectId, memory_id: MemoryId, body: ForgetRequest, api_key: EraseKey,
+async def forget(subject_id: SubjectId, memory_id: MemoryId, body: ForgetRequest, api_key: WriteKey,
                  client: ClientDep) -> dict[str, Any]:
     done = await client.forget(api_key.tenant_id, subject(subject_id), memory_id, reason=body.reason,
-                               actor_id=f"api-key:{api_key.key_id}")
+                               actor=_actor(api_key), actor_id=f"api-key:{api_key.key_id}")
     return done.model_dump(mode="json")
 
 
 @router.post("/v1/subjects/{subject_id}/memories/{memory_id}/restore", summary="Restore a forgotten memory",
-             description=f"Undo a forget within the grace period (`erase`). {BODY_LIMIT}",
+             description=f"Undo a forget within the grace period (`write`). {BODY_LIMIT}",
              responses=keyed(404, 409, body=True))
-async def restore(subject_id: SubjectId, memory_id: MemoryId, body: ForgetRequest, api_key: EraseKey,
+async def restore(subject_id: SubjectId, memory_id: MemoryId, body: ForgetRequest, api_key: WriteKey,
                   client: ClientDep) -> dict[str, Any]:
     done = await client.restore(api_key.tenant_id, subject(subject_id), memory_id, reason=body.reason,
-                                actor_id=f"api-key:{api_key.key_id}")
+                                actor=_actor(api_key), actor_id=f"api-key:{api_key.key_id}")
     return done.model_dump(mode="json")
 
 
