@@ -542,20 +542,25 @@ class MemoryClient:
 
     async def write_fact(self, tenant_id: str, subject_id: str, namespace: str, key: str, value: str, *,
                          expected_version: int, evidence_message_ids: list[str],
-                         observed_at: datetime | None = None, actor: LiveActor = "user",
+                         observed_at: datetime | None = None, expires_at: datetime | None = None,
+                         ttl_seconds: int | None = None, actor: LiveActor = "user",
                          actor_id: str | None = None) -> CommitOutcome:
         """A live write (the user states a fact directly, or an agent or operator on the user's
         behalf: `actor`, `actor_id` are recorded on the event), conditional on the fact's version.
         Facts and the lexical index are current when it returns; the subject's projector is woken
         to embed the vector (`wait_for_projection` waits for it). Should the wake-up fail, the
         outbox row stays due and the hourly sweep wakes the projector. An observed_at later than
-        the settings' future tolerance is refused (InputError)."""
+        the settings' future tolerance is refused (InputError).
+
+        `expires_at` or `ttl_seconds` (one or neither; a minute to ten years) give the fact an end:
+        it is a temporary fact that no read returns after it, forgotten later by the memory sweep."""
         if observed_at is not None:
             check_time_not_future("observed_at", observed_at, tolerance=self.future_tolerance)
         outcome = await write_fact(self.services.pool, self.services.keyring, tenant_id=tenant_id,
                                    subject_id=subject_id, namespace=namespace, key=key, value=value,
                                    expected_version=expected_version, evidence_message_ids=evidence_message_ids,
-                                   observed_at=observed_at, actor=actor, actor_id=actor_id)
+                                   observed_at=observed_at, expires_at=expires_at, ttl_seconds=ttl_seconds,
+                                   actor=actor, actor_id=actor_id)
         try:
             await self.wake_projector(tenant_id, subject_id)
         except Exception as exc:  # the outbox row stays due; nothing is lost

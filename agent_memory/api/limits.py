@@ -4,6 +4,7 @@ server's tool parameters take them from here, so a call refused on one is refuse
 from __future__ import annotations
 
 from agent_memory.lifecycle.forgetting import MAX_REASON_CHARS
+from agent_memory.memory.corrections import TTL_MAX_SECONDS, TTL_MIN_SECONDS
 
 # Messages in one append (a REST batch, the turns of one MCP `remember`): a longer conversation
 # goes in several calls.
@@ -26,3 +27,6 @@ MEMORY_ID_MAX_CHARS = 64
 FACT_NAME_MAX_CHARS = 64
 FACT_VALUE_MAX_CHARS = 1000
 EVIDENCE_MAX_IDS = 100
+# How long a fact written with an expiry holds (`ttl_seconds`; the library refuses others too).
+FACT_TTL_MIN_SECONDS = TTL_MIN_SECONDS
+FACT_TTL_MAX_SECONDS = TTL_MAX_SECONDS

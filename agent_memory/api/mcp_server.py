@@ -40,6 +40,8 @@ from agent_memory.api.limits import (
     BUDGET_MIN_TOKENS,
     EVIDENCE_MAX_IDS,
     FACT_NAME_MAX_CHARS,
+    FACT_TTL_MAX_SECONDS,
+    FACT_TTL_MIN_SECONDS,
     FACT_VALUE_MAX_CHARS,
     MEMORY_ID_MAX_CHARS,
     QUERY_MAX_CHARS,
@@ -352,8 +354,9 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
         "Correct a fact about the person (needs a write key): the new value replaces the current one "
         "from now, citing the messages in which the person said it; the old value stays in the history. "
         "Pass the version `facts` returned for it (0 for a fact not known yet): if the fact changed since, "
-        "the call is refused and nothing is written. Subject to the tenant's write policy and the "
-        "person's consents, like what a session teaches."))
+        "the call is refused and nothing is written. With `expires_at` or `ttl_seconds` (\"remember this "
+        "for a week\") the fact holds only until then, and no answer returns it afterwards. Subject to the "
+        "tenant's write policy and the person's consents, like what a session teaches."))
     @_answers
     async def correct(
             subject: SubjectId,
@@ -368,11 +371,19 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
             evidence: Annotated[list[str], Field(
                 description="ids of the person's messages that say it (store them with `remember` first)",
                 min_length=1, max_length=EVIDENCE_MAX_IDS)],
-            ctx: Context) -> dict[str, Any]:
+            ctx: Context,
+            expires_at: Annotated[datetime | None, Field(
+                description="when it stops holding (ISO 8601, after now): forgotten by every answer then; give "
+                            "this or ttl_seconds, or neither for a fact that holds until it changes")] = None,
+            ttl_seconds: Annotated[int | None, Field(
+                description="how long it holds from now, in seconds (\"remember this for a week\": 604800); "
+                            "instead of expires_at", ge=FACT_TTL_MIN_SECONDS, le=FACT_TTL_MAX_SECONDS)] = None,
+    ) -> dict[str, Any]:
         holder = await need(ctx, "write")
         check_identifier("subject", subject)
         outcome = await client.write_fact(holder.tenant_id, subject, namespace, key, value,
                                           expected_version=expected_version, evidence_message_ids=evidence,
+                                          expires_at=expires_at, ttl_seconds=ttl_seconds,
                                           actor=actor(holder), actor_id=f"mcp:{holder.key_id}")
         return outcome.model_dump(mode="json")
 

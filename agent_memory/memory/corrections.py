@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 import psycopg
@@ -32,6 +32,10 @@ from agent_memory.security.keyring import KeyRing
 LIVE_SESSION = "live-write"
 LIVE_REASON = "live write: the user stated it directly"
 
+
+# How long a fact written with an expiry may hold: from a minute to ten years.
+TTL_MIN_SECONDS = 60
+TTL_MAX_SECONDS = 10 * 365 * 24 * 3600
 
 LiveActor = Literal["user", "agent", "operator"]
 _REFUSALS = {
@@ -53,13 +57,42 @@ class CandidateNotFoundError(NotFound):
     """No candidate of this id for the subject."""
 
 
+def fact_expiry(observed: datetime, expires_at: datetime | None, ttl_seconds: int | None) -> datetime | None:
+    """The end a writer gives a fact ("remember this for a week"): `expires_at`, or `ttl_seconds`
+    after `observed`; None for a fact that holds until it changes. InvalidInput names the field."""
+    if expires_at is not None and ttl_seconds is not None:
+        raise InvalidInput("expires_at, ttl_seconds: give one of them (or neither, for a fact that holds until "
+                           "it changes), not both")
+    if ttl_seconds is not None:
+        if not TTL_MIN_SECONDS <= ttl_seconds <= TTL_MAX_SECONDS:
+            raise InvalidInput(f"ttl_seconds: {ttl_seconds} is outside {TTL_MIN_SECONDS} (a minute) to "
+                               f"{TTL_MAX_SECONDS} (ten years)")
+        return observed + timedelta(seconds=ttl_seconds)
+    if expires_at is None:
+        return None
+    if expires_at.tzinfo is None:
+        raise InvalidInput(f"expires_at: {expires_at.isoformat()} has no UTC offset: send e.g. 2024-05-08T09:00:00Z")
+    if expires_at <= observed:
+        raise InvalidInput(f"expires_at: {expires_at.isoformat()} is not after observed_at {observed.isoformat()}: "
+                           "a fact must hold for a while before it expires")
+    if expires_at - observed > timedelta(seconds=TTL_MAX_SECONDS):
+        raise InvalidInput(f"expires_at: {expires_at.isoformat()} is more than ten years after observed_at "
+                           f"{observed.isoformat()}")
+    return expires_at
+
+
 async def write_fact(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_id: str, subject_id: str,
                      namespace: str, key: str, value: str, expected_version: int,
                      evidence_message_ids: list[str], observed_at: datetime | None = None,
+                     expires_at: datetime | None = None, ttl_seconds: int | None = None,
                      actor: LiveActor = "user", actor_id: str | None = None) -> CommitOutcome:
     """Set namespace/key to value if the fact is still at expected_version (0: no fact yet);
     else VersionConflictError. With the same observed_at, repeating a write returns the recorded
-    outcome; without one, a repeat finds the version moved on and conflicts — never a duplicate."""
+    outcome; without one, a repeat finds the version moved on and conflicts — never a duplicate.
+
+    With an expiry (`expires_at`, or `ttl_seconds` after observed_at) the fact is temporary: it
+    ends then, and from that moment no read returns it (facts, recall, context, prompt); the
+    memory sweep later forgets it under the tenant's retention of temporary facts."""
     check_identifier("tenant", tenant_id)
     check_identifier("subject", subject_id)
     if not namespace.strip() or not key.strip():
@@ -71,11 +104,14 @@ async def write_fact(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_id: 
     if expected_version < 0:
         raise InvalidInput("expected_version is negative: pass 0 for a new fact, or the version a read returned")
     observed = observed_at or datetime.now(UTC)
+    expiry = fact_expiry(observed, expires_at, ttl_seconds)
     # The extraction model's validation: namespace, key and value limits, evidence ids.
     fact = ExtractedFact(namespace=namespace, key=key, value=value, claim_type="explicit", confidence=1.0,
+                         permanence="permanent" if expiry is None else "temporary", valid_until=expiry,
                          evidence_message_ids=evidence_message_ids, observed_at=observed)
     request = {"namespace": namespace, "key": key, "value": value, "expected_version": expected_version,
                "evidence": evidence_message_ids, "observed_at": observed.isoformat(), "subject": subject_id,
+               **({"expires_at": expiry.isoformat()} if expiry is not None else {}),
                **({"actor": actor, "actor_id": actor_id} if actor != "user" or actor_id else {})}
     op = LiveWriteKey.for_request_hash(request_hash(request))
     name = f"{namespace}/{key}"
@@ -94,8 +130,8 @@ async def write_fact(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_id: 
         if current != expected:
             raise VersionConflictError(f"memory {memory_id}: expected version {expected_version}, found {current}")
         fields = {"namespace": fact.namespace, "key": fact.key, "value": fact.value, "claim_type": fact.claim_type,
-                  "permanence": fact.permanence, "confidence": fact.confidence, "session_id": LIVE_SESSION,
-                  "reason": LIVE_REASON}
+                  "permanence": fact.permanence, "confidence": fact.confidence, "valid_until": fact.valid_until,
+                  "session_id": LIVE_SESSION, "reason": LIVE_REASON}
         yield MemoryEvent(memory_id=memory_id, version=current + 1, namespace=namespace, name=name,
                           occurred_at=observed, source_message_ids=tuple(evidence_message_ids),
                           operation_id=op.operation_id, actor=actor, actor_id=actor_id,

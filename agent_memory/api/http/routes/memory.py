@@ -18,6 +18,8 @@ from agent_memory.api.limits import (
     BUDGET_MIN_TOKENS,
     EVIDENCE_MAX_IDS,
     FACT_NAME_MAX_CHARS,
+    FACT_TTL_MAX_SECONDS,
+    FACT_TTL_MIN_SECONDS,
     FACT_VALUE_MAX_CHARS,
     QUERY_MAX_CHARS,
     REASON_MAX_CHARS,
@@ -59,6 +61,12 @@ class FactWrite(BaseModel):
     evidence_message_ids: list[str] = Field(min_length=1, max_length=EVIDENCE_MAX_IDS,
                                             description="ids of the subject's messages that say it")
     observed_at: IsoDatetime | None = Field(default=None, description="when it became true; default: now")
+    expires_at: IsoDatetime | None = Field(
+        default=None, description="when it stops holding (ISO 8601, after observed_at): no read returns it after "
+                                  "that; give this or ttl_seconds, or neither for a fact that holds until it changes")
+    ttl_seconds: int | None = Field(default=None, ge=FACT_TTL_MIN_SECONDS, le=FACT_TTL_MAX_SECONDS,
+                                    description="how long it holds from observed_at, in seconds (a minute to ten "
+                                                "years); instead of expires_at")
 
 
 FactName = Annotated[str, Path(min_length=1, max_length=FACT_NAME_MAX_CHARS)]
@@ -114,7 +122,9 @@ async def prompt(subject_id: SubjectId, body: PromptRequest, api_key: ReadKey, c
 
 @router.put("/v1/subjects/{subject_id}/facts/{namespace}/{key}", summary="Correct or add a fact",
             description="Set the fact at namespace/key to a new value from now, citing the subject's messages "
-                        "that say it (`write`); the old value stays in the history. Conditional on "
+                        "that say it (`write`); the old value stays in the history. With `expires_at` or "
+                        "`ttl_seconds` the fact is temporary: no read returns it after its end, and the memory "
+                        "sweep forgets it under the tenant's retention. Conditional on "
                         "`expected_version` (409 when the fact changed since it was read); under the tenant's "
                         f"write policy and the subject's consents (403 when it withholds the fact). {BODY_LIMIT}",
             responses=keyed(409, body=True))
@@ -123,6 +133,7 @@ async def write_fact(subject_id: SubjectId, namespace: FactName, key: FactName, 
     outcome = await client.write_fact(api_key.tenant_id, subject(subject_id), namespace, key, body.value,
                                       expected_version=body.expected_version,
                                       evidence_message_ids=body.evidence_message_ids, observed_at=body.observed_at,
+                                      expires_at=body.expires_at, ttl_seconds=body.ttl_seconds,
                                       actor=_actor(api_key), actor_id=f"api-key:{api_key.key_id}")
     return outcome.model_dump(mode="json")
 
