@@ -11,12 +11,16 @@ from every store once the grace period is over. Defaults (docs/lifecycle.md):
 | episodes (session summaries) | until forgotten | `episode_days` |
 | notes (observations) | until forgotten | `note_days` |
 | candidate-area values (not corroborated) | 90 days after first said | `candidate_days` |
-| temporary facts ("until June") | 30 days after their end date | `temporary_fact_days` |
+| temporary facts ("until June", a write's expiry) | 30 days after their end date | `temporary_fact_days` |
 | profile facts | until changed (history kept) or forgotten | — |
 
 Ages are measured against when a memory happened (an episode's session time, a note's message
 time, a candidate's observation, a temporary fact's end), not when it was recorded: a backfill
 of old conversations is subject to the policy at once.
+
+A fact written with an expiry (`expires_at` / `ttl_seconds`, memory/corrections.py) is a
+temporary fact ending then: no read returns it after its end, and the `temporary_fact` rule
+forgets it here like any other (`temporary_fact_days=0`: as soon as it expires).
 """
 
 from __future__ import annotations
