@@ -38,7 +38,7 @@ POSITIVE, NEGATIVE = schemathesis.GenerationMode.POSITIVE, schemathesis.Generati
 SEEDED_SUBJECT = "fuzzed"
 # Each pass: its name, its generation mode, cases per operation, and whether the subject is the seeded one.
 # Valid inputs reach the handlers; invalid ones the validation and error paths.
-PASSES = [("valid", POSITIVE, 12, False), ("invalid", NEGATIVE, 10, False), ("seeded subject", POSITIVE, 8, True)]
+PASSES = [("valid", POSITIVE, 20, False), ("invalid", NEGATIVE, 15, False), ("seeded subject", POSITIVE, 10, True)]
 # Every operation the document states, each fuzzed: a new one must be added here, so none goes
 # unfuzzed unnoticed. /mcp and the operator surfaces (/console, /codec) are not in the document.
 OPERATIONS = {
