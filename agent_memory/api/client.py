@@ -35,7 +35,7 @@ from agent_memory.core.contract import (  # the id builders: re-exported for exi
     legacy_consolidation_workflow_id,
     legacy_idle_workflow_id,
 )
-from agent_memory.core.errors import NotFound
+from agent_memory.core.errors import InvalidInput, NotFound
 from agent_memory.core.models import (
     CommitOutcome,
     ConsolidationInput,
@@ -48,6 +48,7 @@ from agent_memory.core.models import (
     Session,
     check_identifier,
     check_session_id,
+    storable_text,
 )
 from agent_memory.core.projection_models import ProjectionLag
 from agent_memory.core.run_metadata import RunPayloads, read_run_payloads
@@ -142,6 +143,15 @@ def visibility_query(tenant_id: str, subject_id: str | None = None) -> str:
     if subject_id:
         query += f" AND SubjectId = '{check_identifier('subject', subject_id)}'"
     return query
+
+
+def query_text(field: str, value: str) -> str:
+    """Text a read searches with or writes into a prompt: no NUL character and no lone surrogate,
+    which the store and the model cannot take (422 naming the field)."""
+    try:
+        return storable_text(value)
+    except InvalidInput as exc:
+        raise InvalidInput(f"{field} {exc}") from None
 
 
 class MemoryClient:
@@ -678,6 +688,7 @@ class MemoryClient:
         check_identifier("subject", subject_id)
         if session_id is not None:
             check_session_id(session_id)
+        query_text("query", query)
         return await assemble_context(self.services.pool, self.services.keyring, self.embedder, tenant_id, subject_id,
                                       query, as_of=as_of, token_budget=token_budget, policy=policy,
                                       session_id=session_id, redis=self.services.redis)
@@ -689,6 +700,8 @@ class MemoryClient:
         profile, episodic, recent turns of the session, input (`.chat_messages()` for an
         OpenAI-style API), with the cited memory ids and every block's tokens. Session ids are
         per subject: another subject's session of the same id is not this one."""
+        query_text("input", user_input)
+        query_text("system", system)
         return await build_prompt(self.services.pool, self.services.keyring, self.services.redis, self.embedder,
                                   tenant_id, subject_id, session_id, user_input, system=system, as_of=as_of,
                                   token_budget=token_budget, policy=policy, summarizer=self.summarizer)
@@ -729,6 +742,7 @@ class MemoryClient:
                      as_of: datetime | None = None) -> RecallResult:
         check_identifier("tenant", tenant_id)
         check_identifier("subject", subject_id)
+        query_text("query", query)
         return await recall(self.services.pool, self.services.keyring, self.embedder, tenant_id, subject_id, query,
                             limit=limit, as_of=as_of, redis=self.services.redis)
 

@@ -9,10 +9,19 @@ from __future__ import annotations
 import base64
 import re
 import struct
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal, overload
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, computed_field, field_serializer, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    computed_field,
+    field_serializer,
+    field_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from agent_memory.core.errors import InvalidInput
@@ -67,7 +76,19 @@ def _iso_time(value: Any) -> Any:
                               "(a number is not read as a time)")
 
 
-IsoDatetime = Annotated[datetime, BeforeValidator(_iso_time)]
+# The UTC offsets a stored time can carry (PostgreSQL's timestamptz takes under 16 hours either way;
+# the world's zones stay within -12:00 and +14:00).
+_OFFSET_LIMIT = timedelta(hours=16)
+
+
+def _storable_offset(value: datetime) -> datetime:
+    offset = value.utcoffset()
+    if offset is not None and abs(offset) >= _OFFSET_LIMIT:
+        raise PydanticCustomError("iso_datetime_offset", "use a UTC offset within ±15:59, such as +02:00 or Z")
+    return value
+
+
+IsoDatetime = Annotated[datetime, BeforeValidator(_iso_time), AfterValidator(_storable_offset)]
 
 
 # --- evidence -------------------------------------------------------------------------------

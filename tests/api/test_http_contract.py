@@ -97,3 +97,33 @@ async def test_a_time_is_an_iso_8601_string_never_a_number(client, services, ten
         started = await http.post("/v1/subjects/lin/sessions/h1/messages", headers=bearer(writer),
                                   json={"messages": MESSAGES, "started_at": 0})
         assert started.status_code == 422 and started.json()["detail"].startswith("started_at: use an ISO 8601")
+
+
+async def test_a_body_that_is_no_utf_8_text_is_a_malformed_body(client, services, tenant):
+    writer = (await create_key(services.pool, tenant, "write")).token
+    async with api(client) as http:
+        latin1 = await http.post("/v1/subjects/lin/recall", headers={**bearer(writer),
+                                                                     "content-type": "application/json"},
+                                 content='{"query": "Zürich"}'.encode("latin-1"))
+        assert latin1.status_code == 422 and latin1.headers["content-type"] == "application/problem+json"
+        assert latin1.json()["errors"] == [{"field": "body", "message": "the body is not valid JSON: it is not UTF-8 "
+                                            "text: byte 0xfc at position 12 (send the JSON encoded as UTF-8)"}]
+
+
+async def test_text_and_times_the_store_cannot_take_are_refused_naming_the_field(client, services, tenant):
+    writer = (await create_key(services.pool, tenant, "write")).token
+    async with api(client) as http:
+        for path in ("/v1/subjects/lin/recall", "/v1/subjects/lin/context"):
+            nul = await http.post(path, headers=bearer(writer), json={"query": "where\x00?"})
+            assert nul.status_code == 422 and nul.json()["detail"].startswith("query contains a NUL"), path
+        prompt = await http.post("/v1/subjects/lin/prompt", headers=bearer(writer),
+                                 json={"session_id": "h1", "input": "hi\x00"})
+        assert prompt.status_code == 422 and prompt.json()["detail"].startswith("input contains a NUL")
+        # A UTC offset beyond ±15:59 is no zone's and cannot be stored.
+        far = await http.post("/v1/subjects/lin/sessions/h1/messages", headers=bearer(writer),
+                              json={"messages": [{**MESSAGES[0], "created_at": "2024-05-01T09:00:00-18:10"}]})
+        assert far.status_code == 422
+        assert far.json()["detail"] == "messages.0.created_at: use a UTC offset within ±15:59, such as +02:00 or Z"
+        kiribati = await http.post("/v1/subjects/lin/sessions/h1/messages", headers=bearer(writer),
+                                   json={"messages": [{**MESSAGES[0], "created_at": "2024-05-01T09:00:00+14:00"}]})
+        assert kiribati.status_code == 200, kiribati.text

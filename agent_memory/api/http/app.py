@@ -80,6 +80,10 @@ def add_problem_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        if exc.status_code == 400 and isinstance(exc.__cause__, UnicodeDecodeError):
+            # FastAPI's 400 for a JSON body it cannot decode: a malformed body like any other (422, field 'body').
+            message = f"the body is not valid JSON: {unreadable(exc.__cause__)}"
+            return problem(422, "Invalid input", f"body: {message}", errors=[{"field": "body", "message": message}])
         titles = {401: "Unauthorized", 404: "Not found", 405: "Method not allowed", 413: "Request body too large"}
         headers = dict(exc.headers) if exc.headers else {}
         if exc.status_code == 405:  # every method of the path, whichever of its routes has it (RFC 9110 15.5.6)
@@ -103,6 +107,12 @@ def allowed_methods(app: FastAPI, scope: Scope) -> list[str]:
     path = {"type": "http", "path": scope["path"], "root_path": scope.get("root_path", "")}
     return [method for method in HTTP_METHODS
             if any(route.matches({**path, "method": method})[0] is Match.FULL for route in app.router.routes)]
+
+
+def unreadable(error: UnicodeDecodeError) -> str:
+    """Where a body that is no UTF-8 text goes wrong: the byte and its position."""
+    return (f"it is not UTF-8 text: byte 0x{error.object[error.start]:02x} at position {error.start} "
+            "(send the JSON encoded as UTF-8)")
 
 
 def field_errors(exc: RequestValidationError) -> list[dict[str, str]]:

@@ -1,0 +1,132 @@
+"""The HTTP API keeps the OpenAPI document it serves, for inputs nobody wrote by hand: schemathesis
+reads `/v1/openapi.json` from a real uvicorn server on the session's stack and generates requests
+for every operation in it, valid ones and invalid ones, sent with an `erase` key (the widest
+scope, so every operation is reachable). Every answer must be no 5xx, a status the operation
+documents, the content type documented for that status, and a body its schema accepts.
+
+The cases are bounded per operation and derandomized: the same cases every run, in well under a
+minute and a half on a loaded CI machine. All failures are collected before the test fails, so
+one run names each operation and check that broke."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import requests
+import schemathesis
+from hypothesis import HealthCheck, Phase, given, settings
+from schemathesis.errors import FailureGroup
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from agent_memory.api.http.server import serving
+from agent_memory.security.api_keys import create_key
+from tests.api.test_http_api import MESSAGES, api, bearer
+
+CHECKS = [schemathesis.checks.not_a_server_error, status_code_conformance, content_type_conformance,
+          response_schema_conformance]
+POSITIVE, NEGATIVE = schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE
+# A subject the test gives a session first: generated subject ids almost never name one with data,
+# so a pass on this one reaches the reads, fixes and the erasure of a subject that has memory.
+SEEDED_SUBJECT = "fuzzed"
+# Each pass: its name, its generation mode, cases per operation, and whether the subject is the seeded one.
+# Valid inputs reach the handlers; invalid ones the validation and error paths.
+PASSES = [("valid", POSITIVE, 20, False), ("invalid", NEGATIVE, 15, False), ("seeded subject", POSITIVE, 10, True)]
+# Every operation the document states, each fuzzed: a new one must be added here, so none goes
+# unfuzzed unnoticed. /mcp and the operator surfaces (/console, /codec) are not in the document.
+OPERATIONS = {
+    "GET /v1/health", "POST /v1/subjects/{subject_id}/sessions/{session_id}/messages",
+    "POST /v1/subjects/{subject_id}/sessions/{session_id}/end", "GET /v1/runs/{workflow_id}",
+    "GET /v1/subjects/{subject_id}/facts", "POST /v1/subjects/{subject_id}/recall",
+    "POST /v1/subjects/{subject_id}/context", "POST /v1/subjects/{subject_id}/prompt",
+    "PUT /v1/subjects/{subject_id}/facts/{namespace}/{key}",
+    "POST /v1/subjects/{subject_id}/memories/{memory_id}/forget",
+    "POST /v1/subjects/{subject_id}/memories/{memory_id}/restore", "GET /v1/subjects/{subject_id}/export",
+    "POST /v1/subjects/{subject_id}/erasure", "GET /v1/erasures/{request_id}",
+}
+# Operations with no invalid input to send, so no "invalid" pass: health takes no input, and any
+# string is a workflow id to look up (slashes included; an unknown one is 404).
+NO_INVALID_INPUT = {"GET /v1/health", "GET /v1/runs/{workflow_id}"}
+
+
+@dataclass
+class FuzzLog:
+    """What the fuzz sent and what broke: cases per pass, answers by status, and each distinct
+    failure (operation, check) once, with the request that shows it."""
+
+    cases: Counter[str] = field(default_factory=Counter)
+    statuses: Counter[int] = field(default_factory=Counter)
+    failures: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    def report(self) -> str:
+        lines = [f"{sum(self.cases.values())} cases {dict(self.cases)}; statuses "
+                 f"{dict(sorted(self.statuses.items()))}; {len(self.failures)} distinct failures"]
+        lines += [f"- {operation}: {title}\n{example}" for (operation, title), example in sorted(self.failures.items())]
+        return "\n".join(lines)
+
+
+def fuzz(base_url: str, token: str) -> FuzzLog:
+    """Every operation of the served document, each pass's cases sent and checked."""
+    schema = schemathesis.openapi.from_url(f"{base_url}/v1/openapi.json", timeout=60)
+    # Every case carries the real key: a generated or missing Authorization would be 401s, and enough of
+    # them from one address turn every later answer into the failure limiter's 429 (both are tested
+    # on their own in test_http_api.py and test_api_edge.py).
+    schema.config.generation.update(with_security_parameters=False)
+    log = FuzzLog()
+    session = requests.Session()
+    session.headers.update(bearer(token))
+    operations = [result.ok() for result in schema.get_all_operations()]
+    assert {operation.label for operation in operations} == OPERATIONS
+
+    def checked(case: schemathesis.Case, name: str) -> None:
+        log.cases[name] += 1
+        response = case.call(base_url=base_url, session=session, timeout=60)
+        log.statuses[response.status_code] += 1
+        try:
+            case.validate_response(response, checks=CHECKS)
+        except FailureGroup as group:
+            for failure in group.exceptions:
+                log.failures.setdefault((case.operation.label, failure.title), f"{group.message.strip()}\n")
+
+    for name, mode, examples, seeded in PASSES:
+        for operation in operations:
+            if mode is NEGATIVE and operation.label in NO_INVALID_INPUT:
+                continue
+            if seeded and "{subject_id}" not in operation.path:
+                continue
+            fixed = {"subject_id": SEEDED_SUBJECT} if seeded else None
+            strategy = operation.as_strategy(generation_mode=mode, path_parameters=fixed)
+            send(strategy, examples, lambda case, name=name: checked(case, name))
+    return log
+
+
+def send(strategy: Any, examples: int, check: Callable[[schemathesis.Case], None]) -> None:
+    """`examples` cases of the strategy, the same ones every run, each handed to `check`."""
+
+    @settings(max_examples=examples, derandomize=True, database=None, deadline=None,
+              phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(case=strategy)
+    def each(case: schemathesis.Case) -> None:
+        check(case)
+
+    each()
+
+
+async def test_every_operation_answers_as_its_openapi_document_says(client, services, tenant):
+    eraser = (await create_key(services.pool, tenant, "erase")).token
+    async with api(client) as http:
+        seeded = await http.post(f"/v1/subjects/{SEEDED_SUBJECT}/sessions/h1/messages", headers=bearer(eraser),
+                                 json={"messages": MESSAGES})
+        assert seeded.status_code == 200, seeded.text
+    async with serving(client) as port:
+        # The server runs in this event loop; the fuzz's blocking HTTP client runs beside it.
+        log = await asyncio.to_thread(fuzz, f"http://127.0.0.1:{port}", eraser)
+    print(log.report())
+    assert log.statuses and not log.failures, log.report()
