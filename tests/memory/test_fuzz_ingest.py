@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from agent_memory.core.models import Session
 from agent_memory.memory.evidence import (
     MessageConflictError,
+    TurnConflictError,
     append_messages,
     content_digest,
     load_session,
@@ -239,6 +240,9 @@ async def test_what_parses_is_stored_whole_or_not_at_all(services, calls):
         before = await counts(services, tenant)
         changed = [m for m in session.messages if m.message_id in stored
                    and content_digest(stored[m.message_id]) != content_digest(m)]
+        held = {m.turn_index: i for i, m in stored.items()}
+        misplaced = [m for m in session.messages if m.message_id not in stored
+                     and held.get(m.turn_index, m.message_id) != m.message_id]
         try:
             result = await append_messages(services.pool, services.redis, tenant, "subj", session,
                                            subject_digest=services.keyring.subject_digest(tenant, "subj"))
@@ -247,7 +251,12 @@ async def test_what_parses_is_stored_whole_or_not_at_all(services, calls):
             assert await counts(services, tenant) == before
             event("append: conflict, nothing written")
             continue
-        assert not changed
+        except TurnConflictError:
+            assert misplaced and not changed  # a new message at a stored message's position
+            assert await counts(services, tenant) == before
+            event("append: position held, nothing written")
+            continue
+        assert not changed and not misplaced
         new = [m for m in session.messages if m.message_id not in stored]
         assert (result.inserted, result.duplicates) == (len(new), len(session.messages) - len(new))
         stored.update({m.message_id: m for m in new})
