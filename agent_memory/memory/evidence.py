@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from datetime import datetime
 from typing import Literal
@@ -192,9 +193,10 @@ async def append_messages(pool: AsyncConnectionPool, redis: Redis | None, tenant
             await register_tenant(redis, tenant_id)
             await push_working_memory(redis, tenant_id, subject_id, session.session_id, inserted)
     new_turns = {m.turn_index for m in inserted}
-    skipped = [t for t in range(last_turn + 1, max(new_turns, default=-1)) if t not in new_turns]
+    # Lazily: a position may be up to 2**31 - 1, and only the first few passed over are listed.
+    passed_over = (t for t in range(last_turn + 1, max(new_turns, default=-1)) if t not in new_turns)
     return AppendResult(session_id=session.session_id, inserted=len(inserted), duplicates=duplicates,
-                        last_message_id=last, skipped_turns=skipped[:SKIPPED_TURNS_SHOWN])
+                        last_message_id=last, skipped_turns=list(itertools.islice(passed_over, SKIPPED_TURNS_SHOWN)))
 
 
 async def _positions(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str,

@@ -13,6 +13,7 @@ import pytest
 from agent_memory.core.models import Message, Session
 from agent_memory.memory.evidence import (
     NO_PARENT,
+    SKIPPED_TURNS_SHOWN,
     AppendConflictError,
     MessageConflictError,
     TurnConflictError,
@@ -173,6 +174,10 @@ async def test_a_position_held_by_another_message_is_refused_and_a_skipped_one_i
     # Positions 2 and 3 passed over: stored, and said.
     later = await client.append_messages(tenant, SUBJECT, batch(sid, 4, ["p4", "p5"], "p1"))
     assert later.inserted == 2 and later.skipped_turns == [2, 3]
+    # Far ahead: the first positions passed over are listed, not all two billion of them.
+    far = await client.append_messages(tenant, SUBJECT, Session(session_id=sid, messages=[Message(
+        message_id="last", turn_index=2**31 - 1, role="user", content="last", created_at=T0)]))
+    assert far.skipped_turns == list(range(6, 6 + SKIPPED_TURNS_SHOWN))
     # The same call again is a duplicate, not a conflict with itself.
     again = await client.append_messages(tenant, SUBJECT, batch(sid, 4, ["p4", "p5"], "p1"))
     assert (again.inserted, again.duplicates, again.skipped_turns) == (0, 2, [])
