@@ -7,12 +7,14 @@ from __future__ import annotations
 import pytest
 
 from agent_memory.core.models import (
+    CommitOutcome,
     ConflictPlan,
     ExtractedEntity,
     ExtractedRelation,
     ExtractionResult,
     ImportanceResult,
     Observation,
+    Session,
     SummaryResult,
 )
 from agent_memory.core.operation_keys import CommitKey
@@ -37,6 +39,19 @@ def test_a_name_counts_as_a_whole_word(query, names, named):
     assert named_in(query, names) is named
 
 
+async def commit_notes(services, tenant: str, s: Session, extraction: ExtractionResult) -> CommitOutcome:
+    """Commit session `s` of subject "lin" with a note per message and the extraction given."""
+    summary = SummaryResult(sentences=[], token_count=0, observations=[
+        Observation(text=m.content, source_message_ids=[m.message_id], happened_at=m.created_at)
+        for m in s.messages])
+    request = {"session": s.session_id}
+    return await commit_consolidation(
+        services.pool, services.keyring, tenant_id=tenant, subject_id="lin", session_id=s.session_id,
+        key=CommitKey.for_request(s.session_id, request), request=request, extraction=extraction,
+        plan=ConflictPlan(decisions=[]), importance=ImportanceResult(importance=5), summary=summary,
+        happened_at=s.messages[-1].created_at)
+
+
 # Notes that never name the entity; the entity's mentions link the first two to it.
 NOTES = {
     "english": ("Caroline", ["She signed the papers at the agency.", "She picked a name for the baby.",
@@ -57,15 +72,7 @@ async def test_a_named_entity_brings_in_the_notes_of_its_mentions(lang, client, 
     extraction = ExtractionResult(provider="test", extractor="written-out", extractor_version="1", facts=[],
                                   entities=[ExtractedEntity(name=name, entity_type="person",
                                                             evidence_message_ids=ids[:2])])
-    summary = SummaryResult(sentences=[], token_count=0, observations=[
-        Observation(text=m.content, source_message_ids=[m.message_id], happened_at=m.created_at)
-        for m in s.messages])
-    request = {"session": "s1"}
-    outcome = await commit_consolidation(
-        services.pool, services.keyring, tenant_id=tenant, subject_id="lin", session_id="s1",
-        key=CommitKey.for_request("s1", request), request=request, extraction=extraction,
-        plan=ConflictPlan(decisions=[]), importance=ImportanceResult(importance=5), summary=summary,
-        happened_at=s.messages[-1].created_at)
+    outcome = await commit_notes(services, tenant, s, extraction)
     assert outcome.observations_written == 3 and outcome.entities_noted == 1
 
     embedder = offline_providers().embedder
@@ -137,15 +144,7 @@ async def test_a_question_about_a_relation_follows_it_one_hop(lang, client, serv
         provider="test", extractor="written-out", extractor_version="1", facts=[], relations=[edge],
         entities=[ExtractedEntity(name=person, entity_type="person", evidence_message_ids=ids[:1]),
                   ExtractedEntity(name=employer, entity_type="organisation", evidence_message_ids=ids[1:])])
-    summary = SummaryResult(sentences=[], token_count=0, observations=[
-        Observation(text=m.content, source_message_ids=[m.message_id], happened_at=m.created_at)
-        for m in s.messages])
-    request = {"session": "s1"}
-    outcome = await commit_consolidation(
-        services.pool, services.keyring, tenant_id=tenant, subject_id="lin", session_id="s1",
-        key=CommitKey.for_request("s1", request), request=request, extraction=extraction,
-        plan=ConflictPlan(decisions=[]), importance=ImportanceResult(importance=5), summary=summary,
-        happened_at=s.messages[-1].created_at)
+    outcome = await commit_notes(services, tenant, s, extraction)
     assert outcome.relations_noted == 1
 
     async def linked(question: str) -> set[str]:
