@@ -63,7 +63,7 @@ from agent_memory.core.models import (
     check_identifier,
 )
 from agent_memory.memory.evidence import NO_PARENT
-from agent_memory.security.api_keys import ApiKey, KeyScope, verify_key
+from agent_memory.security.api_keys import ApiKey, KeyScope, audited_actor, verify_key
 from agent_memory.store.db import tenant_transaction
 
 T = TypeVar("T")
@@ -346,10 +346,6 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
         tenant = (await need(ctx, "read")).tenant_id
         return (await client.recall(tenant, subject, query, limit=limit)).model_dump(mode="json")
 
-    def actor(key: ApiKey) -> Literal["agent", "operator"]:
-        """Who the audit records: an operator's erase key, else the agent holding the key."""
-        return "operator" if key.scope == "erase" else "agent"
-
     @server.tool(description=(
         "Correct a fact about the person (needs a write key): the new value replaces the current one "
         "from now, citing the messages in which the person said it; the old value stays in the history. "
@@ -384,7 +380,7 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
         outcome = await client.write_fact(holder.tenant_id, subject, namespace, key, value,
                                           expected_version=expected_version, evidence_message_ids=evidence,
                                           expires_at=expires_at, ttl_seconds=ttl_seconds,
-                                          actor=actor(holder), actor_id=f"mcp:{holder.key_id}")
+                                          actor=audited_actor(holder), actor_id=f"mcp:{holder.key_id}")
         return outcome.model_dump(mode="json")
 
     @server.tool(description=(
@@ -394,7 +390,7 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
     @_answers
     async def forget(subject: SubjectId, memory_id: MemoryId, ctx: Context, reason: Reason = None) -> dict[str, Any]:
         holder = await need(ctx, "write")
-        done = await client.forget(holder.tenant_id, subject, memory_id, reason=reason, actor=actor(holder),
+        done = await client.forget(holder.tenant_id, subject, memory_id, reason=reason, actor=audited_actor(holder),
                                    actor_id=f"mcp:{holder.key_id}")
         return done.model_dump(mode="json")
 
@@ -403,7 +399,7 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
     @_answers
     async def restore(subject: SubjectId, memory_id: MemoryId, ctx: Context, reason: Reason = None) -> dict[str, Any]:
         holder = await need(ctx, "write")
-        done = await client.restore(holder.tenant_id, subject, memory_id, reason=reason, actor=actor(holder),
+        done = await client.restore(holder.tenant_id, subject, memory_id, reason=reason, actor=audited_actor(holder),
                                     actor_id=f"mcp:{holder.key_id}")
         return done.model_dump(mode="json")
 

@@ -104,6 +104,12 @@ class ApiKey(BaseModel):
     revoked_at: datetime | None
 
 
+def audited_actor(key: ApiKey) -> Literal["agent", "operator"]:
+    """Who the audit records for a change made with `key`: an operator's erase key, else the agent
+    holding it (the same on HTTP and MCP)."""
+    return "operator" if key.scope == "erase" else "agent"
+
+
 class CreatedKey(BaseModel):
     key: ApiKey
     token: str  # shown once: only its hash is stored

@@ -5,7 +5,7 @@ operator's."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Path
 from pydantic import BaseModel, ConfigDict, Field
@@ -28,7 +28,7 @@ from agent_memory.api.limits import (
     RECALL_LIMIT_MIN,
 )
 from agent_memory.core.models import IsoDatetime, check_identifier
-from agent_memory.security.api_keys import ApiKey
+from agent_memory.security.api_keys import audited_actor
 
 router = APIRouter()
 
@@ -70,10 +70,6 @@ class FactWrite(BaseModel):
 
 
 FactName = Annotated[str, Path(min_length=1, max_length=FACT_NAME_MAX_CHARS)]
-
-
-def _actor(api_key: ApiKey) -> Literal["agent", "operator"]:
-    return "operator" if api_key.scope == "erase" else "agent"
 
 
 @router.get("/v1/subjects/{subject_id}/facts", summary="A subject's facts", responses=keyed(422))
@@ -134,7 +130,7 @@ async def write_fact(subject_id: SubjectId, namespace: FactName, key: FactName, 
                                       expected_version=body.expected_version,
                                       evidence_message_ids=body.evidence_message_ids, observed_at=body.observed_at,
                                       expires_at=body.expires_at, ttl_seconds=body.ttl_seconds,
-                                      actor=_actor(api_key), actor_id=f"api-key:{api_key.key_id}")
+                                      actor=audited_actor(api_key), actor_id=f"api-key:{api_key.key_id}")
     return outcome.model_dump(mode="json")
 
 
@@ -146,7 +142,7 @@ async def write_fact(subject_id: SubjectId, namespace: FactName, key: FactName, 
 async def forget(subject_id: SubjectId, memory_id: MemoryId, body: ForgetRequest, api_key: WriteKey,
                  client: ClientDep) -> dict[str, Any]:
     done = await client.forget(api_key.tenant_id, subject(subject_id), memory_id, reason=body.reason,
-                               actor=_actor(api_key), actor_id=f"api-key:{api_key.key_id}")
+                               actor=audited_actor(api_key), actor_id=f"api-key:{api_key.key_id}")
     return done.model_dump(mode="json")
 
 
@@ -156,7 +152,7 @@ async def forget(subject_id: SubjectId, memory_id: MemoryId, body: ForgetRequest
 async def restore(subject_id: SubjectId, memory_id: MemoryId, body: ForgetRequest, api_key: WriteKey,
                   client: ClientDep) -> dict[str, Any]:
     done = await client.restore(api_key.tenant_id, subject(subject_id), memory_id, reason=body.reason,
-                                actor=_actor(api_key), actor_id=f"api-key:{api_key.key_id}")
+                                actor=audited_actor(api_key), actor_id=f"api-key:{api_key.key_id}")
     return done.model_dump(mode="json")
 
 
