@@ -148,9 +148,9 @@ class OpenAICompatibleConfig:
     frequency_penalty: float | None = None
     # Facts one extraction call may return, sentences one summary may have, ids one fact, entity or
     # sentence may cite, entities and relations one extraction call may return (None: the schemas'
-    # bounds, 10, 6, 4, 12 and 8): a small model spends ~100 tokens a fact, ~40 an entity or a
-    # relation and ~30 an id it makes up, so the bounds' worst case must fit max_tokens or the JSON
-    # is cut off.
+    # bounds, 10, 6, 4, 12 and 8): a small model under a grammar fills every array to its bound,
+    # spending ~175 tokens a fact, ~75 an entity and ~70 a relation (SmolLM2's tokens, measured), so
+    # the bounds' worst case must fit max_tokens or the JSON is cut off.
     max_facts: int | None = None
     max_sentences: int | None = None
     max_citations: int | None = None
