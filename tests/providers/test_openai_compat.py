@@ -395,6 +395,21 @@ async def test_a_cut_off_answer_with_a_parseable_fragment_says_it_was_cut(server
     assert "sentences: Field required" in str(caught.value) and "finish_reason=length" in str(caught.value)
 
 
+async def test_an_importance_cut_off_in_its_rationale_keeps_the_score_and_the_first_sentence(server, providers):
+    # What the local model did: the score, then one sentence repeated until max_tokens.
+    raw = '{"importance": 7, "rationale": "A move to Shanghai. A move to Shanghai. A move to Shang'
+    server.reply(chat_completion(raw, finish_reason="length"))
+    result = await providers.scorer.score(MESSAGES)
+    assert (result.importance, result.rationale) == (7, "A move to Shanghai.")
+
+
+@pytest.mark.parametrize("raw", ['{"importance": 1', '{"importance": 42, "rationale": "ok', '{"rationale": "x'])
+async def test_an_importance_cut_off_before_a_valid_score_is_invalid_output(server, providers, raw):
+    server.reply(chat_completion(raw, finish_reason="length"))
+    with pytest.raises(ProviderOutputInvalid, match="finish_reason=length"):
+        await providers.scorer.score(MESSAGES)
+
+
 async def schemas_sent(server, config, facts: list[dict]) -> tuple[dict, dict]:
     """The response schemas one extraction and one summary send, in that order."""
     bundle = openai_providers(config)

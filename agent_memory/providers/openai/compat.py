@@ -552,8 +552,10 @@ class _ChatProvider(_OpenAICompatibleBase):
         return max(int((cfg.context_tokens - (cfg.max_tokens or 0)) * CHUNK_FILL * share), 0)
 
     async def _complete(self, system: str, transcript: str, response_model: type[M],
-                        schema_name: str, schema: dict | None = None,
-                        preamble: str | None = None) -> tuple[M, _Usage]:
+                        schema_name: str, schema: dict | None = None, preamble: str | None = None,
+                        salvage: Callable[[str], M | None] | None = None) -> tuple[M, _Usage]:
+        """One structured call. `salvage` reads an output cut off at max_tokens: what it returns is
+        kept (None: the cut output is invalid, as without it)."""
         cfg = self.config
         schema = schema or strict_json_schema(response_model)
         system = f"{system}\n\n{DATA_NOTE}"
@@ -595,6 +597,9 @@ class _ChatProvider(_OpenAICompatibleBase):
         except ProviderOutputInvalid as exc:
             # (A cut-off object may still hold a parseable fragment: the cause is the cut, say so.)
             if choice.finish_reason == "length":
+                if salvage is not None and (kept := salvage(text)) is not None:
+                    log.warning("%s output cut off at max_tokens: its complete part is kept", self.task)
+                    return kept, usage
                 raise ProviderOutputInvalid(exc.raw_text, [*exc.errors, "output truncated (finish_reason=length)"]
                                             ) from None
             raise
@@ -722,7 +727,8 @@ class OpenAICompatibleImportanceScorer(_ChatProvider):
 
     async def score(self, messages: list[Message]) -> ImportanceResult:
         scored: list[tuple[ImportanceOut, _Usage]] = [
-            await self._complete(IMPORTANCE_PROMPT, render_transcript(chunk), ImportanceOut, "importance")
+            await self._complete(IMPORTANCE_PROMPT, render_transcript(chunk), ImportanceOut, "importance",
+                                 salvage=_score_before_the_cut)
             for chunk in self._chunks(IMPORTANCE_PROMPT, messages, ImportanceOut)]
         out = max((o for o, _ in scored), key=lambda o: o.importance)  # a session is as important as its peak
         usage = _merged([u for _, u in scored])
@@ -730,6 +736,26 @@ class OpenAICompatibleImportanceScorer(_ChatProvider):
                           provider_request_id=usage.request_id, input_tokens=usage.input_tokens,
                           output_tokens=usage.output_tokens, importance=out.importance,
                           rationale=out.rationale.strip())
+
+
+# The score, written first by the schema, and the rationale's opening up to where the output was cut.
+_SCORE_THEN_RATIONALE = re.compile(r'\A\s*\{\s*"importance"\s*:\s*(\d{1,2})\s*,\s*"rationale"\s*:\s*"((?:[^"\\]|\\.)*)')
+RATIONALE_KEPT_CHARS = 200
+
+
+def _score_before_the_cut(text: str) -> ImportanceOut | None:
+    """A small model may repeat itself inside the rationale until max_tokens: the score before it
+    is complete, so it is kept with the rationale's first sentence (or RATIONALE_KEPT_CHARS)."""
+    match = _SCORE_THEN_RATIONALE.match(text)
+    if match is None or not 1 <= int(match.group(1)) <= 10:
+        return None
+    try:
+        rationale = json.loads(f'"{match.group(2)}"')
+    except ValueError:  # cut inside an escape sequence
+        rationale = ""
+    first = re.match(r"[^.!?。！？]*[.!?。！？]", rationale)
+    return ImportanceOut(importance=int(match.group(1)),
+                         rationale=(first.group(0) if first else rationale)[:RATIONALE_KEPT_CHARS])
 
 
 def _cited(schema: dict, prop: str, messages: list[Message], enabled: bool) -> dict:
