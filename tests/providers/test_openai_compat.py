@@ -388,11 +388,25 @@ async def test_malformed_json_is_invalid_output_with_the_raw_text(server, provid
 
 async def test_a_cut_off_answer_with_a_parseable_fragment_says_it_was_cut(server, providers):
     # What a small model did at max_tokens: the outer object is cut, an inner one parses.
-    raw = '{"sentences": [{"text": "Lin lives in Hangzhou.", "source_message_ids": ["m1"]}, {"text": "I am'
+    raw = '{"facts": [{"namespace": "location", "key": "home_city", "value": "Lisbon"}, {"namespace": "diet'
     server.reply(chat_completion(raw, finish_reason="length"))
     with pytest.raises(ProviderOutputInvalid) as caught:
+        await providers.extractor.extract(MESSAGES)
+    assert "facts: Field required" in str(caught.value) and "finish_reason=length" in str(caught.value)
+
+
+async def test_a_summary_cut_off_keeps_the_sentences_complete_before_the_cut(server, providers):
+    raw = ('{"sentences": [{"text": "Lin moved to Hangzhou.", "source_message_ids": ["m1"]}, '
+           '{"text": "Lin is a nurse, a nurse, a nurse, a nur')
+    server.reply(chat_completion(raw, finish_reason="length"))
+    result = await providers.summarizer.summarize(MESSAGES)
+    assert [s.text for s in result.sentences] == ["Lin moved to Hangzhou."]
+
+
+async def test_a_summary_cut_off_inside_its_first_sentence_is_invalid_output(server, providers):
+    server.reply(chat_completion('{"sentences": [{"text": "Lin is a nurse, a nurse, a nur', finish_reason="length"))
+    with pytest.raises(ProviderOutputInvalid, match="finish_reason=length"):
         await providers.summarizer.summarize(MESSAGES)
-    assert "sentences: Field required" in str(caught.value) and "finish_reason=length" in str(caught.value)
 
 
 async def test_an_importance_cut_off_in_its_rationale_keeps_the_score_and_the_first_sentence(server, providers):

@@ -758,6 +758,21 @@ def _score_before_the_cut(text: str) -> ImportanceOut | None:
                          rationale=(first.group(0) if first else rationale)[:RATIONALE_KEPT_CHARS])
 
 
+def _sentences_before_the_cut(text: str) -> SummaryOut | None:
+    """A summary cut off at max_tokens (a small model repeating itself inside a sentence): the
+    sentences complete before the cut, when there is one."""
+    body = text.strip()
+    if not re.match(r'\A\{\s*"sentences"\s*:\s*\[', body):
+        return None
+    for end in reversed([i for i, char in enumerate(body) if char == "}"]):
+        try:
+            out = SummaryOut.model_validate(json.loads(body[:end + 1] + "]}"))
+        except (ValueError, ValidationError):
+            continue
+        return out if out.sentences else None
+    return None
+
+
 def _cited(schema: dict, prop: str, messages: list[Message], enabled: bool) -> dict:
     """The schema (a copy, when enabled) whose `prop` arrays may only hold these messages' ids."""
     if not enabled:
@@ -810,7 +825,8 @@ class OpenAICompatibleSummarizer(_ChatProvider):
         for chunk in chunks:
             out, chunk_usage = await self._complete(
                 SUMMARY_PROMPT.format(cap=chunk_cap if len(chunks) > 1 else token_cap), render_transcript(chunk),
-                SummaryOut, "session_summary", _cited(schema, "source_message_ids", chunk, self.config.cite_from_enum))
+                SummaryOut, "session_summary", _cited(schema, "source_message_ids", chunk, self.config.cite_from_enum),
+                salvage=_sentences_before_the_cut)
             found.extend(out.sentences)
             usages.append(chunk_usage)
         usage = _merged(usages)
