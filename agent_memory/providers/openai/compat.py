@@ -764,7 +764,8 @@ def _sentences_before_the_cut(text: str) -> SummaryOut | None:
     body = text.strip()
     if not re.match(r'\A\{\s*"sentences"\s*:\s*\[', body):
         return None
-    for end in reversed([i for i, char in enumerate(body) if char == "}"]):
+    # The last few closing braces only: parsing up to each is quadratic in the output's length.
+    for end in itertools.islice(reversed([i for i, char in enumerate(body) if char == "}"]), MAX_JSON_STARTS):
         try:
             out = SummaryOut.model_validate(json.loads(body[:end + 1] + "]}"))
         except (ValueError, ValidationError):
