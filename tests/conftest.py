@@ -31,7 +31,7 @@ async def services(tmp_path_factory):
     home = tmp_path_factory.mktemp("agent-memory-home")
     # Only the embedded services: ignore any URLs of the developer's environment.
     settings = Settings.from_env({"AGENT_MEMORY_HOME": str(home)})
-    async with open_stack(settings, start=True, ports=Ports.free()) as services:
+    async with open_stack(settings, start=True, ports=Ports.free(), scratch=True) as services:
         yield services
 
 

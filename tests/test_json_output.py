@@ -131,7 +131,7 @@ async def test_every_library_json_command_prints_json_only(tmp_path, monkeypatch
     monkeypatch.setenv("AGENT_MEMORY_TASK_QUEUE", queue)
     sessions = tmp_path / "s.jsonl"
     sessions.write_text(json.dumps(SESSION) + "\n")
-    async with open_stack(Settings.from_env(), start=True, ports=Ports.free()) as services:
+    async with open_stack(Settings.from_env(), start=True, ports=Ports.free(), scratch=True) as services:
         async with build_worker(services, task_queue=queue):
 
             async def cli(*argv: str) -> str:

@@ -6,6 +6,7 @@ started is already running under the same home, and stopped only by whoever star
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import json
@@ -223,6 +224,10 @@ class EmbeddedStack:
     closing: bool = False  # stop() has begun: a restart under way stops what it started
     # The Temporal UI decodes payloads through it (`serve`'s /codec, agent_memory/api/codec_server.py).
     ui_codec_endpoint: str | None = None
+    # A scratch stack is made often and thrown away with its home: its new cluster is a copy of the
+    # cached migrated template (workers/cluster_template.py) rather than initdb and every migration,
+    # and its Temporal dev server, whose history goes with the home, is killed, not drained.
+    scratch: bool = False
 
     @property
     def run_dir(self) -> Path:
@@ -425,6 +430,9 @@ class EmbeddedStack:
                 time.sleep(0.1)
             if pid_alive(pid):
                 os.kill(pid, signal.SIGKILL)
+                deadline = time.monotonic() + 5.0  # gone, with its ports and files, before we return
+                while pid_alive(pid) and time.monotonic() < deadline:
+                    time.sleep(0.02)
         state_path.unlink(missing_ok=True)
 
     # --- Temporal --------------------------------------------------------------------------
@@ -457,7 +465,7 @@ class EmbeddedStack:
         return argv
 
     def _stop_temporal(self) -> None:
-        self._terminate("temporal")
+        self._terminate("temporal", grace=0.0 if self.scratch else 8.0)
 
     # --- Redis -----------------------------------------------------------------------------
 
@@ -560,10 +568,16 @@ class EmbeddedStack:
         data = self.home / "postgres"
         state = self._reused("postgres", self._state("postgres"))
         port = state["port"] if state else self.ports.postgres
+        copied_password = None  # the superuser password of a cluster copied from the template
         if state is None:
             self._prepare_postgres_dirs(data)
             if not (data / "PG_VERSION").exists():
-                self._initdb(data, pw["postgres"])
+                if self.scratch:
+                    from workers.cluster_template import copy_template
+
+                    copied_password = copy_template(data, postgres_system_user(), build_template)
+                else:
+                    self._initdb(data, pw["postgres"])
             if port_open(port):
                 raise ServiceUnavailable(f"port {port} is taken by another process; set DATABASE_URL to use it, or stop it")
             log_file = self.postgres_log
@@ -578,6 +592,10 @@ class EmbeddedStack:
             pid = int((data / "postmaster.pid").read_text().split()[0])
             self._save_state("postgres", pid=pid, port=port)
             self._mark_started("postgres")
+            if copied_password is not None:
+                from workers.cluster_template import adopt_password
+
+                adopt_password(port, copied_password, pw["postgres"])
         self.app_password = pw["app"]
         admin_url = f"postgresql://postgres:{pw['postgres']}@127.0.0.1:{port}/{DATABASE_NAME}"
         self._ensure_database(port, pw)
@@ -611,6 +629,26 @@ def postgres_system_user() -> tuple[int, int] | None:
                         POSTGRES_SYSTEM_USER], check=True, capture_output=True)
     entry = pwd.getpwnam(POSTGRES_SYSTEM_USER)
     return entry.pw_uid, entry.pw_gid
+
+
+def build_template(target: Path) -> str:
+    """A migrated, cleanly stopped cluster in the data directory `target` (for
+    workers/cluster_template.py), made on a throwaway home; returns its superuser password."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from agent_memory.api.services import migrate
+
+    with tempfile.TemporaryDirectory(prefix="agent-memory-template-") as tmp:
+        home = Path(tmp)
+        stack = EmbeddedStack(home, Ports.free())
+        try:
+            resolved = stack.start(Settings.from_env({"AGENT_MEMORY_HOME": str(home)}), only=("postgres",))
+            with ThreadPoolExecutor(1) as runner:  # a thread of its own: the caller may be running an event loop
+                runner.submit(asyncio.run, migrate(resolved)).result()
+        finally:
+            stack.stop()
+        shutil.copytree(home / "postgres", target, symlinks=True)
+        return str(stack._secrets()["postgres"])
 
 
 def _user_exists(name: str) -> bool:

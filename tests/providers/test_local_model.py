@@ -43,7 +43,9 @@ def local_server(tmp_path_factory) -> Iterator[LocalModelServer]:
     log = tmp_path_factory.mktemp("llama-server") / "llama-server.log"
     # One slot: each request is decoded alone, so an output does not depend on which other
     # request shared its batch (the tiny model's JSON holds or breaks the same way every run).
-    with LocalModelServer(binary, model, log, parallel=1) as server:
+    # One thread: the suite keeps both cores busy, and llama.cpp's threads wait for each other
+    # at every step (one extraction call: 39 s on one thread, 174 s on two, with a core busy).
+    with LocalModelServer(binary, model, log, parallel=1, threads=1) as server:
         yield server
 
 
