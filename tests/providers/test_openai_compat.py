@@ -403,6 +403,29 @@ async def test_a_summary_cut_off_keeps_the_sentences_complete_before_the_cut(ser
     assert [s.text for s in result.sentences] == ["Lin moved to Hangzhou."]
 
 
+async def test_a_summary_cut_off_inside_a_text_keeps_its_complete_sentences_with_their_citations(
+        server, providers):
+    # What the local model did: citations first (the schema's order), then one clause repeated.
+    raw = ('{"sentences": [{"source_message_ids": ["m1"], "text": "Lin moved to Hangzhou."}, '
+           '{"source_message_ids": ["m2"], "text": "Lin is a nurse. See www.example.org/a, and see www.example.org/a, an')
+    server.reply(chat_completion(raw, finish_reason="length"))
+    result = await providers.summarizer.summarize(MESSAGES)
+    assert [(s.text, s.source_message_ids) for s in result.sentences] == [
+        ("Lin moved to Hangzhou.", ["m1"]), ("Lin is a nurse.", ["m2"])]
+
+
+async def test_a_summary_cut_off_before_any_sentence_ends_is_invalid_output(server, providers):
+    server.reply(chat_completion('{"sentences": [{"source_message_ids": ["m1"], "text": "Lin is a nurse, a nur',
+                                 finish_reason="length"))
+    with pytest.raises(ProviderOutputInvalid, match="finish_reason=length"):
+        await providers.summarizer.summarize(MESSAGES)
+
+
+async def test_a_summary_sentence_is_asked_for_its_citations_before_its_text(server):
+    _, summary = await schemas_sent(server, config_for(server), [])
+    assert list(summary["$defs"]["SentenceOut"]["properties"]) == ["source_message_ids", "text"]
+
+
 async def test_a_summary_cut_off_inside_its_first_sentence_is_invalid_output(server, providers):
     server.reply(chat_completion('{"sentences": [{"text": "Lin is a nurse, a nurse, a nur', finish_reason="length"))
     with pytest.raises(ProviderOutputInvalid, match="finish_reason=length"):

@@ -423,8 +423,10 @@ class ImportanceOut(_Strict):
 
 
 class SentenceOut(_Strict):
-    text: str
+    # The citations first: a model decodes in the schema's order, so a sentence cut off inside its
+    # text at max_tokens still names its evidence, and the text's complete sentences can be kept.
     source_message_ids: list[str] = Field(min_length=1, json_schema_extra={"maxItems": 4})
+    text: str
 
 
 class SummaryOut(_Strict):
@@ -758,20 +760,58 @@ def _score_before_the_cut(text: str) -> ImportanceOut | None:
                          rationale=(first.group(0) if first else rationale)[:RATIONALE_KEPT_CHARS])
 
 
+# The sentence being written when the output was cut: its citations, then the opening of its text.
+_CITED_THEN_TEXT = re.compile(r'\{\s*"source_message_ids"\s*:\s*(\[[^\[\]]*\])\s*,\s*"text"\s*:\s*"')
+# Where a sentence ends inside a JSON string's raw text: . ! ? before a space or an escaped line
+# break (not a dot in "www.example.org"), or a CJK full stop.
+_SENTENCE_END = re.compile(r'[.!?](?=\s|\\[nrt])|[。！？]')
+
+
 def _sentences_before_the_cut(text: str) -> SummaryOut | None:
     """A summary cut off at max_tokens (a small model repeating itself inside a sentence): the
-    sentences complete before the cut, when there is one."""
+    sentence objects complete before the cut, and the complete sentences of the text that was
+    being written, with its citations; None when nothing complete is left."""
     body = text.strip()
     if not re.match(r'\A\{\s*"sentences"\s*:\s*\[', body):
         return None
+    kept: list[SentenceOut] = []
+    rest = body
     # The last few closing braces only: parsing up to each is quadratic in the output's length.
     for end in itertools.islice(reversed([i for i, char in enumerate(body) if char == "}"]), MAX_JSON_STARTS):
         try:
-            out = SummaryOut.model_validate(json.loads(body[:end + 1] + "]}"))
+            kept = SummaryOut.model_validate(json.loads(body[:end + 1] + "]}")).sentences
         except (ValueError, ValidationError):
             continue
-        return out if out.sentences else None
-    return None
+        rest = body[end + 1:]
+        break
+    if (cut := _cut_sentence(rest)) is not None:
+        kept.append(cut)
+    return SummaryOut(sentences=kept) if kept else None
+
+
+def _cut_sentence(rest: str) -> SentenceOut | None:
+    """The sentence object the output ends in, when its citations are complete: its text up to
+    the last sentence end before the cut."""
+    opened = list(_CITED_THEN_TEXT.finditer(rest))
+    if not opened:
+        return None
+    raw = rest[opened[-1].end():]
+    try:  # the text closed and the cut came after it: the text is whole
+        text, _ = json.JSONDecoder().raw_decode('"' + raw)
+    except ValueError:
+        ends = [m.end() for m in _SENTENCE_END.finditer(raw)]
+        if not ends:
+            return None
+        try:
+            text = json.loads('"' + raw[:ends[-1]] + '"')
+        except ValueError:
+            return None
+    if not isinstance(text, str) or not text.strip():
+        return None
+    try:
+        return SentenceOut(source_message_ids=json.loads(opened[-1].group(1)), text=text.strip())
+    except (ValueError, ValidationError):
+        return None
 
 
 def _cited(schema: dict, prop: str, messages: list[Message], enabled: bool) -> dict:
