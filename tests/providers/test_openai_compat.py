@@ -461,6 +461,26 @@ async def schemas_sent(server, config, facts: list[dict]) -> tuple[dict, dict]:
     return extraction, summary
 
 
+@pytest.mark.parametrize("max_tokens, sent", [(1024, {"extract": 1024, "importance": 256, "summary": 528}),
+                                               (300, {"extract": 300, "importance": 256, "summary": 300}),
+                                               (None, {})])
+async def test_max_tokens_is_lowered_to_what_an_answer_can_use_and_never_added(server, max_tokens, sent):
+    # A summary is cut to 160 tokens of text: three sentences of it, their keys and ids fit 528.
+    bundle = openai_providers(config_for(server, max_tokens=max_tokens, max_sentences=3))
+    server.reply(chat_completion(json.dumps({"facts": []})),
+                 chat_completion(json.dumps({"importance": 3, "rationale": "Routine."})),
+                 chat_completion(json.dumps({"sentences": [{"source_message_ids": ["m1"], "text": "Ana."}]})))
+    try:
+        await bundle.extractor.extract(MESSAGES)
+        await bundle.scorer.score(MESSAGES)
+        await bundle.summarizer.summarize(MESSAGES)
+    finally:
+        await bundle.aclose()
+    budgets = dict(zip(("extract", "importance", "summary"), (r.body.get("max_tokens") for r in server.requests),
+                       strict=True))
+    assert {task: n for task, n in budgets.items() if n is not None} == sent
+
+
 async def test_a_small_models_bounds_are_in_the_schemas_it_is_sent(server):
     extraction, summary = await schemas_sent(server, config_for(server, max_facts=4, max_entities=5, max_sentences=3,
                                                                 max_citations=2), [])

@@ -555,9 +555,13 @@ class _ChatProvider(_OpenAICompatibleBase):
 
     async def _complete(self, system: str, transcript: str, response_model: type[M],
                         schema_name: str, schema: dict | None = None, preamble: str | None = None,
-                        salvage: Callable[[str], M | None] | None = None) -> tuple[M, _Usage]:
+                        salvage: Callable[[str], M | None] | None = None,
+                        output_tokens: int | None = None) -> tuple[M, _Usage]:
         """One structured call. `salvage` reads an output cut off at max_tokens: what it returns is
-        kept (None: the cut output is invalid, as without it)."""
+        kept (None: the cut output is invalid, as without it). `output_tokens` is what the answer
+        can use at most: it lowers a configured max_tokens (the rest would be paid for, waited
+        for and dropped), and is not sent when max_tokens is not (a reasoning model's thinking
+        counts against it)."""
         cfg = self.config
         schema = schema or strict_json_schema(response_model)
         system = f"{system}\n\n{DATA_NOTE}"
@@ -572,7 +576,7 @@ class _ChatProvider(_OpenAICompatibleBase):
         if cfg.temperature is not None:
             kwargs["temperature"] = cfg.temperature
         if cfg.max_tokens is not None:
-            kwargs["max_tokens"] = cfg.max_tokens
+            kwargs["max_tokens"] = min(cfg.max_tokens, output_tokens or cfg.max_tokens)
         if cfg.frequency_penalty is not None:
             kwargs["frequency_penalty"] = cfg.frequency_penalty
         chat: list[ChatCompletionMessageParam] = [{"role": "system", "content": system}]
@@ -730,7 +734,7 @@ class OpenAICompatibleImportanceScorer(_ChatProvider):
     async def score(self, messages: list[Message]) -> ImportanceResult:
         scored: list[tuple[ImportanceOut, _Usage]] = [
             await self._complete(IMPORTANCE_PROMPT, render_transcript(chunk), ImportanceOut, "importance",
-                                 salvage=_score_before_the_cut)
+                                 salvage=_score_before_the_cut, output_tokens=IMPORTANCE_OUTPUT_TOKENS)
             for chunk in self._chunks(IMPORTANCE_PROMPT, messages, ImportanceOut)]
         out = max((o for o, _ in scored), key=lambda o: o.importance)  # a session is as important as its peak
         usage = _merged([u for _, u in scored])
@@ -738,6 +742,17 @@ class OpenAICompatibleImportanceScorer(_ChatProvider):
                           provider_request_id=usage.request_id, input_tokens=usage.input_tokens,
                           output_tokens=usage.output_tokens, importance=out.importance,
                           rationale=out.rationale.strip())
+
+
+# What an answer can use at most, in the model's tokens: importance is a score and one sentence;
+# a summary's text is cut to its token cap (by estimate, ~4 characters a token: a tokenizer may
+# spend twice that on digits or CJK), and each sentence adds its keys and its cited ids.
+IMPORTANCE_OUTPUT_TOKENS = 256
+SENTENCE_FRAMING_TOKENS = 64
+
+
+def summary_output_tokens(token_cap: int, sentences: int) -> int:
+    return 2 * token_cap + SENTENCE_FRAMING_TOKENS * sentences + 16
 
 
 # The score, written first by the schema, and the rationale's opening up to where the output was cut.
@@ -859,6 +874,7 @@ class OpenAICompatibleSummarizer(_ChatProvider):
     async def summarize(self, messages: list[Message], *, token_cap: int = SUMMARY_TOKEN_CAP) -> SummaryResult:
         schema = _bounded(strict_json_schema(SummaryOut), sentences=self.config.max_sentences,
                           source_message_ids=self.config.max_citations)
+        sentences_bound = schema["properties"]["sentences"]["maxItems"]
         chunks = self._chunks(SUMMARY_PROMPT.format(cap=token_cap), messages, SummaryOut)
         chunk_cap = max(token_cap // len(chunks), 16)  # each chunk its share of the cap
         found: list[SentenceOut] = []
@@ -867,7 +883,8 @@ class OpenAICompatibleSummarizer(_ChatProvider):
             out, chunk_usage = await self._complete(
                 SUMMARY_PROMPT.format(cap=chunk_cap if len(chunks) > 1 else token_cap), render_transcript(chunk),
                 SummaryOut, "session_summary", _cited(schema, "source_message_ids", chunk, self.config.cite_from_enum),
-                salvage=_sentences_before_the_cut)
+                salvage=_sentences_before_the_cut,
+                output_tokens=summary_output_tokens(chunk_cap if len(chunks) > 1 else token_cap, sentences_bound))
             found.extend(out.sentences)
             usages.append(chunk_usage)
         usage = _merged(usages)
