@@ -80,13 +80,13 @@ TOOLING = [
     "eval locomo --data {locomo}",
     "bench erasure --memories 20 --per-subject 10 --erase 1",
     "bench erase --memories 20",
-    "bench recall --memories 100 --queries 2 --embedder hashing",
+    "bench recall --memories 100 --queries 2 --embedder hashing --throughput-texts 32",
     "bench lexical --memories 50 --queries 3",
     "bench consolidate --sessions 2 --concurrency 2 --embedder hashing",
     "bench ingest --messages 20 --clients 2 --batch 10",
     "bench end-session --rows 50 --sessions 2 --calls 4",
     "bench http --concurrency 2 --seconds 0.5",
-    "bench reembed --memories 100",
+    "bench reembed --memories 100 --throughput-texts 0",
     "chaos --kills 1",
 ]
 

@@ -134,6 +134,8 @@ async def bench_erase(args: Namespace, settings: Settings) -> int:
 @click.option("--queries", type=int, default=100, metavar="QUERIES", help="queries per size and route (default 100)")
 @click.option("--embedder", type=Choice(EMBEDDERS), metavar=EMBEDDER_METAVAR,
               help="the embedder (default: the offline default)")
+@click.option("--throughput-texts", type=int, default=512, metavar="N",
+              help="passages the embedders' throughput is measured on (default 512; 0: not measured)")
 @json_flag
 @with_args
 async def bench_recall(args: Namespace, settings: Settings) -> int:
@@ -220,6 +222,8 @@ async def bench_http(args: Namespace, settings: Settings) -> int:
 @click.option("--target", type=Choice(EMBEDDERS), default="e5-small", metavar=EMBEDDER_METAVAR)
 @click.option("--locomo", type=PATH, metavar="DIR",
               help="also score LoCoMo (a LoCoMo-format directory, as eval locomo --data)")
+@click.option("--throughput-texts", type=int, default=512, metavar="N",
+              help="passages the target's throughput is measured on (default 512; 0: not measured)")
 @json_flag
 @with_args
 async def bench_reembed(args: Namespace, settings: Settings) -> int:

@@ -320,7 +320,7 @@ async def run_recall_bench(services: Services, *, sizes: list[int], queries: int
         with startup_heap_frozen():
             await _measure(services, embedder, queries, rng, routes)
         rows += [_row(stored, route, times, items) for route, (times, items) in routes.items()]
-    throughput = await embedding_throughput([_sentence(rng) for _ in range(throughput_texts)])
+    throughput = await embedding_throughput([_sentence(rng) for _ in range(throughput_texts)]) if throughput_texts else {}
     return RecallBenchReport(embedder=getattr(embedder, "name", type(embedder).__name__),
                              filler_memories=max(0, total_rows - max(sizes)), filler_vectors=filler_vectors, rows=rows,
                              load_seconds=load_seconds, embedding_throughput=throughput)
@@ -330,10 +330,12 @@ async def recall_bench_command(args: argparse.Namespace, settings: Settings) -> 
     from workers.runtime import scratch_stack
 
     sizes = sorted(set(args.sizes))
-    if any(s < 100 for s in sizes) or args.queries < 2 or args.total_rows < 0:
-        raise InvalidInput("--memories must be at least 100 each, --queries at least 2 and --total-rows 0 or more")
+    if any(s < 100 for s in sizes) or args.queries < 2 or args.total_rows < 0 or args.throughput_texts < 0:
+        raise InvalidInput("--memories must be at least 100 each, --queries at least 2, and --total-rows and "
+                           "--throughput-texts 0 or more")
     async with scratch_stack(settings, "bench-recall", embedded_only=True) as services:
         report = await run_recall_bench(services, sizes=sizes, queries=args.queries,
-                                        embedder=local_embedder(args.embedder), total_rows=args.total_rows)
+                                        embedder=local_embedder(args.embedder), total_rows=args.total_rows,
+                                        throughput_texts=args.throughput_texts)
     print(json.dumps(report.model_dump(mode="json"), indent=2) if args.json else report.render())
     return 0

@@ -55,18 +55,19 @@ class ReembedBenchReport(BaseModel):
     reembed_seconds: float
     vectors: int
     vectors_per_second: float
-    target_passages_per_second: float  # the target embedder alone, batches of 64, same run
+    target_passages_per_second: float | None  # the target embedder alone, batches of 64, same run (None: not measured)
     locomo: list[LocomoPhase] = []
     locomo_vectors: int = 0
     locomo_reembed_seconds: float = 0.0
 
     def render(self) -> str:
+        alone = self.target_passages_per_second
         lines = [f"re-embedding bench: {self.source} → {self.target}",
                  f"  {self.memories:,} memories of one subject (built in {self.build_seconds:.0f} s): "
                  f"{self.vectors:,} vectors re-embedded in {self.reembed_seconds:.1f} s, "
-                 f"{self.vectors_per_second:.0f} vectors/s; the target embedder alone: "
-                 f"{self.target_passages_per_second:.0f} passages/s (workflow/embedder "
-                 f"{self.vectors_per_second / max(self.target_passages_per_second, 1e-9):.2f})"]
+                 f"{self.vectors_per_second:.0f} vectors/s" + (
+                     f"; the target embedder alone: {alone:.0f} passages/s (workflow/embedder "
+                     f"{self.vectors_per_second / max(alone, 1e-9):.2f})" if alone is not None else "")]
         if self.locomo:
             lines.append(f"  LoCoMo: {self.locomo_vectors:,} vectors re-embedded in {self.locomo_reembed_seconds:.1f} s")
             lines.append(f"  {'phase':<34} {'all-in-ctx':>10} {'ev.frac':>8} {'ans.cov':>8}")
@@ -109,7 +110,8 @@ async def _score(services: Services, tenant: str, embedder: Embedder, data) -> M
 
 
 async def run_reembed_bench(services: Services, *, memories: int, source_name: str, target_name: str,
-                            locomo_dir: Path | None = None, seed: int = 11) -> ReembedBenchReport:
+                            locomo_dir: Path | None = None, seed: int = 11,
+                            throughput_texts: int = 512) -> ReembedBenchReport:
     source, target = local_embedder(source_name), local_embedder(target_name)
     assert source is not None and target is not None  # offline names: always local embedders
     rng = random.Random(seed)
@@ -119,11 +121,11 @@ async def run_reembed_bench(services: Services, *, memories: int, source_name: s
     await _grow(services, projector, 0, max(1, memories // PER_SESSION), rng, tenant=store)
     built = time.perf_counter() - started
     progress, seconds = await _reembed(services, store, target)
-    rate = await _throughput(target, [_sentence(rng) for _ in range(512)])
+    rate = await _throughput(target, [_sentence(rng) for _ in range(throughput_texts)]) if throughput_texts else None
     report = ReembedBenchReport(source=source_name, target=target_name, memories=progress.total,
                                 build_seconds=round(built, 1), reembed_seconds=round(seconds, 1),
                                 vectors=progress.done, vectors_per_second=round(progress.done / max(seconds, 1e-9), 1),
-                                target_passages_per_second=round(rate, 1))
+                                target_passages_per_second=round(rate, 1) if rate is not None else None)
     if locomo_dir is None:
         return report
     data = load_locomo(locomo_dir)
@@ -152,10 +154,13 @@ async def reembed_bench_command(args: argparse.Namespace, settings: Settings) ->
 
     if args.memories < PER_SESSION:
         raise InvalidInput(f"--memories must be at least {PER_SESSION} (one session of the synthetic store)")
+    if args.throughput_texts < 0:
+        raise InvalidInput("--throughput-texts must be 0 or more (0: the throughput is not measured)")
     if args.locomo is not None:
         load_locomo(args.locomo)  # fail on bad data before starting any server
     async with scratch_stack(settings, "bench-reembed", embedded_only=True) as services:
         report = await run_reembed_bench(services, memories=args.memories, source_name=args.source,
-                                         target_name=args.target, locomo_dir=args.locomo)
+                                         target_name=args.target, locomo_dir=args.locomo,
+                                         throughput_texts=args.throughput_texts)
     print(json.dumps(report.model_dump(mode="json"), indent=2) if args.json else report.render())
     return 0
