@@ -27,7 +27,8 @@ __all__ = ["DATA_NOTE", "EXTRACTION_PROMPT", "FACTS_TOKEN_BUDGET", "IMPORTANCE_P
 # 3: a correction of the key itself (value "", the right key asserted beside it).
 # 4: the entities the conversation mentions, beside the facts.
 # 5: the relations between those entities.
-PROMPT_VERSION = "5"
+# 6: a summary sentence names its cited messages before its text.
+PROMPT_VERSION = "6"
 
 # The current facts shown to the extractor: the newest this many, within this many tokens (by
 # estimate_tokens; a smaller context window lowers it, see OpenAICompatibleExtractor), so the
