@@ -34,6 +34,8 @@ SESSION = {"session_id": "j1", "messages": [
 LIBRARY = [
     "runs --tenant {tenant}",
     "facts --tenant {tenant} --subject lin",
+    "entities --tenant {tenant} --subject lin",
+    "relations --tenant {tenant} --subject lin --history",
     "forget --tenant {tenant} --subject lin --memory-id {memory}",
     "forgotten --tenant {tenant} --subject lin",
     "restore --tenant {tenant} --subject lin --memory-id {memory}",

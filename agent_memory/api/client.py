@@ -77,9 +77,11 @@ from agent_memory.lifecycle.idle_timers import arm_idle_timer
 from agent_memory.lifecycle.retention import RetentionPolicy, read_retention, write_retention
 from agent_memory.lifecycle.sweeper import LifecycleCounts, MemorySweepInput, MemorySweepResult, lifecycle_counts
 from agent_memory.memory.corrections import LiveActor, confirm_candidate, write_fact
+from agent_memory.memory.entities import EntityView, list_entities
 from agent_memory.memory.evidence import SESSION_IDLE_STATE_SQL, AppendResult, append_messages
 from agent_memory.memory.ingest import check_not_future, check_time_not_future
 from agent_memory.memory.memory_store import list_facts
+from agent_memory.memory.relations import RelationView, list_relations
 from agent_memory.memory.write_policy import (
     Consent,
     WritePolicy,
@@ -676,6 +678,22 @@ class MemoryClient:
                     history: bool = False, candidates: bool = False) -> list[FactRow]:
         return await list_facts(self.services.pool, self.services.keyring, tenant_id, subject_id, as_of=as_of,
                                 include_history=history, include_candidates=candidates)
+
+    async def entities(self, tenant_id: str, subject_id: str) -> list[EntityView]:
+        """The people, pets, places, organisations, events and things the subject's sessions
+        mention, each with its names and the messages that mention it, the first mentioned first."""
+        check_identifier("tenant", tenant_id)
+        check_identifier("subject", subject_id)
+        async with tenant_transaction(self.services.pool, tenant_id) as conn:
+            return await list_entities(conn, tenant_id, subject_id)
+
+    async def relations(self, tenant_id: str, subject_id: str, *, history: bool = False) -> list[RelationView]:
+        """The edges between the subject's entities that hold now ("works at", "her sister"),
+        each with its evidence; with `history`, the ended intervals too."""
+        check_identifier("tenant", tenant_id)
+        check_identifier("subject", subject_id)
+        async with tenant_transaction(self.services.pool, tenant_id) as conn:
+            return await list_relations(conn, tenant_id, subject_id, history=history)
 
     async def context(self, tenant_id: str, subject_id: str, query: str, *, as_of: datetime | None = None,
                       token_budget: int | None = None, policy: RecallPolicy | None = None,

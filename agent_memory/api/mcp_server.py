@@ -335,6 +335,23 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
         return [f.model_dump(mode="json") for f in await client.facts(tenant, subject)]
 
     @server.tool(description=(
+        "The people, pets, places, organisations, events and things the person's sessions mention (needs "
+        "a read key): each with its name, type, other names and the ids of the messages that mention it."))
+    @_answers
+    async def entities(subject: SubjectId, ctx: Context) -> list[dict[str, Any]]:
+        tenant = (await need(ctx, "read")).tenant_id
+        return [e.model_dump(mode="json") for e in await client.entities(tenant, subject)]
+
+    @server.tool(description=(
+        "How the entities the person's sessions mention are related now (needs a read key): each edge "
+        "by the two entities' names (source_name, relation and role, target_name), since when it holds "
+        "and the ids of the messages that say it."))
+    @_answers
+    async def relations(subject: SubjectId, ctx: Context) -> list[dict[str, Any]]:
+        tenant = (await need(ctx, "read")).tenant_id
+        return [r.model_dump(mode="json") for r in await client.relations(tenant, subject)]
+
+    @server.tool(description=(
         "Search the person's memory (needs a read key): the facts and the past sessions nearest the "
         f"query, at most `limit` of each ({RECALL_LIMIT_MIN} to {RECALL_LIMIT_MAX})."))
     @_answers

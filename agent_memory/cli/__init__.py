@@ -21,9 +21,9 @@ DESCRIPTION = "`agent-memory`: feed sessions, inspect memory, erase subjects."
 def library_commands() -> list[click.Command]:
     """The library's commands, in the order the help lists them."""
     return [memory.ingest, memory.end_session, runs.runs, erasure.erase, runs.rebuild, memory.recall, memory.context,
-            memory.prompt, policies.policy, policies.retention, memory.facts, policies.write_policy,
-            policies.provider_policy, policies.consent, sessions.subjects, sessions.sessions, runs.stats,
-            runs.projection, keys.keys, erasure.erasure, erasure.forget, erasure.restore, erasure.export,
+            memory.prompt, policies.policy, policies.retention, memory.facts, memory.entities, memory.relations,
+            policies.write_policy, policies.provider_policy, policies.consent, sessions.subjects, sessions.sessions,
+            runs.stats, runs.projection, keys.keys, erasure.erasure, erasure.forget, erasure.restore, erasure.export,
             erasure.forgotten, runs.sweep, runs.reembed, erasure.redrive_erasures, runs.compact,
             runs.register_search_attributes]
 

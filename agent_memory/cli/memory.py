@@ -177,5 +177,43 @@ async def facts(client: MemoryClient, services: Services, *, tenant: str, subjec
               else f"no facts for subject {subject} (tenant {tenant})")
 
 
+
+@click.command("entities", cls=Command, help="the people, pets, places, organisations, events and things the "
+               "subject's sessions mention")
+@scoped()
+@json_flag
+@with_client
+async def entities(client: MemoryClient, services: Services, *, tenant: str, subject: str, json: bool) -> None:
+    rows = await client.entities(tenant, subject)
+    if json:
+        print_json([r.model_dump(mode="json") for r in rows])
+        return
+    for entity in rows:
+        aliases = f" (also {', '.join(entity.aliases)})" if entity.aliases else ""
+        print(f"{entity.entity_type:<12} {entity.name}{aliases}: {len(entity.mentioned_in)} mention(s), "
+              f"{entity.first_seen_at:%Y-%m-%d} to {entity.last_seen_at:%Y-%m-%d}  [{entity.memory_id}]")
+    if not rows:
+        print(f"no entities for subject {subject} (tenant {tenant})")
+
+
+@click.command("relations", cls=Command, help="the relations between the subject's entities that hold now")
+@scoped()
+@click.option("--history", is_flag=True, help="every interval of every relation, the ended ones too")
+@json_flag
+@with_client
+async def relations(client: MemoryClient, services: Services, *, tenant: str, subject: str, history: bool,
+                    json: bool) -> None:
+    rows = await client.relations(tenant, subject, history=history)
+    if json:
+        print_json([r.model_dump(mode="json") for r in rows])
+        return
+    for edge in rows:
+        kind = f"{edge.relation} ({edge.role})" if edge.role else edge.relation
+        until = f" until {edge.valid_to:%Y-%m-%d}" if edge.valid_to else ""
+        print(f"{edge.source_name} -[{kind}]-> {edge.target_name}: since {edge.valid_from:%Y-%m-%d}{until}, "
+              f"evidence {', '.join(edge.evidence_message_ids) or '-'}")
+    if not rows:
+        print(f"no relations for subject {subject} (tenant {tenant})")
+
 COMMANDS = (ingest, end_session)
 READS = (recall, context, prompt)

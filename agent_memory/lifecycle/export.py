@@ -23,8 +23,10 @@ from pydantic import BaseModel
 from agent_memory.core.models import ErasureStatus, FactRow
 from agent_memory.lifecycle.erasure import erasure_status
 from agent_memory.lifecycle.forgetting import ForgottenMemory
+from agent_memory.memory.entities import EntityView, list_entities
 from agent_memory.memory.events import LIFECYCLE_EVENTS, read_subject_events
 from agent_memory.memory.memory_store import read_facts, subject_key
+from agent_memory.memory.relations import RelationView, list_relations
 from agent_memory.security.keyring import KeyRing
 from agent_memory.store.scope import Mode, SubjectScope, subject_scope
 
@@ -57,32 +59,6 @@ class ExportedNote(BaseModel):
     source_message_ids: list[str]
 
 
-class ExportedEntity(BaseModel):
-    memory_id: uuid.UUID
-    name: str
-    entity_type: str
-    aliases: list[str]
-    first_seen_at: datetime
-    last_seen_at: datetime
-    mentioned_in: list[str]  # the messages that mention it
-
-
-class ExportedRelation(BaseModel):
-    """One interval of an edge between two entities (valid_to None: it holds now)."""
-
-    relation_id: uuid.UUID
-    memory_id: uuid.UUID
-    source_entity_id: uuid.UUID
-    source_name: str
-    relation: str
-    role: str
-    target_entity_id: uuid.UUID
-    target_name: str
-    valid_from: datetime
-    valid_to: datetime | None
-    evidence_message_ids: list[str]
-
-
 class ExportedForgotten(BaseModel):
     memory_id: uuid.UUID
     memory_kind: str
@@ -104,8 +80,8 @@ class SubjectExport(BaseModel):
     facts: list[FactRow]  # every interval and the candidate area, in namespace/key/version order
     episodes: list[ExportedEpisode]
     notes: list[ExportedNote]
-    entities: list[ExportedEntity] = []
-    relations: list[ExportedRelation] = []  # every interval of every edge, current and ended
+    entities: list[EntityView] = []
+    relations: list[RelationView] = []  # every interval of every edge, current and ended
     cited_messages: list[ExportedMessage]  # the evidence every fact, episode, note, entity and relation cites
     forgotten: list[ExportedForgotten]
     erasure_requests: list[ErasureStatus]
@@ -118,8 +94,8 @@ async def export_subject(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id:
         facts: list[FactRow] = []
         episodes: list[ExportedEpisode] = []
         notes: list[ExportedNote] = []
-        entities: list[ExportedEntity] = []
-        relations: list[ExportedRelation] = []
+        entities: list[EntityView] = []
+        relations: list[RelationView] = []
         cited: list[ExportedMessage] = []
         forgotten: list[ExportedForgotten] = []
         if not scope.erased:
@@ -132,21 +108,8 @@ async def export_subject(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id:
                                 "SELECT memory_id, session_id, text, happened_at, source_message_ids FROM observations "
                                 "WHERE tenant_id = %s AND subject_id = %s ORDER BY happened_at, memory_id",
                                 (tenant_id, subject_id))
-            entities = await _rows(scope.conn, ExportedEntity,
-                                   "SELECT e.memory_id, e.name, e.entity_type, e.aliases, e.first_seen_at, "
-                                   "e.last_seen_at, array(SELECT m.message_id FROM entity_mentions m "
-                                   "WHERE m.tenant_id = e.tenant_id AND m.memory_id = e.memory_id "
-                                   "ORDER BY m.version, m.message_id) AS mentioned_in FROM entities e "
-                                   "WHERE e.tenant_id = %s AND e.subject_id = %s ORDER BY e.first_seen_at, e.memory_id",
-                                   (tenant_id, subject_id))
-            relations = await _rows(scope.conn, ExportedRelation,
-                                    "SELECT r.relation_id, r.memory_id, r.source_entity_id, s.name AS source_name, "
-                                    "r.relation, r.role, r.target_entity_id, t.name AS target_name, r.valid_from, "
-                                    "r.valid_to, r.evidence_message_ids FROM relations r "
-                                    "JOIN entities s ON s.tenant_id = r.tenant_id AND s.memory_id = r.source_entity_id "
-                                    "JOIN entities t ON t.tenant_id = r.tenant_id AND t.memory_id = r.target_entity_id "
-                                    "WHERE r.tenant_id = %s AND r.subject_id = %s "
-                                    "ORDER BY r.valid_from, r.relation_id", (tenant_id, subject_id))
+            entities = await list_entities(scope.conn, tenant_id, subject_id)
+            relations = await list_relations(scope.conn, tenant_id, subject_id, history=True)
             evidence = sorted({m for f in facts for m in f.evidence_message_ids}
                               | {m for e in episodes for m in e.source_message_ids}
                               | {m for n in notes for m in n.source_message_ids}

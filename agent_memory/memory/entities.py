@@ -17,6 +17,7 @@ from datetime import datetime
 
 import psycopg
 from psycopg.rows import class_row
+from pydantic import BaseModel
 
 from agent_memory.core.entities import fold
 from agent_memory.core.models import ENTITY_ALIASES_MAX, EntityType, ExtractedEntity
@@ -42,6 +43,30 @@ async def current_entities(conn: psycopg.AsyncConnection, tenant_id: str, subjec
     async with conn.cursor(row_factory=class_row(EntityRow)) as cur:
         await cur.execute("SELECT memory_id, name, entity_type, aliases FROM entities "
                           "WHERE tenant_id = %s AND subject_id = %s ORDER BY memory_id", (tenant_id, subject_id))
+        return await cur.fetchall()
+
+
+class EntityView(BaseModel):
+    """An entity as a reader sees it: its names and the messages that mention it."""
+
+    memory_id: uuid.UUID
+    name: str
+    entity_type: str
+    aliases: list[str]
+    first_seen_at: datetime
+    last_seen_at: datetime
+    mentioned_in: list[str]  # the messages that mention it, in the order they were noted
+
+
+async def list_entities(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str) -> list[EntityView]:
+    """The subject's entities, the first mentioned first (by name among those first mentioned together)."""
+    async with conn.cursor(row_factory=class_row(EntityView)) as cur:
+        await cur.execute(
+            "SELECT e.memory_id, e.name, e.entity_type, e.aliases, e.first_seen_at, e.last_seen_at, "
+            "array(SELECT m.message_id FROM entity_mentions m WHERE m.tenant_id = e.tenant_id "
+            "AND m.memory_id = e.memory_id ORDER BY m.version, m.message_id) AS mentioned_in FROM entities e "
+            "WHERE e.tenant_id = %s AND e.subject_id = %s ORDER BY e.first_seen_at, e.name, e.memory_id",
+            (tenant_id, subject_id))
         return await cur.fetchall()
 
 

@@ -30,6 +30,7 @@ from typing import Literal
 
 import psycopg
 from psycopg.rows import class_row
+from pydantic import BaseModel
 
 from agent_memory.core.entities import fold
 from agent_memory.core.models import SINGLE_VALUED_RELATIONS, ExtractedEntity, ExtractedRelation, RelationType
@@ -49,6 +50,38 @@ _TARGET_TYPES: dict[str, tuple[str, ...]] = {
 }
 _SOURCE_TYPES = ("person",)
 
+
+
+class RelationView(BaseModel):
+    """One interval of an edge between two entities, by their names (valid_to None: it holds now)."""
+
+    relation_id: uuid.UUID
+    memory_id: uuid.UUID
+    source_entity_id: uuid.UUID
+    source_name: str
+    relation: str
+    role: str
+    target_entity_id: uuid.UUID
+    target_name: str
+    valid_from: datetime
+    valid_to: datetime | None
+    evidence_message_ids: list[str]
+
+
+async def list_relations(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, *,
+                         history: bool = False) -> list[RelationView]:
+    """The edges that hold now between the subject's entities, the oldest first; with `history`,
+    every interval of every edge, ended ones too."""
+    async with conn.cursor(row_factory=class_row(RelationView)) as cur:
+        await cur.execute(
+            "SELECT r.relation_id, r.memory_id, r.source_entity_id, s.name AS source_name, r.relation, r.role, "
+            "r.target_entity_id, t.name AS target_name, r.valid_from, r.valid_to, r.evidence_message_ids "
+            "FROM relations r "
+            "JOIN entities s ON s.tenant_id = r.tenant_id AND s.memory_id = r.source_entity_id "
+            "JOIN entities t ON t.tenant_id = r.tenant_id AND t.memory_id = r.target_entity_id "
+            "WHERE r.tenant_id = %s AND r.subject_id = %s AND (%s OR r.valid_to IS NULL) "
+            "ORDER BY r.valid_from, r.relation_id", (tenant_id, subject_id, history))
+        return await cur.fetchall()
 
 @dataclass(frozen=True)
 class Edge:

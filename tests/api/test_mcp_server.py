@@ -39,7 +39,8 @@ async def test_an_agent_remembers_ends_a_session_and_reads_memory_through_mcp(cl
     async with running_worker():
         async with Client(server(services, task_queue, writer)) as mcp:
             tools = {t.name for t in (await mcp.list_tools()).tools}
-            assert tools == {"remember", "end_session", "context", "facts", "recall", "correct", "forget", "restore"}
+            assert tools == {"remember", "end_session", "context", "facts", "entities", "relations", "recall",
+                             "correct", "forget", "restore"}
             remembered = payload(await mcp.call_tool("remember", {
                 "subject": "lin", "session": "m1",
                 "turns": [{"role": "user", "content": "I live in Oslo.", "message_id": "m1:a"},
@@ -58,6 +59,11 @@ async def test_an_agent_remembers_ends_a_session_and_reads_memory_through_mcp(cl
             await client.consolidation_result(client.services.temporal.get_workflow_handle(ended["workflow_id"]))
             facts = payload(await mcp.call_tool("facts", {"subject": "lin"}))
             assert "Oslo" in {f["value"] for f in facts}
+            entities = payload(await mcp.call_tool("entities", {"subject": "lin"}))
+            assert ("place", "Oslo") in {(e["entity_type"], e["name"]) for e in entities}
+            assert entities == [e.model_dump(mode="json") for e in await client.entities(tenant, "lin")]
+            assert payload(await mcp.call_tool("relations", {"subject": "lin"})) == [
+                r.model_dump(mode="json") for r in await client.relations(tenant, "lin")]
             context = payload(await mcp.call_tool("context", {"subject": "lin", "query": "what should I cook?"}))
             assert "peanut" in context["text"].lower()
             oslo = next(f for f in facts if f["value"] == "Oslo")
@@ -131,7 +137,8 @@ async def test_mcp_over_streamable_http_uses_each_requests_api_key(client, servi
                 assert refused.headers["www-authenticate"] == "Bearer"
         async with over_http(url, writer.token) as mcp:
             assert {t.name for t in (await mcp.list_tools()).tools} == {
-                "remember", "end_session", "context", "facts", "recall", "correct", "forget", "restore"}
+                "remember", "end_session", "context", "facts", "entities", "relations", "recall", "correct", "forget",
+                "restore"}
             remembered = payload(await mcp.call_tool("remember", {
                 "subject": "lin", "session": "h1", "turns": [{"role": "user", "content": "I live in Oslo."}]}))
             assert remembered["inserted"] == 1

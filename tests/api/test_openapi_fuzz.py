@@ -44,7 +44,8 @@ PASSES = [("valid", POSITIVE, 20, False), ("invalid", NEGATIVE, 15, False), ("se
 OPERATIONS = {
     "GET /v1/health", "POST /v1/subjects/{subject_id}/sessions/{session_id}/messages",
     "POST /v1/subjects/{subject_id}/sessions/{session_id}/end", "GET /v1/runs/{workflow_id}",
-    "GET /v1/subjects/{subject_id}/facts", "POST /v1/subjects/{subject_id}/recall",
+    "GET /v1/subjects/{subject_id}/facts", "GET /v1/subjects/{subject_id}/entities",
+    "GET /v1/subjects/{subject_id}/relations", "POST /v1/subjects/{subject_id}/recall",
     "POST /v1/subjects/{subject_id}/context", "POST /v1/subjects/{subject_id}/prompt",
     "PUT /v1/subjects/{subject_id}/facts/{namespace}/{key}",
     "POST /v1/subjects/{subject_id}/memories/{memory_id}/forget",

@@ -1,5 +1,5 @@
-"""A subject's memory: its facts, recall, an assembled context and a built prompt (`read`), the
-agent's fixes — correcting a fact, forgetting and restoring a memory (`write`) — and its export
+"""A subject's memory: its facts, entities and relations, recall, an assembled context and a built
+prompt (`read`), the agent's fixes — correcting a fact, forgetting and restoring a memory (`write`) — and its export
 (`read`). A change is audited with the key: a write key's as the agent's, an erase key's as the
 operator's."""
 
@@ -79,6 +79,24 @@ async def facts(subject_id: SubjectId, api_key: ReadKey, client: ClientDep, as_o
     then, with `history` every version, with `candidates` the facts not yet confirmed."""
     rows = await client.facts(api_key.tenant_id, subject(subject_id), as_of=as_of, history=history,
                               candidates=candidates)
+    return [r.model_dump(mode="json") for r in rows]
+
+
+@router.get("/v1/subjects/{subject_id}/entities", summary="A subject's entities", responses=keyed(422))
+async def entities(subject_id: SubjectId, api_key: ReadKey, client: ClientDep) -> list[dict[str, Any]]:
+    """The people, pets, places, organisations, events and things the subject's sessions mention
+    (`read`), each with its names and the messages that mention it, the first mentioned first."""
+    rows = await client.entities(api_key.tenant_id, subject(subject_id))
+    return [r.model_dump(mode="json") for r in rows]
+
+
+@router.get("/v1/subjects/{subject_id}/relations", summary="A subject's relations between entities",
+            responses=keyed(422))
+async def relations(subject_id: SubjectId, api_key: ReadKey, client: ClientDep,
+                    history: bool = False) -> list[dict[str, Any]]:
+    """The edges between the subject's entities that hold now (`read`), by the entities' names, each
+    with its evidence; with `history` every interval, the ended ones with their `valid_to`."""
+    rows = await client.relations(api_key.tenant_id, subject(subject_id), history=history)
     return [r.model_dump(mode="json") for r in rows]
 
 
