@@ -24,6 +24,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "services" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.stack)
+    # The longest files first (`minutes(n)`): each runs whole on one worker (`--dist loadfile`
+    # hands files out in this order), and one started last would be the suite's tail alone.
+    items.sort(key=lambda item: -(marker.args[0] if (marker := item.get_closest_marker("minutes")) else 0))
 
 
 @pytest.fixture(scope="session")

@@ -23,6 +23,8 @@ from workers.embedded import Ports
 from workers.runtime import open_stack
 from workers.worker import build_worker
 
+pytestmark = pytest.mark.minutes(3)
+
 ROOT = Path(__file__).resolve().parents[1]
 SUBJECT = "lin"
 SESSION = {"session_id": "j1", "messages": [

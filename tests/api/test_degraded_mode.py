@@ -26,7 +26,7 @@ from agent_memory.security.api_keys import create_key
 from workers.embedded import EmbeddedStack, Ports
 from workers.worker import build_worker
 
-pytestmark = pytest.mark.stack
+pytestmark = [pytest.mark.stack, pytest.mark.minutes(1)]
 
 IDLE_SECONDS = 2.0
 

@@ -39,7 +39,7 @@ from tools.faults import hits, parse_faults
 from workers.embedded import EmbeddedStack, Ports
 from workers.worker import build_worker
 
-pytestmark = pytest.mark.stack
+pytestmark = [pytest.mark.stack, pytest.mark.minutes(2)]
 
 WORKER = [sys.executable, "-m", "tests.chaos.worker_main"]
 # Three sessions (EN and ZH, a move that supersedes the home city, a trip that must not), erased
@@ -72,7 +72,7 @@ SCENARIO_TIMEOUT = CLAIM_LEASE.total_seconds() + 90
 
 async def scenario(services, chaos_dir, tenant: str, fault: str | None = None, *, remote_providers: bool = False):
     state_dir = chaos_dir / f"faults-{tenant}"
-    provider_log = chaos_dir / "provider-calls.log"
+    provider_log = chaos_dir / f"provider-calls-{tenant}.log"  # a log each: scenarios run side by side
     env = worker_env(services.settings, task_queue=f"chaos-{tenant}", provider_log=provider_log, state_dir=state_dir,
                      remote_providers=remote_providers)
     supervisor = await WorkerSupervisor(services.temporal, env, chaos_dir / f"worker-{tenant}.log",
@@ -95,10 +95,35 @@ def assert_clean(outcome: ScenarioOutcome) -> None:
     assert outcome.receipt["residue_total"] == 0 and outcome.receipt["key_shredded"]
 
 
+CASES = [(f, False) for f in KILLS] + [(f, True) for f in REMOTE_KILLS]
+# Side by side: a scenario mostly waits (a workflow task's timeout after a kill, a lease), on a
+# task queue, a tenant and a worker process of its own.
+CONCURRENT_SCENARIOS = 4
+
+
 @pytest.fixture(scope="module")
-async def reference(services, chaos_dir) -> ScenarioOutcome:
+async def scenarios(services, chaos_dir):
+    """The crash-free reference and every kill scenario, started at once; a test awaits its own."""
+    slots = asyncio.Semaphore(CONCURRENT_SCENARIOS)
+
+    async def run(tenant: str, fault: str | None = None, remote: bool = False):
+        async with slots:
+            return await scenario(services, chaos_dir, tenant, fault, remote_providers=remote)
+
+    tasks = {None: asyncio.ensure_future(run(f"ref-{uuid.uuid4().hex[:8]}"))}
+    tasks.update({case: asyncio.ensure_future(run(f"crash-{uuid.uuid4().hex[:8]}", *case)) for case in CASES})
+    try:
+        yield tasks
+    finally:
+        for task in tasks.values():
+            task.cancel()
+        await asyncio.gather(*tasks.values(), return_exceptions=True)
+
+
+@pytest.fixture(scope="module")
+async def reference(scenarios) -> ScenarioOutcome:
     """The same input, crash-free, in its own tenant."""
-    outcome, supervisor, _ = await scenario(services, chaos_dir, f"ref-{uuid.uuid4().hex[:8]}")
+    outcome, supervisor, _ = await scenarios[None]
     assert supervisor.kills == []
     assert_clean(outcome)
     assert len(outcome.contents["episodes"]) == 3
@@ -109,11 +134,9 @@ async def reference(services, chaos_dir) -> ScenarioOutcome:
     return outcome
 
 
-@pytest.mark.parametrize("fault, remote", [(f, False) for f in KILLS] + [(f, True) for f in REMOTE_KILLS])
-async def test_a_worker_killed_at_a_fault_point_resumes_without_a_trace(fault, remote, services, chaos_dir,
-                                                                        reference):
-    outcome, supervisor, state_dir = await scenario(services, chaos_dir, f"crash-{uuid.uuid4().hex[:8]}", fault,
-                                                    remote_providers=remote)
+@pytest.mark.parametrize("fault, remote", CASES)
+async def test_a_worker_killed_at_a_fault_point_resumes_without_a_trace(fault, remote, scenarios, reference):
+    outcome, supervisor, state_dir = await scenarios[fault, remote]
 
     (point, nth), = parse_faults(fault).items()
     assert supervisor.kills == [fault], supervisor.log_tail()  # died there once, by SIGKILL, and came back

@@ -31,7 +31,7 @@ from tests.sessions import session
 from workers.local_model import MODEL_NAME, LocalModelServer, ensure_binary, ensure_model, local_model_config
 
 # The first run builds the server (minutes); slow calls on two busy cores.
-pytestmark = [pytest.mark.timeout(3600), pytest.mark.stack]
+pytestmark = [pytest.mark.timeout(3600), pytest.mark.stack, pytest.mark.minutes(4)]
 
 PROVIDER = f"openai-compatible:{MODEL_NAME}"
 
@@ -91,31 +91,66 @@ async def test_embeddings_from_the_real_server(bundle, config):
     assert result.input_tokens > 0
 
 
-async def test_a_session_is_consolidated_end_to_end(client, services, tenant, running_worker, bundle):
-    s = session("s-llm", "2024-03-01T09:00:00Z", "Hi, my name is Lin Wei.", "I live in Hangzhou and work as a nurse.",
-                ("assistant", "Nice to meet you, Lin."), "I am vegetarian, and my cat is called Mochi.")
-    async with running_worker(providers=bundle):
-        await client.append_messages(tenant, "lin", s)
-        started = time.monotonic()
-        result = await client.consolidation_result(await client.end_session(tenant, "lin", s.session_id))
-        consolidated = time.monotonic() - started
-        # A live write goes through the same projector: its vector comes from the local server too.
-        await client.write_fact(tenant, "lin", "profile", "local_model_marker", "llama-server",
-                                expected_version=0, evidence_message_ids=["s-llm:1"])
-        await client.wait_for_projection(tenant, "lin", timeout=600)
+async def test_two_sessions_are_consolidated_end_to_end_the_second_against_the_current_facts(
+        client, services, tenant, running_worker, config):
+    """Two sessions through the real model. The first: every chat answer schema-valid, one
+    recorded result per step with the usage the server counted, and vectors from the local
+    server (a live write's too). The second: the extraction prompt carries the subject's current
+    facts and the schema asks for an operation per fact (assert | confirm | end | correct); the
+    real model's output still validates (grammar-constrained; every array bounded), has an
+    operation on every fact and is recorded with its usage."""
+    exchanges: list[tuple[dict, dict, float]] = []
+
+    async def keep(response) -> None:  # what the server was sent and answered, as it arrived
+        if response.request.url.path.endswith("/chat/completions"):
+            await response.aread()
+            exchanges.append((json.loads(response.request.content), response.json(),
+                              response.elapsed.total_seconds()))
+
+    http = openai.DefaultAsyncHttpxClient(event_hooks={"response": [keep]}, timeout=config.timeout_seconds)
+    shared = openai.AsyncOpenAI(base_url=config.base_url, api_key=config.api_key, max_retries=0,
+                                timeout=config.timeout_seconds, http_client=http)
+    bundle = openai_providers(config, shared)
+    first = session("s-llm", "2024-03-01T09:00:00Z", "Hi, my name is Lin Wei.", "I live in Hangzhou and work as a nurse.",
+                    ("assistant", "Nice to meet you, Lin."), "I am vegetarian, and my cat is called Mochi.")
+    second = session("s-ops-b", "2024-06-01T09:00:00Z", "I moved to Shanghai last week.",
+                     "And I'm not vegetarian anymore.")
+    try:
+        async with running_worker(providers=bundle):
+            await client.append_messages(tenant, "lin", first)
+            started = time.monotonic()
+            result = await client.consolidation_result(await client.end_session(tenant, "lin", first.session_id))
+            consolidated = time.monotonic() - started
+            # A live write goes through the same projector: its vector comes from the local server too.
+            await client.write_fact(tenant, "lin", "profile", "local_model_marker", "llama-server",
+                                    expected_version=0, evidence_message_ids=["s-llm:1"])
+            # A current home city whatever the model made of the first session.
+            home = [f for f in await client.facts(tenant, "lin") if (f.namespace, f.key) == ("location", "home_city")]
+            if not home or home[0].value != "Hangzhou":
+                await client.write_fact(tenant, "lin", "location", "home_city", "Hangzhou",
+                                        expected_version=home[0].version if home else 0,
+                                        evidence_message_ids=["s-llm:2"])
+            await client.append_messages(tenant, "lin", second)
+            second_result = await client.consolidation_result(
+                await client.end_session(tenant, "lin", second.session_id))
+            await client.wait_for_projection(tenant, "lin", timeout=600)
+    finally:
+        await bundle.aclose()
     print(f"\nlocal model: session consolidated in {consolidated:.1f}s: {result}")
 
     # Every chat answer was schema-valid: an invalid one fails the run (ProviderOutputInvalid is permanent).
     assert result.refused_reason is None and result.facts_extracted >= 0
+    assert second_result.refused_reason is None
     ops = await _operations(services, tenant)
     by_kind: dict[str, list[tuple]] = {}
     for row in ops:
         by_kind.setdefault(row[0].split("/")[0], []).append(row)
     for kind in ("extract", "importance", "summary"):
-        (row,) = by_kind[kind]  # one recorded result per step
-        _, provider, input_tokens, output_tokens, attempts, status, error = row
-        assert (provider, status, attempts, error) == (PROVIDER, "succeeded", 1, None), row
-        assert input_tokens > 50 and output_tokens > 0, row  # usage as the server counted it
+        assert len(by_kind[kind]) == 2, by_kind[kind]  # one recorded result per step and session
+        for row in by_kind[kind]:
+            _, provider, input_tokens, output_tokens, attempts, status, error = row
+            assert (provider, status, attempts, error) == (PROVIDER, "succeeded", 1, None), row
+            assert input_tokens > 50 and output_tokens > 0, row  # usage as the server counted it
     embeds = [row for kind, rows in by_kind.items() if kind.startswith("embed") for row in rows]
     assert embeds and all(r[1] == PROVIDER and r[5] == "succeeded" for r in embeds), ops
     assert sum(r[2] for r in embeds) > 0, embeds  # the batch call's usage (per-text records carry none)
@@ -124,6 +159,30 @@ async def test_a_session_is_consolidated_end_to_end(client, services, tenant, ru
                                  (tenant,))
         vectors = await cur.fetchall()
     assert vectors and set(vectors) == {(f"{MODEL_NAME}-{EMBEDDING_DIMENSIONS}", EMBEDDING_DIMENSIONS)}
+
+    extractions = [(sent, answer, seconds) for sent, answer, seconds in exchanges
+                   if sent["response_format"]["json_schema"]["name"] == "fact_extraction"]
+    print("\nlocal model: extraction calls " + ", ".join(f"{s:.1f}s ({a['usage']['prompt_tokens']} prompt, "
+                                                           f"{a['usage']['completion_tokens']} completion tokens)"
+                                                           for _, a, s in extractions))
+    sent = next(s for s, _, _ in extractions if "s-ops-b:1" in s["messages"][-1]["content"])
+    assert 'location/home_city = "Hangzhou"' in sent["messages"][1]["content"].splitlines()
+    schema = sent["response_format"]["json_schema"]["schema"]
+    assert schema["$defs"]["FactOut"]["properties"]["operation"]["enum"] == ["assert", "confirm", "end", "correct"]
+    assert schema["properties"]["entities"]["maxItems"] == 2  # the small model's bound
+    for _, reply, _ in extractions:  # the raw output: complete JSON, an operation on every fact
+        assert reply["choices"][0]["finish_reason"] == "stop", reply
+        facts = json.loads(reply["choices"][0]["message"]["content"])["facts"]
+        assert all(f["operation"] in ("assert", "confirm", "end", "correct") for f in facts), facts
+
+    async with tenant_transaction(services.pool, tenant) as conn:
+        cur = await conn.execute(
+            "SELECT provider, status, input_tokens, output_tokens, result FROM operations WHERE tenant_id = %s "
+            "AND kind = 'extract' AND session_id = %s", (tenant, second.session_id))
+        (provider, status, input_tokens, output_tokens, recorded), = await cur.fetchall()
+    assert (provider, status) == (PROVIDER, "succeeded") and input_tokens > 50 and output_tokens > 0
+    extraction = ExtractionResult.model_validate(recorded)
+    assert extraction.current_facts_digest not in (None, facts_digest([]))  # it saw the facts
 
 
 async def test_a_server_killed_mid_call_is_retried_and_recorded_once(client, services, tenant, running_worker,
@@ -159,66 +218,6 @@ async def test_a_server_killed_mid_call_is_retried_and_recorded_once(client, ser
         cur = await conn.execute("SELECT count(*) FROM episodes WHERE tenant_id = %s", (tenant,))
         (episodes,) = await cur.fetchone()
     assert episodes <= 1  # at most one episode for the session (none if no summary sentence cited an id)
-
-
-async def test_a_second_session_is_extracted_against_the_current_facts(client, services, tenant, running_worker,
-                                                                      config):
-    """The extraction prompt carries the subject's current facts and the schema asks for an
-    operation per fact (assert | confirm | end | correct): the real model's output still
-    validates (grammar-constrained; every array bounded), has an operation on every fact and is
-    recorded with its usage."""
-    exchanges: list[tuple[dict, dict, float]] = []
-
-    async def keep(response) -> None:  # what the server was sent and answered, as it arrived
-        if response.request.url.path.endswith("/chat/completions"):
-            await response.aread()
-            exchanges.append((json.loads(response.request.content), response.json(),
-                              response.elapsed.total_seconds()))
-
-    http = openai.DefaultAsyncHttpxClient(event_hooks={"response": [keep]}, timeout=config.timeout_seconds)
-    shared = openai.AsyncOpenAI(base_url=config.base_url, api_key=config.api_key, max_retries=0,
-                                timeout=config.timeout_seconds, http_client=http)
-    bundle = openai_providers(config, shared)
-    first = session("s-ops-a", "2024-05-01T09:00:00Z", "Hi, I'm Lin and I live in Hangzhou.", "I am vegetarian.")
-    second = session("s-ops-b", "2024-06-01T09:00:00Z", "I moved to Shanghai last week.",
-                     "And I'm not vegetarian anymore.")
-    try:
-        async with running_worker(providers=bundle):
-            await client.append_messages(tenant, "lin", first)
-            await client.consolidation_result(await client.end_session(tenant, "lin", first.session_id))
-            # A current fact whatever the model made of the first session.
-            await client.write_fact(tenant, "lin", "location", "home_city", "Hangzhou", expected_version=0,
-                                    evidence_message_ids=["s-ops-a:1"])
-            await client.append_messages(tenant, "lin", second)
-            result = await client.consolidation_result(await client.end_session(tenant, "lin", second.session_id))
-            await client.wait_for_projection(tenant, "lin", timeout=600)
-    finally:
-        await bundle.aclose()
-    assert result.refused_reason is None
-
-    extractions = [(sent, answer, seconds) for sent, answer, seconds in exchanges
-                   if sent["response_format"]["json_schema"]["name"] == "fact_extraction"]
-    print("\nlocal model: extraction calls " + ", ".join(f"{s:.1f}s ({a['usage']['prompt_tokens']} prompt, "
-                                                           f"{a['usage']['completion_tokens']} completion tokens)"
-                                                           for _, a, s in extractions))
-    sent = next(s for s, _, _ in extractions if "s-ops-b:1" in s["messages"][-1]["content"])
-    assert 'location/home_city = "Hangzhou"' in sent["messages"][1]["content"].splitlines()
-    schema = sent["response_format"]["json_schema"]["schema"]
-    assert schema["$defs"]["FactOut"]["properties"]["operation"]["enum"] == ["assert", "confirm", "end", "correct"]
-    assert schema["properties"]["entities"]["maxItems"] == 2  # the small model's bound
-    for _, reply, _ in extractions:  # the raw output: complete JSON, an operation on every fact
-        assert reply["choices"][0]["finish_reason"] == "stop", reply
-        facts = json.loads(reply["choices"][0]["message"]["content"])["facts"]
-        assert all(f["operation"] in ("assert", "confirm", "end", "correct") for f in facts), facts
-
-    async with tenant_transaction(services.pool, tenant) as conn:
-        cur = await conn.execute(
-            "SELECT provider, status, input_tokens, output_tokens, result FROM operations WHERE tenant_id = %s "
-            "AND kind = 'extract' AND session_id = %s", (tenant, second.session_id))
-        (provider, status, input_tokens, output_tokens, recorded), = await cur.fetchall()
-    assert (provider, status) == (PROVIDER, "succeeded") and input_tokens > 50 and output_tokens > 0
-    extraction = ExtractionResult.model_validate(recorded)
-    assert extraction.current_facts_digest not in (None, facts_digest([]))  # it saw the facts
 
 
 class RecordingProxy:

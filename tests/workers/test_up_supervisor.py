@@ -25,6 +25,8 @@ from agent_memory.core.stack_connection import read_connection
 from workers.embedded import pid_alive
 from workers.supervisor import SHUTDOWN_SECONDS, Backoff
 
+pytestmark = pytest.mark.minutes(1)
+
 ROOT = Path(__file__).resolve().parents[2]
 SERVERS = ("postgres", "redis", "temporal")
 # Ctrl-C must end `up` within this (its own hard bound, plus the interpreter's exit).
