@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 
-from pydantic import BaseModel
+from pydantic import BaseModel, JsonValue
 from redis.exceptions import RedisError
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 from temporalio.common import (
@@ -82,6 +82,14 @@ from agent_memory.memory.evidence import SESSION_IDLE_STATE_SQL, AppendResult, a
 from agent_memory.memory.ingest import check_not_future, check_time_not_future
 from agent_memory.memory.memory_store import list_facts
 from agent_memory.memory.relations import RelationView, list_relations
+from agent_memory.memory.tool_calls import (
+    LEASE_DEFAULT_SECONDS,
+    ToolCall,
+    claim_tool_call,
+    read_tool_call,
+    record_tool_call,
+)
+from agent_memory.memory.tool_calls import Outcome as ToolCallOutcome
 from agent_memory.memory.write_policy import (
     Consent,
     WritePolicy,
@@ -462,6 +470,24 @@ class MemoryClient:
         return await forget_memory(self.services.pool, self.services.keyring, tenant_id=tenant_id,
                                    subject_id=subject_id, memory_id=memory_id, reason=reason, actor=actor,
                                    actor_id=actor_id, grace=self.forget_grace)
+
+    async def claim_tool_call(self, tenant_id: str, subject_id: str, call_key: str, tool: str, request: JsonValue,
+                              *, lease_seconds: int = LEASE_DEFAULT_SECONDS, actor_id: str | None = None) -> ToolCall:
+        """Claim an agent's side-effecting call before making it: `claimed` (make it, then record
+        it), `in_flight` (another attempt holds it) or `completed` with the recorded result
+        (do not make it again). See memory/tool_calls.py."""
+        return await claim_tool_call(self.services.pool, self.services.keyring, tenant_id, subject_id, call_key,
+                                     tool, request, lease_seconds=lease_seconds, actor_id=actor_id)
+
+    async def record_tool_call(self, tenant_id: str, subject_id: str, call_key: str, *, attempt: int,
+                               result: JsonValue, outcome: ToolCallOutcome = "completed") -> ToolCall:
+        """Record what attempt `attempt` of a claimed call returned (`failed`: may be made again)."""
+        return await record_tool_call(self.services.pool, self.services.keyring, tenant_id, subject_id, call_key,
+                                      attempt=attempt, result=result, outcome=outcome)
+
+    async def tool_call(self, tenant_id: str, subject_id: str, call_key: str) -> ToolCall:
+        """A tool call's record (NotFound when never claimed or expired)."""
+        return await read_tool_call(self.services.pool, self.services.keyring, tenant_id, subject_id, call_key)
 
     async def restore(self, tenant_id: str, subject_id: str, memory_id: str, *, reason: str | None = None,
                       actor: Actor = "operator", actor_id: str | None = None) -> RestoreResult:

@@ -30,7 +30,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, JsonValue, ValidationError
 from pydantic_core import ErrorDetails
 
 from agent_memory.api.client import MemoryClient
@@ -63,6 +63,12 @@ from agent_memory.core.models import (
     check_identifier,
 )
 from agent_memory.memory.evidence import NO_PARENT
+from agent_memory.memory.tool_calls import (
+    LEASE_DEFAULT_SECONDS,
+    LEASE_MAX_SECONDS,
+    LEASE_MIN_SECONDS,
+    TOOL_NAME_MAX_CHARS,
+)
 from agent_memory.security.api_keys import ApiKey, KeyScope, audited_actor, verify_key
 from agent_memory.store.db import tenant_transaction
 
@@ -76,7 +82,8 @@ INSTRUCTIONS = (
     "`end_session` when the conversation is over: its facts, summary and notes are consolidated "
     "then. `facts` lists what is known now, and `recall` finds facts and past sessions. When the "
     "person says a fact is wrong, `correct` it citing their message, or `forget` it (`restore` "
-    "undoes that).")
+    "undoes that). Before a tool call with a side effect, `claim_tool_call`; after it, `record_tool_call`: "
+    "a retried call is then made once.")
 
 # The identifier rule of subject and session ids as a JSON schema pattern ("$": JSON schema
 # regexes have no "\Z"); check_identifier applies the rule itself in every tool.
@@ -94,6 +101,9 @@ Query = Annotated[str, Field(description="what to look for: the user's message o
 
 MemoryId = Annotated[str, Field(description="the memory's id, as `facts`, `recall` or `context` return it",
                                 min_length=1, max_length=MEMORY_ID_MAX_CHARS)]
+CallKey = Annotated[str, Field(
+    description=f"your key for one tool call, the same on every retry of it ({IDENTIFIER_RULE})",
+    min_length=1, max_length=IDENTIFIER_MAX_CHARS, pattern=IDENTIFIER_SCHEMA_PATTERN)]
 Reason = Annotated[str | None, Field(description="why (the person asked, a ticket), recorded with the change",
                                      max_length=REASON_MAX_CHARS)]
 
@@ -419,5 +429,45 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
         done = await client.restore(holder.tenant_id, subject, memory_id, reason=reason, actor=audited_actor(holder),
                                     actor_id=f"mcp:{holder.key_id}")
         return done.model_dump(mode="json")
+
+    @server.tool(description=(
+        "Before a tool call with a side effect (an e-mail sent, an order placed), claim its call key "
+        "(needs a write key); the same key and arguments on every retry. `state` says what to do: "
+        "`claimed` — make the call, then `record_tool_call` with the returned `attempt`; `in_flight` — "
+        "another attempt is making it, ask again after `lease_expires_at`; `completed` — it was made "
+        "already and `result` is what it returned: do not make it again."))
+    @_answers
+    async def claim_tool_call(
+            subject: SubjectId, call_key: CallKey,
+            tool: Annotated[str, Field(description="the tool's name, e.g. send_email", min_length=1,
+                                       max_length=TOOL_NAME_MAX_CHARS)],
+            request: Annotated[JsonValue, Field(description="the call's arguments as JSON; a retry sends the same")],
+            ctx: Context,
+            lease_seconds: Annotated[int, Field(
+                description="how long the claim holds the call, longer than the call can take",
+                ge=LEASE_MIN_SECONDS, le=LEASE_MAX_SECONDS)] = LEASE_DEFAULT_SECONDS) -> dict[str, Any]:
+        holder = await need(ctx, "write")
+        check_identifier("subject", subject)
+        call = await client.claim_tool_call(holder.tenant_id, subject, call_key, tool, request,
+                                            lease_seconds=lease_seconds, actor_id=f"mcp:{holder.key_id}")
+        return call.model_dump(mode="json")
+
+    @server.tool(description=(
+        "Record what a claimed tool call returned (needs a write key), with the claim's `attempt`. "
+        "`completed`: every retry's claim gets this result back; `failed`: the next claim makes the call again."))
+    @_answers
+    async def record_tool_call(
+            subject: SubjectId, call_key: CallKey,
+            attempt: Annotated[int, Field(description="the attempt number the claim returned", ge=1)],
+            result: Annotated[JsonValue, Field(description="what the call returned, as JSON")],
+            ctx: Context,
+            outcome: Annotated[Literal["completed", "failed"], Field(
+                description="completed: the result is final; failed: the call may be made again")] = "completed",
+    ) -> dict[str, Any]:
+        holder = await need(ctx, "write")
+        check_identifier("subject", subject)
+        call = await client.record_tool_call(holder.tenant_id, subject, call_key, attempt=attempt, result=result,
+                                             outcome=outcome)
+        return call.model_dump(mode="json")
 
     return server

@@ -134,6 +134,8 @@ TABLES: tuple[Table, ...] = (
     Table("operations", "cache", erasure="delete", store="operations"),
     # What each subject showed in a rebuild (digests and counts); deleted with the operations.
     Table("rebuild_reports", "bookkeeping", erasure="delete", store="operations"),
+    # An agent's tool calls made once (memory/tool_calls.py): results under the subject key.
+    Table("tool_calls", "bookkeeping", erasure="delete", store="operations"),
     Table("messages", "evidence", erasure="delete", store="messages"),
     Table("sessions", "evidence", erasure="delete", store="messages"),
     Table("subject_keys", "bookkeeping", erasure="shred"),

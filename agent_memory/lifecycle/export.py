@@ -27,6 +27,7 @@ from agent_memory.memory.entities import EntityView, list_entities
 from agent_memory.memory.events import LIFECYCLE_EVENTS, read_subject_events
 from agent_memory.memory.memory_store import read_facts, subject_key
 from agent_memory.memory.relations import RelationView, list_relations
+from agent_memory.memory.tool_calls import ToolCall, list_tool_calls
 from agent_memory.security.keyring import KeyRing
 from agent_memory.store.scope import Mode, SubjectScope, subject_scope
 
@@ -82,6 +83,7 @@ class SubjectExport(BaseModel):
     notes: list[ExportedNote]
     entities: list[EntityView] = []
     relations: list[RelationView] = []  # every interval of every edge, current and ended
+    tool_calls: list[ToolCall] = []  # the agent's recorded side-effecting calls, with their results
     cited_messages: list[ExportedMessage]  # the evidence every fact, episode, note, entity and relation cites
     forgotten: list[ExportedForgotten]
     erasure_requests: list[ErasureStatus]
@@ -96,6 +98,7 @@ async def export_subject(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id:
         notes: list[ExportedNote] = []
         entities: list[EntityView] = []
         relations: list[RelationView] = []
+        tool_calls: list[ToolCall] = []
         cited: list[ExportedMessage] = []
         forgotten: list[ExportedForgotten] = []
         if not scope.erased:
@@ -110,6 +113,7 @@ async def export_subject(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id:
                                 (tenant_id, subject_id))
             entities = await list_entities(scope.conn, tenant_id, subject_id)
             relations = await list_relations(scope.conn, tenant_id, subject_id, history=True)
+            tool_calls = await list_tool_calls(scope.conn, keyring, tenant_id, subject_id)
             evidence = sorted({m for f in facts for m in f.evidence_message_ids}
                               | {m for e in episodes for m in e.source_message_ids}
                               | {m for n in notes for m in n.source_message_ids}
@@ -123,7 +127,7 @@ async def export_subject(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id:
     receipts = [await erasure_status(pool, keyring, tenant_id, r, subject_id) for r in request_ids]
     return SubjectExport(tenant_id=tenant_id, subject_id=subject_id, exported_at=datetime.now(UTC),
                          erased=scope.erased, facts=facts, episodes=episodes, notes=notes, entities=entities,
-                         relations=relations, cited_messages=cited,
+                         relations=relations, tool_calls=tool_calls, cited_messages=cited,
                          forgotten=forgotten, erasure_requests=receipts)
 
 

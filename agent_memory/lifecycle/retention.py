@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agent_memory.core.run_inputs import RunInput
 from agent_memory.lifecycle.forgetting import forget_memory
 from agent_memory.memory.evidence import WORKING_MEMORY_TTL_SECONDS
+from agent_memory.memory.tool_calls import TOOL_CALL_DAYS_DEFAULT, sweep_expired_tool_calls
 from agent_memory.security.keyring import KeyRing
 from agent_memory.store.db import registered_tenants, tenant_transaction
 from agent_memory.store.scope import SubjectErasedError
@@ -50,6 +51,8 @@ class RetentionPolicy(BaseModel):
     note_days: int | None = Field(default=None, ge=1)
     candidate_days: int | None = Field(default=90, ge=1)
     temporary_fact_days: int | None = Field(default=30, ge=0)
+    # How long an agent's recorded tool call answers its retries (memory/tool_calls.py).
+    tool_call_days: int = Field(default=TOOL_CALL_DAYS_DEFAULT, ge=1, le=3650)
 
 
 DEFAULT_RETENTION = RetentionPolicy()
@@ -63,6 +66,7 @@ class RetentionResult(BaseModel):
     tenants: int = 0
     forgotten: dict[str, int] = Field(default_factory=dict)  # per rule: episode, note, candidate, temporary_fact
     skipped_erased: int = 0
+    tool_calls_expired: int = 0
 
 
 async def read_retention(conn: psycopg.AsyncConnection, tenant_id: str) -> RetentionPolicy:
@@ -119,6 +123,7 @@ async def apply_retention(pool: AsyncConnectionPool, keyring: KeyRing, *, limit_
         async with tenant_transaction(pool, tenant_id) as conn:
             policy = await read_retention(conn, tenant_id)
             expired = await expired_memories(conn, tenant_id, policy, limit_per_tenant)
+            result.tool_calls_expired += await sweep_expired_tool_calls(conn, tenant_id, limit_per_tenant)
         for rule, subject_id, memory_id in expired:
             try:
                 done = await forget_memory(pool, keyring, tenant_id=tenant_id, subject_id=subject_id,

@@ -26,8 +26,8 @@ def server(services, task_queue: str, token: str) -> StdioServerParameters:
 def payload(result) -> object:
     assert not result.is_error, result
     structured = getattr(result, "structured_content", None)
-    if structured is not None:
-        return structured.get("result", structured)
+    if structured is not None:  # a list or a value comes wrapped as {"result": ...}
+        return structured["result"] if list(structured) == ["result"] else structured
     return json.loads(result.content[0].text)
 
 
@@ -40,7 +40,7 @@ async def test_an_agent_remembers_ends_a_session_and_reads_memory_through_mcp(cl
         async with Client(server(services, task_queue, writer)) as mcp:
             tools = {t.name for t in (await mcp.list_tools()).tools}
             assert tools == {"remember", "end_session", "context", "facts", "entities", "relations", "recall",
-                             "correct", "forget", "restore"}
+                             "correct", "forget", "restore", "claim_tool_call", "record_tool_call"}
             remembered = payload(await mcp.call_tool("remember", {
                 "subject": "lin", "session": "m1",
                 "turns": [{"role": "user", "content": "I live in Oslo.", "message_id": "m1:a"},
@@ -102,6 +102,31 @@ async def test_an_agent_remembers_ends_a_session_and_reads_memory_through_mcp(cl
             assert forgotten["memory_kind"] == "fact"
 
 
+async def test_an_agent_makes_a_side_effecting_tool_call_once_through_mcp(services, tenant, task_queue):
+    """claim_tool_call before the call, record_tool_call after: a retry hears it is in flight,
+    then gets the recorded result; a read key cannot claim; a bad lease names the parameter."""
+    writer = (await create_key(services.pool, tenant, "write")).token
+    reader = (await create_key(services.pool, tenant, "read")).token
+    email = {"to": "lin@example.org", "body": "Your table is booked."}
+    claim = {"subject": "lin", "call_key": "booking-1", "tool": "send_email", "request": email}
+    async with Client(server(services, task_queue, writer)) as mcp:
+        first = payload(await mcp.call_tool("claim_tool_call", claim))
+        assert (first["state"], first["attempt"]) == ("claimed", 1)
+        assert payload(await mcp.call_tool("claim_tool_call", claim))["state"] == "in_flight"
+        recorded = payload(await mcp.call_tool("record_tool_call", {
+            "subject": "lin", "call_key": "booking-1", "attempt": 1, "result": {"sent": "msg-7"}}))
+        assert (recorded["state"], recorded["result"]) == ("completed", {"sent": "msg-7"})
+        retried = payload(await mcp.call_tool("claim_tool_call", claim))
+        assert (retried["state"], retried["result"]) == ("completed", {"sent": "msg-7"})
+        other = await mcp.call_tool("claim_tool_call", {**claim, "request": {"to": "someone@example.org"}})
+        assert other.is_error and "different request" in other.content[0].text
+        bad = await mcp.call_tool("claim_tool_call", {**claim, "call_key": "booking-2", "lease_seconds": 0})
+        assert bad.is_error and "lease_seconds" in bad.content[0].text
+    async with Client(server(services, task_queue, reader)) as mcp:
+        refused = await mcp.call_tool("claim_tool_call", {**claim, "call_key": "booking-3"})
+        assert refused.is_error and "needs 'write'" in refused.content[0].text
+
+
 async def test_the_mcp_server_refuses_to_start_without_a_valid_key(services, task_queue):
     with pytest.raises(Exception):  # noqa: B017 - the SDK surfaces a dead server as a connection error
         async with Client(server(services, task_queue, "amk:t:nope:nope")) as mcp:
@@ -138,7 +163,7 @@ async def test_mcp_over_streamable_http_uses_each_requests_api_key(client, servi
         async with over_http(url, writer.token) as mcp:
             assert {t.name for t in (await mcp.list_tools()).tools} == {
                 "remember", "end_session", "context", "facts", "entities", "relations", "recall", "correct", "forget",
-                "restore"}
+                "restore", "claim_tool_call", "record_tool_call"}
             remembered = payload(await mcp.call_tool("remember", {
                 "subject": "lin", "session": "h1", "turns": [{"role": "user", "content": "I live in Oslo."}]}))
             assert remembered["inserted"] == 1
@@ -184,7 +209,8 @@ async def test_the_tool_schemas_describe_every_parameter_with_the_rest_routes_bo
     for tool in tools.values():
         assert tool.description and len(tool.description) > 40, tool.name
         schemas = [tool.input_schema, *tool.input_schema.get("$defs", {}).values()]
-        for name, prop in ((n, p) for s in schemas for n, p in s["properties"].items()):
+        # (A definition without properties, such as a JSON value's, has no parameter to describe.)
+        for name, prop in ((n, p) for s in schemas for n, p in s.get("properties", {}).items()):
             assert prop.get("description"), f"{tool.name}.{name} has no description"
     context, recall, remember = (tools[n].input_schema for n in ("context", "recall", "remember"))
     assert bounds(context["properties"]["budget"]) == bounds(rest["budget"]) == {"minimum": 50, "maximum": 32000}

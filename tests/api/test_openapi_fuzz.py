@@ -51,6 +51,8 @@ OPERATIONS = {
     "POST /v1/subjects/{subject_id}/memories/{memory_id}/forget",
     "POST /v1/subjects/{subject_id}/memories/{memory_id}/restore", "GET /v1/subjects/{subject_id}/export",
     "POST /v1/subjects/{subject_id}/erasure", "GET /v1/erasures/{request_id}",
+    "POST /v1/subjects/{subject_id}/tool-calls/{call_key}/claim",
+    "POST /v1/subjects/{subject_id}/tool-calls/{call_key}/result", "GET /v1/subjects/{subject_id}/tool-calls/{call_key}",
 }
 # Operations with no invalid input to send, so no "invalid" pass: health takes no input, and any
 # string is a workflow id to look up (slashes included; an unknown one is 404).

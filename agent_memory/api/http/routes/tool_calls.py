@@ -1,0 +1,84 @@
+"""The agent's side-effecting tool calls made once: claim a call key before the call (`write`),
+record its result after (`write`), read a call's record (`read`). See
+agent_memory/memory/tool_calls.py for what each answer means."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Path
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from agent_memory.api.http.auth import ReadKey, WriteKey
+from agent_memory.api.http.deps import ClientDep, subject
+from agent_memory.api.http.openapi import BODY_LIMIT, IDENTIFIER_SCHEMA_PATTERN, SubjectId, keyed
+from agent_memory.core.models import IDENTIFIER_RULE
+from agent_memory.memory.tool_calls import (
+    LEASE_DEFAULT_SECONDS,
+    LEASE_MAX_SECONDS,
+    LEASE_MIN_SECONDS,
+    TOOL_CALL_JSON_MAX_BYTES,
+    TOOL_NAME_MAX_CHARS,
+)
+
+router = APIRouter()
+
+CallKey = Annotated[str, Path(description=f"the agent's key for one call, the same for every retry of it: "
+                                          f"{IDENTIFIER_RULE}",
+                              json_schema_extra={"pattern": IDENTIFIER_SCHEMA_PATTERN})]
+
+
+class ToolCallClaim(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tool: str = Field(min_length=1, max_length=TOOL_NAME_MAX_CHARS, description="the tool's name, e.g. send_email")
+    request: JsonValue = Field(description=f"the call's arguments as JSON (at most {TOOL_CALL_JSON_MAX_BYTES} "
+                                           "bytes): a retry must send the same; only a keyed digest is kept")
+    lease_seconds: int = Field(default=LEASE_DEFAULT_SECONDS, ge=LEASE_MIN_SECONDS, le=LEASE_MAX_SECONDS,
+                               description="how long the claim holds the call: longer than the call can take")
+
+
+class ToolCallRecord(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    attempt: int = Field(ge=1, description="the attempt number the claim returned")
+    result: JsonValue = Field(description=f"what the call returned, as JSON (at most {TOOL_CALL_JSON_MAX_BYTES} "
+                                          "bytes); encrypted under the subject's key")
+    outcome: Literal["completed", "failed"] = Field(
+        default="completed", description="completed: the result is final and every retry gets it back; "
+                                         "failed: the next claim makes the call again")
+
+
+@router.post("/v1/subjects/{subject_id}/tool-calls/{call_key}/claim", summary="Claim a tool call before making it",
+             description="Claim the call key before a side-effecting call (`write`). `state` says what to do: "
+                         "`claimed` — make the call, then record it with the returned `attempt`; `in_flight` — "
+                         "another attempt holds it until `lease_expires_at`, ask again later; `completed` — "
+                         "the call was made, `result` is what it returned: do not make it again. A used key "
+                         f"with a different request is refused (409). {BODY_LIMIT}",
+             responses=keyed(409, body=True))
+async def claim(subject_id: SubjectId, call_key: CallKey, body: ToolCallClaim, api_key: WriteKey,
+                client: ClientDep) -> dict[str, Any]:
+    call = await client.claim_tool_call(api_key.tenant_id, subject(subject_id), call_key, body.tool, body.request,
+                                        lease_seconds=body.lease_seconds, actor_id=f"api-key:{api_key.key_id}")
+    return call.model_dump(mode="json")
+
+
+@router.post("/v1/subjects/{subject_id}/tool-calls/{call_key}/result", summary="Record a tool call's result",
+             description="Record what the claimed call returned (`write`), under the claim's `attempt`: an "
+                         "attempt whose lease ran out and was taken over is refused (409), so is another "
+                         "result for a recorded attempt; the same record again answers the same. 404 when "
+                         f"the key has no claim. {BODY_LIMIT}",
+             responses=keyed(404, 409, body=True))
+async def record(subject_id: SubjectId, call_key: CallKey, body: ToolCallRecord, api_key: WriteKey,
+                 client: ClientDep) -> dict[str, Any]:
+    call = await client.record_tool_call(api_key.tenant_id, subject(subject_id), call_key, attempt=body.attempt,
+                                         result=body.result, outcome=body.outcome)
+    return call.model_dump(mode="json")
+
+
+@router.get("/v1/subjects/{subject_id}/tool-calls/{call_key}", summary="A tool call's record",
+            responses=keyed(404, 422))
+async def read(subject_id: SubjectId, call_key: CallKey, api_key: ReadKey, client: ClientDep) -> dict[str, Any]:
+    """The call's state, attempt, lease and, once recorded, its result (`read`); 404 when the key
+    was never claimed or its record expired under the tenant's retention."""
+    return (await client.tool_call(api_key.tenant_id, subject(subject_id), call_key)).model_dump(mode="json")
