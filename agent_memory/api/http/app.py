@@ -34,8 +34,10 @@ log = logging.getLogger(__name__)
 
 
 def create_app(client: MemoryClient) -> FastAPI:
+    # An operation's id is its function's name (`facts`, `claim_tool_call`) and its tag its router's
+    # resource: a client generated from the document gets `api.memory.facts`, not a path-derived name.
     app = FastAPI(title="agent-memory", version="1", description=API_DESCRIPTION, openapi_url="/v1/openapi.json",
-                  docs_url="/v1/docs", redoc_url=None)
+                  docs_url="/v1/docs", redoc_url=None, generate_unique_id_function=lambda route: route.name)
     app.openapi = document_problems(app)  # type: ignore[method-assign]
     app.state.client = client
     settings = client.services.settings

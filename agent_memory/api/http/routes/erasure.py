@@ -12,7 +12,7 @@ from agent_memory.api.http.deps import ClientDep, subject
 from agent_memory.api.http.openapi import BODY_LIMIT, RequestId, SubjectId, keyed
 from agent_memory.api.limits import REASON_MAX_CHARS
 
-router = APIRouter()
+router = APIRouter(tags=["erasure"])
 
 
 class ErasureRequest(BaseModel):

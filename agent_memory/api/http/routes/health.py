@@ -6,7 +6,7 @@ from fastapi import APIRouter
 
 from agent_memory.api.http.openapi import problems
 
-router = APIRouter()
+router = APIRouter(tags=["health"])
 
 
 @router.get("/v1/health", summary="The server answers", responses=problems())

@@ -30,7 +30,7 @@ from agent_memory.api.limits import (
 from agent_memory.core.models import IsoDatetime, check_identifier
 from agent_memory.security.api_keys import audited_actor
 
-router = APIRouter()
+router = APIRouter(tags=["memory"])
 
 
 class QueryRequest(BaseModel):

@@ -20,7 +20,7 @@ from agent_memory.core.models import IsoDatetime, Session, check_identifier
 from agent_memory.core.models import Message as ChatMessage
 from agent_memory.security.api_keys import allows
 
-router = APIRouter()
+router = APIRouter(tags=["sessions"])
 
 
 class AppendRequest(BaseModel):

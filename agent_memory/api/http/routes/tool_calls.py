@@ -4,7 +4,7 @@ agent_memory/memory/tool_calls.py for what each answer means."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
@@ -19,9 +19,10 @@ from agent_memory.memory.tool_calls import (
     LEASE_MIN_SECONDS,
     TOOL_CALL_JSON_MAX_BYTES,
     TOOL_NAME_MAX_CHARS,
+    ToolCall,
 )
 
-router = APIRouter()
+router = APIRouter(tags=["tool-calls"])
 
 CallKey = Annotated[str, Path(description=f"the agent's key for one call, the same for every retry of it: "
                                           f"{IDENTIFIER_RULE}",
@@ -56,11 +57,10 @@ class ToolCallRecord(BaseModel):
                          "the call was made, `result` is what it returned: do not make it again. A used key "
                          f"with a different request is refused (409). {BODY_LIMIT}",
              responses=keyed(409, body=True))
-async def claim(subject_id: SubjectId, call_key: CallKey, body: ToolCallClaim, api_key: WriteKey,
-                client: ClientDep) -> dict[str, Any]:
-    call = await client.claim_tool_call(api_key.tenant_id, subject(subject_id), call_key, body.tool, body.request,
+async def claim_tool_call(subject_id: SubjectId, call_key: CallKey, body: ToolCallClaim, api_key: WriteKey,
+                          client: ClientDep) -> ToolCall:
+    return await client.claim_tool_call(api_key.tenant_id, subject(subject_id), call_key, body.tool, body.request,
                                         lease_seconds=body.lease_seconds, actor_id=f"api-key:{api_key.key_id}")
-    return call.model_dump(mode="json")
 
 
 @router.post("/v1/subjects/{subject_id}/tool-calls/{call_key}/result", summary="Record a tool call's result",
@@ -69,16 +69,15 @@ async def claim(subject_id: SubjectId, call_key: CallKey, body: ToolCallClaim, a
                          "result for a recorded attempt; the same record again answers the same. 404 when "
                          f"the key has no claim. {BODY_LIMIT}",
              responses=keyed(404, 409, body=True))
-async def record(subject_id: SubjectId, call_key: CallKey, body: ToolCallRecord, api_key: WriteKey,
-                 client: ClientDep) -> dict[str, Any]:
-    call = await client.record_tool_call(api_key.tenant_id, subject(subject_id), call_key, attempt=body.attempt,
+async def record_tool_call(subject_id: SubjectId, call_key: CallKey, body: ToolCallRecord, api_key: WriteKey,
+                           client: ClientDep) -> ToolCall:
+    return await client.record_tool_call(api_key.tenant_id, subject(subject_id), call_key, attempt=body.attempt,
                                          result=body.result, outcome=body.outcome)
-    return call.model_dump(mode="json")
 
 
 @router.get("/v1/subjects/{subject_id}/tool-calls/{call_key}", summary="A tool call's record",
             responses=keyed(404, 422))
-async def read(subject_id: SubjectId, call_key: CallKey, api_key: ReadKey, client: ClientDep) -> dict[str, Any]:
+async def read_tool_call(subject_id: SubjectId, call_key: CallKey, api_key: ReadKey, client: ClientDep) -> ToolCall:
     """The call's state, attempt, lease and, once recorded, its result (`read`); 404 when the key
     was never claimed or its record expired under the tenant's retention."""
-    return (await client.tool_call(api_key.tenant_id, subject(subject_id), call_key)).model_dump(mode="json")
+    return await client.tool_call(api_key.tenant_id, subject(subject_id), call_key)
