@@ -79,6 +79,7 @@ from agent_memory.lifecycle.sweeper import LifecycleCounts, MemorySweepInput, Me
 from agent_memory.memory.corrections import LiveActor, confirm_candidate, write_fact
 from agent_memory.memory.entities import EntityView, list_entities
 from agent_memory.memory.evidence import SESSION_IDLE_STATE_SQL, AppendResult, append_messages
+from agent_memory.memory.filters import NO_FILTER, MemoryFilter
 from agent_memory.memory.ingest import check_not_future, check_time_not_future
 from agent_memory.memory.memory_store import list_facts
 from agent_memory.memory.relations import RelationView, list_relations
@@ -701,9 +702,13 @@ class MemoryClient:
             return scope.erased
 
     async def facts(self, tenant_id: str, subject_id: str, *, as_of: datetime | None = None,
-                    history: bool = False, candidates: bool = False) -> list[FactRow]:
-        return await list_facts(self.services.pool, self.services.keyring, tenant_id, subject_id, as_of=as_of,
+                    history: bool = False, candidates: bool = False,
+                    filters: MemoryFilter = NO_FILTER) -> list[FactRow]:
+        """Current facts (as of a time, every interval, the candidates), narrowed by `filters`
+        (namespaces, when each became true)."""
+        rows = await list_facts(self.services.pool, self.services.keyring, tenant_id, subject_id, as_of=as_of,
                                 include_history=history, include_candidates=candidates)
+        return [row for row in rows if filters.fact_matches(row)]
 
     async def entities(self, tenant_id: str, subject_id: str) -> list[EntityView]:
         """The people, pets, places, organisations, events and things the subject's sessions
@@ -783,12 +788,13 @@ class MemoryClient:
         return await read_counts(self.services.pool, tenant_id)
 
     async def recall(self, tenant_id: str, subject_id: str, query: str, *, limit: int = 5,
-                     as_of: datetime | None = None) -> RecallResult:
+                     as_of: datetime | None = None, filters: MemoryFilter = NO_FILTER) -> RecallResult:
+        """Facts and the nearest episodes, narrowed by `filters` (kinds, namespaces, time range)."""
         check_identifier("tenant", tenant_id)
         check_identifier("subject", subject_id)
         query_text("query", query)
         return await recall(self.services.pool, self.services.keyring, self.embedder, tenant_id, subject_id, query,
-                            limit=limit, as_of=as_of, redis=self.services.redis)
+                            limit=limit, as_of=as_of, redis=self.services.redis, filters=filters)
 
     async def erasure_counts(self, tenant_id: str) -> ErasureCounts:
         """Erasure requests still started, stuck (over an hour), and re-driven by the Schedule."""

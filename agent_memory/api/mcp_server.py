@@ -63,6 +63,7 @@ from agent_memory.core.models import (
     check_identifier,
 )
 from agent_memory.memory.evidence import NO_PARENT
+from agent_memory.memory.filters import NAMESPACE_MAX_CHARS, NAMESPACES_MAX, MemoryKind, memory_filter
 from agent_memory.memory.tool_calls import (
     LEASE_DEFAULT_SECONDS,
     LEASE_MAX_SECONDS,
@@ -101,6 +102,11 @@ Query = Annotated[str, Field(description="what to look for: the user's message o
 
 MemoryId = Annotated[str, Field(description="the memory's id, as `facts`, `recall` or `context` return it",
                                 min_length=1, max_length=MEMORY_ID_MAX_CHARS)]
+Namespaces = Annotated[list[Annotated[str, Field(min_length=1, max_length=NAMESPACE_MAX_CHARS)]] | None, Field(
+    description="only facts in these namespaces (as `facts` names them, e.g. location)", min_length=1,
+    max_length=NAMESPACES_MAX)]
+Since = Annotated[datetime | None, Field(description="only what became true or happened from then on (ISO 8601)")]
+Until = Annotated[datetime | None, Field(description="only what became true or happened until then (ISO 8601)")]
 CallKey = Annotated[str, Field(
     description=f"your key for one tool call, the same on every retry of it ({IDENTIFIER_RULE})",
     min_length=1, max_length=IDENTIFIER_MAX_CHARS, pattern=IDENTIFIER_SCHEMA_PATTERN)]
@@ -338,11 +344,14 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
     @server.tool(description=(
         "The facts known about the person now (needs a read key): each with its value, since when it "
         "holds and the ids of the messages it was learned from. Facts of a session appear once it is "
-        "consolidated."))
+        "consolidated. `namespaces`, `since` and `until` keep the facts of those namespaces that became "
+        "true in that range."))
     @_answers
-    async def facts(subject: SubjectId, ctx: Context) -> list[dict[str, Any]]:
+    async def facts(subject: SubjectId, ctx: Context, namespaces: Namespaces = None, since: Since = None,
+                    until: Until = None) -> list[dict[str, Any]]:
         tenant = (await need(ctx, "read")).tenant_id
-        return [f.model_dump(mode="json") for f in await client.facts(tenant, subject)]
+        filters = memory_filter(namespaces=namespaces, since=since, until=until)
+        return [f.model_dump(mode="json") for f in await client.facts(tenant, subject, filters=filters)]
 
     @server.tool(description=(
         "The people, pets, places, organisations, events and things the person's sessions mention (needs "
@@ -363,15 +372,20 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
 
     @server.tool(description=(
         "Search the person's memory (needs a read key): the facts and the past sessions nearest the "
-        f"query, at most `limit` of each ({RECALL_LIMIT_MIN} to {RECALL_LIMIT_MAX})."))
+        f"query, at most `limit` of each ({RECALL_LIMIT_MIN} to {RECALL_LIMIT_MAX}); narrowed to `kinds` "
+        "(fact, episode), fact `namespaces`, and what became true or happened between `since` and `until`."))
     @_answers
     async def recall(
             subject: SubjectId, query: Query, ctx: Context,
             limit: Annotated[int, Field(
                 description=f"the most results of each kind, {RECALL_LIMIT_MIN} to {RECALL_LIMIT_MAX}",
-                ge=RECALL_LIMIT_MIN, le=RECALL_LIMIT_MAX)] = RECALL_LIMIT_DEFAULT) -> dict[str, Any]:
+                ge=RECALL_LIMIT_MIN, le=RECALL_LIMIT_MAX)] = RECALL_LIMIT_DEFAULT,
+            kinds: Annotated[list[MemoryKind] | None, Field(
+                description="only these kinds: fact, episode (a past session)", min_length=1)] = None,
+            namespaces: Namespaces = None, since: Since = None, until: Until = None) -> dict[str, Any]:
         tenant = (await need(ctx, "read")).tenant_id
-        return (await client.recall(tenant, subject, query, limit=limit)).model_dump(mode="json")
+        filters = memory_filter(kinds=kinds, namespaces=namespaces, since=since, until=until)
+        return (await client.recall(tenant, subject, query, limit=limit, filters=filters)).model_dump(mode="json")
 
     @server.tool(description=(
         "Correct a fact about the person (needs a write key): the new value replaces the current one "

@@ -17,6 +17,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, sto
 
 from agent_memory.core.errors import InvalidInput
 from agent_memory.core.models import EmbeddingResult, FactRow
+from agent_memory.memory.filters import NO_FILTER, MemoryFilter
 from agent_memory.memory.memory_store import read_facts
 from agent_memory.projection.reembedding import reading_embedder
 from agent_memory.providers.base import Embedder
@@ -81,7 +82,10 @@ class RecallResult(BaseModel):
 
 
 async def recall(pool: AsyncConnectionPool, keyring: KeyRing, embedder: Embedder, tenant_id: str, subject_id: str,
-                 query: str, *, limit: int = 5, as_of: datetime | None = None, redis=None) -> RecallResult:
+                 query: str, *, limit: int = 5, as_of: datetime | None = None, redis=None,
+                 filters: MemoryFilter = NO_FILTER) -> RecallResult:
+    """The subject's current facts and the episodes nearest the query, narrowed by `filters`
+    (kinds, fact namespaces, a time range)."""
     if not query.strip():
         raise InvalidInput("query is empty: ask something, e.g. \"where does she live?\"")
     if limit < 1:
@@ -97,12 +101,14 @@ async def recall(pool: AsyncConnectionPool, keyring: KeyRing, embedder: Embedder
             return RecallResult(tenant_id=tenant_id, subject_id=subject_id, query=query, facts=[], episodes=[],
                                 stale_hits_dropped=0)
         conn = scope.conn
-        facts = await read_facts(scope, as_of=as_of)
+        facts = [f for f in await read_facts(scope, as_of=as_of) if filters.fact_matches(f)]
         # A query with no features (punctuation only, for the hashing embedder) embeds to zeros,
         # whose cosine distance is NaN: no episode is near it.
+        # A time range drops candidates after the search: ask for more of them.
+        candidates = limit * (10 if filters.narrows_time() else 3)
         hits = [_VectorHit(memory_id=m, version=v, score=1 - distance) for m, _, v, distance in
-                await nearest(conn, tenant_id, subject_id, embedded.model, embedding, ("episode",), limit * 3)
-                ] if any(embedding) else []
+                await nearest(conn, tenant_id, subject_id, embedded.model, embedding, ("episode",), candidates)
+                ] if any(embedding) and filters.wants("episode") else []
         async with conn.cursor(row_factory=class_row(_EpisodeRow)) as cur:
             for hit in hits:
                 await cur.execute(
@@ -114,6 +120,8 @@ async def recall(pool: AsyncConnectionPool, keyring: KeyRing, embedder: Embedder
                 row = await cur.fetchone()
                 if row is None or (as_of is not None and row.happened_at > as_of):
                     dropped += row is None
+                    continue
+                if not filters.in_range(row.happened_at):
                     continue
                 episodes.append(RecalledEpisode(memory_id=hit.memory_id, score=hit.score, **row.model_dump()))
                 if len(episodes) == limit:

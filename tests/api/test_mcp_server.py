@@ -14,6 +14,7 @@ from mcp.client.stdio import StdioServerParameters
 from agent_memory.core.settings import ENV_VARS
 from agent_memory.security.api_keys import create_key
 from agent_memory.store.db import tenant_transaction
+from tests.sessions import session
 
 
 def server(services, task_queue: str, token: str) -> StdioServerParameters:
@@ -125,6 +126,25 @@ async def test_an_agent_makes_a_side_effecting_tool_call_once_through_mcp(servic
     async with Client(server(services, task_queue, reader)) as mcp:
         refused = await mcp.call_tool("claim_tool_call", {**claim, "call_key": "booking-3"})
         assert refused.is_error and "needs 'write'" in refused.content[0].text
+
+
+async def test_recall_and_facts_take_filters_through_mcp(client, services, tenant, task_queue):
+    """`recall` narrowed to a kind and a namespace, `facts` to a namespace; a filter that cannot
+    match comes back as a tool error naming the fix."""
+    await client.append_messages(tenant, "lin", session("q1", "2024-05-01T09:00:00Z", "I live in Oslo."))
+    for namespace, key, value in (("location", "home_city", "Oslo"), ("work", "employer", "Equinor")):
+        await client.write_fact(tenant, "lin", namespace, key, value, expected_version=0,
+                                evidence_message_ids=["q1:1"])
+    reader = (await create_key(services.pool, tenant, "read")).token
+    async with Client(server(services, task_queue, reader)) as mcp:
+        found = payload(await mcp.call_tool("recall", {"subject": "lin", "query": "Oslo", "kinds": ["fact"],
+                                                       "namespaces": ["work"]}))
+        assert [f["value"] for f in found["facts"]] == ["Equinor"] and found["episodes"] == []
+        listed = payload(await mcp.call_tool("facts", {"subject": "lin", "namespaces": ["location"]}))
+        assert [f["value"] for f in listed] == ["Oslo"]
+        empty = await mcp.call_tool("facts", {"subject": "lin", "since": "2024-05-01T00:00:00Z",
+                                              "until": "2024-03-01T00:00:00Z"})
+        assert empty.is_error and "since is after until" in empty.content[0].text
 
 
 async def test_the_mcp_server_refuses_to_start_without_a_valid_key(services, task_queue):

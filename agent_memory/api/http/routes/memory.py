@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_memory.api.http.auth import ReadKey, WriteKey
@@ -28,6 +28,7 @@ from agent_memory.api.limits import (
     RECALL_LIMIT_MIN,
 )
 from agent_memory.core.models import IsoDatetime, check_identifier
+from agent_memory.memory.filters import NAMESPACE_MAX_CHARS, NAMESPACES_MAX, MemoryKind, memory_filter
 from agent_memory.security.api_keys import audited_actor
 
 router = APIRouter(tags=["memory"])
@@ -40,6 +41,14 @@ class QueryRequest(BaseModel):
     as_of: IsoDatetime | None = Field(default=None, description="read memory as it was at this ISO 8601 time")
     # The live session the context is read in: its task-local facts join the profile.
     session_id: str | None = None
+
+
+class RecallRequest(QueryRequest):
+    kinds: list[MemoryKind] | None = Field(default=None, min_length=1, description="only these kinds of memory")
+    namespaces: list[Annotated[str, Field(min_length=1, max_length=NAMESPACE_MAX_CHARS)]] | None = Field(
+        default=None, min_length=1, max_length=NAMESPACES_MAX, description="only facts in these namespaces")
+    since: IsoDatetime | None = Field(default=None, description="only what became true or happened from then on")
+    until: IsoDatetime | None = Field(default=None, description="only what became true or happened until then")
 
 
 class PromptRequest(BaseModel):
@@ -74,11 +83,16 @@ FactName = Annotated[str, Path(min_length=1, max_length=FACT_NAME_MAX_CHARS)]
 
 @router.get("/v1/subjects/{subject_id}/facts", summary="A subject's facts", responses=keyed(422))
 async def facts(subject_id: SubjectId, api_key: ReadKey, client: ClientDep, as_of: IsoDatetime | None = None,
-                history: bool = False, candidates: bool = False) -> list[dict[str, Any]]:
+                history: bool = False, candidates: bool = False,
+                namespace: Annotated[list[str] | None, Query(description="only these namespaces (repeatable)")] = None,
+                since: IsoDatetime | None = None, until: IsoDatetime | None = None) -> list[dict[str, Any]]:
     """The subject's current facts (`read`); with `as_of` (an ISO 8601 time) the facts as they were
-    then, with `history` every version, with `candidates` the facts not yet confirmed."""
+    then, with `history` every version, with `candidates` the facts not yet confirmed; `namespace`
+    (repeatable), `since` and `until` keep the facts of those namespaces that became true in that
+    range."""
+    filters = memory_filter(namespaces=namespace, since=since, until=until)
     rows = await client.facts(api_key.tenant_id, subject(subject_id), as_of=as_of, history=history,
-                              candidates=candidates)
+                              candidates=candidates, filters=filters)
     return [r.model_dump(mode="json") for r in rows]
 
 
@@ -101,11 +115,14 @@ async def relations(subject_id: SubjectId, api_key: ReadKey, client: ClientDep,
 
 
 @router.post("/v1/subjects/{subject_id}/recall", summary="Recall memory for a query",
-             description=f"The memories most relevant to a query, as of now or `as_of` (`read`). {BODY_LIMIT}",
+             description="The memories most relevant to a query, as of now or `as_of` (`read`), narrowed to "
+                         "`kinds` (fact, episode), fact `namespaces` and what became true or happened between "
+                         f"`since` and `until`. {BODY_LIMIT}",
              responses=keyed(body=True))
-async def recall(subject_id: SubjectId, body: QueryRequest, api_key: ReadKey, client: ClientDep) -> dict[str, Any]:
+async def recall(subject_id: SubjectId, body: RecallRequest, api_key: ReadKey, client: ClientDep) -> dict[str, Any]:
+    filters = memory_filter(kinds=body.kinds, namespaces=body.namespaces, since=body.since, until=body.until)
     found = await client.recall(api_key.tenant_id, subject(subject_id), body.query, limit=body.limit,
-                                as_of=body.as_of)
+                                as_of=body.as_of, filters=filters)
     return found.model_dump(mode="json")
 
 

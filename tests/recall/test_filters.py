@@ -1,0 +1,79 @@
+"""Search with filters: recall and the facts listing narrowed to kinds of memory, fact namespaces
+and a time range, on the real stack and over HTTP; a bad filter is refused naming the field."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from agent_memory.core.errors import InvalidInput
+from agent_memory.memory.filters import MemoryFilter, memory_filter
+from agent_memory.security.api_keys import create_key
+from tests.api.test_http_api import api, bearer
+from tests.sessions import session
+
+WINTER = session("f1", "2024-01-10T09:00:00Z", "I live in Oslo.", "I am vegetarian.")
+SUMMER = session("f2", "2024-06-10T09:00:00Z", "We hiked to the fjord on Saturday, it was a long trip.")
+SPRING = datetime(2024, 3, 1, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("fields, named", [
+    ({"since": datetime(2024, 5, 1, tzinfo=UTC), "until": SPRING}, "since is after until"),
+    ({"since": datetime(2024, 5, 1)}, "since has no UTC offset"),
+    ({"namespaces": ["x" * 65]}, "namespace"),
+    ({"kinds": ["note"]}, "kinds"),
+    ({"namespaces": []}, "namespaces"),
+])
+def test_a_bad_filter_is_refused_naming_the_field(fields, named):
+    with pytest.raises(InvalidInput, match=named):
+        memory_filter(**fields)
+
+
+def test_an_unset_filter_narrows_nothing():
+    unset = MemoryFilter()
+    assert unset.wants("fact") and unset.wants("episode") and not unset.narrows_time()
+    assert unset.in_range(datetime(1970, 1, 1, tzinfo=UTC))
+
+
+async def test_recall_and_facts_are_narrowed_by_kind_namespace_and_time(client, services, tenant, running_worker):
+    async with running_worker():
+        for s in (WINTER, SUMMER):
+            await client.append_messages(tenant, "lin", s)
+            await client.consolidation_result(await client.end_session(tenant, "lin", s.session_id))
+        await client.write_fact(tenant, "lin", "work", "employer", "Equinor", expected_version=0,
+                                evidence_message_ids=["f2:1"], observed_at=datetime(2024, 6, 10, 9, tzinfo=UTC))
+    everything = await client.recall(tenant, "lin", "where does she live and what did she do?", limit=5)
+    namespaces = {f.namespace for f in everything.facts}
+    assert {"location", "work"} <= namespaces and len(everything.episodes) == 2
+
+    facts_only = await client.recall(tenant, "lin", "Oslo", filters=memory_filter(kinds=["fact"]))
+    assert facts_only.facts and facts_only.episodes == []
+    episodes_only = await client.recall(tenant, "lin", "Oslo", filters=memory_filter(kinds=["episode"]))
+    assert episodes_only.facts == [] and episodes_only.episodes
+    located = await client.recall(tenant, "lin", "Oslo", filters=memory_filter(namespaces=["location"]))
+    assert {f.namespace for f in located.facts} == {"location"}
+    since_spring = await client.recall(tenant, "lin", "trip", filters=memory_filter(since=SPRING))
+    assert [e.session_id for e in since_spring.episodes] == ["f2"]
+    assert {f.namespace for f in since_spring.facts} == {"work"}  # became true after the spring
+    before_spring = await client.recall(tenant, "lin", "trip", filters=memory_filter(until=SPRING))
+    assert [e.session_id for e in before_spring.episodes] == ["f1"] and "work" not in {
+        f.namespace for f in before_spring.facts}
+
+    listed = await client.facts(tenant, "lin", filters=memory_filter(namespaces=["work", "location"], since=SPRING))
+    assert [(f.namespace, f.value) for f in listed] == [("work", "Equinor")]
+
+    reader = (await create_key(services.pool, tenant, "read")).token
+    async with api(client) as http:
+        work = await http.get("/v1/subjects/lin/facts", params={"namespace": ["work"]}, headers=bearer(reader))
+        assert work.status_code == 200 and {f["namespace"] for f in work.json()} == {"work"}
+        found = await http.post("/v1/subjects/lin/recall", headers=bearer(reader), json={
+            "query": "trip", "kinds": ["episode"], "since": "2024-03-01T00:00:00Z"})
+        assert found.status_code == 200, found.text
+        assert ([e["session_id"] for e in found.json()["episodes"]], found.json()["facts"]) == (["f2"], [])
+        empty = await http.get("/v1/subjects/lin/facts", headers=bearer(reader),
+                               params={"since": "2024-05-01T00:00:00Z", "until": "2024-03-01T00:00:00Z"})
+        assert empty.status_code == 422 and "since is after until" in empty.json()["detail"]
+        unknown = await http.post("/v1/subjects/lin/recall", headers=bearer(reader),
+                                  json={"query": "trip", "kinds": ["note"]})
+        assert unknown.status_code == 422 and "kinds" in unknown.text
