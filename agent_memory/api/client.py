@@ -728,11 +728,12 @@ class MemoryClient:
 
     async def context(self, tenant_id: str, subject_id: str, query: str, *, as_of: datetime | None = None,
                       token_budget: int | None = None, policy: RecallPolicy | None = None,
-                      session_id: str | None = None) -> AssembledContext:
+                      session_id: str | None = None, filters: MemoryFilter = NO_FILTER) -> AssembledContext:
         """What goes into the prompt's memory: the profile (current facts) and the episodes and
         notes most relevant to the query, each citing its evidence, within the tenant's recall
         policy (or `policy`), its tiers scaled to `token_budget` when given. Task-local facts are
-        in it only when it is read in their session (`session_id`)."""
+        in it only when it is read in their session (`session_id`). `filters` narrows it (kinds,
+        fact namespaces, a time range)."""
         check_identifier("tenant", tenant_id)
         check_identifier("subject", subject_id)
         if session_id is not None:
@@ -740,7 +741,7 @@ class MemoryClient:
         query_text("query", query)
         return await assemble_context(self.services.pool, self.services.keyring, self.embedder, tenant_id, subject_id,
                                       query, as_of=as_of, token_budget=token_budget, policy=policy,
-                                      session_id=session_id, redis=self.services.redis)
+                                      session_id=session_id, redis=self.services.redis, filters=filters)
 
     async def build_prompt(self, tenant_id: str, subject_id: str, session_id: str, user_input: str, *,
                            system: str = DEFAULT_SYSTEM, as_of: datetime | None = None,

@@ -105,6 +105,8 @@ MemoryId = Annotated[str, Field(description="the memory's id, as `facts`, `recal
 Namespaces = Annotated[list[Annotated[str, Field(min_length=1, max_length=NAMESPACE_MAX_CHARS)]] | None, Field(
     description="only facts in these namespaces (as `facts` names them, e.g. location)", min_length=1,
     max_length=NAMESPACES_MAX)]
+Kinds = Annotated[list[MemoryKind] | None, Field(
+    description="only these kinds: fact (the profile), episode (past sessions and their notes)", min_length=1)]
 Since = Annotated[datetime | None, Field(description="only what became true or happened from then on (ISO 8601)")]
 Until = Annotated[datetime | None, Field(description="only what became true or happened until then (ISO 8601)")]
 CallKey = Annotated[str, Field(
@@ -325,7 +327,7 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
         "What to put in the prompt before you answer this message (needs a read key): the person's "
         "profile and the relevant past sessions and notes as text, and the items it is made of, each "
         "with the ids of the messages it cites. What a session taught is there once the session is "
-        "consolidated (`end_session`)."))
+        "consolidated (`end_session`). `kinds`, `namespaces`, `since` and `until` narrow it."))
     @_answers
     async def context(
             subject: SubjectId, query: Query, ctx: Context,
@@ -336,9 +338,12 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
             session: Annotated[str | None, Field(
                 description="the conversation you are in: facts that hold only for its task join the profile",
                 min_length=1, max_length=IDENTIFIER_MAX_CHARS, pattern=IDENTIFIER_SCHEMA_PATTERN)] = None,
+            kinds: Kinds = None, namespaces: Namespaces = None, since: Since = None, until: Until = None,
     ) -> dict[str, Any]:
         tenant = (await need(ctx, "read")).tenant_id
-        assembled = await client.context(tenant, subject, query, token_budget=budget, session_id=session)
+        filters = memory_filter(kinds=kinds, namespaces=namespaces, since=since, until=until)
+        assembled = await client.context(tenant, subject, query, token_budget=budget, session_id=session,
+                                         filters=filters)
         return {"text": assembled.text, "items": [i.model_dump(mode="json") for i in assembled.items]}
 
     @server.tool(description=(
@@ -380,9 +385,7 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
             limit: Annotated[int, Field(
                 description=f"the most results of each kind, {RECALL_LIMIT_MIN} to {RECALL_LIMIT_MAX}",
                 ge=RECALL_LIMIT_MIN, le=RECALL_LIMIT_MAX)] = RECALL_LIMIT_DEFAULT,
-            kinds: Annotated[list[MemoryKind] | None, Field(
-                description="only these kinds: fact, episode (a past session)", min_length=1)] = None,
-            namespaces: Namespaces = None, since: Since = None, until: Until = None) -> dict[str, Any]:
+            kinds: Kinds = None, namespaces: Namespaces = None, since: Since = None, until: Until = None) -> dict[str, Any]:
         tenant = (await need(ctx, "read")).tenant_id
         filters = memory_filter(kinds=kinds, namespaces=namespaces, since=since, until=until)
         return (await client.recall(tenant, subject, query, limit=limit, filters=filters)).model_dump(mode="json")

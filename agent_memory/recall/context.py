@@ -37,6 +37,7 @@ from pydantic import BaseModel
 from agent_memory.core.fact_text import fact_line
 from agent_memory.core.models import FactRow
 from agent_memory.core.timeexpr import format_day
+from agent_memory.memory.filters import NO_FILTER, MemoryFilter
 from agent_memory.memory.memory_store import read_facts
 from agent_memory.projection.reembedding import reading_embedder
 from agent_memory.providers.base import Embedder, estimate_tokens
@@ -447,11 +448,13 @@ async def load_policy(pool: AsyncConnectionPool, tenant_id: str) -> RecallPolicy
 async def assemble_context(pool: AsyncConnectionPool, keyring: KeyRing, embedder: Embedder, tenant_id: str,
                            subject_id: str, query: str, *, as_of: datetime | None = None,
                            token_budget: int | None = None, policy: RecallPolicy | None = None,
-                           session_id: str | None = None, redis=None, parallel: bool = True) -> AssembledContext:
+                           session_id: str | None = None, redis=None, parallel: bool = True,
+                           filters: MemoryFilter = NO_FILTER) -> AssembledContext:
     """The context for `query`: the tenant's recall policy (or `policy`), its tiers scaled to
     `token_budget` when one is given; read in `session_id`, it includes that session's task-local
-    facts. `parallel=False` runs the four routes one after another (the recall benchmark's
-    comparison)."""
+    facts. `filters` narrows it: `fact` the profile, `episode` the past sessions and notes, fact
+    namespaces, and a time range on when a fact became true or an episode or note happened.
+    `parallel=False` runs the four routes one after another (the recall benchmark's comparison)."""
     policy = policy or await load_policy(pool, tenant_id)
     if token_budget is not None:
         policy = policy.scaled(token_budget)
@@ -487,6 +490,10 @@ async def assemble_context(pool: AsyncConnectionPool, keyring: KeyRing, embedder
         if (direction := sequence_direction(query)) is not None:
             episodic = await _with_neighbours(scope.conn, tenant_id, subject_id, query, episodic, direction, as_of,
                                               since, policy)
+        if filters != NO_FILTER:
+            facts = [f for f in facts if filters.fact_matches(f)]
+            episodic = [i for i in episodic if filters.wants("episode")
+                        and (i.happened_at is None or filters.in_range(i.happened_at))]
         candidates = profile_items(facts, query, policy, session_id) + episodic
         # pack, then the leak filter's last check (re-packing without what it dropped)
         chosen, leaks = await filter_context(pool, redis, tenant_id, subject_id, candidates,

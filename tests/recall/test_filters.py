@@ -1,5 +1,6 @@
-"""Search with filters: recall and the facts listing narrowed to kinds of memory, fact namespaces
-and a time range, on the real stack and over HTTP; a bad filter is refused naming the field."""
+"""Search with filters: recall, the assembled context and the facts listing narrowed to kinds of
+memory, fact namespaces and a time range, on the real stack and over HTTP; a bad filter is
+refused naming the field."""
 
 from __future__ import annotations
 
@@ -63,6 +64,16 @@ async def test_recall_and_facts_are_narrowed_by_kind_namespace_and_time(client, 
     listed = await client.facts(tenant, "lin", filters=memory_filter(namespaces=["work", "location"], since=SPRING))
     assert [(f.namespace, f.value) for f in listed] == [("work", "Equinor")]
 
+    # The assembled context: the profile holds the kept namespaces' facts, the episodic tier the
+    # sessions in range.
+    whole = await client.context(tenant, "lin", "what did she do on the trip?")
+    assert {i.session_id for i in whole.episodic_items} == {"f1", "f2"}
+    profile = await client.context(tenant, "lin", "trip", filters=memory_filter(kinds=["fact"], namespaces=["work"]))
+    assert [i.content for i in profile.items] == ["Equinor"] and profile.episodic_items == []
+    summer = await client.context(tenant, "lin", "what did she do on the trip?",
+                                  filters=memory_filter(kinds=["episode"], since=SPRING))
+    assert summer.profile_items == [] and {i.session_id for i in summer.episodic_items} == {"f2"}
+
     reader = (await create_key(services.pool, tenant, "read")).token
     async with api(client) as http:
         work = await http.get("/v1/subjects/lin/facts", params={"namespace": ["work"]}, headers=bearer(reader))
@@ -71,6 +82,10 @@ async def test_recall_and_facts_are_narrowed_by_kind_namespace_and_time(client, 
             "query": "trip", "kinds": ["episode"], "since": "2024-03-01T00:00:00Z"})
         assert found.status_code == 200, found.text
         assert ([e["session_id"] for e in found.json()["episodes"]], found.json()["facts"]) == (["f2"], [])
+        narrowed = await http.post("/v1/subjects/lin/context", headers=bearer(reader), json={
+            "query": "trip", "kinds": ["fact"], "namespaces": ["location"]})
+        assert narrowed.status_code == 200, narrowed.text
+        assert {i["kind"] for i in narrowed.json()["items"]} == {"fact"} and "Equinor" not in narrowed.json()["text"]
         empty = await http.get("/v1/subjects/lin/facts", headers=bearer(reader),
                                params={"since": "2024-05-01T00:00:00Z", "until": "2024-03-01T00:00:00Z"})
         assert empty.status_code == 422 and "since is after until" in empty.json()["detail"]

@@ -43,7 +43,7 @@ class QueryRequest(BaseModel):
     session_id: str | None = None
 
 
-class RecallRequest(QueryRequest):
+class FilteredQuery(QueryRequest):
     kinds: list[MemoryKind] | None = Field(default=None, min_length=1, description="only these kinds of memory")
     namespaces: list[Annotated[str, Field(min_length=1, max_length=NAMESPACE_MAX_CHARS)]] | None = Field(
         default=None, min_length=1, max_length=NAMESPACES_MAX, description="only facts in these namespaces")
@@ -119,7 +119,7 @@ async def relations(subject_id: SubjectId, api_key: ReadKey, client: ClientDep,
                          "`kinds` (fact, episode), fact `namespaces` and what became true or happened between "
                          f"`since` and `until`. {BODY_LIMIT}",
              responses=keyed(body=True))
-async def recall(subject_id: SubjectId, body: RecallRequest, api_key: ReadKey, client: ClientDep) -> dict[str, Any]:
+async def recall(subject_id: SubjectId, body: FilteredQuery, api_key: ReadKey, client: ClientDep) -> dict[str, Any]:
     filters = memory_filter(kinds=body.kinds, namespaces=body.namespaces, since=body.since, until=body.until)
     found = await client.recall(api_key.tenant_id, subject(subject_id), body.query, limit=body.limit,
                                 as_of=body.as_of, filters=filters)
@@ -129,11 +129,13 @@ async def recall(subject_id: SubjectId, body: RecallRequest, api_key: ReadKey, c
 @router.post("/v1/subjects/{subject_id}/context", summary="The cited context for a query",
              description="The subject's memory assembled into a cited context within a token budget "
                          "(`read`); with `session_id`, that live session's task-local facts join the "
-                         f"profile. {BODY_LIMIT}",
+                         "profile; `kinds` (fact: the profile, episode: past sessions and notes), fact "
+                         f"`namespaces`, `since` and `until` narrow it. {BODY_LIMIT}",
              responses=keyed(body=True))
-async def context(subject_id: SubjectId, body: QueryRequest, api_key: ReadKey, client: ClientDep) -> dict[str, Any]:
+async def context(subject_id: SubjectId, body: FilteredQuery, api_key: ReadKey, client: ClientDep) -> dict[str, Any]:
+    filters = memory_filter(kinds=body.kinds, namespaces=body.namespaces, since=body.since, until=body.until)
     assembled = await client.context(api_key.tenant_id, subject(subject_id), body.query, as_of=body.as_of,
-                                     token_budget=body.budget, session_id=body.session_id)
+                                     token_budget=body.budget, session_id=body.session_id, filters=filters)
     return {**assembled.model_dump(mode="json"), "text": assembled.text}
 
 
