@@ -79,7 +79,7 @@ from agent_memory.lifecycle.sweeper import LifecycleCounts, MemorySweepInput, Me
 from agent_memory.memory.corrections import LiveActor, confirm_candidate, write_fact
 from agent_memory.memory.entities import EntityView, list_entities
 from agent_memory.memory.evidence import SESSION_IDLE_STATE_SQL, AppendResult, append_messages
-from agent_memory.memory.filters import NO_FILTER, MemoryFilter
+from agent_memory.memory.filters import NO_FILTER, MemoryFilter, cited_matching
 from agent_memory.memory.ingest import check_not_future, check_time_not_future
 from agent_memory.memory.memory_store import list_facts
 from agent_memory.memory.relations import RelationView, list_relations
@@ -708,7 +708,11 @@ class MemoryClient:
         (namespaces, when each became true)."""
         rows = await list_facts(self.services.pool, self.services.keyring, tenant_id, subject_id, as_of=as_of,
                                 include_history=history, include_candidates=candidates)
-        return [row for row in rows if filters.fact_matches(row)]
+        rows = [row for row in rows if filters.fact_matches(row)]
+        if filters.metadata is None or not rows:
+            return rows
+        async with tenant_transaction(self.services.pool, tenant_id) as conn:
+            return await cited_matching(conn, tenant_id, subject_id, filters, rows, lambda f: f.evidence_message_ids)
 
     async def entities(self, tenant_id: str, subject_id: str) -> list[EntityView]:
         """The people, pets, places, organisations, events and things the subject's sessions

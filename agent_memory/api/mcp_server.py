@@ -58,7 +58,9 @@ from agent_memory.core.models import (
     IDENTIFIER_RULE,
     MESSAGE_CONTENT_MAX_CHARS,
     MESSAGE_ID_MAX_CHARS,
+    METADATA_MAX_KEYS,
     Message,
+    MetadataValue,
     Session,
     check_identifier,
 )
@@ -107,6 +109,9 @@ Namespaces = Annotated[list[Annotated[str, Field(min_length=1, max_length=NAMESP
     max_length=NAMESPACES_MAX)]
 Kinds = Annotated[list[MemoryKind] | None, Field(
     description="only these kinds: fact (the profile), episode (past sessions and their notes)", min_length=1)]
+MetadataFilter = Annotated[dict[str, MetadataValue] | None, Field(
+    description="only memories citing a message whose metadata holds these pairs (as `remember` stored them)",
+    min_length=1, max_length=METADATA_MAX_KEYS)]
 Since = Annotated[datetime | None, Field(description="only what became true or happened from then on (ISO 8601)")]
 Until = Annotated[datetime | None, Field(description="only what became true or happened until then (ISO 8601)")]
 CallKey = Annotated[str, Field(
@@ -125,6 +130,10 @@ class Turn(BaseModel):
                     "duplicate. Without it the id is derived from the session, the turn and its place in the "
                     "call, so the same call sent again stores nothing twice")
     created_at: datetime | None = Field(default=None, description="when it was said (ISO 8601); default: now")
+    metadata: dict[str, MetadataValue] = Field(
+        default_factory=dict, max_length=METADATA_MAX_KEYS,
+        description=f"what you know about the message besides its words (channel, app, ticket): up to "
+                    f"{METADATA_MAX_KEYS} keys with a short string, number or boolean each")
 
 
 def _bounds(schema: dict[str, Any], loc: Sequence[int | str]) -> dict[str, Any]:
@@ -305,7 +314,8 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
         # read: a concurrent `remember` conflicts instead of taking the same positions.
         fresh = [(n, t) for n, t in enumerate(turns) if not (t.message_id and t.message_id in stored)]
         messages = [Message(message_id=t.message_id or derived_message_id(session, t, n, parent),
-                            turn_index=start + i, role=t.role, content=t.content, created_at=t.created_at or now)
+                            turn_index=start + i, role=t.role, content=t.content, created_at=t.created_at or now,
+                            metadata=t.metadata)
                     for i, (n, t) in enumerate(fresh)]
         if not messages:
             return {"session_id": session, "inserted": 0, "duplicates": len(turns)}
@@ -339,9 +349,10 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
                 description="the conversation you are in: facts that hold only for its task join the profile",
                 min_length=1, max_length=IDENTIFIER_MAX_CHARS, pattern=IDENTIFIER_SCHEMA_PATTERN)] = None,
             kinds: Kinds = None, namespaces: Namespaces = None, since: Since = None, until: Until = None,
+            metadata: MetadataFilter = None,
     ) -> dict[str, Any]:
         tenant = (await need(ctx, "read")).tenant_id
-        filters = memory_filter(kinds=kinds, namespaces=namespaces, since=since, until=until)
+        filters = memory_filter(kinds=kinds, namespaces=namespaces, since=since, until=until, metadata=metadata)
         assembled = await client.context(tenant, subject, query, token_budget=budget, session_id=session,
                                          filters=filters)
         return {"text": assembled.text, "items": [i.model_dump(mode="json") for i in assembled.items]}
@@ -385,9 +396,10 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
             limit: Annotated[int, Field(
                 description=f"the most results of each kind, {RECALL_LIMIT_MIN} to {RECALL_LIMIT_MAX}",
                 ge=RECALL_LIMIT_MIN, le=RECALL_LIMIT_MAX)] = RECALL_LIMIT_DEFAULT,
-            kinds: Kinds = None, namespaces: Namespaces = None, since: Since = None, until: Until = None) -> dict[str, Any]:
+            kinds: Kinds = None, namespaces: Namespaces = None, since: Since = None, until: Until = None,
+            metadata: MetadataFilter = None) -> dict[str, Any]:
         tenant = (await need(ctx, "read")).tenant_id
-        filters = memory_filter(kinds=kinds, namespaces=namespaces, since=since, until=until)
+        filters = memory_filter(kinds=kinds, namespaces=namespaces, since=since, until=until, metadata=metadata)
         return (await client.recall(tenant, subject, query, limit=limit, filters=filters)).model_dump(mode="json")
 
     @server.tool(description=(

@@ -7,6 +7,7 @@ transcripts, extracted facts and vectors live in Postgres and are fetched by act
 from __future__ import annotations
 
 import base64
+import math
 import re
 import struct
 from datetime import UTC, datetime, timedelta
@@ -37,6 +38,19 @@ IDENTIFIER_RULE = "1-64 characters of letters, digits, '_', '.', '-', starting w
 def check_identifier(field: str, value: str) -> str:
     if not isinstance(value, str) or not IDENTIFIER_PATTERN.match(value):
         raise InvalidInput(f"{field} {value!r} is invalid: use {IDENTIFIER_RULE}")
+    return value
+
+
+def check_metadata(field: str, value: dict[str, Any]) -> dict[str, Any]:
+    """Metadata keys are identifiers; values are short scalars (no NUL: PostgreSQL's JSON refuses it)."""
+    for key, item in value.items():
+        if not IDENTIFIER_PATTERN.match(key):
+            raise InvalidInput(f"{field} key {key[:40]!r} is invalid: use {IDENTIFIER_RULE}")
+        if isinstance(item, float) and not math.isfinite(item):
+            raise InvalidInput(f"{field}.{key} is invalid: use a finite number")
+        if isinstance(item, str) and (len(item) > METADATA_VALUE_MAX_CHARS or "\x00" in item):
+            raise InvalidInput(f"{field}.{key} is invalid: use at most {METADATA_VALUE_MAX_CHARS} characters, "
+                               "no NUL")
     return value
 
 
@@ -99,6 +113,11 @@ Role = Literal["user", "assistant", "system", "tool"]
 
 MESSAGE_ID_MAX_CHARS = 200
 MESSAGE_CONTENT_MAX_CHARS = 100_000
+# A message's metadata: what the app knows about it besides its words (channel, app, ticket),
+# a few short scalar values, read back by filters (`agent_memory.memory.filters`).
+METADATA_MAX_KEYS = 16
+METADATA_VALUE_MAX_CHARS = 256
+MetadataValue = str | int | float | bool
 
 
 class Message(BaseModel):
@@ -110,6 +129,16 @@ class Message(BaseModel):
     content: str = Field(max_length=MESSAGE_CONTENT_MAX_CHARS)
     image_caption: str | None = Field(default=None, max_length=4_000)
     created_at: IsoDatetime
+    metadata: dict[str, MetadataValue] = Field(
+        default_factory=dict, max_length=METADATA_MAX_KEYS,
+        description=f"up to {METADATA_MAX_KEYS} keys ({IDENTIFIER_RULE}) with a string (at most "
+                    f"{METADATA_VALUE_MAX_CHARS} characters), number or boolean each; a filter of recall and "
+                    "context keeps the memories citing a message whose metadata holds its pairs")
+
+    @field_validator("metadata")
+    @classmethod
+    def _bounded_metadata(cls, v: dict[str, MetadataValue]) -> dict[str, MetadataValue]:
+        return check_metadata("metadata", v)
 
     @field_validator("message_id", "speaker", "content", "image_caption")
     @classmethod

@@ -20,7 +20,7 @@ from psycopg.rows import class_row
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
-from agent_memory.core.models import ErasureStatus, FactRow
+from agent_memory.core.models import ErasureStatus, FactRow, MetadataValue
 from agent_memory.lifecycle.erasure import erasure_status
 from agent_memory.lifecycle.forgetting import ForgottenMemory
 from agent_memory.memory.entities import EntityView, list_entities
@@ -41,6 +41,7 @@ class ExportedMessage(BaseModel):
     speaker: str | None
     content: str
     created_at: datetime
+    metadata: dict[str, MetadataValue] = {}
 
 
 class ExportedEpisode(BaseModel):
@@ -120,7 +121,7 @@ async def export_subject(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id:
                               | {m for e in entities for m in e.mentioned_in}
                               | {m for r in relations for m in r.evidence_message_ids})
             cited = await _rows(scope.conn, ExportedMessage,
-                                "SELECT session_id, message_id, role, speaker, content, created_at FROM messages "
+                                "SELECT session_id, message_id, role, speaker, content, created_at, metadata FROM messages "
                                 "WHERE tenant_id = %s AND subject_id = %s AND message_id = ANY(%s) "
                                 "ORDER BY created_at, session_id, turn_index", (tenant_id, subject_id, evidence))
             forgotten = await _forgotten(scope, keyring, grace)

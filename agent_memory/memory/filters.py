@@ -1,16 +1,22 @@
 """What a reader narrows a search or a listing to: the kinds of memory, fact namespaces (a
-tenant's categories: location, diet, work, ...) and a time range. One model for every surface, so
+tenant's categories: location, diet, work, ...), a time range and the metadata of the messages a
+memory cites. One model for every surface, so
 a filter refused on one is refused on all."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import Literal
+from typing import Literal, TypeVar
 
+import psycopg
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from agent_memory.core.errors import InvalidInput
-from agent_memory.core.models import FactRow
+from agent_memory.core.models import METADATA_MAX_KEYS, FactRow, MetadataValue, check_metadata
+
+T = TypeVar("T")
 
 MemoryKind = Literal["fact", "episode"]
 NAMESPACE_MAX_CHARS = 64
@@ -27,6 +33,8 @@ class MemoryFilter(BaseModel):
     namespaces: frozenset[str] | None = Field(default=None, min_length=1, max_length=NAMESPACES_MAX)
     since: datetime | None = None
     until: datetime | None = None
+    # Pairs a cited message's metadata must hold: a memory is kept when one of its messages does.
+    metadata: dict[str, MetadataValue] | None = Field(default=None, min_length=1, max_length=METADATA_MAX_KEYS)
 
     @model_validator(mode="after")
     def _check(self) -> MemoryFilter:
@@ -34,6 +42,8 @@ class MemoryFilter(BaseModel):
             if not 1 <= len(name) <= NAMESPACE_MAX_CHARS:
                 raise InvalidInput(f"namespace {name[:40]!r} is invalid: use 1 to {NAMESPACE_MAX_CHARS} characters, "
                                    "as facts name it (e.g. location)")
+        if self.metadata is not None:
+            check_metadata("metadata", self.metadata)
         for name, at in (("since", self.since), ("until", self.until)):
             if at is not None and at.tzinfo is None:
                 raise InvalidInput(f"{name} has no UTC offset: write it as ISO 8601 with one, e.g. 2024-05-01T00:00:00Z")
@@ -56,6 +66,24 @@ class MemoryFilter(BaseModel):
 
 
 NO_FILTER = MemoryFilter()
+
+
+async def messages_with_metadata(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str,
+                                 metadata: dict[str, MetadataValue]) -> set[str]:
+    """The ids of the subject's messages whose metadata holds every pair of `metadata`."""
+    cur = await conn.execute("SELECT message_id FROM messages WHERE tenant_id = %s AND subject_id = %s "
+                             "AND metadata @> %s::jsonb", (tenant_id, subject_id, json.dumps(metadata)))
+    return {row[0] for row in await cur.fetchall()}
+
+
+async def cited_matching(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, filters: MemoryFilter,
+                         items: list[T], cited_of: Callable[[T], Iterable[str]]) -> list[T]:
+    """`items` narrowed to those citing a message whose metadata holds the filter's pairs (all of
+    them when the filter names no metadata)."""
+    if filters.metadata is None:
+        return items
+    matching = await messages_with_metadata(conn, tenant_id, subject_id, filters.metadata)
+    return [item for item in items if matching.intersection(cited_of(item))]
 
 
 def memory_filter(**fields: object) -> MemoryFilter:

@@ -17,7 +17,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, sto
 
 from agent_memory.core.errors import InvalidInput
 from agent_memory.core.models import EmbeddingResult, FactRow
-from agent_memory.memory.filters import NO_FILTER, MemoryFilter
+from agent_memory.memory.filters import NO_FILTER, MemoryFilter, messages_with_metadata
 from agent_memory.memory.memory_store import read_facts
 from agent_memory.projection.reembedding import reading_embedder
 from agent_memory.providers.base import Embedder
@@ -104,8 +104,12 @@ async def recall(pool: AsyncConnectionPool, keyring: KeyRing, embedder: Embedder
         facts = [f for f in await read_facts(scope, as_of=as_of) if filters.fact_matches(f)]
         # A query with no features (punctuation only, for the hashing embedder) embeds to zeros,
         # whose cosine distance is NaN: no episode is near it.
-        # A time range drops candidates after the search: ask for more of them.
-        candidates = limit * (10 if filters.narrows_time() else 3)
+        # A time range or metadata drops candidates after the search: ask for more of them.
+        candidates = limit * (10 if filters.narrows_time() or filters.metadata else 3)
+        matching = (None if filters.metadata is None
+                    else await messages_with_metadata(conn, tenant_id, subject_id, filters.metadata))
+        if matching is not None:
+            facts = [f for f in facts if matching.intersection(f.evidence_message_ids)]
         hits = [_VectorHit(memory_id=m, version=v, score=1 - distance) for m, _, v, distance in
                 await nearest(conn, tenant_id, subject_id, embedded.model, embedding, ("episode",), candidates)
                 ] if any(embedding) and filters.wants("episode") else []
@@ -121,7 +125,8 @@ async def recall(pool: AsyncConnectionPool, keyring: KeyRing, embedder: Embedder
                 if row is None or (as_of is not None and row.happened_at > as_of):
                     dropped += row is None
                     continue
-                if not filters.in_range(row.happened_at):
+                if not filters.in_range(row.happened_at) or (
+                        matching is not None and not matching.intersection(row.source_message_ids)):
                     continue
                 episodes.append(RecalledEpisode(memory_id=hit.memory_id, score=hit.score, **row.model_dump()))
                 if len(episodes) == limit:

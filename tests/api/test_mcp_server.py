@@ -145,6 +145,17 @@ async def test_recall_and_facts_take_filters_through_mcp(client, services, tenan
         empty = await mcp.call_tool("facts", {"subject": "lin", "since": "2024-05-01T00:00:00Z",
                                               "until": "2024-03-01T00:00:00Z"})
         assert empty.is_error and "since is after until" in empty.content[0].text
+    writer = (await create_key(services.pool, tenant, "write")).token
+    async with Client(server(services, task_queue, writer)) as mcp:  # metadata on a turn, read back by a filter
+        payload(await mcp.call_tool("remember", {"subject": "lin", "session": "q2", "turns": [
+            {"role": "user", "content": "Call me on Fridays.", "message_id": "q2:1", "metadata": {"channel": "sms"}}]}))
+    await client.write_fact(tenant, "lin", "preference", "call_day", "Friday", expected_version=0,
+                            evidence_message_ids=["q2:1"])
+    async with Client(server(services, task_queue, reader)) as mcp:
+        assert len(payload(await mcp.call_tool("facts", {"subject": "lin"}))) == 3
+        found = payload(await mcp.call_tool("recall", {"subject": "lin", "query": "Friday",
+                                                       "metadata": {"channel": "sms"}}))
+        assert [f["value"] for f in found["facts"]] == ["Friday"]
 
 
 async def test_the_mcp_server_refuses_to_start_without_a_valid_key(services, task_queue):

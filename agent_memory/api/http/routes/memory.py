@@ -27,7 +27,7 @@ from agent_memory.api.limits import (
     RECALL_LIMIT_MAX,
     RECALL_LIMIT_MIN,
 )
-from agent_memory.core.models import IsoDatetime, check_identifier
+from agent_memory.core.models import METADATA_MAX_KEYS, IsoDatetime, MetadataValue, check_identifier
 from agent_memory.memory.filters import NAMESPACE_MAX_CHARS, NAMESPACES_MAX, MemoryKind, memory_filter
 from agent_memory.security.api_keys import audited_actor
 
@@ -49,6 +49,9 @@ class FilteredQuery(QueryRequest):
         default=None, min_length=1, max_length=NAMESPACES_MAX, description="only facts in these namespaces")
     since: IsoDatetime | None = Field(default=None, description="only what became true or happened from then on")
     until: IsoDatetime | None = Field(default=None, description="only what became true or happened until then")
+    metadata: dict[str, MetadataValue] | None = Field(
+        default=None, min_length=1, max_length=METADATA_MAX_KEYS,
+        description="only memories citing a message whose metadata holds these pairs")
 
 
 class PromptRequest(BaseModel):
@@ -120,7 +123,8 @@ async def relations(subject_id: SubjectId, api_key: ReadKey, client: ClientDep,
                          f"`since` and `until`. {BODY_LIMIT}",
              responses=keyed(body=True))
 async def recall(subject_id: SubjectId, body: FilteredQuery, api_key: ReadKey, client: ClientDep) -> dict[str, Any]:
-    filters = memory_filter(kinds=body.kinds, namespaces=body.namespaces, since=body.since, until=body.until)
+    filters = memory_filter(kinds=body.kinds, namespaces=body.namespaces, since=body.since, until=body.until,
+                            metadata=body.metadata)
     found = await client.recall(api_key.tenant_id, subject(subject_id), body.query, limit=body.limit,
                                 as_of=body.as_of, filters=filters)
     return found.model_dump(mode="json")
@@ -133,7 +137,8 @@ async def recall(subject_id: SubjectId, body: FilteredQuery, api_key: ReadKey, c
                          f"`namespaces`, `since` and `until` narrow it. {BODY_LIMIT}",
              responses=keyed(body=True))
 async def context(subject_id: SubjectId, body: FilteredQuery, api_key: ReadKey, client: ClientDep) -> dict[str, Any]:
-    filters = memory_filter(kinds=body.kinds, namespaces=body.namespaces, since=body.since, until=body.until)
+    filters = memory_filter(kinds=body.kinds, namespaces=body.namespaces, since=body.since, until=body.until,
+                            metadata=body.metadata)
     assembled = await client.context(api_key.tenant_id, subject(subject_id), body.query, as_of=body.as_of,
                                      token_budget=body.budget, session_id=body.session_id, filters=filters)
     return {**assembled.model_dump(mode="json"), "text": assembled.text}

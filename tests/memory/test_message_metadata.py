@@ -1,0 +1,87 @@
+"""Metadata on messages: stored with the message, part of its body (a re-send with other metadata
+is a conflict, a message without any keeps its digest), exported, erased with the message, and
+read back by the recall, context and facts filters; bad metadata is refused naming the key."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from agent_memory.core.errors import InvalidInput
+from agent_memory.core.models import Message, Session
+from agent_memory.memory.evidence import MessageConflictError, content_digest
+from agent_memory.memory.filters import memory_filter
+from agent_memory.security.api_keys import create_key
+from agent_memory.store.db import tenant_transaction
+from tests.api.test_http_api import api, bearer
+from tests.sessions import session
+
+
+def _tagged(s: Session, **metadata) -> Session:
+    return s.model_copy(update={"messages": [m.model_copy(update={"metadata": metadata}) for m in s.messages]})
+
+
+EMAIL = _tagged(session("e1", "2024-04-01T09:00:00Z", "I live in Bergen."), channel="email", ticket=4711)
+CHAT = _tagged(session("c1", "2024-04-02T09:00:00Z", "We went sailing on Sunday."), channel="chat")
+
+
+@pytest.mark.parametrize("metadata, named", [
+    ({"bad key": "x"}, "metadata key 'bad key' is invalid"),
+    ({"note": "x" * 257}, "metadata.note is invalid"),
+    ({"ratio": math.inf}, "metadata.ratio is invalid: use a finite number"),
+    ({f"k{n}": n for n in range(17)}, "metadata"),
+])
+def test_bad_metadata_is_refused_naming_the_key(metadata, named):
+    with pytest.raises(ValueError, match=named):
+        Message(message_id="m1", turn_index=0, role="user", content="hi", created_at="2024-01-01T00:00:00Z",
+                metadata=metadata)
+    with pytest.raises(InvalidInput, match=named.split(" ")[0]):
+        memory_filter(metadata=metadata)
+
+
+def test_a_message_without_metadata_keeps_its_digest():
+    plain = session("p1", "2024-01-01T00:00:00Z", "hi").messages[0]
+    assert content_digest(plain) == content_digest(plain.model_copy(update={"metadata": {}}))
+    assert content_digest(plain) != content_digest(plain.model_copy(update={"metadata": {"channel": "sms"}}))
+
+
+async def test_metadata_is_stored_exported_and_narrows_recall_context_and_facts(client, services, tenant,
+                                                                                running_worker):
+    async with running_worker():
+        for s in (EMAIL, CHAT):
+            await client.append_messages(tenant, "lin", s)
+            await client.consolidation_result(await client.end_session(tenant, "lin", s.session_id))
+    with pytest.raises(MessageConflictError):  # the same message with other metadata is another body
+        await client.append_messages(tenant, "lin", _tagged(EMAIL, channel="sms"))
+    assert (await client.append_messages(tenant, "lin", EMAIL)).duplicates == 1
+
+    by_email = memory_filter(metadata={"channel": "email"})
+    facts = await client.facts(tenant, "lin", filters=by_email)
+    assert facts and all(f.evidence_message_ids == ["e1:1"] for f in facts)
+    assert await client.facts(tenant, "lin", filters=memory_filter(metadata={"channel": "fax"})) == []
+    found = await client.recall(tenant, "lin", "sailing", filters=memory_filter(metadata={"channel": "chat"}))
+    assert [e.session_id for e in found.episodes] == ["c1"] and found.facts == []
+    ticketed = await client.context(tenant, "lin", "where does she live?",
+                                    filters=memory_filter(metadata={"ticket": 4711, "channel": "email"}))
+    assert ticketed.items and {m for i in ticketed.items for m in i.cited_message_ids} == {"e1:1"}
+
+    reader = (await create_key(services.pool, tenant, "read")).token
+    async with api(client) as http:
+        answered = await http.post("/v1/subjects/lin/recall", headers=bearer(reader), json={
+            "query": "sailing", "metadata": {"channel": "chat"}})
+        assert answered.status_code == 200, answered.text
+        assert [e["session_id"] for e in answered.json()["episodes"]] == ["c1"]
+        refused = await http.post("/v1/subjects/lin/recall", headers=bearer(reader), json={
+            "query": "sailing", "metadata": {"bad key": 1}})
+        assert refused.status_code == 422 and "metadata" in refused.text
+
+    exported = await client.export(tenant, "lin")
+    assert {m.message_id: m.metadata for m in exported.cited_messages} == {
+        "e1:1": {"channel": "email", "ticket": 4711}, "c1:1": {"channel": "chat"}}
+    async with running_worker():
+        receipt = await client.erasure_receipt(await client.erase(tenant, "lin", reason="user request"))
+    assert receipt.residue_total == 0
+    async with tenant_transaction(services.pool, tenant) as conn:
+        cur = await conn.execute("SELECT count(*) FROM messages WHERE tenant_id = %s AND metadata <> '{}'", (tenant,))
+        assert (await cur.fetchone()) == (0,)
