@@ -337,7 +337,7 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
         "What to put in the prompt before you answer this message (needs a read key): the person's "
         "profile and the relevant past sessions and notes as text, and the items it is made of, each "
         "with the ids of the messages it cites. What a session taught is there once the session is "
-        "consolidated (`end_session`). `kinds`, `namespaces`, `since` and `until` narrow it."))
+        "consolidated (`end_session`). `kinds`, `namespaces`, `since`, `until` and `metadata` narrow it."))
     @_answers
     async def context(
             subject: SubjectId, query: Query, ctx: Context,
@@ -389,7 +389,8 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
     @server.tool(description=(
         "Search the person's memory (needs a read key): the facts and the past sessions nearest the "
         f"query, at most `limit` of each ({RECALL_LIMIT_MIN} to {RECALL_LIMIT_MAX}); narrowed to `kinds` "
-        "(fact, episode), fact `namespaces`, and what became true or happened between `since` and `until`."))
+        "(fact, episode), fact `namespaces`, what became true or happened between `since` and `until`, and "
+        "what cites a message whose `metadata` holds given pairs."))
     @_answers
     async def recall(
             subject: SubjectId, query: Query, ctx: Context,

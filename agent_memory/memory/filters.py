@@ -1,7 +1,6 @@
 """What a reader narrows a search or a listing to: the kinds of memory, fact namespaces (a
 tenant's categories: location, diet, work, ...), a time range and the metadata of the messages a
-memory cites. One model for every surface, so
-a filter refused on one is refused on all."""
+memory cites. One model for every surface, so a filter refused on one is refused on all."""
 
 from __future__ import annotations
 
@@ -24,8 +23,9 @@ NAMESPACES_MAX = 50
 
 
 class MemoryFilter(BaseModel):
-    """Kinds of memory (recall), fact namespaces, and a time range: when a fact became true
-    (`valid_from`) or an episode happened, within [since, until]. Unset: no narrowing."""
+    """Kinds of memory (recall, context), fact namespaces, a time range — when a fact became true
+    (`valid_from`) or an episode happened, within [since, until] — and pairs the metadata of a
+    cited message must hold. Unset: no narrowing."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
