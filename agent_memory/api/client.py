@@ -503,12 +503,13 @@ class MemoryClient:
             log.warning("projector wake-up after a restore deferred to the sweep: %s", exc)
         return result
 
-    async def export(self, tenant_id: str, subject_id: str) -> SubjectExport:
-        """Everything memory holds about the subject, as one document (the right of access)."""
+    async def export(self, tenant_id: str, subject_id: str, *, filters: MemoryFilter = NO_FILTER) -> SubjectExport:
+        """Everything memory holds about the subject, as one document (the right of access);
+        `filters` narrows its facts, episodes and notes."""
         check_identifier("tenant", tenant_id)
         check_identifier("subject", subject_id)
         return await export_subject(self.services.pool, self.services.keyring, tenant_id, subject_id,
-                                    grace=self.forget_grace)
+                                    grace=self.forget_grace, filters=filters)
 
     async def forgotten(self, tenant_id: str, subject_id: str) -> list[ForgottenMemory]:
         return await list_forgotten(self.services.pool, self.services.keyring, tenant_id, subject_id)

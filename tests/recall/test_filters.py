@@ -1,4 +1,4 @@
-"""Search with filters: recall, the assembled context and the facts listing narrowed to kinds of
+"""Search with filters: recall, the assembled context, the facts listing and the export narrowed to kinds of
 memory, fact namespaces and a time range, on the real stack and over HTTP; a bad filter is
 refused naming the field."""
 
@@ -74,6 +74,14 @@ async def test_recall_and_facts_are_narrowed_by_kind_namespace_and_time(client, 
                                   filters=memory_filter(kinds=["episode"], since=SPRING))
     assert summer.profile_items == [] and {i.session_id for i in summer.episodic_items} == {"f2"}
 
+    # The export: its facts, episodes and notes narrowed (entities and relations stay whole, and
+    # so do the messages they cite).
+    exported = await client.export(tenant, "lin", filters=memory_filter(namespaces=["work"], kinds=["fact"]))
+    assert [f.value for f in exported.facts] == ["Equinor"] and exported.episodes == [] and exported.notes == []
+    assert "f2:1" in {m.message_id for m in exported.cited_messages}
+    recent = await client.export(tenant, "lin", filters=memory_filter(since=SPRING))
+    assert [e.session_id for e in recent.episodes] == ["f2"] and {f.namespace for f in recent.facts} == {"work"}
+
     reader = (await create_key(services.pool, tenant, "read")).token
     async with api(client) as http:
         work = await http.get("/v1/subjects/lin/facts", params={"namespace": ["work"]}, headers=bearer(reader))
@@ -86,6 +94,10 @@ async def test_recall_and_facts_are_narrowed_by_kind_namespace_and_time(client, 
             "query": "trip", "kinds": ["fact"], "namespaces": ["location"]})
         assert narrowed.status_code == 200, narrowed.text
         assert {i["kind"] for i in narrowed.json()["items"]} == {"fact"} and "Equinor" not in narrowed.json()["text"]
+        summer = await http.get("/v1/subjects/lin/export", headers=bearer(reader),
+                                params={"kind": ["episode"], "since": "2024-03-01T00:00:00Z"})
+        assert summer.status_code == 200, summer.text
+        assert ([e["session_id"] for e in summer.json()["episodes"]], summer.json()["facts"]) == (["f2"], [])
         empty = await http.get("/v1/subjects/lin/facts", headers=bearer(reader),
                                params={"since": "2024-05-01T00:00:00Z", "until": "2024-03-01T00:00:00Z"})
         assert empty.status_code == 422 and "since is after until" in empty.json()["detail"]

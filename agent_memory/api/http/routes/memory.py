@@ -199,6 +199,12 @@ async def restore(subject_id: SubjectId, memory_id: MemoryId, body: ForgetReques
 
 
 @router.get("/v1/subjects/{subject_id}/export", summary="Export a subject's memory", responses=keyed(422))
-async def export(subject_id: SubjectId, api_key: ReadKey, client: ClientDep) -> dict[str, Any]:
-    """Everything the tenant holds about the subject (`read`): the right of access."""
-    return (await client.export(api_key.tenant_id, subject(subject_id))).model_dump(mode="json")
+async def export(subject_id: SubjectId, api_key: ReadKey, client: ClientDep,
+                 kind: Annotated[list[MemoryKind] | None, Query(description="only these kinds (repeatable)")] = None,
+                 namespace: Annotated[list[str] | None, Query(description="only these namespaces (repeatable)")] = None,
+                 since: IsoDatetime | None = None, until: IsoDatetime | None = None) -> dict[str, Any]:
+    """Everything the tenant holds about the subject (`read`): the right of access. `kind`
+    (fact, episode: episodes and notes), `namespace` (both repeatable), `since` and `until` narrow
+    its facts, episodes and notes; entities, relations and tool calls stay whole."""
+    filters = memory_filter(kinds=kind, namespaces=namespace, since=since, until=until)
+    return (await client.export(api_key.tenant_id, subject(subject_id), filters=filters)).model_dump(mode="json")
