@@ -706,11 +706,11 @@ class MemoryClient:
                     history: bool = False, candidates: bool = False,
                     filters: MemoryFilter = NO_FILTER) -> list[FactRow]:
         """Current facts (as of a time, every interval, the candidates), narrowed by `filters`
-        (namespaces, when each became true)."""
+        (namespaces, when each became true, the metadata and scope of the messages each cites)."""
         rows = await list_facts(self.services.pool, self.services.keyring, tenant_id, subject_id, as_of=as_of,
                                 include_history=history, include_candidates=candidates)
         rows = [row for row in rows if filters.fact_matches(row)]
-        if filters.metadata is None or not rows:
+        if not filters.narrows_messages() or not rows:
             return rows
         async with tenant_transaction(self.services.pool, tenant_id) as conn:
             return await cited_matching(conn, tenant_id, subject_id, filters, rows, lambda f: f.evidence_message_ids)

@@ -54,11 +54,13 @@ from agent_memory.api.outages import dependency_down
 from agent_memory.api.user_errors import USER_ERRORS
 from agent_memory.core.errors import ServiceUnavailable, new_error_id
 from agent_memory.core.models import (
-    IDENTIFIER_PATTERN,
+    IDENTIFIER_MAX_CHARS,
     IDENTIFIER_RULE,
+    IDENTIFIER_SCHEMA_PATTERN,
     MESSAGE_CONTENT_MAX_CHARS,
     MESSAGE_ID_MAX_CHARS,
     METADATA_MAX_KEYS,
+    SCOPE_DESCRIPTIONS,
     Message,
     MetadataValue,
     Session,
@@ -88,11 +90,6 @@ INSTRUCTIONS = (
     "undoes that). Before a tool call with a side effect, `claim_tool_call`; after it, `record_tool_call`: "
     "a retried call is then made once.")
 
-# The identifier rule of subject and session ids as a JSON schema pattern ("$": JSON schema
-# regexes have no "\Z"); check_identifier applies the rule itself in every tool.
-IDENTIFIER_SCHEMA_PATTERN = IDENTIFIER_PATTERN.pattern.replace("\\Z", "$")
-IDENTIFIER_MAX_CHARS = 64
-
 SubjectId = Annotated[str, Field(
     description=f"the person the memory is about, your id of them ({IDENTIFIER_RULE})",
     min_length=1, max_length=IDENTIFIER_MAX_CHARS, pattern=IDENTIFIER_SCHEMA_PATTERN)]
@@ -112,6 +109,17 @@ Kinds = Annotated[list[MemoryKind] | None, Field(
 MetadataFilter = Annotated[dict[str, MetadataValue] | None, Field(
     description="only memories citing a message whose metadata holds these pairs (as `remember` stored them)",
     min_length=1, max_length=METADATA_MAX_KEYS)]
+
+# The scope of the turns `remember` stores; in a filter, the scope of the messages a memory cites.
+AgentId = Annotated[str | None, Field(
+    description=f"{SCOPE_DESCRIPTIONS['agent_id']} ({IDENTIFIER_RULE}); in a filter: only memories citing its "
+                "messages", min_length=1, max_length=IDENTIFIER_MAX_CHARS, pattern=IDENTIFIER_SCHEMA_PATTERN)]
+AppId = Annotated[str | None, Field(
+    description=f"{SCOPE_DESCRIPTIONS['app_id']} ({IDENTIFIER_RULE}); in a filter: only memories citing its "
+                "messages", min_length=1, max_length=IDENTIFIER_MAX_CHARS, pattern=IDENTIFIER_SCHEMA_PATTERN)]
+RunId = Annotated[str | None, Field(
+    description=f"{SCOPE_DESCRIPTIONS['run_id']} ({IDENTIFIER_RULE}); in a filter: only memories citing its "
+                "messages", min_length=1, max_length=IDENTIFIER_MAX_CHARS, pattern=IDENTIFIER_SCHEMA_PATTERN)]
 Since = Annotated[datetime | None, Field(description="only what became true or happened from then on (ISO 8601)")]
 Until = Annotated[datetime | None, Field(description="only what became true or happened until then (ISO 8601)")]
 CallKey = Annotated[str, Field(
@@ -275,14 +283,15 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
         "Store turns of a conversation with the person (needs a write key). Send each turn as it "
         f"happens, or up to {APPEND_MESSAGES_MAX} turns in one call. Safe to retry: a turn whose "
         "message_id is stored already, or a call sent again unchanged without ids, stores nothing twice. "
-        "Nothing is learned from the turns until `end_session` (or the session's idle timeout)."))
+        "Nothing is learned from the turns until `end_session` (or the session's idle timeout). "
+        "`agent_id`, `app_id` and `run_id` say which agent, app and run the turns belong to."))
     @_answers
     async def remember(
             subject: SubjectId, session: SessionId,
             turns: Annotated[list[Turn], Field(
                 description=f"the turns in the order they were said, 1 to {APPEND_MESSAGES_MAX} per call",
                 min_length=1, max_length=APPEND_MESSAGES_MAX)],
-            ctx: Context) -> dict[str, Any]:
+            ctx: Context, agent_id: AgentId = None, app_id: AppId = None, run_id: RunId = None) -> dict[str, Any]:
         tenant = (await need(ctx, "write")).tenant_id
         check_identifier("subject", subject)
         check_identifier("session", session)
@@ -315,7 +324,7 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
         fresh = [(n, t) for n, t in enumerate(turns) if not (t.message_id and t.message_id in stored)]
         messages = [Message(message_id=t.message_id or derived_message_id(session, t, n, parent),
                             turn_index=start + i, role=t.role, content=t.content, created_at=t.created_at or now,
-                            metadata=t.metadata)
+                            metadata=t.metadata, agent_id=agent_id, app_id=app_id, run_id=run_id)
                     for i, (n, t) in enumerate(fresh)]
         if not messages:
             return {"session_id": session, "inserted": 0, "duplicates": len(turns)}
@@ -337,7 +346,8 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
         "What to put in the prompt before you answer this message (needs a read key): the person's "
         "profile and the relevant past sessions and notes as text, and the items it is made of, each "
         "with the ids of the messages it cites. What a session taught is there once the session is "
-        "consolidated (`end_session`). `kinds`, `namespaces`, `since`, `until` and `metadata` narrow it."))
+        "consolidated (`end_session`). `kinds`, `namespaces`, `since`, `until`, `metadata` and the scope "
+        "(`agent_id`, `app_id`, `run_id` of the cited messages) narrow it."))
     @_answers
     async def context(
             subject: SubjectId, query: Query, ctx: Context,
@@ -349,10 +359,11 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
                 description="the conversation you are in: facts that hold only for its task join the profile",
                 min_length=1, max_length=IDENTIFIER_MAX_CHARS, pattern=IDENTIFIER_SCHEMA_PATTERN)] = None,
             kinds: Kinds = None, namespaces: Namespaces = None, since: Since = None, until: Until = None,
-            metadata: MetadataFilter = None,
+            metadata: MetadataFilter = None, agent_id: AgentId = None, app_id: AppId = None, run_id: RunId = None,
     ) -> dict[str, Any]:
         tenant = (await need(ctx, "read")).tenant_id
-        filters = memory_filter(kinds=kinds, namespaces=namespaces, since=since, until=until, metadata=metadata)
+        filters = memory_filter(kinds=kinds, namespaces=namespaces, since=since, until=until, metadata=metadata,
+                                agent_id=agent_id, app_id=app_id, run_id=run_id)
         assembled = await client.context(tenant, subject, query, token_budget=budget, session_id=session,
                                          filters=filters)
         return {"text": assembled.text, "items": [i.model_dump(mode="json") for i in assembled.items]}
@@ -361,12 +372,14 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
         "The facts known about the person now (needs a read key): each with its value, since when it "
         "holds and the ids of the messages it was learned from. Facts of a session appear once it is "
         "consolidated. `namespaces`, `since` and `until` keep the facts of those namespaces that became "
-        "true in that range."))
+        "true in that range; `agent_id`, `app_id` and `run_id` those learned from that scope's messages."))
     @_answers
     async def facts(subject: SubjectId, ctx: Context, namespaces: Namespaces = None, since: Since = None,
-                    until: Until = None) -> list[dict[str, Any]]:
+                    until: Until = None, agent_id: AgentId = None, app_id: AppId = None,
+                    run_id: RunId = None) -> list[dict[str, Any]]:
         tenant = (await need(ctx, "read")).tenant_id
-        filters = memory_filter(namespaces=namespaces, since=since, until=until)
+        filters = memory_filter(namespaces=namespaces, since=since, until=until, agent_id=agent_id, app_id=app_id,
+                                run_id=run_id)
         return [f.model_dump(mode="json") for f in await client.facts(tenant, subject, filters=filters)]
 
     @server.tool(description=(
@@ -390,7 +403,7 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
         "Search the person's memory (needs a read key): the facts and the past sessions nearest the "
         f"query, at most `limit` of each ({RECALL_LIMIT_MIN} to {RECALL_LIMIT_MAX}); narrowed to `kinds` "
         "(fact, episode), fact `namespaces`, what became true or happened between `since` and `until`, and "
-        "what cites a message whose `metadata` holds given pairs."))
+        "what cites a message whose `metadata` holds given pairs or of a given `agent_id`, `app_id` or `run_id`."))
     @_answers
     async def recall(
             subject: SubjectId, query: Query, ctx: Context,
@@ -398,9 +411,11 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
                 description=f"the most results of each kind, {RECALL_LIMIT_MIN} to {RECALL_LIMIT_MAX}",
                 ge=RECALL_LIMIT_MIN, le=RECALL_LIMIT_MAX)] = RECALL_LIMIT_DEFAULT,
             kinds: Kinds = None, namespaces: Namespaces = None, since: Since = None, until: Until = None,
-            metadata: MetadataFilter = None) -> dict[str, Any]:
+            metadata: MetadataFilter = None, agent_id: AgentId = None, app_id: AppId = None,
+            run_id: RunId = None) -> dict[str, Any]:
         tenant = (await need(ctx, "read")).tenant_id
-        filters = memory_filter(kinds=kinds, namespaces=namespaces, since=since, until=until, metadata=metadata)
+        filters = memory_filter(kinds=kinds, namespaces=namespaces, since=since, until=until, metadata=metadata,
+                                agent_id=agent_id, app_id=app_id, run_id=run_id)
         return (await client.recall(tenant, subject, query, limit=limit, filters=filters)).model_dump(mode="json")
 
     @server.tool(description=(

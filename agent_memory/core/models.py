@@ -19,6 +19,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    ValidationInfo,
     computed_field,
     field_serializer,
     field_validator,
@@ -33,6 +34,10 @@ from agent_memory.core.run_inputs import RunInput
 # alphabet is restricted; the error names the rule.
 IDENTIFIER_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}\Z")  # \Z: "$" would allow a final newline
 IDENTIFIER_RULE = "1-64 characters of letters, digits, '_', '.', '-', starting with a letter or digit"
+# The rule as a JSON schema pattern ("$": JSON schema regexes have no "\Z"), for the contracts;
+# check_identifier applies the rule itself.
+IDENTIFIER_SCHEMA_PATTERN = IDENTIFIER_PATTERN.pattern.replace("\\Z", "$")
+IDENTIFIER_MAX_CHARS = 64
 
 
 def check_identifier(field: str, value: str) -> str:
@@ -118,6 +123,15 @@ MESSAGE_CONTENT_MAX_CHARS = 100_000
 METADATA_MAX_KEYS = 16
 METADATA_VALUE_MAX_CHARS = 256
 MetadataValue = str | int | float | bool
+# Who a message was exchanged with besides the subject: the agent, the app and the run (one
+# execution of an agent) it belongs to. Each is an identifier; recall, the context, the facts
+# listing and the export keep the memories citing a message of a given scope.
+SCOPE_FIELDS = ("agent_id", "app_id", "run_id")
+SCOPE_DESCRIPTIONS = {
+    "agent_id": "the agent the message was exchanged with",
+    "app_id": "the app the conversation ran in",
+    "run_id": "one run (execution) of the agent, e.g. a task or a job",
+}
 
 
 class Message(BaseModel):
@@ -134,6 +148,19 @@ class Message(BaseModel):
         description=f"up to {METADATA_MAX_KEYS} keys ({IDENTIFIER_RULE}) with a string (at most "
                     f"{METADATA_VALUE_MAX_CHARS} characters), number or boolean each; a filter of recall and "
                     "context keeps the memories citing a message whose metadata holds its pairs")
+    agent_id: str | None = Field(default=None, description=f"{SCOPE_DESCRIPTIONS['agent_id']} ({IDENTIFIER_RULE})")
+    app_id: str | None = Field(default=None, description=f"{SCOPE_DESCRIPTIONS['app_id']} ({IDENTIFIER_RULE})")
+    run_id: str | None = Field(default=None, description=f"{SCOPE_DESCRIPTIONS['run_id']} ({IDENTIFIER_RULE})")
+
+    @field_validator("agent_id", "app_id", "run_id")
+    @classmethod
+    def _scope_identifier(cls, v: str | None, info: ValidationInfo) -> str | None:
+        return None if v is None else check_identifier(str(info.field_name), v)
+
+    @property
+    def scope(self) -> dict[str, str]:
+        """The scope ids the message carries."""
+        return {name: value for name in SCOPE_FIELDS if (value := getattr(self, name)) is not None}
 
     @field_validator("metadata")
     @classmethod

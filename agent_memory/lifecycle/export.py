@@ -43,6 +43,9 @@ class ExportedMessage(BaseModel):
     content: str
     created_at: datetime
     metadata: dict[str, MetadataValue] = {}
+    agent_id: str | None = None
+    app_id: str | None = None
+    run_id: str | None = None
 
 
 class ExportedEpisode(BaseModel):
@@ -94,7 +97,7 @@ class SubjectExport(BaseModel):
 async def export_subject(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id: str, subject_id: str, *,
                          grace: timedelta, filters: MemoryFilter = NO_FILTER) -> SubjectExport:
     """Everything held about the subject; `filters` narrows its facts, episodes and notes (kinds,
-    fact namespaces, a time range, cited messages' metadata). Entities, relations, tool calls,
+    fact namespaces, a time range, cited messages' metadata and scope). Entities, relations, tool calls,
     forgotten memories and erasure requests stay whole."""
     async with subject_scope(pool, keyring, tenant_id, subject_id, Mode.READ) as scope:
         request_ids = await _erasure_request_ids(scope, keyring.subject_digest(tenant_id, subject_id))
@@ -137,7 +140,8 @@ async def export_subject(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id:
                               | {m for e in entities for m in e.mentioned_in}
                               | {m for r in relations for m in r.evidence_message_ids})
             cited = await _rows(scope.conn, ExportedMessage,
-                                "SELECT session_id, message_id, role, speaker, content, created_at, metadata FROM messages "
+                                "SELECT session_id, message_id, role, speaker, content, created_at, metadata, agent_id, app_id, "
+                                "run_id FROM messages "
                                 "WHERE tenant_id = %s AND subject_id = %s AND message_id = ANY(%s) "
                                 "ORDER BY created_at, session_id, turn_index", (tenant_id, subject_id, evidence))
             forgotten = await _forgotten(scope, keyring, grace)

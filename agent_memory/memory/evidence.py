@@ -93,10 +93,12 @@ def working_memory_key(tenant_id: str, subject_id: str, session_id: str) -> str:
 
 
 def content_digest(message: Message) -> str:
-    # Metadata joins the body only when there is some: a message stored without any keeps its digest.
+    # Metadata and scope ids join the body only when there are some: a message stored without any
+    # keeps its digest.
     body = json.dumps([message.role, message.speaker, message.content, message.image_caption,
                        message.turn_index, message.created_at.isoformat()]
-                      + ([message.metadata] if message.metadata else []), sort_keys=True)
+                      + ([message.metadata] if message.metadata else [])
+                      + ([message.scope] if message.scope else []), sort_keys=True)
     return hashlib.sha256(body.encode()).hexdigest()
 
 
@@ -136,14 +138,15 @@ async def append_messages(pool: AsyncConnectionPool, redis: Redis | None, tenant
         cur = await conn.execute(
             """
             INSERT INTO messages (tenant_id, session_id, message_id, subject_id, turn_index, role, speaker,
-                                  content, image_caption, created_at, content_sha256, metadata)
+                                  content, image_caption, created_at, content_sha256, metadata, agent_id, app_id,
+                                  run_id)
             SELECT %(t)s, %(s)s, m.message_id, %(u)s, m.turn_index, m.role, m.speaker, m.content, m.image_caption,
-                   m.created_at::timestamptz, m.digest, m.metadata::jsonb
+                   m.created_at::timestamptz, m.digest, m.metadata::jsonb, m.agent_id, m.app_id, m.run_id
               FROM unnest(%(ids)s::text[], %(turns)s::int[], %(roles)s::text[], %(speakers)s::text[],
                           %(contents)s::text[], %(captions)s::text[], %(created)s::text[], %(digests)s::text[],
-                          %(metadata)s::text[])
+                          %(metadata)s::text[], %(agents)s::text[], %(apps)s::text[], %(runs)s::text[])
                    WITH ORDINALITY AS m(message_id, turn_index, role, speaker, content, image_caption, created_at,
-                                        digest, metadata, position)
+                                        digest, metadata, agent_id, app_id, run_id, position)
              ORDER BY m.position
             ON CONFLICT (tenant_id, subject_id, session_id, message_id) DO NOTHING
             RETURNING message_id
@@ -156,7 +159,9 @@ async def append_messages(pool: AsyncConnectionPool, redis: Redis | None, tenant
              # As text, each with its own offset: an array of datetimes is dumped with one type, so a
              # session mixing times with and without an offset would lose the offsets.
              "created": [m.created_at.isoformat() for m in session.messages], "digests": digests,
-             "metadata": [json.dumps(m.metadata) for m in session.messages]})
+             "metadata": [json.dumps(m.metadata) for m in session.messages],
+             "agents": [m.agent_id for m in session.messages], "apps": [m.app_id for m in session.messages],
+             "runs": [m.run_id for m in session.messages]})
         new_ids = {row[0] for row in await cur.fetchall()}
         resent: list[tuple[Message, str]] = []
         misplaced: list[tuple[int, Message, str]] = []

@@ -1,6 +1,7 @@
 """What a reader narrows a search or a listing to: the kinds of memory, fact namespaces (a
-tenant's categories: location, diet, work, ...), a time range and the metadata of the messages a
-memory cites. One model for every surface, so a filter refused on one is refused on all."""
+tenant's categories: location, diet, work, ...), a time range, and the metadata and the scope
+(agent, app, run) of the messages a memory cites. One model for every surface, so a filter
+refused on one is refused on all."""
 
 from __future__ import annotations
 
@@ -10,10 +11,18 @@ from datetime import datetime
 from typing import Literal, TypeVar
 
 import psycopg
+from psycopg import sql
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from agent_memory.core.errors import InvalidInput
-from agent_memory.core.models import METADATA_MAX_KEYS, FactRow, MetadataValue, check_metadata
+from agent_memory.core.models import (
+    METADATA_MAX_KEYS,
+    SCOPE_FIELDS,
+    FactRow,
+    MetadataValue,
+    check_identifier,
+    check_metadata,
+)
 
 T = TypeVar("T")
 
@@ -24,8 +33,8 @@ NAMESPACES_MAX = 50
 
 class MemoryFilter(BaseModel):
     """Kinds of memory (recall, context), fact namespaces, a time range — when a fact became true
-    (`valid_from`) or an episode happened, within [since, until] — and pairs the metadata of a
-    cited message must hold. Unset: no narrowing."""
+    (`valid_from`) or an episode happened, within [since, until] — pairs the metadata of a cited
+    message must hold, and the agent, app and run a cited message belongs to. Unset: no narrowing."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -35,6 +44,10 @@ class MemoryFilter(BaseModel):
     until: datetime | None = None
     # Pairs a cited message's metadata must hold: a memory is kept when one of its messages does.
     metadata: dict[str, MetadataValue] | None = Field(default=None, min_length=1, max_length=METADATA_MAX_KEYS)
+    # The scope a cited message must have (Message.agent_id, app_id, run_id): all of those given.
+    agent_id: str | None = None
+    app_id: str | None = None
+    run_id: str | None = None
 
     @model_validator(mode="after")
     def _check(self) -> MemoryFilter:
@@ -44,6 +57,8 @@ class MemoryFilter(BaseModel):
                                    "as facts name it (e.g. location)")
         if self.metadata is not None:
             check_metadata("metadata", self.metadata)
+        for name, value in self.scope.items():
+            check_identifier(name, value)
         for name, at in (("since", self.since), ("until", self.until)):
             if at is not None and at.tzinfo is None:
                 raise InvalidInput(f"{name} has no UTC offset: write it as ISO 8601 with one, e.g. 2024-05-01T00:00:00Z")
@@ -57,6 +72,14 @@ class MemoryFilter(BaseModel):
     def in_range(self, at: datetime) -> bool:
         return (self.since is None or at >= self.since) and (self.until is None or at <= self.until)
 
+    @property
+    def scope(self) -> dict[str, str]:
+        return {name: value for name in SCOPE_FIELDS if (value := getattr(self, name)) is not None}
+
+    def narrows_messages(self) -> bool:
+        """Whether it keeps only the memories citing certain messages (by metadata or scope)."""
+        return self.metadata is not None or bool(self.scope)
+
     def narrows_time(self) -> bool:
         return self.since is not None or self.until is not None
 
@@ -68,21 +91,28 @@ class MemoryFilter(BaseModel):
 NO_FILTER = MemoryFilter()
 
 
-async def messages_with_metadata(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str,
-                                 metadata: dict[str, MetadataValue]) -> set[str]:
-    """The ids of the subject's messages whose metadata holds every pair of `metadata`."""
-    cur = await conn.execute("SELECT message_id FROM messages WHERE tenant_id = %s AND subject_id = %s "
-                             "AND metadata @> %s::jsonb", (tenant_id, subject_id, json.dumps(metadata)))
+async def matching_messages(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str,
+                            filters: MemoryFilter) -> set[str]:
+    """The ids of the subject's messages whose metadata holds every pair of the filter's and whose
+    scope is the filter's."""
+    clauses: list[sql.Composable] = [sql.SQL("tenant_id = %s"), sql.SQL("subject_id = %s"),
+                                     sql.SQL("metadata @> %s::jsonb")]
+    params: list[object] = [tenant_id, subject_id, json.dumps(filters.metadata or {})]
+    for name, value in filters.scope.items():
+        clauses.append(sql.SQL("{} = %s").format(sql.Identifier(name)))
+        params.append(value)
+    cur = await conn.execute(sql.SQL("SELECT message_id FROM messages WHERE {}").format(sql.SQL(" AND ").join(clauses)),
+                             params)
     return {row[0] for row in await cur.fetchall()}
 
 
 async def cited_matching(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, filters: MemoryFilter,
                          items: list[T], cited_of: Callable[[T], Iterable[str]]) -> list[T]:
-    """`items` narrowed to those citing a message whose metadata holds the filter's pairs (all of
-    them when the filter names no metadata)."""
-    if filters.metadata is None:
+    """`items` narrowed to those citing a message the filter's metadata and scope match (all of
+    them when the filter names neither)."""
+    if not filters.narrows_messages():
         return items
-    matching = await messages_with_metadata(conn, tenant_id, subject_id, filters.metadata)
+    matching = await matching_messages(conn, tenant_id, subject_id, filters)
     return [item for item in items if matching.intersection(cited_of(item))]
 
 

@@ -17,7 +17,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, sto
 
 from agent_memory.core.errors import InvalidInput
 from agent_memory.core.models import EmbeddingResult, FactRow
-from agent_memory.memory.filters import NO_FILTER, MemoryFilter, messages_with_metadata
+from agent_memory.memory.filters import NO_FILTER, MemoryFilter, matching_messages
 from agent_memory.memory.memory_store import read_facts
 from agent_memory.projection.reembedding import reading_embedder
 from agent_memory.providers.base import Embedder
@@ -104,10 +104,10 @@ async def recall(pool: AsyncConnectionPool, keyring: KeyRing, embedder: Embedder
         facts = [f for f in await read_facts(scope, as_of=as_of) if filters.fact_matches(f)]
         # A query with no features (punctuation only, for the hashing embedder) embeds to zeros,
         # whose cosine distance is NaN: no episode is near it.
-        # A time range or metadata drops candidates after the search: ask for more of them.
-        candidates = limit * (10 if filters.narrows_time() or filters.metadata else 3)
-        matching = (None if filters.metadata is None
-                    else await messages_with_metadata(conn, tenant_id, subject_id, filters.metadata))
+        # A time range, metadata or a scope drops candidates after the search: ask for more of them.
+        candidates = limit * (10 if filters.narrows_time() or filters.narrows_messages() else 3)
+        matching = (await matching_messages(conn, tenant_id, subject_id, filters) if filters.narrows_messages()
+                    else None)
         if matching is not None:
             facts = [f for f in facts if matching.intersection(f.evidence_message_ids)]
         hits = [_VectorHit(memory_id=m, version=v, score=1 - distance) for m, _, v, distance in

@@ -146,9 +146,12 @@ async def test_recall_and_facts_take_filters_through_mcp(client, services, tenan
                                               "until": "2024-03-01T00:00:00Z"})
         assert empty.is_error and "since is after until" in empty.content[0].text
     writer = (await create_key(services.pool, tenant, "write")).token
-    async with Client(server(services, task_queue, writer)) as mcp:  # metadata on a turn, read back by a filter
-        payload(await mcp.call_tool("remember", {"subject": "lin", "session": "q2", "turns": [
+    async with Client(server(services, task_queue, writer)) as mcp:  # metadata and a scope, read back by filters
+        payload(await mcp.call_tool("remember", {"subject": "lin", "session": "q2", "agent_id": "concierge", "turns": [
             {"role": "user", "content": "Call me on Fridays.", "message_id": "q2:1", "metadata": {"channel": "sms"}}]}))
+        bad = await mcp.call_tool("remember", {"subject": "lin", "session": "q3", "run_id": "no spaces",
+                                               "turns": [{"role": "user", "content": "hi"}]})
+        assert bad.is_error and "run_id" in bad.content[0].text
     await client.write_fact(tenant, "lin", "preference", "call_day", "Friday", expected_version=0,
                             evidence_message_ids=["q2:1"])
     async with Client(server(services, task_queue, reader)) as mcp:
@@ -156,6 +159,11 @@ async def test_recall_and_facts_take_filters_through_mcp(client, services, tenan
         found = payload(await mcp.call_tool("recall", {"subject": "lin", "query": "Friday",
                                                        "metadata": {"channel": "sms"}}))
         assert [f["value"] for f in found["facts"]] == ["Friday"]
+        by_agent = payload(await mcp.call_tool("facts", {"subject": "lin", "agent_id": "concierge"}))
+        assert [f["value"] for f in by_agent] == ["Friday"]
+        in_context = payload(await mcp.call_tool("context", {"subject": "lin", "query": "Oslo Friday",
+                                                             "agent_id": "concierge"}))
+        assert {m for i in in_context["items"] for m in i["cited_message_ids"]} == {"q2:1"}
 
 
 async def test_the_mcp_server_refuses_to_start_without_a_valid_key(services, task_queue):

@@ -27,8 +27,15 @@ from agent_memory.api.limits import (
     RECALL_LIMIT_MAX,
     RECALL_LIMIT_MIN,
 )
-from agent_memory.core.models import METADATA_MAX_KEYS, IsoDatetime, MetadataValue, check_identifier
-from agent_memory.memory.filters import NAMESPACE_MAX_CHARS, NAMESPACES_MAX, MemoryKind, memory_filter
+from agent_memory.core.models import (
+    IDENTIFIER_MAX_CHARS,
+    IDENTIFIER_SCHEMA_PATTERN,
+    METADATA_MAX_KEYS,
+    IsoDatetime,
+    MetadataValue,
+    check_identifier,
+)
+from agent_memory.memory.filters import NAMESPACE_MAX_CHARS, NAMESPACES_MAX, MemoryFilter, MemoryKind, memory_filter
 from agent_memory.security.api_keys import audited_actor
 
 router = APIRouter(tags=["memory"])
@@ -43,6 +50,18 @@ class QueryRequest(BaseModel):
     session_id: str | None = None
 
 
+ScopeField = Annotated[str | None, Field(min_length=1, max_length=IDENTIFIER_MAX_CHARS,
+                                          pattern=IDENTIFIER_SCHEMA_PATTERN)]
+
+
+AgentQuery = Annotated[str | None, Query(min_length=1, max_length=IDENTIFIER_MAX_CHARS, pattern=IDENTIFIER_SCHEMA_PATTERN,
+                                         description="only memories citing a message of this agent")]
+AppQuery = Annotated[str | None, Query(min_length=1, max_length=IDENTIFIER_MAX_CHARS, pattern=IDENTIFIER_SCHEMA_PATTERN,
+                                       description="only memories citing a message of this app")]
+RunQuery = Annotated[str | None, Query(min_length=1, max_length=IDENTIFIER_MAX_CHARS, pattern=IDENTIFIER_SCHEMA_PATTERN,
+                                       description="only memories citing a message of this run")]
+
+
 class FilteredQuery(QueryRequest):
     kinds: list[MemoryKind] | None = Field(default=None, min_length=1, description="only these kinds of memory")
     namespaces: list[Annotated[str, Field(min_length=1, max_length=NAMESPACE_MAX_CHARS)]] | None = Field(
@@ -52,6 +71,14 @@ class FilteredQuery(QueryRequest):
     metadata: dict[str, MetadataValue] | None = Field(
         default=None, min_length=1, max_length=METADATA_MAX_KEYS,
         description="only memories citing a message whose metadata holds these pairs")
+    agent_id: ScopeField = Field(default=None, description="only memories citing a message of this agent")
+    app_id: ScopeField = Field(default=None, description="only memories citing a message of this app")
+    run_id: ScopeField = Field(default=None, description="only memories citing a message of this run")
+
+    @property
+    def filters(self) -> MemoryFilter:
+        return memory_filter(kinds=self.kinds, namespaces=self.namespaces, since=self.since, until=self.until,
+                             metadata=self.metadata, agent_id=self.agent_id, app_id=self.app_id, run_id=self.run_id)
 
 
 class PromptRequest(BaseModel):
@@ -88,12 +115,14 @@ FactName = Annotated[str, Path(min_length=1, max_length=FACT_NAME_MAX_CHARS)]
 async def facts(subject_id: SubjectId, api_key: ReadKey, client: ClientDep, as_of: IsoDatetime | None = None,
                 history: bool = False, candidates: bool = False,
                 namespace: Annotated[list[str] | None, Query(description="only these namespaces (repeatable)")] = None,
-                since: IsoDatetime | None = None, until: IsoDatetime | None = None) -> list[dict[str, Any]]:
+                since: IsoDatetime | None = None, until: IsoDatetime | None = None, agent_id: AgentQuery = None,
+                app_id: AppQuery = None, run_id: RunQuery = None) -> list[dict[str, Any]]:
     """The subject's current facts (`read`); with `as_of` (an ISO 8601 time) the facts as they were
     then, with `history` every version, with `candidates` the facts not yet confirmed; `namespace`
     (repeatable), `since` and `until` keep the facts of those namespaces that became true in that
     range."""
-    filters = memory_filter(namespaces=namespace, since=since, until=until)
+    filters = memory_filter(namespaces=namespace, since=since, until=until, agent_id=agent_id, app_id=app_id,
+                            run_id=run_id)
     rows = await client.facts(api_key.tenant_id, subject(subject_id), as_of=as_of, history=history,
                               candidates=candidates, filters=filters)
     return [r.model_dump(mode="json") for r in rows]
@@ -123,8 +152,7 @@ async def relations(subject_id: SubjectId, api_key: ReadKey, client: ClientDep,
                          f"`since` and `until`. {BODY_LIMIT}",
              responses=keyed(body=True))
 async def recall(subject_id: SubjectId, body: FilteredQuery, api_key: ReadKey, client: ClientDep) -> dict[str, Any]:
-    filters = memory_filter(kinds=body.kinds, namespaces=body.namespaces, since=body.since, until=body.until,
-                            metadata=body.metadata)
+    filters = body.filters
     found = await client.recall(api_key.tenant_id, subject(subject_id), body.query, limit=body.limit,
                                 as_of=body.as_of, filters=filters)
     return found.model_dump(mode="json")
@@ -137,8 +165,7 @@ async def recall(subject_id: SubjectId, body: FilteredQuery, api_key: ReadKey, c
                          f"`namespaces`, `since` and `until` narrow it. {BODY_LIMIT}",
              responses=keyed(body=True))
 async def context(subject_id: SubjectId, body: FilteredQuery, api_key: ReadKey, client: ClientDep) -> dict[str, Any]:
-    filters = memory_filter(kinds=body.kinds, namespaces=body.namespaces, since=body.since, until=body.until,
-                            metadata=body.metadata)
+    filters = body.filters
     assembled = await client.context(api_key.tenant_id, subject(subject_id), body.query, as_of=body.as_of,
                                      token_budget=body.budget, session_id=body.session_id, filters=filters)
     return {**assembled.model_dump(mode="json"), "text": assembled.text}
@@ -202,9 +229,12 @@ async def restore(subject_id: SubjectId, memory_id: MemoryId, body: ForgetReques
 async def export(subject_id: SubjectId, api_key: ReadKey, client: ClientDep,
                  kind: Annotated[list[MemoryKind] | None, Query(description="only these kinds (repeatable)")] = None,
                  namespace: Annotated[list[str] | None, Query(description="only these namespaces (repeatable)")] = None,
-                 since: IsoDatetime | None = None, until: IsoDatetime | None = None) -> dict[str, Any]:
+                 since: IsoDatetime | None = None, until: IsoDatetime | None = None, agent_id: AgentQuery = None,
+                 app_id: AppQuery = None, run_id: RunQuery = None) -> dict[str, Any]:
     """Everything the tenant holds about the subject (`read`): the right of access. `kind`
-    (fact, episode: episodes and notes), `namespace` (both repeatable), `since` and `until` narrow
-    its facts, episodes and notes; entities, relations and tool calls stay whole."""
-    filters = memory_filter(kinds=kind, namespaces=namespace, since=since, until=until)
+    (fact, episode: episodes and notes), `namespace` (both repeatable), `since`, `until` and the
+    scope (`agent_id`, `app_id`, `run_id` of the cited messages) narrow its facts, episodes and
+    notes; entities, relations and tool calls stay whole."""
+    filters = memory_filter(kinds=kind, namespaces=namespace, since=since, until=until, agent_id=agent_id,
+                            app_id=app_id, run_id=run_id)
     return (await client.export(api_key.tenant_id, subject(subject_id), filters=filters)).model_dump(mode="json")

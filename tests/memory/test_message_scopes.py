@@ -1,0 +1,95 @@
+"""Scopes on messages: the agent, app and run a message belongs to are stored with it, part of its
+body, exported, erased with it, and read back by the recall, context, facts and export filters
+(client and HTTP); a bad scope id is refused naming the field."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent_memory.core.errors import InvalidInput
+from agent_memory.core.models import Message, Session
+from agent_memory.memory.evidence import MessageConflictError, content_digest
+from agent_memory.memory.filters import memory_filter
+from agent_memory.security.api_keys import create_key
+from agent_memory.store.db import tenant_transaction
+from tests.api.test_http_api import api, bearer
+from tests.sessions import session
+
+
+def _scoped(s: Session, **scope) -> Session:
+    return s.model_copy(update={"messages": [m.model_copy(update=scope) for m in s.messages]})
+
+
+SUPPORT = _scoped(session("s1", "2024-04-01T09:00:00Z", "I live in Bergen."), agent_id="support", app_id="helpdesk",
+                  run_id="ticket-4711")
+TRAVEL = _scoped(session("t1", "2024-04-02T09:00:00Z", "We went sailing on Sunday."), agent_id="travel",
+                 app_id="helpdesk")
+
+
+@pytest.mark.parametrize("field", ["agent_id", "app_id", "run_id"])
+@pytest.mark.parametrize("value", ["", "has space", "-leading", "x" * 65, "line\nbreak"])
+def test_a_bad_scope_id_is_refused_naming_the_field(field, value):
+    with pytest.raises(ValueError, match=field):
+        Message(message_id="m1", turn_index=0, role="user", content="hi", created_at="2024-01-01T00:00:00Z",
+                **{field: value})
+    with pytest.raises(InvalidInput, match=field):
+        memory_filter(**{field: value})
+
+
+def test_a_message_without_a_scope_keeps_its_digest():
+    plain = session("p1", "2024-01-01T00:00:00Z", "hi").messages[0]
+    assert content_digest(plain) == content_digest(plain.model_copy(update={"agent_id": None}))
+    assert content_digest(plain) != content_digest(plain.model_copy(update={"agent_id": "support"}))
+    assert content_digest(plain.model_copy(update={"agent_id": "a"})) != content_digest(
+        plain.model_copy(update={"app_id": "a"}))
+
+
+async def test_scopes_are_stored_exported_and_narrow_recall_context_facts_and_export(client, services, tenant,
+                                                                                     running_worker):
+    async with running_worker():
+        for s in (SUPPORT, TRAVEL):
+            await client.append_messages(tenant, "lin", s)
+            await client.consolidation_result(await client.end_session(tenant, "lin", s.session_id))
+    with pytest.raises(MessageConflictError):  # the same message in another scope is another body
+        await client.append_messages(tenant, "lin", _scoped(SUPPORT, agent_id="sales"))
+    assert (await client.append_messages(tenant, "lin", SUPPORT)).duplicates == 1
+
+    support = memory_filter(agent_id="support")
+    facts = await client.facts(tenant, "lin", filters=support)
+    assert facts and all(f.evidence_message_ids == ["s1:1"] for f in facts)
+    assert await client.facts(tenant, "lin", filters=memory_filter(agent_id="travel", run_id="ticket-4711")) == []
+    found = await client.recall(tenant, "lin", "sailing", filters=memory_filter(agent_id="travel"))
+    assert [e.session_id for e in found.episodes] == ["t1"] and found.facts == []
+    in_run = await client.context(tenant, "lin", "where does she live?", filters=memory_filter(run_id="ticket-4711"))
+    assert in_run.items and {m for i in in_run.items for m in i.cited_message_ids} == {"s1:1"}
+    both = await client.context(tenant, "lin", "where does she live? sailing", filters=memory_filter(app_id="helpdesk"))
+    assert {m for i in both.items for m in i.cited_message_ids} == {"s1:1", "t1:1"}
+
+    reader = (await create_key(services.pool, tenant, "read")).token
+    async with api(client) as http:
+        answered = await http.post("/v1/subjects/lin/recall", headers=bearer(reader), json={
+            "query": "sailing", "agent_id": "travel"})
+        assert answered.status_code == 200, answered.text
+        assert [e["session_id"] for e in answered.json()["episodes"]] == ["t1"]
+        listed = await http.get("/v1/subjects/lin/facts", headers=bearer(reader), params={"agent_id": "travel"})
+        assert listed.status_code == 200 and listed.json() == []
+        exported = await http.get("/v1/subjects/lin/export", headers=bearer(reader), params={"run_id": "ticket-4711"})
+        assert exported.status_code == 200, exported.text
+        assert {e["session_id"] for e in exported.json()["episodes"]} == {"s1"}
+        for where, request in (("agent_id", http.post("/v1/subjects/lin/context", headers=bearer(reader),
+                                                      json={"query": "x", "agent_id": "no spaces please"})),
+                               ("run_id", http.get("/v1/subjects/lin/facts", headers=bearer(reader),
+                                                   params={"run_id": "-x"}))):
+            refused = await request
+            assert refused.status_code == 422 and where in refused.text, refused.text
+
+    exported_all = await client.export(tenant, "lin")
+    assert {m.message_id: (m.agent_id, m.app_id, m.run_id) for m in exported_all.cited_messages} == {
+        "s1:1": ("support", "helpdesk", "ticket-4711"), "t1:1": ("travel", "helpdesk", None)}
+    async with running_worker():
+        receipt = await client.erasure_receipt(await client.erase(tenant, "lin", reason="user request"))
+    assert receipt.residue_total == 0
+    async with tenant_transaction(services.pool, tenant) as conn:
+        cur = await conn.execute("SELECT count(*) FROM messages WHERE tenant_id = %s AND agent_id IS NOT NULL",
+                                 (tenant,))
+        assert (await cur.fetchone()) == (0,)
