@@ -15,7 +15,8 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -108,22 +109,22 @@ def receiver():
     r.stop()
 
 
+@asynccontextmanager
+async def webhook_stack(services, task_queue: str, **changes) -> AsyncIterator[MemoryClient]:
+    """A client and a worker on `task_queue`, under settings that allow the local receiver's
+    http:// and retry fast (`changes`: other settings)."""
+    settings = services.settings.with_services(**{
+        "webhook_allow_http": True, "webhook_max_attempts": 12, "webhook_initial_retry_seconds": 0.2,
+        "webhook_max_retry_seconds": 1.0, **changes})
+    ours = replace(services, settings=settings)
+    async with build_worker(ours, task_queue=task_queue):
+        yield MemoryClient(ours, offline_providers().embedder, task_queue=task_queue)
+
+
 @pytest.fixture
 def hooks(services, task_queue):
-    """`async with hooks(**settings) as client:` a client and a worker on this test's task queue,
-    under settings that allow the local receiver's http:// and retry fast."""
-    from contextlib import asynccontextmanager
-
-    @asynccontextmanager
-    async def run(**changes):
-        settings = services.settings.with_services(**{
-            "webhook_allow_http": True, "webhook_max_attempts": 12, "webhook_initial_retry_seconds": 0.2,
-            "webhook_max_retry_seconds": 1.0, **changes})
-        ours = replace(services, settings=settings)
-        async with build_worker(ours, task_queue=task_queue):
-            yield MemoryClient(ours, offline_providers().embedder, task_queue=task_queue)
-
-    return run
+    """`async with hooks(**settings) as client:` webhook_stack on this test's task queue."""
+    return lambda **changes: webhook_stack(services, task_queue, **changes)
 
 
 async def wait_for(client: MemoryClient, tenant: str, done: Callable[[list[WebhookDelivery]], bool], *,
