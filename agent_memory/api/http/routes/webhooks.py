@@ -41,7 +41,7 @@ class WebhookRegistration(BaseModel):
                                     description=f"the event types to deliver: {', '.join(EVENT_TYPES)}")
 
 
-@router.post("/v1/webhooks", status_code=201, summary="Register a webhook endpoint",
+@router.post("/v1/webhooks", summary="Register a webhook endpoint",
              description="Register a receiver for the tenant's events (`erase`). The answer carries the "
                          "endpoint's signing `secret`, shown this once: keep it to verify each delivery's "
                          "`Webhook-Signature`. 422 naming the field for a URL that is not https:// or carries "
