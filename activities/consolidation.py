@@ -25,6 +25,7 @@ from temporalio.service import RPCError
 
 from activities.errors import temporal_failures
 from activities.heartbeat import heartbeat_interval, progress
+from activities.webhooks import start_webhook_deliveries
 from agent_memory.core import contract
 from agent_memory.core.hooks import after_record, fault_point
 from agent_memory.core.models import (
@@ -244,6 +245,8 @@ class ConsolidationActivities:
             summary=await load(step.tenant_id, step.subject_id, step.summary_operation_id, SummaryResult),
             happened_at=max(m.created_at for m in messages), through=step.through)
         fault_point("after_commit")
+        if self.temporal is not None:
+            await start_webhook_deliveries(self.pool, self.temporal, activity.info().task_queue, step.tenant_id)
         return outcome
 
     @activity.defn(name=contract.LOCATE_PROVIDERS)

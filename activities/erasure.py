@@ -8,8 +8,10 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 from redis.asyncio import Redis
 from temporalio import activity
+from temporalio.client import Client
 
 from activities.errors import temporal_failures
+from activities.webhooks import start_webhook_deliveries
 from agent_memory.core import contract
 from agent_memory.core.hooks import fault_point
 from agent_memory.core.models import ErasureInput, ErasureReceipt, ErasureStepInput, StoreCount
@@ -34,9 +36,12 @@ class CompleteErasureInput(RunInput):
 
 
 class ErasureActivities:
-    def __init__(self, pool: AsyncConnectionPool, redis: Redis, keyring: KeyRing, *, ledger_home: Path | None = None):
+    def __init__(self, pool: AsyncConnectionPool, redis: Redis, keyring: KeyRing, *, ledger_home: Path | None = None,
+                 temporal: Client | None = None):
         """`ledger_home`: the agent-memory home whose erasure ledger records each completed
-        erasure (agent_memory/lifecycle/erasure_ledger.py); None keeps no ledger."""
+        erasure (agent_memory/lifecycle/erasure_ledger.py); None keeps no ledger. `temporal`: the
+        client that starts the webhook deliveries of a completed erasure (None: the sweep does)."""
+        self.temporal = temporal
         self.pool = pool
         self.redis = redis
         self.keyring = keyring
@@ -88,4 +93,6 @@ class ErasureActivities:
             except Exception as exc:  # the erasure is done; an operator must repair the ledger
                 activity.logger.error("erasure %s of tenant %s completed but is not in the erasure ledger: %s",
                           step.request_id, step.tenant_id, exc)
+        if self.temporal is not None:
+            await start_webhook_deliveries(self.pool, self.temporal, activity.info().task_queue, step.tenant_id)
         return receipt

@@ -38,6 +38,10 @@ LIBRARY = [
     "facts --tenant {tenant} --subject lin",
     "entities --tenant {tenant} --subject lin",
     "relations --tenant {tenant} --subject lin --history",
+    # An endpoint nothing answers at: the forget's delivery is dead after its one attempt
+    # (AGENT_MEMORY_WEBHOOK_MAX_ATTEMPTS=1 below), ready for `webhooks redeliver`.
+    "webhooks add --tenant {tenant} --url https://127.0.0.1:1/hooks --event memory.forgotten",
+    "webhooks list --tenant {tenant}",
     "forget --tenant {tenant} --subject lin --memory-id {memory}",
     "forgotten --tenant {tenant} --subject lin",
     "restore --tenant {tenant} --subject lin --memory-id {memory}",
@@ -59,6 +63,9 @@ LIBRARY = [
     "projection retry-dead-letters --tenant {tenant}",
     "rebuild --tenant {tenant} --wait",
     "reembed --tenant {tenant}",
+    "webhooks deliveries --tenant {tenant} --status dead",
+    "webhooks redeliver --tenant {tenant} {delivery}",
+    "webhooks remove --tenant {tenant} {endpoint}",
     "keys create --tenant {tenant}",
     "keys list --tenant {tenant}",
     "keys create-operator --name on-call",
@@ -133,6 +140,7 @@ async def test_every_library_json_command_prints_json_only(tmp_path, monkeypatch
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AGENT_MEMORY_HOME", str(home))
     monkeypatch.setenv("AGENT_MEMORY_TASK_QUEUE", queue)
+    monkeypatch.setenv("AGENT_MEMORY_WEBHOOK_MAX_ATTEMPTS", "1")
     sessions = tmp_path / "s.jsonl"
     sessions.write_text(json.dumps(SESSION) + "\n")
     async with open_stack(Settings.from_env(), start=True, ports=Ports.free(), scratch=True) as services:
@@ -154,6 +162,12 @@ async def test_every_library_json_command_prints_json_only(tmp_path, monkeypatch
                 if argv[0] == "facts":
                     assert isinstance(document, list) and document, document
                     filled["memory"] = document[0]["memory_id"]
+                if argv[:2] == ["webhooks", "add"]:
+                    assert isinstance(document, dict) and document["secret"]
+                    filled["endpoint"] = document["endpoint_id"]
+                if argv[:2] == ["webhooks", "deliveries"]:
+                    assert isinstance(document, list) and document, "the forget's delivery is not dead yet"
+                    filled["delivery"] = document[0]["delivery_id"]
                 if argv[0] == "erase":
                     assert isinstance(document, dict)
                     filled["request"] = document["request_id"]

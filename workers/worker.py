@@ -18,6 +18,7 @@ from activities.maintenance import MaintenanceActivities
 from activities.projection import ProjectionActivities
 from activities.rebuild import RebuildActivities
 from activities.reembedding import ReembeddingActivities
+from activities.webhooks import WebhookActivities, WebhookRetryBounds
 from agent_memory.api.services import Services
 from agent_memory.core.contract import model_task_queue
 from agent_memory.core.projection_models import ProjectionPolicy
@@ -31,6 +32,7 @@ from workflows.projector import ProjectionSweepWorkflow, ProjectorWorkflow
 from workflows.rebuild import RebuildWorkflow
 from workflows.reembedding import ReembedWorkflow
 from workflows.session_idle import SessionIdleWorkflow
+from workflows.webhooks import WebhookDeliveryWorkflow
 
 # Client libraries that activity modules import (workflows import those modules for method
 # references only): passed through the sandbox, never re-imported per workflow run, never used
@@ -39,7 +41,7 @@ PASSTHROUGH_MODULES = ("redis", "psycopg", "psycopg_pool", "pgvector", "cryptogr
 
 WORKFLOWS = [ConsolidationWorkflow, ErasureWorkflow, RebuildWorkflow, SessionIdleWorkflow, KeyRotationWorkflow,
              PhysicalCompactionWorkflow, ProjectorWorkflow, ProjectionSweepWorkflow, MemorySweepWorkflow,
-             ErasureRedriveWorkflow, ReembedWorkflow, IdleTimerSweepWorkflow]
+             ErasureRedriveWorkflow, ReembedWorkflow, IdleTimerSweepWorkflow, WebhookDeliveryWorkflow]
 
 
 class Workers:
@@ -78,7 +80,8 @@ def build_worker(services: Services, *, task_queue: str | None = None,
     AGENT_MEMORY_MODEL_WORKER, on unless it is 0); its rate limit is the setting
     AGENT_MEMORY_MODEL_ACTIVITIES_PER_SECOND, for every worker of that queue."""
     providers = providers or providers_for(services.settings)
-    erasure = ErasureActivities(services.pool, services.redis, services.keyring, ledger_home=services.settings.home)
+    erasure = ErasureActivities(services.pool, services.redis, services.keyring, ledger_home=services.settings.home,
+                                temporal=services.temporal)
     assert services.settings.database_url is not None
     maintenance = MaintenanceActivities(services.pool, services.redis, services.keyring, services.settings.database_url)
     rebuild = RebuildActivities(services.pool, services.keyring, providers.embedder, services.temporal)
@@ -91,6 +94,9 @@ def build_worker(services: Services, *, task_queue: str | None = None,
                                     forget_grace=timedelta(seconds=services.settings.forget_grace_seconds),
                                     idle_timeout=timedelta(seconds=services.settings.idle_timeout_seconds))
     reembedding = ReembeddingActivities(services.pool, providers.embedder)
+    webhooks = WebhookActivities(services.pool, services.keyring, services.temporal,
+                                 bounds=WebhookRetryBounds.from_settings(services.settings),
+                                 timeout_seconds=services.settings.webhook_timeout_seconds)
     main = Worker(
         services.temporal,
         task_queue=queue,
@@ -127,6 +133,10 @@ def build_worker(services: Services, *, task_queue: str | None = None,
             reembedding.begin_reembedding,
             reembedding.reembed_batch,
             reembedding.switch_embedding_model,
+            webhooks.webhook_retry_policy,
+            webhooks.deliver_webhook,
+            webhooks.mark_webhook_dead,
+            webhooks.sweep_webhook_deliveries,
         ],
     )
     if not (services.settings.model_worker if model_worker is None else model_worker):

@@ -7,7 +7,9 @@
 - the erasure re-drive (hourly): erasure requests stuck in `started` whose workflow is gone are
   started again (erasure is idempotent), the others counted;
 - the idle-timer sweep (every 10 minutes): sessions with unconsolidated messages, idle longer
-  than the idle timeout, whose idle timer is not running (lost to a Temporal outage) get one.
+  than the idle timeout, whose idle timer is not running (lost to a Temporal outage) get one;
+  then webhook deliveries whose run was never started (a crash between their commit and the
+  start, or a forget by retention) get theirs.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from activities.lifecycle import LifecycleActivities
+    from activities.webhooks import WebhookActivities, WebhookSweepInput
     from agent_memory.core import contract
     from agent_memory.lifecycle.erasure_runs import ErasureRedriveInput, ErasureRedriveResult
     from agent_memory.lifecycle.idle_timers import IdleTimerSweepInput, IdleTimerSweepResult
@@ -53,5 +56,11 @@ class ErasureRedriveWorkflow:
 class IdleTimerSweepWorkflow:
     @workflow.run
     async def run(self, request: IdleTimerSweepInput) -> IdleTimerSweepResult:
-        return await workflow.execute_activity_method(
+        result = await workflow.execute_activity_method(
             LifecycleActivities.sweep_idle_timers, request, **contract.PROJECTION_SWEEP.options())
+        if workflow.patched("sweep-webhook-deliveries"):
+            webhooks = await workflow.execute_activity_method(
+                WebhookActivities.sweep_webhook_deliveries, WebhookSweepInput(),
+                **contract.PROJECTION_SWEEP.options())
+            result = result.model_copy(update={"webhook_deliveries_started": webhooks.deliveries_started})
+        return result

@@ -91,6 +91,19 @@ from agent_memory.memory.tool_calls import (
     record_tool_call,
 )
 from agent_memory.memory.tool_calls import Outcome as ToolCallOutcome
+from agent_memory.memory.webhooks import (
+    CreatedWebhookEndpoint,
+    DeliveryStatus,
+    WebhookDelivery,
+    WebhookEndpoint,
+    add_endpoint,
+    dispatch_deliveries,
+    list_deliveries,
+    list_endpoints,
+    read_delivery,
+    redeliver,
+    remove_endpoint,
+)
 from agent_memory.memory.write_policy import (
     Consent,
     WritePolicy,
@@ -468,9 +481,11 @@ class MemoryClient:
                      actor: Actor = "operator", actor_id: str | None = None) -> ForgetResult:
         """Forget one memory at once (every read stops returning it); restorable within the
         grace period, swept from every store after it (docs/lifecycle.md)."""
-        return await forget_memory(self.services.pool, self.services.keyring, tenant_id=tenant_id,
-                                   subject_id=subject_id, memory_id=memory_id, reason=reason, actor=actor,
-                                   actor_id=actor_id, grace=self.forget_grace)
+        result = await forget_memory(self.services.pool, self.services.keyring, tenant_id=tenant_id,
+                                     subject_id=subject_id, memory_id=memory_id, reason=reason, actor=actor,
+                                     actor_id=actor_id, grace=self.forget_grace)
+        await self._start_webhook_deliveries(tenant_id)
+        return result
 
     async def claim_tool_call(self, tenant_id: str, subject_id: str, call_key: str, tool: str, request: JsonValue,
                               *, lease_seconds: int = LEASE_DEFAULT_SECONDS, actor_id: str | None = None) -> ToolCall:
@@ -501,6 +516,7 @@ class MemoryClient:
             await self.wake_projector(tenant_id, subject_id)
         except Exception as exc:  # the outbox rows stay due; the hourly projection sweep wakes it
             log.warning("projector wake-up after a restore deferred to the sweep: %s", exc)
+        await self._start_webhook_deliveries(tenant_id)
         return result
 
     async def export(self, tenant_id: str, subject_id: str, *, filters: MemoryFilter = NO_FILTER) -> SubjectExport:
@@ -605,6 +621,7 @@ class MemoryClient:
             await self.wake_projector(tenant_id, subject_id)
         except Exception as exc:  # the outbox row stays due; nothing is lost
             log.warning("projector wake-up after a live write deferred to the sweep: %s", exc)
+        await self._start_webhook_deliveries(tenant_id)
         return outcome
 
     async def confirm_fact(self, tenant_id: str, subject_id: str, candidate_memory_id: str, *,
@@ -620,6 +637,7 @@ class MemoryClient:
             await self.wake_projector(tenant_id, subject_id)
         except Exception as exc:  # the outbox row stays due; nothing is lost
             log.warning("projector wake-up after a confirmation deferred to the sweep: %s", exc)
+        await self._start_webhook_deliveries(tenant_id)
         return outcome
 
     async def provider_policy(self, tenant_id: str) -> ProviderPolicy:
@@ -661,6 +679,49 @@ class MemoryClient:
         """Facts the write gate kept out, per reason, since the tenant began (Postgres counters)."""
         check_identifier("tenant", tenant_id)
         return await withheld_counts(self.services.pool, tenant_id)
+
+    async def _start_webhook_deliveries(self, tenant_id: str) -> None:
+        """After a commit: start the runs of the tenant's new webhook deliveries. Should that fail,
+        they stay pending (committed with the change) and the idle-timer sweep starts them."""
+        try:
+            await dispatch_deliveries(self.services.pool, self.services.temporal, self.task_queue, tenant_id)
+        except Exception as exc:
+            log.warning("webhook deliveries of tenant %s deferred to the sweep: %s", tenant_id, exc)
+
+    async def add_webhook(self, tenant_id: str, url: str, events: list[str]) -> CreatedWebhookEndpoint:
+        """Register a webhook endpoint subscribed to `events` (memory.webhooks.EVENT_TYPES); the
+        result carries its signing secret, shown this once. https:// only, unless the settings
+        allow http (AGENT_MEMORY_WEBHOOK_ALLOW_HTTP)."""
+        return await add_endpoint(self.services.pool, self.services.keyring, tenant_id, url, events,
+                                  allow_http=self.services.settings.webhook_allow_http)
+
+    async def webhooks(self, tenant_id: str, *, include_removed: bool = False) -> list[WebhookEndpoint]:
+        """The tenant's webhook endpoints (no secrets)."""
+        check_identifier("tenant", tenant_id)
+        return await list_endpoints(self.services.pool, tenant_id, include_removed=include_removed)
+
+    async def remove_webhook(self, tenant_id: str, endpoint_id: str) -> WebhookEndpoint:
+        """Disable an endpoint: nothing more is delivered to it."""
+        check_identifier("tenant", tenant_id)
+        return await remove_endpoint(self.services.pool, tenant_id, endpoint_id)
+
+    async def webhook_deliveries(self, tenant_id: str, *, status: DeliveryStatus | None = None,
+                                 limit: int = 100) -> list[WebhookDelivery]:
+        """The tenant's webhook deliveries, newest first; `status`: pending, delivered or dead."""
+        check_identifier("tenant", tenant_id)
+        return await list_deliveries(self.services.pool, tenant_id, status=status, limit=limit)
+
+    async def webhook_delivery(self, tenant_id: str, delivery_id: str) -> WebhookDelivery:
+        check_identifier("tenant", tenant_id)
+        return await read_delivery(self.services.pool, tenant_id, delivery_id)
+
+    async def redeliver_webhook(self, tenant_id: str, delivery_id: str) -> WebhookDelivery:
+        """An operator's re-delivery of a dead (or delivered) delivery: pending again, in a new
+        run (workflow id suffixed with the re-delivery count); its earlier attempts stay counted."""
+        check_identifier("tenant", tenant_id)
+        delivery = await redeliver(self.services.pool, tenant_id, delivery_id)
+        await self._start_webhook_deliveries(tenant_id)
+        return delivery
 
     async def wake_projector(self, tenant_id: str, subject_id: str) -> None:
         """Signal-with-start the subject's projector (workflow projector/{tenant}/{subject})."""

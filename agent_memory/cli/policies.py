@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 RECALL_POLICY_FIELDS = ("tau_days", "window_days", "min_relevance", "importance_base", "importance_slope",
                         "profile_min_confidence", "profile_tokens", "episodic_tokens", "max_episodes", "episode_tokens",
                         "total_tokens", "recent_tokens", "recent_turns")
-RETENTION_FIELDS = ("episode_days", "note_days", "candidate_days", "temporary_fact_days", "tool_call_days")
+RETENTION_FIELDS = ("episode_days", "note_days", "candidate_days", "temporary_fact_days", "tool_call_days",
+                    "webhook_delivery_days")
 WRITE_POLICY_FIELDS = ("stored_namespaces", "consent_namespaces", "confirm_keys")
 PRESET_METAVAR = "{" + ",".join(PRESET_NAMES) + "}"
 

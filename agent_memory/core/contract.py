@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from enum import StrEnum
 from typing import Any, Final, TypedDict
@@ -36,11 +36,12 @@ MEMORY_SWEEP_WORKFLOW: Final = "MemorySweepWorkflow"
 ERASURE_REDRIVE_WORKFLOW: Final = "ErasureRedriveWorkflow"
 REEMBED_WORKFLOW: Final = "ReembedWorkflow"
 IDLE_TIMER_SWEEP_WORKFLOW: Final = "IdleTimerSweepWorkflow"
+WEBHOOK_DELIVERY_WORKFLOW: Final = "WebhookDeliveryWorkflow"
 
 WORKFLOW_NAMES: Final = (CONSOLIDATION_WORKFLOW, ERASURE_WORKFLOW, REBUILD_WORKFLOW, SESSION_IDLE_WORKFLOW,
                          KEY_ROTATION_WORKFLOW, PHYSICAL_COMPACTION_WORKFLOW, PROJECTOR_WORKFLOW,
                          PROJECTION_SWEEP_WORKFLOW, MEMORY_SWEEP_WORKFLOW, ERASURE_REDRIVE_WORKFLOW,
-                         REEMBED_WORKFLOW, IDLE_TIMER_SWEEP_WORKFLOW)
+                         REEMBED_WORKFLOW, IDLE_TIMER_SWEEP_WORKFLOW, WEBHOOK_DELIVERY_WORKFLOW)
 
 # Signals of SessionIdleWorkflow (sent by the client by name).
 SIGNAL_TOUCH: Final = "touch"
@@ -91,6 +92,11 @@ SWEEP_IDLE_TIMERS: Final = "sweep_idle_timers"
 BEGIN_REEMBEDDING: Final = "begin_reembedding"
 REEMBED_BATCH: Final = "reembed_batch"
 SWITCH_EMBEDDING_MODEL: Final = "switch_embedding_model"
+# Webhooks (workflows/webhooks.py; the sweep of undispatched deliveries runs with the idle-timer sweep)
+WEBHOOK_RETRY_POLICY: Final = "webhook_retry_policy"
+DELIVER_WEBHOOK: Final = "deliver_webhook"
+MARK_WEBHOOK_DEAD: Final = "mark_webhook_dead"
+SWEEP_WEBHOOK_DELIVERIES: Final = "sweep_webhook_deliveries"
 
 ACTIVITY_NAMES: Final = (EXTRACT_FACTS, SCORE_IMPORTANCE, SUMMARIZE_SESSION, CHECK_CONFLICTS, COMMIT_CONSOLIDATION,
                          COUNT_UNCONSOLIDATED, LOCATE_PROVIDERS, CONSOLIDATE_IN_WORKER, CONSOLIDATE_WITH_REMOTE_PROVIDERS, PROJECT_VECTORS,
@@ -98,7 +104,8 @@ ACTIVITY_NAMES: Final = (EXTRACT_FACTS, SCORE_IMPORTANCE, SUMMARIZE_SESSION, CHE
                          VERIFY_ERASURE, COMPLETE_ERASURE, LIST_SUBJECTS_TO_REBUILD, REBUILD_SUBJECT,
                          ROTATE_KEY_ENCRYPTION_KEY, COMPACT_ERASED_DATA, PROJECT_OUTBOX_BATCH, WAKE_PROJECTOR,
                          SWEEP_PROJECTION_OUTBOX, SWEEP_FORGOTTEN_MEMORIES, APPLY_RETENTION, REDRIVE_STUCK_ERASURES,
-                         BEGIN_REEMBEDDING, REEMBED_BATCH, SWITCH_EMBEDDING_MODEL, SWEEP_IDLE_TIMERS)
+                         BEGIN_REEMBEDDING, REEMBED_BATCH, SWITCH_EMBEDDING_MODEL, SWEEP_IDLE_TIMERS,
+                         WEBHOOK_RETRY_POLICY, DELIVER_WEBHOOK, MARK_WEBHOOK_DEAD, SWEEP_WEBHOOK_DELIVERIES)
 
 # --- Workflow ids (formats pinned: id reuse and attaching to a running run depend on them) ------
 
@@ -159,6 +166,11 @@ def reembed_workflow_id(tenant_id: str, target_model: str) -> str:
 def projector_workflow_id(tenant_id: str, subject_id: str) -> str:
     """One projector per subject: every wake-up signals the running one or starts the next run."""
     return f"projector/{tenant_id}/{subject_id}"
+
+
+def webhook_delivery_workflow_id(delivery_id: str, redeliveries: int = 0) -> str:
+    """One run per delivery (a second start is a no-op), and one per operator re-delivery."""
+    return f"webhook-delivery-{delivery_id}" + (f"-r{redeliveries}" if redeliveries else "")
 
 
 def manual_key_rotation_workflow_id(token: str) -> str:
@@ -245,8 +257,12 @@ class ErrorType(StrEnum):
     # Raised by workflows themselves.
     ERASURE_RESIDUE = "ErasureResidue"
     REEMBED_INCOMPLETE = "ReembedIncomplete"
+    # A webhook receiver's refusal (a 4xx other than 408 and 429) or a removed endpoint: dead at once.
+    WEBHOOK_REJECTED = "WebhookRejected"
     # Transient: retried by the retry policy (after the provider's Retry-After, if any).
     PROVIDER_RETRYABLE = "ProviderRetryable"
+    # A webhook receiver that is down, slow, or answers 408, 429 or 5xx: retried within the bound.
+    WEBHOOK_RETRYABLE = "WebhookRetryable"
 
 
 # --- Activity option presets ------------------------------------------------------------------
@@ -280,11 +296,18 @@ class ActivityPreset:
     maximum_interval: timedelta
     permanent: tuple[ErrorType, ...]
     backoff: float = 2.0
+    maximum_attempts: int = 0  # 0: no cap
 
     def retry_policy(self) -> RetryPolicy:
         return RetryPolicy(initial_interval=self.initial_interval, backoff_coefficient=self.backoff,
-                           maximum_interval=self.maximum_interval, maximum_attempts=0,
+                           maximum_interval=self.maximum_interval, maximum_attempts=self.maximum_attempts,
                            non_retryable_error_types=[str(t) for t in self.permanent])
+
+    def bounded(self, attempts: int, initial_seconds: float, maximum_seconds: float) -> ActivityPreset:
+        """This preset with another attempt bound and backoff (a deployment's settings, passed to
+        the run through its history)."""
+        return replace(self, maximum_attempts=attempts, initial_interval=timedelta(seconds=initial_seconds),
+                       maximum_interval=timedelta(seconds=maximum_seconds))
 
     def options(self) -> ActivityOptions:
         """A fresh mapping each call (a shared dict could be mutated by one workflow for all)."""
@@ -405,6 +428,15 @@ REEMBED_STEP: Final = ActivityPreset(
     initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1),
     permanent=(_E.UNSTORABLE_VALUE, _E.MODEL_MISMATCH))
 
+# A webhook delivery's POST: exponential backoff and a bounded number of attempts, after which the
+# delivery is dead-lettered. The bounds here are the defaults of AGENT_MEMORY_WEBHOOK_MAX_ATTEMPTS,
+# AGENT_MEMORY_WEBHOOK_INITIAL_RETRY_SECONDS and AGENT_MEMORY_WEBHOOK_MAX_RETRY_SECONDS; a run uses
+# the worker's settings (WebhookDeliveryWorkflow reads them through an activity, recorded in its history).
+WEBHOOK_DELIVERY: Final = ActivityPreset(
+    start_to_close=timedelta(seconds=30), heartbeat=None,
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=10),
+    permanent=(_E.WEBHOOK_REJECTED, _E.NOT_FOUND, _E.UNSTORABLE_VALUE, _E.KEY_UNAVAILABLE), maximum_attempts=8)
+
 ACTIVITY_PRESETS: Final[Mapping[str, ActivityPreset]] = {
     "PROVIDER_STEP": PROVIDER_STEP, "STORE_WRITE": STORE_WRITE, "IN_WORKER_CONSOLIDATION": IN_WORKER_CONSOLIDATION,
     "REMOTE_CONSOLIDATION": REMOTE_CONSOLIDATION, "VECTOR_PROJECTION": VECTOR_PROJECTION,
@@ -412,5 +444,8 @@ ACTIVITY_PRESETS: Final[Mapping[str, ActivityPreset]] = {
     "REBUILD_SUBJECT_STEP": REBUILD_SUBJECT_STEP, "KEY_ROTATION": KEY_ROTATION,
     "PROJECTOR_WAKE": PROJECTOR_WAKE, "PROJECTION_SWEEP": PROJECTION_SWEEP,
     "PHYSICAL_COMPACTION": PHYSICAL_COMPACTION, "MEMORY_SWEEP": MEMORY_SWEEP,
-    "REEMBED_STEP": REEMBED_STEP,
+    "REEMBED_STEP": REEMBED_STEP, "WEBHOOK_DELIVERY": WEBHOOK_DELIVERY,
 }
+# The presets that give up: after their attempts the workflow dead-letters the work (every other
+# preset retries transient failures without a cap).
+DEAD_LETTERING_PRESETS: Final = ("WEBHOOK_DELIVERY",)

@@ -199,6 +199,18 @@ class Settings(BaseSettings):
         "a positive number of activities per second", fix="set e.g. {name}=5, or leave it unset for no limit")] = _setting(
         "AGENT_MEMORY_MODEL_ACTIVITIES_PER_SECOND", None, "the model queue's rate limit, for all its workers together "
         "(the server enforces it)", shown_default="no limit")
+    webhook_allow_http: Switch = _setting(
+        "AGENT_MEMORY_WEBHOOK_ALLOW_HTTP", False, "`1`: webhook endpoints may be plain `http://` URLs (a development "
+        "stack); otherwise only `https://` ([webhooks](api.md#webhooks))")
+    webhook_max_attempts: Count = _setting(
+        "AGENT_MEMORY_WEBHOOK_MAX_ATTEMPTS", 8, "POSTs of one webhook delivery before it is dead-lettered")
+    webhook_initial_retry_seconds: Seconds = _setting(
+        "AGENT_MEMORY_WEBHOOK_INITIAL_RETRY_SECONDS", 1.0, "the wait before a webhook delivery's second attempt; it "
+        "doubles with each further one")
+    webhook_max_retry_seconds: Seconds = _setting(
+        "AGENT_MEMORY_WEBHOOK_MAX_RETRY_SECONDS", 600.0, "the longest wait between two attempts of a webhook delivery")
+    webhook_timeout_seconds: Seconds = _setting(
+        "AGENT_MEMORY_WEBHOOK_TIMEOUT_SECONDS", 10.0, "how long one webhook POST may take (connect, send, answer; at most 25)")
 
     @field_validator("home", "key_dir")
     @classmethod

@@ -136,6 +136,8 @@ TABLES: tuple[Table, ...] = (
     Table("rebuild_reports", "bookkeeping", erasure="delete", store="operations"),
     # An agent's tool calls made once (memory/tool_calls.py): results under the subject key.
     Table("tool_calls", "bookkeeping", erasure="delete", store="operations"),
+    # Webhook deliveries about the subject (memory/webhooks.py): ids and counts, never content.
+    Table("webhook_deliveries", "bookkeeping", erasure="delete", store="operations"),
     Table("messages", "evidence", erasure="delete", store="messages"),
     Table("sessions", "evidence", erasure="delete", store="messages"),
     Table("subject_keys", "bookkeeping", erasure="shred"),
@@ -161,6 +163,8 @@ TABLES: tuple[Table, ...] = (
     Table("operator_counters", "bookkeeping", subject_column=None),
     # The HTTP API's keys (hashes): no subject data.
     Table("api_keys", "bookkeeping", subject_column=None),
+    # The tenant's webhook endpoints (URLs, event types, encrypted signing secrets): no subject data.
+    Table("webhook_endpoints", "bookkeeping", subject_column=None),
 )
 BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}
 

@@ -22,6 +22,7 @@ from agent_memory.core import contract, tables
 from agent_memory.core.errors import Conflict, InvalidInput, NotFound
 from agent_memory.core.models import ErasureReceipt, ErasureStatus
 from agent_memory.lifecycle.compaction import ERASURE_TABLES, request_compaction
+from agent_memory.memory.webhooks import enqueue_erasure_completed
 from agent_memory.security.crypto import decrypt_reason
 from agent_memory.security.keyring import KeyRing
 from agent_memory.security.operator_requests import UnauthorizedRequestError
@@ -276,6 +277,11 @@ async def complete_erasure(pool: AsyncConnectionPool, keyring: KeyRing, tenant_i
             (receipt.completed_at, Jsonb(kept), ticket, tenant_id, request_id))
         await conn.execute("UPDATE tombstones SET subject_id = NULL WHERE tenant_id = %s AND subject_digest = %s",
                            (tenant_id, digest))
+        # The tenant's webhooks hear of it with the receipt's figures, never the subject's id.
+        await enqueue_erasure_completed(conn, tenant_id, request_id, {
+            "request_id": request_id, "completed_at": receipt.completed_at.isoformat(),
+            "residue_total": receipt.residue_total, "key_shredded": receipt.key_shredded,
+            "removed": receipt.removed})
     return receipt
 
 

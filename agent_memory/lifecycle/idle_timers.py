@@ -39,6 +39,7 @@ class IdleTimerSweepResult(BaseModel):
     tenants: int = 0
     sessions_found: int = 0  # idle, with messages no consolidation covered
     timers_started: int = 0  # of those, the ones with no running timer
+    webhook_deliveries_started: int = 0  # runs of webhook deliveries never started before
 
 
 async def arm_idle_timer(temporal: Client, task_queue: str, tenant_id: str, subject_id: str, session_id: str,

@@ -13,6 +13,7 @@ from every store once the grace period is over. Defaults (docs/lifecycle.md):
 | candidate-area values (not corroborated) | 90 days after first said | `candidate_days` |
 | temporary facts ("until June", a write's expiry) | 30 days after their end date | `temporary_fact_days` |
 | profile facts | until changed (history kept) or forgotten | — |
+| webhook deliveries, delivered or dead | 30 days | `webhook_delivery_days` |
 
 Ages are measured against when a memory happened (an episode's session time, a note's message
 time, a candidate's observation, a temporary fact's end), not when it was recorded: a backfill
@@ -37,6 +38,7 @@ from agent_memory.core.run_inputs import RunInput
 from agent_memory.lifecycle.forgetting import forget_memory
 from agent_memory.memory.evidence import WORKING_MEMORY_TTL_SECONDS
 from agent_memory.memory.tool_calls import TOOL_CALL_DAYS_DEFAULT, sweep_expired_tool_calls
+from agent_memory.memory.webhooks import WEBHOOK_DELIVERY_DAYS_DEFAULT, sweep_old_deliveries
 from agent_memory.security.keyring import KeyRing
 from agent_memory.store.db import registered_tenants, tenant_transaction
 from agent_memory.store.scope import SubjectErasedError
@@ -53,6 +55,8 @@ class RetentionPolicy(BaseModel):
     temporary_fact_days: int | None = Field(default=30, ge=0)
     # How long an agent's recorded tool call answers its retries (memory/tool_calls.py).
     tool_call_days: int = Field(default=TOOL_CALL_DAYS_DEFAULT, ge=1, le=3650)
+    # How long a delivered or dead webhook delivery stays listed (memory/webhooks.py).
+    webhook_delivery_days: int = Field(default=WEBHOOK_DELIVERY_DAYS_DEFAULT, ge=1, le=3650)
 
 
 DEFAULT_RETENTION = RetentionPolicy()
@@ -67,6 +71,7 @@ class RetentionResult(BaseModel):
     forgotten: dict[str, int] = Field(default_factory=dict)  # per rule: episode, note, candidate, temporary_fact
     skipped_erased: int = 0
     tool_calls_expired: int = 0
+    webhook_deliveries_expired: int = 0
 
 
 async def read_retention(conn: psycopg.AsyncConnection, tenant_id: str) -> RetentionPolicy:
@@ -124,6 +129,9 @@ async def apply_retention(pool: AsyncConnectionPool, keyring: KeyRing, *, limit_
             policy = await read_retention(conn, tenant_id)
             expired = await expired_memories(conn, tenant_id, policy, limit_per_tenant)
             result.tool_calls_expired += await sweep_expired_tool_calls(conn, tenant_id, limit_per_tenant)
+            result.webhook_deliveries_expired += await sweep_old_deliveries(conn, tenant_id,
+                                                                            policy.webhook_delivery_days,
+                                                                            limit_per_tenant)
         for rule, subject_id, memory_id in expired:
             try:
                 done = await forget_memory(pool, keyring, tenant_id=tenant_id, subject_id=subject_id,

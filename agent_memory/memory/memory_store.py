@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -57,6 +57,7 @@ from agent_memory.memory.events import (
 from agent_memory.memory.forgotten import forgotten_state, writable_version
 from agent_memory.memory.operations import record_succeeded, recorded_result, request_hash
 from agent_memory.memory.relations import relation_events
+from agent_memory.memory.webhooks import enqueue_consolidation_completed, enqueue_memory_event
 from agent_memory.memory.write_policy import active_consents, count_withheld, read_write_policy
 from agent_memory.security.crypto import SubjectKey
 from agent_memory.security.keyring import KeyRing
@@ -139,6 +140,8 @@ async def record_event(conn: psycopg.AsyncConnection, key: SubjectKey, event: Me
         event = replace(event, payload=event.payload.model_copy(update={"corrects_from": now}))
     await append_event(conn, key, event)
     await apply_event(conn, key.tenant_id, key.subject_id, event)
+    # The tenant's webhooks hear of it (memory/webhooks.py), in this transaction: an outbox.
+    await enqueue_memory_event(conn, key.tenant_id, key.subject_id, event)
     return event
 
 
@@ -293,11 +296,13 @@ def _outcome(operation_id: str, session_id: str, through: datetime | None,
 async def commit_events(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_id: str, subject_id: str,
                         key: OperationKey, request: dict[str, Any],
                         decide: Callable[[psycopg.AsyncConnection, SubjectKey], AsyncIterator[MemoryEvent]],
-                        outcome: Callable[[list[MemoryEvent]], CommitOutcome]) -> CommitOutcome:
+                        outcome: Callable[[list[MemoryEvent]], CommitOutcome],
+                        completed: Callable[[psycopg.AsyncConnection, CommitOutcome, list[MemoryEvent]],
+                                            Awaitable[Any]] | None = None) -> CommitOutcome:
     """The write path's one transaction, for every writer: the subject's write scope, the
     recorded outcome of this operation if there is one (a retry returns it), else the events
-    `decide` yields, each recorded (appended + applied) before the next is decided, and the
-    operation's own record."""
+    `decide` yields, each recorded (appended + applied) before the next is decided, `completed`
+    (what else the commit writes about itself) and the operation's own record."""
     req_hash = request_hash(request)
     async with subject_scope(pool, keyring, tenant_id, subject_id, Mode.WRITE) as scope:
         done = await recorded_result(scope.conn, tenant_id, key, req_hash, CommitOutcome)
@@ -309,6 +314,8 @@ async def commit_events(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_i
         async for event in decide(scope.conn, skey):
             recorded.append(await record_event(scope.conn, skey, event))
         result = outcome(recorded)
+        if completed is not None:
+            await completed(scope.conn, result, recorded)
         await record_succeeded(scope.conn, tenant_id=tenant_id, subject_id=subject_id, key=key, req_hash=req_hash,
                                result=result)
     return result
@@ -342,10 +349,14 @@ async def commit_consolidation(pool: AsyncConnectionPool, keyring: KeyRing, *, t
                                            entities=extraction.entities, operation_id=operation_id):
             yield event
 
+    async def completed(conn: psycopg.AsyncConnection, result: CommitOutcome, recorded: list[MemoryEvent]) -> None:
+        await enqueue_consolidation_completed(conn, tenant_id, subject_id, result, recorded)
+
     return await commit_events(pool, keyring, tenant_id=tenant_id, subject_id=subject_id, key=key, request=request,
                                decide=decide,
                                outcome=lambda recorded: _outcome(operation_id, session_id, through, recorded,
-                                                                 dict(withheld)))
+                                                                 dict(withheld)),
+                               completed=completed)
 
 
 async def list_facts(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id: str, subject_id: str, *,

@@ -44,6 +44,8 @@ def test_workflow_id_formats():
     assert contract.manual_key_rotation_workflow_id("abc") == "key-rotation/manual-abc"
     assert contract.manual_compaction_workflow_id("abc") == "physical-compaction/manual-abc"
     assert contract.scheduled_workflow_id(contract.KEY_ROTATION_SCHEDULE_ID) == "agent-memory/key-rotation/run"
+    assert contract.webhook_delivery_workflow_id("0f1e") == "webhook-delivery-0f1e"
+    assert contract.webhook_delivery_workflow_id("0f1e", 2) == "webhook-delivery-0f1e-r2"  # the 2nd re-delivery
 
 
 def test_the_tenant_is_read_back_from_per_tenant_workflow_ids_only():

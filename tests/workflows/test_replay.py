@@ -154,14 +154,20 @@ def test_a_step_route_history_names_each_step_and_carries_no_text(name, model_st
 
 def test_every_retry_preset_retries_transient_failures_without_an_attempt_cap():
     """A one-minute Postgres or provider outage must not fail a run: transient failures retry
-    until they pass at a capped interval; permanent ones end retries as non-retryable types."""
-    from agent_memory.core.contract import ACTIVITY_PRESETS, ErrorType
+    until they pass at a capped interval; permanent ones end retries as non-retryable types. The
+    dead-lettering presets (a webhook delivery) give up after a bounded number of attempts, at
+    exponentially growing intervals, and the work is dead-lettered for an operator to re-drive."""
+    from agent_memory.core.contract import ACTIVITY_PRESETS, DEAD_LETTERING_PRESETS, ErrorType
 
     assert len(ACTIVITY_PRESETS) >= 7
     for name, preset in ACTIVITY_PRESETS.items():
         policy = preset.retry_policy()
-        assert policy.maximum_attempts == 0, f"{name} gives up after {policy.maximum_attempts} attempts"
-        assert policy.maximum_interval is not None and policy.maximum_interval.total_seconds() <= 120, name
+        if name in DEAD_LETTERING_PRESETS:
+            assert policy.maximum_attempts > 1 and policy.backoff_coefficient > 1, name
+            assert policy.maximum_interval is not None and policy.maximum_interval > policy.initial_interval, name
+        else:
+            assert policy.maximum_attempts == 0, f"{name} gives up after {policy.maximum_attempts} attempts"
+            assert policy.maximum_interval is not None and policy.maximum_interval.total_seconds() <= 120, name
         permanent = set(policy.non_retryable_error_types or ())
         assert permanent and permanent <= {str(t) for t in ErrorType}, name
         assert ErrorType.PROVIDER_RETRYABLE not in permanent, name

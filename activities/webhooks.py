@@ -1,0 +1,187 @@
+"""Webhook activities: one POST of a delivery, its dead letter, the retry bounds a run uses, and
+the sweep of deliveries whose run was never started. Ids in, small figures out: the URL, the
+secret and the payload are read from PostgreSQL by the attempt."""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Literal
+
+import httpx
+from psycopg_pool import AsyncConnectionPool
+from pydantic import BaseModel, ConfigDict, Field
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
+
+from activities.errors import temporal_failures
+from agent_memory.core import contract
+from agent_memory.core.contract import ErrorType
+from agent_memory.core.run_inputs import RunInput
+from agent_memory.core.settings import Settings
+from agent_memory.memory.webhooks import (
+    WebhookDeliveryInput,
+    WebhookSweepResult,
+    delivery_target,
+    dispatch_deliveries,
+    mark_dead,
+    record_attempt,
+    sweep_undispatched,
+)
+from agent_memory.security.keyring import KeyRing
+from agent_memory.security.webhook_signing import signed_headers
+
+# A receiver's Retry-After is honoured up to this long (the retry bound still counts the attempt).
+MAX_RETRY_AFTER = timedelta(hours=1)
+RETRYABLE_STATUSES = frozenset({408, 429})
+
+
+class WebhookRetryBounds(BaseModel):
+    """The deployment's retry bounds, recorded in the run's history by the activity that read them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_attempts: int = Field(ge=1)
+    initial_retry_seconds: float = Field(gt=0)
+    max_retry_seconds: float = Field(gt=0)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> WebhookRetryBounds:
+        initial = max(settings.webhook_initial_retry_seconds, 0.001)
+        return cls(max_attempts=settings.webhook_max_attempts, initial_retry_seconds=initial,
+                   max_retry_seconds=max(settings.webhook_max_retry_seconds, initial))
+
+
+class WebhookAttemptOutcome(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    # delivered: a 2xx (now or by an earlier attempt); gone: the delivery was erased or swept;
+    # dead: dead-lettered already (nothing sent).
+    status: Literal["delivered", "gone", "dead"]
+    status_code: int | None = None
+
+
+class WebhookDeadInput(RunInput):
+    tenant_id: str
+    delivery_id: str
+    # Why, when the attempts recorded none (a timeout of the activity itself).
+    error: str | None = None
+
+
+class WebhookDeadOutcome(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    attempts: int | None = None  # None: the delivery was not pending (delivered, gone)
+
+
+class WebhookSweepInput(RunInput):
+    kind: Literal["webhook-sweep"] = "webhook-sweep"
+    limit_per_tenant: int = Field(default=500, ge=1)
+
+
+async def start_webhook_deliveries(pool: AsyncConnectionPool, temporal: Client, task_queue: str,
+                                   tenant_id: str) -> None:
+    """After a commit: start the runs of the tenant's new webhook deliveries. A failure is logged
+    and left to the sweep (the deliveries stay pending, committed with their effect)."""
+    try:
+        await dispatch_deliveries(pool, temporal, task_queue, tenant_id)
+    except Exception as exc:
+        activity.logger.warning("webhook deliveries of tenant %s left to the sweep: %s", tenant_id, exc)
+
+
+def retry_after(value: str | None, now: datetime | None = None) -> timedelta | None:
+    """A Retry-After header (seconds, or an HTTP date) as a delay, capped; None when absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        delay = timedelta(seconds=int(value))
+    else:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        delay = when - (now or datetime.now(UTC))
+    return min(max(delay, timedelta(seconds=1)), MAX_RETRY_AFTER)
+
+
+class WebhookActivities:
+    def __init__(self, pool: AsyncConnectionPool, keyring: KeyRing, temporal: Client, *,
+                 bounds: WebhookRetryBounds, timeout_seconds: float = 10.0):
+        self.pool = pool
+        self.keyring = keyring
+        self.temporal = temporal
+        self.bounds = bounds  # the deployment's (AGENT_MEMORY_WEBHOOK_*)
+        # No retries in the client: the workflow's retry policy owns them. No redirects followed.
+        # Within the activity's start-to-close bound (contract.WEBHOOK_DELIVERY), with time to record the answer.
+        timeout = min(timeout_seconds, contract.WEBHOOK_DELIVERY.start_to_close.total_seconds() - 5)
+        self.http = httpx.AsyncClient(timeout=httpx.Timeout(timeout), follow_redirects=False,
+                                      transport=httpx.AsyncHTTPTransport(retries=0))
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    @activity.defn(name=contract.WEBHOOK_RETRY_POLICY)
+    @temporal_failures
+    async def webhook_retry_policy(self, request: WebhookDeliveryInput) -> WebhookRetryBounds:
+        return self.bounds
+
+    @activity.defn(name=contract.DELIVER_WEBHOOK)
+    @temporal_failures
+    async def deliver_webhook(self, request: WebhookDeliveryInput) -> WebhookAttemptOutcome:
+        """POST the delivery once. 2xx: delivered. No answer, a timeout, 408, 429 or 5xx: a
+        retryable failure (after the receiver's Retry-After, if any). Any other answer, or a
+        removed endpoint: a permanent failure (the workflow dead-letters the delivery)."""
+        tenant_id, delivery_id = request.tenant_id, request.delivery_id
+        target = await delivery_target(self.pool, self.keyring, tenant_id, delivery_id)
+        if target is None:
+            activity.logger.info("webhook delivery %s is gone (erased or swept): nothing to send", delivery_id)
+            return WebhookAttemptOutcome(status="gone")
+        if target.status != "pending":
+            return WebhookAttemptOutcome(status=target.status)
+        if not target.enabled:
+            await record_attempt(self.pool, tenant_id, delivery_id, status_code=None,
+                                 error="the endpoint was removed", delivered=False)
+            raise ApplicationError("the webhook endpoint was removed", type=ErrorType.WEBHOOK_REJECTED,
+                                   non_retryable=True)
+        headers = signed_headers(target.secret, delivery_id, target.body, now=time.time())
+        try:
+            response = await self.http.post(target.url, content=target.body, headers=headers)
+        except httpx.HTTPError as exc:
+            error = f"no answer: {type(exc).__name__}" + (f": {exc}" if str(exc) else "")
+            await record_attempt(self.pool, tenant_id, delivery_id, status_code=None, error=error, delivered=False)
+            activity.logger.info("webhook delivery %s attempt %d: %s", delivery_id, activity.info().attempt, error)
+            raise ApplicationError(f"the webhook receiver gave {error}", type=ErrorType.WEBHOOK_RETRYABLE) from None
+        code = response.status_code
+        if 200 <= code < 300:
+            await record_attempt(self.pool, tenant_id, delivery_id, status_code=code, error=None, delivered=True)
+            return WebhookAttemptOutcome(status="delivered", status_code=code)
+        error = f"HTTP {code} {response.reason_phrase}".strip()
+        await record_attempt(self.pool, tenant_id, delivery_id, status_code=code, error=error, delivered=False)
+        activity.logger.info("webhook delivery %s attempt %d: %s", delivery_id, activity.info().attempt, error)
+        if code in RETRYABLE_STATUSES or code >= 500:
+            raise ApplicationError(f"the webhook receiver answered {error}", type=ErrorType.WEBHOOK_RETRYABLE,
+                                   next_retry_delay=retry_after(response.headers.get("Retry-After")))
+        raise ApplicationError(f"the webhook receiver refused the delivery: {error}", type=ErrorType.WEBHOOK_REJECTED,
+                               non_retryable=True)
+
+    @activity.defn(name=contract.MARK_WEBHOOK_DEAD)
+    @temporal_failures
+    async def mark_webhook_dead(self, request: WebhookDeadInput) -> WebhookDeadOutcome:
+        attempts = await mark_dead(self.pool, request.tenant_id, request.delivery_id, request.error)
+        if attempts is not None:
+            activity.logger.warning("webhook delivery %s of tenant %s is dead after %d attempts", request.delivery_id,
+                                    request.tenant_id, attempts)
+        return WebhookDeadOutcome(attempts=attempts)
+
+    @activity.defn(name=contract.SWEEP_WEBHOOK_DELIVERIES)
+    @temporal_failures
+    async def sweep_webhook_deliveries(self, request: WebhookSweepInput) -> WebhookSweepResult:
+        """Start the run of every pending delivery never started (a crash between its commit and
+        the start), in every tenant, on this worker's task queue."""
+        return await sweep_undispatched(self.pool, self.temporal, activity.info().task_queue,
+                                        limit_per_tenant=request.limit_per_tenant)
