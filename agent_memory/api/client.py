@@ -8,7 +8,7 @@ import hashlib
 import logging
 import uuid
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractContextManager, asynccontextmanager
 from datetime import datetime, timedelta
 
 from pydantic import BaseModel, JsonValue
@@ -128,7 +128,7 @@ from agent_memory.recall.recall_policy import RecallPolicy, read_policy, reset_p
 from agent_memory.security.keyring import KeyRotationInput, RotationResult
 from agent_memory.security.leak_filter import drop_counts
 from agent_memory.security.operator_requests import register_operator_request
-from agent_memory.store.db import fetch_one, tenant_transaction
+from agent_memory.store.db import as_agent, fetch_one, tenant_transaction
 from agent_memory.store.scope import Mode, SubjectErasedError, subject_scope
 
 log = logging.getLogger(__name__)
@@ -192,6 +192,13 @@ class MemoryClient:
         self.idle_timeout = idle_timeout
         self.idle_signal_debounce = idle_signal_debounce  # zero: every append signals the idle timer
         self._owns_services = False
+
+    @staticmethod
+    def as_agent(agent_id: str | None) -> AbstractContextManager[None]:
+        """Read and write as `agent_id` inside the block, as a key limited to that agent does: the
+        messages appended are that agent's, and other agents' private sessions, episodes and
+        notes are invisible (None: as the whole tenant)."""
+        return as_agent(agent_id)
 
     @classmethod
     async def open(cls, settings: Settings | None = None, *, task_queue: str | None = None) -> MemoryClient:

@@ -75,7 +75,7 @@ from agent_memory.memory.tool_calls import (
     TOOL_NAME_MAX_CHARS,
 )
 from agent_memory.security.api_keys import ApiKey, KeyScope, audited_actor, verify_key
-from agent_memory.store.db import tenant_transaction
+from agent_memory.store.db import enter_agent, tenant_transaction
 
 T = TypeVar("T")
 
@@ -277,7 +277,9 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
         if presented is None:
             raise ToolError("no API key: send `Authorization: Bearer amk:...` (agent-memory keys create)")
         # Checked on every call: a key revoked (or narrowed) while the server runs stops at once.
-        return await verify_key(client.services.pool, presented, scope)
+        key = await verify_key(client.services.pool, presented, scope)
+        enter_agent(key.agent_id)  # the rest of the call reads and writes as the key's agent, if any
+        return key
 
     @server.tool(description=(
         "Store turns of a conversation with the person (needs a write key). Send each turn as it "

@@ -84,17 +84,21 @@ async def status(client: MemoryClient, services: Services, *, json: bool) -> Non
 @click.option("--scope", type=Choice(("read", "write", "erase")), default="write", metavar="{read,write,erase}",
               help="read: reads; write: also appends and ends sessions; erase: also forgets and erases")
 @click.option("--name", metavar="NAME", help="a label, e.g. support-bot")
+@click.option("--agent", metavar="AGENT_ID", help="limit the key to one agent: it writes that agent's messages "
+              "and does not see other agents' private sessions")
 @json_flag
 @with_client
 async def create(client: MemoryClient, services: Services, *, tenant: str, scope: str, name: str | None,
-                 json: bool) -> None:
+                 agent: str | None, json: bool) -> None:
     from agent_memory.security.api_keys import create_key
 
-    created = await create_key(services.pool, tenant, scope, name)  # type: ignore[arg-type]
+    created = await create_key(services.pool, tenant, scope, name, agent_id=agent)  # type: ignore[arg-type]
     if json:
         print_json(created.model_dump(mode="json"))
     else:
-        print(f"API key {created.key.key_id} ({created.key.scope}) of tenant {tenant}; shown once:\n{created.token}")
+        limited = f", agent {agent}" if agent else ""
+        print(f"API key {created.key.key_id} ({created.key.scope}{limited}) of tenant {tenant}; shown once:\n"
+              f"{created.token}")
 
 
 @keys.command("list", cls=Command, help="the tenant's API keys (no secrets)")

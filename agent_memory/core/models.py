@@ -23,6 +23,7 @@ from pydantic import (
     computed_field,
     field_serializer,
     field_validator,
+    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
@@ -151,6 +152,10 @@ class Message(BaseModel):
     agent_id: str | None = Field(default=None, description=f"{SCOPE_DESCRIPTIONS['agent_id']} ({IDENTIFIER_RULE})")
     app_id: str | None = Field(default=None, description=f"{SCOPE_DESCRIPTIONS['app_id']} ({IDENTIFIER_RULE})")
     run_id: str | None = Field(default=None, description=f"{SCOPE_DESCRIPTIONS['run_id']} ({IDENTIFIER_RULE})")
+    private: bool = Field(default=False, description=(
+        "private to the message's agent (agent_id required): the session, its episode and notes are seen only "
+        "by keys of that agent and tenant-wide keys, and it adds no facts, entities or relations to the shared "
+        "profile; every message of a session is private to the same agent or none is"))
 
     @field_validator("agent_id", "app_id", "run_id")
     @classmethod
@@ -158,9 +163,21 @@ class Message(BaseModel):
         return None if v is None else check_identifier(str(info.field_name), v)
 
     @property
-    def scope(self) -> dict[str, str]:
-        """The scope ids the message carries."""
-        return {name: value for name in SCOPE_FIELDS if (value := getattr(self, name)) is not None}
+    def scope(self) -> dict[str, str | bool]:
+        """The scope the message carries: its ids, and whether it is private."""
+        ids: dict[str, str | bool] = {name: value for name in SCOPE_FIELDS if (value := getattr(self, name)) is not None}
+        return {**ids, "private": True} if self.private else ids
+
+    @property
+    def private_to(self) -> str | None:
+        """The agent the message is private to (None: shared)."""
+        return self.agent_id if self.private else None
+
+    @model_validator(mode="after")
+    def _private_needs_an_agent(self) -> Message:
+        if self.private and self.agent_id is None:
+            raise InvalidInput("private: a private message needs an agent_id, the agent it is private to")
+        return self
 
     @field_validator("metadata")
     @classmethod

@@ -83,15 +83,15 @@ TABLES: tuple[Table, ...] = (
           natural_key="session_id, message_id",
           rebuild=RebuildColumns(
               2, ("memory_id::text", "session_id", "message_id", "version", "text", "happened_at",
-                  "source_message_ids", "operation_id"),
+                  "source_message_ids", "operation_id", "private_to"),
               ("memory_id", "tenant_id", "subject_id", "session_id", "message_id", "version", "text",
-               "happened_at", "source_message_ids", "operation_id", "recorded_at"))),
+               "happened_at", "source_message_ids", "operation_id", "recorded_at", "private_to"))),
     Table("episodes", "projection", erasure="delete", store="episodes", label="episodes", natural_key="session_id",
           rebuild=RebuildColumns(
               1, ("memory_id::text", "session_id", "version", "summary", "sentences", "importance", "happened_at",
-                  "source_message_ids", "operation_id"),
+                  "source_message_ids", "operation_id", "private_to"),
               ("memory_id", "tenant_id", "subject_id", "session_id", "version", "summary", "sentences",
-               "importance", "happened_at", "source_message_ids", "operation_id", "recorded_at"))),
+               "importance", "happened_at", "source_message_ids", "operation_id", "recorded_at", "private_to"))),
     Table("facts", "projection", erasure="delete", store="facts", label="facts",
           natural_key="namespace, key, value, version",
           rebuild=RebuildColumns(

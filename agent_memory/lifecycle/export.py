@@ -46,6 +46,7 @@ class ExportedMessage(BaseModel):
     agent_id: str | None = None
     app_id: str | None = None
     run_id: str | None = None
+    private_to: str | None = None  # the agent whose private session it belongs to
 
 
 class ExportedEpisode(BaseModel):
@@ -141,7 +142,7 @@ async def export_subject(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id:
                               | {m for r in relations for m in r.evidence_message_ids})
             cited = await _rows(scope.conn, ExportedMessage,
                                 "SELECT session_id, message_id, role, speaker, content, created_at, metadata, agent_id, app_id, "
-                                "run_id FROM messages "
+                                "run_id, private_to FROM messages "
                                 "WHERE tenant_id = %s AND subject_id = %s AND message_id = ANY(%s) "
                                 "ORDER BY created_at, session_id, turn_index", (tenant_id, subject_id, evidence))
             forgotten = await _forgotten(scope, keyring, grace)

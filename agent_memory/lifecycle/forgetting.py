@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 import psycopg
+from psycopg import sql
 from psycopg.rows import class_row
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
@@ -45,6 +46,7 @@ from agent_memory.memory.events import (
 from agent_memory.memory.memory_store import record_event, subject_key
 from agent_memory.security.crypto import SubjectKey
 from agent_memory.security.keyring import KeyRing
+from agent_memory.store.db import reading_agent
 from agent_memory.store.scope import Mode, subject_scope
 
 MemoryKind = Literal["fact", "episode", "observation", "entity", "relation"]
@@ -146,6 +148,18 @@ async def _latest_event(conn: psycopg.AsyncConnection, tenant_id: str, subject_i
     return (row[0], int(row[1]), row[2]) if row else None
 
 
+async def _visible_to_reader(conn: psycopg.AsyncConnection, tenant_id: str, memory_id: uuid.UUID,
+                             namespace: str) -> bool:
+    """Whether a reader limited to an agent sees the memory: the log is not confined by agent, the
+    episodes and notes are (row-level security hides another agent's private ones)."""
+    table = {"episode": "episodes", "observation": "observations"}.get(namespace)
+    if reading_agent() is None or table is None:
+        return True
+    cur = await conn.execute(sql.SQL("SELECT 1 FROM {} WHERE tenant_id = %s AND memory_id = %s").format(
+        sql.Identifier(table)), (tenant_id, memory_id))
+    return await cur.fetchone() is not None
+
+
 async def forget_memory(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_id: str, subject_id: str,
                         memory_id: str, reason: str | None = None, actor: Actor = "operator",
                         actor_id: str | None = None, grace: timedelta = DEFAULT_GRACE) -> ForgetResult:
@@ -163,6 +177,8 @@ async def forget_memory(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_i
                                 projection_rows_removed=0, vectors_removed=0)
         latest = await _latest_event(conn, tenant_id, subject_id, mid)
         key = await subject_key(conn, keyring, tenant_id, subject_id, create=False)
+        if latest is not None and not await _visible_to_reader(conn, tenant_id, mid, latest[0]):
+            latest = None  # another agent's private episode or note: not this reader's to forget
         if latest is None or key is None:
             swept = row is not None and row.subject_id == subject_id
             raise MemoryNotFoundError(f"no memory {mid} of subject {subject_id!r} in tenant {tenant_id!r}"

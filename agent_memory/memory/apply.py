@@ -118,11 +118,11 @@ async def apply_event(conn: psycopg.AsyncConnection, tenant_id: str, subject_id:
         await conn.execute(sql.SQL(
             """
             INSERT INTO {} (memory_id, tenant_id, subject_id, session_id, version, summary, sentences, importance,
-                            happened_at, source_message_ids, operation_id)
-            VALUES (%s, %s, %s, %s, 1, %s, %s, %s, %s, %s, %s)
+                            happened_at, source_message_ids, operation_id, private_to)
+            VALUES (%s, %s, %s, %s, 1, %s, %s, %s, %s, %s, %s, %s)
             """).format(sql.Identifier(tables.episodes)),
             (event.memory_id, tenant_id, subject_id, p.session_id, p.summary, Jsonb(p.sentences), p.importance,
-             event.occurred_at, list(event.source_message_ids), event.operation_id))
+             event.occurred_at, list(event.source_message_ids), event.operation_id, p.private_to))
         await _index(conn, tables, tenant_id, subject_id, event, "episode", p.summary)
         await _outbox(conn, tables, tenant_id, subject_id, event, "episode")
     elif isinstance(p, ObservationCreated):
@@ -131,11 +131,11 @@ async def apply_event(conn: psycopg.AsyncConnection, tenant_id: str, subject_id:
         await conn.execute(sql.SQL(
             """
             INSERT INTO {} (memory_id, tenant_id, subject_id, session_id, message_id, text, happened_at,
-                            source_message_ids, operation_id)
-            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
+                            source_message_ids, operation_id, private_to)
+            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
             """).format(sql.Identifier(tables.observations)),
             (event.memory_id, tenant_id, subject_id, p.session_id, event.source_message_ids[0], p.text,
-             event.occurred_at, list(event.source_message_ids), event.operation_id))
+             event.occurred_at, list(event.source_message_ids), event.operation_id, p.private_to))
         await _index(conn, tables, tenant_id, subject_id, event, "observation", p.text, p.answers)
         await _outbox(conn, tables, tenant_id, subject_id, event, "observation")
     elif isinstance(p, EntityNoted):

@@ -113,6 +113,7 @@ class EpisodeCreated(_Payload):
     summary: str
     importance: float
     sentences: list[dict[str, Any]]
+    private_to: str | None = None  # the agent a private session belongs to (None: shared)
 
 
 class ObservationCreated(_Payload):
@@ -120,6 +121,7 @@ class ObservationCreated(_Payload):
     session_id: str
     text: str
     answers: str | None = None
+    private_to: str | None = None  # the agent a private session belongs to (None: shared)
 
 
 class EntityNoted(_Payload):

@@ -14,11 +14,11 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, Field
 from redis.asyncio import Redis
 
-from agent_memory.core.errors import Conflict
+from agent_memory.core.errors import Conflict, Forbidden, InvalidInput
 from agent_memory.core.models import Message, Session, check_identifier
 from agent_memory.memory.operations import RecordNotFoundError
 from agent_memory.security.leak_filter import register_tenant
-from agent_memory.store.db import fetch_one, tenant_transaction
+from agent_memory.store.db import fetch_one, reading_agent, tenant_transaction
 from agent_memory.store.redis_keys import redis_prefix, register
 from agent_memory.store.scope import Mode, enter_subject
 
@@ -28,6 +28,10 @@ WORKING_MEMORY_MAX_MESSAGES = 50
 
 class MessageConflictError(Conflict):
     """A message id was re-sent with a different body."""
+
+
+class SessionScopeConflictError(Conflict):
+    """A message would make a private session shared, a shared one private, or mix two agents."""
 
 
 class TurnConflictError(Conflict):
@@ -117,6 +121,8 @@ async def append_messages(pool: AsyncConnectionPool, redis: Redis | None, tenant
     idempotent no-op whatever its expected_parent."""
     check_identifier("tenant", tenant_id)
     check_identifier("subject", subject_id)
+    session = as_writing_agent(session)
+    private_to = session_private_to(session)
     inserted: list[Message] = []
     duplicates = 0
     async with tenant_transaction(pool, tenant_id) as conn:
@@ -124,10 +130,20 @@ async def append_messages(pool: AsyncConnectionPool, redis: Redis | None, tenant
         await conn.execute("SELECT pg_advisory_xact_lock(%s)",
                            (session_lock_key(tenant_id, subject_id, session.session_id),))
         # Session ids are per subject (migration 021): another subject's "s1" is another session.
-        await conn.execute(
-            "INSERT INTO sessions (tenant_id, session_id, subject_id, started_at) VALUES (%s, %s, %s, %s) "
-            "ON CONFLICT (tenant_id, subject_id, session_id) DO NOTHING",
-            (tenant_id, session.session_id, subject_id, session.started_at))
+        # A session's privacy is set by its first append and never changes (migration 046).
+        cur = await conn.execute(
+            "INSERT INTO sessions (tenant_id, session_id, subject_id, started_at, private_to) "
+            "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (tenant_id, subject_id, session_id) DO NOTHING",
+            (tenant_id, session.session_id, subject_id, session.started_at, private_to))
+        if cur.rowcount == 0:
+            cur = await conn.execute("SELECT private_to FROM sessions WHERE tenant_id = %s AND subject_id = %s "
+                                     "AND session_id = %s", (tenant_id, subject_id, session.session_id))
+            if (held := (await fetch_one(cur))[0]) != private_to:
+                raise SessionScopeConflictError(
+                    f"messages[0].private: session {session.session_id!r} is "
+                    + (f"private to agent {held!r}" if held else "shared")
+                    + "; every message of a session is private to the same agent or none is: send these "
+                    + "messages in a session of their own")
         cur = await conn.execute(LAST_MESSAGE_SQL, (tenant_id, subject_id, session.session_id))
         row = await cur.fetchone()
         parent = None if row is None else row[0]
@@ -139,9 +155,9 @@ async def append_messages(pool: AsyncConnectionPool, redis: Redis | None, tenant
             """
             INSERT INTO messages (tenant_id, session_id, message_id, subject_id, turn_index, role, speaker,
                                   content, image_caption, created_at, content_sha256, metadata, agent_id, app_id,
-                                  run_id)
+                                  run_id, private_to)
             SELECT %(t)s, %(s)s, m.message_id, %(u)s, m.turn_index, m.role, m.speaker, m.content, m.image_caption,
-                   m.created_at::timestamptz, m.digest, m.metadata::jsonb, m.agent_id, m.app_id, m.run_id
+                   m.created_at::timestamptz, m.digest, m.metadata::jsonb, m.agent_id, m.app_id, m.run_id, %(private)s
               FROM unnest(%(ids)s::text[], %(turns)s::int[], %(roles)s::text[], %(speakers)s::text[],
                           %(contents)s::text[], %(captions)s::text[], %(created)s::text[], %(digests)s::text[],
                           %(metadata)s::text[], %(agents)s::text[], %(apps)s::text[], %(runs)s::text[])
@@ -161,7 +177,7 @@ async def append_messages(pool: AsyncConnectionPool, redis: Redis | None, tenant
              "created": [m.created_at.isoformat() for m in session.messages], "digests": digests,
              "metadata": [json.dumps(m.metadata) for m in session.messages],
              "agents": [m.agent_id for m in session.messages], "apps": [m.app_id for m in session.messages],
-             "runs": [m.run_id for m in session.messages]})
+             "runs": [m.run_id for m in session.messages], "private": private_to})
         new_ids = {row[0] for row in await cur.fetchall()}
         resent: list[tuple[Message, str]] = []
         misplaced: list[tuple[int, Message, str]] = []
@@ -206,6 +222,30 @@ async def append_messages(pool: AsyncConnectionPool, redis: Redis | None, tenant
     passed_over = (t for t in range(last_turn + 1, max(new_turns, default=-1)) if t not in new_turns)
     return AppendResult(session_id=session.session_id, inserted=len(inserted), duplicates=duplicates,
                         last_message_id=last, skipped_turns=list(itertools.islice(passed_over, SKIPPED_TURNS_SHOWN)))
+
+
+def as_writing_agent(session: Session) -> Session:
+    """The session's messages as a key limited to an agent may write them: its own agent's (a
+    message naming none is stamped with it); a message of another agent is refused."""
+    agent = reading_agent()
+    if agent is None:
+        return session
+    for index, message in enumerate(session.messages):
+        if message.agent_id not in (None, agent):
+            raise Forbidden(f"messages[{index}].agent_id: this key writes as agent {agent!r} only, not "
+                            f"{message.agent_id!r}")
+    return session.model_copy(update={"messages": [m if m.agent_id else m.model_copy(update={"agent_id": agent})
+                                                   for m in session.messages]})
+
+
+def session_private_to(session: Session) -> str | None:
+    """The agent the call's messages are private to (None: shared); they must agree."""
+    first = session.messages[0].private_to
+    for index, message in enumerate(session.messages):
+        if message.private_to != first:
+            raise InvalidInput(f"messages[{index}].private: every message of a session is private to the same agent "
+                               "(private: true with one agent_id) or none is")
+    return first
 
 
 async def _positions(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str,

@@ -248,9 +248,18 @@ async def promoted_candidate_event(conn: psycopg.AsyncConnection, key: SubjectKe
                                                  reason="promoted to current fact"))
 
 
+async def session_private_to(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str,
+                             session_id: str) -> str | None:
+    """The agent the session is private to (None: shared)."""
+    cur = await conn.execute("SELECT private_to FROM sessions WHERE tenant_id = %s AND subject_id = %s "
+                             "AND session_id = %s", (tenant_id, subject_id, session_id))
+    row = await cur.fetchone()
+    return None if row is None else row[0]
+
+
 async def _episode_event(conn: psycopg.AsyncConnection, key: SubjectKey, session_id: str,
                          importance: ImportanceResult, summary: SummaryResult, happened_at: datetime,
-                         operation_id: str) -> MemoryEvent | None:
+                         operation_id: str, private_to: str | None) -> MemoryEvent | None:
     """The session's episode, once (an episode is written by the first commit of its session)."""
     memory_id = key.memory_id("episode", session_id)
     if not summary.sentences or await memory_version(conn, key.tenant_id, memory_id) > 0:
@@ -259,12 +268,12 @@ async def _episode_event(conn: psycopg.AsyncConnection, key: SubjectKey, session
     return MemoryEvent(memory_id=memory_id, version=1, namespace="episode", name=session_id, occurred_at=happened_at,
                        source_message_ids=tuple(source_ids), operation_id=operation_id,
                        payload=EpisodeCreated(summary=summary.text, importance=importance.importance,
-                                              session_id=session_id,
+                                              session_id=session_id, private_to=private_to,
                                               sentences=[s.model_dump() for s in summary.sentences]))
 
 
 async def _observation_events(conn: psycopg.AsyncConnection, key: SubjectKey, session_id: str,
-                              summary: SummaryResult, operation_id: str) -> list[MemoryEvent]:
+                              summary: SummaryResult, operation_id: str, private_to: str | None) -> list[MemoryEvent]:
     """One observation per noted message, each once."""
     events: list[MemoryEvent] = []
     for note in summary.observations:
@@ -276,7 +285,7 @@ async def _observation_events(conn: psycopg.AsyncConnection, key: SubjectKey, se
                                   name=f"{session_id}/{message_id}", occurred_at=note.happened_at,
                                   source_message_ids=tuple(note.source_message_ids), operation_id=operation_id,
                                   payload=ObservationCreated(text=note.text, answers=note.answers,
-                                                             session_id=session_id)))
+                                                             session_id=session_id, private_to=private_to)))
     return events
 
 
@@ -333,15 +342,20 @@ async def commit_consolidation(pool: AsyncConnectionPool, keyring: KeyRing, *, t
 
     async def decide(conn: psycopg.AsyncConnection, skey: SubjectKey) -> AsyncIterator[MemoryEvent]:
         withheld.clear()  # a retried transaction decides again from the start
-        async for event in decide_fact_events(conn, skey, session_id=session_id, operation_id=operation_id,
-                                              extraction=extraction, plan=plan, withheld=withheld):
-            yield event
-        await count_withheld(conn, skey.tenant_id, withheld)
-        episode = await _episode_event(conn, skey, session_id, importance, summary, happened_at, operation_id)
+        private_to = await session_private_to(conn, tenant_id, subject_id, session_id)
+        if private_to is None:  # the profile and the entity graph are shared: a private session adds to neither
+            async for event in decide_fact_events(conn, skey, session_id=session_id, operation_id=operation_id,
+                                                  extraction=extraction, plan=plan, withheld=withheld):
+                yield event
+            await count_withheld(conn, skey.tenant_id, withheld)
+        episode = await _episode_event(conn, skey, session_id, importance, summary, happened_at, operation_id,
+                                       private_to)
         if episode is not None:
             yield episode
-        for event in await _observation_events(conn, skey, session_id, summary, operation_id):
+        for event in await _observation_events(conn, skey, session_id, summary, operation_id, private_to):
             yield event
+        if private_to is not None:
+            return
         for event in await entity_events(conn, skey, session_id=session_id, extracted=extraction.entities,
                                          happened_at=happened_at, operation_id=operation_id):
             yield event

@@ -102,8 +102,11 @@ async def _session_messages(pool: AsyncConnectionPool, keyring: KeyRing, redis: 
     async with subject_scope(pool, keyring, tenant_id, subject_id, Mode.READ) as scope:
         if scope.erased:
             return _Recent(messages=[], source="none")
+        # Another agent's private session is no session of a reader limited to an agent (the
+        # session row is visible to every reader of the tenant; its messages, in Redis too, are not).
         cur = await scope.conn.execute(
-            "SELECT 1 FROM sessions WHERE tenant_id = %s AND subject_id = %s AND session_id = %s",
+            "SELECT 1 FROM sessions WHERE tenant_id = %s AND subject_id = %s AND session_id = %s "
+            "AND (private_to IS NULL OR coalesce(current_setting('app.agent_id', true), '') IN ('', private_to))",
             (tenant_id, subject_id, session_id))
         if await cur.fetchone() is None:
             return _Recent(messages=[], source="none")  # a new session of this subject: nothing said yet

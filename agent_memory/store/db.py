@@ -6,8 +6,9 @@ import base64
 import hashlib
 import hmac
 import secrets
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
 from importlib import resources
 from typing import TypeVar
 
@@ -53,9 +54,40 @@ async def open_pool(database_url: str, *, min_size: int = 1, max_size: int = 8) 
     return pool
 
 
+# The agent the current request reads and writes as (a key limited to one agent), or None (the
+# worker, a tenant-wide key). Every tenant transaction of the request names it to row-level
+# security, which then hides the other agents' private messages, episodes and notes (migration 046).
+_reading_agent: ContextVar[str | None] = ContextVar("agent_memory_reading_agent", default=None)
+
+
+def reading_agent() -> str | None:
+    return _reading_agent.get()
+
+
+@contextmanager
+def as_agent(agent_id: str | None) -> Iterator[None]:
+    """Read and write as `agent_id` in this block (None: as the whole tenant)."""
+    if agent_id is not None:
+        check_identifier("agent_id", agent_id)
+    token = _reading_agent.set(agent_id)
+    try:
+        yield
+    finally:
+        _reading_agent.reset(token)
+
+
+def enter_agent(agent_id: str | None) -> None:
+    """Read and write as `agent_id` for the rest of the current task (a request's handler: the
+    task ends with the request, and with it the setting)."""
+    if agent_id is not None:
+        check_identifier("agent_id", agent_id)
+    _reading_agent.set(agent_id)
+
+
 @asynccontextmanager
 async def tenant_transaction(pool: AsyncConnectionPool, tenant_id: str) -> AsyncIterator[psycopg.AsyncConnection]:
-    """One transaction in which row-level security sees only `tenant_id`'s rows.
+    """One transaction in which row-level security sees only `tenant_id`'s rows (and, for a
+    request of a key limited to an agent, no other agent's private ones).
 
     set_config(..., is_local => true) lasts until the transaction ends, so a pooled connection
     never carries one tenant's scope into the next borrower's transaction.
@@ -63,7 +95,8 @@ async def tenant_transaction(pool: AsyncConnectionPool, tenant_id: str) -> Async
     check_identifier("tenant", tenant_id)
     async with pool.connection() as conn:
         async with conn.transaction():
-            await conn.execute("SELECT set_config('app.tenant_id', %s, true)", (tenant_id,))
+            await conn.execute("SELECT set_config('app.tenant_id', %s, true), set_config('app.agent_id', %s, true)",
+                               (tenant_id, _reading_agent.get() or ""))
             yield conn
 
 

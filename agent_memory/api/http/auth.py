@@ -21,6 +21,7 @@ from agent_memory.security.api_keys import (
     verify_key,
 )
 from agent_memory.security.operator_keys import OperatorKey, verify_operator_key
+from agent_memory.store.db import enter_agent
 
 
 async def checked_key(limiter: FailureLimiter, pool: Any, address: str | None, token: str | None,
@@ -33,10 +34,13 @@ async def checked_key(limiter: FailureLimiter, pool: Any, address: str | None, t
     try:
         if token is None:
             raise ApiKeyError("no API key: send `Authorization: Bearer amk:...` (agent-memory keys create)")
-        return await verify_key(pool, token, needed)
+        key = await verify_key(pool, token, needed)
     except ApiKeyError:
         limiter.failed(names)
         raise
+    # The rest of the request reads and writes as the key's agent, if it is limited to one.
+    enter_agent(key.agent_id)
+    return key
 
 
 async def checked_operator_key(limiter: FailureLimiter, pool: Any, address: str | None,
