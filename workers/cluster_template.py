@@ -51,7 +51,7 @@ def migrated_template(build: Callable[[Path], str]) -> tuple[Path, str]:
     key = template_key()
     folder = template_dir(key)
     private_dir(folder.parent)
-    with open(os.open(folder.parent / f"{key}.lock", os.O_RDWR | os.O_CREAT, 0o600)) as lock:
+    with open(_lock_file(folder)) as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # a concurrent builder finishes first; then the template is there
         if not (folder / TEMPLATE_SECRETS).is_file():
             staging = Path(tempfile.mkdtemp(prefix=".build-", dir=folder.parent))
@@ -68,20 +68,38 @@ def migrated_template(build: Callable[[Path], str]) -> tuple[Path, str]:
     return folder / TEMPLATE_DATA, json.loads((folder / TEMPLATE_SECRETS).read_text())["postgres"]
 
 
+def _lock_file(folder: Path) -> int:
+    return os.open(folder.parent / f"{folder.name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+
+
 def _remove_other_templates(current: Path) -> None:
-    """Templates of other versions or migrations are never used again."""
+    """Templates of other versions or migrations are not this checkout's. One that a stack is
+    copying from (another checkout of the project on this machine) holds its lock shared: it is
+    left for a later build to remove."""
     for other in current.parent.iterdir():
         if other.is_dir() and other != current and not other.name.startswith(".build-"):
-            shutil.rmtree(other, ignore_errors=True)
-            (current.parent / f"{other.name}.lock").unlink(missing_ok=True)
+            with open(_lock_file(other)) as lock:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue
+                shutil.rmtree(other, ignore_errors=True)
+                (current.parent / f"{other.name}.lock").unlink(missing_ok=True)
 
 
 def copy_template(data: Path, owner: tuple[int, int] | None, build: Callable[[Path], str]) -> str:
     """Fill the (empty) data directory `data` with a copy of the template, owned by `owner`
     (uid, gid) when given; returns the superuser password the copy accepts until
     `adopt_password`."""
-    source, password = migrated_template(build)
-    shutil.copytree(source, data, symlinks=True, dirs_exist_ok=True)
+    while True:
+        source, password = migrated_template(build)
+        # Shared while copying, so that another checkout's build does not remove it mid-copy; one
+        # that did just before (the template is gone) means building it again.
+        with open(_lock_file(source.parent)) as lock:
+            fcntl.flock(lock, fcntl.LOCK_SH)
+            if (source.parent / TEMPLATE_SECRETS).is_file():
+                shutil.copytree(source, data, symlinks=True, dirs_exist_ok=True)
+                break
     if owner is not None:
         for root, dirs, files in os.walk(data):
             for name in (*dirs, *files):

@@ -3,6 +3,7 @@ copied per stack, and each copy logs in with its own home's passwords only."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import stat
@@ -58,6 +59,20 @@ def test_a_template_of_other_migrations_is_replaced(tmp_path, monkeypatch):
     (stale / cluster_template.TEMPLATE_SECRETS).write_text("{}")
     data, _ = cluster_template.migrated_template(build_template)
     assert not stale.exists() and data.is_dir() and (data / "PG_VERSION").is_file()
+
+
+def test_a_template_another_checkout_is_copying_is_left_until_the_copy_ends(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    current = cluster_template.template_dir("1" * 16)
+    in_use = cluster_template.template_dir("0" * 16)
+    for folder in (current, in_use):
+        folder.mkdir(parents=True)
+    with open(cluster_template._lock_file(in_use)) as copying:
+        fcntl.flock(copying, fcntl.LOCK_SH)  # what copy_template holds while it copies
+        cluster_template._remove_other_templates(current)
+        assert in_use.is_dir()
+    cluster_template._remove_other_templates(current)
+    assert not in_use.exists() and current.is_dir()
 
 
 def test_a_stack_that_is_not_scratch_runs_initdb(tmp_path, monkeypatch):
