@@ -36,6 +36,7 @@ from agent_memory.core.contract import (  # the id builders: re-exported for exi
     legacy_idle_workflow_id,
 )
 from agent_memory.core.errors import InvalidInput, NotFound
+from agent_memory.core.fact_text import fact_line
 from agent_memory.core.models import (
     CommitOutcome,
     ConsolidationInput,
@@ -76,10 +77,17 @@ from agent_memory.lifecycle.forgetting import (
 from agent_memory.lifecycle.idle_timers import arm_idle_timer
 from agent_memory.lifecycle.retention import RetentionPolicy, read_retention, write_retention
 from agent_memory.lifecycle.sweeper import LifecycleCounts, MemorySweepInput, MemorySweepResult, lifecycle_counts
+from agent_memory.memory.categories import (
+    Category,
+    CategoryNotFoundError,
+    list_categories,
+    put_category,
+    remove_category,
+)
 from agent_memory.memory.corrections import LiveActor, confirm_candidate, write_fact
 from agent_memory.memory.entities import EntityView, list_entities
 from agent_memory.memory.evidence import SESSION_IDLE_STATE_SQL, AppendResult, append_messages
-from agent_memory.memory.filters import NO_FILTER, MemoryFilter, cited_matching
+from agent_memory.memory.filters import NO_FILTER, MemoryFilter, matching_items
 from agent_memory.memory.ingest import check_not_future, check_time_not_future
 from agent_memory.memory.memory_store import list_facts
 from agent_memory.memory.relations import RelationView, list_relations
@@ -512,6 +520,19 @@ class MemoryClient:
         """A tool call's record (NotFound when never claimed or expired)."""
         return await read_tool_call(self.services.pool, self.services.keyring, tenant_id, subject_id, call_key)
 
+    async def put_category(self, tenant_id: str, category: Category) -> Category:
+        """Define one of the tenant's categories of memory, or replace its definition."""
+        return await put_category(self.services.pool, tenant_id, category)
+
+    async def categories(self, tenant_id: str) -> list[Category]:
+        """The tenant's categories of memory, by name."""
+        return await list_categories(self.services.pool, tenant_id)
+
+    async def remove_category(self, tenant_id: str, name: str) -> None:
+        """Remove one of the tenant's categories (NotFound when it has none of that name); no memory changes."""
+        if not await remove_category(self.services.pool, tenant_id, name):
+            raise CategoryNotFoundError(f"no category {name!r} in tenant {tenant_id!r}")
+
     async def restore(self, tenant_id: str, subject_id: str, memory_id: str, *, reason: str | None = None,
                       actor: Actor = "operator", actor_id: str | None = None) -> RestoreResult:
         """Undo a forget within the grace period; the memory's vectors come back through the
@@ -778,10 +799,11 @@ class MemoryClient:
         rows = await list_facts(self.services.pool, self.services.keyring, tenant_id, subject_id, as_of=as_of,
                                 include_history=history, include_candidates=candidates)
         rows = [row for row in rows if filters.fact_matches(row)]
-        if not filters.narrows_messages() or not rows:
+        if not filters.narrows_content() or not rows:
             return rows
         async with tenant_transaction(self.services.pool, tenant_id) as conn:
-            return await cited_matching(conn, tenant_id, subject_id, filters, rows, lambda f: f.evidence_message_ids)
+            return await matching_items(conn, tenant_id, subject_id, filters, rows, lambda f: f.evidence_message_ids,
+                                        lambda f: fact_line(f.namespace, f.key, f.value), lambda f: f.namespace)
 
     async def entities(self, tenant_id: str, subject_id: str) -> list[EntityView]:
         """The people, pets, places, organisations, events and things the subject's sessions

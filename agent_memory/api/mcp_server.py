@@ -66,6 +66,7 @@ from agent_memory.core.models import (
     Session,
     check_identifier,
 )
+from agent_memory.memory.categories import CATEGORIES_MAX
 from agent_memory.memory.evidence import NO_PARENT
 from agent_memory.memory.filters import NAMESPACE_MAX_CHARS, NAMESPACES_MAX, MemoryKind, memory_filter
 from agent_memory.memory.tool_calls import (
@@ -104,6 +105,10 @@ MemoryId = Annotated[str, Field(description="the memory's id, as `facts`, `recal
 Namespaces = Annotated[list[Annotated[str, Field(min_length=1, max_length=NAMESPACE_MAX_CHARS)]] | None, Field(
     description="only facts in these namespaces (as `facts` names them, e.g. location)", min_length=1,
     max_length=NAMESPACES_MAX)]
+Categories = Annotated[list[Annotated[str, Field(min_length=1, max_length=IDENTIFIER_MAX_CHARS,
+                                                 pattern=IDENTIFIER_SCHEMA_PATTERN)]] | None, Field(
+    description="only memories in one of these categories the app defined for its tenant (e.g. billing)",
+    min_length=1, max_length=CATEGORIES_MAX)]
 Kinds = Annotated[list[MemoryKind] | None, Field(
     description="only these kinds: fact (the profile), episode (past sessions and their notes)", min_length=1)]
 MetadataFilter = Annotated[dict[str, MetadataValue] | None, Field(
@@ -348,8 +353,8 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
         "What to put in the prompt before you answer this message (needs a read key): the person's "
         "profile and the relevant past sessions and notes as text, and the items it is made of, each "
         "with the ids of the messages it cites. What a session taught is there once the session is "
-        "consolidated (`end_session`). `kinds`, `namespaces`, `since`, `until`, `metadata` and the scope "
-        "(`agent_id`, `app_id`, `run_id` of the cited messages) narrow it."))
+        "consolidated (`end_session`). `kinds`, `namespaces`, the tenant's `categories`, `since`, `until`, "
+        "`metadata` and the scope (`agent_id`, `app_id`, `run_id` of the cited messages) narrow it."))
     @_answers
     async def context(
             subject: SubjectId, query: Query, ctx: Context,
@@ -362,10 +367,11 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
                 min_length=1, max_length=IDENTIFIER_MAX_CHARS, pattern=IDENTIFIER_SCHEMA_PATTERN)] = None,
             kinds: Kinds = None, namespaces: Namespaces = None, since: Since = None, until: Until = None,
             metadata: MetadataFilter = None, agent_id: AgentId = None, app_id: AppId = None, run_id: RunId = None,
+            categories: Categories = None,
     ) -> dict[str, Any]:
         tenant = (await need(ctx, "read")).tenant_id
         filters = memory_filter(kinds=kinds, namespaces=namespaces, since=since, until=until, metadata=metadata,
-                                agent_id=agent_id, app_id=app_id, run_id=run_id)
+                                agent_id=agent_id, app_id=app_id, run_id=run_id, categories=categories)
         assembled = await client.context(tenant, subject, query, token_budget=budget, session_id=session,
                                          filters=filters)
         return {"text": assembled.text, "items": [i.model_dump(mode="json") for i in assembled.items]}
@@ -378,10 +384,10 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
     @_answers
     async def facts(subject: SubjectId, ctx: Context, namespaces: Namespaces = None, since: Since = None,
                     until: Until = None, agent_id: AgentId = None, app_id: AppId = None,
-                    run_id: RunId = None) -> list[dict[str, Any]]:
+                    run_id: RunId = None, categories: Categories = None) -> list[dict[str, Any]]:
         tenant = (await need(ctx, "read")).tenant_id
         filters = memory_filter(namespaces=namespaces, since=since, until=until, agent_id=agent_id, app_id=app_id,
-                                run_id=run_id)
+                                run_id=run_id, categories=categories)
         return [f.model_dump(mode="json") for f in await client.facts(tenant, subject, filters=filters)]
 
     @server.tool(description=(
@@ -414,10 +420,10 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
                 ge=RECALL_LIMIT_MIN, le=RECALL_LIMIT_MAX)] = RECALL_LIMIT_DEFAULT,
             kinds: Kinds = None, namespaces: Namespaces = None, since: Since = None, until: Until = None,
             metadata: MetadataFilter = None, agent_id: AgentId = None, app_id: AppId = None,
-            run_id: RunId = None) -> dict[str, Any]:
+            run_id: RunId = None, categories: Categories = None) -> dict[str, Any]:
         tenant = (await need(ctx, "read")).tenant_id
         filters = memory_filter(kinds=kinds, namespaces=namespaces, since=since, until=until, metadata=metadata,
-                                agent_id=agent_id, app_id=app_id, run_id=run_id)
+                                agent_id=agent_id, app_id=app_id, run_id=run_id, categories=categories)
         return (await client.recall(tenant, subject, query, limit=limit, filters=filters)).model_dump(mode="json")
 
     @server.tool(description=(

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import click
 
-from agent_memory.cli import erasure, keys, memory, policies, runs, sessions, webhooks
+from agent_memory.cli import categories, erasure, keys, memory, policies, runs, sessions, webhooks
 from agent_memory.cli.core import PROG, RootGroup, ServicesOpener, add_commands
 
 DESCRIPTION = "`agent-memory`: feed sessions, inspect memory, erase subjects."
@@ -22,7 +22,8 @@ def library_commands() -> list[click.Command]:
     """The library's commands, in the order the help lists them."""
     return [memory.ingest, memory.end_session, runs.runs, erasure.erase, runs.rebuild, memory.recall, memory.context,
             memory.prompt, policies.policy, policies.retention, memory.facts, memory.entities, memory.relations,
-            policies.write_policy, policies.provider_policy, policies.consent, sessions.subjects, sessions.sessions,
+            policies.write_policy, policies.provider_policy, policies.consent, categories.categories, sessions.subjects,
+            sessions.sessions,
             runs.stats, runs.projection, keys.keys, webhooks.webhooks, erasure.erasure, erasure.forget, erasure.restore,
             erasure.export,
             erasure.forgotten, runs.sweep, runs.reembed, erasure.redrive_erasures, runs.compact,

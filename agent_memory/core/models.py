@@ -23,7 +23,6 @@ from pydantic import (
     computed_field,
     field_serializer,
     field_validator,
-    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
@@ -153,7 +152,7 @@ class Message(BaseModel):
     app_id: str | None = Field(default=None, description=f"{SCOPE_DESCRIPTIONS['app_id']} ({IDENTIFIER_RULE})")
     run_id: str | None = Field(default=None, description=f"{SCOPE_DESCRIPTIONS['run_id']} ({IDENTIFIER_RULE})")
     private: bool = Field(default=False, description=(
-        "private to the message's agent (agent_id required): the session, its episode and notes are seen only "
+        "private to the message's agent (its agent_id, or the agent of a key limited to one): the session, its episode and notes are seen only "
         "by keys of that agent and tenant-wide keys, and it adds no facts, entities or relations to the shared "
         "profile; every message of a session is private to the same agent or none is"))
 
@@ -172,12 +171,6 @@ class Message(BaseModel):
     def private_to(self) -> str | None:
         """The agent the message is private to (None: shared)."""
         return self.agent_id if self.private else None
-
-    @model_validator(mode="after")
-    def _private_needs_an_agent(self) -> Message:
-        if self.private and self.agent_id is None:
-            raise InvalidInput("private: a private message needs an agent_id, the agent it is private to")
-        return self
 
     @field_validator("metadata")
     @classmethod

@@ -20,12 +20,13 @@ from psycopg.rows import class_row
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
+from agent_memory.core.fact_text import fact_line
 from agent_memory.core.models import ErasureStatus, FactRow, MetadataValue
 from agent_memory.lifecycle.erasure import erasure_status
 from agent_memory.lifecycle.forgetting import ForgottenMemory
 from agent_memory.memory.entities import EntityView, list_entities
 from agent_memory.memory.events import LIFECYCLE_EVENTS, read_subject_events
-from agent_memory.memory.filters import NO_FILTER, MemoryFilter, cited_matching
+from agent_memory.memory.filters import NO_FILTER, MemoryFilter, matching_items
 from agent_memory.memory.memory_store import read_facts, subject_key
 from agent_memory.memory.relations import RelationView, list_relations
 from agent_memory.memory.tool_calls import ToolCall, list_tool_calls
@@ -98,7 +99,7 @@ class SubjectExport(BaseModel):
 async def export_subject(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id: str, subject_id: str, *,
                          grace: timedelta, filters: MemoryFilter = NO_FILTER) -> SubjectExport:
     """Everything held about the subject; `filters` narrows its facts, episodes and notes (kinds,
-    fact namespaces, a time range, cited messages' metadata and scope). Entities, relations, tool calls,
+    fact namespaces, categories, a time range, cited messages' metadata and scope). Entities, relations, tool calls,
     forgotten memories and erasure requests stay whole."""
     async with subject_scope(pool, keyring, tenant_id, subject_id, Mode.READ) as scope:
         request_ids = await _erasure_request_ids(scope, keyring.subject_digest(tenant_id, subject_id))
@@ -121,17 +122,18 @@ async def export_subject(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id:
                                 "WHERE tenant_id = %s AND subject_id = %s ORDER BY happened_at, memory_id",
                                 (tenant_id, subject_id))
             if filters != NO_FILTER:
-                facts = await cited_matching(scope.conn, tenant_id, subject_id, filters,
+                facts = await matching_items(scope.conn, tenant_id, subject_id, filters,
                                              [f for f in facts if filters.fact_matches(f)],
-                                             lambda f: f.evidence_message_ids)
-                episodes = await cited_matching(scope.conn, tenant_id, subject_id, filters,
+                                             lambda f: f.evidence_message_ids,
+                                             lambda f: fact_line(f.namespace, f.key, f.value), lambda f: f.namespace)
+                episodes = await matching_items(scope.conn, tenant_id, subject_id, filters,
                                                 [e for e in episodes if filters.wants("episode")
                                                  and filters.in_range(e.happened_at)],
-                                                lambda e: e.source_message_ids)
-                notes = await cited_matching(scope.conn, tenant_id, subject_id, filters,
+                                                lambda e: e.source_message_ids, lambda e: e.summary)
+                notes = await matching_items(scope.conn, tenant_id, subject_id, filters,
                                              [n for n in notes if filters.wants("episode")
                                               and filters.in_range(n.happened_at)],
-                                             lambda n: n.source_message_ids)
+                                             lambda n: n.source_message_ids, lambda n: n.text)
             entities = await list_entities(scope.conn, tenant_id, subject_id)
             relations = await list_relations(scope.conn, tenant_id, subject_id, history=True)
             tool_calls = await list_tool_calls(scope.conn, keyring, tenant_id, subject_id)

@@ -240,6 +240,10 @@ def as_writing_agent(session: Session) -> Session:
 
 def session_private_to(session: Session) -> str | None:
     """The agent the call's messages are private to (None: shared); they must agree."""
+    for index, message in enumerate(session.messages):
+        if message.private and message.agent_id is None:
+            raise InvalidInput(f"messages[{index}].private: a private message needs an agent_id, the agent it is "
+                               "private to")
     first = session.messages[0].private_to
     for index, message in enumerate(session.messages):
         if message.private_to != first:

@@ -1,7 +1,7 @@
-"""What a reader narrows a search or a listing to: the kinds of memory, fact namespaces (a
-tenant's categories: location, diet, work, ...), a time range, and the metadata and the scope
-(agent, app, run) of the messages a memory cites. One model for every surface, so a filter
-refused on one is refused on all."""
+"""What a reader narrows a search or a listing to: the kinds of memory, fact namespaces
+(location, diet, work, ...), the tenant's own categories (agent_memory.memory.categories), a time
+range, and the metadata and the scope (agent, app, run) of the messages a memory cites. One model
+for every surface, so a filter refused on one is refused on all."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from agent_memory.core.models import (
     check_identifier,
     check_metadata,
 )
+from agent_memory.memory.categories import CATEGORIES_MAX, categories_named
 
 T = TypeVar("T")
 
@@ -40,6 +41,8 @@ class MemoryFilter(BaseModel):
 
     kinds: frozenset[MemoryKind] | None = Field(default=None, min_length=1)
     namespaces: frozenset[str] | None = Field(default=None, min_length=1, max_length=NAMESPACES_MAX)
+    # The tenant's categories (by name) a memory must be in, one of them at least.
+    categories: frozenset[str] | None = Field(default=None, min_length=1, max_length=CATEGORIES_MAX)
     since: datetime | None = None
     until: datetime | None = None
     # Pairs a cited message's metadata must hold: a memory is kept when one of its messages does.
@@ -59,6 +62,8 @@ class MemoryFilter(BaseModel):
             check_metadata("metadata", self.metadata)
         for name, value in self.scope.items():
             check_identifier(name, value)
+        for name in self.categories or ():
+            check_identifier("categories", name)
         for name, at in (("since", self.since), ("until", self.until)):
             if at is not None and at.tzinfo is None:
                 raise InvalidInput(f"{name} has no UTC offset: write it as ISO 8601 with one, e.g. 2024-05-01T00:00:00Z")
@@ -75,6 +80,10 @@ class MemoryFilter(BaseModel):
     @property
     def scope(self) -> dict[str, str]:
         return {name: value for name in SCOPE_FIELDS if (value := getattr(self, name)) is not None}
+
+    def narrows_content(self) -> bool:
+        """Whether it keeps only some memories by what they cite or say (metadata, scope, categories)."""
+        return self.narrows_messages() or self.categories is not None
 
     def narrows_messages(self) -> bool:
         """Whether it keeps only the memories citing certain messages (by metadata or scope)."""
@@ -106,14 +115,21 @@ async def matching_messages(conn: psycopg.AsyncConnection, tenant_id: str, subje
     return {row[0] for row in await cur.fetchall()}
 
 
-async def cited_matching(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, filters: MemoryFilter,
-                         items: list[T], cited_of: Callable[[T], Iterable[str]]) -> list[T]:
-    """`items` narrowed to those citing a message the filter's metadata and scope match (all of
-    them when the filter names neither)."""
-    if not filters.narrows_messages():
-        return items
-    matching = await matching_messages(conn, tenant_id, subject_id, filters)
-    return [item for item in items if matching.intersection(cited_of(item))]
+async def matching_items(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, filters: MemoryFilter,
+                         items: list[T], cited_of: Callable[[T], Iterable[str]], text_of: Callable[[T], str],
+                         namespace_of: Callable[[T], str] | None = None) -> list[T]:
+    """`items` narrowed to those citing a message the filter's metadata and scope match, and in
+    one of its categories (`namespace_of` gives a fact's namespace); all of them when the filter
+    names none of these."""
+    if filters.narrows_messages():
+        matching = await matching_messages(conn, tenant_id, subject_id, filters)
+        items = [item for item in items if matching.intersection(cited_of(item))]
+    if filters.categories is not None:
+        categories = await categories_named(conn, tenant_id, filters.categories)
+        items = [item for item in items if any(
+            c.holds_fact(namespace_of(item), text_of(item)) if namespace_of else c.holds_text(text_of(item))
+            for c in categories)]
+    return items
 
 
 def memory_filter(**fields: object) -> MemoryFilter:

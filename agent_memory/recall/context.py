@@ -37,7 +37,7 @@ from pydantic import BaseModel
 from agent_memory.core.fact_text import fact_line
 from agent_memory.core.models import FactRow
 from agent_memory.core.timeexpr import format_day
-from agent_memory.memory.filters import NO_FILTER, MemoryFilter, cited_matching
+from agent_memory.memory.filters import NO_FILTER, MemoryFilter, matching_items
 from agent_memory.memory.memory_store import read_facts
 from agent_memory.projection.reembedding import reading_embedder
 from agent_memory.providers.base import Embedder, estimate_tokens
@@ -494,10 +494,11 @@ async def assemble_context(pool: AsyncConnectionPool, keyring: KeyRing, embedder
             facts = [f for f in facts if filters.fact_matches(f)]
             episodic = [i for i in episodic if filters.wants("episode")
                         and (i.happened_at is None or filters.in_range(i.happened_at))]
-            facts = await cited_matching(scope.conn, tenant_id, subject_id, filters, facts,
-                                         lambda f: f.evidence_message_ids)
-            episodic = await cited_matching(scope.conn, tenant_id, subject_id, filters, episodic,
-                                            lambda i: i.cited_message_ids)
+            facts = await matching_items(scope.conn, tenant_id, subject_id, filters, facts,
+                                         lambda f: f.evidence_message_ids,
+                                         lambda f: fact_line(f.namespace, f.key, f.value), lambda f: f.namespace)
+            episodic = await matching_items(scope.conn, tenant_id, subject_id, filters, episodic,
+                                            lambda i: i.cited_message_ids, lambda i: i.content)
         candidates = profile_items(facts, query, policy, session_id) + episodic
         # pack, then the leak filter's last check (re-packing without what it dropped)
         chosen, leaks = await filter_context(pool, redis, tenant_id, subject_id, candidates,

@@ -16,7 +16,9 @@ from pydantic import BaseModel
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from agent_memory.core.errors import InvalidInput
+from agent_memory.core.fact_text import fact_line
 from agent_memory.core.models import EmbeddingResult, FactRow
+from agent_memory.memory.categories import categories_named
 from agent_memory.memory.filters import NO_FILTER, MemoryFilter, matching_messages
 from agent_memory.memory.memory_store import read_facts
 from agent_memory.projection.reembedding import reading_embedder
@@ -104,12 +106,17 @@ async def recall(pool: AsyncConnectionPool, keyring: KeyRing, embedder: Embedder
         facts = [f for f in await read_facts(scope, as_of=as_of) if filters.fact_matches(f)]
         # A query with no features (punctuation only, for the hashing embedder) embeds to zeros,
         # whose cosine distance is NaN: no episode is near it.
-        # A time range, metadata or a scope drops candidates after the search: ask for more of them.
-        candidates = limit * (10 if filters.narrows_time() or filters.narrows_messages() else 3)
+        # A time range, metadata, a scope or categories drop candidates after the search: ask for more of them.
+        candidates = limit * (10 if filters.narrows_time() or filters.narrows_content() else 3)
         matching = (await matching_messages(conn, tenant_id, subject_id, filters) if filters.narrows_messages()
                     else None)
         if matching is not None:
             facts = [f for f in facts if matching.intersection(f.evidence_message_ids)]
+        categories = (await categories_named(conn, tenant_id, filters.categories) if filters.categories is not None
+                      else None)
+        if categories is not None:
+            facts = [f for f in facts
+                     if any(c.holds_fact(f.namespace, fact_line(f.namespace, f.key, f.value)) for c in categories)]
         hits = [_VectorHit(memory_id=m, version=v, score=1 - distance) for m, _, v, distance in
                 await nearest(conn, tenant_id, subject_id, embedded.model, embedding, ("episode",), candidates)
                 ] if any(embedding) and filters.wants("episode") else []
@@ -126,7 +133,8 @@ async def recall(pool: AsyncConnectionPool, keyring: KeyRing, embedder: Embedder
                     dropped += row is None
                     continue
                 if not filters.in_range(row.happened_at) or (
-                        matching is not None and not matching.intersection(row.source_message_ids)):
+                        matching is not None and not matching.intersection(row.source_message_ids)) or (
+                        categories is not None and not any(c.holds_text(row.summary) for c in categories)):
                     continue
                 episodes.append(RecalledEpisode(memory_id=hit.memory_id, score=hit.score, **row.model_dump()))
                 if len(episodes) == limit:

@@ -55,6 +55,7 @@ OPERATIONS = {
     "POST /v1/subjects/{subject_id}/tool-calls/{call_key}/result", "GET /v1/subjects/{subject_id}/tool-calls/{call_key}",
     "POST /v1/webhooks", "GET /v1/webhooks", "DELETE /v1/webhooks/{endpoint_id}", "GET /v1/webhooks/deliveries",
     "POST /v1/webhooks/deliveries/{delivery_id}/redeliver",
+    "GET /v1/categories", "PUT /v1/categories/{name}", "DELETE /v1/categories/{name}",
 }
 # Operations with no invalid input to send, so no "invalid" pass: health takes no input, and any
 # string is a workflow id to look up (slashes included; an unknown one is 404).

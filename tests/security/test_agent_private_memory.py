@@ -14,7 +14,7 @@ import pytest
 from agent_memory.core.errors import InvalidInput
 from agent_memory.core.models import Message, Session
 from agent_memory.lifecycle.forgetting import MemoryNotFoundError
-from agent_memory.memory.evidence import session_private_to
+from agent_memory.memory.evidence import as_writing_agent, session_private_to
 from agent_memory.projection.rebuild import rebuild_subject
 from agent_memory.security.api_keys import create_key
 from agent_memory.store.db import as_agent, tenant_transaction
@@ -35,9 +35,12 @@ TABLES = ("messages", "episodes", "observations")
 
 
 def test_a_private_message_needs_its_agent_and_a_session_is_private_to_one_agent_or_none():
-    with pytest.raises(ValueError, match="private: a private message needs an agent_id"):
-        Message(message_id="m1", turn_index=0, role="user", content="hi", created_at="2024-01-01T00:00:00Z",
-                private=True)
+    anonymous = Message(message_id="m1", turn_index=0, role="user", content="hi", created_at="2024-01-01T00:00:00Z",
+                        private=True)
+    with pytest.raises(InvalidInput, match=r"messages\[0\].private: a private message needs an agent_id"):
+        session_private_to(Session(session_id="s", messages=[anonymous]))
+    with as_agent("support"):  # a key limited to an agent names it for the message
+        assert session_private_to(as_writing_agent(Session(session_id="s", messages=[anonymous]))) == "support"
     mixed = SUPPORT.model_copy(update={"messages": [SUPPORT.messages[0],
                                                     SUPPORT.messages[1].model_copy(update={"private": False})]})
     with pytest.raises(InvalidInput, match=r"messages\[1\].private"):

@@ -35,6 +35,7 @@ from agent_memory.core.models import (
     MetadataValue,
     check_identifier,
 )
+from agent_memory.memory.categories import CATEGORIES_MAX
 from agent_memory.memory.filters import NAMESPACE_MAX_CHARS, NAMESPACES_MAX, MemoryFilter, MemoryKind, memory_filter
 from agent_memory.security.api_keys import audited_actor
 
@@ -52,6 +53,9 @@ class QueryRequest(BaseModel):
 
 ScopeField = Annotated[str | None, Field(min_length=1, max_length=IDENTIFIER_MAX_CHARS,
                                           pattern=IDENTIFIER_SCHEMA_PATTERN)]
+CategoryField = Annotated[str, Field(min_length=1, max_length=IDENTIFIER_MAX_CHARS, pattern=IDENTIFIER_SCHEMA_PATTERN)]
+CategoryQuery = Annotated[list[str] | None, Query(
+    description="only memories in these categories of the tenant (repeatable; GET /v1/categories)")]
 
 
 AgentQuery = Annotated[str | None, Query(min_length=1, max_length=IDENTIFIER_MAX_CHARS, pattern=IDENTIFIER_SCHEMA_PATTERN,
@@ -71,14 +75,18 @@ class FilteredQuery(QueryRequest):
     metadata: dict[str, MetadataValue] | None = Field(
         default=None, min_length=1, max_length=METADATA_MAX_KEYS,
         description="only memories citing a message whose metadata holds these pairs")
+    categories: list[CategoryField] | None = Field(
+        default=None, min_length=1, max_length=CATEGORIES_MAX,
+        description="only memories in one of these categories of the tenant (GET /v1/categories)")
     agent_id: ScopeField = Field(default=None, description="only memories citing a message of this agent")
     app_id: ScopeField = Field(default=None, description="only memories citing a message of this app")
     run_id: ScopeField = Field(default=None, description="only memories citing a message of this run")
 
     @property
     def filters(self) -> MemoryFilter:
-        return memory_filter(kinds=self.kinds, namespaces=self.namespaces, since=self.since, until=self.until,
-                             metadata=self.metadata, agent_id=self.agent_id, app_id=self.app_id, run_id=self.run_id)
+        return memory_filter(kinds=self.kinds, namespaces=self.namespaces, categories=self.categories,
+                             since=self.since, until=self.until, metadata=self.metadata, agent_id=self.agent_id,
+                             app_id=self.app_id, run_id=self.run_id)
 
 
 class PromptRequest(BaseModel):
@@ -115,14 +123,14 @@ FactName = Annotated[str, Path(min_length=1, max_length=FACT_NAME_MAX_CHARS)]
 async def facts(subject_id: SubjectId, api_key: ReadKey, client: ClientDep, as_of: IsoDatetime | None = None,
                 history: bool = False, candidates: bool = False,
                 namespace: Annotated[list[str] | None, Query(description="only these namespaces (repeatable)")] = None,
-                since: IsoDatetime | None = None, until: IsoDatetime | None = None, agent_id: AgentQuery = None,
-                app_id: AppQuery = None, run_id: RunQuery = None) -> list[dict[str, Any]]:
+                since: IsoDatetime | None = None, until: IsoDatetime | None = None, category: CategoryQuery = None,
+                agent_id: AgentQuery = None, app_id: AppQuery = None, run_id: RunQuery = None) -> list[dict[str, Any]]:
     """The subject's current facts (`read`); with `as_of` (an ISO 8601 time) the facts as they were
     then, with `history` every version, with `candidates` the facts not yet confirmed; `namespace`
     (repeatable), `since` and `until` keep the facts of those namespaces that became true in that
     range."""
-    filters = memory_filter(namespaces=namespace, since=since, until=until, agent_id=agent_id, app_id=app_id,
-                            run_id=run_id)
+    filters = memory_filter(namespaces=namespace, categories=category, since=since, until=until, agent_id=agent_id,
+                            app_id=app_id, run_id=run_id)
     rows = await client.facts(api_key.tenant_id, subject(subject_id), as_of=as_of, history=history,
                               candidates=candidates, filters=filters)
     return [r.model_dump(mode="json") for r in rows]
@@ -229,12 +237,12 @@ async def restore(subject_id: SubjectId, memory_id: MemoryId, body: ForgetReques
 async def export(subject_id: SubjectId, api_key: ReadKey, client: ClientDep,
                  kind: Annotated[list[MemoryKind] | None, Query(description="only these kinds (repeatable)")] = None,
                  namespace: Annotated[list[str] | None, Query(description="only these namespaces (repeatable)")] = None,
-                 since: IsoDatetime | None = None, until: IsoDatetime | None = None, agent_id: AgentQuery = None,
-                 app_id: AppQuery = None, run_id: RunQuery = None) -> dict[str, Any]:
+                 since: IsoDatetime | None = None, until: IsoDatetime | None = None, category: CategoryQuery = None,
+                 agent_id: AgentQuery = None, app_id: AppQuery = None, run_id: RunQuery = None) -> dict[str, Any]:
     """Everything the tenant holds about the subject (`read`): the right of access. `kind`
     (fact, episode: episodes and notes), `namespace` (both repeatable), `since`, `until` and the
     scope (`agent_id`, `app_id`, `run_id` of the cited messages) narrow its facts, episodes and
     notes; entities, relations and tool calls stay whole."""
-    filters = memory_filter(kinds=kind, namespaces=namespace, since=since, until=until, agent_id=agent_id,
-                            app_id=app_id, run_id=run_id)
+    filters = memory_filter(kinds=kind, namespaces=namespace, categories=category, since=since, until=until,
+                            agent_id=agent_id, app_id=app_id, run_id=run_id)
     return (await client.export(api_key.tenant_id, subject(subject_id), filters=filters)).model_dump(mode="json")
