@@ -136,7 +136,7 @@ from agent_memory.recall.recall_policy import RecallPolicy, read_policy, reset_p
 from agent_memory.security.keyring import KeyRotationInput, RotationResult
 from agent_memory.security.leak_filter import drop_counts
 from agent_memory.security.operator_requests import register_operator_request
-from agent_memory.store.db import as_agent, fetch_one, tenant_transaction
+from agent_memory.store.db import acting_as, fetch_one, tenant_transaction
 from agent_memory.store.scope import Mode, SubjectErasedError, subject_scope
 
 log = logging.getLogger(__name__)
@@ -202,11 +202,11 @@ class MemoryClient:
         self._owns_services = False
 
     @staticmethod
-    def as_agent(agent_id: str | None) -> AbstractContextManager[None]:
-        """Read and write as `agent_id` inside the block, as a key limited to that agent does: the
-        messages appended are that agent's, and other agents' private sessions, episodes and
-        notes are invisible (None: as the whole tenant)."""
-        return as_agent(agent_id)
+    def acting_as(*, agent_id: str | None = None, app_id: str | None = None) -> AbstractContextManager[None]:
+        """Read and write inside the block as a key limited to `agent_id` and `app_id` does: the
+        messages appended are that agent's and app's; other agents' private sessions, episodes and
+        notes are invisible, and reads keep the memories citing the app's messages."""
+        return acting_as(agent_id=agent_id, app_id=app_id)
 
     @classmethod
     async def open(cls, settings: Settings | None = None, *, task_queue: str | None = None) -> MemoryClient:
@@ -796,6 +796,7 @@ class MemoryClient:
                     filters: MemoryFilter = NO_FILTER) -> list[FactRow]:
         """Current facts (as of a time, every interval, the candidates), narrowed by `filters`
         (namespaces, when each became true, the metadata and scope of the messages each cites)."""
+        filters = filters.within_key_limits()
         rows = await list_facts(self.services.pool, self.services.keyring, tenant_id, subject_id, as_of=as_of,
                                 include_history=history, include_candidates=candidates)
         rows = [row for row in rows if filters.fact_matches(row)]

@@ -76,7 +76,7 @@ from agent_memory.memory.tool_calls import (
     TOOL_NAME_MAX_CHARS,
 )
 from agent_memory.security.api_keys import ApiKey, KeyScope, audited_actor, verify_key
-from agent_memory.store.db import enter_agent, tenant_transaction
+from agent_memory.store.db import enter_key_limits, tenant_transaction
 
 T = TypeVar("T")
 
@@ -283,7 +283,7 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
             raise ToolError("no API key: send `Authorization: Bearer amk:...` (agent-memory keys create)")
         # Checked on every call: a key revoked (or narrowed) while the server runs stops at once.
         key = await verify_key(client.services.pool, presented, scope)
-        enter_agent(key.agent_id)  # the rest of the call reads and writes as the key's agent, if any
+        enter_key_limits(key.agent_id, key.app_id)  # the rest of the call acts within the key's limits
         return key
 
     @server.tool(description=(

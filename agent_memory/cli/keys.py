@@ -86,17 +86,20 @@ async def status(client: MemoryClient, services: Services, *, json: bool) -> Non
 @click.option("--name", metavar="NAME", help="a label, e.g. support-bot")
 @click.option("--agent", metavar="AGENT_ID", help="limit the key to one agent: it writes that agent's messages "
               "and does not see other agents' private sessions")
+@click.option("--app", metavar="APP_ID", help="limit the key to one app: it writes that app's messages and reads "
+              "the memories citing them")
 @json_flag
 @with_client
 async def create(client: MemoryClient, services: Services, *, tenant: str, scope: str, name: str | None,
-                 agent: str | None, json: bool) -> None:
+                 agent: str | None, app: str | None, json: bool) -> None:
     from agent_memory.security.api_keys import create_key
 
-    created = await create_key(services.pool, tenant, scope, name, agent_id=agent)  # type: ignore[arg-type]
+    created = await create_key(services.pool, tenant, scope, name, agent_id=agent,  # type: ignore[arg-type]
+                               app_id=app)
     if json:
         print_json(created.model_dump(mode="json"))
     else:
-        limited = f", agent {agent}" if agent else ""
+        limited = (f", agent {agent}" if agent else "") + (f", app {app}" if app else "")
         print(f"API key {created.key.key_id} ({created.key.scope}{limited}) of tenant {tenant}; shown once:\n"
               f"{created.token}")
 

@@ -100,7 +100,9 @@ async def export_subject(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id:
                          grace: timedelta, filters: MemoryFilter = NO_FILTER) -> SubjectExport:
     """Everything held about the subject; `filters` narrows its facts, episodes and notes (kinds,
     fact namespaces, categories, a time range, cited messages' metadata and scope). Entities, relations, tool calls,
-    forgotten memories and erasure requests stay whole."""
+    forgotten memories and erasure requests stay whole. A key limited to an app exports the
+    memories citing that app's messages."""
+    filters = filters.within_key_limits()
     async with subject_scope(pool, keyring, tenant_id, subject_id, Mode.READ) as scope:
         request_ids = await _erasure_request_ids(scope, keyring.subject_digest(tenant_id, subject_id))
         facts: list[FactRow] = []

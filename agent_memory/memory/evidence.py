@@ -18,7 +18,7 @@ from agent_memory.core.errors import Conflict, Forbidden, InvalidInput
 from agent_memory.core.models import Message, Session, check_identifier
 from agent_memory.memory.operations import RecordNotFoundError
 from agent_memory.security.leak_filter import register_tenant
-from agent_memory.store.db import fetch_one, reading_agent, tenant_transaction
+from agent_memory.store.db import fetch_one, key_limits, tenant_transaction
 from agent_memory.store.redis_keys import redis_prefix, register
 from agent_memory.store.scope import Mode, enter_subject
 
@@ -225,17 +225,21 @@ async def append_messages(pool: AsyncConnectionPool, redis: Redis | None, tenant
 
 
 def as_writing_agent(session: Session) -> Session:
-    """The session's messages as a key limited to an agent may write them: its own agent's (a
-    message naming none is stamped with it); a message of another agent is refused."""
-    agent = reading_agent()
-    if agent is None:
+    """The session's messages as a key limited to an agent or an app may write them: its own
+    agent's and app's (a message naming none is stamped with the key's); a message of another
+    agent or app is refused."""
+    limits = key_limits()
+    stamps = {field: value for field, value in (("agent_id", limits.agent_id), ("app_id", limits.app_id)) if value}
+    if not stamps:
         return session
     for index, message in enumerate(session.messages):
-        if message.agent_id not in (None, agent):
-            raise Forbidden(f"messages[{index}].agent_id: this key writes as agent {agent!r} only, not "
-                            f"{message.agent_id!r}")
-    return session.model_copy(update={"messages": [m if m.agent_id else m.model_copy(update={"agent_id": agent})
-                                                   for m in session.messages]})
+        for field, value in stamps.items():
+            if getattr(message, field) not in (None, value):
+                raise Forbidden(f"messages[{index}].{field}: this key writes as {field.removesuffix('_id')} "
+                                f"{value!r} only, not {getattr(message, field)!r}")
+    return session.model_copy(update={"messages": [
+        m.model_copy(update={field: value for field, value in stamps.items() if getattr(m, field) is None})
+        for m in session.messages]})
 
 
 def session_private_to(session: Session) -> str | None:

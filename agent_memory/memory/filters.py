@@ -14,7 +14,7 @@ import psycopg
 from psycopg import sql
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from agent_memory.core.errors import InvalidInput
+from agent_memory.core.errors import Forbidden, InvalidInput
 from agent_memory.core.models import (
     METADATA_MAX_KEYS,
     SCOPE_FIELDS,
@@ -24,6 +24,7 @@ from agent_memory.core.models import (
     check_metadata,
 )
 from agent_memory.memory.categories import CATEGORIES_MAX, categories_named
+from agent_memory.store.db import key_limits
 
 T = TypeVar("T")
 
@@ -70,6 +71,16 @@ class MemoryFilter(BaseModel):
         if self.since is not None and self.until is not None and self.since > self.until:
             raise InvalidInput("since is after until: the time range is empty; swap them")
         return self
+
+    def within_key_limits(self) -> MemoryFilter:
+        """The filter as the current request's key may read: a key limited to an app keeps the
+        memories citing that app's messages (asking for another app is refused)."""
+        app = key_limits().app_id
+        if app is None or self.app_id == app:
+            return self
+        if self.app_id is not None:
+            raise Forbidden(f"app_id: this key reads app {app!r} only, not {self.app_id!r}")
+        return self.model_copy(update={"app_id": app})
 
     def wants(self, kind: MemoryKind) -> bool:
         return self.kinds is None or kind in self.kinds

@@ -455,6 +455,7 @@ async def assemble_context(pool: AsyncConnectionPool, keyring: KeyRing, embedder
     facts. `filters` narrows it: `fact` the profile, `episode` the past sessions and notes, fact
     namespaces, and a time range on when a fact became true or an episode or note happened.
     `parallel=False` runs the four routes one after another (the recall benchmark's comparison)."""
+    filters = filters.within_key_limits()
     policy = policy or await load_policy(pool, tenant_id)
     if token_budget is not None:
         policy = policy.scaled(token_budget)

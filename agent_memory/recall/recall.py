@@ -87,7 +87,9 @@ async def recall(pool: AsyncConnectionPool, keyring: KeyRing, embedder: Embedder
                  query: str, *, limit: int = 5, as_of: datetime | None = None, redis=None,
                  filters: MemoryFilter = NO_FILTER) -> RecallResult:
     """The subject's current facts and the episodes nearest the query, narrowed by `filters`
-    (kinds, fact namespaces, a time range)."""
+    (kinds, fact namespaces, categories, a time range, cited messages' metadata and scope) and by
+    the limits of the request's key."""
+    filters = filters.within_key_limits()
     if not query.strip():
         raise InvalidInput("query is empty: ask something, e.g. \"where does she live?\"")
     if limit < 1:

@@ -105,6 +105,9 @@ class ApiKey(BaseModel):
     # A key limited to one agent writes that agent's messages only and reads as that agent: the
     # other agents' private sessions, episodes and notes are invisible to it (migration 046).
     agent_id: str | None = None
+    # A key limited to one app writes that app's messages only, and its reads keep the memories
+    # citing them (agent_memory.memory.filters.MemoryFilter.within_key_limits).
+    app_id: str | None = None
 
 
 def audited_actor(key: ApiKey) -> Literal["agent", "operator"]:
@@ -139,12 +142,13 @@ def allows(scope: KeyScope, needed: KeyScope) -> bool:
 
 
 async def create_key(pool: AsyncConnectionPool, tenant_id: str, scope: KeyScope, name: str | None = None, *,
-                     agent_id: str | None = None) -> CreatedKey:
+                     agent_id: str | None = None, app_id: str | None = None) -> CreatedKey:
     check_identifier("tenant", tenant_id)
-    if agent_id is not None:
-        check_identifier("agent_id", agent_id)
-        if scope == "erase":
-            raise InvalidInput("agent_id: an erase key acts for the whole tenant; limit a read or write key to an agent")
+    for field, value in (("agent_id", agent_id), ("app_id", app_id)):
+        if value is not None:
+            check_identifier(field, value)
+            if scope == "erase":
+                raise InvalidInput(f"{field}: an erase key acts for the whole tenant; limit a read or write key")
     if scope not in SCOPES:
         raise InvalidInput(f"scope {scope!r} is not one of {', '.join(SCOPES)}")
     if name is not None and len(name) > 200:
@@ -152,13 +156,13 @@ async def create_key(pool: AsyncConnectionPool, tenant_id: str, scope: KeyScope,
     key_id, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
     async with tenant_transaction(pool, tenant_id) as conn:
         cur = await conn.execute(
-            "INSERT INTO api_keys (tenant_id, key_id, secret_sha256, scope, name, agent_id) "
-            "VALUES (%s, %s, %s, %s, %s, %s) RETURNING created_at",
-            (tenant_id, key_id, secret_digest(secret), scope, name, agent_id))
+            "INSERT INTO api_keys (tenant_id, key_id, secret_sha256, scope, name, agent_id, app_id) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING created_at",
+            (tenant_id, key_id, secret_digest(secret), scope, name, agent_id, app_id))
         row = await cur.fetchone()
     assert row is not None
     key = ApiKey(tenant_id=tenant_id, key_id=key_id, scope=scope, name=name, created_at=row[0], last_used_at=None,
-                 revoked_at=None, agent_id=agent_id)
+                 revoked_at=None, agent_id=agent_id, app_id=app_id)
     return CreatedKey(key=key, token=f"{PREFIX}:{tenant_id}:{key_id}:{secret}")
 
 
@@ -166,9 +170,10 @@ async def list_keys(pool: AsyncConnectionPool, tenant_id: str) -> list[ApiKey]:
     check_identifier("tenant", tenant_id)
     async with tenant_transaction(pool, tenant_id) as conn:
         cur = await conn.execute("SELECT tenant_id, key_id, scope, name, created_at, last_used_at, revoked_at, "
-                                 "agent_id FROM api_keys WHERE tenant_id = %s ORDER BY created_at", (tenant_id,))
-        return [ApiKey(tenant_id=t, key_id=k, scope=s, name=n, created_at=c, last_used_at=u, revoked_at=r, agent_id=a)
-                for t, k, s, n, c, u, r, a in await cur.fetchall()]
+                                 "agent_id, app_id FROM api_keys WHERE tenant_id = %s ORDER BY created_at",
+                                 (tenant_id,))
+        return [ApiKey(tenant_id=t, key_id=k, scope=s, name=n, created_at=c, last_used_at=u, revoked_at=r, agent_id=a,
+                       app_id=p) for t, k, s, n, c, u, r, a, p in await cur.fetchall()]
 
 
 async def revoke_key(pool: AsyncConnectionPool, tenant_id: str, key_id: str) -> bool:
@@ -187,8 +192,8 @@ async def verify_key(pool: AsyncConnectionPool, token: str, needed: KeyScope) ->
                           "create` printed it")
     _, tenant_id, key_id, secret = parts
     async with tenant_transaction(pool, tenant_id) as conn:
-        cur = await conn.execute("SELECT secret_sha256, scope, name, created_at, last_used_at, revoked_at, agent_id "
-                                 "FROM api_keys WHERE tenant_id = %s AND key_id = %s", (tenant_id, key_id))
+        cur = await conn.execute("SELECT secret_sha256, scope, name, created_at, last_used_at, revoked_at, agent_id, "
+                                 "app_id FROM api_keys WHERE tenant_id = %s AND key_id = %s", (tenant_id, key_id))
         row = await cur.fetchone()
         if not secret_matches(row[0] if row else None, secret) or row is None or row[5] is not None:
             raise ApiKeyError("the API key is unknown or revoked: create one with `agent-memory keys create`")
@@ -197,4 +202,4 @@ async def verify_key(pool: AsyncConnectionPool, token: str, needed: KeyScope) ->
         await conn.execute("UPDATE api_keys SET last_used_at = now() WHERE tenant_id = %s AND key_id = %s",
                            (tenant_id, key_id))
     return ApiKey(tenant_id=tenant_id, key_id=key_id, scope=row[1], name=row[2], created_at=row[3],
-                  last_used_at=row[4], revoked_at=None, agent_id=row[6])
+                  last_used_at=row[4], revoked_at=None, agent_id=row[6], app_id=row[7])

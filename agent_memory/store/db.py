@@ -9,6 +9,7 @@ import secrets
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from importlib import resources
 from typing import TypeVar
 
@@ -54,34 +55,52 @@ async def open_pool(database_url: str, *, min_size: int = 1, max_size: int = 8) 
     return pool
 
 
-# The agent the current request reads and writes as (a key limited to one agent), or None (the
-# worker, a tenant-wide key). Every tenant transaction of the request names it to row-level
-# security, which then hides the other agents' private messages, episodes and notes (migration 046).
-_reading_agent: ContextVar[str | None] = ContextVar("agent_memory_reading_agent", default=None)
+@dataclass(frozen=True)
+class KeyLimits:
+    """What the current request's key is limited to: an agent (Postgres hides the other agents'
+    private messages, episodes and notes from it, migration 046) and an app (its reads keep the
+    memories citing the app's messages, agent_memory.memory.filters). None: not limited."""
+
+    agent_id: str | None = None
+    app_id: str | None = None
+
+
+# The limits of the current request (a key limited to an agent or an app); the worker and a
+# tenant-wide key have none. Every tenant transaction of the request names the agent to row-level
+# security.
+NO_LIMITS = KeyLimits()
+_key_limits: ContextVar[KeyLimits] = ContextVar("agent_memory_key_limits", default=NO_LIMITS)
+
+
+def key_limits() -> KeyLimits:
+    return _key_limits.get()
 
 
 def reading_agent() -> str | None:
-    return _reading_agent.get()
+    return _key_limits.get().agent_id
+
+
+def _checked(agent_id: str | None, app_id: str | None) -> KeyLimits:
+    for field, value in (("agent_id", agent_id), ("app_id", app_id)):
+        if value is not None:
+            check_identifier(field, value)
+    return KeyLimits(agent_id=agent_id, app_id=app_id)
 
 
 @contextmanager
-def as_agent(agent_id: str | None) -> Iterator[None]:
-    """Read and write as `agent_id` in this block (None: as the whole tenant)."""
-    if agent_id is not None:
-        check_identifier("agent_id", agent_id)
-    token = _reading_agent.set(agent_id)
+def acting_as(*, agent_id: str | None = None, app_id: str | None = None) -> Iterator[None]:
+    """Read and write as a key limited to `agent_id` and `app_id` does, in this block."""
+    token = _key_limits.set(_checked(agent_id, app_id))
     try:
         yield
     finally:
-        _reading_agent.reset(token)
+        _key_limits.reset(token)
 
 
-def enter_agent(agent_id: str | None) -> None:
-    """Read and write as `agent_id` for the rest of the current task (a request's handler: the
-    task ends with the request, and with it the setting)."""
-    if agent_id is not None:
-        check_identifier("agent_id", agent_id)
-    _reading_agent.set(agent_id)
+def enter_key_limits(agent_id: str | None, app_id: str | None) -> None:
+    """Read and write as a key limited to `agent_id` and `app_id` for the rest of the current task
+    (a request's handler: the task ends with the request, and with it the setting)."""
+    _key_limits.set(_checked(agent_id, app_id))
 
 
 @asynccontextmanager
@@ -96,7 +115,7 @@ async def tenant_transaction(pool: AsyncConnectionPool, tenant_id: str) -> Async
     async with pool.connection() as conn:
         async with conn.transaction():
             await conn.execute("SELECT set_config('app.tenant_id', %s, true), set_config('app.agent_id', %s, true)",
-                               (tenant_id, _reading_agent.get() or ""))
+                               (tenant_id, _key_limits.get().agent_id or ""))
             yield conn
 
 

@@ -93,3 +93,37 @@ async def test_scopes_are_stored_exported_and_narrow_recall_context_facts_and_ex
         cur = await conn.execute("SELECT count(*) FROM messages WHERE tenant_id = %s AND agent_id IS NOT NULL",
                                  (tenant,))
         assert (await cur.fetchone()) == (0,)
+
+
+async def test_a_key_limited_to_an_app_writes_its_messages_and_reads_the_memories_citing_them(
+        client, services, tenant, running_worker):
+    async with running_worker():
+        for s in (SUPPORT, _scoped(session("o1", "2024-04-03T09:00:00Z", "I am allergic to peanuts."),
+                                   app_id="other-app")):
+            await client.append_messages(tenant, "lin", s)
+            await client.consolidation_result(await client.end_session(tenant, "lin", s.session_id))
+    reader = (await create_key(services.pool, tenant, "read", app_id="helpdesk")).token
+    writer = (await create_key(services.pool, tenant, "write", app_id="helpdesk")).token
+    async with api(client) as http:
+        context = await http.post("/v1/subjects/lin/context", headers=bearer(reader),
+                                  json={"query": "where does she live? peanuts allergy"})
+        assert context.status_code == 200, context.text
+        assert {m for i in context.json()["items"] for m in i["cited_message_ids"]} == {"s1:1"}
+        facts = await http.get("/v1/subjects/lin/facts", headers=bearer(reader))
+        assert facts.json() and all(f["evidence_message_ids"] == ["s1:1"] for f in facts.json())
+        other = await http.post("/v1/subjects/lin/recall", headers=bearer(reader),
+                                json={"query": "peanuts", "app_id": "other-app"})
+        assert other.status_code == 403 and "app_id" in other.text, other.text
+        message = {"message_id": "h2:1", "turn_index": 0, "role": "user", "content": "Thanks!",
+                   "created_at": "2024-04-04T09:00:00Z"}
+        refused = await http.post("/v1/subjects/lin/sessions/h2/messages", headers=bearer(writer),
+                                  json={"messages": [{**message, "app_id": "other-app"}]})
+        assert refused.status_code == 403 and "messages[0].app_id" in refused.text, refused.text
+        stamped = await http.post("/v1/subjects/lin/sessions/h2/messages", headers=bearer(writer),
+                                  json={"messages": [message]})
+        assert stamped.status_code == 200, stamped.text
+    whole = await client.context(tenant, "lin", "where does she live? peanuts allergy")
+    assert {"s1:1", "o1:1"} <= {m for i in whole.items for m in i.cited_message_ids}  # a tenant-wide reader
+    async with tenant_transaction(services.pool, tenant) as conn:
+        cur = await conn.execute("SELECT app_id FROM messages WHERE session_id = 'h2'")
+        assert await cur.fetchall() == [("helpdesk",)]

@@ -17,7 +17,7 @@ from agent_memory.lifecycle.forgetting import MemoryNotFoundError
 from agent_memory.memory.evidence import as_writing_agent, session_private_to
 from agent_memory.projection.rebuild import rebuild_subject
 from agent_memory.security.api_keys import create_key
-from agent_memory.store.db import as_agent, tenant_transaction
+from agent_memory.store.db import acting_as, tenant_transaction
 from tests.api.test_http_api import api, bearer
 from tests.sessions import session
 
@@ -39,7 +39,7 @@ def test_a_private_message_needs_its_agent_and_a_session_is_private_to_one_agent
                         private=True)
     with pytest.raises(InvalidInput, match=r"messages\[0\].private: a private message needs an agent_id"):
         session_private_to(Session(session_id="s", messages=[anonymous]))
-    with as_agent("support"):  # a key limited to an agent names it for the message
+    with acting_as(agent_id="support"):  # a key limited to an agent names it for the message
         assert session_private_to(as_writing_agent(Session(session_id="s", messages=[anonymous]))) == "support"
     mixed = SUPPORT.model_copy(update={"messages": [SUPPORT.messages[0],
                                                     SUPPORT.messages[1].model_copy(update={"private": False})]})
@@ -81,7 +81,7 @@ async def test_private_sessions_are_invisible_to_other_agents_in_postgres_and_ev
 
     everyone = {None, "support", "travel"}
     assert await _seen(services, tenant) == _each(everyone)
-    with as_agent("travel"):
+    with acting_as(agent_id="travel"):
         assert await _seen(services, tenant) == _each({None, "travel"})
         async with tenant_transaction(services.pool, tenant) as conn:  # nor can it write another agent's row
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
@@ -104,7 +104,7 @@ async def test_private_sessions_are_invisible_to_other_agents_in_postgres_and_ev
     async with tenant_transaction(services.pool, tenant) as conn:
         cur = await conn.execute("SELECT memory_id::text FROM observations WHERE session_id = 'support' LIMIT 1")
         (support_note,) = await cur.fetchone()
-    with as_agent("travel"), pytest.raises(MemoryNotFoundError):
+    with acting_as(agent_id="travel"), pytest.raises(MemoryNotFoundError):
         await client.forget(tenant, "lin", support_note, reason="not travel's to forget")
 
     support_reader = (await create_key(services.pool, tenant, "read", agent_id="support")).token

@@ -21,7 +21,7 @@ from agent_memory.security.api_keys import (
     verify_key,
 )
 from agent_memory.security.operator_keys import OperatorKey, verify_operator_key
-from agent_memory.store.db import enter_agent
+from agent_memory.store.db import enter_key_limits
 
 
 async def checked_key(limiter: FailureLimiter, pool: Any, address: str | None, token: str | None,
@@ -38,8 +38,8 @@ async def checked_key(limiter: FailureLimiter, pool: Any, address: str | None, t
     except ApiKeyError:
         limiter.failed(names)
         raise
-    # The rest of the request reads and writes as the key's agent, if it is limited to one.
-    enter_agent(key.agent_id)
+    # The rest of the request reads and writes within the key's limits (an agent, an app), if any.
+    enter_key_limits(key.agent_id, key.app_id)
     return key
 
 

@@ -11,8 +11,9 @@ ALTER TABLE public.sessions ADD COLUMN private_to text;
 ALTER TABLE public.messages ADD COLUMN private_to text;
 ALTER TABLE public.episodes ADD COLUMN private_to text;
 ALTER TABLE public.observations ADD COLUMN private_to text;
--- A key limited to one agent: it writes that agent's messages and reads as that agent.
-ALTER TABLE public.api_keys ADD COLUMN agent_id text;
+-- A key limited to one agent writes that agent's messages and reads as that agent; one limited to
+-- an app writes that app's messages and reads the memories citing them.
+ALTER TABLE public.api_keys ADD COLUMN agent_id text, ADD COLUMN app_id text;
 
 DO $$
 DECLARE t text;
