@@ -44,6 +44,7 @@ from agent_memory.core.models import (
     ErasureReceipt,
     ErasureStatus,
     FactRow,
+    MetadataValue,
     RebuildInput,
     RebuildResult,
     Session,
@@ -628,7 +629,7 @@ class MemoryClient:
                          expected_version: int, evidence_message_ids: list[str],
                          observed_at: datetime | None = None, expires_at: datetime | None = None,
                          ttl_seconds: int | None = None, actor: LiveActor = "user",
-                         actor_id: str | None = None) -> CommitOutcome:
+                         actor_id: str | None = None, metadata: dict[str, MetadataValue] | None = None) -> CommitOutcome:
         """A live write (the user states a fact directly, or an agent or operator on the user's
         behalf: `actor`, `actor_id` are recorded on the event), conditional on the fact's version.
         Facts and the lexical index are current when it returns; the subject's projector is woken
@@ -644,7 +645,7 @@ class MemoryClient:
                                    subject_id=subject_id, namespace=namespace, key=key, value=value,
                                    expected_version=expected_version, evidence_message_ids=evidence_message_ids,
                                    observed_at=observed_at, expires_at=expires_at, ttl_seconds=ttl_seconds,
-                                   actor=actor, actor_id=actor_id)
+                                   actor=actor, actor_id=actor_id, metadata=metadata)
         try:
             await self.wake_projector(tenant_id, subject_id)
         except Exception as exc:  # the outbox row stays due; nothing is lost
@@ -804,7 +805,8 @@ class MemoryClient:
             return rows
         async with tenant_transaction(self.services.pool, tenant_id) as conn:
             return await matching_items(conn, tenant_id, subject_id, filters, rows, lambda f: f.evidence_message_ids,
-                                        lambda f: fact_line(f.namespace, f.key, f.value), lambda f: f.namespace)
+                                        lambda f: fact_line(f.namespace, f.key, f.value), lambda f: f.namespace,
+                                        lambda f: f.metadata)
 
     async def entities(self, tenant_id: str, subject_id: str) -> list[EntityView]:
         """The people, pets, places, organisations, events and things the subject's sessions

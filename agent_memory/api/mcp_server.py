@@ -454,13 +454,18 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
             ttl_seconds: Annotated[int | None, Field(
                 description="how long it holds from now, in seconds (\"remember this for a week\": 604800); "
                             "instead of expires_at", ge=FACT_TTL_MIN_SECONDS, le=FACT_TTL_MAX_SECONDS)] = None,
+            metadata: Annotated[dict[str, MetadataValue] | None, Field(
+                description="what you know about the fact besides its value (a source, a ticket): up to "
+                            f"{METADATA_MAX_KEYS} keys with a short string, number or boolean each",
+                max_length=METADATA_MAX_KEYS)] = None,
     ) -> dict[str, Any]:
         holder = await need(ctx, "write")
         check_identifier("subject", subject)
         outcome = await client.write_fact(holder.tenant_id, subject, namespace, key, value,
                                           expected_version=expected_version, evidence_message_ids=evidence,
                                           expires_at=expires_at, ttl_seconds=ttl_seconds,
-                                          actor=audited_actor(holder), actor_id=f"mcp:{holder.key_id}")
+                                          actor=audited_actor(holder), actor_id=f"mcp:{holder.key_id}",
+                                          metadata=metadata)
         return outcome.model_dump(mode="json")
 
     @server.tool(description=(

@@ -426,6 +426,7 @@ class FactRow(BaseModel):
     status: str
     evidence_message_ids: list[str]
     task_session_id: str | None = None  # a task-local fact's session: recall shows it there only
+    metadata: dict[str, MetadataValue] = {}  # what the agent or app that wrote it said of it (write_fact)
 
 
 # --- workflow and activity payloads --------------------------------------------------------------

@@ -127,7 +127,8 @@ async def export_subject(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id:
                 facts = await matching_items(scope.conn, tenant_id, subject_id, filters,
                                              [f for f in facts if filters.fact_matches(f)],
                                              lambda f: f.evidence_message_ids,
-                                             lambda f: fact_line(f.namespace, f.key, f.value), lambda f: f.namespace)
+                                             lambda f: fact_line(f.namespace, f.key, f.value), lambda f: f.namespace,
+                                             lambda f: f.metadata)
                 episodes = await matching_items(scope.conn, tenant_id, subject_id, filters,
                                                 [e for e in episodes if filters.wants("episode")
                                                  and filters.in_range(e.happened_at)],

@@ -211,15 +211,15 @@ async def _insert_fact(conn: psycopg.AsyncConnection, tenant_id: str, subject_id
         """
         INSERT INTO {} (fact_id, tenant_id, subject_id, memory_id, namespace, key, value, version, memory_version,
                         status, valid_from, valid_to, valid_until, confidence, claim_type, permanence,
-                        task_session_id, source_kind, evidence_message_ids, operation_id)
-        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+                        task_session_id, source_kind, evidence_message_ids, operation_id, metadata)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
         """).format(sql.Identifier(tables.facts)),
         (fact_id(event.memory_id, event.version), tenant_id, subject_id, event.memory_id, p.namespace, p.key, p.value,
          event.version, event.version, "candidate" if candidate else "active", valid_from, p.valid_until,
          p.valid_until, p.confidence, p.claim_type, p.permanence,
          p.session_id if p.permanence == "task_local" else None,
          "user_statement" if p.claim_type == "explicit" else "model_inference",
-         list(event.source_message_ids), event.operation_id))
+         list(event.source_message_ids), event.operation_id, Jsonb(getattr(p, "metadata", {}))))
     if not candidate:  # a held candidate is recalled only by vector, never by keyword
         await _index(conn, tables, tenant_id, subject_id, event, "fact", fact_text(p.namespace, p.key, p.value),
                      happened_at=valid_from)

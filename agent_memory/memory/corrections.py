@@ -19,7 +19,14 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from agent_memory.core.errors import Conflict, Forbidden, InvalidInput, NotFound
-from agent_memory.core.models import CommitOutcome, ExtractedFact, check_identifier
+from agent_memory.core.models import (
+    METADATA_MAX_KEYS,
+    CommitOutcome,
+    ExtractedFact,
+    MetadataValue,
+    check_identifier,
+    check_metadata,
+)
 from agent_memory.core.operation_keys import LiveWriteKey
 from agent_memory.memory.events import FactCreated, FactSuperseded, MemoryEvent, VersionConflictError, memory_version
 from agent_memory.memory.forgotten import forgotten_state, writable_version
@@ -85,15 +92,20 @@ async def write_fact(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_id: 
                      namespace: str, key: str, value: str, expected_version: int,
                      evidence_message_ids: list[str], observed_at: datetime | None = None,
                      expires_at: datetime | None = None, ttl_seconds: int | None = None,
-                     actor: LiveActor = "user", actor_id: str | None = None) -> CommitOutcome:
+                     actor: LiveActor = "user", actor_id: str | None = None,
+                     metadata: dict[str, MetadataValue] | None = None) -> CommitOutcome:
     """Set namespace/key to value if the fact is still at expected_version (0: no fact yet);
     else VersionConflictError. With the same observed_at, repeating a write returns the recorded
     outcome; without one, a repeat finds the version moved on and conflicts — never a duplicate.
 
     With an expiry (`expires_at`, or `ttl_seconds` after observed_at) the fact is temporary: it
     ends then, and from that moment no read returns it (facts, recall, context, prompt); the
-    memory sweep later forgets it under the tenant's retention of temporary facts."""
+    memory sweep later forgets it under the tenant's retention of temporary facts. `metadata`
+    (bounded like a message's) is stored on the version it writes."""
     check_identifier("tenant", tenant_id)
+    metadata = check_metadata("metadata", dict(metadata or {}))
+    if len(metadata) > METADATA_MAX_KEYS:
+        raise InvalidInput(f"metadata has {len(metadata)} keys: use at most {METADATA_MAX_KEYS}")
     check_identifier("subject", subject_id)
     if not namespace.strip() or not key.strip():
         raise InvalidInput("namespace and key must not be empty: name the fact, e.g. namespace 'location', key 'home_city'")
@@ -112,7 +124,8 @@ async def write_fact(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_id: 
     request = {"namespace": namespace, "key": key, "value": value, "expected_version": expected_version,
                "evidence": evidence_message_ids, "observed_at": observed.isoformat(), "subject": subject_id,
                **({"expires_at": expiry.isoformat()} if expiry is not None else {}),
-               **({"actor": actor, "actor_id": actor_id} if actor != "user" or actor_id else {})}
+               **({"actor": actor, "actor_id": actor_id} if actor != "user" or actor_id else {}),
+               **({"metadata": metadata} if metadata else {})}
     op = LiveWriteKey.for_request_hash(request_hash(request))
     name = f"{namespace}/{key}"
 
@@ -131,7 +144,7 @@ async def write_fact(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_id: 
             raise VersionConflictError(f"memory {memory_id}: expected version {expected_version}, found {current}")
         fields = {"namespace": fact.namespace, "key": fact.key, "value": fact.value, "claim_type": fact.claim_type,
                   "permanence": fact.permanence, "confidence": fact.confidence, "valid_until": fact.valid_until,
-                  "session_id": LIVE_SESSION, "reason": LIVE_REASON}
+                  "session_id": LIVE_SESSION, "reason": LIVE_REASON, "metadata": metadata}
         yield MemoryEvent(memory_id=memory_id, version=current + 1, namespace=namespace, name=name,
                           occurred_at=observed, source_message_ids=tuple(evidence_message_ids),
                           operation_id=op.operation_id, actor=actor, actor_id=actor_id,

@@ -48,6 +48,9 @@ class _FactFields(_Payload):
     valid_until: datetime | None = None
     session_id: str
     reason: str
+    # What the agent or app that wrote it knows about it (a live write's metadata; bounded like a
+    # message's, agent_memory.core.models.check_metadata). Empty for an extracted fact.
+    metadata: dict[str, Any] = {}
 
 
 class FactCreated(_FactFields):

@@ -72,6 +72,12 @@ class MemoryFilter(BaseModel):
             raise InvalidInput("since is after until: the time range is empty; swap them")
         return self
 
+    def held_by(self, metadata: dict[str, MetadataValue]) -> bool:
+        """Whether a memory's own metadata satisfies the filter's message narrowing: it holds the
+        filter's pairs, and the filter names no scope (a memory's own metadata has none)."""
+        return self.metadata is not None and not self.scope and all(
+            k in metadata and metadata[k] == v for k, v in self.metadata.items())
+
     def within_key_limits(self) -> MemoryFilter:
         """The filter as the current request's key may read: a key limited to an app keeps the
         memories citing that app's messages (asking for another app is refused)."""
@@ -128,13 +134,16 @@ async def matching_messages(conn: psycopg.AsyncConnection, tenant_id: str, subje
 
 async def matching_items(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, filters: MemoryFilter,
                          items: list[T], cited_of: Callable[[T], Iterable[str]], text_of: Callable[[T], str],
-                         namespace_of: Callable[[T], str] | None = None) -> list[T]:
-    """`items` narrowed to those citing a message the filter's metadata and scope match, and in
-    one of its categories (`namespace_of` gives a fact's namespace); all of them when the filter
-    names none of these."""
+                         namespace_of: Callable[[T], str] | None = None,
+                         metadata_of: Callable[[T], dict[str, MetadataValue]] | None = None) -> list[T]:
+    """`items` narrowed to those citing a message the filter's metadata and scope match (or, for
+    a fact, whose own metadata, `metadata_of`, holds the filter's pairs), and in one of its
+    categories (`namespace_of` gives a fact's namespace); all of them when the filter names none
+    of these."""
     if filters.narrows_messages():
         matching = await matching_messages(conn, tenant_id, subject_id, filters)
-        items = [item for item in items if matching.intersection(cited_of(item))]
+        items = [item for item in items if matching.intersection(cited_of(item))
+                 or (metadata_of is not None and filters.held_by(metadata_of(item)))]
     if filters.categories is not None:
         categories = await categories_named(conn, tenant_id, filters.categories)
         items = [item for item in items if any(

@@ -497,7 +497,8 @@ async def assemble_context(pool: AsyncConnectionPool, keyring: KeyRing, embedder
                         and (i.happened_at is None or filters.in_range(i.happened_at))]
             facts = await matching_items(scope.conn, tenant_id, subject_id, filters, facts,
                                          lambda f: f.evidence_message_ids,
-                                         lambda f: fact_line(f.namespace, f.key, f.value), lambda f: f.namespace)
+                                         lambda f: fact_line(f.namespace, f.key, f.value), lambda f: f.namespace,
+                                         lambda f: f.metadata)
             episodic = await matching_items(scope.conn, tenant_id, subject_id, filters, episodic,
                                             lambda i: i.cited_message_ids, lambda i: i.content)
         candidates = profile_items(facts, query, policy, session_id) + episodic

@@ -113,7 +113,7 @@ async def recall(pool: AsyncConnectionPool, keyring: KeyRing, embedder: Embedder
         matching = (await matching_messages(conn, tenant_id, subject_id, filters) if filters.narrows_messages()
                     else None)
         if matching is not None:
-            facts = [f for f in facts if matching.intersection(f.evidence_message_ids)]
+            facts = [f for f in facts if matching.intersection(f.evidence_message_ids) or filters.held_by(f.metadata)]
         categories = (await categories_named(conn, tenant_id, filters.categories) if filters.categories is not None
                       else None)
         if categories is not None:

@@ -85,3 +85,34 @@ async def test_metadata_is_stored_exported_and_narrows_recall_context_and_facts(
     async with tenant_transaction(services.pool, tenant) as conn:
         cur = await conn.execute("SELECT count(*) FROM messages WHERE tenant_id = %s AND metadata <> '{}'", (tenant,))
         assert (await cur.fetchone()) == (0,)
+
+
+async def test_a_written_fact_carries_its_own_metadata_through_filters_export_and_rebuild(client, services, tenant):
+    from agent_memory.projection.rebuild import rebuild_subject
+
+    await client.append_messages(tenant, "lin", session("w1", "2024-05-01T09:00:00Z", "I moved to Tromsø."))
+    await client.write_fact(tenant, "lin", "location", "home_city", "Tromsø", expected_version=0,
+                            evidence_message_ids=["w1:1"], metadata={"source": "crm", "ticket": 88})
+    with pytest.raises(InvalidInput, match="metadata key 'bad key'"):
+        await client.write_fact(tenant, "lin", "work", "employer", "UiT", expected_version=0,
+                                evidence_message_ids=["w1:1"], metadata={"bad key": 1})
+    (fact,) = await client.facts(tenant, "lin")
+    assert fact.metadata == {"source": "crm", "ticket": 88}
+    assert [f.value for f in await client.facts(tenant, "lin", filters=memory_filter(metadata={"source": "crm"}))] == [
+        "Tromsø"]
+    assert await client.facts(tenant, "lin", filters=memory_filter(metadata={"source": "web"})) == []
+    found = await client.recall(tenant, "lin", "where", filters=memory_filter(metadata={"ticket": 88}))
+    assert [f.value for f in found.facts] == ["Tromsø"]
+    assert [f.metadata for f in (await client.export(tenant, "lin")).facts] == [{"source": "crm", "ticket": 88}]
+    assert (await rebuild_subject(services.pool, services.keyring, tenant, "lin")).equal
+
+    writer = (await create_key(services.pool, tenant, "write")).token
+    async with api(client) as http:
+        put = await http.put("/v1/subjects/lin/facts/location/home_city", headers=bearer(writer), json={
+            "value": "Bodø", "expected_version": 1, "evidence_message_ids": ["w1:1"], "metadata": {"source": "app"}})
+        assert put.status_code == 200, put.text
+        bad = await http.put("/v1/subjects/lin/facts/work/employer", headers=bearer(writer), json={
+            "value": "UiT", "expected_version": 0, "evidence_message_ids": ["w1:1"], "metadata": {"x": [1]}})
+        assert bad.status_code == 422 and "metadata" in bad.text
+    (current,) = await client.facts(tenant, "lin")
+    assert (current.value, current.metadata) == ("Bodø", {"source": "app"})

@@ -114,6 +114,10 @@ class FactWrite(BaseModel):
     ttl_seconds: int | None = Field(default=None, ge=FACT_TTL_MIN_SECONDS, le=FACT_TTL_MAX_SECONDS,
                                     description="how long it holds from observed_at, in seconds (a minute to ten "
                                                 "years); instead of expires_at")
+    metadata: dict[str, MetadataValue] = Field(
+        default_factory=dict, max_length=METADATA_MAX_KEYS,
+        description="what the agent or app knows about the fact besides its value (a source, a ticket): stored "
+                    "on the version written, read back by the metadata filter")
 
 
 FactName = Annotated[str, Path(min_length=1, max_length=FACT_NAME_MAX_CHARS)]
@@ -207,7 +211,8 @@ async def write_fact(subject_id: SubjectId, namespace: FactName, key: FactName, 
                                       expected_version=body.expected_version,
                                       evidence_message_ids=body.evidence_message_ids, observed_at=body.observed_at,
                                       expires_at=body.expires_at, ttl_seconds=body.ttl_seconds,
-                                      actor=audited_actor(api_key), actor_id=f"api-key:{api_key.key_id}")
+                                      actor=audited_actor(api_key), actor_id=f"api-key:{api_key.key_id}",
+                                      metadata=body.metadata)
     return outcome.model_dump(mode="json")
 
 
