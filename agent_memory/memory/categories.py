@@ -22,7 +22,7 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agent_memory.core.errors import InvalidInput, NotFound
-from agent_memory.core.models import IDENTIFIER_MAX_CHARS, IDENTIFIER_SCHEMA_PATTERN, check_identifier
+from agent_memory.core.models import IDENTIFIER_MAX_CHARS, IDENTIFIER_SCHEMA_PATTERN, check_identifier, storable_text
 from agent_memory.store.db import joined_tenant_transaction, tenant_transaction
 
 CATEGORIES_MAX = 50  # per tenant
@@ -53,12 +53,17 @@ class Category(BaseModel):
     def _identifier(cls, v: str) -> str:
         return check_identifier("name", v)
 
+    @field_validator("description")
+    @classmethod
+    def _storable(cls, v: str) -> str:
+        return storable_text(v)
+
     @field_validator("words", "namespaces")
     @classmethod
     def _short_terms(cls, v: list[str]) -> list[str]:
-        cleaned = [term.strip() for term in v]
+        cleaned = [storable_text(term.strip()) for term in v]
         for index, term in enumerate(cleaned):
-            if not 1 <= len(term) <= WORD_MAX_CHARS or any(c in term for c in "\x00\n\r\t"):
+            if not 1 <= len(term) <= WORD_MAX_CHARS or any(c in term for c in "\n\r\t"):
                 raise InvalidInput(f"[{index}]: use 1 to {WORD_MAX_CHARS} characters on one line")
         return list(dict.fromkeys(cleaned))
 

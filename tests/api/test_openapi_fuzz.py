@@ -57,9 +57,10 @@ OPERATIONS = {
     "POST /v1/webhooks/deliveries/{delivery_id}/redeliver",
     "GET /v1/categories", "PUT /v1/categories/{name}", "DELETE /v1/categories/{name}",
 }
-# Operations with no invalid input to send, so no "invalid" pass: health takes no input, and any
-# string is a workflow id to look up (slashes included; an unknown one is 404).
-NO_INVALID_INPUT = {"GET /v1/health", "GET /v1/runs/{workflow_id}"}
+# Operations with no invalid input to send, so no "invalid" pass: health and the categories'
+# listing take no input, and any string is a workflow id to look up (slashes included; an unknown
+# one is 404).
+NO_INVALID_INPUT = {"GET /v1/health", "GET /v1/categories", "GET /v1/runs/{workflow_id}"}
 
 
 @dataclass

@@ -25,6 +25,7 @@ SESSIONS = (session("s1", "2024-04-01T09:00:00Z", "I live in Bergen."),
     ({"name": "no spaces", "words": ["x"]}, "name"),
     ({"name": "long", "words": ["x" * 65]}, "words"),
     ({"name": "lines", "words": ["a\nb"]}, "words"),
+    ({"name": "nul", "words": ["x"], "description": "a\x00b"}, "NUL"),
 ])
 def test_a_bad_category_is_refused_naming_the_field(fields, named):
     with pytest.raises(ValueError, match=named):
