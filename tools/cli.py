@@ -196,6 +196,18 @@ async def bench_scale(args: Namespace, settings: Settings) -> int:
     return await scale_bench_command(args, settings)
 
 
+@bench.command("storage", cls=Command, help="bytes per message and per memory on the real schema: sessions stored "
+               "and consolidated, every table's size read")
+@click.option("--sessions", type=int, default=2_000, metavar="SESSIONS",
+              help="sessions of 10 messages to store and consolidate (default 2000)")
+@json_flag
+@with_args
+async def bench_storage(args: Namespace, settings: Settings) -> int:
+    from tools.evaluation.storage_bench import storage_bench_command
+
+    return await storage_bench_command(args, settings)
+
+
 @bench.command("ingest", cls=Command, help="append_messages throughput: batched, and one message per call with the "
                "idle timer on (debounced and not)")
 @click.option("--messages", type=int, default=4_000, metavar="MESSAGES", help="messages per mode (default 4000)")
