@@ -387,8 +387,10 @@ async def run_scale_bench(services: Services, *, workers: list[int], sessions: i
             return list(await asyncio.gather(*(_consolidate(client, tenant, n) for n in range(count))))
 
         async def measured(pool: WorkerProcesses) -> dict[str, Any]:
+            tenant = await _stored_tenant(services, sessions, seed)  # stored before the CPU is counted
+            client = MemoryClient(services, embedder, task_queue=pool.queue, idle_timeout=None)
             cpu = machine_cpu_seconds()
-            timings = await sessions_at_once(pool, sessions)
+            timings = list(await asyncio.gather(*(_consolidate(client, tenant, n) for n in range(sessions))))
             return await _figures(pool, timings, machine_cpu_seconds() - cpu)
 
         scaling: list[ScalingRow] = []
