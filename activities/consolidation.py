@@ -323,6 +323,7 @@ class ConsolidationActivities:
                 contract.CONSOLIDATION_WORKFLOW,
                 ConsolidationInput(tenant_id=step.tenant_id, subject_id=step.subject_id, session_id=step.session_id),
                 id=workflow_id, task_queue=task_queue, result_type=ConsolidationResult,
+                priority=contract.tenant_fairness(step.tenant_id),
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 search_attributes=TypedSearchAttributes([

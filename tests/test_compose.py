@@ -194,6 +194,19 @@ def test_worker_is_built_from_the_repo_dockerfile_and_runs_worker(worker):
     assert worker.get("restart") == "unless-stopped"
 
 
+def test_the_worker_scales_to_replicas(compose_services, worker):
+    """`docker compose up --scale worker=N`: a fixed container name or a published host port would
+    make a second replica fail to start; the replicas share the keys and the erasure ledger."""
+    assert "container_name" not in worker and "ports" not in worker
+    assert not (worker.get("deploy") or {}).get("replicas"), "the replica count is the operator's (--scale)"
+    mounts = {str(v).split(":")[1]: str(v) for v in worker.get("volumes") or []}
+    assert mounts["/keys"] == "agent-memory-keys:/keys" and mounts["/data"] == "worker-data:/data"
+    # The model queue's rate limit and each replica's model calls at once are the operator's to set.
+    assert {"AGENT_MEMORY_MODEL_CONCURRENCY", "AGENT_MEMORY_MODEL_ACTIVITIES_PER_SECOND"} <= set(environment(worker))
+    # The api reads the keys only.
+    assert "agent-memory-keys:/keys:ro" in compose_services["api"]["volumes"]
+
+
 def test_worker_waits_for_its_services(worker, setup_service):
     depends = worker.get("depends_on") or {}
     if isinstance(depends, list):

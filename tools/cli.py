@@ -175,6 +175,39 @@ async def bench_consolidate(args: Namespace, settings: Settings) -> int:
     return await consolidate_bench_command(args, settings)
 
 
+@bench.command("scale", cls=Command, help="consolidation with 1, 2, 4... worker processes on one Temporal and one "
+               "PostgreSQL: sessions/s and its ratio, p99, a provider's rate limit and 429s, fairness between tenants")
+@click.option("--workers", cls=Many, type=int, default=[1, 2, 4], metavar="WORKERS",
+              help="worker process counts, one phase each (default 1 2 4)")
+@click.option("--sessions", type=int, default=64, metavar="SESSIONS",
+              help="sessions per phase, ended at once; the flood of the fairness phase (default 64)")
+@click.option("--model-latency-ms", type=float, default=1000.0, metavar="MODEL_LATENCY_MS",
+              help="simulated latency of every model call (default 1000)")
+@click.option("--worker-concurrency", type=int, default=4, metavar="N",
+              help="model calls at once per worker process (AGENT_MEMORY_MODEL_CONCURRENCY; default 4)")
+@click.option("--provider-rate", type=float, default=None, metavar="R",
+              help="the simulated provider answers 429 (Retry-After) over R calls/s: a phase with the model "
+              "queue's limit at R and one without it")
+@json_flag
+@with_args
+async def bench_scale(args: Namespace, settings: Settings) -> int:
+    from tools.evaluation.scale_bench import scale_bench_command
+
+    return await scale_bench_command(args, settings)
+
+
+@bench.command("storage", cls=Command, help="bytes per message and per memory on the real schema: sessions stored "
+               "and consolidated, every table's size read")
+@click.option("--sessions", type=int, default=2_000, metavar="SESSIONS",
+              help="sessions of 10 messages to store and consolidate (default 2000)")
+@json_flag
+@with_args
+async def bench_storage(args: Namespace, settings: Settings) -> int:
+    from tools.evaluation.storage_bench import storage_bench_command
+
+    return await storage_bench_command(args, settings)
+
+
 @bench.command("ingest", cls=Command, help="append_messages throughput: batched, and one message per call with the "
                "idle timer on (debounced and not)")
 @click.option("--messages", type=int, default=4_000, metavar="MESSAGES", help="messages per mode (default 4000)")

@@ -457,7 +457,12 @@ class EmbeddedStack:
         argv = [temporal_binary(), "server", "start-dev", "--db-filename", str(self.home / "temporal.db"),
                 "--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=full",
                 "--ip", "127.0.0.1", "--port", str(port), "--ui-ip", "127.0.0.1", "--ui-port", str(ui_port),
-                "--log-level", "warn"]
+                "--log-level", "warn",
+                # Task queues hand their backlog out by fairness key (contract.tenant_fairness), in one
+                # partition each: fairness holds within a partition, and one server needs no more.
+                "--dynamic-config-value", "matching.enableFairness=true",
+                "--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
+                "--dynamic-config-value", "matching.numTaskqueueWritePartitions=1"]
         if self.ui_codec_endpoint:
             argv += ["--ui-codec-endpoint", self.ui_codec_endpoint]
         for key in contract.SEARCH_ATTRIBUTES:

@@ -260,7 +260,7 @@ class ConsolidationWorkflow:
                 self._progress.step = "project_vectors"
                 batch = await workflow.execute_activity_method(
                     ProjectionActivities.project_outbox_batch, batch_input, task_queue=model_queue,
-                    **contract.VECTOR_PROJECTION.options())
+                    priority=contract.tenant_fairness(request.tenant_id), **contract.VECTOR_PROJECTION.options())
             elif workflow.patched("remote-embedder-embeds-the-runs-rows"):
                 self._progress.step = "project_vectors"
                 batch = await workflow.execute_activity_method(
@@ -320,11 +320,13 @@ class ConsolidationWorkflow:
                              model_queue: str | None) -> workflow.ActivityHandle[StepOutcome]:
         """A model step: a local activity for a provider in the worker's process, else an ordinary
         activity on the model queue (on routes recorded before it, on the workflow's queue); the
-        same retry preset every way."""
+        same retry preset every way. On the model queue it carries the tenant's fairness key: the
+        queue's backlog is handed out round-robin by tenant."""
         if in_worker:
             return workflow.start_local_activity_method(method, step, **contract.PROVIDER_STEP.local_options())
         if model_queue is not None:
             return workflow.start_activity_method(method, step, task_queue=model_queue,
+                                                  priority=contract.tenant_fairness(step.tenant_id),
                                                   **contract.PROVIDER_STEP.options())
         return workflow.start_activity_method(method, step, **contract.PROVIDER_STEP.options())
 

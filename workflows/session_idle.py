@@ -84,6 +84,7 @@ class SessionIdleWorkflow:
                 id=consolidation_id,
                 id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
                 parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+                priority=contract.tenant_fairness(request.tenant_id),
                 search_attributes=TypedSearchAttributes([
                     SearchAttributePair(TENANT_ID, request.tenant_id),
                     SearchAttributePair(SUBJECT_ID, request.subject_id),

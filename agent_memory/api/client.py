@@ -15,6 +15,7 @@ from pydantic import BaseModel, JsonValue
 from redis.exceptions import RedisError
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 from temporalio.common import (
+    Priority,
     SearchAttributePair,
     TypedSearchAttributes,
     WorkflowIDConflictPolicy,
@@ -302,7 +303,7 @@ class MemoryClient:
     async def _start_once(self, workflow: str, arg: BaseModel, workflow_id: str,
                           attributes: list[SearchAttributePair], result_type: type,
                           reuse: WorkflowIDReusePolicy = WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
-                          ) -> WorkflowHandle:
+                          priority: Priority = Priority.default) -> WorkflowHandle:
         """Start, or attach to the run that already has this id: a running one always, a closed
         one unless it failed (then it runs again) or `reuse` allows a new run."""
         try:
@@ -312,7 +313,7 @@ class MemoryClient:
                 # With a worker of this queue on the same client (`up`, `serve` beside a worker),
                 # the server hands the run's first workflow task straight back to it: no
                 # dispatch through the task queue. Elsewhere the start is an ordinary one.
-                request_eager_start=True,
+                request_eager_start=True, priority=priority,
                 search_attributes=TypedSearchAttributes(attributes), result_type=result_type)
         except WorkflowAlreadyStartedError:
             return self.services.temporal.get_workflow_handle(workflow_id, result_type=result_type)
@@ -355,7 +356,8 @@ class MemoryClient:
             [SearchAttributePair(TENANT_ID, tenant_id), SearchAttributePair(SUBJECT_ID, subject_id),
              SearchAttributePair(SESSION_ID, session_id)], ConsolidationResult,
             reuse=(WorkflowIDReusePolicy.ALLOW_DUPLICATE if pending
-                   else WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY))
+                   else WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY),
+            priority=contract.tenant_fairness(tenant_id))
 
     async def _end_idle_timers(self, tenant_id: str, subject_id: str, session_id: str) -> None:
         """The session's idle timer, and one started before migration 021 when it is the

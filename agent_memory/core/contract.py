@@ -20,7 +20,7 @@ from enum import StrEnum
 from typing import Any, Final, TypedDict
 
 from temporalio.api.enums.v1 import IndexedValueType
-from temporalio.common import RetryPolicy, SearchAttributeKey
+from temporalio.common import Priority, RetryPolicy, SearchAttributeKey
 
 # --- Workflow type names (pinned: checked-in histories and running executions carry them) ------
 
@@ -128,6 +128,14 @@ def model_task_queue(task_queue: str) -> str:
     summary, a remote embedder's batch): workers of their own, with their own rate limit. Pinned:
     a running consolidation schedules its model steps there."""
     return f"{task_queue}-model"
+
+
+def tenant_fairness(tenant_id: str) -> Priority:
+    """A consolidation's fairness key, on its start and on its model calls: the server's matching
+    hands a task queue's backlog out round-robin by key (with `matching.enableFairness` on), so one
+    tenant's flood of session ends does not queue another tenant's consolidations behind it. A
+    server without fairness ignores the key and dispatches in order."""
+    return Priority(fairness_key=tenant_id)
 
 
 def idle_workflow_id(tenant_id: str, subject_id: str, session_id: str) -> str:

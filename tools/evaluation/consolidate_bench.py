@@ -34,6 +34,7 @@ from functools import partial
 from typing import Any, cast
 
 from pydantic import BaseModel
+from temporalio.client import WorkflowHandle
 
 from activities.consolidation import ConsolidationActivities
 from agent_memory.api.client import MemoryClient
@@ -174,10 +175,15 @@ async def _direct(activities: ConsolidationActivities, projector: OutboxProjecto
 
 
 async def _temporal(client: MemoryClient, tenant: str, subject: str, session_id: str) -> None:
-    run = await client.end_session(tenant, subject, session_id)
+    await consolidated(client, await client.end_session(tenant, subject, session_id))
+
+
+async def consolidated(client: MemoryClient, run: WorkflowHandle) -> None:
+    """Wait for a consolidation run, and for the projector it woke to embed what it left."""
     result = await run.result()
     if result.projector_woken:  # the projector's latest run embeds what the consolidation left
-        await client.services.temporal.get_workflow_handle(contract.projector_workflow_id(tenant, subject)).result()
+        await client.services.temporal.get_workflow_handle(
+            contract.projector_workflow_id(result.tenant_id, result.subject_id)).result()
 
 
 async def _timed_block(jobs: list[Callable[[], Awaitable[None]]], concurrency: int) -> tuple[float, float, float]:
