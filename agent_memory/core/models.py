@@ -10,8 +10,9 @@ import base64
 import math
 import re
 import struct
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any, Literal, overload
+from typing import Annotated, Any, Literal, TypeVar, overload
 
 from pydantic import (
     AfterValidator,
@@ -19,6 +20,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    ValidationError,
     ValidationInfo,
     computed_field,
     field_serializer,
@@ -44,6 +46,21 @@ def check_identifier(field: str, value: str) -> str:
     if not isinstance(value, str) or not IDENTIFIER_PATTERN.match(value):
         raise InvalidInput(f"{field} {value!r} is invalid: use {IDENTIFIER_RULE}")
     return value
+
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def validated(model: type[ModelT], fields: Mapping[str, object]) -> ModelT:
+    """`model` from a surface's arguments; a bad one is InvalidInput naming the field (its first
+    error), never pydantic's multi-line report."""
+    try:
+        return model.model_validate(fields)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        reason = str(error.get("ctx", {}).get("error") or error["msg"])
+        where = ".".join(str(part) for part in error["loc"])
+        raise InvalidInput(f"{where}: {reason}" if where else reason) from None
 
 
 def check_metadata(field: str, value: dict[str, Any]) -> dict[str, Any]:

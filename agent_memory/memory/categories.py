@@ -19,10 +19,16 @@ from collections.abc import Iterable
 import psycopg
 from psycopg.rows import class_row
 from psycopg_pool import AsyncConnectionPool
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agent_memory.core.errors import InvalidInput, NotFound
-from agent_memory.core.models import IDENTIFIER_MAX_CHARS, IDENTIFIER_SCHEMA_PATTERN, check_identifier, storable_text
+from agent_memory.core.models import (
+    IDENTIFIER_MAX_CHARS,
+    IDENTIFIER_SCHEMA_PATTERN,
+    check_identifier,
+    storable_text,
+    validated,
+)
 from agent_memory.store.db import joined_tenant_transaction, tenant_transaction
 
 CATEGORIES_MAX = 50  # per tenant
@@ -83,13 +89,7 @@ class Category(BaseModel):
 
 def category(**fields: object) -> Category:
     """A Category from a surface's arguments; a bad one is InvalidInput naming the field."""
-    try:
-        return Category.model_validate(fields)
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        reason = str(error.get("ctx", {}).get("error") or error["msg"])
-        where = ".".join(str(part) for part in error["loc"])
-        raise InvalidInput(f"{where}: {reason}" if where else reason) from None
+    return validated(Category, fields)
 
 
 @functools.lru_cache(maxsize=512)

@@ -12,7 +12,7 @@ from typing import Literal, TypeVar
 
 import psycopg
 from psycopg import sql
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agent_memory.core.errors import Forbidden, InvalidInput
 from agent_memory.core.models import (
@@ -22,6 +22,7 @@ from agent_memory.core.models import (
     MetadataValue,
     check_identifier,
     check_metadata,
+    validated,
 )
 from agent_memory.memory.categories import CATEGORIES_MAX, categories_named
 from agent_memory.store.db import key_limits
@@ -154,10 +155,4 @@ async def matching_items(conn: psycopg.AsyncConnection, tenant_id: str, subject_
 
 def memory_filter(**fields: object) -> MemoryFilter:
     """A MemoryFilter from a surface's arguments; a bad one is InvalidInput naming the field."""
-    try:
-        return MemoryFilter.model_validate({k: v for k, v in fields.items() if v is not None})
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        reason = str(error.get("ctx", {}).get("error") or error["msg"])
-        where = ".".join(str(part) for part in error["loc"])
-        raise InvalidInput(f"{where}: {reason}" if where else reason) from None
+    return validated(MemoryFilter, {k: v for k, v in fields.items() if v is not None})
