@@ -200,6 +200,9 @@ async def bench_scale(args: Namespace, settings: Settings) -> int:
                "and consolidated, every table's size read")
 @click.option("--sessions", type=int, default=2_000, metavar="SESSIONS",
               help="sessions of 10 messages to store and consolidate (default 2000)")
+@click.option("--copies", type=int, default=0, metavar="COPIES",
+              help="then copy every subject's rows this many times under new subject ids, in SQL, to measure "
+                   "a large store without consolidating it all (default 0)")
 @json_flag
 @with_args
 async def bench_storage(args: Namespace, settings: Settings) -> int:

@@ -11,6 +11,13 @@ vectors and their HNSW graphs, the outbox and the recorded operations); a messag
 `messages` and `sessions`. Each table's bytes are those its rows added to the empty schema's
 (256 vector partitions hold empty indexes of their own). docs/scaling.md sizes a deployment from
 these figures.
+
+`--copies K` then copies every subject's rows K times under new subject ids, in SQL: consolidating
+a million memories one session at a time takes hours here, while per-row bytes depend on how many
+rows a table holds (B-tree and graph depth, partitions filling their pages), which the copies
+give. A copy keeps each row's size: its ids are remapped consistently across tables (a uuid to
+the md5 of itself and the copy's number, an operation id suffixed), its ciphertexts and vectors
+copied; the lexical postings and frequencies are written by memory_search's own triggers.
 """
 
 from __future__ import annotations
@@ -19,8 +26,10 @@ import argparse
 import asyncio
 import json
 import random
+import sys
 import time
 import uuid
+from collections.abc import Callable
 
 import psycopg
 from psycopg import sql
@@ -37,6 +46,10 @@ from agent_memory.store.db import tenant_transaction
 from tools.evaluation.consolidate_bench import _direct, _store, delayed_providers
 
 EVIDENCE = ("messages", "sessions")
+# Kept by memory_search's triggers (migrations 025, 026, 028): copying memory_search writes them.
+DERIVED = frozenset({"memory_postings", "lexical_frequencies", "lexical_statistics"})
+# Copied before the tables whose foreign keys point at them.
+FIRST = ("sessions", "entities")
 
 
 class TableSize(BaseModel):
@@ -48,6 +61,7 @@ class TableSize(BaseModel):
 
 class StorageBenchReport(BaseModel):
     sessions: int
+    consolidated_sessions: int  # stored and consolidated; the rest are copies of them (--copies)
     messages: int
     memories: int  # rows of memory_search: facts, episodes and notes
     vectors: int
@@ -57,8 +71,11 @@ class StorageBenchReport(BaseModel):
     bytes_per_memory: float  # every other table with rows over the memories
 
     def render(self) -> str:
+        copied = self.sessions - self.consolidated_sessions
+        how = (f"{self.consolidated_sessions:,} stored and consolidated, {copied:,} copied, in {self.load_seconds:.0f} s"
+               if copied else f"stored and consolidated in {self.load_seconds:.0f} s")
         lines = [f"storage bench: {self.sessions:,} sessions, {self.messages:,} messages, {self.memories:,} memories, "
-                 f"{self.vectors:,} vectors (stored and consolidated in {self.load_seconds:.0f} s)",
+                 f"{self.vectors:,} vectors ({how})",
                  f"  {'table':<22} {'rows':>10} {'MB':>9} {'bytes/row':>10}"]
         for t in self.tables:
             lines.append(f"  {t.table:<22} {t.rows:>10,} {t.bytes / 2**20:>9.1f} {t.bytes_per_row:>10.0f}")
@@ -96,8 +113,56 @@ async def _sizes(services: Services, tenant: str, empty: dict[str, int]) -> list
     return sorted(found, key=lambda t: -t.bytes)
 
 
-async def run_storage_bench(services: Services, *, sessions: int, concurrency: int = 8,
-                            seed: int = 11) -> StorageBenchReport:
+async def _copy_expressions(conn: psycopg.AsyncConnection, table: str) -> tuple[sql.Composable, sql.Composable]:
+    """A table's insertable columns and what a copy writes in each: the subject id and operation
+    ids suffixed with the copy's number, every uuid remapped (a uuid maps to the same new one in
+    every table, so the copies' references hold), everything else as it is."""
+    cur = await conn.execute(
+        "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = %s::regclass "
+        "AND attnum > 0 AND NOT attisdropped AND attgenerated = '' ORDER BY attnum", (table,))
+    columns: list[sql.Composable] = []
+    values: list[sql.Composable] = []
+    for name, kind in await cur.fetchall():
+        column = sql.Identifier("original", name)
+        columns.append(sql.Identifier(name))
+        if name in ("subject_id", "operation_id"):
+            values.append(sql.SQL("{} || '~' || copy_number").format(column))
+        elif kind == "uuid":
+            values.append(sql.SQL("md5({}::text || '~' || copy_number)::uuid").format(column))
+        else:
+            values.append(column)
+    return sql.SQL(", ").join(columns), sql.SQL(", ").join(values)
+
+
+async def copy_subjects(services: Services, tenant: str, copies: int, progress: Callable[[int], None]) -> None:
+    """Every subject of `tenant` copied `copies` times under new subject ids (see the module),
+    one transaction a copy; `progress(k)` after the k-th."""
+    admin_url = services.settings.database_admin_url
+    assert admin_url is not None  # a scratch stack always has one
+    async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as conn:
+        statements = []
+        for table in sorted((t.name for t in TABLES if t.subject_column and t.name not in DERIVED),
+                            key=lambda name: FIRST.index(name) if name in FIRST else len(FIRST)):
+            cur = await conn.execute(sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE tenant_id = %s)").format(
+                sql.Identifier(table)), (tenant,))
+            row = await cur.fetchone()
+            if not (row and row[0]):
+                continue
+            columns, values = await _copy_expressions(conn, table)
+            statements.append(sql.SQL(
+                "INSERT INTO {table} ({columns}) SELECT {values} FROM {table} AS original "
+                "CROSS JOIN (SELECT %(copy)s::text AS copy_number) AS copy "
+                "WHERE original.tenant_id = %(tenant)s AND strpos(original.subject_id, '~') = 0").format(
+                table=sql.Identifier(table), columns=columns, values=values))
+        for k in range(1, copies + 1):
+            async with conn.transaction():
+                for statement in statements:
+                    await conn.execute(statement, {"tenant": tenant, "copy": str(k)})
+            progress(k)
+
+
+async def run_storage_bench(services: Services, *, sessions: int, copies: int = 0, concurrency: int = 8,
+                            seed: int = 11, progress: Callable[[int], None] = lambda k: None) -> StorageBenchReport:
     providers = delayed_providers(0, "hashing")
     tenant = f"bench-storage-{uuid.uuid4().hex[:8]}"
     subjects = [f"u{n}" for n in range(sessions)]
@@ -114,13 +179,15 @@ async def run_storage_bench(services: Services, *, sessions: int, concurrency: i
             await _direct(activities, projector, tenant, subjects[n], f"s{n}")
 
     await asyncio.gather(*(consolidate(n) for n in range(sessions)))
+    if copies:
+        await copy_subjects(services, tenant, copies, progress)
     load_seconds = time.perf_counter() - started
     tables = await _sizes(services, tenant, empty)
     by_name = {t.table: t for t in tables}
     messages = by_name["messages"].rows
     memories = by_name["memory_search"].rows
     return StorageBenchReport(
-        sessions=sessions, messages=messages, memories=memories,
+        sessions=sessions * (copies + 1), consolidated_sessions=sessions, messages=messages, memories=memories,
         vectors=by_name["memory_vectors"].rows if "memory_vectors" in by_name else 0,
         load_seconds=round(load_seconds, 1), tables=tables,
         bytes_per_message=round(sum(by_name[n].bytes for n in EVIDENCE if n in by_name) / max(messages, 1), 1),
@@ -132,8 +199,14 @@ async def storage_bench_command(args: argparse.Namespace, settings: Settings) ->
 
     if args.sessions < 1:
         raise InvalidInput("--sessions must be at least 1")
+    if args.copies < 0:
+        raise InvalidInput("--copies must be 0 or more")
+
+    def progress(k: int) -> None:
+        print(f"copied the subjects {k} of {args.copies} times", file=sys.stderr, flush=True)
+
     async with scratch_stack(settings, "bench-storage", embedded_only=True) as services:
-        report = await run_storage_bench(services, sessions=args.sessions)
+        report = await run_storage_bench(services, sessions=args.sessions, copies=args.copies, progress=progress)
     print(json.dumps(report.model_dump(mode="json"), indent=2) if args.json else report.render())
     return 0
 
