@@ -42,7 +42,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from agent_memory.cli.progress import Progress
 from agent_memory.core.contract import projector_workflow_id, workflow_id_tenant
-from agent_memory.core.errors import AgentMemoryError
+from agent_memory.core.errors import AgentMemoryError, InvalidInput
 from agent_memory.core.models import Session
 from agent_memory.core.settings import ENV_VARS, Settings
 from agent_memory.core.tables import duplicate_keys
@@ -205,10 +205,11 @@ class WorkerDied(AgentMemoryError):
     pass
 
 
-async def fail_orphaned_activities(client: Client, workflow_ids) -> int:
+async def fail_orphaned_activities(client: Client, workflow_ids, pid: int | None = None) -> int:
     """After the worker was SIGKILLed: fail the activity attempts it had started (the server
     would time them out after their start-to-close timeout; the retry policy then schedules
-    the next attempt either way) and drop the dead worker's sticky queue."""
+    the next attempt either way) and drop the dead worker's sticky queue. With `pid`, only the
+    attempts of that process (a worker's identity is `pid@host`): the other workers' are alive."""
     failed = 0
     for workflow_id in list(workflow_ids):
         handle = client.get_workflow_handle(workflow_id)
@@ -221,7 +222,8 @@ async def fail_orphaned_activities(client: Client, workflow_ids) -> int:
         if desc.status != WorkflowExecutionStatus.RUNNING:
             continue
         for pending in desc.raw_description.pending_activities:
-            if pending.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED:
+            if pending.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED and (
+                    pid is None or pending.last_worker_identity.startswith(f"{pid}@")):
                 try:
                     await client.get_async_activity_handle(
                         workflow_id=workflow_id, run_id=desc.run_id, activity_id=pending.activity_id).fail(
@@ -235,30 +237,35 @@ async def fail_orphaned_activities(client: Client, workflow_ids) -> int:
 
 
 class WorkerSupervisor:
-    """Runs the chaos worker subprocess; on death by SIGKILL cleans up and restarts it with the
-    faults `next_faults()` returns (None: none). Any other exit is an error for the waiters."""
+    """Runs `processes` chaos worker subprocesses on one task queue; when one dies by SIGKILL,
+    cleans up after it and restarts it with the faults `next_faults()` returns (None: none). Any
+    other exit is an error for the waiters. Every process starts with the faults given to
+    `start`: the hits are counted across them, so the one that reaches the configured hit dies."""
 
     def __init__(self, client: Client, env: dict[str, str], log_file: Path, *,
                  next_faults: Callable[[], str | None] = lambda: None,
-                 argv: list[str] | None = None):
+                 argv: list[str] | None = None, processes: int = 1):
         self.client = client
         self.env = env
         self.log_file = log_file
         self.next_faults = next_faults
         self.argv = argv or [sys.executable, "-m", "tools.chaos"]
+        self.processes = processes
         self.killed: dict[int, str] = {}  # pid -> the fault configuration it was killed at, in order
         self.orphans_failed = 0
         self.active: set[str] = set()  # workflow ids being waited for
-        self.proc: asyncio.subprocess.Process | None = None
-        self.faults: str | None = None
+        self.procs: list[asyncio.subprocess.Process] = []  # the live process of each slot
+        self.faults: dict[int, str | None] = {}  # pid -> the fault configuration it runs with
         self._stopping = False
         self._died: asyncio.Future | None = None
-        self._watcher: asyncio.Task | None = None
+        self._watchers: list[asyncio.Task] = []
 
     async def start(self, faults: str | None = None) -> WorkerSupervisor:
         self._died = died = asyncio.get_running_loop().create_future()
-        proc = await self._spawn(faults)
-        self._watcher = asyncio.create_task(self._watch(proc, died))
+        for slot in range(self.processes):
+            proc = await self._spawn(faults)
+            self.procs.append(proc)
+            self._watchers.append(asyncio.create_task(self._watch(slot, proc, died)))
         return self
 
     async def _spawn(self, faults: str | None) -> asyncio.subprocess.Process:
@@ -266,25 +273,26 @@ class WorkerSupervisor:
         env.pop(FAULTS_ENV, None)
         if faults:
             env[FAULTS_ENV] = faults
-        self.faults = faults
         # The child needs a real file descriptor; appending to a local log file is not worth a thread.
         with open(self.log_file, "ab") as out:  # noqa: ASYNC230
-            self.proc = await asyncio.create_subprocess_exec(
+            proc = await asyncio.create_subprocess_exec(
                 *self.argv, env=env, stdout=out, stderr=asyncio.subprocess.STDOUT, stdin=asyncio.subprocess.DEVNULL,
                 cwd=str(_REPO_ROOT), start_new_session=True)
-        return self.proc
+        self.faults[proc.pid] = faults
+        return proc
 
-    async def _watch(self, proc: asyncio.subprocess.Process, died: asyncio.Future) -> None:
+    async def _watch(self, slot: int, proc: asyncio.subprocess.Process, died: asyncio.Future) -> None:
         try:
             while True:
                 code = await proc.wait()
                 if self._stopping:
                     return
                 if code != -signal.SIGKILL:
-                    raise WorkerDied(f"the worker exited with {code}; log {self.log_file}:\n{self.log_tail()}")
-                self.killed[proc.pid] = self.faults or "?"
-                self.orphans_failed += await fail_orphaned_activities(self.client, self.active)
-                proc = await self._spawn(self.next_faults())
+                    raise WorkerDied(f"a worker exited with {code}; log {self.log_file}:\n{self.log_tail()}")
+                self.killed[proc.pid] = self.faults.get(proc.pid) or "?"
+                self.orphans_failed += await fail_orphaned_activities(
+                    self.client, self.active, proc.pid if self.processes > 1 else None)
+                proc = self.procs[slot] = await self._spawn(self.next_faults())
         except Exception as exc:
             if not died.done():
                 died.set_exception(exc)
@@ -319,16 +327,20 @@ class WorkerSupervisor:
 
     async def stop(self) -> None:
         self._stopping = True
-        if self.proc and self.proc.returncode is None:
-            self.proc.send_signal(signal.SIGTERM)
+        await asyncio.gather(*(self._terminate(proc) for proc in self.procs))
+        for watcher in self._watchers:
+            watcher.cancel()
+        await asyncio.gather(*self._watchers, return_exceptions=True)
+
+    @staticmethod
+    async def _terminate(proc: asyncio.subprocess.Process) -> None:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
             try:
-                await asyncio.wait_for(self.proc.wait(), 20)
+                await asyncio.wait_for(proc.wait(), 20)
             except TimeoutError:
-                self.proc.kill()
-                await self.proc.wait()
-        if self._watcher:
-            self._watcher.cancel()
-            await asyncio.gather(self._watcher, return_exceptions=True)
+                proc.kill()
+                await proc.wait()
 
 
 # --- what must hold after ------------------------------------------------------------------------
@@ -575,6 +587,7 @@ def mismatches(outcome: ScenarioOutcome, reference: ScenarioOutcome) -> list[str
 
 class CampaignReport(BaseModel):
     seed: int
+    workers: int  # worker processes on the campaign's task queue
     remote_providers: bool  # the route of a remote model: every step in one ordinary activity
     kills_requested: int
     kills: int
@@ -596,7 +609,8 @@ class CampaignReport(BaseModel):
     def render(self) -> str:
         points = ", ".join(f"{p} ×{n}" for p, n in sorted(self.kill_points.items()))
         return "\n".join([
-            f"agent-memory chaos — seed {self.seed}, {self.rounds} rounds in {self.wall_seconds:.1f}s"
+            f"agent-memory chaos — seed {self.seed}, {self.workers} worker{'s' if self.workers > 1 else ''}, "
+            f"{self.rounds} rounds in {self.wall_seconds:.1f}s"
             f"{', providers remote' if self.remote_providers else ''}",
             f"  kills                     {self.kills} (asked {self.kills_requested})",
             f"  kill points               {points}",
@@ -640,9 +654,11 @@ class _Aim:
 
 
 async def run_campaign(services, *, kills: int, seed: int, work_dir: Path, remote_providers: bool = False,
+                       workers: int = 1,
                        progress: Callable[[int, str], None] = lambda kills, line: None) -> CampaignReport:
     """The campaign; `progress(kills so far, what happened)` after the reference run and each round.
-    `remote_providers`: the providers say they compute elsewhere (the route of a remote model)."""
+    `remote_providers`: the providers say they compute elsewhere (the route of a remote model).
+    `workers`: worker processes sharing the task queue, any of which a kill may hit."""
     started = time.monotonic()
     rng = random.Random(seed)
     await asyncio.to_thread(work_dir.mkdir, parents=True, exist_ok=True)
@@ -654,7 +670,7 @@ async def run_campaign(services, *, kills: int, seed: int, work_dir: Path, remot
         env = worker_env(services.settings, task_queue=task_queue, provider_log=provider_log, state_dir=state_dir,
                          remote_providers=remote_providers)
         supervisor = WorkerSupervisor(services.temporal, env, work_dir / "worker.log",
-                                      next_faults=aim or (lambda: None))
+                                      next_faults=aim or (lambda: None), processes=workers)
         await supervisor.start(aim() if aim else None)
         try:
             return await run_scenario(services, supervisor, tenant, provider_log=provider_log), supervisor
@@ -667,7 +683,7 @@ async def run_campaign(services, *, kills: int, seed: int, work_dir: Path, remot
     budget = {p: hits(ref_state, p) for p in KILL_POINTS}
     progress(0, f"reference run done; fault point hits per round: {budget}")
 
-    report = CampaignReport(seed=seed, remote_providers=remote_providers, kills_requested=kills, kills=0, kill_points={}, rounds=0,
+    report = CampaignReport(seed=seed, workers=workers, remote_providers=remote_providers, kills_requested=kills, kills=0, kill_points={}, rounds=0,
                             workflows_completed=reference.workflows_completed, workflows_failed=0, duplicates=0,
                             lost_sessions=0, repeated_provider_calls=reference.repeated, in_flight_calls_made_again=0,
                             digest_mismatches=0, receipt_mismatches=0, residue=0, orphaned_attempts_failed=0,
@@ -708,11 +724,14 @@ async def chaos_command(args, settings: Settings) -> int:
     afterwards), never on a running `agent-memory up` or configured services."""
     from workers.runtime import scratch_stack
 
+    if args.workers < 1:
+        raise InvalidInput("--workers must be at least 1")
     async with scratch_stack(settings, "chaos", embedded_only=True) as services:
         home = services.settings.home
         with Progress("chaos kills", args.kills, enabled=not args.json) as bar:
             bar.update(0, note=f"reference run on a stack under {home}")
             report = await run_campaign(services, kills=args.kills, seed=args.seed, remote_providers=args.remote_providers,
+                                        workers=args.workers,
                                         work_dir=home / "chaos" / f"seed-{args.seed}-{uuid.uuid4().hex[:6]}",
                                         progress=lambda kills, line: bar.update(kills, note=line[:100]))
     if args.json:

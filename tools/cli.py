@@ -275,6 +275,8 @@ async def bench_reembed(args: Namespace, settings: Settings) -> int:
 @click.option("--seed", type=int, default=0, metavar="SEED")
 @click.option("--remote-providers", is_flag=True,
               help="providers that say they compute elsewhere: a remote model's route (one ordinary activity)")
+@click.option("--workers", type=int, default=1, metavar="WORKERS",
+              help="worker processes sharing the task queue, any of which a kill may hit (default 1)")
 @json_flag
 @with_args
 async def chaos(args: Namespace, settings: Settings) -> int:

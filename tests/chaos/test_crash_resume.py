@@ -70,13 +70,14 @@ def chaos_dir(tmp_path_factory):
 SCENARIO_TIMEOUT = CLAIM_LEASE.total_seconds() + 90
 
 
-async def scenario(services, chaos_dir, tenant: str, fault: str | None = None, *, remote_providers: bool = False):
+async def scenario(services, chaos_dir, tenant: str, fault: str | None = None, *, remote_providers: bool = False,
+                   processes: int = 1):
     state_dir = chaos_dir / f"faults-{tenant}"
     provider_log = chaos_dir / f"provider-calls-{tenant}.log"  # a log each: scenarios run side by side
     env = worker_env(services.settings, task_queue=f"chaos-{tenant}", provider_log=provider_log, state_dir=state_dir,
                      remote_providers=remote_providers)
     supervisor = await WorkerSupervisor(services.temporal, env, chaos_dir / f"worker-{tenant}.log",
-                                        argv=WORKER).start(fault)  # restarted without the fault
+                                        argv=WORKER, processes=processes).start(fault)  # restarted without it
     try:
         outcome = await run_scenario(services, supervisor, tenant, provider_log=provider_log,
                                      timeout=SCENARIO_TIMEOUT)
@@ -95,6 +96,9 @@ def assert_clean(outcome: ScenarioOutcome) -> None:
     assert outcome.receipt["residue_total"] == 0 and outcome.receipt["key_shredded"]
 
 
+# Two worker processes on the scenario's queue, both configured with the fault: the one that
+# reaches the hit dies, the other goes on serving, and the dead one's attempts alone are failed.
+TWO_WORKER_KILLS = ["after_record:summary@2", "after_commit@2", "mid_erasure:facts"]
 CASES = [(f, False) for f in KILLS] + [(f, True) for f in REMOTE_KILLS]
 # Side by side: a scenario mostly waits (a workflow task's timeout after a kill, a lease), on a
 # task queue, a tenant and a worker process of its own.
@@ -106,12 +110,14 @@ async def scenarios(services, chaos_dir):
     """The crash-free reference and every kill scenario, started at once; a test awaits its own."""
     slots = asyncio.Semaphore(CONCURRENT_SCENARIOS)
 
-    async def run(tenant: str, fault: str | None = None, remote: bool = False):
+    async def run(tenant: str, fault: str | None = None, remote: bool = False, processes: int = 1):
         async with slots:
-            return await scenario(services, chaos_dir, tenant, fault, remote_providers=remote)
+            return await scenario(services, chaos_dir, tenant, fault, remote_providers=remote, processes=processes)
 
     tasks = {None: asyncio.ensure_future(run(f"ref-{uuid.uuid4().hex[:8]}"))}
     tasks.update({case: asyncio.ensure_future(run(f"crash-{uuid.uuid4().hex[:8]}", *case)) for case in CASES})
+    tasks.update({(fault, "two workers"): asyncio.ensure_future(run(f"crash2-{uuid.uuid4().hex[:8]}", fault, False, 2))
+                  for fault in TWO_WORKER_KILLS})
     try:
         yield tasks
     finally:
@@ -149,6 +155,19 @@ async def test_a_worker_killed_at_a_fault_point_resumes_without_a_trace(fault, r
     assert hits(state_dir, point) >= nth
     assert_clean(outcome)
     assert outcome.calls == reference.calls  # each request reached the provider exactly once
+    assert mismatches(outcome, reference) == []
+
+
+@pytest.mark.parametrize("fault", TWO_WORKER_KILLS)
+async def test_one_of_two_workers_killed_at_a_fault_point_leaves_no_trace(fault, scenarios, reference):
+    outcome, supervisor, state_dir = await scenarios[fault, "two workers"]
+
+    (point, nth), = parse_faults(fault).items()
+    assert supervisor.kills == [fault], supervisor.log_tail()  # one process died there, once
+    assert len(supervisor.faults) == 3  # two started, one restarted in the dead one's place
+    assert hits(state_dir, point) >= nth
+    assert_clean(outcome)
+    assert outcome.calls == reference.calls
     assert mismatches(outcome, reference) == []
 
 
