@@ -98,12 +98,12 @@ TOOLING = [
     "bench lexical --memories 50 --queries 3",
     "bench consolidate --sessions 2 --concurrency 2 --embedder hashing",
     "bench scale --workers 1 --sessions 2 --model-latency-ms 10",
-    "bench storage --sessions 2",
+    "bench storage --sessions 2 --copies 1",
     "bench ingest --messages 20 --clients 2 --batch 10",
     "bench end-session --rows 50 --sessions 2 --calls 4",
     "bench http --concurrency 2 --seconds 0.5",
     "bench reembed --memories 100 --throughput-texts 0",
-    "chaos --kills 1",
+    "chaos --kills 1 --workers 2",
 ]
 
 
