@@ -112,3 +112,19 @@ async def test_a_future_dated_end_closes_the_fact_now(services, client, tenant):
     assert "diet/restriction" not in await values(client, tenant)
     [closed] = await client.facts(tenant, SUBJECT, history=True)
     assert closed.status == "closed" and closed.valid_to is not None and closed.valid_to <= after
+
+
+async def test_a_time_without_an_offset_is_read_as_utc_and_stored_once(client, services, tenant):
+    """`2024-05-01T10:00:00` is 10:00 UTC (never the database server's zone), for the message and
+    the session alike; the same message sent again with `Z` is the same message."""
+    naive = {"message_id": "n:1", "turn_index": 0, "role": "user", "content": "I live in Oslo.",
+             "created_at": "2024-05-01T10:00:00"}
+    session = Session.model_validate({"session_id": "n", "started_at": "2024-05-01T09:00:00", "messages": [naive]})
+    assert session.started_at == datetime(2024, 5, 1, 9, tzinfo=UTC)
+    assert session.messages[0].created_at == datetime(2024, 5, 1, 10, tzinfo=UTC)
+    assert (await client.append_messages(tenant, "lin", session)).inserted == 1
+    again = Session.model_validate({"session_id": "n", "messages": [{**naive, "created_at": "2024-05-01T10:00:00Z"}]})
+    assert (await client.append_messages(tenant, "lin", again)).inserted == 0
+    async with tenant_transaction(services.pool, tenant) as conn:
+        cur = await conn.execute("SELECT created_at FROM messages WHERE tenant_id = %s", (tenant,))
+        assert [row[0] for row in await cur.fetchall()] == [datetime(2024, 5, 1, 10, tzinfo=UTC)]

@@ -763,8 +763,10 @@ _EARLIEST, _LATEST = datetime(1, 1, 2, tzinfo=UTC), datetime(9999, 12, 30, tzinf
 
 
 def storable_time(value: datetime) -> datetime:
-    """Within years 1-9999 in UTC too (Postgres stores +14:00 midnight of year 1 as 1 BC, which
-    Python cannot read back, so such a message would be stored and then never load)."""
+    """The time with its UTC offset (one given without an offset is read as UTC, never as the
+    database server's zone), within years 1-9999 in UTC too (Postgres stores +14:00 midnight of
+    year 1 as 1 BC, which Python cannot read back, so such a message would be stored and then
+    never load)."""
     aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
     try:
         inside = _EARLIEST <= aware <= _LATEST
@@ -772,7 +774,7 @@ def storable_time(value: datetime) -> datetime:
         inside = False
     if not inside:
         raise InvalidInput("time out of range: use a time between 0001-01-02 and 9999-12-30 (UTC)")
-    return value
+    return aware
 
 
 @overload
