@@ -376,7 +376,8 @@ class ConsolidationWorkflow:
             self._budget_changed = False
             budget = await self._token_budget(step)
         workflow.upsert_memo({contract.RUN_STATE_MEMO: PublicText(contract.RESUMED_TOKEN_BUDGET)})
-        workflow.set_current_details(f"**{was}**\nresumed: the token budget has tokens left")
+        workflow.set_current_details(f"**{contract.RESUMED_TOKEN_BUDGET}**\n{budget.used_tokens} tokens spent on "
+                                     f"{budget.day.isoformat()} (UTC), budget {budget.daily_tokens or 'unlimited'}")
         workflow.logger.info("token budget has tokens left (%d spent of %s): resumed", budget.used_tokens,
                              budget.daily_tokens if budget.daily_tokens is not None else "unlimited")
         self._progress.step = was
