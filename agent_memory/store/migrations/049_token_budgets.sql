@@ -15,3 +15,7 @@ CREATE POLICY tenant_isolation ON public.token_budgets
     USING (tenant_id = current_setting('app.tenant_id', true))
     WITH CHECK (tenant_id = current_setting('app.tenant_id', true));
 GRANT SELECT, INSERT, UPDATE, DELETE ON public.token_budgets TO agent_memory_app;
+
+-- A tenant whose first write is its budget is listed for the Schedules (migration 037).
+CREATE TRIGGER token_budgets_registers_tenant AFTER INSERT ON public.token_budgets
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.note_tenants();
