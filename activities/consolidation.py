@@ -47,6 +47,7 @@ from agent_memory.core.models import (
     StepInput,
     StepOutcome,
     SummaryResult,
+    TokenBudgetState,
 )
 from agent_memory.core.operation_keys import CommitKey, PlanKey, ProviderStep, ProviderStepKey, request_hash
 from agent_memory.core.vocabulary import VOCABULARY_VERSION, canonical_extraction
@@ -59,6 +60,7 @@ from agent_memory.memory.memory_store import (
     ended_fact_versions,
 )
 from agent_memory.memory.operations import OperationRecorder
+from agent_memory.memory.token_budget import token_budget_state
 from agent_memory.memory.write_policy import read_write_policy
 from agent_memory.projection.projector import project_vectors
 from agent_memory.providers.base import Embedder, FactExtractor, ImportanceScorer, Summarizer, runs_in_worker
@@ -103,10 +105,12 @@ R = TypeVar("R", bound=BaseModel)
 class ConsolidationActivities:
     def __init__(self, pool: AsyncConnectionPool, keyring: KeyRing, extractor: FactExtractor,
                  scorer: ImportanceScorer, summarizer: Summarizer, embedder: Embedder,
-                 temporal: Client | None = None):
+                 temporal: Client | None = None, daily_token_budget: int | None = None):
         """`temporal`: the client with which consolidate_with_remote_providers starts the run it
-        waits for (that activity needs one; the others do not)."""
+        waits for (that activity needs one; the others do not). `daily_token_budget`: the default
+        of a tenant without a budget of its own (AGENT_MEMORY_DAILY_TOKEN_BUDGET; None: unlimited)."""
         self.temporal = temporal
+        self.daily_token_budget = daily_token_budget
         self.pool = pool
         self.keyring = keyring
         self.extractor = extractor
@@ -332,6 +336,13 @@ class ConsolidationActivities:
                     SearchAttributePair(contract.SESSION_ID, step.session_id)]))
         except WorkflowAlreadyStartedError:  # closed already: its result stands
             return self.temporal.get_workflow_handle(workflow_id, result_type=ConsolidationResult)
+
+    @activity.defn(name=contract.CHECK_TOKEN_BUDGET)
+    @temporal_failures
+    async def check_token_budget(self, step: StepInput) -> TokenBudgetState:
+        """The tenant's daily model-token budget and what it spent today (UTC), read before the
+        consolidation's model calls: an exhausted budget parks the run (workflows/consolidation.py)."""
+        return await token_budget_state(self.pool, step.tenant_id, self.daily_token_budget)
 
     @activity.defn(name=contract.COUNT_UNCONSOLIDATED)
     @temporal_failures

@@ -56,6 +56,8 @@ LIBRARY = [
     "write-policy set --tenant {tenant} consent_namespaces=health",
     "provider-policy show --tenant {tenant}",
     "provider-policy set --tenant {tenant} --redact email",
+    "token-budget show --tenant {tenant}",
+    "token-budget set --tenant {tenant} --daily-tokens 2000000",
     "categories set --tenant {tenant} music --word cello --namespace hobby",
     "categories list --tenant {tenant}",
     "categories remove --tenant {tenant} music",

@@ -88,7 +88,8 @@ def build_worker(services: Services, *, task_queue: str | None = None,
     projection = ProjectionActivities(services.pool, services.keyring, providers.embedder, services.temporal,
                                       projection_policy)
     consolidation = ConsolidationActivities(services.pool, services.keyring, providers.extractor, providers.scorer,
-                                            providers.summarizer, providers.embedder, temporal=services.temporal)
+                                            providers.summarizer, providers.embedder, temporal=services.temporal,
+                                            daily_token_budget=services.settings.daily_token_budget or None)
     queue = task_queue or services.settings.task_queue
     lifecycle = LifecycleActivities(services.pool, services.keyring, services.temporal, queue,
                                     forget_grace=timedelta(seconds=services.settings.forget_grace_seconds),
@@ -112,6 +113,7 @@ def build_worker(services: Services, *, task_queue: str | None = None,
             consolidation.project_vectors,
             consolidation.count_unconsolidated,
             consolidation.locate_providers,
+            consolidation.check_token_budget,
             consolidation.consolidate_in_worker,
             consolidation.consolidate_with_remote_providers,
             erasure.begin_erasure,

@@ -49,12 +49,13 @@ from agent_memory.core.models import (
     RebuildInput,
     RebuildResult,
     Session,
+    TokenBudgetState,
     check_identifier,
     check_session_id,
     storable_text,
 )
 from agent_memory.core.projection_models import ProjectionLag
-from agent_memory.core.run_metadata import RunPayloads, read_run_payloads
+from agent_memory.core.run_metadata import RunPayloads, public_memo_text, read_run_payloads
 from agent_memory.core.settings import Settings
 from agent_memory.lifecycle.compaction import CompactionInput, CompactionResult
 from agent_memory.lifecycle.erasure import check_reason, erasure_status, register_erasure_request
@@ -93,6 +94,7 @@ from agent_memory.memory.filters import NO_FILTER, MemoryFilter, matching_items
 from agent_memory.memory.ingest import check_not_future, check_time_not_future
 from agent_memory.memory.memory_store import list_facts
 from agent_memory.memory.relations import RelationView, list_relations
+from agent_memory.memory.token_budget import check_daily_tokens, token_budget_state, write_token_budget
 from agent_memory.memory.tool_calls import (
     LEASE_DEFAULT_SECONDS,
     ToolCall,
@@ -164,6 +166,17 @@ class RunSummary(RunPayloads):
     status: str
     started_at: datetime | None
     closed_at: datetime | None
+    # What a running run says of its state in its memo: "parked: token budget" while a
+    # consolidation waits for its tenant's token budget; None otherwise.
+    state: str | None = None
+
+
+class ParkedRun(BaseModel):
+    """A consolidation waiting for its tenant's token budget (contract.PARKED_TOKEN_BUDGET)."""
+
+    workflow_id: str
+    run_id: str | None
+    started_at: datetime | None
 
 
 def erasure_request_id(tenant_id: str, subject_id: str, reason: str) -> str:
@@ -913,11 +926,65 @@ class MemoryClient:
         check_identifier("tenant", tenant_id)
         return await drop_counts(self.services.pool, tenant_id)
 
-    async def runs(self, tenant_id: str, subject_id: str | None = None, limit: int = 100) -> list[RunSummary]:
+    async def runs(self, tenant_id: str, subject_id: str | None = None, limit: int = 100, *,
+                   parked: bool = False) -> list[RunSummary]:
+        """The tenant's (or subject's) runs as the Temporal UI lists them; `parked`: only the
+        consolidations parked on the tenant's token budget."""
+        query = visibility_query(tenant_id, subject_id)
+        if parked:
+            query += (f" AND WorkflowType = '{contract.CONSOLIDATION_WORKFLOW}' AND ExecutionStatus = 'Running'")
         runs: list[RunSummary] = []
-        async for wf in self.services.temporal.list_workflows(visibility_query(tenant_id, subject_id), limit=limit):
+        async for wf in self.services.temporal.list_workflows(query, limit=limit):
             status = wf.status.name if isinstance(wf.status, WorkflowExecutionStatus) else str(wf.status)
+            state = (public_memo_text(wf.raw_info.memo, contract.RUN_STATE_MEMO)
+                     if wf.status == WorkflowExecutionStatus.RUNNING else None)
+            if parked and state != contract.PARKED_TOKEN_BUDGET:
+                continue
             payloads = await read_run_payloads(self.services.temporal, wf.id, wf.run_id)
             runs.append(RunSummary(workflow_id=wf.id, workflow_type=wf.workflow_type, status=status,
-                                   started_at=wf.start_time, closed_at=wf.close_time, **payloads.model_dump()))
+                                   started_at=wf.start_time, closed_at=wf.close_time, state=state,
+                                   **payloads.model_dump()))
         return runs
+
+    async def token_budget(self, tenant_id: str) -> TokenBudgetState:
+        """The tenant's daily model-token budget in force (its own, else the deployment's
+        AGENT_MEMORY_DAILY_TOKEN_BUDGET) and the tokens its model calls spent today (UTC)."""
+        check_identifier("tenant", tenant_id)
+        return await token_budget_state(self.services.pool, tenant_id, self.services.settings.daily_token_budget or None)
+
+    async def set_token_budget(self, tenant_id: str, daily_tokens: int | str | None, *,
+                               reset: bool = False) -> TokenBudgetState:
+        """Set the tenant's daily model-token budget (None or "unlimited": no budget), or with
+        `reset` drop it (the deployment's default applies). A budget below 1 or not a whole number
+        is refused (InvalidInput naming daily_tokens). Consolidations parked on the budget are
+        signalled to check it again at once (a run the signal misses checks again within
+        workflows.consolidation.BUDGET_RECHECK anyway)."""
+        check_identifier("tenant", tenant_id)
+        tokens = None if reset else check_daily_tokens(daily_tokens)
+        async with tenant_transaction(self.services.pool, tenant_id) as conn:
+            await write_token_budget(conn, tenant_id, tokens, reset=reset)
+        await self._signal_parked(tenant_id)
+        return await self.token_budget(tenant_id)
+
+    async def parked_consolidations(self, tenant_id: str, subject_id: str | None = None) -> list[ParkedRun]:
+        """The tenant's (or subject's) running consolidations parked on its token budget, from
+        Temporal's visibility (a run's memo says so within a second or two of parking)."""
+        query = (f"{visibility_query(tenant_id, subject_id)} AND WorkflowType = '{contract.CONSOLIDATION_WORKFLOW}' "
+                 "AND ExecutionStatus = 'Running'")
+        return [ParkedRun(workflow_id=wf.id, run_id=wf.run_id, started_at=wf.start_time)
+                async for wf in self.services.temporal.list_workflows(query)
+                if public_memo_text(wf.raw_info.memo, contract.RUN_STATE_MEMO) == contract.PARKED_TOKEN_BUDGET]
+
+    async def _signal_parked(self, tenant_id: str) -> int:
+        """Tell the tenant's parked consolidations that its budget changed; returns how many."""
+        signalled = 0
+        try:
+            for run in await self.parked_consolidations(tenant_id):
+                with contextlib.suppress(RPCError):  # closed meanwhile
+                    await self.services.temporal.get_workflow_handle(run.workflow_id, run_id=run.run_id).signal(
+                        contract.SIGNAL_BUDGET_CHANGED)
+                    signalled += 1
+        except (RPCError, TemporalError) as exc:  # the budget is stored: parked runs check it again soon
+            log.warning("could not signal the parked consolidations of %s (they check again within minutes): %s",
+                        tenant_id, exc)
+        return signalled

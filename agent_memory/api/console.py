@@ -41,7 +41,7 @@ from agent_memory.api.client import MemoryClient, visibility_query
 from agent_memory.api.user_errors import user_error_status
 from agent_memory.core import contract
 from agent_memory.core.errors import InvalidInput, ServiceUnavailable, first_line, new_error_id
-from agent_memory.core.models import check_identifier
+from agent_memory.core.models import TokenBudgetState, check_identifier
 from agent_memory.security.api_keys import ApiKeyError, FailureLimiter, TooManyFailuresError
 from agent_memory.security.operator_keys import OperatorKey
 
@@ -434,6 +434,7 @@ def build_console_router(check_operator: OperatorCheck, outage: OutageOf) -> API
             subjects = await data.list_subjects(client.services.pool, tenant)
             lag = await client.projection_lag(tenant)
             erasures = await data.erasure_requests(client.services.pool, client.services.keyring, tenant)
+            budget = await client.token_budget(tenant)
             rows = [f'<tr><td><a href="{esc(_path("t", tenant, "s", s.subject_id))}">{esc(s.subject_id)}</a></td>'
                     f"<td>{s.sessions}</td><td>{s.facts}</td>"
                     f"<td>{_pill(str(s.candidates), 'warn') if s.candidates else 0}</td>"
@@ -441,11 +442,14 @@ def build_console_router(check_operator: OperatorCheck, outage: OutageOf) -> API
             body = (f"<h1>Tenant {esc(tenant)}</h1>"
                     f'<div class="cards"><div class="card"><span class="muted">subjects</span><b>{len(subjects)}</b></div>'
                     f'<div class="card"><span class="muted">projection</span><br>{_lag(lag)}</div>'
+                    f'<div class="card"><span class="muted">model tokens today (UTC)</span><br>{_budget(budget)}</div>'
                     f'<div class="card"><span class="muted">Temporal</span><br>'
                     f"{page.links.runs(visibility_query(tenant), 'every run of the tenant')}</div></div>"
                     "<h2>Subjects</h2><section>"
                     + _table(["subject", "sessions", "current facts", "candidates", "forgotten", "last message"],
                              rows, "No subject in this tenant.")
+                    + '</section><h2 id="parked">Consolidations parked on the token budget</h2><section>'
+                    + await _parked(page, tenant)
                     + '</section><h2 id="erasures">Erasure requests and receipts</h2><section>'
                     + _erasures(tenant, erasures) + "</section>")
             return page.render(f"Tenant {tenant}", [("tenants", PREFIX), (tenant, None)], body)
@@ -475,11 +479,14 @@ def build_console_router(check_operator: OperatorCheck, outage: OutageOf) -> API
                 return page.render(f"Subject {subject}", crumbs, body)
             lag = await client.projection_lag(tenant, subject)
             links = page.links
+            parked = await _parked_ids(page, tenant, subject)
             sessions = []
             for s in overview.sessions:
                 state = (_pill("consolidated", "ok") if s.consolidated_through and not s.pending
                          else _pill(f"{s.pending} not consolidated", "warn") if s.consolidated_through
                          else _pill("not consolidated", "warn"))
+                if contract.consolidation_workflow_id(tenant, subject, s.session_id) in parked:
+                    state += " " + _pill(contract.PARKED_TOKEN_BUDGET, "warn")
                 sessions.append(
                     f'<tr><td><a href="{esc(_path("t", tenant, "s", subject, "sessions", s.session_id))}">'
                     f"{esc(s.session_id)}</a></td><td>{s.messages}</td><td>{state}</td>"
@@ -686,6 +693,38 @@ def _erasures(tenant: str, erasures: list[data.ErasureRow]) -> str:
                     f'<td><a href="{esc(_path("t", tenant, "erasures", e.request_id, "run"))}">run ↗</a></td></tr>')
     return _table(["request", "subject (digest)", "status", "requested", "completed", "removed", "receipt", "Temporal"],
                   rows, "No erasure request.")
+
+
+def _budget(budget: TokenBudgetState) -> str:
+    if budget.daily_tokens is None:
+        return f"{budget.used_tokens:,} (no budget)"
+    text = f"{budget.used_tokens:,} of {budget.daily_tokens:,}"
+    return _pill(f"{text}: spent", "warn") if budget.exhausted else esc(text)
+
+
+async def _parked_ids(page: Page, tenant: str, subject: str) -> set[str]:
+    """The subject's consolidations parked on the token budget (none shown while Temporal is down)."""
+    try:
+        return {r.workflow_id for r in await page.client.parked_consolidations(tenant, subject)}
+    except Exception as exc:
+        if page.checks.outage(exc) != "temporal":
+            raise
+        return set()
+
+
+async def _parked(page: Page, tenant: str) -> str:
+    """The tenant's consolidations waiting for its token budget, with how to release them."""
+    try:
+        parked = await page.client.parked_consolidations(tenant)
+    except Exception as exc:
+        if page.checks.outage(exc) != "temporal":
+            raise
+        return '<div class="error">Temporal is unavailable: the parked runs cannot be read (reload in a few seconds).</div>'
+    rows = [f"<tr><td>{page.links.run(r.workflow_id, r.workflow_id)}</td><td>{_pill(contract.PARKED_TOKEN_BUDGET, 'warn')}"
+            f"</td><td>{when(r.started_at)}</td></tr>" for r in parked]
+    hint = ('<p class="muted">They resume at the next UTC day, or at once when the budget is raised: '
+            f"<code>agent-memory token-budget set --tenant {esc(tenant)} --daily-tokens N</code>.</p>") if parked else ""
+    return _table(["consolidation", "state", "started"], rows, "No consolidation is parked.") + hint
 
 
 async def _schedules(page: Page) -> str:

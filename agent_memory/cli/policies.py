@@ -1,5 +1,5 @@
 """A tenant's policies and a subject's consents: policy (recall), retention, write-policy,
-provider-policy, consent."""
+provider-policy, token-budget, consent."""
 
 from __future__ import annotations
 
@@ -45,6 +45,8 @@ write_policy = _policy_group("write-policy", "write_policy_command", "a tenant's
                              "namespaces that need consent, keys that need confirmation")
 provider_policy = _policy_group("provider-policy", "provider_policy_command", "what a remote model may see of a "
                                 "tenant's data: identifiers redacted, namespaces never sent")
+token_budget = _policy_group("token-budget", "token_budget_command", "a tenant's daily model-token budget: "
+                             "when its model calls spent it, its consolidations park until the next UTC day")
 consent = _policy_group("consent", "consent_command", "a subject's consents to storing a namespace (write-policy "
                         "consent_namespaces)")
 
@@ -202,6 +204,43 @@ async def provider_policy_set(client: MemoryClient, services: Services, *, tenan
 @with_client
 async def provider_policy_reset(client: MemoryClient, services: Services, *, tenant: str) -> None:
     _print_provider_policy(await client.set_provider_policy(tenant, None), False)
+
+
+def _print_token_budget(state: Any, json: bool) -> None:
+    if json:
+        print_json({**state.model_dump(mode="json"), "exhausted": state.exhausted})
+        return
+    budget = "unlimited" if state.daily_tokens is None else f"{state.daily_tokens}"
+    print(f"daily_tokens = {budget} ({'set for the tenant' if state.source == 'tenant' else 'the default'})\n"
+          f"used_tokens = {state.used_tokens} on {state.day.isoformat()} (UTC)"
+          + ("\nexhausted: consolidations park until the next UTC day or a higher budget" if state.exhausted else ""))
+
+
+@token_budget.command("show", cls=Command, help="the budget in force and the tokens spent today (UTC)")
+@scoped(subject=False)
+@json_flag
+@with_client
+async def token_budget_show(client: MemoryClient, services: Services, *, tenant: str, json: bool) -> None:
+    _print_token_budget(await client.token_budget(tenant), json)
+
+
+@token_budget.command("set", cls=Command, help="set the tenant's budget: input and output tokens of its model "
+                      "calls per UTC day, or 'unlimited'; parked consolidations check it again at once")
+@scoped(subject=False)
+@click.option("--daily-tokens", "daily_tokens", required=True, metavar="TOKENS",
+              help="a whole number >= 1, or 'unlimited'")
+@json_flag
+@with_client
+async def token_budget_set(client: MemoryClient, services: Services, *, tenant: str, daily_tokens: str,
+                           json: bool) -> None:
+    _print_token_budget(await client.set_token_budget(tenant, daily_tokens), json)
+
+
+@token_budget.command("reset", cls=Command, help="back to the default (AGENT_MEMORY_DAILY_TOKEN_BUDGET)")
+@scoped(subject=False)
+@with_client
+async def token_budget_reset(client: MemoryClient, services: Services, *, tenant: str) -> None:
+    _print_token_budget(await client.set_token_budget(tenant, None, reset=True), False)
 
 
 @consent.command("grant", cls=Command, help="record the subject's consent")

@@ -28,18 +28,23 @@ if TYPE_CHECKING:
 @click.command("runs", cls=Command, help="list workflow runs (the Temporal UI's visibility query)")
 @scoped(subject=False)
 @click.option("--subject", type=IDENTIFIER_SUBJECT, metavar="SUBJECT")
+@click.option("--parked", is_flag=True, help="only the consolidations parked on the tenant's token budget")
 @json_flag
 @with_client
-async def runs(client: MemoryClient, services: Services, *, tenant: str, subject: str | None, json: bool) -> None:
+async def runs(client: MemoryClient, services: Services, *, tenant: str, subject: str | None, parked: bool,
+               json: bool) -> None:
     from agent_memory.cli.formatting import format_run_payloads
 
-    listed = await client.runs(tenant, subject)
+    listed = await client.runs(tenant, subject, parked=parked)
     if json:
         print_json([r.model_dump(mode="json") for r in listed])
         return
     for run in listed:
-        print(f"{run.status:<12} {run.workflow_type:<24} {run.workflow_id}  started {run.started_at}")
+        print(f"{run.status:<12} {run.workflow_type:<24} {run.workflow_id}  started {run.started_at}"
+              + (f"  [{run.state}]" if run.state else ""))
         print(format_run_payloads(run))
+    if parked and not listed:
+        print(f"no consolidation of {tenant} is parked on its token budget")
 
 
 @click.command("rebuild", cls=Command, help="rebuild projections from the event log and compare digests")

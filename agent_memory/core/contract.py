@@ -53,6 +53,16 @@ SIGNAL_WAKE: Final = "wake"
 # and the embedding batch: what a one-activity route's activity reports of the run it waited for).
 PROGRESS_QUERY: Final = "progress"
 STEPS_OUTCOME_QUERY: Final = "steps_outcome"
+# Signal of ConsolidationWorkflow: the tenant's token budget changed; a run parked on it checks
+# again now (sent by MemoryClient.set_token_budget to the tenant's running consolidations).
+SIGNAL_BUDGET_CHANGED: Final = "budget_changed"
+# A parked consolidation's memo (written in clear: what `agent-memory runs`, the console and the
+# Temporal UI show of it): RUN_STATE_MEMO -> PARKED_TOKEN_BUDGET while it waits, then
+# RESUMED_TOKEN_BUDGET (a memo key's removal would be written encrypted, which the server does
+# not read as a removal).
+RUN_STATE_MEMO: Final = "state"
+PARKED_TOKEN_BUDGET: Final = "parked: token budget"
+RESUMED_TOKEN_BUDGET: Final = "resumed after the token budget"
 
 # --- Activity type names (pinned likewise) ----------------------------------------------------
 
@@ -67,6 +77,7 @@ LOCATE_PROVIDERS: Final = "locate_providers"
 CONSOLIDATE_IN_WORKER: Final = "consolidate_in_worker"
 CONSOLIDATE_WITH_REMOTE_PROVIDERS: Final = "consolidate_with_remote_providers"
 PROJECT_VECTORS: Final = "project_vectors"
+CHECK_TOKEN_BUDGET: Final = "check_token_budget"
 # Erasure
 BEGIN_ERASURE: Final = "begin_erasure"
 ERASE_STORE: Final = "erase_store"
@@ -100,6 +111,7 @@ SWEEP_WEBHOOK_DELIVERIES: Final = "sweep_webhook_deliveries"
 
 ACTIVITY_NAMES: Final = (EXTRACT_FACTS, SCORE_IMPORTANCE, SUMMARIZE_SESSION, CHECK_CONFLICTS, COMMIT_CONSOLIDATION,
                          COUNT_UNCONSOLIDATED, LOCATE_PROVIDERS, CONSOLIDATE_IN_WORKER, CONSOLIDATE_WITH_REMOTE_PROVIDERS, PROJECT_VECTORS,
+                         CHECK_TOKEN_BUDGET,
                          BEGIN_ERASURE, ERASE_STORE, SHRED_SUBJECT_KEY,
                          VERIFY_ERASURE, COMPLETE_ERASURE, LIST_SUBJECTS_TO_REBUILD, REBUILD_SUBJECT,
                          ROTATE_KEY_ENCRYPTION_KEY, COMPACT_ERASED_DATA, PROJECT_OUTBOX_BATCH, WAKE_PROJECTOR,
@@ -386,6 +398,12 @@ IDLE_CHECK: Final = ActivityPreset(
     start_to_close=timedelta(seconds=30), heartbeat=None,
     initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
     permanent=(_E.NOT_FOUND, _E.UNSTORABLE_VALUE))
+# The tenant's token budget, read before a consolidation's model calls (one short read; an outage
+# is waited out: the run neither fails nor calls the model unchecked).
+TOKEN_BUDGET_CHECK: Final = ActivityPreset(
+    start_to_close=timedelta(seconds=30), heartbeat=None,
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
+    permanent=(_E.UNSTORABLE_VALUE,))
 # Erasure is a legal obligation: transient failures are retried until they pass.
 ERASURE_STEP: Final = ActivityPreset(
     start_to_close=timedelta(minutes=2), heartbeat=_HEARTBEAT,
@@ -448,7 +466,7 @@ WEBHOOK_DELIVERY: Final = ActivityPreset(
 ACTIVITY_PRESETS: Final[Mapping[str, ActivityPreset]] = {
     "PROVIDER_STEP": PROVIDER_STEP, "STORE_WRITE": STORE_WRITE, "IN_WORKER_CONSOLIDATION": IN_WORKER_CONSOLIDATION,
     "REMOTE_CONSOLIDATION": REMOTE_CONSOLIDATION, "VECTOR_PROJECTION": VECTOR_PROJECTION,
-    "IDLE_CHECK": IDLE_CHECK, "ERASURE_STEP": ERASURE_STEP, "REBUILD_LIST": REBUILD_LIST,
+    "IDLE_CHECK": IDLE_CHECK, "TOKEN_BUDGET_CHECK": TOKEN_BUDGET_CHECK, "ERASURE_STEP": ERASURE_STEP, "REBUILD_LIST": REBUILD_LIST,
     "REBUILD_SUBJECT_STEP": REBUILD_SUBJECT_STEP, "KEY_ROTATION": KEY_ROTATION,
     "PROJECTOR_WAKE": PROJECTOR_WAKE, "PROJECTION_SWEEP": PROJECTION_SWEEP,
     "PHYSICAL_COMPACTION": PHYSICAL_COMPACTION, "MEMORY_SWEEP": MEMORY_SWEEP,

@@ -11,7 +11,7 @@ import math
 import re
 import struct
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Annotated, Any, Literal, TypeVar, overload
 
 from pydantic import (
@@ -551,6 +551,22 @@ class ConsolidationProgress(BaseModel):
     events_appended: int = 0
     vectors_upserted: int = 0
     conflict_retries: int = 0
+
+
+class TokenBudgetState(BaseModel):
+    """A tenant's daily model-token budget and what its recorded model calls spent of it on the
+    current UTC day (agent_memory/memory/token_budget.py): what a consolidation checks before its
+    model calls, and what `agent-memory token-budget show` prints."""
+
+    tenant_id: str
+    daily_tokens: int | None  # the budget in force; None: unlimited
+    source: Literal["tenant", "default"]  # set for the tenant, or the deployment's AGENT_MEMORY_DAILY_TOKEN_BUDGET
+    day: date  # the UTC day counted
+    used_tokens: int
+
+    @property
+    def exhausted(self) -> bool:
+        return self.daily_tokens is not None and self.used_tokens >= self.daily_tokens
 
 
 class ProviderPlacement(BaseModel):

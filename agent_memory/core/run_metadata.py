@@ -13,6 +13,7 @@ rebuild...) and a workflow's child starts (the idle timer's consolidation).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pydantic import BaseModel
@@ -30,6 +31,11 @@ ID_PARTS = {
     "reembed": ("tenant", "target model"),
     "projector": ("tenant", "subject"),
 }
+
+
+# The metadata field marking a PublicText payload (security/payload_codec.PUBLIC_FIELD, which
+# writes and leaves it in clear).
+PUBLIC_MARK = "agent-memory-public"
 
 
 class PublicText(str):
@@ -122,6 +128,21 @@ def consolidation_details(facts_written: int, episode_written: bool, conflict_ch
         return f"refused: {refused_reason}"
     return (f"{facts_written} facts, {int(episode_written)} episode, {conflict_checks} conflict checks, "
             f"{vectors} vectors")
+
+
+def public_memo_text(memo: Any, key: str) -> str | None:
+    """A run's memo value under `key` when it is a PublicText (what a run writes in clear about its
+    state, e.g. a consolidation parked on its tenant's token budget), read from the raw memo of a
+    visibility listing or a description; None when absent or anything else (never decrypted)."""
+    fields = getattr(memo, "fields", None)
+    payload = fields.get(key) if fields is not None else None
+    if payload is None or payload.metadata.get(PUBLIC_MARK) != b"1":
+        return None
+    try:
+        value = json.loads(payload.data)
+    except ValueError:
+        return None
+    return value if isinstance(value, str) else None
 
 
 class RunPayloads(BaseModel):

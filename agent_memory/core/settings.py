@@ -199,6 +199,12 @@ class Settings(BaseSettings):
         "a positive number of activities per second", fix="set e.g. {name}=5, or leave it unset for no limit")] = _setting(
         "AGENT_MEMORY_MODEL_ACTIVITIES_PER_SECOND", None, "the model queue's rate limit, for all its workers together "
         "(the server enforces it)", shown_default="no limit")
+    daily_token_budget: Annotated[int, Field(ge=0), _Expect(
+        "a whole number of tokens", below="is negative: set a number of tokens >= 0 (0: unlimited), e.g. {name}=2000000",
+        fix="set e.g. {name}=2000000, or 0 for no budget")] = _setting(
+        "AGENT_MEMORY_DAILY_TOKEN_BUDGET", 0, "the model tokens (input and output) a tenant's recorded model calls may "
+        "spend per UTC day before its consolidations park, for a tenant without a budget of its own "
+        "(`agent-memory token-budget`); 0: unlimited", shown_default="0 (unlimited)")
     webhook_allow_http: Switch = _setting(
         "AGENT_MEMORY_WEBHOOK_ALLOW_HTTP", False, "`1`: webhook endpoints may be plain `http://` URLs (a development "
         "stack); otherwise only `https://` ([webhooks](api.md#webhooks))")

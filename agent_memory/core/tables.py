@@ -159,6 +159,8 @@ TABLES: tuple[Table, ...] = (
     Table("write_gate_counts", "bookkeeping", subject_column=None),
     # The tenant's provider data policy (what a remote model may see): no subject data.
     Table("provider_policies", "bookkeeping", subject_column=None),
+    # The tenant's daily model-token budget: configuration, no subject data.
+    Table("token_budgets", "bookkeeping", subject_column=None),
     Table("memory_categories", "bookkeeping", subject_column=None),
     # Operator counters (reads, leak-filter drops): no subject data.
     Table("operator_counters", "bookkeeping", subject_column=None),

@@ -24,6 +24,7 @@ from pydantic import BaseModel
 from agent_memory.core.errors import Conflict, NotFound
 from agent_memory.core.models import ProviderResult
 from agent_memory.core.operation_keys import KEY_COLUMNS, OperationKey, request_hash
+from agent_memory.memory.token_budget import add_model_tokens
 from agent_memory.security.keyring import KeyRing
 from agent_memory.store.db import tenant_transaction
 from agent_memory.store.scope import Mode, SubjectErasedError, enter_subject, subject_scope
@@ -171,8 +172,22 @@ async def record_succeeded_many(conn: psycopg.AsyncConnection, *, tenant_id: str
                 meta.provider or None, meta.provider_request_id, meta.input_tokens, meta.output_tokens,
                 meta.cost_usd, *key.columns())
 
+    rows = [row(*record) for record in records]
+    if not any(isinstance(result, ProviderResult) and (result.input_tokens or result.output_tokens)
+               for _, _, result in records):  # no tokens reported (a store step, an in-worker provider)
+        async with conn.cursor() as cur:
+            await cur.executemany(_RECORD_SUCCEEDED_SQL, rows)
+        return
+    # A model call's tokens count against the tenant's daily budget once, in this transaction:
+    # only the rows recorded now (a result recorded before is left as it is, and not counted).
+    recorded = 0
     async with conn.cursor() as cur:
-        await cur.executemany(_RECORD_SUCCEEDED_SQL, [row(*record) for record in records])
+        await cur.executemany(_RECORD_SUCCEEDED_SQL + " RETURNING input_tokens + output_tokens", rows, returning=True)
+        while True:
+            recorded += sum(int(r[0]) for r in await cur.fetchall())
+            if not cur.nextset():
+                break
+    await add_model_tokens(conn, tenant_id, recorded)
 
 
 # A claimed call's lease: renewed every third of it while the call runs (`renewed_claims`), so a

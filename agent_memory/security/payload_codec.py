@@ -45,7 +45,7 @@ from temporalio.converter import (
 from temporalio.exceptions import ApplicationError
 
 from agent_memory.core.errors import AgentMemoryError, InvalidInput
-from agent_memory.core.run_metadata import PublicText
+from agent_memory.core.run_metadata import PUBLIC_MARK, PublicText
 
 ENCODING = b"binary/agent-memory-encrypted"
 REJECTED_ENCODING = "binary/agent-memory-rejected"
@@ -56,7 +56,7 @@ KEY_ID_FIELD = "encryption-key-id"
 BOUND_TO_FIELD = "bound-to"
 # A run's summary and details (agent_memory/core/run_metadata.PublicText): plain JSON with this mark,
 # left in clear by the codec; after decoding it carries PUBLIC_ENCODING, which reads only as text.
-PUBLIC_FIELD = "agent-memory-public"
+PUBLIC_FIELD = PUBLIC_MARK
 PUBLIC_ENCODING = "binary/agent-memory-public-text"
 PAYLOAD_REJECTED = "PayloadRejected"
 INPUT_REJECTED = "InputRejected"

@@ -16,6 +16,9 @@ from psycopg_pool import AsyncConnectionPool
 from agent_memory.store.db import joined_tenant_transaction, tenant_transaction
 
 SHARDS = 8
+_UPSERT = ("INSERT INTO operator_counters AS c (tenant_id, counter, shard, count) "
+           "SELECT %s, name, %s, n FROM unnest(%s::text[], %s::bigint[]) AS i(name, n) "
+           "ON CONFLICT (tenant_id, counter, shard) DO UPDATE SET count = c.count + EXCLUDED.count")
 
 
 async def add_counts(pool: AsyncConnectionPool, tenant_id: str, increments: Mapping[str, int], *,
@@ -30,11 +33,16 @@ async def add_counts(pool: AsyncConnectionPool, tenant_id: str, increments: Mapp
         # Every context read counts itself: it should not wait for a WAL flush. A crash of the
         # database may lose the last fraction of a second of increments (never corrupts them).
         await tx.execute("SET LOCAL synchronous_commit = off")
-        await tx.execute(
-            "INSERT INTO operator_counters AS c (tenant_id, counter, shard, count) "
-            "SELECT %s, name, %s, n FROM unnest(%s::text[], %s::bigint[]) AS i(name, n) "
-            "ON CONFLICT (tenant_id, counter, shard) DO UPDATE SET count = c.count + EXCLUDED.count",
-            (tenant_id, shard, names, [increments[name] for name in names]))
+        await tx.execute(_UPSERT, (tenant_id, shard, names, [increments[name] for name in names]))
+
+
+async def add_counts_in(conn: psycopg.AsyncConnection, tenant_id: str, increments: Mapping[str, int]) -> None:
+    """Add each increment to its counter in the caller's transaction, with that transaction's
+    durability (add_counts turns synchronous commit off: right for a read's counters, not for a
+    count written with the record it counts)."""
+    names = sorted(name for name, n in increments.items() if n)
+    if names:
+        await conn.execute(_UPSERT, (tenant_id, random.randrange(SHARDS), names, [increments[n] for n in names]))
 
 
 async def add_counts_if_known(pool: AsyncConnectionPool, tenant_id: str, increments: Mapping[str, int]) -> bool:

@@ -47,8 +47,9 @@ HERE = Path(__file__).parent
 # API, the model calls ordinary activities on the model queue. consolidation-v11.json: the step
 # route with the offline providers' steps on the model queue too; consolidation-v8/-v10.json:
 # every step in one local or ordinary activity; consolidation-v9.json: an ordinary activity per
-# step on the workflow's queue.
-CURRENT = {"consolidation": "consolidation-v13.json", "consolidation-remote": "consolidation-v12.json",
+# step on the workflow's queue; consolidation-v12.json: a remote model's run before the token
+# budget's checks (consolidation-v14.json: one parked on the budget, then released).
+CURRENT = {"consolidation": "consolidation-v13.json", "consolidation-remote": "consolidation-v14.json",
            "projector": "projector.json", "rebuild": "rebuild-v3.json", "erasure": "erasure-v4.json",
            "session-idle": "session-idle-v4.json"}
 
@@ -118,8 +119,16 @@ async def main(only: set[str] | None = None) -> None:
                     bundle = openai_bundle(server)
                     async with build_worker(services, task_queue="record-histories-remote", providers=bundle):
                         remote = MemoryClient(services, bundle.embedder, task_queue="record-histories-remote")
+                        # A budget the extraction spends: the run parks before importance and
+                        # the summary, and resumes when the budget is raised (a signal).
+                        await remote.set_token_budget("acme", 100)
                         await remote.append_messages("acme", "kai", OPENAI_SESSION)
                         handle = await remote.end_session("acme", "kai", OPENAI_SESSION.session_id)
+                        for _ in range(300):  # parked within a second or two (visibility)
+                            if await remote.parked_consolidations("acme", "kai"):
+                                break
+                            await asyncio.sleep(0.2)
+                        await remote.set_token_budget("acme", "unlimited")
                         await handle.result()
                     await bundle.aclose()
                 await _write(handle, CURRENT["consolidation-remote"], codec)

@@ -4,8 +4,9 @@ models, for the time-skipping workflow tests (tests/workflows/test_time_skipping
 Each call is recorded (its input and its attempt number); a test scripts failures per activity
 with `fail(name, error, times=...)`, the residue each `verify_erasure` reports, the subjects
 `list_subjects_to_rebuild` pages through, how many messages `count_unconsolidated` finds, where
-`locate_providers` says the providers run (remote unless told) and how many rows the
-consolidation's own embedding batch leaves pending. The mocks of `consolidate_in_worker` and
+`locate_providers` says the providers run (remote unless told), how many of the token budget's
+checks find it spent (`budget_spent_checks`) and how many rows the consolidation's own embedding
+batch leaves pending. The mocks of `consolidate_in_worker` and
 `consolidate_with_remote_providers` stand for the one-activity routes of runs recorded before.
 """
 
@@ -41,6 +42,7 @@ from agent_memory.core.models import (
     SubjectList,
     SubjectListInput,
     SubjectRebuild,
+    TokenBudgetState,
 )
 from agent_memory.core.projection_models import ProjectorBatchInput, ProjectorBatchOutcome
 from agent_memory.lifecycle.erasure import ErasureStarted
@@ -73,6 +75,8 @@ class MockedActivities:
             model_steps_in_worker=in_worker if model_in_worker is None else model_in_worker,
             embedder_in_worker=in_worker)
         self.left_pending = left_pending
+        # check_token_budget finds the tenant's budget spent this many times, then tokens left.
+        self.budget_spent_checks = 0
         self.erased_after_commit = False  # either route's one activity: the subject erased before its embedding
         self.calls: dict[str, list[Call]] = defaultdict(list)
         self._failures: dict[str, _Failure] = {}
@@ -119,7 +123,7 @@ class MockedActivities:
             raise failure.error
 
     def all(self) -> list[Any]:
-        return [self.locate_providers, self.consolidate_in_worker, self.consolidate_with_remote_providers,
+        return [self.locate_providers, self.check_token_budget, self.consolidate_in_worker, self.consolidate_with_remote_providers,
                 self.extract_facts, self.score_importance, self.check_conflicts,
                 self.summarize_session, self.commit_consolidation, self.project_vectors, self.project_outbox_batch,
                 self.wake_projector, self.count_unconsolidated,
@@ -141,6 +145,13 @@ class MockedActivities:
     async def locate_providers(self, step: StepInput) -> ProviderPlacement:
         self._record("locate_providers", step)
         return self.placement
+
+    @activity.defn(name="check_token_budget")
+    async def check_token_budget(self, step: StepInput) -> TokenBudgetState:
+        self._record("check_token_budget", step)
+        spent = self.count("check_token_budget") <= self.budget_spent_checks
+        return TokenBudgetState(tenant_id=step.tenant_id, daily_tokens=1000, source="tenant", day=THROUGH.date(),
+                                used_tokens=1000 if spent else 10)
 
     @activity.defn(name="consolidate_in_worker")
     async def consolidate_in_worker(self, step: StepInput) -> ConsolidationStepsOutcome:

@@ -63,13 +63,14 @@ async def test_429_is_retried_after_retry_after_and_usage_is_recorded(client, se
     assert result.facts_written == 1 and result.episode_written
     # A remote model's calls, and the remote embedder's batch of the run's rows, are ordinary
     # activities on the model queue (the server heartbeats each and retried the extraction after
-    # the 429's Retry-After); nothing was left for the projector.
+    # the 429's Retry-After), each round of them after a check of the tenant's token budget;
+    # nothing was left for the projector.
     history = await handle.fetch_history()
     model = contract.model_task_queue(client.task_queue)
     assert history_steps(history) == [
-        ("locate_providers", LOCAL), ("extract_facts", model), ("score_importance", model),
-        ("summarize_session", model), ("check_conflicts", LOCAL), ("commit_consolidation", LOCAL),
-        ("project_outbox_batch", model)]
+        ("locate_providers", LOCAL), ("check_token_budget", LOCAL), ("extract_facts", model),
+        ("check_token_budget", LOCAL), ("score_importance", model), ("summarize_session", model),
+        ("check_conflicts", LOCAL), ("commit_consolidation", LOCAL), ("project_outbox_batch", model)]
     attempts = [e.activity_task_started_event_attributes.attempt for e in history.events
                 if e.HasField("activity_task_started_event_attributes")]
     assert attempts == [2, 1, 1, 1]  # extraction, importance and summary, the run's own rows

@@ -77,7 +77,11 @@ WORKFLOW_DIR = Path(__file__).resolve().parents[2] / "workflows"
                                                ("consolidation-v11.json", "consolidate/acme/lin/s1"),
                                                ("consolidation-v12.json", "consolidate/acme/kai/s-oa"),
                                                # Offline providers' steps as local activities.
-                                               ("consolidation-v13.json", "consolidate/acme/lin/s1")])
+                                               ("consolidation-v13.json", "consolidate/acme/lin/s1"),
+                                               # A remote model's run checks the tenant's token
+                                               # budget; this one parked on it, then was released
+                                               # by a signal.
+                                               ("consolidation-v14.json", "consolidate/acme/kai/s-oa")])
 async def test_recorded_history_replays(name, workflow_id):
     history = WorkflowHistory.from_json(workflow_id, (HISTORIES / name).read_text())
     replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
@@ -114,18 +118,24 @@ async def test_every_recorded_consolidation_replays_inside_the_sdks_sandbox(name
 
 
 def test_consolidation_histories_are_all_checked():
-    assert len(CONSOLIDATIONS) == 13
+    assert len(CONSOLIDATIONS) == 14
 
 
 @pytest.mark.parametrize("name, model_steps_local", [("consolidation-v11.json", False),
                                                      ("consolidation-v12.json", False),
-                                                     ("consolidation-v13.json", True)])
+                                                     ("consolidation-v13.json", True),
+                                                     ("consolidation-v14.json", False)])
 def test_a_step_route_history_names_each_step_and_carries_no_text(name, model_steps_local):
     from tests.workflows.history_steps import LOCAL, history_steps
 
     text = (HISTORIES / name).read_text()
     history = WorkflowHistory.from_json("consolidate", text)
-    steps = history_steps(history)
+    every = history_steps(history)
+    # A remote model's rounds of calls are each preceded by a check of the token budget (from v14;
+    # that run parked once, so its second round was checked twice).
+    budget_checks = [step for step, _ in every if step == "check_token_budget"]
+    assert len(budget_checks) == (3 if name == "consolidation-v14.json" else 0)
+    steps = [s for s in every if s[0] != "check_token_budget"]
     assert [step for step, _ in steps] == ["locate_providers", "extract_facts", "score_importance",
                                            "summarize_session", "check_conflicts", "commit_consolidation",
                                            "project_outbox_batch"]

@@ -15,6 +15,7 @@ and retry back-offs in virtual time: a 10-minute idle timer fires in about a sec
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -212,8 +213,12 @@ async def test_each_step_runs_as_an_activity_of_its_own(env, worker, model_in_wo
         events = await _events(env.client, handle.id, handle.result_run_id)
     model = model_task_queue(task_queue)
     model_steps = ["extract_facts", "score_importance", "summarize_session"]
+    # A remote model's calls are preceded by a check of the tenant's token budget (a local
+    # activity); providers in the worker's process spend no tokens and check nothing.
+    budget = [] if model_in_worker else [("check_token_budget", LOCAL)]
     assert history_steps(events) == [
-        ("locate_providers", LOCAL), *((name, LOCAL if model_in_worker else model) for name in model_steps),
+        ("locate_providers", LOCAL), *budget, (model_steps[0], LOCAL if model_in_worker else model), *budget,
+        *((name, LOCAL if model_in_worker else model) for name in model_steps[1:]),
         ("check_conflicts", LOCAL), ("commit_consolidation", LOCAL),
         ("project_outbox_batch", LOCAL if embedder_in_worker else model)]
     assert mocks.attempts("extract_facts") == [1, 2]
@@ -276,6 +281,32 @@ async def test_rows_the_run_leaves_pending_wake_the_projector(env, worker, in_wo
     # The wake-up is a local activity (a marker), after the run's own batch.
     assert history_steps(events)[-2:] == [
         ("project_outbox_batch", LOCAL if in_worker else model_task_queue(task_queue)), ("wake_projector", LOCAL)]
+
+
+async def test_a_spent_token_budget_parks_the_run_which_then_completes(env, worker):
+    """A remote model's run whose tenant spent its token budget does not fail: it parks (its memo
+    says so, for the UI and `agent-memory runs`), waits on timers of workflow time (the recheck
+    interval, or less until the next UTC day), checks again, and goes on once tokens are left."""
+    from workflows.consolidation import BUDGET_RECHECK
+
+    mocks = MockedActivities()
+    mocks.budget_spent_checks = 3  # spent at the first check and at two rechecks
+    async with worker(mocks) as task_queue:
+        handle = await _consolidation(env, task_queue)
+        result = await _result(handle)
+        events = await _events(env.client, handle.id, handle.result_run_id)
+    assert result.refused_reason is None and result.events_appended == EVENTS_PER_COMMIT
+    # Four checks before the extraction (three spent), one before importance and the summary.
+    steps = [name for name, _ in history_steps(events)]
+    assert steps[:6] == ["locate_providers", *["check_token_budget"] * 4, "extract_facts"]
+    assert steps[6:9] == ["check_token_budget", "score_importance", "summarize_session"]
+    timers = [e.timer_started_event_attributes.start_to_fire_timeout.ToTimedelta() for e in events
+              if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED]
+    assert len(timers) == 3 and all(timedelta(0) < t <= BUDGET_RECHECK for t in timers)
+    # Parked, then resumed: the memo's state, in clear, written once each way.
+    memos = [json.loads(e.workflow_properties_modified_event_attributes.upserted_memo.fields["state"].data)
+             for e in events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED]
+    assert memos == ["parked: token budget", "resumed after the token budget"]
 
 
 @pytest.mark.parametrize(("after_commit", "non_retryable"), [
