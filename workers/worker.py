@@ -8,7 +8,6 @@ import asyncio
 from datetime import timedelta
 from types import TracebackType
 
-from temporalio.common import WorkerDeploymentVersion
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
@@ -77,15 +76,14 @@ class Workers:
 
 def build_worker(services: Services, *, task_queue: str | None = None,
                  providers: OfflineProviders | ProviderBundle | None = None,
-                 projection_policy: ProjectionPolicy | None = None, model_worker: bool | None = None,
-                 version: WorkerDeploymentVersion | None = None) -> Workers:
+                 projection_policy: ProjectionPolicy | None = None, model_worker: bool | None = None) -> Workers:
     """`model_worker`: also run the model queue's worker in this process (default: the setting
     AGENT_MEMORY_MODEL_WORKER, on unless it is 0); its rate limit is the setting
-    AGENT_MEMORY_MODEL_ACTIVITIES_PER_SECOND, for every worker of that queue. `version`: the Worker
-    Deployment version both workers run as (default: the settings' AGENT_MEMORY_DEPLOYMENT_NAME and
-    AGENT_MEMORY_BUILD_ID; unversioned without a build id; workers/deployment.py)."""
+    AGENT_MEMORY_MODEL_ACTIVITIES_PER_SECOND, for every worker of that queue. Both run as the Worker
+    Deployment version of the settings (AGENT_MEMORY_DEPLOYMENT_NAME and AGENT_MEMORY_BUILD_ID;
+    unversioned without a build id; workers/deployment.py)."""
     providers = providers or providers_for(services.settings)
-    version = version or deployment_version(services.settings)
+    version = deployment_version(services.settings)
     erasure = ErasureActivities(services.pool, services.redis, services.keyring, ledger_home=services.settings.home,
                                 temporal=services.temporal)
     assert services.settings.database_url is not None
@@ -149,20 +147,18 @@ def build_worker(services: Services, *, task_queue: str | None = None,
     if not (services.settings.model_worker if model_worker is None else model_worker):
         return Workers(main)
     return Workers(main, build_model_worker(services, task_queue=queue, providers=providers,
-                                            projection_policy=projection_policy, version=version))
+                                            projection_policy=projection_policy))
 
 
 def build_model_worker(services: Services, *, task_queue: str | None = None,
                        providers: OfflineProviders | ProviderBundle | None = None,
-                       projection_policy: ProjectionPolicy | None = None,
-                       version: WorkerDeploymentVersion | None = None) -> Worker:
+                       projection_policy: ProjectionPolicy | None = None) -> Worker:
     """The worker of the model queue of `task_queue`: the consolidation's model calls and a remote
     embedder's batch of a run's own rows. A call mostly waits on the model; the rate limit
     (AGENT_MEMORY_MODEL_ACTIVITIES_PER_SECOND) is the model's, shared by every worker of the queue
-    (the server enforces it). A versioned one (`version`, default the settings') serves the model
-    calls of the runs pinned to its version: each version needs its model workers."""
+    (the server enforces it). A versioned one (AGENT_MEMORY_BUILD_ID) serves the model calls of the
+    runs pinned to its version: each version needs its model workers."""
     settings = services.settings
-    version = version or deployment_version(settings)
     providers = providers or providers_for(settings)
     projection = ProjectionActivities(services.pool, services.keyring, providers.embedder, services.temporal,
                                       projection_policy)
@@ -179,5 +175,5 @@ def build_model_worker(services: Services, *, task_queue: str | None = None,
         ],
         max_concurrent_activities=settings.model_concurrency,
         max_task_queue_activities_per_second=settings.model_activities_per_second,
-        deployment_config=deployment_config(version),
+        deployment_config=deployment_config(deployment_version(settings)),
     )
