@@ -15,13 +15,19 @@ Each workflow declares how it moves between versions (`@workflow.defn(versioning
 
 A versioned worker refuses to start with a workflow that declares no behavior (the SDK enforces
 it when the deployment's default behavior is unspecified, as here). Without a build id nothing
-changes: the workers are unversioned and every run goes to whichever worker polls.
+changes: the workers are unversioned and every run goes to whichever worker polls. Temporal
+refuses a workflow task completion that names a behavior from an unversioned worker ("versioning
+behavior cannot be specified without deployment options being set with versioned mode"), and the
+SDK sends the declared one whatever the worker: an unversioned worker's runners drop it
+(`workflow_runners`).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 from pydantic import BaseModel
 from temporalio.api.deployment.v1 import WorkerDeploymentVersion as ProtoVersion
@@ -30,10 +36,19 @@ from temporalio.api.workflowservice.v1 import (
     DescribeWorkerDeploymentRequest,
     SetWorkerDeploymentCurrentVersionRequest,
 )
+from temporalio.bridge.proto.workflow_activation import WorkflowActivation
+from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
 from temporalio.client import Client
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.service import RPCError, RPCStatusCode
-from temporalio.worker import WorkerDeploymentConfig
+from temporalio.worker import (
+    UnsandboxedWorkflowRunner,
+    WorkerDeploymentConfig,
+    WorkflowInstance,
+    WorkflowInstanceDetails,
+    WorkflowRunner,
+)
+from temporalio.workflow import _Definition
 
 from agent_memory.core.errors import InvalidInput, ServiceUnavailable
 from agent_memory.core.settings import Settings
@@ -55,6 +70,57 @@ def deployment_config(version: WorkerDeploymentVersion | None) -> WorkerDeployme
         return None
     return WorkerDeploymentConfig(version=version, use_worker_versioning=True,
                                   default_versioning_behavior=VersioningBehavior.UNSPECIFIED)
+
+
+class _InstanceWithoutBehavior(WorkflowInstance):
+    """A workflow instance whose completions name no versioning behavior."""
+
+    def __init__(self, inner: WorkflowInstance) -> None:
+        self._inner = inner
+
+    def activate(self, act: WorkflowActivation) -> WorkflowActivationCompletion:
+        completion = self._inner.activate(act)
+        if completion.HasField("successful"):
+            completion.successful.versioning_behavior = VersioningBehavior.UNSPECIFIED.value
+        return completion
+
+    def get_serialization_context(self, command_info: Any) -> Any:
+        return self._inner.get_serialization_context(command_info)
+
+    def get_external_store_context(self, command_info: Any) -> Any:
+        return self._inner.get_external_store_context(command_info)
+
+    def get_info(self) -> Any:
+        return self._inner.get_info()
+
+    def __getattr__(self, name: str) -> Any:  # what the worker asks of an instance beyond these (its thread)
+        return getattr(self._inner, name)
+
+
+class _RunnerWithoutBehavior(WorkflowRunner):
+    """`inner`, for an unversioned worker: its workflows' declared behaviors are not sent."""
+
+    def __init__(self, inner: WorkflowRunner) -> None:
+        self.inner = inner
+
+    def prepare_workflow(self, defn: _Definition) -> None:
+        self.inner.prepare_workflow(defn)
+
+    def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
+        return _InstanceWithoutBehavior(self.inner.create_instance(det))
+
+    def set_worker_level_failure_exception_types(self, types: Sequence[type[BaseException]]) -> None:
+        self.inner.set_worker_level_failure_exception_types(types)
+
+
+def workflow_runners(version: WorkerDeploymentVersion | None,
+                     sandboxed: WorkflowRunner) -> tuple[WorkflowRunner, WorkflowRunner]:
+    """A Worker's `workflow_runner` (`sandboxed`) and `unsandboxed_workflow_runner`: as they are for a
+    versioned worker, dropping the declared behaviors for an unversioned one."""
+    unsandboxed: WorkflowRunner = UnsandboxedWorkflowRunner()
+    if version is None:
+        return _RunnerWithoutBehavior(sandboxed), _RunnerWithoutBehavior(unsandboxed)
+    return sandboxed, unsandboxed
 
 
 def version_label(version: WorkerDeploymentVersion) -> str:

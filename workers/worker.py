@@ -24,7 +24,7 @@ from agent_memory.core.contract import model_task_queue
 from agent_memory.core.projection_models import ProjectionPolicy
 from agent_memory.providers.offline import OfflineProviders
 from agent_memory.providers.openai.compat import ProviderBundle, providers_for
-from workers.deployment import deployment_config, deployment_version
+from workers.deployment import deployment_config, deployment_version, workflow_runners
 from workflows.consolidation import ConsolidationWorkflow
 from workflows.erasure import ErasureWorkflow
 from workflows.lifecycle import ErasureRedriveWorkflow, IdleTimerSweepWorkflow, MemorySweepWorkflow
@@ -101,13 +101,15 @@ def build_worker(services: Services, *, task_queue: str | None = None,
     webhooks = WebhookActivities(services.pool, services.keyring, services.temporal,
                                  bounds=WebhookRetryBounds.from_settings(services.settings),
                                  timeout_seconds=services.settings.webhook_timeout_seconds)
+    sandboxed, unsandboxed = workflow_runners(version, SandboxedWorkflowRunner(
+        restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)))
     main = Worker(
         services.temporal,
         task_queue=queue,
         workflows=WORKFLOWS,
         deployment_config=deployment_config(version),
-        workflow_runner=SandboxedWorkflowRunner(
-            restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)),
+        workflow_runner=sandboxed,
+        unsandboxed_workflow_runner=unsandboxed,
         activities=[
             consolidation.extract_facts,
             consolidation.score_importance,

@@ -62,6 +62,21 @@ def test_every_workflow_declares_its_versioning_behavior():
     assert {name for name, b in behaviors.items() if b == VersioningBehavior.AUTO_UPGRADE} == set(behaviors) - PINNED
 
 
+async def test_an_unversioned_worker_runs_the_workflows_without_sending_their_behaviors(
+        services, tenant, task_queue):
+    """No build id: the default. Temporal refuses a completion naming a behavior from an
+    unversioned worker, so the worker drops the declared one; the run is unversioned."""
+    assert services.settings.build_id is None
+    client = MemoryClient(services, offline_providers().embedder, task_queue=task_queue)
+    async with build_worker(services, task_queue=task_queue):
+        await client.append_messages(tenant, "lin", session("s1", "2024-03-01T09:00:00Z", "I live in Hangzhou."))
+        handle = await client.end_session(tenant, "lin", "s1")
+        assert (await asyncio.wait_for(handle.result(), timeout=60)).facts_written >= 1
+    info = (await handle.describe()).raw_description.workflow_execution_info.versioning_info
+    assert info.behavior == VersioningBehavior.UNSPECIFIED.value and not info.deployment_version.build_id
+    assert set(await _task_versions(handle)) == {""}
+
+
 async def _eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 30.0) -> None:
     """Visibility is updated after the fact: wait (bounded) until `check` holds."""
     deadline = time.monotonic() + timeout
