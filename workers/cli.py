@@ -330,7 +330,8 @@ async def deployment_describe(settings: Settings, *, deployment_name: str | None
               "AGENT_MEMORY_BUILD_ID); its workers must be polling")
 @_deployment_name
 @click.option("--wait", "wait_seconds", type=click.FloatRange(min=0), default=0.0, metavar="SECONDS",
-              help="while no worker of the version has polled yet, ask again for up to this long (default 0)")
+              help="while the version's workers start (none has polled yet, or not on every task queue the "
+                   "current version has work on), ask again for up to this long (default 0)")
 @json_flag
 @with_settings
 async def deployment_set_current(settings: Settings, *, build_id: str, deployment_name: str | None,

@@ -213,9 +213,10 @@ async def set_current_version(client: Client, deployment_name: str, build_id: st
                               wait_seconds: float = 0.0) -> CurrentVersionChange:
     """Make `build_id` the deployment's current version: new runs, and the next task of every
     AUTO_UPGRADE run, go to its workers; runs pinned to another version stay there. Temporal
-    refuses a version none of whose workers has polled yet (asked again for up to `wait_seconds`,
-    while the new workers start), and one whose workers do not poll every task queue the current
-    version's do (a model worker missing)."""
+    refuses a version none of whose workers has polled yet (NOT_FOUND), and one whose workers do
+    not poll a task queue the current version has work on (FAILED_PRECONDITION: its model worker
+    missing, or not polling yet): both are asked again for up to `wait_seconds`, while the new
+    workers start."""
     deadline = asyncio.get_running_loop().time() + wait_seconds
     while True:
         try:
@@ -224,8 +225,9 @@ async def set_current_version(client: Client, deployment_name: str, build_id: st
                                                          build_id=build_id, identity=IDENTITY))
             break
         except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND and asyncio.get_running_loop().time() < deadline:
-                await asyncio.sleep(0.2)  # its workers have not polled yet
+            starting = err.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION)
+            if starting and asyncio.get_running_loop().time() < deadline:
+                await asyncio.sleep(0.2)
                 continue
             raise _refused(err, f"{deployment_name}:{build_id} cannot become current") from None
     return CurrentVersionChange(deployment_name=deployment_name, build_id=build_id,

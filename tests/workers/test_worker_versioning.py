@@ -5,7 +5,9 @@ v1 and v2 both poll; a new one runs on v2; `describe` counts v1's open pinned ru
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import io
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -20,8 +22,10 @@ from agent_memory.api.client import MemoryClient
 from agent_memory.api.services import Services
 from agent_memory.core import contract
 from agent_memory.core.errors import InvalidInput
+from agent_memory.core.settings import ENV_VARS
 from agent_memory.providers.offline import OfflineProviders, RuleFactExtractor, offline_providers
 from tests.sessions import session
+from workers.cli import main
 from workers.deployment import DeploymentState, describe_deployment, set_current_version
 from workers.worker import WORKFLOWS, build_worker
 
@@ -104,8 +108,21 @@ def _as_version(services: Services, deployment_name: str, build_id: str) -> Serv
         deployment_name=deployment_name, build_id=build_id))
 
 
+async def _cli(*argv: str) -> str:
+    """`agent-memory *argv`'s stdout (the environment names the session's Temporal)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = await asyncio.to_thread(main, list(argv))
+    assert code == 0, (argv, out.getvalue())
+    return out.getvalue()
+
+
 async def test_a_pinned_consolidation_finishes_on_its_version_and_new_runs_go_to_the_current_one(
-        services, tenant, task_queue):
+        services, tenant, task_queue, monkeypatch, tmp_path):
+    for variable in ENV_VARS:
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("AGENT_MEMORY_HOME", str(tmp_path))
+    monkeypatch.setenv("TEMPORAL_ADDRESS", str(services.settings.temporal_address))
     temporal = services.temporal
     name = f"am-test-{uuid.uuid4().hex[:10]}"  # a deployment of this test's own: nothing else routes by it
     v1, v2 = _as_version(services, name, "v1"), _as_version(services, name, "v2")
@@ -124,8 +141,8 @@ async def test_a_pinned_consolidation_finishes_on_its_version_and_new_runs_go_to
         await asyncio.wait_for(gated.entered.wait(), timeout=30)  # on v1's model worker, its first task done
 
         async with build_worker(v2, task_queue=task_queue, providers=_providers(RuleFactExtractor())):
-            change = await set_current_version(temporal, name, "v2", wait_seconds=30)
-            assert (change.build_id, change.previous_build_id) == ("v2", "v1")
+            said = await _cli("deployment", "set-current", "--deployment-name", name, "--build-id", "v2", "--wait", "30")
+            assert said == f"{name}: current version v2 (was v1)\n"
             with pytest.raises(InvalidInput, match="cannot become current"):
                 await set_current_version(temporal, name, "v3")  # no worker of it ever polled
 
@@ -143,6 +160,10 @@ async def test_a_pinned_consolidation_finishes_on_its_version_and_new_runs_go_to
             await _eventually(lambda: v1_pinned(1), "v1's in-flight run counted")
             state = await describe_deployment(temporal, name)
             assert state.current_build_id == "v2" and _version(state, "v1").status == "draining"
+            shown = await _cli("deployment", "describe", "--deployment-name", name)
+            assert shown.startswith(f"{name}: current v2\n") and "v1" in shown
+            [v1_line] = [line for line in shown.splitlines() if line.split()[0] == "v1"]
+            assert v1_line.split()[1:4] == ["draining", "1", "pinned"], shown
 
             # Released, the run's next workflow tasks are v1's, though v2 is current and polling.
             gated.release.set()
