@@ -188,11 +188,20 @@ async def up(settings: Settings, *, api_port: int, local_model: bool, free_ports
             await run_worker_until_signal(services, (
                 f"agent-memory is up (home {s.home})\n  Temporal  {s.temporal_address}  UI {s.ui_url}\n"
                 f"  Postgres  {s.database_url.split('@')[-1]}\n  Redis     {s.redis_url.split('@')[-1]}\n"
-                f"{model_line}  worker    task queue {s.task_queue}\nCtrl-C stops everything."), providers,
+                f"{model_line}  worker    task queue {s.task_queue}{_version_note(s)}\nCtrl-C stops everything."),
+                providers,
                 api_port=api_port, stack=stack, guard=guard)
         if providers is not None:
             await providers.aclose()
     return 0
+
+
+def _version_note(settings: Settings) -> str:
+    """How a worker with a build id says what it is, and what makes runs reach it."""
+    if not settings.build_id:
+        return ""
+    return (f", version {settings.build_id} of the Worker Deployment {settings.deployment_name} (runs reach it "
+            f"once it is current: agent-memory deployment set-current --build-id {settings.build_id})")
 
 
 @click.command("worker", cls=Command, help="run only a worker against configured services (production)")
@@ -204,8 +213,8 @@ async def worker(settings: Settings) -> int:
         raise InvalidInput("the worker runs against configured services: set TEMPORAL_ADDRESS, DATABASE_URL and "
                            "REDIS_URL (or use `agent-memory up` for the embedded stack)")
     async with open_stack(settings, start=False) as services:
-        version = f" as version {settings.build_id} of {settings.deployment_name}" if settings.build_id else ""
-        await run_worker_until_signal(services, f"worker polling task queue {settings.task_queue}{version}")
+        await run_worker_until_signal(services, f"worker polling task queue {settings.task_queue}"
+                                                f"{_version_note(settings)}")
     return 0
 
 
