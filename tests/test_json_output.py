@@ -84,6 +84,8 @@ LIBRARY = [
     "redrive-erasures",
     "compact",
     "schedules list",
+    "deployment set-current --build-id json-1",
+    "deployment describe",
     "keys rotate-payload",  # last: the processes running encode under the old key until restarted
 ]
 
@@ -148,6 +150,8 @@ async def test_every_library_json_command_prints_json_only(tmp_path, monkeypatch
     monkeypatch.setenv("AGENT_MEMORY_HOME", str(home))
     monkeypatch.setenv("AGENT_MEMORY_TASK_QUEUE", queue)
     monkeypatch.setenv("AGENT_MEMORY_WEBHOOK_MAX_ATTEMPTS", "1")
+    # A versioned worker (made current below): `deployment` has a deployment to show.
+    monkeypatch.setenv("AGENT_MEMORY_BUILD_ID", "json-1")
     sessions = tmp_path / "s.jsonl"
     sessions.write_text(json.dumps(SESSION) + "\n")
     async with open_stack(Settings.from_env(), start=True, ports=Ports.free(), scratch=True) as services:
@@ -160,6 +164,7 @@ async def test_every_library_json_command_prints_json_only(tmp_path, monkeypatch
                 assert "\x1b[" not in err, err
                 return out
 
+            await cli("deployment", "set-current", "--build-id", "json-1", "--wait", "30")
             await cli("ingest", "--tenant", tenant, "--subject", SUBJECT, str(sessions))
             await cli("end-session", "--tenant", tenant, "--subject", SUBJECT, "--session", "j1", "--wait")
             filled: dict[str, str] = {"tenant": tenant}
@@ -175,6 +180,8 @@ async def test_every_library_json_command_prints_json_only(tmp_path, monkeypatch
                 if argv[:2] == ["webhooks", "deliveries"]:
                     assert isinstance(document, list) and document, "the forget's delivery is not dead yet"
                     filled["delivery"] = document[0]["delivery_id"]
+                if argv[:2] == ["deployment", "describe"]:
+                    assert isinstance(document, dict) and document["current_build_id"] == "json-1", document
                 if argv[0] == "erase":
                     assert isinstance(document, dict)
                     filled["request"] = document["request_id"]

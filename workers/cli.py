@@ -21,6 +21,8 @@ from agent_memory.cli.core import Command, Group, json_flag, with_settings
 from agent_memory.core.errors import InvalidInput, ServiceUnavailable
 
 if TYPE_CHECKING:
+    from temporalio.client import Client
+
     from agent_memory.api.services import Services
     from agent_memory.core.settings import Settings
     from workers.embedded import EmbeddedStack
@@ -186,11 +188,20 @@ async def up(settings: Settings, *, api_port: int, local_model: bool, free_ports
             await run_worker_until_signal(services, (
                 f"agent-memory is up (home {s.home})\n  Temporal  {s.temporal_address}  UI {s.ui_url}\n"
                 f"  Postgres  {s.database_url.split('@')[-1]}\n  Redis     {s.redis_url.split('@')[-1]}\n"
-                f"{model_line}  worker    task queue {s.task_queue}\nCtrl-C stops everything."), providers,
+                f"{model_line}  worker    task queue {s.task_queue}{_version_note(s)}\nCtrl-C stops everything."),
+                providers,
                 api_port=api_port, stack=stack, guard=guard)
         if providers is not None:
             await providers.aclose()
     return 0
+
+
+def _version_note(settings: Settings) -> str:
+    """How a worker with a build id says what it is, and what makes runs reach it."""
+    if not settings.build_id:
+        return ""
+    return (f", version {settings.build_id} of the Worker Deployment {settings.deployment_name} (runs reach it "
+            f"once it is current: agent-memory deployment set-current --build-id {settings.build_id})")
 
 
 @click.command("worker", cls=Command, help="run only a worker against configured services (production)")
@@ -202,7 +213,8 @@ async def worker(settings: Settings) -> int:
         raise InvalidInput("the worker runs against configured services: set TEMPORAL_ADDRESS, DATABASE_URL and "
                            "REDIS_URL (or use `agent-memory up` for the embedded stack)")
     async with open_stack(settings, start=False) as services:
-        await run_worker_until_signal(services, f"worker polling task queue {settings.task_queue}")
+        await run_worker_until_signal(services, f"worker polling task queue {settings.task_queue}"
+                                                f"{_version_note(settings)}")
     return 0
 
 
@@ -289,6 +301,62 @@ async def schedules_list(settings: Settings, *, json: bool) -> int:
     return 0
 
 
+@click.group("deployment", cls=Group, dest="deployment_command",
+             help="the workers' Worker Deployment (AGENT_MEMORY_BUILD_ID): its versions and the current one")
+def deployment() -> None:
+    pass
+
+
+_deployment_name = click.option("--deployment-name", metavar="NAME", default=None,
+                                help="the Worker Deployment (default: AGENT_MEMORY_DEPLOYMENT_NAME, agent-memory)")
+
+
+@deployment.command("describe", cls=Command, help="each version: status, open pinned runs (0: its workers can stop), "
+                    "open auto-upgrade runs; the current and ramping versions")
+@_deployment_name
+@json_flag
+@with_settings
+async def deployment_describe(settings: Settings, *, deployment_name: str | None, json: bool) -> int:
+    from workers.deployment import describe_deployment
+
+    async with temporal_client(settings) as client:
+        state = await describe_deployment(client, deployment_name or settings.deployment_name)
+    if json:
+        print(state.model_dump_json(indent=2))
+        return 0
+    print(f"{state.deployment_name}: current {state.current_build_id or '-'}"
+          + (f", ramping {state.ramping_build_id}" if state.ramping_build_id else ""))
+    for v in state.versions:
+        print(f"  {v.build_id:<24} {v.status:<9} {v.pinned_running} pinned run(s) open, "
+              f"{v.auto_upgrade_running} auto-upgrade run(s) last on it"
+              + (f", server drainage {v.drainage}" if v.drainage else ""))
+    return 0
+
+
+@deployment.command("set-current", cls=Command, help="make a version current: new runs go to its workers, runs "
+                    "pinned to the previous one finish there")
+@click.option("--build-id", required=True, metavar="BUILD_ID", help="the version's build id (its workers' "
+              "AGENT_MEMORY_BUILD_ID); its workers must be polling")
+@_deployment_name
+@click.option("--wait", "wait_seconds", type=click.FloatRange(min=0), default=0.0, metavar="SECONDS",
+              help="while the version's workers start (none has polled yet, or not on every task queue the "
+                   "current version has work on), ask again for up to this long (default 0)")
+@json_flag
+@with_settings
+async def deployment_set_current(settings: Settings, *, build_id: str, deployment_name: str | None,
+                                 wait_seconds: float, json: bool) -> int:
+    from workers.deployment import set_current_version
+
+    async with temporal_client(settings) as client:
+        change = await set_current_version(client, deployment_name or settings.deployment_name, build_id,
+                                           wait_seconds=wait_seconds)
+    if json:
+        print(change.model_dump_json(indent=2))
+    else:
+        print(f"{change.deployment_name}: current version {change.build_id} (was {change.previous_build_id or 'none'})")
+    return 0
+
+
 @click.command("migrate", cls=Command, help="apply database migrations as the owner role (DATABASE_ADMIN_URL, or the "
                "embedded PostgreSQL); other commands only check the schema is current")
 @with_settings
@@ -321,7 +389,7 @@ async def demo(settings: Settings, *, json: bool) -> int:
     return 0
 
 
-PROCESS_COMMANDS = (up, worker, mcp, serve, schedules, migrate, demo)
+PROCESS_COMMANDS = (up, worker, mcp, serve, schedules, deployment, migrate, demo)
 
 
 @asynccontextmanager
@@ -331,6 +399,19 @@ async def running_stack(settings: Settings) -> AsyncIterator[Services]:
 
     async with open_stack(settings, start=False) as services:
         yield services
+
+
+@asynccontextmanager
+async def temporal_client(settings: Settings) -> AsyncIterator[Client]:
+    """A Temporal client only: the configured Temporal, or the one of the stack running under the
+    home. Nothing it reads carries an encrypted payload."""
+    from temporalio.contrib.pydantic import pydantic_data_converter
+
+    from agent_memory.api.services import connect_temporal
+
+    if not settings.temporal_address:
+        settings = settings.with_running_stack()
+    yield await connect_temporal(settings, pydantic_data_converter)
 
 
 def build_parser() -> click.Group:

@@ -24,6 +24,7 @@ from agent_memory.core.contract import model_task_queue
 from agent_memory.core.projection_models import ProjectionPolicy
 from agent_memory.providers.offline import OfflineProviders
 from agent_memory.providers.openai.compat import ProviderBundle, providers_for
+from workers.deployment import deployment_config, deployment_version, workflow_runners
 from workflows.consolidation import ConsolidationWorkflow
 from workflows.erasure import ErasureWorkflow
 from workflows.lifecycle import ErasureRedriveWorkflow, IdleTimerSweepWorkflow, MemorySweepWorkflow
@@ -78,8 +79,11 @@ def build_worker(services: Services, *, task_queue: str | None = None,
                  projection_policy: ProjectionPolicy | None = None, model_worker: bool | None = None) -> Workers:
     """`model_worker`: also run the model queue's worker in this process (default: the setting
     AGENT_MEMORY_MODEL_WORKER, on unless it is 0); its rate limit is the setting
-    AGENT_MEMORY_MODEL_ACTIVITIES_PER_SECOND, for every worker of that queue."""
+    AGENT_MEMORY_MODEL_ACTIVITIES_PER_SECOND, for every worker of that queue. Both run as the Worker
+    Deployment version of the settings (AGENT_MEMORY_DEPLOYMENT_NAME and AGENT_MEMORY_BUILD_ID;
+    unversioned without a build id; workers/deployment.py)."""
     providers = providers or providers_for(services.settings)
+    version = deployment_version(services.settings)
     erasure = ErasureActivities(services.pool, services.redis, services.keyring, ledger_home=services.settings.home,
                                 temporal=services.temporal)
     assert services.settings.database_url is not None
@@ -98,12 +102,15 @@ def build_worker(services: Services, *, task_queue: str | None = None,
     webhooks = WebhookActivities(services.pool, services.keyring, services.temporal,
                                  bounds=WebhookRetryBounds.from_settings(services.settings),
                                  timeout_seconds=services.settings.webhook_timeout_seconds)
+    sandboxed, unsandboxed = workflow_runners(version, SandboxedWorkflowRunner(
+        restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)))
     main = Worker(
         services.temporal,
         task_queue=queue,
         workflows=WORKFLOWS,
-        workflow_runner=SandboxedWorkflowRunner(
-            restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)),
+        deployment_config=deployment_config(version),
+        workflow_runner=sandboxed,
+        unsandboxed_workflow_runner=unsandboxed,
         activities=[
             consolidation.extract_facts,
             consolidation.score_importance,
@@ -153,7 +160,8 @@ def build_model_worker(services: Services, *, task_queue: str | None = None,
     """The worker of the model queue of `task_queue`: the consolidation's model calls and a remote
     embedder's batch of a run's own rows. A call mostly waits on the model; the rate limit
     (AGENT_MEMORY_MODEL_ACTIVITIES_PER_SECOND) is the model's, shared by every worker of the queue
-    (the server enforces it)."""
+    (the server enforces it). A versioned one (AGENT_MEMORY_BUILD_ID) serves the model calls of the
+    runs pinned to its version: each version needs its model workers."""
     settings = services.settings
     providers = providers or providers_for(settings)
     projection = ProjectionActivities(services.pool, services.keyring, providers.embedder, services.temporal,
@@ -171,4 +179,5 @@ def build_model_worker(services: Services, *, task_queue: str | None = None,
         ],
         max_concurrent_activities=settings.model_concurrency,
         max_task_queue_activities_per_second=settings.model_activities_per_second,
+        deployment_config=deployment_config(deployment_version(settings)),
     )

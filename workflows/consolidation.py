@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, time, timedelta
 
 from temporalio import workflow
+from temporalio.common import VersioningBehavior
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -71,7 +72,7 @@ def _failure_type(err: ActivityError | ApplicationError) -> str | None:
 # and a re-import of this module (about 0.03x of throughput with a 1 s model latency, more offline;
 # docs/performance.md). Its code stays sandbox-clean: tests/workflows/test_replay.py replays every
 # recorded consolidation in the sandbox, where a wall clock, randomness or I/O would fail it.
-@workflow.defn(name=contract.CONSOLIDATION_WORKFLOW, sandboxed=False)
+@workflow.defn(name=contract.CONSOLIDATION_WORKFLOW, sandboxed=False, versioning_behavior=VersioningBehavior.PINNED)
 class ConsolidationWorkflow:
     def __init__(self) -> None:
         self._progress = ConsolidationProgress(step="starting")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from temporalio import workflow
+from temporalio.common import VersioningBehavior
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -26,7 +27,7 @@ STORES_BEFORE_EVENT_METADATA: tuple[str, ...] = (
 STORES_WITH_EVENT_METADATA: tuple[str, ...] = (*STORES_BEFORE_EVENT_METADATA, "event_metadata")
 
 
-@workflow.defn(name=contract.ERASURE_WORKFLOW)
+@workflow.defn(name=contract.ERASURE_WORKFLOW, versioning_behavior=VersioningBehavior.PINNED)
 class ErasureWorkflow:
     def __init__(self) -> None:
         self._progress = ErasureProgress(step="starting")

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 from temporalio import workflow
+from temporalio.common import VersioningBehavior
 
 with workflow.unsafe.imports_passed_through():
     from activities.lifecycle import LifecycleActivities
@@ -29,7 +30,7 @@ with workflow.unsafe.imports_passed_through():
 # what retention forgot and what the sweep swept are marked so (contract.MEMORY_SWEEP).
 
 
-@workflow.defn(name=contract.MEMORY_SWEEP_WORKFLOW)
+@workflow.defn(name=contract.MEMORY_SWEEP_WORKFLOW, versioning_behavior=VersioningBehavior.AUTO_UPGRADE)
 class MemorySweepWorkflow:
     @workflow.run
     async def run(self, request: MemorySweepInput) -> MemorySweepResult:
@@ -44,7 +45,7 @@ class MemorySweepWorkflow:
         return swept.model_copy(update={"retention_forgotten": forgotten})
 
 
-@workflow.defn(name=contract.ERASURE_REDRIVE_WORKFLOW)
+@workflow.defn(name=contract.ERASURE_REDRIVE_WORKFLOW, versioning_behavior=VersioningBehavior.AUTO_UPGRADE)
 class ErasureRedriveWorkflow:
     @workflow.run
     async def run(self, request: ErasureRedriveInput) -> ErasureRedriveResult:
@@ -52,7 +53,7 @@ class ErasureRedriveWorkflow:
             LifecycleActivities.redrive_stuck_erasures, request, **contract.MEMORY_SWEEP.options())
 
 
-@workflow.defn(name=contract.IDLE_TIMER_SWEEP_WORKFLOW)
+@workflow.defn(name=contract.IDLE_TIMER_SWEEP_WORKFLOW, versioning_behavior=VersioningBehavior.AUTO_UPGRADE)
 class IdleTimerSweepWorkflow:
     @workflow.run
     async def run(self, request: IdleTimerSweepInput) -> IdleTimerSweepResult:

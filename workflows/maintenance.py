@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 from temporalio import workflow
+from temporalio.common import VersioningBehavior
 
 with workflow.unsafe.imports_passed_through():
     from activities.maintenance import MaintenanceActivities
@@ -22,7 +23,7 @@ with workflow.unsafe.imports_passed_through():
 # notice a dead worker quickly (contract.KEY_ROTATION, contract.PHYSICAL_COMPACTION).
 
 
-@workflow.defn(name=contract.KEY_ROTATION_WORKFLOW)
+@workflow.defn(name=contract.KEY_ROTATION_WORKFLOW, versioning_behavior=VersioningBehavior.AUTO_UPGRADE)
 class KeyRotationWorkflow:
     @workflow.run
     async def run(self, request: KeyRotationInput) -> RotationResult:
@@ -30,7 +31,7 @@ class KeyRotationWorkflow:
             MaintenanceActivities.rotate_key_encryption_key, request, **contract.KEY_ROTATION.options())
 
 
-@workflow.defn(name=contract.PHYSICAL_COMPACTION_WORKFLOW)
+@workflow.defn(name=contract.PHYSICAL_COMPACTION_WORKFLOW, versioning_behavior=VersioningBehavior.AUTO_UPGRADE)
 class PhysicalCompactionWorkflow:
     @workflow.run
     async def run(self, request: CompactionInput) -> CompactionResult:

@@ -15,6 +15,7 @@ import contextlib
 from datetime import timedelta
 
 from temporalio import workflow
+from temporalio.common import VersioningBehavior
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -37,7 +38,7 @@ MIN_SLEEP = timedelta(milliseconds=100)
 IN_FLIGHT_PAUSE_SECONDS = 5.0
 
 
-@workflow.defn(name=contract.PROJECTOR_WORKFLOW)
+@workflow.defn(name=contract.PROJECTOR_WORKFLOW, versioning_behavior=VersioningBehavior.AUTO_UPGRADE)
 class ProjectorWorkflow:
     def __init__(self) -> None:
         self._woken = False
@@ -109,7 +110,7 @@ class ProjectorWorkflow:
                                stopped_reason=stopped_reason)
 
 
-@workflow.defn(name=contract.PROJECTION_SWEEP_WORKFLOW)
+@workflow.defn(name=contract.PROJECTION_SWEEP_WORKFLOW, versioning_behavior=VersioningBehavior.AUTO_UPGRADE)
 class ProjectionSweepWorkflow:
     """The hourly Schedule's run: wakes the projector of every subject with due rows, so a stuck
     row is retried without any new consolidation of its subject."""

@@ -7,6 +7,7 @@ swap the rebuilt tables in where they differ. History carries subject ids, diges
 from __future__ import annotations
 
 from temporalio import workflow
+from temporalio.common import VersioningBehavior
 
 with workflow.unsafe.imports_passed_through():
     from activities.rebuild import RebuildActivities
@@ -31,7 +32,7 @@ with workflow.unsafe.imports_passed_through():
 # limit. The client reads the reports for the result (MemoryClient.rebuild_result).
 
 
-@workflow.defn(name=contract.REBUILD_WORKFLOW)
+@workflow.defn(name=contract.REBUILD_WORKFLOW, versioning_behavior=VersioningBehavior.AUTO_UPGRADE)
 class RebuildWorkflow:
     def __init__(self) -> None:
         self._progress = RebuildProgress(step="starting")

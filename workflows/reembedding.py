@@ -6,6 +6,7 @@ counts and a cursor, never texts or vectors; it continues as new every 200 batch
 from __future__ import annotations
 
 from temporalio import workflow
+from temporalio.common import VersioningBehavior
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -26,7 +27,7 @@ BATCHES_PER_RUN = 200
 MAX_PASSES = 5
 
 
-@workflow.defn(name=contract.REEMBED_WORKFLOW)
+@workflow.defn(name=contract.REEMBED_WORKFLOW, versioning_behavior=VersioningBehavior.AUTO_UPGRADE)
 class ReembedWorkflow:
     def __init__(self) -> None:
         self._progress: ReembedProgress | None = None

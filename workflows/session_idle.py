@@ -8,7 +8,7 @@ import contextlib
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, VersioningBehavior, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
@@ -22,7 +22,7 @@ with workflow.unsafe.imports_passed_through():
 MAX_TOUCHES_PER_RUN = 1000
 
 
-@workflow.defn(name=contract.SESSION_IDLE_WORKFLOW)
+@workflow.defn(name=contract.SESSION_IDLE_WORKFLOW, versioning_behavior=VersioningBehavior.AUTO_UPGRADE)
 class SessionIdleWorkflow:
     def __init__(self) -> None:
         self._touched = False

@@ -16,6 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 from temporalio import workflow
+from temporalio.common import VersioningBehavior
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -34,7 +35,7 @@ class WebhookDeliveryResult(BaseModel):
     error: str | None = None
 
 
-@workflow.defn(name=contract.WEBHOOK_DELIVERY_WORKFLOW)
+@workflow.defn(name=contract.WEBHOOK_DELIVERY_WORKFLOW, versioning_behavior=VersioningBehavior.AUTO_UPGRADE)
 class WebhookDeliveryWorkflow:
     @workflow.run
     async def run(self, request: WebhookDeliveryInput) -> WebhookDeliveryResult:

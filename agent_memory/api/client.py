@@ -325,8 +325,10 @@ class MemoryClient:
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING, id_reuse_policy=reuse,
                 # With a worker of this queue on the same client (`up`, `serve` beside a worker),
                 # the server hands the run's first workflow task straight back to it: no
-                # dispatch through the task queue. Elsewhere the start is an ordinary one.
-                request_eager_start=True, priority=priority,
+                # dispatch through the task queue. Elsewhere the start is an ordinary one. Not in a
+                # versioned deployment (AGENT_MEMORY_BUILD_ID): the worker beside this client may
+                # be an old version's, and a run must start on the current one (it is pinned there).
+                request_eager_start=not self.services.settings.build_id, priority=priority,
                 search_attributes=TypedSearchAttributes(attributes), result_type=result_type)
         except WorkflowAlreadyStartedError:
             return self.services.temporal.get_workflow_handle(workflow_id, result_type=result_type)

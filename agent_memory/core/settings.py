@@ -192,6 +192,17 @@ class Settings(BaseSettings):
     idle_timeout_seconds: Seconds = _setting(
         "AGENT_MEMORY_IDLE_TIMEOUT_SECONDS", 600.0, "the idle time after which the idle-timer sweep arms a session's "
         "lost timer")
+    # Worker Versioning (workers/deployment.py): a worker with a build id runs as that version of
+    # the Worker Deployment; without one it is unversioned.
+    deployment_name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,200}$"), _Expect(
+        "a Worker Deployment name (letters, digits, `-` and `_`)")] = _setting(
+        "AGENT_MEMORY_DEPLOYMENT_NAME", "agent-memory", "the Worker Deployment the workers of `AGENT_MEMORY_BUILD_ID` "
+        "belong to ([deploying new workflow code](#deploying-new-workflow-code))")
+    build_id: Annotated[str | None, Field(pattern=r"^[A-Za-z0-9_.-]{1,200}$"), _Expect(
+        "a build id (letters, digits, `.`, `-` and `_`, e.g. the image tag)", example="2026.12.1")] = _setting(
+        "AGENT_MEMORY_BUILD_ID", None, "this worker's build id (e.g. the image tag): the worker runs as that version of "
+        "the Worker Deployment, consolidations pinned to it; unset: an unversioned worker",
+        shown_default="unset (unversioned)")
     model_worker: Switch = _setting("AGENT_MEMORY_MODEL_WORKER", True, "`0`: this process serves no model calls; "
                                     "another process's worker must ([the model task queue](#consolidation-steps-and-the-model-task-queue))")
     model_concurrency: Count = _setting("AGENT_MEMORY_MODEL_CONCURRENCY", 100, "model calls at once in this process")

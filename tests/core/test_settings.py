@@ -80,7 +80,12 @@ def test_with_services_changes_fields_by_name(tmp_path):
     ("AGENT_MEMORY_MODEL_WORKER", "maybe", "AGENT_MEMORY_MODEL_WORKER='maybe' is not a yes/no value: set "
      "AGENT_MEMORY_MODEL_WORKER=1 or AGENT_MEMORY_MODEL_WORKER=0"),
     ("AGENT_MEMORY_OUTPUT_PRICE_PER_1K", "-0.1", "AGENT_MEMORY_OUTPUT_PRICE_PER_1K='-0.1' is not a price >= 0 in USD "
-     "per 1,000 tokens: set e.g. AGENT_MEMORY_OUTPUT_PRICE_PER_1K=0.15")])
+     "per 1,000 tokens: set e.g. AGENT_MEMORY_OUTPUT_PRICE_PER_1K=0.15"),
+    # Temporal's canonical version string is `<deployment>.<build id>`: the name cannot hold a dot.
+    ("AGENT_MEMORY_DEPLOYMENT_NAME", "agent.memory", "AGENT_MEMORY_DEPLOYMENT_NAME='agent.memory' is not a Worker "
+     "Deployment name (letters, digits, `-` and `_`): set e.g. AGENT_MEMORY_DEPLOYMENT_NAME=agent-memory"),
+    ("AGENT_MEMORY_BUILD_ID", "v1 final", "AGENT_MEMORY_BUILD_ID='v1 final' is not a build id (letters, digits, `.`, "
+     "`-` and `_`, e.g. the image tag): set e.g. AGENT_MEMORY_BUILD_ID=2026.12.1")])
 def test_a_bad_value_is_refused_in_one_line_naming_the_variable(tmp_path, name, raw, message):
     with pytest.raises(ValueError) as refused:
         from_env(tmp_path, **{name: raw})

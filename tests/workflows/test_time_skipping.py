@@ -58,6 +58,7 @@ from tests.workflows.mocked_activities import (
     MockedActivities,
     subject_rebuild,
 )
+from workers.deployment import workflow_runners
 from workers.embedded import temporal_binary
 from workers.worker import PASSTHROUGH_MODULES, WORKFLOWS
 from workflows.consolidation import ConsolidationWorkflow
@@ -102,10 +103,13 @@ def worker(env: WorkflowEnvironment) -> Callable[[MockedActivities], Any]:
     @asynccontextmanager
     async def run(mocked: MockedActivities) -> AsyncIterator[str]:
         task_queue = f"ts-{uuid.uuid4()}"
+        # Unversioned, as the real worker without a build id: the workflows' declared versioning
+        # behaviors are not sent (workers/deployment.py).
+        sandboxed, unsandboxed = workflow_runners(None, SandboxedWorkflowRunner(
+            restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)))
         async with Worker(
             env.client, task_queue=task_queue, workflows=WORKFLOWS, activities=mocked.all(),
-            workflow_runner=SandboxedWorkflowRunner(
-                restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES))), \
+            workflow_runner=sandboxed, unsandboxed_workflow_runner=unsandboxed), \
                 Worker(env.client, task_queue=model_task_queue(task_queue), activities=mocked.all()):
             yield task_queue
 
