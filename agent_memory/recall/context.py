@@ -303,13 +303,31 @@ def render_block(header: str, items: list[ContextItem]) -> str:
     return "\n".join([header, *(i.line for i in items)]) if items else ""
 
 
+def _what_it_is(row: _NoteRow) -> tuple[float, str, str, str]:
+    """Orders equally scored items the same in every store that holds the same conversations
+    (memory ids are keyed per subject, so an id would not): the newer first, then by session and
+    message."""
+    return (-row.happened_at.timestamp(), row.session_id, row.source_message_ids[0] if row.source_message_ids else "",
+            row.kind)
+
+
+async def _scored_route(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str,
+                        hits: list[tuple[str, str, int, float]], as_of: datetime | None,
+                        since: datetime | None) -> _Route:
+    """A route's hits, best (highest score) first, re-read from their rows; equal scores in the
+    order of what the items are. A hit without a row (a stale version) takes no rank."""
+    scores = {(m, k, v): score for m, k, v, score in hits}
+    rows = await _read_candidates(conn, tenant_id, subject_id, list(scores), as_of, since)
+    ranked = sorted(rows, key=lambda p: (-scores[p], _what_it_is(rows[p]), p[0]))
+    return ranked, rows
+
+
 async def _lexical_route(pool: AsyncConnectionPool, tenant_id: str, subject_id: str, query: str,
                          as_of: datetime | None, since: datetime | None) -> _Route:
     async with tenant_transaction(pool, tenant_id) as conn:
         hits = await bm25_search(conn, tenant_id, subject_id, query, as_of=as_of, limit=CANDIDATES,
                                  kinds=("episode", "observation"), since=since)
-        pointers = [(m, k, v) for m, k, v, _ in hits]
-        return pointers, await _read_candidates(conn, tenant_id, subject_id, pointers, as_of, since)
+        return await _scored_route(conn, tenant_id, subject_id, hits, as_of, since)
 
 
 async def _vector_route(pool: AsyncConnectionPool, embedder: Embedder, tenant_id: str, subject_id: str,
@@ -320,15 +338,16 @@ async def _vector_route(pool: AsyncConnectionPool, embedder: Embedder, tenant_id
     async with tenant_transaction(pool, tenant_id) as conn:
         hits = await nearest(conn, tenant_id, subject_id, embedded.model, embedded.vectors[0],
                              ("episode", "observation"), CANDIDATES)
-        pointers = [(m, k, v) for m, k, v, _ in hits]
-        return pointers, await _read_candidates(conn, tenant_id, subject_id, pointers, as_of, since)
+        # Nearest first: the distance as a negative score.
+        return await _scored_route(conn, tenant_id, subject_id, [(m, k, v, -d) for m, k, v, d in hits], as_of, since)
 
 
 async def _entity_route(pool: AsyncConnectionPool, tenant_id: str, subject_id: str, query: str,
                         as_of: datetime | None, since: datetime | None) -> _Route:
     async with tenant_transaction(pool, tenant_id) as conn:
         pointers = await entity_hits(conn, tenant_id, subject_id, query, CANDIDATES)
-        return pointers, await _read_candidates(conn, tenant_id, subject_id, pointers, as_of, since)
+        rows = await _read_candidates(conn, tenant_id, subject_id, pointers, as_of, since)
+        return [p for p in pointers if p in rows], rows
 
 
 async def _profile_route(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id: str, subject_id: str,
@@ -415,9 +434,11 @@ def _episodic_items(query: str, relevance: dict[Pointer, float], rows: dict[Poin
 
 
 def _ranked(items: list[ContextItem]) -> list[ContextItem]:
-    """By score; equal scores: the newer item first, then the id (ids are keyed per subject, so the
-    time keeps the order the same in any store holding the same memories)."""
-    return sorted(items, key=lambda i: (-i.score, -(i.happened_at.timestamp() if i.happened_at else 0.0), i.memory_id))
+    """By score; equal scores: the newer item first, then by session and message (ids are keyed
+    per subject: an id would order ties differently in two stores holding the same memories)."""
+    return sorted(items, key=lambda i: (-i.score, -(i.happened_at.timestamp() if i.happened_at else 0.0),
+                                        i.session_id or "", i.cited_message_ids[0] if i.cited_message_ids else "",
+                                        i.kind, i.memory_id))
 
 
 async def _with_neighbours(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, query: str,

@@ -7,8 +7,8 @@ A question about "Caroline's adoption agency" reaches the note of the session wh
 was named even when the note says "the agency" and never "Caroline": the mention links them. A
 memory linked to several of the named entities ranks first; then an entity mentioned in few of
 the subject's sessions counts more than a common one, and one mentioned in half of them or more
-(a speaker's own name) links nothing; then the newer memory first; ties by id, so two runs give
-the same list.
+(a speaker's own name) links nothing; then the newer memory first; then by session and message,
+so any store holding the same conversations gives the same list (memory ids are keyed per subject).
 
 One hop of relations: when the question also asks about a relation of a named entity ("Where
 does Caroline work?", "What did Melanie's husband build?", 小美的妈妈), the entities at the other
@@ -112,8 +112,8 @@ SELECT x.memory_id::text AS memory_id, 'observation' AS kind, x.version,
   FROM mentions mn JOIN observations x
     ON x.tenant_id = %(tenant)s AND x.subject_id = %(subject)s AND x.session_id = mn.session_id
    AND x.message_id = mn.message_id
- GROUP BY x.memory_id, x.version, x.happened_at
-ORDER BY entities DESC, score DESC, happened_at DESC, memory_id
+ GROUP BY x.memory_id, x.version, x.happened_at, x.session_id, x.message_id
+ORDER BY entities DESC, score DESC, happened_at DESC, x.session_id, x.message_id, memory_id
 LIMIT %(limit)s
 """
 

@@ -42,17 +42,22 @@ _KEPT_STATISTICS = f"""
                    {_KINDS_SUM.format(column="terms")} AS terms
               FROM lexical_statistics WHERE tenant_id = %(tenant)s AND subject_id = %(subject)s) AS kept"""
 # The per-posting term is written as the windowed form's, operation for operation, so both give
-# the same floating-point scores. Equal scores (short notes sharing one query word) rank the newer
-# item first, then by id: memory ids are keyed by the subject's key, so an id alone would order
-# ties differently in two stores holding the same conversations.
+# the same floating-point scores. Equal scores (short notes sharing one query word, messages of one
+# import sharing a time) are common, and memory ids are keyed by the subject's key, so no id may
+# decide which of them make the cut: the items tied with the last one kept are all kept (up to
+# TIES_CAP items in all), and the caller orders ties by what they are (agent_memory.recall.context).
 _SCORED = """
+SELECT * FROM (
 SELECT p.memory_id::text, p.memory_kind, p.version,
        sum({idf} * p.tf * (%(k1)s + 1) / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.term_count / s.avgdl))) AS score
   FROM {postings} CROSS JOIN stats s
  GROUP BY p.memory_id, p.memory_kind, p.version
- ORDER BY score DESC, max(p.happened_at) DESC, p.memory_id
- LIMIT %(limit)s
+ ORDER BY score DESC, max(p.happened_at) DESC
+ FETCH FIRST %(limit)s ROWS WITH TIES) AS best
+ ORDER BY score DESC, memory_id
+ LIMIT %(cap)s
 """
+TIES_CAP = 4  # at most this many times `limit` items, ties included
 _POSTINGS_WHERE = """tenant_id = %(tenant)s AND subject_id = %(subject)s AND lexeme = ANY(%(lexemes)s::text[])
        AND happened_at <= coalesce(%(as_of)s::timestamptz, 'infinity')
        AND happened_at >= coalesce(%(since)s::timestamptz, '-infinity')
@@ -108,12 +113,14 @@ async def bm25_search(conn: psycopg.AsyncConnection, tenant_id: str, subject_id:
                       as_of: datetime | None, limit: int, kinds: tuple[str, ...] = ("fact", "episode", "observation"),
                       since: datetime | None = None) -> list[tuple[str, str, int, float]]:
     """(memory_id, kind, version, score) of the subject's items of `kinds` best matching `query`,
-    among those that happened between `since` and `as_of` (the statistics cover the same items)."""
+    among those that happened between `since` and `as_of` (the statistics cover the same items):
+    the best `limit`, and the items tied with the last of them (equal score and time), best first."""
     lexemes = await query_lexemes(conn, query)
     if not lexemes:  # stop words or punctuation only: nothing matches
         return []
     windowed = as_of is not None or since is not None
     cur = await conn.execute(BM25_WINDOW_SQL if windowed else BM25_SQL, {
         "lexemes": lexemes, "tenant": tenant_id, "subject": subject_id,
-        "as_of": as_of, "since": since, "kinds": list(kinds), "k1": K1, "b": B, "limit": limit})
+        "as_of": as_of, "since": since, "kinds": list(kinds), "k1": K1, "b": B, "limit": limit,
+        "cap": limit * TIES_CAP})
     return [(mid, kind, version, float(score)) for mid, kind, version, score in await cur.fetchall()]

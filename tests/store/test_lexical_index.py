@@ -15,7 +15,16 @@ import psycopg
 import pytest
 
 from agent_memory.store.db import tenant_transaction
-from agent_memory.store.lexical import BM25_SQL, BM25_WINDOW_SQL, K1, B, bm25_search, search_text, term_count
+from agent_memory.store.lexical import (
+    BM25_SQL,
+    BM25_WINDOW_SQL,
+    K1,
+    TIES_CAP,
+    B,
+    bm25_search,
+    search_text,
+    term_count,
+)
 from tools.evaluation.lexical_bench import FULL_SCAN_SQL
 
 WORDS = ("oslo rome cat dog pixel rex jazz tea coffee peanut allergic moved lives travel trip budget dollars "
@@ -67,7 +76,10 @@ async def test_indexed_bm25_ranks_exactly_like_the_full_scan(services, tenant, s
                                             kinds=kinds)
                     # The same scores rank by rank; items whose scores tie (within float rounding of a
                     # sum taken in another order) may swap places, so ids are compared above the cut.
-                    assert [g[3] for g in got] == pytest.approx([e[3] for e in expected], rel=1e-9), query
+                    # Past the best 30 come only the items tied with the 30th (all of them are kept).
+                    assert [g[3] for g in got[:len(expected)]] == pytest.approx([e[3] for e in expected], rel=1e-9), (
+                        query)
+                    assert all(g[3] == pytest.approx(expected[-1][3], rel=1e-9) for g in got[len(expected):])
                     cut = expected[-1][3] * (1 + 1e-9) if expected else 0
                     assert {g[:3] for g in got if g[3] > cut} == {e[:3] for e in expected if e[3] > cut}, (
                         query, since, as_of, kinds)
@@ -187,10 +199,32 @@ async def test_the_statistics_are_computed_once_per_query_not_per_posting(servic
     async with tenant_transaction(services.pool, tenant) as conn:
         cur = await conn.execute("EXPLAIN (VERBOSE) " + (BM25_WINDOW_SQL if windowed else BM25_SQL), {
             "lexemes": ["oslo", "rome"], "tenant": tenant, "subject": "lin", "as_of": None, "since": None,
-            "kinds": ["episode", "observation"], "k1": K1, "b": B, "limit": 10})
+            "kinds": ["episode", "observation"], "k1": K1, "b": B, "limit": 10, "cap": 40})
         plan = "\n".join(row[0] for row in await cur.fetchall())
     assert "CTE Scan on stats" in plan, plan
     aggregate = next(line for line in plan.splitlines() if "Output:" in line and "sum((" in line)
     assert "numeric" not in aggregate, aggregate
     if not windowed:  # document frequencies read from their rows (migration 028): one weight per lexeme
         assert "WindowAgg" not in plan and "ln(" not in aggregate and "lexical_frequencies" in plan, plan
+
+
+async def test_the_items_tied_at_the_cut_are_all_kept_up_to_a_cap(services, tenant):
+    # Twelve notes of one import: one time, one length, one shared word, so one score. Which of
+    # them a cut at 5 kept would depend on their ids, which are keyed per subject.
+    at = datetime(2024, 5, 1, tzinfo=UTC)
+    async with tenant_transaction(services.pool, tenant) as conn:
+        for n in range(12):
+            text = f"Lin: tea with friend{n}"
+            await conn.execute(
+                "INSERT INTO memory_search (tenant_id, subject_id, memory_id, memory_kind, version, search_text, "
+                "term_count, happened_at) VALUES (%s, 'ties', %s, 'observation', 1, %s, %s, %s)",
+                (tenant, uuid.uuid4(), search_text(text), term_count(text), at))
+        await conn.execute(
+            "INSERT INTO memory_search (tenant_id, subject_id, memory_id, memory_kind, version, search_text, "
+            "term_count, happened_at) VALUES (%s, 'ties', %s, 'observation', 1, %s, %s, %s)",
+            (tenant, uuid.uuid4(), search_text("Lin: tea tea"), term_count("Lin: tea tea"), at))
+        best_and_ties = await bm25_search(conn, tenant, "ties", "tea", as_of=None, limit=5)
+        capped = await bm25_search(conn, tenant, "ties", "tea", as_of=None, limit=2)
+    assert len(best_and_ties) == 13  # the best one, then all twelve tied with the fifth
+    assert len({h[3] for h in best_and_ties[1:]}) == 1 and best_and_ties[0][3] > best_and_ties[1][3]
+    assert len(capped) == 2 * TIES_CAP
