@@ -7,6 +7,7 @@ character bigrams appended to the searchable text, since no built-in parser segm
 
 from __future__ import annotations
 
+import itertools
 import re
 from datetime import datetime
 
@@ -44,20 +45,20 @@ _KEPT_STATISTICS = f"""
 # The per-posting term is written as the windowed form's, operation for operation, so both give
 # the same floating-point scores. Equal scores (short notes sharing one query word, messages of one
 # import sharing a time) are common, and memory ids are keyed by the subject's key, so no id may
-# decide which of them make the cut: the items tied with the last one kept are all kept (up to
-# TIES_CAP items in all), and the caller orders ties by what they are (agent_memory.recall.context).
+# decide which of them make the cut: the search reads up to TIES_CAP times the limit by score and
+# time, bm25_search keeps the items tied with the last one kept, and the caller orders ties by
+# what they are (agent_memory.recall.context). FETCH ... WITH TIES would do the same in SQL, but
+# it sorts every candidate where LIMIT keeps a bounded heap.
 _SCORED = """
-SELECT * FROM (
 SELECT p.memory_id::text, p.memory_kind, p.version,
-       sum({idf} * p.tf * (%(k1)s + 1) / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.term_count / s.avgdl))) AS score
+       sum({idf} * p.tf * (%(k1)s + 1) / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.term_count / s.avgdl))) AS score,
+       max(p.happened_at) AS happened_at
   FROM {postings} CROSS JOIN stats s
  GROUP BY p.memory_id, p.memory_kind, p.version
- ORDER BY score DESC, max(p.happened_at) DESC
- FETCH FIRST %(limit)s ROWS WITH TIES) AS best
- ORDER BY score DESC, memory_id
+ ORDER BY score DESC, happened_at DESC
  LIMIT %(cap)s
 """
-TIES_CAP = 4  # at most this many times `limit` items, ties included
+TIES_CAP = 2  # read at most this many times `limit` items, the ties at the cut included
 _POSTINGS_WHERE = """tenant_id = %(tenant)s AND subject_id = %(subject)s AND lexeme = ANY(%(lexemes)s::text[])
        AND happened_at <= coalesce(%(as_of)s::timestamptz, 'infinity')
        AND happened_at >= coalesce(%(since)s::timestamptz, '-infinity')
@@ -121,6 +122,9 @@ async def bm25_search(conn: psycopg.AsyncConnection, tenant_id: str, subject_id:
     windowed = as_of is not None or since is not None
     cur = await conn.execute(BM25_WINDOW_SQL if windowed else BM25_SQL, {
         "lexemes": lexemes, "tenant": tenant_id, "subject": subject_id,
-        "as_of": as_of, "since": since, "kinds": list(kinds), "k1": K1, "b": B, "limit": limit,
-        "cap": limit * TIES_CAP})
-    return [(mid, kind, version, float(score)) for mid, kind, version, score in await cur.fetchall()]
+        "as_of": as_of, "since": since, "kinds": list(kinds), "k1": K1, "b": B, "cap": limit * TIES_CAP})
+    rows = await cur.fetchall()
+    if len(rows) > limit:  # the best `limit`, then those tied with the last of them
+        last = rows[limit - 1][3:]
+        rows = rows[:limit] + list(itertools.takewhile(lambda row: row[3:] == last, rows[limit:]))
+    return [(mid, kind, version, float(score)) for mid, kind, version, score, _ in rows]

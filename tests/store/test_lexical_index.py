@@ -199,7 +199,7 @@ async def test_the_statistics_are_computed_once_per_query_not_per_posting(servic
     async with tenant_transaction(services.pool, tenant) as conn:
         cur = await conn.execute("EXPLAIN (VERBOSE) " + (BM25_WINDOW_SQL if windowed else BM25_SQL), {
             "lexemes": ["oslo", "rome"], "tenant": tenant, "subject": "lin", "as_of": None, "since": None,
-            "kinds": ["episode", "observation"], "k1": K1, "b": B, "limit": 10, "cap": 40})
+            "kinds": ["episode", "observation"], "k1": K1, "b": B, "cap": 20})
         plan = "\n".join(row[0] for row in await cur.fetchall())
     assert "CTE Scan on stats" in plan, plan
     aggregate = next(line for line in plan.splitlines() if "Output:" in line and "sum((" in line)
@@ -223,8 +223,8 @@ async def test_the_items_tied_at_the_cut_are_all_kept_up_to_a_cap(services, tena
             "INSERT INTO memory_search (tenant_id, subject_id, memory_id, memory_kind, version, search_text, "
             "term_count, happened_at) VALUES (%s, 'ties', %s, 'observation', 1, %s, %s, %s)",
             (tenant, uuid.uuid4(), search_text("Lin: tea tea"), term_count("Lin: tea tea"), at))
-        best_and_ties = await bm25_search(conn, tenant, "ties", "tea", as_of=None, limit=5)
+        best_and_ties = await bm25_search(conn, tenant, "ties", "tea", as_of=None, limit=7)
         capped = await bm25_search(conn, tenant, "ties", "tea", as_of=None, limit=2)
-    assert len(best_and_ties) == 13  # the best one, then all twelve tied with the fifth
+    assert len(best_and_ties) == 13  # the best one, then all twelve tied with the seventh
     assert len({h[3] for h in best_and_ties[1:]}) == 1 and best_and_ties[0][3] > best_and_ties[1][3]
     assert len(capped) == 2 * TIES_CAP

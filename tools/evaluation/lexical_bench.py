@@ -30,7 +30,16 @@ from agent_memory.api.services import Services
 from agent_memory.core.errors import InvalidInput
 from agent_memory.core.settings import Settings
 from agent_memory.store.db import fetch_one, tenant_transaction
-from agent_memory.store.lexical import BM25_WINDOW_SQL, K1, B, bm25_search, query_lexemes, search_text, term_count
+from agent_memory.store.lexical import (
+    BM25_WINDOW_SQL,
+    K1,
+    TIES_CAP,
+    B,
+    bm25_search,
+    query_lexemes,
+    search_text,
+    term_count,
+)
 
 TENANT, SUBJECT = "bench-lexical", "bench-subject"
 # Text with a natural word-frequency curve: 5,000 pseudo-words drawn by Zipf's law (s = 1.1), so
@@ -197,7 +206,7 @@ async def run_lexical_bench(services: Services, *, sizes: list[int], queries: in
             params = {"query": search_text(query), "tenant": TENANT, "subject": SUBJECT, "as_of": None,
                       "since": since, "kinds": KINDS, "k1": K1, "b": B, "limit": 50}
             lexemes = await query_lexemes(conn, query)
-            indexed_params = {**params, "lexemes": lexemes, "cap": 200}
+            indexed_params = {**params, "lexemes": lexemes, "cap": 50 * TIES_CAP}
             for search, text, bound in (("indexed", BM25_WINDOW_SQL, indexed_params), ("full-scan", FULL_SCAN_SQL, params)):
                 cur = await conn.execute("EXPLAIN (FORMAT JSON) " + text, bound)
                 plans[f"{size}/{search}"] = ", ".join(dict.fromkeys(_scan_nodes((await fetch_one(cur))[0][0]["Plan"])))
