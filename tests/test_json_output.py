@@ -85,6 +85,7 @@ LIBRARY = [
     "compact",
     "schedules list",
     "deployment set-current --build-id json-1",
+    "deployment set-ramping --delete",
     "deployment describe",
     "keys rotate-payload",  # last: the processes running encode under the old key until restarted
 ]

@@ -357,6 +357,35 @@ async def deployment_set_current(settings: Settings, *, build_id: str, deploymen
     return 0
 
 
+@deployment.command("set-ramping", cls=Command, help="send a share of new runs to a version before it becomes "
+                    "current (by workflow id: a run keeps its side); --delete ends the ramp")
+@click.option("--build-id", metavar="BUILD_ID", help="the version's build id; its workers must be polling")
+@click.option("--percentage", type=click.FloatRange(0, 100), metavar="0-100",
+              help="the share of new runs (and of auto-upgrade runs' next tasks) it takes")
+@click.option("--delete", is_flag=True, help="end the ramp: every new run goes to the current version")
+@_deployment_name
+@click.option("--wait", "wait_seconds", type=click.FloatRange(min=0), default=0.0, metavar="SECONDS",
+              help="while the version's workers start, ask again for up to this long (default 0)")
+@json_flag
+@with_settings
+async def deployment_set_ramping(settings: Settings, *, build_id: str | None, percentage: float | None, delete: bool,
+                                 deployment_name: str | None, wait_seconds: float, json: bool) -> int:
+    if delete == (build_id is not None) or (build_id is not None and percentage is None):
+        raise InvalidInput("give --build-id and --percentage to ramp a version, or --delete alone to end the ramp")
+    from workers.deployment import set_ramping_version
+
+    async with temporal_client(settings) as client:
+        change = await set_ramping_version(client, deployment_name or settings.deployment_name, build_id,
+                                           percentage or 0.0, wait_seconds=wait_seconds)
+    if json:
+        print(change.model_dump_json(indent=2))
+        return 0
+    was = (f"{change.previous_build_id} at {change.previous_percentage:g}%" if change.previous_build_id else "none")
+    now = f"{change.build_id} at {change.percentage:g}%" if change.build_id else "none"
+    print(f"{change.deployment_name}: ramping {now} (was {was})")
+    return 0
+
+
 @click.command("migrate", cls=Command, help="apply database migrations as the owner role (DATABASE_ADMIN_URL, or the "
                "embedded PostgreSQL); other commands only check the schema is current")
 @with_settings

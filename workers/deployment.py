@@ -1,6 +1,7 @@
 """Worker Versioning: a worker with a build id (AGENT_MEMORY_BUILD_ID) runs as that version of the
 Worker Deployment AGENT_MEMORY_DEPLOYMENT_NAME, and the operator moves new work to a version with
-`agent-memory deployment set-current` (docs/operations.md, "Deploying new workflow code").
+`agent-memory deployment set-current`, or a share of it first with `deployment set-ramping`
+(docs/operations.md, "Deploying new workflow code").
 
 Each workflow declares how it moves between versions (`@workflow.defn(versioning_behavior=...)`):
 
@@ -35,6 +36,7 @@ from temporalio.api.enums.v1 import VersionDrainageStatus, WorkerDeploymentVersi
 from temporalio.api.workflowservice.v1 import (
     DescribeWorkerDeploymentRequest,
     SetWorkerDeploymentCurrentVersionRequest,
+    SetWorkerDeploymentRampingVersionRequest,
 )
 from temporalio.bridge.proto.workflow_activation import WorkflowActivation
 from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
@@ -154,6 +156,14 @@ class CurrentVersionChange(BaseModel):
     previous_build_id: str | None
 
 
+class RampingVersionChange(BaseModel):
+    deployment_name: str
+    build_id: str | None  # None: no version ramps any more
+    percentage: float
+    previous_build_id: str | None
+    previous_percentage: float
+
+
 def _status(value: WorkerDeploymentVersionStatus.ValueType) -> str:
     name = WorkerDeploymentVersionStatus.Name(value)
     return name.removeprefix("WORKER_DEPLOYMENT_VERSION_STATUS_").lower()
@@ -232,3 +242,33 @@ async def set_current_version(client: Client, deployment_name: str, build_id: st
             raise _refused(err, f"{deployment_name}:{build_id} cannot become current") from None
     return CurrentVersionChange(deployment_name=deployment_name, build_id=build_id,
                                 previous_build_id=_build_id(changed.previous_deployment_version))
+
+
+async def set_ramping_version(client: Client, deployment_name: str, build_id: str | None, percentage: float = 0.0, *,
+                              wait_seconds: float = 0.0) -> RampingVersionChange:
+    """Send `percentage` (0–100) of new runs, and of AUTO_UPGRADE runs' next tasks, to `build_id`
+    while the current version takes the rest; which runs go is decided by their workflow ids, so a
+    run keeps its side. `build_id` None ends the ramp (everything to the current version). Temporal
+    refuses a version none of whose workers has polled yet (asked again for up to `wait_seconds`)."""
+    if not 0 <= percentage <= 100:
+        raise InvalidInput(f"percentage must be between 0 and 100, not {percentage}")
+    deadline = asyncio.get_running_loop().time() + wait_seconds
+    while True:
+        try:
+            changed = await client.workflow_service.set_worker_deployment_ramping_version(
+                SetWorkerDeploymentRampingVersionRequest(namespace=client.namespace, deployment_name=deployment_name,
+                                                         build_id=build_id or "",
+                                                         percentage=percentage if build_id else 0.0,
+                                                         identity=IDENTITY))
+            break
+        except RPCError as err:
+            starting = err.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION)
+            if build_id and starting and asyncio.get_running_loop().time() < deadline:
+                await asyncio.sleep(0.2)
+                continue
+            what = f"{deployment_name}:{build_id} cannot ramp" if build_id else f"{deployment_name}: the ramp cannot end"
+            raise _refused(err, what) from None
+    return RampingVersionChange(deployment_name=deployment_name, build_id=build_id,
+                                percentage=percentage if build_id else 0.0,
+                                previous_build_id=_build_id(changed.previous_deployment_version),
+                                previous_percentage=changed.previous_percentage)

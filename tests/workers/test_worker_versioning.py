@@ -26,7 +26,7 @@ from agent_memory.core.settings import ENV_VARS
 from agent_memory.providers.offline import OfflineProviders, RuleFactExtractor, offline_providers
 from tests.sessions import session
 from workers.cli import main
-from workers.deployment import DeploymentState, describe_deployment, set_current_version
+from workers.deployment import DeploymentState, describe_deployment, set_current_version, set_ramping_version
 from workers.worker import WORKFLOWS, build_worker
 
 PINNED = {contract.CONSOLIDATION_WORKFLOW, contract.ERASURE_WORKFLOW}
@@ -177,3 +177,52 @@ async def test_a_pinned_consolidation_finishes_on_its_version_and_new_runs_go_to
             # Drained: no run pinned to v1 is open, so its workers may stop.
             await _eventually(lambda: v1_pinned(0), "v1 drained of pinned runs")
             assert _version(await describe_deployment(temporal, name), "v2").pinned_running == 0
+
+
+async def test_a_ramping_version_takes_its_share_of_new_runs_until_the_ramp_ends(
+        services, tenant, task_queue, monkeypatch, tmp_path):
+    for variable in ENV_VARS:
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("AGENT_MEMORY_HOME", str(tmp_path))
+    monkeypatch.setenv("TEMPORAL_ADDRESS", str(services.settings.temporal_address))
+    temporal = services.temporal
+    name = f"am-test-{uuid.uuid4().hex[:10]}"
+    v1, v2 = _as_version(services, name, "v1"), _as_version(services, name, "v2")
+    client = MemoryClient(v1, offline_providers().embedder, task_queue=task_queue)
+
+    async def consolidated_on(session_id: str, day: int) -> str:
+        await client.append_messages(tenant, "lin", session(session_id, f"2024-03-{day:02d}T09:00:00Z",
+                                                            "I live in Hangzhou."))
+        handle = await client.end_session(tenant, "lin", session_id)
+        await asyncio.wait_for(handle.result(), timeout=60)
+        info = (await handle.describe()).raw_description.workflow_execution_info.versioning_info
+        return info.deployment_version.build_id
+
+    async with build_worker(v1, task_queue=task_queue), build_worker(v2, task_queue=task_queue):
+        await set_current_version(temporal, name, "v1", wait_seconds=30)
+        said = await _cli("deployment", "set-ramping", "--deployment-name", name, "--build-id", "v2",
+                          "--percentage", "100", "--wait", "30")
+        assert said == f"{name}: ramping v2 at 100% (was none)\n"
+        state = await describe_deployment(temporal, name)
+        assert (state.current_build_id, state.ramping_build_id) == ("v1", "v2")
+        assert await consolidated_on("s1", 1) == "v2"
+
+        said = await _cli("deployment", "set-ramping", "--deployment-name", name, "--delete")
+        assert said == f"{name}: ramping none (was v2 at 100%)\n"
+        assert (await describe_deployment(temporal, name)).ramping_build_id is None
+        assert await consolidated_on("s2", 2) == "v1"
+
+        # Making the ramping version current ends the ramp.
+        await set_ramping_version(temporal, name, "v2", 50)
+        await set_current_version(temporal, name, "v2")
+        state = await describe_deployment(temporal, name)
+        assert (state.current_build_id, state.ramping_build_id) == ("v2", None)
+
+    # Half an instruction is refused, naming what to give.
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = await asyncio.to_thread(main, ["deployment", "set-ramping", "--deployment-name", name,
+                                              "--build-id", "v2"])
+    assert code != 0 and "--percentage" in err.getvalue()
+    with pytest.raises(InvalidInput, match="between 0 and 100"):
+        await set_ramping_version(temporal, name, "v2", 150)
