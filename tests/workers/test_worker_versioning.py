@@ -108,6 +108,17 @@ def _as_version(services: Services, deployment_name: str, build_id: str) -> Serv
         deployment_name=deployment_name, build_id=build_id))
 
 
+def _two_versions(services: Services, monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> tuple[str, Services, Services]:
+    """A Worker Deployment of the test's own (nothing else routes by it), its versions v1 and v2,
+    and an environment in which the command line reaches the session's Temporal."""
+    for variable in ENV_VARS:
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("AGENT_MEMORY_HOME", str(tmp_path))
+    monkeypatch.setenv("TEMPORAL_ADDRESS", str(services.settings.temporal_address))
+    name = f"am-test-{uuid.uuid4().hex[:10]}"
+    return name, _as_version(services, name, "v1"), _as_version(services, name, "v2")
+
+
 async def _cli(*argv: str) -> str:
     """`agent-memory *argv`'s stdout (the environment names the session's Temporal)."""
     out = io.StringIO()
@@ -119,13 +130,8 @@ async def _cli(*argv: str) -> str:
 
 async def test_a_pinned_consolidation_finishes_on_its_version_and_new_runs_go_to_the_current_one(
         services, tenant, task_queue, monkeypatch, tmp_path):
-    for variable in ENV_VARS:
-        monkeypatch.delenv(variable, raising=False)
-    monkeypatch.setenv("AGENT_MEMORY_HOME", str(tmp_path))
-    monkeypatch.setenv("TEMPORAL_ADDRESS", str(services.settings.temporal_address))
+    name, v1, v2 = _two_versions(services, monkeypatch, tmp_path)
     temporal = services.temporal
-    name = f"am-test-{uuid.uuid4().hex[:10]}"  # a deployment of this test's own: nothing else routes by it
-    v1, v2 = _as_version(services, name, "v1"), _as_version(services, name, "v2")
     # Both workers share this process's Temporal client: the hook's start must not hand a run's
     # first task to the old version's worker (an eager start) when v2 is current.
     client = MemoryClient(v1, offline_providers().embedder, task_queue=task_queue)
@@ -181,13 +187,8 @@ async def test_a_pinned_consolidation_finishes_on_its_version_and_new_runs_go_to
 
 async def test_a_ramping_version_takes_its_share_of_new_runs_until_the_ramp_ends(
         services, tenant, task_queue, monkeypatch, tmp_path):
-    for variable in ENV_VARS:
-        monkeypatch.delenv(variable, raising=False)
-    monkeypatch.setenv("AGENT_MEMORY_HOME", str(tmp_path))
-    monkeypatch.setenv("TEMPORAL_ADDRESS", str(services.settings.temporal_address))
+    name, v1, v2 = _two_versions(services, monkeypatch, tmp_path)
     temporal = services.temporal
-    name = f"am-test-{uuid.uuid4().hex[:10]}"
-    v1, v2 = _as_version(services, name, "v1"), _as_version(services, name, "v2")
     client = MemoryClient(v1, offline_providers().embedder, task_queue=task_queue)
 
     async def consolidated_on(session_id: str, day: int) -> str:
