@@ -423,6 +423,14 @@ async def test_erasure_status_key_rotation_and_compaction_from_the_cli(client, s
         assert [k["state"] for k in keks if k["kek_id"] == rotated["new_kek_id"]] == ["active"]
         compacted = json.loads(await cli("compact", "--json"))
         assert compacted["tickets"] >= 1
+        # A transaction of the stack's own (a projector's, a Schedule's) may hold a snapshot older
+        # than the deletions: then the run keeps its tickets open, says why, and the next closes them.
+        deadline = asyncio.get_running_loop().time() + 60
+        while not compacted["tickets_closed"]:
+            assert compacted["deferred_because"], compacted
+            assert asyncio.get_running_loop().time() < deadline, compacted
+            await asyncio.sleep(1)
+            compacted = json.loads(await cli("compact", "--json"))
         status = json.loads(await cli("erasure", "status", "--tenant", tenant, "--request-id", "cli-req",
                                       "--subject", "cli-subject", "--json"))
         assert status["shred_irreversible"] and status["compacted"]
