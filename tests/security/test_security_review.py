@@ -3,6 +3,7 @@ unless the defence it names holds."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from pathlib import Path
 
@@ -326,6 +327,11 @@ async def test_erasure_and_compaction_leave_no_plaintext_in_pages_statistics_or_
             await old_snapshot.close()
 
             compaction = await client.compact()
+            deadline = asyncio.get_running_loop().time() + 60
+            while compaction.deferred_because:  # a transaction of the stack's own may hold a snapshot a while
+                assert asyncio.get_running_loop().time() < deadline, compaction.deferred_because
+                await asyncio.sleep(1)
+                compaction = await client.compact()
             assert compaction.deferred_because is None and compaction.tickets_closed == compaction.tickets >= 1
             assert {t.table for t in compaction.tables} >= {"messages", "memory_search", "memory_postings"}
             assert compaction.redis == {"aof": "rewritten", "rdb": "rewritten"}
@@ -400,7 +406,6 @@ def test_oversized_message_fields_get_a_clear_input_error(tmp_path, field, size,
 
 async def test_erasure_status_key_rotation_and_compaction_from_the_cli(client, services, tenant, running_worker,
                                                                        task_queue):
-    import asyncio
     import json
 
     from tests.cli.runner import run_cli
