@@ -303,12 +303,13 @@ def render_block(header: str, items: list[ContextItem]) -> str:
     return "\n".join([header, *(i.line for i in items)]) if items else ""
 
 
-def _what_it_is(row: _NoteRow) -> tuple[float, str, str, str]:
+def _tie_order(happened_at: datetime | None, session_id: str | None, message_ids: list[str],
+               kind: str) -> tuple[float, str, str, str]:
     """Orders equally scored items the same in every store that holds the same conversations
     (memory ids are keyed per subject, so an id would not): the newer first, then by session and
     message."""
-    return (-row.happened_at.timestamp(), row.session_id, row.source_message_ids[0] if row.source_message_ids else "",
-            row.kind)
+    return (-(happened_at.timestamp() if happened_at else 0.0), session_id or "", message_ids[0] if message_ids else "",
+            kind)
 
 
 async def _scored_route(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str,
@@ -318,7 +319,8 @@ async def _scored_route(conn: psycopg.AsyncConnection, tenant_id: str, subject_i
     order of what the items are. A hit without a row (a stale version) takes no rank."""
     scores = {(m, k, v): score for m, k, v, score in hits}
     rows = await _read_candidates(conn, tenant_id, subject_id, list(scores), as_of, since)
-    ranked = sorted(rows, key=lambda p: (-scores[p], _what_it_is(rows[p]), p[0]))
+    ranked = sorted(rows, key=lambda p: (-scores[p], _tie_order(rows[p].happened_at, rows[p].session_id,
+                                                                rows[p].source_message_ids, rows[p].kind), p[0]))
     return ranked, rows
 
 
@@ -436,9 +438,8 @@ def _episodic_items(query: str, relevance: dict[Pointer, float], rows: dict[Poin
 def _ranked(items: list[ContextItem]) -> list[ContextItem]:
     """By score; equal scores: the newer item first, then by session and message (ids are keyed
     per subject: an id would order ties differently in two stores holding the same memories)."""
-    return sorted(items, key=lambda i: (-i.score, -(i.happened_at.timestamp() if i.happened_at else 0.0),
-                                        i.session_id or "", i.cited_message_ids[0] if i.cited_message_ids else "",
-                                        i.kind, i.memory_id))
+    return sorted(items, key=lambda i: (-i.score, _tie_order(i.happened_at, i.session_id, i.cited_message_ids, i.kind),
+                                        i.memory_id))
 
 
 async def _with_neighbours(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, query: str,
