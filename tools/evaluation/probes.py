@@ -19,7 +19,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from agent_memory.api.client import MemoryClient
 from agent_memory.core.errors import InvalidInput
 from agent_memory.core.models import Message, Role, Session
+from agent_memory.core.entities import fold
 from agent_memory.memory.memory_store import list_facts
+from agent_memory.memory.relations import list_relations
+from agent_memory.store.db import tenant_transaction
 
 
 class ProbeCase(BaseModel):
@@ -32,11 +35,15 @@ class ProbeCase(BaseModel):
     history: dict[str, int] = {}  # key → number of rows (restatements must not add rows)
     evidence: dict[str, int] = {}  # key → evidence ids on the current fact
     candidates: dict[str, str] = {}  # key → value held in the candidate area
-    # Checked by value, whatever the keys: namespace (or "*" for every namespace) → the current
-    # values there, as a multiset. {"budget": ["2000 euros"]} fails on two current budgets;
+    # Checked by value, whatever the keys: namespace (or "*" for every namespace, or a key prefix
+    # such as "diet/allergy_*") → the current values there, as a multiset. {"budget": ["2000 euros"]} fails on two current budgets;
     # {"*": []} means nothing may be stored; {"pet": []} means the fact ended, nothing is current.
     values: dict[str, list[str]] = {}
     as_of_not: list[tuple[str, str, str]] = []  # (day, key, value the key must NOT hold then)
+    # Edges that must hold after the last session, as (source, relation, target) entity names
+    # compared case-insensitively; the source "subject" is the speaker the case is about. Third
+    # parties are checked here: ("Mia", "works_at", "bank") beside {"work": []} on the subject.
+    relations: list[tuple[str, str, str]] = []
     # In as_of and as_of_not a key without "/" names a namespace: its current values, sorted and
     # joined by " | " (None when empty), so a check holds whatever key the value was stored under.
     category: str = ""  # labels for per-category reports (phrasing corpus); not checked
@@ -143,7 +150,8 @@ def load_probes(path: Path | None = None) -> list[ProbeCase]:
         days=lambda c: [*(d for d, _ in c.sessions), *(d for d, *_ in [*c.as_of, *c.as_of_not])],
         problem=lambda c: ("no sessions" if not c.sessions
                            else "no expectations" if not (c.current or c.as_of or c.history or c.evidence
-                                                          or c.candidates or c.values or c.as_of_not)
+                                                          or c.candidates or c.values or c.as_of_not
+                                                          or c.relations)
                            else ""))
 
 
@@ -209,15 +217,38 @@ async def _run_case(client: MemoryClient, tenant: str,
     results += [("dedup", f"evidence of {key}", want, evidence.get(key, 0)) for key, want in case.evidence.items()]
     results += [("candidate", f"candidate {key}", want, candidates.get(key)) for key, want in case.candidates.items()]
     for namespace, want_values in case.values.items():
-        got_values = sorted(str(value) for key, value in current.items()
-                            if namespace == "*" or key.split("/", 1)[0] == namespace)
+        got_values = sorted(str(value) for key, value in current.items() if _in_namespace(key, namespace))
         results.append(("values", f"current values in {namespace}", " | ".join(sorted(want_values)) or None,
                         " | ".join(got_values) or None))
     for day, key, wrong in case.as_of_not:
         got = _value_at(await list_facts(pool, keyring, tenant, subject, as_of=_day(day)), key)
         results.append(("as_of", f"{key} as of {day} is not {wrong!r}", f"not {wrong}",
                         f"not {wrong}" if got != wrong else got))
+    if case.relations:
+        async with tenant_transaction(pool, tenant) as conn:
+            edges = {(_end(r.source_name), r.relation, _end(r.target_name))
+                     for r in await list_relations(conn, tenant, subject)}
+        results += [("relations", f"relation {source} {relation} {target}", "holds",
+                     "holds" if (_end(source), relation, _end(target)) in edges else "missing")
+                    for source, relation, target in case.relations]
     return results
+
+
+def _in_namespace(key: str, namespace: str) -> bool:
+    """Whether a full key is under a `values` namespace: "*" is every key, "budget" a namespace,
+    "diet/allergy_*" the keys of a namespace that start with a prefix."""
+    if namespace == "*":
+        return True
+    if namespace.endswith("*") and "/" in namespace:
+        return key.startswith(namespace[:-1])
+    return key.split("/", 1)[0] == namespace
+
+
+def _end(name: str) -> str:
+    """An edge's end as the checks compare it: folded, the subject under one name however the
+    store names them (the probe's speaker is "User")."""
+    folded = fold(name)
+    return "subject" if folded in {"subject", "user"} else folded
 
 
 async def run_probes(services, *, task_queue: str | None = None, concurrency: int = 8,

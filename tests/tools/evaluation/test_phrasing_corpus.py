@@ -5,7 +5,7 @@ documented procedure produces. No score threshold: the scores are the baseline t
 from __future__ import annotations
 
 import random
-from collections import defaultdict
+from collections import Counter, defaultdict
 from importlib import resources
 from pathlib import Path
 
@@ -19,6 +19,9 @@ CATEGORIES = {
     "relationship", "name-casual", "pet-name", "pet-death", "preference-stop", "correction", "trip-implicit",
     "relative-date", "retraction", "negation", "like-dislike", "key-fragmentation", "sarcasm", "nothing-stored",
 }
+# The phenomenon sets: coordination, changes from one value to another, corrections by contrast,
+# several states in one session, third parties, and look-alikes that are no facts.
+PHENOMENA = {"coordination", "change-from-to", "correction-contrast", "several-states", "third-party", "refusal"}
 SEED = "phrasing-corpus-v1"
 
 
@@ -95,10 +98,19 @@ def test_the_later_phrasing_sets_parse_and_never_share_an_id():
     later = {name: load_probes(SAMPLES / f"phrasing-{name}.jsonl")
              for name in ("dev-en2", "dev-zh2", "dev-en3", "dev-zh3", "dev-en4", "dev-zh4", "dev-en5", "dev-zh5",
                           "dev-en6", "dev-zh6", "dev-en7", "dev-zh7", "dev-en8", "dev-zh8",
-                          "blind-en", "blind-zh", "blind-en2", "blind-zh2")}
+                          "blind-en", "blind-zh", "blind-en2", "blind-zh2", "dev-en9", "dev-zh9", "blind-en3", "blind-zh3")}
     ids = [c.id for cases in [*_halves(), *later.values()] for c in cases]
     assert len(ids) == len(set(ids))
     for name, cases in later.items():
         assert {c.lang for c in cases} == {name.split("-")[-1][:2]}, name
-        assert {c.category for c in cases} <= CATEGORIES, name
+        assert {c.category for c in cases} <= (PHENOMENA if name in ("dev-en9", "dev-zh9", "blind-en3", "blind-zh3") else CATEGORIES), name
         assert sum(c.values.get("*") == [] for c in cases) >= 3, name  # each has nothing-stored cases
+
+
+def test_the_phenomenon_sets_cover_every_phenomenon_in_both_languages():
+    blind = [*load_probes(SAMPLES / "phrasing-blind-en3.jsonl"), *load_probes(SAMPLES / "phrasing-blind-zh3.jsonl")]
+    assert len(blind) >= 60
+    for lang in ("en", "zh"):
+        counts = Counter(c.category for c in blind if c.lang == lang)
+        assert set(counts) == PHENOMENA and min(counts.values()) >= 6, (lang, counts)
+    assert any(c.relations for c in blind if c.category == "third-party")
