@@ -247,7 +247,8 @@ class ConsolidationActivities:
             plan=await load(step.tenant_id, step.subject_id, step.plan_operation_id, ConflictPlan),
             importance=await load(step.tenant_id, step.subject_id, step.importance_operation_id, ImportanceResult),
             summary=await load(step.tenant_id, step.subject_id, step.summary_operation_id, SummaryResult),
-            happened_at=max(m.created_at for m in messages), through=step.through)
+            happened_at=max(m.created_at for m in messages), through=step.through,
+            written_at={m.message_id: m.created_at for m in messages})
         fault_point("after_commit")
         if self.temporal is not None:
             await start_webhook_deliveries(self.pool, self.temporal, activity.info().task_queue, step.tenant_id)

@@ -153,7 +153,7 @@ async def apply_event(conn: psycopg.AsyncConnection, tenant_id: str, subject_id:
                 last_seen_at = greatest(e.last_seen_at, excluded.last_seen_at)
             """).format(sql.Identifier(tables.entities)),
             (event.memory_id, tenant_id, subject_id, event.version, p.name, p.entity_type, p.aliases,
-             event.occurred_at, event.occurred_at, event.operation_id))
+             p.first_mentioned_at or event.occurred_at, event.occurred_at, event.operation_id))
         async with conn.cursor() as cur:
             await cur.executemany(sql.SQL(
                 "INSERT INTO {} (tenant_id, subject_id, memory_id, message_id, session_id, version) "

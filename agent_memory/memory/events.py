@@ -139,6 +139,8 @@ class EntityNoted(_Payload):
     name: str
     entity_type: EntityType
     aliases: list[str]
+    # When the first of these mentions was written; the event occurs at the last. None: at the event.
+    first_mentioned_at: datetime | None = None
 
 
 class RelationNoted(_Payload):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -334,7 +334,8 @@ async def commit_events(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_i
 async def commit_consolidation(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_id: str, subject_id: str,
                                session_id: str, key: CommitKey, request: dict[str, Any], extraction: ExtractionResult,
                                plan: ConflictPlan, importance: ImportanceResult, summary: SummaryResult,
-                               happened_at: datetime, through: datetime | None = None) -> CommitOutcome:
+                               happened_at: datetime, through: datetime | None = None,
+                               written_at: Mapping[str, datetime] | None = None) -> CommitOutcome:
     """A consolidation's commit: its facts' events as planned, then the session's episode,
     observations, the entities it mentions and the edges between them it states (commit_events:
     one transaction, recorded once)."""
@@ -359,7 +360,7 @@ async def commit_consolidation(pool: AsyncConnectionPool, keyring: KeyRing, *, t
             return
         entities = with_subject_entity(extraction.entities, extraction.relations)
         for event in await entity_events(conn, skey, session_id=session_id, extracted=entities,
-                                         happened_at=happened_at, operation_id=operation_id):
+                                         happened_at=happened_at, operation_id=operation_id, written_at=written_at):
             yield event
         async for event in relation_events(conn, skey, session_id=session_id, relations=extraction.relations,
                                            entities=entities, operation_id=operation_id):
