@@ -59,6 +59,7 @@ from agent_memory.providers.offline.entities import extract_entities
 from agent_memory.providers.offline.known import (
     _activity_ends_job,
     _known_pet_gone,
+    _known_pet_species,
     _resolve_demonstratives,
     _species_gone,
 )
@@ -90,6 +91,8 @@ def _extract_facts(messages: list[Message], subject_role: str,
         facts += _activity_ends_job(facts, [*(known or []), *merged.values()], message)
         facts += _species_gone(text, [*(known or []), *merged.values()], message)
         facts += _known_pet_gone(text, facts, [*(known or []), *merged.values()], message)
+        facts += _known_pet_species(text, facts, [*(known or []), *merged.values()], message,
+                                    correcting=bool(_CORRECTION.search(text) or _MEANT.search(text)))
         if not facts and previous is not None and previous.role != subject_role:
             facts = _answer_facts(_prepare(previous.content), message.content, earlier, message)
             for fact in facts:  # the pets are named now: drop their species-keyed placeholders
