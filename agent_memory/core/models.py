@@ -444,6 +444,11 @@ class FactRow(BaseModel):
     evidence_message_ids: list[str]
     task_session_id: str | None = None  # a task-local fact's session: recall shows it there only
     metadata: dict[str, MetadataValue] = {}  # what the agent or app that wrote it said of it (write_fact)
+    # When the value was last said again or confirmed (its own statement's time if never since).
+    last_confirmed_at: datetime
+    # The extractor and version that wrote the value ("rule-extractor/8"), or "live-write:<writer>"
+    # for a value written directly; None where its event recorded neither.
+    extracted_by: str | None = None
 
 
 # --- workflow and activity payloads --------------------------------------------------------------
