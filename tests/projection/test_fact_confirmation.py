@@ -5,12 +5,15 @@ reproduces both (a corrupted time is found by the digest and repaired)."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 from datetime import UTC, datetime
 
 import psycopg
 
 from agent_memory.projection.rebuild import projection_digest
 from agent_memory.providers.offline.extractor import RuleFactExtractor
+from tests.cli.runner import run_cli
 from tests.sessions import session
 
 SUBJECT = "mei"
@@ -48,6 +51,14 @@ async def test_a_restatement_moves_last_confirmed_and_a_rebuild_reproduces_it(cl
         assert home.valid_from == said_at  # still true since the first statement
         assert home.last_confirmed_at == datetime(2024, 5, 10, 18, 1, tzinfo=UTC)
         assert home.extracted_by == first.extracted_by
+        context = await client.context(tenant, SUBJECT, "where does Mei live?")
+        [item] = [i for i in context.items if i.kind == "fact" and i.memory_id == home.memory_id]
+        assert item.last_confirmed_at == home.last_confirmed_at and "2024-05-10" not in context.text
+        listed = await asyncio.to_thread(run_cli, services, "facts", "--tenant", tenant, "--subject", SUBJECT,
+                                         "--json")
+        assert listed.returncode == 0, listed.stderr
+        [row] = [f for f in json.loads(listed.stdout) if f["key"] == "home_city"]
+        assert (row["last_confirmed_at"], row["extracted_by"]) == ("2024-05-10T18:01:00Z", home.extracted_by)
 
         # A value an agent writes directly names its writer, not an extractor.
         written_at = datetime(2024, 6, 1, 8, tzinfo=UTC)
