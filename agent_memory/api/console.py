@@ -348,17 +348,19 @@ def _fact_rows(page: Page, tenant: str, subject: str, views: list[data.FactView]
             action = page.form(_path("t", tenant, "s", subject, "candidates", f.memory_id, "confirm"), "Confirm")
         reason = f'<br><span class="muted">{esc(view.close_reason)}</span>' if view.close_reason else ""
         valid_to = when(f.valid_to) if f.valid_to else '<span class="muted">open</span>'
+        writer = f'<br><span class="muted mono">{esc(f.extracted_by)}</span>' if f.extracted_by else ""
         recorded_to = when(view.recorded_to) if view.recorded_to else '<span class="muted">now</span>'
         rows.append(
             f'<tr><td>{label}</td><td class="message">{esc(f.value)}</td><td>{_status_pill(f.status)}{reason}</td>'
-            f"<td>{when(f.valid_from)} → {valid_to}</td><td>{when(f.recorded_at)} → {recorded_to}</td>"
-            f"<td>v{f.version}</td><td>{f.confidence:.2f}</td><td>{esc(evidence)}</td><td>{run}</td>"
+            f"<td>{when(f.valid_from)} → {valid_to}</td><td>{when(f.last_confirmed_at)}</td>"
+            f"<td>{when(f.recorded_at)} → {recorded_to}</td>"
+            f"<td>v{f.version}</td><td>{f.confidence:.2f}</td><td>{esc(evidence)}</td><td>{run}{writer}</td>"
             + (f"<td>{action}</td>" if actions else "") + "</tr>")
     return rows
 
 
-FACT_HEADERS = ["fact", "value", "status", "valid from → to", "recorded from → to", "version", "confidence",
-                "evidence", "written by"]
+FACT_HEADERS = ["fact", "value", "status", "valid from → to", "last confirmed", "recorded from → to", "version",
+                "confidence", "evidence", "written by"]
 
 
 def _messages_table(messages: list[data.EvidenceMessage], tenant: str, subject: str, *, session_link: bool) -> str:

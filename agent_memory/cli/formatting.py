@@ -85,7 +85,8 @@ def format_fact(f: FactRow) -> str:
     until = f.valid_to.isoformat() if f.valid_to else "now"
     status = "" if f.status == "active" else f"  ({f.status})"
     return (f"{f.namespace}/{f.key} = {f.value!r}  [{f.valid_from.isoformat()} → {until}]  v{f.version} "
-            f"confidence {f.confidence:.2f}  evidence {','.join(f.evidence_message_ids)}{status}")
+            f"confidence {f.confidence:.2f}  confirmed {f.last_confirmed_at.isoformat()}  "
+            f"evidence {','.join(f.evidence_message_ids)}  by {f.extracted_by or 'unknown'}{status}")
 
 
 def format_run_payloads(run: RunPayloads) -> str:

@@ -69,7 +69,8 @@ FORGOTTEN = "forgotten"  # a withheld reason: a new value of a forgotten memory
 
 FACT_COLUMNS = ("fact_id::text, memory_id::text, tenant_id, subject_id, namespace, key, value, "
                 "memory_version AS version, version AS interval_version, valid_from, valid_to, recorded_at, "
-                "confidence, claim_type, permanence, task_session_id, source_kind, status, evidence_message_ids, metadata")
+                "confidence, claim_type, permanence, task_session_id, source_kind, status, evidence_message_ids, metadata, "
+                "last_confirmed_at, extracted_by")
 
 
 async def subject_key(conn: psycopg.AsyncConnection, keyring: KeyRing, tenant_id: str, subject_id: str,
