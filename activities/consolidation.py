@@ -223,7 +223,8 @@ class ConsolidationActivities:
                 ended = await ended_fact_versions(scope.conn, step.tenant_id, step.subject_id)
                 policy = await read_write_policy(scope.conn, step.tenant_id)
             return ConflictPlan(decisions=decide(extraction.facts, current, held, ended,
-                                                 needs_confirmation=policy.needs_confirmation))
+                                                 needs_confirmation=policy.needs_confirmation,
+                                                 needs_corroboration=policy.needs_corroboration))
 
         # Keyed on the extraction: a later run over more messages makes its own plan.
         key = PlanKey.for_extraction(step.session_id, step.extraction_operation_id, step.round)

@@ -146,11 +146,14 @@ def _end_or_correct(index: int, fact: ExtractedFact, existing: CurrentFact | Non
 def decide(extracted: list[ExtractedFact], current: dict[tuple[str, str], CurrentFact],
            candidates: dict[tuple[str, str, str], Candidate] | None = None,
            ended: dict[tuple[str, str], int] | None = None,
-           needs_confirmation: Callable[[str, str], bool] | None = None) -> list[FactDecision]:
+           needs_confirmation: Callable[[str, str], bool] | None = None,
+           needs_corroboration: Callable[[str, str], bool] | None = None) -> list[FactDecision]:
     """One decision per extracted fact, in order; later facts see earlier decisions. `ended`:
     the versions of facts that exist but have no current value (ended earlier), which a new
     value of the same key must expect. `needs_confirmation(namespace, key)`: a key whose value
-    never changes silently (the tenant's write policy): a new value waits as a candidate."""
+    never changes silently (the tenant's write policy): a new value waits as a candidate.
+    `needs_corroboration(namespace, key)`: a key whose value, first or new, is taken only when said
+    twice (in two messages, or again in a later session): said once, it waits as a candidate."""
     candidates = candidates or {}
     ended = dict(ended or {})
     decisions: list[FactDecision] = []
@@ -181,12 +184,20 @@ def decide(extracted: list[ExtractedFact], current: dict[tuple[str, str], Curren
         low = fact.claim_type == "inference" or fact.confidence < MIN_CURRENT_CONFIDENCE
         polarity = normalise_value(fact.value) in POLARITIES
         held = candidates.get((fact.namespace, fact.key, normalise_value(fact.value)))
+        once = bool(needs_corroboration and needs_corroboration(fact.namespace, fact.key)
+                    and len(fact.evidence_message_ids) < 2 and fact.claim_type == "explicit")
         promoted_from: list[str] = []
         action: FactAction
         if existing and normalise_value(existing.value) == normalise_value(fact.value):
             action, reason = "confirm", "restated: evidence added to the current fact"
         elif existing and existing.key != fact.key and not polarity:
             action, reason = "confirm", f"restated as {fact.value!r}: similar to {existing.value!r}"
+        elif once and held is not None:
+            promoted_from = list(held.evidence_message_ids)
+            action = "promote" if existing is None else "supersede"
+            reason = "said again in a later session: corroborated"
+        elif once:
+            action, reason = "candidate", "said once: waits until it is said again or confirmed"
         elif low and held is not None:
             promoted_from = list(held.evidence_message_ids)
             action = "promote" if existing is None else "supersede"
