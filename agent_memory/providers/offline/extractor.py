@@ -123,7 +123,9 @@ def _extract_facts(messages: list[Message], subject_role: str,
                 state = merged.pop(identity)
                 if state.observed_at >= fact.observed_at:  # both said in one message: it held just before
                     state = state.model_copy(update={"observed_at": fact.observed_at - _BEFORE})
-                states.append((order.pop(identity), state))
+                position = order.pop(identity)
+                if not _holds(state, known or []):  # the current value needs no restating before its successor
+                    states.append((position, state))
             elif identity in merged:
                 # The last statement wins, but every message that said it stays as evidence.
                 earlier_ids = merged.pop(identity).evidence_message_ids
@@ -151,6 +153,12 @@ def _past_against_present(fact: ExtractedFact, present: list[KnownFact | Extract
         return None
     assert fact.valid_until is not None  # a past state ends when it is said
     return fact.model_copy(update={"operation": "end", "observed_at": fact.valid_until, "valid_until": None})
+
+
+def _holds(fact: ExtractedFact, known: list[KnownFact]) -> bool:
+    """Whether the fact's value is the current one already."""
+    return any((k.namespace, k.key) == (fact.namespace, fact.key) and normalise_value(k.value) == normalise_value(fact.value)
+               for k in known)
 
 
 def _succeeds(earlier: ExtractedFact, later: ExtractedFact) -> bool:
