@@ -186,7 +186,9 @@ class RuleFactExtractor:
     #    stays by length, intent hedging its own clause in Chinese
     # 7: the people, pets, places, organisations, events and things the session mentions (entities)
     # 8: the relations between them (kinship, partners, friends, colleagues, work, study, home, pets, visits)
-    version = "8"
+    # 9: coordinated items, from → to changes, past states, several states in order, languages,
+    #    third parties' edges, corrections by contrast across word orders
+    version = "9"
 
     async def extract(self, messages: list[Message], *, subject_role: str = "user",
                       current_facts: list[KnownFact] | None = None) -> ExtractionResult:
