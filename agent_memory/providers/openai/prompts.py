@@ -110,16 +110,9 @@ conversation do to their facts, and the entities the conversation mentions. Rule
   left a job, a negation of it, a pet that died): value = the value that ended; "correct" the subject says an
   earlier value was never true ("I meant Lille, not Lyon"): value = the right value; when the key itself was
   wrong ("it's Mochi, not Mocha" of a pet), "correct" the wrong key with value "" and "assert" the right key.
-- Several items said together are one fact each, every one citing the same message: "allergic to peanuts and
-  shellfish" is diet/allergy_peanuts and diet/allergy_shellfish; "I speak Spanish and French" is
-  language/spanish = Spanish and language/french = French; 我喜欢茶和咖啡 is preference/茶 and preference/咖啡.
-- A change from one value to another ("moved from Berlin to Lisbon", "left Google for Meta", 从杭州搬到了深圳):
-  "end" the old value, then "assert" the new one, both at the change's time.
-- Several states of one thing in order ("grew up in Leeds, then York, now Glasgow", 以前住上海，后来搬到北京): one
-  "assert" per state in the order said, each with the time its message gives; the last one is current. A state
-  said only as past ("I used to live in Paris") that is the current value: "end" it.
-- What the subject says about other people ("my sister Mia works at a bank", 我哥在华为上班) is never the
-  subject's own fact: it goes to the relations below.
+- Items said together are one fact each ("allergic to kiwi and latex": two allergy facts). A change from A to B
+  ("moved from Berlin to Lisbon"): "end" A, "assert" B. Several states in order: one "assert" each, the last
+  current. What the subject says about other people belongs in relations, never in their own facts.
 - evidence_message_ids: the ids of the subject's messages that state it (copy them exactly).
 - claim_type "explicit" when stated, "inference" when concluded (then confidence <= 0.7).
 - permanence: "temporary" for trips and other states with an end, "task_local" for facts only about the current
