@@ -48,6 +48,9 @@ from agent_memory.core.models import (
     MetadataValue,
     RebuildInput,
     RebuildResult,
+    RederiveInput,
+    RederiveReport,
+    RederiveResult,
     Session,
     TokenBudgetState,
     check_identifier,
@@ -93,6 +96,7 @@ from agent_memory.memory.evidence import SESSION_IDLE_STATE_SQL, AppendResult, a
 from agent_memory.memory.filters import NO_FILTER, MemoryFilter, matching_items
 from agent_memory.memory.ingest import check_not_future, check_time_not_future
 from agent_memory.memory.memory_store import list_facts
+from agent_memory.memory.rederive import rederive_report
 from agent_memory.memory.relations import RelationView, list_relations
 from agent_memory.memory.token_budget import check_daily_tokens, token_budget_state, write_token_budget
 from agent_memory.memory.tool_calls import (
@@ -642,6 +646,39 @@ class MemoryClient:
         reports, total = await rebuild_reports(self.services.pool, result.tenant_id, result.request_id,
                                                limit=result.listed_max)
         return result.model_copy(update={"subjects": reports, "subjects_not_listed": max(0, total - len(reports))})
+
+    async def rederive(self, tenant_id: str, subject_id: str | None = None, *, dry_run: bool = True,
+                       all_sessions: bool = False, request_id: str | None = None,
+                       subjects_per_run: int = 100) -> WorkflowHandle:
+        """Re-derive stored memory under the workers' current extractor: the sessions of one
+        subject (or of every subject of the tenant) whose facts an older extractor wrote (every
+        consolidated session with `all_sessions`) are extracted again and compared with the
+        current facts (docs/lifecycle.md). A dry run (the default) lists the differences and
+        writes no event; otherwise the request is registered here first (operator_requests),
+        and the run applies them. Workflow id rederive/{tenant}/{subject or '*'}/{request}."""
+        check_identifier("tenant", tenant_id)
+        if subject_id is not None:
+            check_identifier("subject", subject_id)
+        request_id = request_id or uuid.uuid4().hex[:16]
+        check_identifier("request id", request_id)
+        attributes = [SearchAttributePair(TENANT_ID, tenant_id)]
+        if subject_id is not None:
+            attributes.append(SearchAttributePair(SUBJECT_ID, subject_id))
+        workflow_id = contract.rederive_workflow_id(tenant_id, subject_id, request_id)
+        if not dry_run:
+            await register_operator_request(self.services.pool, self.services.keyring, "rederive", workflow_id)
+        return await self._start_once(
+            contract.REDERIVE_WORKFLOW,
+            RederiveInput(tenant_id=tenant_id, subject_id=subject_id, request_id=request_id, dry_run=dry_run,
+                          all_sessions=all_sessions, subjects_per_run=subjects_per_run),
+            workflow_id, attributes, RederiveResult)
+
+    async def rederive_result(self, handle: WorkflowHandle) -> RederiveReport:
+        """The re-derivation's totals (from the workflow) with each subject's differences (read
+        from the sessions' records in Postgres: they hold values, which the history never does)."""
+        result: RederiveResult = await handle.result()
+        subjects = await rederive_report(self.services.pool, result.tenant_id, result.request_id, result.dry_run)
+        return RederiveReport(result=result, subjects=subjects)
 
     async def write_fact(self, tenant_id: str, subject_id: str, namespace: str, key: str, value: str, *,
                          expected_version: int, evidence_message_ids: list[str],
