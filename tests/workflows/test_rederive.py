@@ -14,7 +14,9 @@ import asyncio
 import json
 
 import pytest
+from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.consolidation import ConsolidationActivities
@@ -132,12 +134,26 @@ async def test_rederive_lists_then_applies_the_differences_and_keeps_what_a_pers
             RederiveInput(tenant_id=tenant, subject_id=SUBJECT, request_id="unregistered", dry_run=False),
             id=contract.rederive_workflow_id(tenant, SUBJECT, "unregistered"), task_queue=task_queue)
         with pytest.raises(WorkflowFailureError) as refused:
-            await handle.result()
-        assert "UnauthorizedRequest" in repr(refused.value.cause) or "no operator request" in str(refused.value.cause)
+            await asyncio.wait_for(handle.result(), timeout=60)
+        cause = refused.value.cause
+        while cause is not None and not isinstance(cause, ApplicationError):
+            cause = cause.__cause__
+        assert isinstance(cause, ApplicationError) and cause.type == contract.ErrorType.UNAUTHORIZED_REQUEST
         assert await _events(services, tenant) == before
 
         # The real run: a correction and a new fact, each an event; nothing else changes.
-        applied = await client.rederive_result(await client.rederive(tenant, SUBJECT, dry_run=False))
+        run = await client.rederive(tenant, SUBJECT, dry_run=False)
+        applied = await client.rederive_result(run)
+        # The Temporal UI reads it without the payload key: its ids, its tenant and subject, and its counts.
+        metadata = await run.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
+        described = await run.describe()
+        assert await described.static_summary() == f"rederive {tenant}/{SUBJECT}/{applied.result.request_id}"
+        assert described.typed_search_attributes.get(contract.TENANT_ID) == tenant
+        assert described.typed_search_attributes.get(contract.SUBJECT_ID) == SUBJECT
+        assert metadata.current_details.splitlines()[:4] == [
+            "**done**", "subjects done: 1", "sessions total: 1", "sessions done: 1"]
+        assert "added: 1" in metadata.current_details and "events appended: 2" in metadata.current_details
+        assert "Hangzhou" not in metadata.current_details
         assert applied.result.totals.events_appended == 2 and not applied.result.dry_run
         assert await _events(services, tenant) == before + 2
         assert _current(await client.facts(tenant, SUBJECT)) == {
