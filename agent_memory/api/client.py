@@ -149,6 +149,14 @@ from agent_memory.store.inventory import ImportanceSpread, importance_spread
 from agent_memory.store.scope import Mode, SubjectErasedError, subject_scope
 
 log = logging.getLogger(__name__)
+
+
+def _scope_attributes(tenant_id: str, subject_id: str | None) -> list[SearchAttributePair]:
+    """The search attributes of a run over a tenant, or over one of its subjects."""
+    attributes = [SearchAttributePair(TENANT_ID, tenant_id)]
+    if subject_id is not None:
+        attributes.append(SearchAttributePair(SUBJECT_ID, subject_id))
+    return attributes
 # A session with no new message for this long is consolidated as if its end hook had fired.
 DEFAULT_IDLE_TIMEOUT = timedelta(minutes=10)
 # Appends signal a session's idle timer at most once per this window (or half the idle timeout).
@@ -624,9 +632,7 @@ class MemoryClient:
             check_identifier("subject", subject_id)
         request_id = request_id or uuid.uuid4().hex[:16]  # each rebuild is a new check
         check_identifier("request id", request_id)
-        attributes = [SearchAttributePair(TENANT_ID, tenant_id)]
-        if subject_id is not None:
-            attributes.append(SearchAttributePair(SUBJECT_ID, subject_id))
+        attributes = _scope_attributes(tenant_id, subject_id)
         workflow_id = contract.rebuild_workflow_id(tenant_id, subject_id, request_id)
         if force:
             await register_operator_request(self.services.pool, self.services.keyring, "rebuild", workflow_id)
@@ -661,9 +667,7 @@ class MemoryClient:
             check_identifier("subject", subject_id)
         request_id = request_id or uuid.uuid4().hex[:16]
         check_identifier("request id", request_id)
-        attributes = [SearchAttributePair(TENANT_ID, tenant_id)]
-        if subject_id is not None:
-            attributes.append(SearchAttributePair(SUBJECT_ID, subject_id))
+        attributes = _scope_attributes(tenant_id, subject_id)
         workflow_id = contract.rederive_workflow_id(tenant_id, subject_id, request_id)
         if not dry_run:
             await register_operator_request(self.services.pool, self.services.keyring, "rederive", workflow_id)

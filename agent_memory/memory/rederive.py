@@ -21,7 +21,7 @@ written from it), and compares it with the current facts:
   consent missing, a key whose new values wait for a confirmation or a second session).
 
 Only permanent facts are compared: temporary and task-local facts belong to their session's own
-consolidation. A key whose value was ended, corrected away or forgotten is left as it is. A value
+consolidation, and a session private to an agent adds nothing to the shared profile. A key whose value was ended, corrected away or forgotten is left as it is. A value
 that another session's statement opened is not this session's to correct.
 
 Each session's re-derivation is one transaction recorded in the operations ledger under its
@@ -61,7 +61,7 @@ from agent_memory.memory.events import (
     memory_version,
 )
 from agent_memory.memory.forgotten import forgotten_state
-from agent_memory.memory.memory_store import record_event
+from agent_memory.memory.memory_store import record_event, session_private_to
 from agent_memory.memory.operations import record_succeeded, recorded_result
 from agent_memory.memory.write_policy import WritePolicy, active_consents, read_write_policy
 from agent_memory.security.crypto import SubjectKey
@@ -287,7 +287,9 @@ async def _rederive_once(pool: AsyncConnectionPool, keyring: KeyRing, key: Reder
                                  extractor=f"{extraction.extractor}/{extraction.extractor_version}",
                                  dry_run=dry_run, changes=[])
         skey = await keyring.subject_key(conn, tenant_id, subject_id, create=False)
-        if skey is not None:  # a subject without a key has no memory to compare
+        # A subject without a key has no memory to compare; a session private to an agent adds
+        # nothing to the shared profile (as in its consolidation).
+        if skey is not None and await session_private_to(conn, tenant_id, subject_id, session_id) is None:
             policy = await read_write_policy(conn, tenant_id)
             consents = await active_consents(conn, tenant_id, subject_id)
             record.changes = await differences(conn, skey, session_id, extraction, policy, consents)

@@ -177,6 +177,19 @@ async def test_rederive_lists_then_applies_the_differences_and_keeps_what_a_pers
         assert (every.result.totals.unsupported, every.result.totals.kept_confirmed) == (1, 1)
         assert await _events(services, tenant) == before + 2
 
+        # The command's text: each difference on a line of stdout, the run's link on stderr.
+        text = await asyncio.to_thread(run_cli, services, "rederive", "--tenant", tenant, "--subject", SUBJECT,
+                                       "--all-sessions", "--dry-run", task_queue=task_queue)
+        assert text.returncode == 0, text.stderr
+        lines = text.stdout.splitlines()
+        assert lines[0] == f"{SUBJECT}: 1 session(s)"
+        assert lines[1].split()[:3] == ["unsupported", "location/hometown:", "Ningbo"]
+        assert lines[2].split()[:6] == ["kept", "confirmed", "diet/restriction:", "pescatarian", "→", "vegetarian"]
+        assert lines[3].startswith("1 subject(s), 1 session(s) re-derived by rule-extractor/") and \
+            "nothing written" in lines[3] and len(lines) == 4
+        assert "workflow rederive/" in text.stderr
+        assert await _events(services, tenant) == before + 2
+
 
 async def test_a_resumed_rederivation_does_its_done_sessions_no_second_time(client, services, tenant,
                                                                            running_worker):
