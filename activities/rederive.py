@@ -9,6 +9,7 @@ from temporalio import activity
 
 from activities.errors import temporal_failures
 from agent_memory.core import contract
+from agent_memory.core.hooks import fault_point
 from agent_memory.core.models import (
     ExtractionResult,
     RederiveSessionInput,
@@ -62,4 +63,5 @@ class RederiveActivities:
             self.pool, self.keyring, tenant_id=step.tenant_id, subject_id=step.subject_id,
             session_id=step.session_id, request_id=step.request_id,
             extraction_operation_id=step.extraction_operation_id, extraction=extraction, dry_run=step.dry_run)
+        fault_point("after_rederive_session")
         return SessionRederiveOutcome(operation_id=operation_id, counts=record.counts(), reused=reused)

@@ -21,6 +21,7 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.consolidation import ConsolidationActivities
 from agent_memory.core import contract
+from agent_memory.core.hooks import install_fault_hook
 from agent_memory.core.models import ExtractionResult, KnownFact, Message, RederiveInput, StepInput
 from agent_memory.memory.operations import OperationRecorder
 from agent_memory.memory.rederive import rederive_session, sessions_to_rederive
@@ -239,3 +240,34 @@ async def test_a_resumed_rederivation_does_its_done_sessions_no_second_time(clie
         assert await sessions_to_rederive(services.pool, services.keyring, tenant, SUBJECT, extractor) == []
         rebuilt = await client.rebuild_result(await client.rebuild(tenant, SUBJECT))
         assert rebuilt.all_equal
+
+
+async def test_a_session_step_retried_after_its_commit_appends_nothing_twice(client, services, tenant,
+                                                                              running_worker):
+    async with running_worker(providers=_older()):
+        await _consolidate(client, tenant, FIRST, SECOND)
+    reached: list[str] = []
+
+    def fail_once(point: str) -> None:
+        # The first session's transaction is committed; its activity fails before it returns.
+        if point == "after_rederive_session":
+            reached.append(point)
+            if len(reached) == 1:
+                raise RuntimeError("the worker lost the step's result")
+
+    before = await _events(services, tenant)
+    install_fault_hook(fail_once)
+    try:
+        async with running_worker():
+            report = await client.rederive_result(await client.rederive(tenant, SUBJECT, dry_run=False))
+    finally:
+        install_fault_hook(None)
+    assert len(reached) == 3  # d-1 twice (failed, then retried), d-2 once
+    totals = report.result.totals
+    # The retried step reports d-1's recorded differences (compared again, d-1 would now find none).
+    assert (totals.sessions, totals.changed, totals.added, totals.events_appended) == (2, 2, 1, 3)
+    assert await _events(services, tenant) == before + 3  # the retry found d-1 recorded
+    [subject] = report.subjects
+    assert subject.sessions == ["d-1", "d-2"]
+    current = _current(await client.facts(tenant, SUBJECT))
+    assert current["location/home_city"][0] == "Hangzhou" and current["diet/restriction"][0] == "vegetarian"
