@@ -20,8 +20,9 @@ written from it), and compares it with the current facts:
 - **withheld**: the tenant's write policy keeps the new value out (a namespace not stored, a
   consent missing, a key whose new values wait for a confirmation or a second session).
 
-Only permanent facts are compared: temporary and task-local facts belong to their session's own
-consolidation, and a session private to an agent adds nothing to the shared profile. A key whose value was ended, corrected away or forgotten is left as it is. A value
+Only permanent, explicit statements confident enough to be current are compared: temporary and
+task-local facts belong to their session's own consolidation, an inference or a low-confidence
+reading would only wait in the candidate area, and a session private to an agent adds nothing to the shared profile. A key whose value was ended, corrected away or forgotten is left as it is. A value
 that another session's statement opened is not this session's to correct.
 
 Each session's re-derivation is one transaction recorded in the operations ledger under its
@@ -52,6 +53,7 @@ from agent_memory.core.models import (
     SubjectRederive,
 )
 from agent_memory.core.operation_keys import RederiveKey, Versioned, request_hash
+from agent_memory.memory.conflicts import MIN_CURRENT_CONFIDENCE
 from agent_memory.memory.events import (
     LIVE_WRITE,
     FactCorrected,
@@ -127,12 +129,15 @@ class _Current(BaseModel):
 
 
 def _derived_values(extraction: ExtractionResult) -> dict[tuple[str, str], ExtractedFact]:
-    """The value the session leaves each permanent key at: its last statement of the key (states
-    said in order: "from Hangzhou to Shanghai" leaves Shanghai)."""
+    """The value the session leaves each permanent key at: its last explicit statement of the key
+    that a consolidation would make current (states said in order: "from Hangzhou to Shanghai"
+    leaves Shanghai)."""
     last: dict[tuple[str, str], tuple[datetime, int, ExtractedFact]] = {}
     for index, fact in enumerate(extraction.facts):
         if fact.operation == "end" or fact.permanence != "permanent" or not fact.value.strip():
             continue
+        if fact.claim_type != "explicit" or fact.confidence < MIN_CURRENT_CONFIDENCE:
+            continue  # a consolidation would only hold it as a candidate
         name = (fact.namespace, fact.key)
         if name not in last or (fact.observed_at, index) >= last[name][:2]:
             last[name] = (fact.observed_at, index, fact)
