@@ -271,3 +271,21 @@ async def test_a_session_step_retried_after_its_commit_appends_nothing_twice(cli
     assert subject.sessions == ["d-1", "d-2"]
     current = _current(await client.facts(tenant, SUBJECT))
     assert current["location/home_city"][0] == "Hangzhou" and current["diet/restriction"][0] == "vegetarian"
+
+
+async def test_a_tenant_wide_dry_run_pages_through_the_subjects(client, services, tenant, running_worker):
+    async with running_worker(providers=_older()):
+        for subject in ("kim", SUBJECT):
+            await client.append_messages(tenant, subject, FIRST)
+            await client.consolidation_result(await client.end_session(tenant, subject, FIRST.session_id))
+    before = await _events(services, tenant)
+    async with running_worker():
+        # One subject a run: the run continues as a new one after each page, carrying its counts.
+        handle = await client.rederive(tenant, subjects_per_run=1)
+        report = await client.rederive_result(handle)
+    assert handle.id.startswith(f"rederive/{tenant}/*/")
+    assert report.result.subjects == 2 and report.result.dry_run
+    assert (report.result.totals.sessions, report.result.totals.changed, report.result.totals.added) == (2, 4, 2)
+    assert [s.subject_id for s in report.subjects] == ["kim", SUBJECT]
+    assert all(s.sessions == ["d-1"] and len(s.changed) == 2 for s in report.subjects)
+    assert await _events(services, tenant) == before
