@@ -1005,8 +1005,8 @@ class MemoryClient:
                                reset: bool = False) -> TokenBudgetState:
         """Set the tenant's daily model-token budget (None or "unlimited": no budget), or with
         `reset` drop it (the deployment's default applies). A budget below 1 or not a whole number
-        is refused (InvalidInput naming daily_tokens). Consolidations parked on the budget are
-        signalled to check it again at once (a run the signal misses checks again within
+        is refused (InvalidInput naming daily_tokens). Consolidations and re-derivations parked on
+        the budget are signalled to check it again at once (a run the signal misses checks again within
         workflows.consolidation.BUDGET_RECHECK anyway)."""
         check_identifier("tenant", tenant_id)
         tokens = None if reset else check_daily_tokens(daily_tokens)
@@ -1018,17 +1018,23 @@ class MemoryClient:
     async def parked_consolidations(self, tenant_id: str, subject_id: str | None = None) -> list[ParkedRun]:
         """The tenant's (or subject's) running consolidations parked on its token budget, from
         Temporal's visibility (a run's memo says so within a second or two of parking)."""
-        query = (f"{visibility_query(tenant_id, subject_id)} AND WorkflowType = '{contract.CONSOLIDATION_WORKFLOW}' "
+        return await self._parked_runs(tenant_id, subject_id, contract.CONSOLIDATION_WORKFLOW)
+
+    async def _parked_runs(self, tenant_id: str, subject_id: str | None, workflow_type: str) -> list[ParkedRun]:
+        query = (f"{visibility_query(tenant_id, subject_id)} AND WorkflowType = '{workflow_type}' "
                  "AND ExecutionStatus = 'Running'")
         return [ParkedRun(workflow_id=wf.id, run_id=wf.run_id, started_at=wf.start_time)
                 async for wf in self.services.temporal.list_workflows(query)
                 if public_memo_text(wf.raw_info.memo, contract.RUN_STATE_MEMO) == contract.PARKED_TOKEN_BUDGET]
 
     async def _signal_parked(self, tenant_id: str) -> int:
-        """Tell the tenant's parked consolidations that its budget changed; returns how many."""
+        """Tell the tenant's parked consolidations (and re-derivations) that its budget changed;
+        returns how many."""
         signalled = 0
         try:
-            for run in await self.parked_consolidations(tenant_id):
+            parked = [*await self.parked_consolidations(tenant_id),
+                      *await self._parked_runs(tenant_id, None, contract.REDERIVE_WORKFLOW)]
+            for run in parked:
                 with contextlib.suppress(RPCError):  # closed meanwhile
                     await self.services.temporal.get_workflow_handle(run.workflow_id, run_id=run.run_id).signal(
                         contract.SIGNAL_BUDGET_CHANGED)

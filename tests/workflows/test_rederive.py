@@ -22,14 +22,23 @@ from temporalio.testing import ActivityEnvironment
 from activities.consolidation import ConsolidationActivities
 from agent_memory.core import contract
 from agent_memory.core.hooks import install_fault_hook
-from agent_memory.core.models import ExtractionResult, KnownFact, Message, RederiveInput, StepInput
+from agent_memory.core.models import (
+    ExtractionResult,
+    KnownFact,
+    Message,
+    RederiveInput,
+    RederiveProgress,
+    StepInput,
+)
 from agent_memory.memory.operations import OperationRecorder
 from agent_memory.memory.rederive import rederive_session, sessions_to_rederive
 from agent_memory.providers.offline import OfflineProviders, offline_providers
 from agent_memory.providers.offline.extractor import RuleFactExtractor
 from agent_memory.store.db import tenant_transaction
 from tests.cli.runner import run_cli
+from tests.providers.openai_server import FakeOpenAIServer
 from tests.sessions import session
+from tests.workflows.test_consolidation_openai import bundle_for, route
 
 SUBJECT = "lin"
 FIRST = session("d-1", "2024-03-01T09:00:00Z", "I live in Hangzhou.", "I'm allergic to peanuts.",
@@ -289,3 +298,34 @@ async def test_a_tenant_wide_dry_run_pages_through_the_subjects(client, services
     assert [s.subject_id for s in report.subjects] == ["kim", SUBJECT]
     assert all(s.sessions == ["d-1"] and len(s.changed) == 2 for s in report.subjects)
     assert await _events(services, tenant) == before
+
+
+async def test_with_a_model_a_spent_token_budget_parks_the_rederivation_until_it_is_raised(
+        client, services, tenant, running_worker):
+    said = [session("m-1", "2024-03-01T09:00:00Z", "Hi, my name is Lin Wei.", "I live in Hangzhou."),
+            session("m-2", "2024-03-02T09:00:00Z", "Hi again.", "I live in Hangzhou now.")]
+    async with running_worker(providers=_older()):
+        await _consolidate(client, tenant, *said)
+    await client.set_token_budget(tenant, 100)  # one model extraction spends 160
+    with FakeOpenAIServer() as server:
+        server.responder = route
+        async with running_worker(providers=bundle_for(server)):
+            handle = await client.rederive(tenant, SUBJECT, dry_run=False)
+
+            async def parked() -> bool:
+                runs = {r.workflow_id: r.state for r in await client.runs(tenant, SUBJECT)}
+                return runs.get(handle.id) == contract.PARKED_TOKEN_BUDGET
+
+            deadline = asyncio.get_running_loop().time() + 60
+            while not await parked():
+                assert asyncio.get_running_loop().time() < deadline, "the re-derivation parked within 60 s"
+                await asyncio.sleep(0.2)
+            progress = await handle.query(contract.PROGRESS_QUERY, result_type=RederiveProgress)
+            assert (progress.step, progress.sessions_done, progress.sessions_total) == (
+                contract.PARKED_TOKEN_BUDGET, 1, 2)
+            await client.set_token_budget(tenant, 100_000)  # signals the parked run
+            report = await asyncio.wait_for(client.rederive_result(handle), timeout=60)
+    assert report.result.extractor.startswith("openai-compatible-extractor/")
+    assert (report.result.totals.sessions, report.result.totals.changed) == (2, 1)
+    [home] = [f for f in await client.facts(tenant, SUBJECT) if f.key == "home_city"]
+    assert home.value == "Hangzhou" and home.extracted_by == report.result.extractor
