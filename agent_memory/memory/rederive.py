@@ -13,8 +13,9 @@ written from it), and compares it with the current facts:
   value was an extraction mistake, so it is voided and the new one holds from the voided
   interval's start).
 - **unsupported**: a current value this session opened that the current extractor no longer
-  finds there (or reads differently where another session set the value): listed, never ended. Whether a value is wrong or merely phrased beyond the new extractor cannot be told from
-  one extraction; an operator who agrees forgets it (`agent-memory forget`).
+  finds there (or reads differently where another session set the value): listed, never ended.
+  Whether a value is wrong or merely phrased beyond the new extractor cannot be told from one
+  extraction; an operator who agrees forgets it (`agent-memory forget`).
 - **kept_confirmed**: a value a person (or an agent or app) wrote or confirmed directly: any
   live-write event of the fact protects it. Listed, never changed.
 - **withheld**: the tenant's write policy keeps the new value out (a namespace not stored, a
@@ -22,8 +23,9 @@ written from it), and compares it with the current facts:
 
 Only permanent, explicit statements confident enough to be current are compared: temporary and
 task-local facts belong to their session's own consolidation, an inference or a low-confidence
-reading would only wait in the candidate area, and a session private to an agent adds nothing to the shared profile. A key whose value was ended, corrected away or forgotten is left as it is. A value
-that another session's statement opened is not this session's to correct.
+reading would only wait in the candidate area, and a session private to an agent adds nothing to
+the shared profile. A key whose value was ended, corrected away or forgotten is left as it is. A
+value that another session's statement opened is not this session's to correct.
 
 Each session's re-derivation is one transaction recorded in the operations ledger under its
 request (`RederiveKey`): the differences (a dry run writes no event) or the differences and the
