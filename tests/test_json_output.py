@@ -67,6 +67,7 @@ LIBRARY = [
     "stats --tenant {tenant}",
     "projection retry-dead-letters --tenant {tenant}",
     "rebuild --tenant {tenant} --wait",
+    "rederive --tenant {tenant} --dry-run",
     "reembed --tenant {tenant}",
     "webhooks deliveries --tenant {tenant} --status dead",
     "webhooks redeliver --tenant {tenant} {delivery}",

@@ -17,6 +17,7 @@ from activities.lifecycle import LifecycleActivities
 from activities.maintenance import MaintenanceActivities
 from activities.projection import ProjectionActivities
 from activities.rebuild import RebuildActivities
+from activities.rederive import RederiveActivities
 from activities.reembedding import ReembeddingActivities
 from activities.webhooks import WebhookActivities, WebhookRetryBounds
 from agent_memory.api.services import Services
@@ -31,6 +32,7 @@ from workflows.lifecycle import ErasureRedriveWorkflow, IdleTimerSweepWorkflow, 
 from workflows.maintenance import KeyRotationWorkflow, PhysicalCompactionWorkflow
 from workflows.projector import ProjectionSweepWorkflow, ProjectorWorkflow
 from workflows.rebuild import RebuildWorkflow
+from workflows.rederive import RederiveWorkflow
 from workflows.reembedding import ReembedWorkflow
 from workflows.session_idle import SessionIdleWorkflow
 from workflows.webhooks import WebhookDeliveryWorkflow
@@ -42,7 +44,7 @@ PASSTHROUGH_MODULES = ("redis", "psycopg", "psycopg_pool", "pgvector", "cryptogr
 
 WORKFLOWS = [ConsolidationWorkflow, ErasureWorkflow, RebuildWorkflow, SessionIdleWorkflow, KeyRotationWorkflow,
              PhysicalCompactionWorkflow, ProjectorWorkflow, ProjectionSweepWorkflow, MemorySweepWorkflow,
-             ErasureRedriveWorkflow, ReembedWorkflow, IdleTimerSweepWorkflow, WebhookDeliveryWorkflow]
+             ErasureRedriveWorkflow, ReembedWorkflow, IdleTimerSweepWorkflow, WebhookDeliveryWorkflow, RederiveWorkflow]
 
 
 class Workers:
@@ -99,6 +101,7 @@ def build_worker(services: Services, *, task_queue: str | None = None,
                                     forget_grace=timedelta(seconds=services.settings.forget_grace_seconds),
                                     idle_timeout=timedelta(seconds=services.settings.idle_timeout_seconds))
     reembedding = ReembeddingActivities(services.pool, providers.embedder)
+    rederive = RederiveActivities(services.pool, services.keyring, providers.extractor)
     webhooks = WebhookActivities(services.pool, services.keyring, services.temporal,
                                  bounds=WebhookRetryBounds.from_settings(services.settings),
                                  timeout_seconds=services.settings.webhook_timeout_seconds)
@@ -146,6 +149,9 @@ def build_worker(services: Services, *, task_queue: str | None = None,
             webhooks.deliver_webhook,
             webhooks.mark_webhook_dead,
             webhooks.sweep_webhook_deliveries,
+            rederive.list_subjects_to_rederive,
+            rederive.list_sessions_to_rederive,
+            rederive.rederive_session,
         ],
     )
     if not (services.settings.model_worker if model_worker is None else model_worker):

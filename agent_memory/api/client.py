@@ -48,6 +48,9 @@ from agent_memory.core.models import (
     MetadataValue,
     RebuildInput,
     RebuildResult,
+    RederiveInput,
+    RederiveReport,
+    RederiveResult,
     Session,
     TokenBudgetState,
     check_identifier,
@@ -93,6 +96,7 @@ from agent_memory.memory.evidence import SESSION_IDLE_STATE_SQL, AppendResult, a
 from agent_memory.memory.filters import NO_FILTER, MemoryFilter, matching_items
 from agent_memory.memory.ingest import check_not_future, check_time_not_future
 from agent_memory.memory.memory_store import list_facts
+from agent_memory.memory.rederive import rederive_report
 from agent_memory.memory.relations import RelationView, list_relations
 from agent_memory.memory.token_budget import check_daily_tokens, token_budget_state, write_token_budget
 from agent_memory.memory.tool_calls import (
@@ -145,6 +149,14 @@ from agent_memory.store.inventory import ImportanceSpread, importance_spread
 from agent_memory.store.scope import Mode, SubjectErasedError, subject_scope
 
 log = logging.getLogger(__name__)
+
+
+def _scope_attributes(tenant_id: str, subject_id: str | None) -> list[SearchAttributePair]:
+    """The search attributes of a run over a tenant, or over one of its subjects."""
+    attributes = [SearchAttributePair(TENANT_ID, tenant_id)]
+    if subject_id is not None:
+        attributes.append(SearchAttributePair(SUBJECT_ID, subject_id))
+    return attributes
 # A session with no new message for this long is consolidated as if its end hook had fired.
 DEFAULT_IDLE_TIMEOUT = timedelta(minutes=10)
 # Appends signal a session's idle timer at most once per this window (or half the idle timeout).
@@ -620,9 +632,7 @@ class MemoryClient:
             check_identifier("subject", subject_id)
         request_id = request_id or uuid.uuid4().hex[:16]  # each rebuild is a new check
         check_identifier("request id", request_id)
-        attributes = [SearchAttributePair(TENANT_ID, tenant_id)]
-        if subject_id is not None:
-            attributes.append(SearchAttributePair(SUBJECT_ID, subject_id))
+        attributes = _scope_attributes(tenant_id, subject_id)
         workflow_id = contract.rebuild_workflow_id(tenant_id, subject_id, request_id)
         if force:
             await register_operator_request(self.services.pool, self.services.keyring, "rebuild", workflow_id)
@@ -642,6 +652,37 @@ class MemoryClient:
         reports, total = await rebuild_reports(self.services.pool, result.tenant_id, result.request_id,
                                                limit=result.listed_max)
         return result.model_copy(update={"subjects": reports, "subjects_not_listed": max(0, total - len(reports))})
+
+    async def rederive(self, tenant_id: str, subject_id: str | None = None, *, dry_run: bool = True,
+                       all_sessions: bool = False, request_id: str | None = None,
+                       subjects_per_run: int = 100) -> WorkflowHandle:
+        """Re-derive stored memory under the workers' current extractor: the sessions of one
+        subject (or of every subject of the tenant) whose facts an older extractor wrote (every
+        consolidated session with `all_sessions`) are extracted again and compared with the
+        current facts (docs/lifecycle.md). A dry run (the default) lists the differences and
+        writes no event; otherwise the request is registered here first (operator_requests),
+        and the run applies them. Workflow id rederive/{tenant}/{subject or '*'}/{request}."""
+        check_identifier("tenant", tenant_id)
+        if subject_id is not None:
+            check_identifier("subject", subject_id)
+        request_id = request_id or uuid.uuid4().hex[:16]
+        check_identifier("request id", request_id)
+        attributes = _scope_attributes(tenant_id, subject_id)
+        workflow_id = contract.rederive_workflow_id(tenant_id, subject_id, request_id)
+        if not dry_run:
+            await register_operator_request(self.services.pool, self.services.keyring, "rederive", workflow_id)
+        return await self._start_once(
+            contract.REDERIVE_WORKFLOW,
+            RederiveInput(tenant_id=tenant_id, subject_id=subject_id, request_id=request_id, dry_run=dry_run,
+                          all_sessions=all_sessions, subjects_per_run=subjects_per_run),
+            workflow_id, attributes, RederiveResult)
+
+    async def rederive_result(self, handle: WorkflowHandle) -> RederiveReport:
+        """The re-derivation's totals (from the workflow) with each subject's differences (read
+        from the sessions' records in Postgres: they hold values, which the history never does)."""
+        result: RederiveResult = await handle.result()
+        subjects = await rederive_report(self.services.pool, result.tenant_id, result.request_id, result.dry_run)
+        return RederiveReport(result=result, subjects=subjects)
 
     async def write_fact(self, tenant_id: str, subject_id: str, namespace: str, key: str, value: str, *,
                          expected_version: int, evidence_message_ids: list[str],
@@ -964,8 +1005,8 @@ class MemoryClient:
                                reset: bool = False) -> TokenBudgetState:
         """Set the tenant's daily model-token budget (None or "unlimited": no budget), or with
         `reset` drop it (the deployment's default applies). A budget below 1 or not a whole number
-        is refused (InvalidInput naming daily_tokens). Consolidations parked on the budget are
-        signalled to check it again at once (a run the signal misses checks again within
+        is refused (InvalidInput naming daily_tokens). Consolidations and re-derivations parked on
+        the budget are signalled to check it again at once (a run the signal misses checks again within
         workflows.consolidation.BUDGET_RECHECK anyway)."""
         check_identifier("tenant", tenant_id)
         tokens = None if reset else check_daily_tokens(daily_tokens)
@@ -977,17 +1018,23 @@ class MemoryClient:
     async def parked_consolidations(self, tenant_id: str, subject_id: str | None = None) -> list[ParkedRun]:
         """The tenant's (or subject's) running consolidations parked on its token budget, from
         Temporal's visibility (a run's memo says so within a second or two of parking)."""
-        query = (f"{visibility_query(tenant_id, subject_id)} AND WorkflowType = '{contract.CONSOLIDATION_WORKFLOW}' "
+        return await self._parked_runs(tenant_id, subject_id, contract.CONSOLIDATION_WORKFLOW)
+
+    async def _parked_runs(self, tenant_id: str, subject_id: str | None, workflow_type: str) -> list[ParkedRun]:
+        query = (f"{visibility_query(tenant_id, subject_id)} AND WorkflowType = '{workflow_type}' "
                  "AND ExecutionStatus = 'Running'")
         return [ParkedRun(workflow_id=wf.id, run_id=wf.run_id, started_at=wf.start_time)
                 async for wf in self.services.temporal.list_workflows(query)
                 if public_memo_text(wf.raw_info.memo, contract.RUN_STATE_MEMO) == contract.PARKED_TOKEN_BUDGET]
 
     async def _signal_parked(self, tenant_id: str) -> int:
-        """Tell the tenant's parked consolidations that its budget changed; returns how many."""
+        """Tell the tenant's parked consolidations (and re-derivations) that its budget changed;
+        returns how many."""
         signalled = 0
         try:
-            for run in await self.parked_consolidations(tenant_id):
+            parked = [*await self.parked_consolidations(tenant_id),
+                      *await self._parked_runs(tenant_id, None, contract.REDERIVE_WORKFLOW)]
+            for run in parked:
                 with contextlib.suppress(RPCError):  # closed meanwhile
                     await self.services.temporal.get_workflow_handle(run.workflow_id, run_id=run.run_id).signal(
                         contract.SIGNAL_BUDGET_CHANGED)

@@ -20,7 +20,8 @@ DESCRIPTION = "`agent-memory`: feed sessions, inspect memory, erase subjects."
 
 def library_commands() -> list[click.Command]:
     """The library's commands, in the order the help lists them."""
-    return [memory.ingest, memory.end_session, runs.runs, erasure.erase, runs.rebuild, memory.recall, memory.context,
+    return [memory.ingest, memory.end_session, runs.runs, erasure.erase, runs.rebuild, runs.rederive,
+            memory.recall, memory.context,
             memory.prompt, policies.policy, policies.retention, memory.facts, memory.entities, memory.relations,
             policies.write_policy, policies.provider_policy, policies.token_budget, policies.consent, categories.categories, sessions.subjects,
             sessions.sessions,

@@ -17,7 +17,7 @@ from agent_memory.core.errors import InvalidInput
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from agent_memory.core.models import ErasureStatus, FactRow
+    from agent_memory.core.models import ErasureStatus, FactRow, RederiveReport
     from agent_memory.core.projection_models import ProjectionLag
     from agent_memory.core.run_metadata import RunPayloads
     from agent_memory.providers.policy import ProviderPolicy
@@ -189,3 +189,22 @@ def budget(value: int | None) -> int | None:
     if value is not None and value < 1:
         raise InvalidInput("--budget must be a positive number of tokens")
     return value
+
+
+def format_rederive(report: RederiveReport) -> str:
+    """A re-derivation: per subject its sessions and each difference by kind, then the totals."""
+    r = report.result
+    lines: list[str] = []
+    for subject in report.subjects:
+        lines.append(f"{subject.subject_id}: {len(subject.sessions)} session(s)")
+        for kind in ("added", "changed", "unsupported", "kept_confirmed", "withheld"):
+            for c in getattr(subject, kind):
+                values = (f"{c.current_value} → {c.derived_value}" if c.current_value and c.derived_value
+                          else c.derived_value or c.current_value or "")
+                lines.append(f"  {kind.replace('_', ' '):<15} {c.namespace}/{c.key}: {values}  ({c.reason})")
+    t = r.totals
+    what = "would change (dry run, nothing written)" if r.dry_run else f"{t.events_appended} events appended"
+    lines.append(f"{r.subjects} subject(s), {t.sessions} session(s) re-derived by {r.extractor or 'the extractor'}: "
+                 f"{t.added} added, {t.changed} changed, {t.unsupported} unsupported (left as they are), "
+                 f"{t.kept_confirmed} kept (confirmed), {t.withheld} withheld; {what}")
+    return "\n".join(lines)

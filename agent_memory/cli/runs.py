@@ -1,5 +1,5 @@
-"""Runs, stats and the operator's maintenance commands: runs, rebuild, stats, projection, sweep,
-reembed, compact, register-search-attributes."""
+"""Runs, stats and the operator's maintenance commands: runs, rebuild, rederive, stats, projection,
+sweep, reembed, compact, register-search-attributes."""
 
 from __future__ import annotations
 
@@ -79,6 +79,37 @@ async def rebuild(client: MemoryClient, services: Services, *, tenant: str, subj
           f"{rebuilt.subjects_repaired} repaired, {rebuilt.skipped_erased} erased; {rebuilt.rows} rows"
           + (f" ({rebuilt.subjects_not_listed} more subjects counted, not listed)"
              if rebuilt.subjects_not_listed else ""))
+
+
+@click.command("rederive", cls=Command, help="extract stored sessions again with the current extractor and apply "
+               "the differences as events (--dry-run: list them, write nothing)")
+@scoped(subject=False)
+@click.option("--subject", type=IDENTIFIER_SUBJECT, metavar="SUBJECT", help="one subject (default: every subject)")
+@click.option("--dry-run", is_flag=True, help="list what would change per subject; write no event")
+@click.option("--all-sessions", is_flag=True,
+              help="every consolidated session, not only those whose facts an older extractor wrote")
+@click.option("--request-id", type=IDENTIFIER_REQUEST, metavar="REQUEST_ID",
+              help="name the run (the same id attaches to it, or to its result)")
+@json_flag
+@with_client
+async def rederive(client: MemoryClient, services: Services, *, tenant: str, subject: str | None, dry_run: bool,
+                   all_sessions: bool, request_id: str | None, json: bool) -> None:
+    import sys
+
+    from agent_memory.cli.formatting import format_rederive
+    from agent_memory.cli.progress import Progress, wait_with_progress
+
+    handle = await client.rederive(tenant, subject, dry_run=dry_run, all_sessions=all_sessions,
+                                   request_id=request_id)
+    if not json:
+        print(f"workflow {handle.id}\n{services.settings.workflow_url(handle.id)}", file=sys.stderr)
+    report = await wait_with_progress(
+        handle, lambda: client.rederive_result(handle), Progress("rederive sessions", None, enabled=not json),
+        lambda p: (p.get("sessions_done", 0), p.get("sessions_total") or None, p.get("step", "")))
+    if json:
+        print_json(report.model_dump(mode="json"))
+        return
+    print(format_rederive(report))
 
 
 @click.command("stats", cls=Command, help="operator counters of a tenant (leak-filter drops, projection lag, "

@@ -37,11 +37,12 @@ ERASURE_REDRIVE_WORKFLOW: Final = "ErasureRedriveWorkflow"
 REEMBED_WORKFLOW: Final = "ReembedWorkflow"
 IDLE_TIMER_SWEEP_WORKFLOW: Final = "IdleTimerSweepWorkflow"
 WEBHOOK_DELIVERY_WORKFLOW: Final = "WebhookDeliveryWorkflow"
+REDERIVE_WORKFLOW: Final = "RederiveWorkflow"
 
 WORKFLOW_NAMES: Final = (CONSOLIDATION_WORKFLOW, ERASURE_WORKFLOW, REBUILD_WORKFLOW, SESSION_IDLE_WORKFLOW,
                          KEY_ROTATION_WORKFLOW, PHYSICAL_COMPACTION_WORKFLOW, PROJECTOR_WORKFLOW,
                          PROJECTION_SWEEP_WORKFLOW, MEMORY_SWEEP_WORKFLOW, ERASURE_REDRIVE_WORKFLOW,
-                         REEMBED_WORKFLOW, IDLE_TIMER_SWEEP_WORKFLOW, WEBHOOK_DELIVERY_WORKFLOW)
+                         REEMBED_WORKFLOW, IDLE_TIMER_SWEEP_WORKFLOW, WEBHOOK_DELIVERY_WORKFLOW, REDERIVE_WORKFLOW)
 
 # Signals of SessionIdleWorkflow (sent by the client by name).
 SIGNAL_TOUCH: Final = "touch"
@@ -108,6 +109,10 @@ WEBHOOK_RETRY_POLICY: Final = "webhook_retry_policy"
 DELIVER_WEBHOOK: Final = "deliver_webhook"
 MARK_WEBHOOK_DEAD: Final = "mark_webhook_dead"
 SWEEP_WEBHOOK_DELIVERIES: Final = "sweep_webhook_deliveries"
+# Re-derivation (workflows/rederive.py; the extraction is the consolidation's extract_facts)
+LIST_SUBJECTS_TO_REDERIVE: Final = "list_subjects_to_rederive"
+LIST_SESSIONS_TO_REDERIVE: Final = "list_sessions_to_rederive"
+REDERIVE_SESSION: Final = "rederive_session"
 
 ACTIVITY_NAMES: Final = (EXTRACT_FACTS, SCORE_IMPORTANCE, SUMMARIZE_SESSION, CHECK_CONFLICTS, COMMIT_CONSOLIDATION,
                          COUNT_UNCONSOLIDATED, LOCATE_PROVIDERS, CONSOLIDATE_IN_WORKER, CONSOLIDATE_WITH_REMOTE_PROVIDERS, PROJECT_VECTORS,
@@ -117,7 +122,8 @@ ACTIVITY_NAMES: Final = (EXTRACT_FACTS, SCORE_IMPORTANCE, SUMMARIZE_SESSION, CHE
                          ROTATE_KEY_ENCRYPTION_KEY, COMPACT_ERASED_DATA, PROJECT_OUTBOX_BATCH, WAKE_PROJECTOR,
                          SWEEP_PROJECTION_OUTBOX, SWEEP_FORGOTTEN_MEMORIES, APPLY_RETENTION, REDRIVE_STUCK_ERASURES,
                          BEGIN_REEMBEDDING, REEMBED_BATCH, SWITCH_EMBEDDING_MODEL, SWEEP_IDLE_TIMERS,
-                         WEBHOOK_RETRY_POLICY, DELIVER_WEBHOOK, MARK_WEBHOOK_DEAD, SWEEP_WEBHOOK_DELIVERIES)
+                         WEBHOOK_RETRY_POLICY, DELIVER_WEBHOOK, MARK_WEBHOOK_DEAD, SWEEP_WEBHOOK_DELIVERIES,
+                         LIST_SUBJECTS_TO_REDERIVE, LIST_SESSIONS_TO_REDERIVE, REDERIVE_SESSION)
 
 # --- Workflow ids (formats pinned: id reuse and attaching to a running run depend on them) ------
 
@@ -177,6 +183,12 @@ def rebuild_workflow_id(tenant_id: str, subject_id: str | None, request_id: str)
     return f"rebuild/{tenant_id}/{subject_id or '*'}/{request_id}"
 
 
+def rederive_workflow_id(tenant_id: str, subject_id: str | None, request_id: str) -> str:
+    """A re-derivation of one subject's sessions (`*`: every subject of the tenant); each request
+    is a run of its own."""
+    return f"rederive/{tenant_id}/{subject_id or '*'}/{request_id}"
+
+
 def reembed_workflow_id(tenant_id: str, target_model: str) -> str:
     """One re-embedding per tenant and target model (the model id may hold any character: its
     digest names the run)."""
@@ -224,7 +236,7 @@ def scheduled_workflow_id(schedule_id: str) -> str:
 
 
 # The per-tenant ids above put the tenant (an identifier: no '/') right after their prefix.
-_TENANT_ID_PREFIXES: Final = ("consolidate", "idle", "erase", "rebuild", "projector", "reembed")
+_TENANT_ID_PREFIXES: Final = ("consolidate", "idle", "erase", "rebuild", "projector", "reembed", "rederive")
 
 
 def workflow_id_tenant(workflow_id: str) -> str | None:

@@ -3,6 +3,7 @@ installs a hook that kills the process at a configured point. Without a hook eve
 
 Points: `after_record:<kind>` (a provider result recorded, before anything is written from it;
 kind = extract, importance, summary, plan, embed), `after_plan`, `after_commit`,
+`after_rederive_session` (a session's re-derivation committed, before the activity returns),
 `mid_projection` (after the first vector row of a batch), `mid_erasure:<store>` (a store's
 deletion committed, before the activity returns)."""
 

@@ -781,6 +781,146 @@ class RebuildResult(BaseModel):
 RebuildInput.model_rebuild()
 
 
+# --- re-derivation of stored memory under the current extractor (workflows/rederive.py) ---
+
+RederiveChangeKind = Literal["added", "changed", "unsupported", "kept_confirmed", "withheld"]
+REDERIVE_CHANGE_KINDS: tuple[RederiveChangeKind, ...] = ("added", "changed", "unsupported", "kept_confirmed",
+                                                         "withheld")
+
+
+class RederiveCounts(BaseModel):
+    """What a re-derivation found (and, unless a dry run, applied), by kind of difference."""
+
+    sessions: int = 0
+    added: int = 0  # a key the session states and the subject has never had a value of: created
+    changed: int = 0  # the session's own value extracted differently: corrected (the old value was wrong)
+    unsupported: int = 0  # a current value the new extraction no longer finds: listed, left as it is
+    kept_confirmed: int = 0  # a value a person wrote or confirmed: never changed, listed
+    withheld: int = 0  # the tenant's write policy keeps the new value out (namespace, consent, confirm keys)
+    events_appended: int = 0
+
+    def plus(self, other: RederiveCounts) -> RederiveCounts:
+        return RederiveCounts(**{name: getattr(self, name) + getattr(other, name) for name in type(self).model_fields})
+
+
+class RederiveInput(RunInput):
+    kind: Literal["rederive"] = "rederive"
+    tenant_id: str
+    subject_id: str | None = None  # None: every subject of the tenant
+    request_id: str
+    dry_run: bool = True  # list the differences, write no event
+    all_sessions: bool = False  # every consolidated session, not only those of an older extractor
+    # A tenant-wide run goes through the subjects a page at a time, continuing as a new run after
+    # each page: the last subject done, and what the earlier runs found.
+    subjects_per_run: int = Field(default=100, ge=1)
+    after_subject: str | None = None
+    carried: RederiveResult | None = None
+
+
+class RederiveSubjectInput(RunInput):
+    tenant_id: str
+    subject_id: str
+    all_sessions: bool = False
+
+
+class RederiveSessions(BaseModel):
+    extractor: str  # the current extractor, "rule-extractor/9"
+    sessions: list[str]
+
+
+class RederiveSessionInput(RunInput):
+    tenant_id: str
+    subject_id: str
+    session_id: str
+    request_id: str
+    extraction_operation_id: str  # the current extractor's recorded extraction of the session
+    dry_run: bool = True
+
+
+class RederiveChange(BaseModel):
+    """One difference between a session's facts and its extraction by the current extractor."""
+
+    change: RederiveChangeKind
+    namespace: str
+    key: str
+    current_value: str | None = None  # the fact's value now (None: no current value)
+    derived_value: str | None = None  # what the current extractor reads in the session (None: nothing)
+    memory_id: str
+    reason: str = ""
+
+
+class SessionRederive(BaseModel):
+    """A session's re-derivation as recorded in the operations ledger (it holds values: it is
+    read back by the client, never carried in a workflow's history)."""
+
+    subject_id: str
+    session_id: str
+    extractor: str
+    dry_run: bool
+    changes: list[RederiveChange]
+    events_appended: int = 0
+
+    def counts(self) -> RederiveCounts:
+        found = {kind: sum(c.change == kind for c in self.changes) for kind in REDERIVE_CHANGE_KINDS}
+        return RederiveCounts(sessions=1, events_appended=self.events_appended, **found)
+
+
+class SessionRederiveOutcome(BaseModel):
+    """What the workflow learns of a session: its record's operation id and counts, no value."""
+
+    operation_id: str
+    counts: RederiveCounts
+    reused: bool = False  # the session's record existed (a retry, a resumed run): nothing done again
+
+
+class RederiveProgress(BaseModel):
+    step: str
+    extractor: str = ""
+    subjects_done: int = 0
+    sessions_total: int = 0
+    sessions_done: int = 0
+    added: int = 0
+    changed: int = 0
+    unsupported: int = 0
+    kept_confirmed: int = 0
+    withheld: int = 0
+    events_appended: int = 0
+
+
+class RederiveResult(BaseModel):
+    workflow_id: str
+    request_id: str
+    tenant_id: str
+    subject_id: str | None
+    dry_run: bool
+    all_sessions: bool
+    extractor: str
+    subjects: int
+    totals: RederiveCounts
+
+
+class SubjectRederive(BaseModel):
+    """One subject's differences, per kind (what the client reads from the recorded sessions)."""
+
+    subject_id: str
+    sessions: list[str]
+    added: list[RederiveChange] = Field(default_factory=list)
+    changed: list[RederiveChange] = Field(default_factory=list)
+    unsupported: list[RederiveChange] = Field(default_factory=list)
+    kept_confirmed: list[RederiveChange] = Field(default_factory=list)
+    withheld: list[RederiveChange] = Field(default_factory=list)
+
+
+class RederiveReport(BaseModel):
+    """A re-derivation's result (counts, from the workflow) with its differences per subject."""
+
+    result: RederiveResult
+    subjects: list[SubjectRederive]
+
+
+RederiveInput.model_rebuild()
+
+
 # --- storable evidence text (validated at the edge, so ingest names the line and nothing is half-written) ---
 
 MAX_TURN_INDEX = 2**31 - 1  # a Postgres integer

@@ -15,6 +15,7 @@ existed must keep matching, so a retry after an upgrade finds its recorded resul
     plan/{session}/{extraction digest}/{round}                          PlanKey
     commit/{session}/{request digest}                                   CommitKey
     live/{request digest}                                               LiveWriteKey
+    {rederive|rederive-dry}/{request}/{subject}/{session}               RederiveKey
 
 `{model}-{model version}` is ambiguous when read back (both halves may hold dashes:
 `hashing-embedder-1`, `openai-compatible-embedder-1-text-embedding-3-small-1536`), which is why
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, NamedTuple, Protocol
 
 __all__ = ["KEY_COLUMNS", "CommitKey", "EmbedBatchKey", "EmbedKey", "KeyColumns", "LiveWriteKey", "OperationKey",
-           "PlanKey", "ProviderStep", "ProviderStepKey", "Versioned", "request_hash", "text_digest"]
+           "PlanKey", "ProviderStep", "ProviderStepKey", "RederiveKey", "Versioned", "request_hash", "text_digest"]
 
 
 def request_hash(request: dict[str, Any]) -> str:
@@ -268,4 +269,35 @@ class LiveWriteKey(_Key):
         return KeyColumns(key_digest=self.request_digest)
 
 
-OperationKey = EmbedKey | EmbedBatchKey | ProviderStepKey | PlanKey | CommitKey | LiveWriteKey
+@dataclass(frozen=True)
+class RederiveKey(_Key):
+    """One session's re-derivation within one operator request: its differences (a dry run) or
+    its differences and the events that applied them. Recorded once, so a retried activity or a
+    resumed run finds the session done; the extractor's name and version are stored with it, so
+    later runs know which sessions the current extractor has re-derived."""
+
+    request_id: str
+    subject_id: str
+    session_id: str
+    extractor: str
+    extractor_version: str
+    dry_run: bool
+
+    @property
+    def kind(self) -> str:
+        return "rederive-dry" if self.dry_run else "rederive"
+
+    @property
+    def prefix(self) -> str:
+        return self.kind
+
+    @property
+    def operation_id(self) -> str:
+        return f"{self.kind}/{self.request_id}/{self.subject_id}/{self.session_id}"
+
+    def columns(self) -> KeyColumns:
+        return KeyColumns(session_id=self.session_id, model=self.extractor, model_version=self.extractor_version,
+                          key_digest=self.request_id)
+
+
+OperationKey = EmbedKey | EmbedBatchKey | ProviderStepKey | PlanKey | CommitKey | LiveWriteKey | RederiveKey

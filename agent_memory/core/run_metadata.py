@@ -28,6 +28,7 @@ ID_PARTS = {
     "idle": ("tenant", "subject", "session"),
     "erase": ("tenant", "subject", "erasure request"),
     "rebuild": ("tenant", "subject", "request"),
+    "rederive": ("tenant", "subject", "request"),
     "reembed": ("tenant", "target model"),
     "projector": ("tenant", "subject"),
 }

@@ -35,7 +35,7 @@ from agent_memory.store.db import registered_tenants, tenant_transaction
 from agent_memory.store.scope import Mode, SubjectErasedError, subject_scope
 
 # Recorded provider results of a session that may quote what the session said.
-SESSION_RESULT_KINDS = ["extract", "plan", "importance", "summary"]
+SESSION_RESULT_KINDS = ["extract", "plan", "importance", "summary", "rederive", "rederive-dry"]
 SWEPT_TABLES = ("facts", "episodes", "observations", "entities", "entity_mentions", "relations", "memory_search",
                 "projection_outbox", "memory_vectors", "operations", "memory_events")
 

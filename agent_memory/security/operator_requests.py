@@ -4,7 +4,8 @@ Temporal is an orchestrator, not an authority: whoever reaches its frontend can 
 workflow. A run that destroys or rewrites more than its Schedule would therefore acts only on a
 registration made by an authorized caller for that very run: an erasure on its erasure request
 (agent_memory/lifecycle/erasure.py), a forced key rotation, a compaction of every table, a memory sweep with
-its own grace period or a forced rebuild on an operator request here. A registration names its
+its own grace period, a forced rebuild or a re-derivation that writes on an operator request
+here. A registration names its
 run by a keyed digest (the identifier key) of kind and workflow id.
 """
 
@@ -17,7 +18,7 @@ from psycopg_pool import AsyncConnectionPool
 from agent_memory.core.errors import Forbidden
 from agent_memory.security.keyring import KeyRing
 
-OperatorRequestKind = Literal["key-rotation", "compaction", "memory-sweep", "rebuild"]
+OperatorRequestKind = Literal["key-rotation", "compaction", "memory-sweep", "rebuild", "rederive"]
 
 
 class UnauthorizedRequestError(Forbidden):

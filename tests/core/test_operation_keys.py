@@ -22,6 +22,7 @@ from agent_memory.core.operation_keys import (
     LiveWriteKey,
     PlanKey,
     ProviderStepKey,
+    RederiveKey,
     text_digest,
 )
 from agent_memory.memory.corrections import write_fact
@@ -60,6 +61,14 @@ def test_each_key_renders_the_pinned_id():
     live = LiveWriteKey.for_request_hash(request_hash({"a": 1}))
     assert live.operation_id == "live/f9d86028c6e0d64e225186f9"
     assert (live.kind, live.prefix) == ("commit", "live")  # a live write is recorded as a commit
+    rederive = RederiveKey("r1", "lin", "s1", "rule-extractor", "9", dry_run=False)
+    assert rederive.operation_id == "rederive/r1/lin/s1" and rederive.kind == "rederive"
+    dry = RederiveKey("r2", "lin", "s1", "rule-extractor", "9", dry_run=True)
+    assert (dry.operation_id, dry.kind, dry.prefix) == ("rederive-dry/r2/lin/s1", "rederive-dry", "rederive-dry")
+    # The extractor and its version in their columns: which sessions the current one re-derived.
+    assert rederive.columns()._asdict() == {
+        "memory_id": None, "memory_version": None, "session_id": "s1", "model": "rule-extractor",
+        "model_version": "9", "key_digest": "r1", "plan_round": None}
 
 
 def _old_embed_id(memory_id, version, embedder, text):  # projection.embed_operation_id, as it was
