@@ -32,9 +32,9 @@ from typing import Literal
 import psycopg
 from psycopg.rows import class_row
 from psycopg_pool import AsyncConnectionPool
-from pydantic import BaseModel
+from pydantic import BaseModel, PrivateAttr
 
-from agent_memory.core.fact_text import fact_line
+from agent_memory.core.fact_text import fact_line, fact_line_parts
 from agent_memory.core.models import FactRow
 from agent_memory.core.timeexpr import format_day
 from agent_memory.memory.filters import NO_FILTER, MemoryFilter, matching_items
@@ -93,6 +93,9 @@ class ContextItem(BaseModel):
     session_id: str | None = None  # episodic: the session it comes from
     # profile: when the fact's value was last said again or confirmed (data only: not in the prompt)
     last_confirmed_at: datetime | None = None
+    # profile: (before, object, after, since) of a fact that may share its line with the facts said
+    # with it (agent_memory.recall.context.render_block); None when it reads alone
+    _shared_line: tuple[str, str, str, str] | None = PrivateAttr(default=None)
 
     @property
     def line(self) -> str:
@@ -254,10 +257,34 @@ def profile_items(facts: list[FactRow], query: str, policy: RecallPolicy,
     query_terms = _match_terms(query)
     kept = sorted((f for f in facts if f.confidence > policy.profile_min_confidence and in_task(f, session_id)),
                   key=lambda f: _profile_rank(f, query_terms))
-    return [ContextItem(kind="fact", memory_id=f.memory_id, content=f.value, tier="profile",
-                        text=f"{fact_line(f.namespace, f.key, f.value)} (since {format_day(f.valid_from)})",
-                        cited_message_ids=f.evidence_message_ids, score=float(len(kept) - n),
-                        happened_at=f.valid_from, last_confirmed_at=f.last_confirmed_at) for n, f in enumerate(kept)]
+    items = []
+    for n, f in enumerate(_said_together_adjacent(kept)):
+        before, named, after = fact_line_parts(f.namespace, f.key, f.value)
+        since = f" (since {format_day(f.valid_from)})"
+        item = ContextItem(kind="fact", memory_id=f.memory_id, content=f.value, tier="profile",
+                           text=f"{before}{named}{after}{since}", cited_message_ids=f.evidence_message_ids,
+                           score=float(len(kept) - n), happened_at=f.valid_from, last_confirmed_at=f.last_confirmed_at)
+        if named:
+            item._shared_line = (before, named, after, since)
+        items.append(item)
+    return items
+
+
+def _said_together_adjacent(facts: list[FactRow]) -> list[FactRow]:
+    """The ranked facts with each fact said together with a higher-ranked one (same namespace,
+    same messages, same start: "allergic to peanuts and shellfish") moved right after it, so the
+    two can share a line."""
+    groups: dict[tuple, list[FactRow]] = {}
+    for f in facts:
+        groups.setdefault((f.namespace, tuple(f.evidence_message_ids), f.valid_from), []).append(f)
+    placed: set[str] = set()
+    ordered: list[FactRow] = []
+    for f in facts:
+        if f.memory_id not in placed:
+            for member in groups[(f.namespace, tuple(f.evidence_message_ids), f.valid_from)]:
+                placed.add(member.memory_id)
+                ordered.append(member)
+    return ordered
 
 
 def block_tokens(text: str) -> int:
@@ -269,6 +296,35 @@ def _cost(item: ContextItem) -> int:
     return estimate_tokens(item.line) + 1  # +1: the newline before it
 
 
+def _joins(line: list[ContextItem], item: ContextItem) -> bool:
+    """Whether `item` shares the line of `line` (facts said together): the same wording around
+    the object, the same start and the same citations."""
+    first = line[0]._shared_line if line else None
+    mine = item._shared_line
+    return (first is not None and mine is not None and (first[0], first[2], first[3]) == (mine[0], mine[2], mine[3])
+            and item.cited_message_ids == line[0].cited_message_ids)
+
+
+def _line_text(line: list[ContextItem]) -> str:
+    """Facts said together on one line: "- likes coconut milk, chocolate (since …) [D1:3]"."""
+    if len(line) == 1:
+        return line[0].line
+    before, _, after, since = line[0]._shared_line  # type: ignore[misc]
+    text = f"{before}{', '.join(i._shared_line[1] for i in line)}{after}{since}"  # type: ignore[index]
+    return ContextItem(kind="fact", memory_id="", text=text, content="", cited_message_ids=line[0].cited_message_ids,
+                       score=0.0).line
+
+
+def _profile_lines(items: list[ContextItem]) -> list[list[ContextItem]]:
+    lines: list[list[ContextItem]] = []
+    for item in items:
+        if lines and _joins(lines[-1], item):
+            lines[-1].append(item)
+        else:
+            lines.append([item])
+    return lines
+
+
 def pack_tiers(items: list[ContextItem], policy: RecallPolicy) -> list[ContextItem]:
     """The profile greedily within its budget (header included), then the episodic items by
     score within theirs plus what the profile left, at most `max_episodes` summaries; an
@@ -277,10 +333,19 @@ def pack_tiers(items: list[ContextItem], policy: RecallPolicy) -> list[ContextIt
     profile = [i for i in items if i.tier == "profile"]
     used = 0
     header = block_tokens(PROFILE_HEADER)
+    line: list[ContextItem] = []  # the last line packed: an item said with it joins it
     for item in profile:
+        if line and line[-1] is chosen[-1] and _joins(line, item):
+            cost = estimate_tokens(_line_text([*line, item])) - estimate_tokens(_line_text(line))
+            if header + used + cost <= policy.profile_tokens:
+                chosen.append(item)
+                line.append(item)
+                used += cost
+            continue
         cost = _cost(item)
         if header + used + cost <= policy.profile_tokens:
             chosen.append(item)
+            line = [item]
             used += cost
     profile_used = header + used if used else 0
     allowance = min(policy.episodic_tokens + policy.profile_tokens - profile_used, policy.total_tokens - profile_used)
@@ -302,7 +367,8 @@ def pack_tiers(items: list[ContextItem], policy: RecallPolicy) -> list[ContextIt
 
 
 def render_block(header: str, items: list[ContextItem]) -> str:
-    return "\n".join([header, *(i.line for i in items)]) if items else ""
+    """A tier as the prompt shows it: its header, then an item a line, facts said together sharing one."""
+    return "\n".join([header, *(_line_text(line) for line in _profile_lines(items))]) if items else ""
 
 
 def _tie_order(happened_at: datetime | None, session_id: str | None, message_ids: list[str],
