@@ -4,14 +4,20 @@ memory; the recall score boosts what was recalled often and recently, within a b
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
-
-import pytest
 
 from agent_memory.core.models import Message, Session
 from agent_memory.lifecycle.erasure import scan_residue
 from agent_memory.recall.recall_policy import DEFAULT_POLICY, access_activation
-from agent_memory.store.access import PENDING_KEY, access_key, access_rows, pending_member, record_access
+from agent_memory.store.access import (
+    PENDING_KEY,
+    AccessRecorder,
+    access_key,
+    access_rows,
+    pending_member,
+    record_access,
+)
 from agent_memory.store.db import tenant_transaction
 from agent_memory.store.redis_keys import subject_keys
 from tests.sessions import commit_notes
@@ -35,15 +41,6 @@ async def _counts(services, tenant: str, subject: str) -> dict[str, int]:
         cur = await conn.execute("SELECT memory_id::text, access_count FROM memory_access "
                                  "WHERE tenant_id = %s AND subject_id = %s", (tenant, subject))
         return dict(await cur.fetchall())
-
-
-@pytest.fixture(autouse=True)
-async def manual_flush(services):
-    """Flushes only when a test asks: the session's periodic flusher would race the assertions."""
-    saved, services.access.flush_seconds = services.access.flush_seconds, None
-    await services.access.stop()
-    yield
-    services.access.flush_seconds = saved
 
 
 def _canoe_notes(context) -> list[str]:
@@ -79,6 +76,24 @@ async def test_reads_are_counted_in_redis_and_the_flush_lands_them(client, servi
         cur = await conn.execute("SELECT bool_and(first_accessed_at <= last_accessed_at AND last_accessed_at <= now()) "
                                  "FROM memory_access WHERE tenant_id = %s AND subject_id = %s", (tenant, subject))
         assert (await cur.fetchone())[0] is True
+
+
+async def test_the_periodic_flush_lands_counts_without_being_asked(client, services, tenant):
+    subject = "lin-periodic"
+    await _commit(client, services, tenant, subject, sessions=1)
+    recorder = AccessRecorder(services.pool, services.redis, services.keyring, flush_seconds=0.2)
+    try:
+        recorder.record(tenant, subject, [i.memory_id for i in
+                                          (await client.context(tenant, subject, "the canoe at the lake")).items])
+        for _ in range(100):
+            if await access_rows(services.pool, tenant, subject):
+                break
+            await asyncio.sleep(0.05)
+        # Counted once by this recorder and once by the client's own: both land, neither twice.
+        await services.access.flush()
+        assert set((await _counts(services, tenant, subject)).values()) == {2}
+    finally:
+        await recorder.close()
 
 
 async def test_the_frequently_recalled_of_two_equal_memories_ranks_first(client, services, tenant):
