@@ -35,6 +35,9 @@ async def services(tmp_path_factory):
     # Only the embedded services: ignore any URLs of the developer's environment.
     settings = Settings.from_env({"AGENT_MEMORY_HOME": str(home)})
     async with open_stack(settings, start=True, ports=Ports.free(), scratch=True) as services:
+        # Reads' access counts are flushed when a test asks (services.access.flush()): a periodic
+        # flush would move them between two looks at Redis (tests/recall/test_access.py runs one).
+        services.access.flush_seconds = None
         yield services
 
 

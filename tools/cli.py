@@ -136,6 +136,8 @@ async def bench_erase(args: Namespace, settings: Settings) -> int:
               help="the embedder (default: the offline default)")
 @click.option("--throughput-texts", type=int, default=512, metavar="N",
               help="passages the embedders' throughput is measured on (default 512; 0: not measured)")
+@click.option("--access-off", is_flag=True,
+              help="also measure context with the access term off (access_weight=0), interleaved with it on")
 @json_flag
 @with_args
 async def bench_recall(args: Namespace, settings: Settings) -> int:

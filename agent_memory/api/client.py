@@ -896,9 +896,11 @@ class MemoryClient:
         if session_id is not None:
             check_session_id(session_id)
         query_text("query", query)
-        return await assemble_context(self.services.pool, self.services.keyring, self.embedder, tenant_id, subject_id,
-                                      query, as_of=as_of, token_budget=token_budget, policy=policy,
-                                      session_id=session_id, redis=self.services.redis, filters=filters)
+        context = await assemble_context(self.services.pool, self.services.keyring, self.embedder, tenant_id,
+                                         subject_id, query, as_of=as_of, token_budget=token_budget, policy=policy,
+                                         session_id=session_id, redis=self.services.redis, filters=filters)
+        self.services.access.record(tenant_id, subject_id, (i.memory_id for i in context.items))
+        return context
 
     async def build_prompt(self, tenant_id: str, subject_id: str, session_id: str, user_input: str, *,
                            system: str = DEFAULT_SYSTEM, as_of: datetime | None = None,
@@ -909,9 +911,11 @@ class MemoryClient:
         per subject: another subject's session of the same id is not this one."""
         query_text("input", user_input)
         query_text("system", system)
-        return await build_prompt(self.services.pool, self.services.keyring, self.services.redis, self.embedder,
-                                  tenant_id, subject_id, session_id, user_input, system=system, as_of=as_of,
-                                  token_budget=token_budget, policy=policy, summarizer=self.summarizer)
+        built = await build_prompt(self.services.pool, self.services.keyring, self.services.redis, self.embedder,
+                                   tenant_id, subject_id, session_id, user_input, system=system, as_of=as_of,
+                                   token_budget=token_budget, policy=policy, summarizer=self.summarizer)
+        self.services.access.record(tenant_id, subject_id, built.cited_item_ids)
+        return built
 
     async def recall_policy(self, tenant_id: str) -> RecallPolicy:
         """The tenant's recall policy (the shipped default when none was set)."""
@@ -951,8 +955,11 @@ class MemoryClient:
         check_identifier("tenant", tenant_id)
         check_identifier("subject", subject_id)
         query_text("query", query)
-        return await recall(self.services.pool, self.services.keyring, self.embedder, tenant_id, subject_id, query,
-                            limit=limit, as_of=as_of, redis=self.services.redis, filters=filters)
+        found = await recall(self.services.pool, self.services.keyring, self.embedder, tenant_id, subject_id, query,
+                             limit=limit, as_of=as_of, redis=self.services.redis, filters=filters)
+        self.services.access.record(tenant_id, subject_id,
+                                    [*(f.memory_id for f in found.facts), *(e.memory_id for e in found.episodes)])
+        return found
 
     async def erasure_counts(self, tenant_id: str) -> ErasureCounts:
         """Erasure requests still started, stuck (over an hour), and re-driven by the Schedule."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from agent_memory.core.settings import TEMPORAL_ALIASES, Settings, variable
 from agent_memory.security.crypto import KeyProvider, key_provider_for
 from agent_memory.security.keyring import KeyRing
 from agent_memory.security.payload_codec import RejectionSink, encrypted_data_converter
+from agent_memory.store.access import AccessRecorder
 from agent_memory.store.counters import add_counts_if_known
 from agent_memory.store.db import apply_migrations, open_pool, pending_migrations, set_app_role_password
 
@@ -202,6 +203,11 @@ class Services:
     redis: Redis
     temporal: Client
     keyring: KeyRing
+    # Reads' accesses, recorded in Redis off their latency and flushed to Postgres (store/access.py).
+    access: AccessRecorder = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.access = AccessRecorder(self.pool, self.redis, self.keyring)
 
     @classmethod
     async def open(cls, settings: Settings) -> Services:
@@ -222,5 +228,6 @@ class Services:
         return cls(settings=settings, pool=pool, redis=redis, temporal=temporal, keyring=keyring)
 
     async def close(self) -> None:
+        await self.access.close()
         await self.redis.aclose()
         await self.pool.close()

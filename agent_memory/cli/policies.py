@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 # The policies' fields, for the help (tests/cli check they match the models).
 RECALL_POLICY_FIELDS = ("tau_days", "window_days", "min_relevance", "importance_base", "importance_slope",
                         "profile_min_confidence", "profile_tokens", "episodic_tokens", "max_episodes", "episode_tokens",
-                        "total_tokens", "recent_tokens", "recent_turns")
+                        "total_tokens", "recent_tokens", "recent_turns", "access_weight", "access_decay")
 RETENTION_FIELDS = ("episode_days", "note_days", "candidate_days", "temporary_fact_days", "tool_call_days",
                     "webhook_delivery_days")
 WRITE_POLICY_FIELDS = ("stored_namespaces", "consent_namespaces", "confirm_keys", "corroborate_keys")

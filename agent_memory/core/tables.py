@@ -139,6 +139,9 @@ TABLES: tuple[Table, ...] = (
     Table("tool_calls", "bookkeeping", erasure="delete", store="operations"),
     # Webhook deliveries about the subject (memory/webhooks.py): ids and counts, never content.
     Table("webhook_deliveries", "bookkeeping", erasure="delete", store="operations"),
+    # How often and how recently each memory was recalled (store/access.py): usage telemetry outside
+    # the event log (a rebuild does not reproduce it); deleted with the operations.
+    Table("memory_access", "bookkeeping", erasure="delete", store="operations"),
     Table("messages", "evidence", erasure="delete", store="messages"),
     Table("sessions", "evidence", erasure="delete", store="messages"),
     Table("subject_keys", "bookkeeping", erasure="shred"),

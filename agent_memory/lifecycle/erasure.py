@@ -26,6 +26,7 @@ from agent_memory.memory.webhooks import enqueue_erasure_completed
 from agent_memory.security.crypto import decrypt_reason
 from agent_memory.security.keyring import KeyRing
 from agent_memory.security.operator_requests import UnauthorizedRequestError
+from agent_memory.store.access import forget_pending, pending_residue
 from agent_memory.store.db import fetch_one, tenant_transaction
 from agent_memory.store.redis_keys import delete_subject_keys, registry_key, subject_keys
 from agent_memory.store.scope import Mode, subject_scope
@@ -171,6 +172,7 @@ async def erase_store(pool: AsyncConnectionPool, redis: Redis, keyring: KeyRing,
             if recorded is None:  # count before deleting, so a retry after a crash keeps the figure
                 await _record_count(conn, tenant_id, request_id, store, len(keys))
         await delete_subject_keys(redis, tenant_id, subject_id)
+        await forget_pending(redis, tenant_id, subject_id)  # its access counts went with its keys
         return len(keys) if recorded is None else recorded
     async with tenant_transaction(pool, tenant_id) as conn:
         recorded = await _recorded_count(conn, tenant_id, request_id, store)
@@ -227,7 +229,8 @@ async def shred_subject_key(pool: AsyncConnectionPool, tenant_id: str, subject_i
 async def scan_residue(pool: AsyncConnectionPool, redis: Redis, tenant_id: str, subject_id: str) -> dict[str, int]:
     """Count what is left of the subject in every store; every figure must be 0."""
     residue: dict[str, int] = {"working_memory": len(await subject_keys(redis, tenant_id, subject_id))
-                                                  + await redis.exists(registry_key(tenant_id, subject_id))}
+                                                  + await redis.exists(registry_key(tenant_id, subject_id))
+                                                  + await pending_residue(redis, tenant_id, subject_id)}
     async with tenant_transaction(pool, tenant_id) as conn:
         for store, tables in SQL_STORES.items():
             total = 0

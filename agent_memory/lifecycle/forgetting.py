@@ -46,6 +46,7 @@ from agent_memory.memory.events import (
 from agent_memory.memory.memory_store import record_event, subject_key
 from agent_memory.security.crypto import SubjectKey
 from agent_memory.security.keyring import KeyRing
+from agent_memory.store.access import delete_memory_access
 from agent_memory.store.db import reading_agent
 from agent_memory.store.scope import Mode, subject_scope
 
@@ -242,6 +243,8 @@ async def _forget_one(conn: psycopg.AsyncConnection, key: SubjectKey, mid: uuid.
     cur = await conn.execute("DELETE FROM memory_vectors WHERE tenant_id = %s AND subject_id = %s AND memory_id = %s",
                              (tenant_id, subject_id, mid))
     vectors = cur.rowcount
+    # Its recall statistics are telemetry of a memory no read may serve any more: dropped, not restored.
+    await delete_memory_access(conn, tenant_id, subject_id, [mid])
     await conn.execute(
         """
         INSERT INTO forgotten_memories (tenant_id, subject_id, memory_id, memory_kind, version, session_ids,

@@ -31,6 +31,7 @@ from agent_memory.core.run_inputs import RunInput
 from agent_memory.lifecycle.compaction import request_compaction
 from agent_memory.memory.apply import LIVE, drop_memory_rows
 from agent_memory.security.keyring import KeyRing
+from agent_memory.store.access import delete_memory_access
 from agent_memory.store.db import registered_tenants, tenant_transaction
 from agent_memory.store.scope import Mode, SubjectErasedError, subject_scope
 
@@ -140,6 +141,7 @@ async def _sweep_one(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id: str
             "AND (memory_id = %s OR (kind = ANY(%s) AND session_id = ANY(%s)))",
             (tenant_id, subject_id, memory_id, SESSION_RESULT_KINDS, sessions))
         result.operations_deleted += cur.rowcount
+        result.rows_deleted += await delete_memory_access(conn, tenant_id, subject_id, [memory_id])
         # Only this memory's events up to its forget: the policy allows no other.
         cur = await conn.execute("DELETE FROM memory_events WHERE tenant_id = %s AND memory_id = %s "
                                  "AND aggregate_version <= %s", (tenant_id, memory_id, version))
@@ -165,6 +167,8 @@ async def memory_residue(conn: psycopg.AsyncConnection, tenant_id: str, subject_
              + (SELECT count(*) FROM memory_vectors WHERE tenant_id = %(t)s AND memory_id = %(m)s AND version <= %(v)s)
              + (SELECT count(*) FROM memory_events WHERE tenant_id = %(t)s AND memory_id = %(m)s
                                                      AND aggregate_version <= %(v)s)
+             + (SELECT count(*) FROM memory_access WHERE tenant_id = %(t)s AND subject_id = %(s)s
+                                                     AND memory_id = %(m)s)
              + (SELECT count(*) FROM operations WHERE tenant_id = %(t)s AND subject_id = %(s)s
                    AND ((memory_id = %(m)s AND memory_version <= %(v)s)
                         OR (kind = ANY(%(k)s) AND session_id = ANY(%(sessions)s))))

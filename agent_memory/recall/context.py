@@ -5,7 +5,8 @@
 - **Episodic**: episode summaries and notes, found by two index projections — BM25 over
   `memory_search` and cosine distance over `memory_vectors` — and by the entities the question
   names (the memories of the messages that mention them, agent_memory.recall.entity_route),
-  fused by reciprocal rank into a relevance normalised to [0, 1], then scored relevance × time decay × importance and cut to the
+  fused by reciprocal rank into a relevance normalised to [0, 1], then scored relevance × time decay × importance
+  × access (how often and how recently each was recalled, agent_memory.store.access) and cut to the
   recall window and the minimum relevance (agent_memory.recall.recall_policy); a question about a
   sequence also brings in the notes next in time to the best hits (agent_memory.recall.sequence).
   It gets its own budget plus what the profile left.
@@ -50,6 +51,7 @@ from agent_memory.recall.sequence import ANCHORS, STEP_DECAY, Direction, neighbo
 from agent_memory.recall.vector_search import nearest
 from agent_memory.security.keyring import KeyRing
 from agent_memory.security.leak_filter import filter_context
+from agent_memory.store.access import read_access
 from agent_memory.store.db import tenant_transaction
 from agent_memory.store.lexical import bm25_search
 from agent_memory.store.scope import Mode, subject_scope
@@ -530,6 +532,20 @@ async def _with_neighbours(conn: psycopg.AsyncConnection, tenant_id: str, subjec
     return _ranked(list(by_id.values()))
 
 
+async def _with_access(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, episodic: list[ContextItem],
+                       as_of: datetime | None, policy: RecallPolicy) -> list[ContextItem]:
+    """The items' scores times their access factor (agent_memory.recall.recall_policy), re-ranked:
+    one read of the flushed access rows of the candidates, in the read's last transaction. A
+    memory never recalled keeps its score."""
+    stats = await read_access(conn, tenant_id, subject_id, (i.memory_id for i in episodic))
+    if not stats:
+        return episodic
+    scored_at = as_of or datetime.now(UTC)
+    boosted = [i.model_copy(update={"score": i.score * policy.access_factor(a.count, a.first_at, a.last_at, scored_at)})
+               if (a := stats.get(i.memory_id)) is not None else i for i in episodic]
+    return _ranked(boosted)
+
+
 async def load_policy(pool: AsyncConnectionPool, tenant_id: str) -> RecallPolicy:
     async with tenant_transaction(pool, tenant_id) as conn:
         return await read_policy(conn, tenant_id)
@@ -581,6 +597,8 @@ async def assemble_context(pool: AsyncConnectionPool, keyring: KeyRing, embedder
         if (direction := sequence_direction(query)) is not None:
             episodic = await _with_neighbours(scope.conn, tenant_id, subject_id, query, episodic, direction, as_of,
                                               since, policy)
+        if policy.access_weight > 0 and episodic:
+            episodic = await _with_access(scope.conn, tenant_id, subject_id, episodic, as_of, policy)
         if filters != NO_FILTER:
             facts = [f for f in facts if filters.fact_matches(f)]
             episodic = [i for i in episodic if filters.wants("episode")

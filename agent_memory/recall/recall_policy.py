@@ -6,9 +6,13 @@ Episodic items (episode summaries and notes) are scored
 
     relevance × exp(−Δt / τ) × (importance_base + importance_slope · importance)
 
+    × (1 + access_weight · activation)
+
 with Δt from the item's time to the as-of time of the read and importance 1–10 from
 consolidation; items older than `window_days` before the as-of time, or with a relevance below
-`min_relevance`, are not candidates. Facts are
+`min_relevance`, are not candidates. The access term rewards what was recalled often and
+recently (`access_activation`): in [0, 1), 0 for a memory never recalled, so the factor is 1 for
+it (today's score), at most 1 + access_weight for any; `access_weight=0` turns it off. Facts are
 the profile: current facts above `profile_min_confidence`, not decayed, in their own tier.
 
 Budgets (tokens): profile ≤ `profile_tokens`, episodic ≤ `episodic_tokens` (at most
@@ -22,6 +26,8 @@ the last `recent_turns` turns are kept verbatim.
 from __future__ import annotations
 
 import json
+import math
+from datetime import datetime
 from typing import Literal
 
 import psycopg
@@ -50,6 +56,11 @@ class RecallPolicy(BaseModel):
     total_tokens: int = Field(default=1200, ge=1)
     recent_tokens: int = Field(default=1000, ge=0)
     recent_turns: int = Field(default=6, ge=1, description="the live session's last turns, always verbatim")
+    access_weight: float = Field(default=0.2, ge=0, le=1,
+                                 description="the largest boost of an episodic item recalled often and recently: "
+                                             "score × (1 + access_weight · activation); 0: off")
+    access_decay: float = Field(default=0.5, gt=0, lt=1,
+                                description="ACT-R's decay d of each past recall's trace, t^−d with t in days")
 
     @model_validator(mode="after")
     def _tiers_fit(self) -> RecallPolicy:
@@ -61,6 +72,13 @@ class RecallPolicy(BaseModel):
     def importance_factor(self, importance: int) -> float:
         return self.importance_base + self.importance_slope * importance
 
+    def access_factor(self, count: int, first_at: datetime | None, last_at: datetime | None,
+                      at: datetime) -> float:
+        """1 + access_weight · access_activation: 1 when off or never recalled."""
+        if self.access_weight == 0 or count <= 0 or first_at is None or last_at is None:
+            return 1.0
+        return 1.0 + self.access_weight * access_activation(count, first_at, last_at, at, self.access_decay)
+
     def scaled(self, total: int) -> RecallPolicy:
         """The same policy with every memory tier scaled to a total of `total` tokens."""
         if total == self.total_tokens:
@@ -70,6 +88,40 @@ class RecallPolicy(BaseModel):
             "total_tokens": total, "profile_tokens": int(self.profile_tokens * ratio),
             "episodic_tokens": int(self.episodic_tokens * ratio),
             "episode_tokens": max(16, int(self.episode_tokens * ratio))})
+
+
+# A recall's trace is counted at least this old (days): one just made weighs as one an hour old,
+# so the strength stays finite.
+MIN_ACCESS_AGE_DAYS = 1 / 24
+
+
+def access_activation(count: int, first_at: datetime, last_at: datetime, at: datetime, decay: float) -> float:
+    """How strongly past recalls speak for a memory at `at`, in [0, 1).
+
+    ACT-R's base-level learning sums a trace per past recall, S = Σ t_j^−d (t_j the age of the
+    j-th recall in days, activation B = ln S). Only the count n and the first and last times are
+    kept, so S is Petrov's (2006) approximation: the last recall exactly, the other n − 1 spread
+    evenly over the lifetime L since the first one,
+
+        S ≈ t_n^−d + (n − 1) · (L^(1−d) − t_n^(1−d)) / ((1 − d) · (L − t_n)),
+
+    and mapped to 1 − exp(−S) = 1 − exp(−e^B): 0 with no recall, toward 1 for many recent
+    ones. One recall an hour ago gives 0.99, a day ago 0.63, a month ago 0.17; five spread over the
+    last month, the latest a day ago, 0.89. Recalls recorded after `at` (an as-of read of the
+    past) are not known apart from the others: when the first one is after `at` the memory counts
+    as never recalled, otherwise every time is taken as at most `at`."""
+    if count <= 0 or first_at > at:
+        return 0.0
+    t_last = max((at - min(last_at, at)).total_seconds() / 86400, MIN_ACCESS_AGE_DAYS)
+    lifetime = max((at - first_at).total_seconds() / 86400, t_last)
+    strength = t_last ** -decay
+    if count > 1:
+        if lifetime - t_last < 1e-9:  # every recall at one time
+            strength += (count - 1) * t_last ** -decay
+        else:
+            strength += ((count - 1) * (lifetime ** (1 - decay) - t_last ** (1 - decay))
+                         / ((1 - decay) * (lifetime - t_last)))
+    return 1.0 - math.exp(-strength)
 
 
 PRESETS: dict[PresetName, RecallPolicy] = {

@@ -5,19 +5,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from agent_memory.core.models import (
-    ConflictPlan,
-    ExtractionResult,
-    ImportanceResult,
-    Message,
-    Observation,
-    Session,
-    SummaryResult,
-)
-from agent_memory.core.operation_keys import CommitKey
-from agent_memory.memory.memory_store import commit_consolidation
+from agent_memory.core.models import Message, Session
 from agent_memory.providers.offline import offline_providers
 from agent_memory.recall.context import assemble_context
+from tests.sessions import commit_notes
 
 # An import: every message carries the session's time, and many notes match "tea" equally well.
 AT = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
@@ -33,18 +24,7 @@ def _imported(session_id: str) -> Session:
 
 async def _commit(client, services, tenant, subject: str) -> None:
     for session_id in (f"{subject}/s1", f"{subject}/s2"):  # session ids are unique in a tenant
-        s = _imported(session_id)
-        await client.append_messages(tenant, subject, s)
-        summary = SummaryResult(sentences=[], token_count=0, observations=[
-            Observation(text=f"Lin: {m.content}", source_message_ids=[m.message_id], happened_at=m.created_at)
-            for m in s.messages])
-        request = {"session": session_id}
-        await commit_consolidation(
-            services.pool, services.keyring, tenant_id=tenant, subject_id=subject, session_id=session_id,
-            key=CommitKey.for_request(session_id, request), request=request,
-            extraction=ExtractionResult(provider="test", extractor="written-out", extractor_version="1", facts=[]),
-            plan=ConflictPlan(decisions=[]), importance=ImportanceResult(importance=5), summary=summary,
-            happened_at=AT)
+        await commit_notes(client, services, tenant, subject, _imported(session_id), AT)
 
 
 async def test_two_subjects_with_one_conversation_get_the_same_context(client, services, tenant):

@@ -7,8 +7,14 @@ profile) and the vector projection (OutboxProjector, the configured embedder), g
 from one size to the next. At each size the same queries run, interleaved, through:
 - context, routes in parallel (what ships: profile, lexical and vector routes with asyncio.gather),
 - context, routes one after another (a single route at a time, for comparison),
-- prompt (context plus the live session's turns from working memory).
-Figures are milliseconds (p50/p95/p99) and the parallel/sequential ratio. With --total-rows, the
+- prompt (context plus the live session's turns from working memory),
+- with --access-off, context with the access term off as well (routes in parallel, access_weight 0,
+  nothing recorded): the read as it is without access statistics, beside the default policy's
+  (access term on, each read's memories recorded in Redis as the client does, the Services'
+  flusher adding them to Postgres every 30 s). Before measuring at a size, the subject gets
+  access statistics: the memories of 50 earlier contexts and 10% of the others, recorded over the
+  past 30 days and flushed.
+Figures are milliseconds (p50/p95/p99) and the parallel/sequential (and on/off) ratio. With --total-rows, the
 tenant also holds filler memories of other subjects (5,000 each: an index row and a vector each,
 loaded by COPY with rows shaped like the write path's, before the measured subject grows; the
 vectors are their texts' embeddings when the embedder is fast enough, else random), so the
@@ -61,12 +67,17 @@ from agent_memory.providers.openai.compat import providers_for
 from agent_memory.recall.context import assemble_context
 from agent_memory.recall.prompt import build_prompt
 from agent_memory.recall.recall_policy import DEFAULT_POLICY
+from agent_memory.store.access import access_rows, record_access
+from agent_memory.store.db import tenant_transaction
 from agent_memory.store.lexical import search_text, term_count
 from workers.heap import startup_heap_frozen
 
 TENANT, SUBJECT = "bench", "bench-subject"
 PER_SESSION = 100
 ROUTES = ("context-parallel", "context-sequential", "prompt")
+ACCESS_OFF_ROUTE = "context-access-off"
+ACCESS_OFF_POLICY = DEFAULT_POLICY.model_copy(update={"access_weight": 0.0})
+SEEDING_CONTEXTS, SEEDED_SHARE, SEEDING_DAYS = 50, 0.1, 30
 NAMES = ("Ana", "Bo", "Chen", "Dara", "Eli", "Farah", "Gus", "Hana", "Ivo", "Jun", "Kai", "Lena")
 VERBS = ("fixed", "painted", "sold", "borrowed", "cleaned", "photographed", "planted", "repaired", "cooked", "found")
 NOUNS = ("bicycle", "violin", "lantern", "garden", "canoe", "kitchen", "telescope", "piano", "quilt", "greenhouse",
@@ -78,7 +89,7 @@ FACTS = (("location", "home_city", "Lisbon"), ("work", "job", "architect"), ("pe
 
 class LatencyRow(BaseModel):
     memories: int
-    route: str  # context-parallel | context-sequential | prompt
+    route: str  # context-parallel | context-sequential | prompt | context-access-off
     queries: int
     p50_ms: float
     p95_ms: float
@@ -94,6 +105,7 @@ class RecallBenchReport(BaseModel):
     load_seconds: dict[int, float]  # size -> seconds to grow the store to it (write path + vectors)
     # Passages embedded per second by each offline embedder, batches of 32 interleaved in one run.
     embedding_throughput: dict[str, float] = {}
+    access_rows: dict[int, int] = {}  # size -> the subject's access statistics when measured
 
     def render(self) -> str:
         filler = (f", beside {self.filler_memories:,} memories of other subjects ({self.filler_vectors} vectors)"
@@ -109,6 +121,13 @@ class RecallBenchReport(BaseModel):
             if "context-parallel" in by and "context-sequential" in by:
                 p, s = by["context-parallel"], by["context-sequential"]
                 lines.append(f"{size:>9} parallel/sequential p50 {p.p50_ms / s.p50_ms:.2f}, p95 {p.p95_ms / s.p95_ms:.2f}")
+            if "context-parallel" in by and ACCESS_OFF_ROUTE in by:
+                on, off = by["context-parallel"], by[ACCESS_OFF_ROUTE]
+                lines.append(f"{size:>9} access on/off p50 {on.p50_ms / off.p50_ms:.2f}, p95 {on.p95_ms / off.p95_ms:.2f}, "
+                             f"p99 {on.p99_ms / off.p99_ms:.2f}")
+        if self.access_rows:
+            lines.append("memories with access statistics: " + ", ".join(
+                f"{size}: {rows}" for size, rows in sorted(self.access_rows.items())))
         lines.append("store growth (write path + vectors): " + ", ".join(
             f"{size}: {secs:.1f} s" for size, secs in sorted(self.load_seconds.items())))
         if self.embedding_throughput:
@@ -189,12 +208,42 @@ async def _measure(services: Services, embedder: Embedder, queries: int, rng: ra
                 built = await build_prompt(services.pool, services.keyring, services.redis, embedder, TENANT,
                                            SUBJECT, "live", query, policy=DEFAULT_POLICY)
                 count = len(built.cited_item_ids)
+            elif route == ACCESS_OFF_ROUTE:
+                ctx = await assemble_context(services.pool, services.keyring, embedder, TENANT, SUBJECT, query,
+                                             policy=ACCESS_OFF_POLICY)
+                count = len(ctx.items)
             else:
                 ctx = await assemble_context(services.pool, services.keyring, embedder, TENANT, SUBJECT, query,
                                              policy=DEFAULT_POLICY, parallel=route == "context-parallel")
+                if route == "context-parallel":  # what the client does after a read
+                    services.access.record(TENANT, SUBJECT, (i.memory_id for i in ctx.items))
                 count = len(ctx.items)
             times.append((time.perf_counter() - t) * 1000)
             items.append(count)
+
+
+async def _seed_access(services: Services, embedder: Embedder, rng: random.Random) -> int:
+    """Access statistics as a subject in use has them: the memories of earlier contexts and a
+    share of the others, recorded over the past SEEDING_DAYS days, then flushed; returns the rows."""
+    now = datetime.now(UTC)
+
+    def past() -> datetime:
+        return now - timedelta(days=rng.uniform(0, SEEDING_DAYS))
+
+    for _ in range(SEEDING_CONTEXTS):
+        ctx = await assemble_context(services.pool, services.keyring, embedder, TENANT, SUBJECT, _query(rng),
+                                     policy=ACCESS_OFF_POLICY)
+        await record_access(services.redis, TENANT, SUBJECT, [i.memory_id for i in ctx.items], at=past())
+    async with tenant_transaction(services.pool, TENANT) as conn:
+        cur = await conn.execute("SELECT memory_id::text FROM observations WHERE tenant_id = %(t)s AND subject_id = %(s)s "
+                                 "UNION ALL SELECT memory_id::text FROM episodes WHERE tenant_id = %(t)s "
+                                 "AND subject_id = %(s)s", {"t": TENANT, "s": SUBJECT})
+        ids = [row[0] for row in await cur.fetchall()]
+    chosen = rng.sample(ids, int(len(ids) * SEEDED_SHARE))
+    for start in range(0, len(chosen), 50):
+        await record_access(services.redis, TENANT, SUBJECT, chosen[start:start + 50], at=past())
+    await services.access.flush()
+    return await access_rows(services.pool, TENANT, SUBJECT)
 
 
 def _row(size: int, route: str, times: list[float], items: list[int]) -> LatencyRow:
@@ -289,7 +338,8 @@ async def _name_partition_indexes(conn: psycopg.AsyncConnection, parent_index: s
 
 
 async def run_recall_bench(services: Services, *, sizes: list[int], queries: int, embedder: Embedder | None = None,
-                           seed: int = 7, throughput_texts: int = 512, total_rows: int = 0) -> RecallBenchReport:
+                           seed: int = 7, throughput_texts: int = 512, total_rows: int = 0,
+                           access_off: bool = False) -> RecallBenchReport:
     rng = random.Random(seed)
     embedder = embedder or providers_for(services.settings).embedder
     filler_vectors = ""
@@ -307,6 +357,7 @@ async def run_recall_bench(services: Services, *, sizes: list[int], queries: int
                          value=value, expected_version=0, evidence_message_ids=["live:0"])
     rows: list[LatencyRow] = []
     load_seconds: dict[int, float] = {}
+    access: dict[int, int] = {}
     stored = 0
     for size in sorted(sizes):
         # Each session adds its episode and PER_SESSION - 1 notes: PER_SESSION memories.
@@ -315,15 +366,17 @@ async def run_recall_bench(services: Services, *, sizes: list[int], queries: int
         await _grow(services, projector, stored // PER_SESSION, sessions, rng)
         load_seconds[size] = round(time.perf_counter() - t0, 1)
         stored += sessions * PER_SESSION
+        access[stored] = await _seed_access(services, embedder, rng)
         await _vacuum_analyze(services)
-        routes: dict[str, tuple[list[float], list[int]]] = {route: ([], []) for route in ROUTES}
+        measured = (*ROUTES, ACCESS_OFF_ROUTE) if access_off else ROUTES
+        routes: dict[str, tuple[list[float], list[int]]] = {route: ([], []) for route in measured}
         with startup_heap_frozen():
             await _measure(services, embedder, queries, rng, routes)
         rows += [_row(stored, route, times, items) for route, (times, items) in routes.items()]
     throughput = await embedding_throughput([_sentence(rng) for _ in range(throughput_texts)]) if throughput_texts else {}
     return RecallBenchReport(embedder=getattr(embedder, "name", type(embedder).__name__),
                              filler_memories=max(0, total_rows - max(sizes)), filler_vectors=filler_vectors, rows=rows,
-                             load_seconds=load_seconds, embedding_throughput=throughput)
+                             load_seconds=load_seconds, embedding_throughput=throughput, access_rows=access)
 
 
 async def recall_bench_command(args: argparse.Namespace, settings: Settings) -> int:
@@ -336,6 +389,6 @@ async def recall_bench_command(args: argparse.Namespace, settings: Settings) -> 
     async with scratch_stack(settings, "bench-recall", embedded_only=True) as services:
         report = await run_recall_bench(services, sizes=sizes, queries=args.queries,
                                         embedder=local_embedder(args.embedder), total_rows=args.total_rows,
-                                        throughput_texts=args.throughput_texts)
+                                        throughput_texts=args.throughput_texts, access_off=args.access_off)
     print(json.dumps(report.model_dump(mode="json"), indent=2) if args.json else report.render())
     return 0

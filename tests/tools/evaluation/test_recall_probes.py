@@ -9,7 +9,7 @@ import pytest
 from agent_memory.cli.core import parse_args
 from agent_memory.providers.embedders import local_embedder
 from tools.cli import build_parser
-from tools.evaluation.recall_bench import ROUTES, run_recall_bench
+from tools.evaluation.recall_bench import ACCESS_OFF_ROUTE, ROUTES, run_recall_bench
 from tools.evaluation.recall_probes import SPLITS, load_recall_probes, run_recall_probes
 
 
@@ -53,15 +53,19 @@ async def _hnsw_indexes(services) -> list[str]:
 async def test_the_recall_benchmark_reports_every_route_at_each_size(services):
     indexes = await _hnsw_indexes(services)
     report = await run_recall_bench(services, sizes=[200, 400], queries=3, throughput_texts=64, total_rows=1_400,
-                                    embedder=local_embedder("hashing"))
+                                    embedder=local_embedder("hashing"), access_off=True)
     # The filler is bulk-loaded with the HNSW indexes dropped, then built again as migrated; its
     # vectors are its texts' (the hashing embedder does 1,000 in well under a second).
     assert indexes and await _hnsw_indexes(services) == indexes
     assert report.filler_vectors == "embedded" and "(embedded vectors)" in report.render()
-    assert [(r.memories, r.route) for r in report.rows] == [(n, route) for n in (200, 400) for route in ROUTES]
+    assert [(r.memories, r.route) for r in report.rows] == [(n, route) for n in (200, 400)
+                                                            for route in (*ROUTES, ACCESS_OFF_ROUTE)]
+    # Measured with access statistics in place, on beside off.
+    assert all(report.access_rows[n] > 0 for n in (200, 400)) and "access on/off" in report.render()
     assert report.filler_memories == 1_000 and "beside 1,000 memories of other subjects" in report.render()
     assert all(r.queries == 3 and r.p50_ms > 0 and r.mean_items > 0 for r in report.rows)
     assert set(report.embedding_throughput) == {"hashing", "e5-small"}
     assert "parallel/sequential" in report.render()
-    args = parse_args(build_parser(), ["bench", "recall", "--memories", "1000", "50000", "--total-rows", "1000000"])
-    assert (args.sizes, args.total_rows) == ([1000, 50000], 1_000_000)
+    args = parse_args(build_parser(), ["bench", "recall", "--memories", "1000", "50000", "--total-rows", "1000000",
+                                       "--access-off"])
+    assert (args.sizes, args.total_rows, args.access_off) == ([1000, 50000], 1_000_000, True)
