@@ -445,14 +445,14 @@ class _Reader:
 
 
 def extract_relations(messages: list[Message], entities: list[ExtractedEntity],
-                      subject_role: str = "user") -> list[ExtractedRelation]:
+                      subject_role: str = "user", holder: str | None = None) -> list[ExtractedRelation]:
     """The relations the subject-role speakers state between the session's entities (and
-    themselves), checked by kept_relations, in message order."""
-    shared = len({_speaker_name(m) for m in messages if m.role == subject_role} - {None}) > 1
+    themselves), checked by kept_relations, in message order; `holder` is the account holder of a
+    shared seat (agent_memory.core.seat.session_holder), whose "my" is the subject's."""
     names = _Names.of(entities)
     drafts: list[RelationDraft] = []
     for message in messages:
-        owner = _possessor(message, shared, subject_role)
+        owner = _possessor(message, holder, subject_role)
         if message.role != subject_role or owner is None:
             continue
         reader = _Reader(message, owner, names)
