@@ -84,7 +84,7 @@ class MemoryFilter(BaseModel):
 
     def held_by(self, metadata: dict[str, MetadataValue]) -> bool:
         """Whether a memory's own metadata satisfies the filter's message narrowing: it holds the
-        filter's pairs, and the filter names no scope (a memory's own metadata has none)."""
+        filter's pairs, and the filter names no scope or speaker (a memory's own metadata has none)."""
         return self.metadata is not None and not self.scope and self.speaker is None and all(
             k in metadata and metadata[k] == v for k, v in self.metadata.items())
 
@@ -138,8 +138,8 @@ async def matching_messages(conn: psycopg.AsyncConnection, tenant_id: str, subje
         clauses.append(sql.SQL("{} = %s").format(sql.Identifier(name)))
         params.append(value)
     if filters.speaker is not None:
-        clauses.append(sql.SQL("lower(btrim(speaker)) = %s"))
-        params.append(filters.speaker.strip().lower())
+        clauses.append(sql.SQL("lower(btrim(speaker)) = lower(btrim(%s))"))  # one case folding, the database's
+        params.append(filters.speaker)
     cur = await conn.execute(sql.SQL("SELECT message_id FROM messages WHERE {}").format(sql.SQL(" AND ").join(clauses)),
                              params)
     return {row[0] for row in await cur.fetchall()}
