@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from agent_memory.core.models import ExtractionResult, KnownFact, Message
+from agent_memory.core.relations import SUBJECT
 from agent_memory.core.seat import ANOTHER_SPEAKER, session_holder
 from agent_memory.providers.offline import RuleFactExtractor
 from tests.providers.offline.test_entities import session
@@ -108,3 +109,5 @@ def test_a_message_without_a_speaker_in_a_shared_session_is_the_holders():
                              "I live in Berlin."))
     assert facts(result) == {("diet", "restriction", "vegetarian"), ("location", "home_city", "Berlin")}
     assert result.withheld == {ANOTHER_SPEAKER: 1}
+    assert ("Lin", "lives_in", "Berlin") in edges(result)  # from the holder, not from an unnamed "subject"
+    assert SUBJECT not in {e.name for e in result.entities} | {r.source for r in result.relations}
