@@ -126,3 +126,32 @@ async def test_the_holders_profile_holds_only_theirs_and_the_speaker_filter_read
         assert payload(await mcp.call_tool("facts", {"subject": "lin", "speaker": "Mia"})) == []
 
     assert (await rebuild_subject(services.pool, services.keyring, tenant, "lin")).equal
+
+
+def _seat(session_id: str, start: datetime, *turns: tuple[str, str, str]) -> Session:
+    return Session(session_id=session_id, started_at=start, messages=[
+        Message(message_id=f"{session_id}:{n + 1}", turn_index=n, role=role, speaker=speaker, content=text,
+                created_at=start + timedelta(minutes=n)) for n, (role, speaker, text) in enumerate(turns)])
+
+
+async def test_in_chinese_the_holder_is_found_by_the_known_name_in_a_later_session(client, services, tenant,
+                                                                                   running_worker):
+    first = _seat("zh1", START, ("user", "林晓", "我叫林晓，住在杭州。"), ("assistant", "助手", "好的，林晓。"))
+    # 米娅 speaks first here, but the subject's known name is 林晓: the session is 林晓's.
+    shared = _seat("zh2", START + timedelta(days=3), ("user", "米娅", "我对花生过敏。我在华为公司上班，住在苏州。"),
+                   ("user", "林晓", "我吃素。"), ("assistant", "助手", "记下了。"))
+    async with running_worker():
+        results = []
+        for s in (first, shared):
+            await client.append_messages(tenant, "linxiao", s)
+            results.append(await client.consolidation_result(
+                await client.end_session(tenant, "linxiao", s.session_id)))
+    assert results[1].withheld == {ANOTHER_SPEAKER: 1}
+    facts = {(f.namespace, f.key, f.value) for f in await client.facts(tenant, "linxiao")}
+    assert facts == {("profile", "name", "林晓"), ("location", "home_city", "杭州"),
+                     ("diet", "restriction", "vegetarian")}
+    edges = {(r.source_name, r.relation, r.target_name) for r in await client.relations(tenant, "linxiao")}
+    assert {("米娅", "works_at", "华为公司"), ("米娅", "lives_in", "苏州"), ("林晓", "lives_in", "杭州")} <= edges
+    hers = await client.recall(tenant, "linxiao", "花生 华为 苏州", filters=memory_filter(speaker="米娅"))
+    assert hers.facts == [] and [e.session_id for e in hers.episodes] == ["zh2"]
+    assert (await rebuild_subject(services.pool, services.keyring, tenant, "linxiao")).equal
