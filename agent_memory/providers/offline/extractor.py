@@ -20,6 +20,9 @@ The extractor works sentence by sentence and clause by clause:
   times are read by agent_memory.core.timeexpr, the one date parser.
 - **Dialogue.** A user's bare answer to the assistant's question ("Which team?" → "The Minnesota
   Wolves!") fills the slot the question asked for.
+- **Speakers.** When several named speakers share the user's role (a shared seat), only the
+  account holder's messages state facts (agent_memory.core.seat); another speaker's own statements
+  give their edges (`relations.py`), and the values no edge holds are counted as withheld.
 
 Where each part lives, in this package:
 
