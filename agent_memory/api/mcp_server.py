@@ -68,7 +68,14 @@ from agent_memory.core.models import (
 )
 from agent_memory.memory.categories import CATEGORIES_MAX
 from agent_memory.memory.evidence import NO_PARENT
-from agent_memory.memory.filters import NAMESPACE_MAX_CHARS, NAMESPACES_MAX, MemoryKind, memory_filter
+from agent_memory.memory.filters import (
+    NAMESPACE_MAX_CHARS,
+    NAMESPACES_MAX,
+    SPEAKER_FILTER,
+    SPEAKER_MAX_CHARS,
+    MemoryKind,
+    memory_filter,
+)
 from agent_memory.memory.tool_calls import (
     LEASE_DEFAULT_SECONDS,
     LEASE_MAX_SECONDS,
@@ -125,6 +132,7 @@ AppId = Annotated[str | None, Field(
 RunId = Annotated[str | None, Field(
     description=f"{SCOPE_DESCRIPTIONS['run_id']} ({IDENTIFIER_RULE}); in a filter: only memories citing its "
                 "messages", min_length=1, max_length=IDENTIFIER_MAX_CHARS, pattern=IDENTIFIER_SCHEMA_PATTERN)]
+Speaker = Annotated[str | None, Field(description=SPEAKER_FILTER, min_length=1, max_length=SPEAKER_MAX_CHARS)]
 Since = Annotated[datetime | None, Field(description="only what became true or happened from then on (ISO 8601)")]
 Until = Annotated[datetime | None, Field(description="only what became true or happened until then (ISO 8601)")]
 CallKey = Annotated[str, Field(
@@ -354,7 +362,8 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
         "profile and the relevant past sessions and notes as text, and the items it is made of, each "
         "with the ids of the messages it cites. What a session taught is there once the session is "
         "consolidated (`end_session`). `kinds`, `namespaces`, the tenant's `categories`, `since`, `until`, "
-        "`metadata` and the scope (`agent_id`, `app_id`, `run_id` of the cited messages) narrow it."))
+        "`metadata`, the scope (`agent_id`, `app_id`, `run_id` of the cited messages) and the `speaker` who said "
+        "them narrow it."))
     @_answers
     async def context(
             subject: SubjectId, query: Query, ctx: Context,
@@ -367,11 +376,12 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
                 min_length=1, max_length=IDENTIFIER_MAX_CHARS, pattern=IDENTIFIER_SCHEMA_PATTERN)] = None,
             kinds: Kinds = None, namespaces: Namespaces = None, since: Since = None, until: Until = None,
             metadata: MetadataFilter = None, agent_id: AgentId = None, app_id: AppId = None, run_id: RunId = None,
-            categories: Categories = None,
+            categories: Categories = None, speaker: Speaker = None,
     ) -> dict[str, Any]:
         tenant = (await need(ctx, "read")).tenant_id
         filters = memory_filter(kinds=kinds, namespaces=namespaces, since=since, until=until, metadata=metadata,
-                                agent_id=agent_id, app_id=app_id, run_id=run_id, categories=categories)
+                                agent_id=agent_id, app_id=app_id, run_id=run_id, categories=categories,
+                                speaker=speaker)
         assembled = await client.context(tenant, subject, query, token_budget=budget, session_id=session,
                                          filters=filters)
         return {"text": assembled.text, "items": [i.model_dump(mode="json") for i in assembled.items]}
@@ -381,14 +391,16 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
         "holds, when it was last said again or confirmed (`last_confirmed_at`), what wrote it "
         "(`extracted_by`) and the ids of the messages it was learned from. Facts of a session appear once it is "
         "consolidated. `namespaces`, `since` and `until` keep the facts of those namespaces that became "
-        "true in that range; `agent_id`, `app_id` and `run_id` those learned from that scope's messages."))
+        "true in that range; `agent_id`, `app_id` and `run_id` those learned from that scope's messages, "
+        "`speaker` those learned from what that speaker said."))
     @_answers
     async def facts(subject: SubjectId, ctx: Context, namespaces: Namespaces = None, since: Since = None,
                     until: Until = None, agent_id: AgentId = None, app_id: AppId = None,
-                    run_id: RunId = None, categories: Categories = None) -> list[dict[str, Any]]:
+                    run_id: RunId = None, categories: Categories = None,
+                    speaker: Speaker = None) -> list[dict[str, Any]]:
         tenant = (await need(ctx, "read")).tenant_id
         filters = memory_filter(namespaces=namespaces, since=since, until=until, agent_id=agent_id, app_id=app_id,
-                                run_id=run_id, categories=categories)
+                                run_id=run_id, categories=categories, speaker=speaker)
         return [f.model_dump(mode="json") for f in await client.facts(tenant, subject, filters=filters)]
 
     @server.tool(description=(
@@ -412,7 +424,8 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
         "Search the person's memory (needs a read key): the facts and the past sessions nearest the "
         f"query, at most `limit` of each ({RECALL_LIMIT_MIN} to {RECALL_LIMIT_MAX}); narrowed to `kinds` "
         "(fact, episode), fact `namespaces`, what became true or happened between `since` and `until`, and "
-        "what cites a message whose `metadata` holds given pairs or of a given `agent_id`, `app_id` or `run_id`."))
+        "what cites a message whose `metadata` holds given pairs, of a given `agent_id`, `app_id` or `run_id`, or "
+        "said by a given `speaker` (one of several people speaking under one account)."))
     @_answers
     async def recall(
             subject: SubjectId, query: Query, ctx: Context,
@@ -421,10 +434,11 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
                 ge=RECALL_LIMIT_MIN, le=RECALL_LIMIT_MAX)] = RECALL_LIMIT_DEFAULT,
             kinds: Kinds = None, namespaces: Namespaces = None, since: Since = None, until: Until = None,
             metadata: MetadataFilter = None, agent_id: AgentId = None, app_id: AppId = None,
-            run_id: RunId = None, categories: Categories = None) -> dict[str, Any]:
+            run_id: RunId = None, categories: Categories = None, speaker: Speaker = None) -> dict[str, Any]:
         tenant = (await need(ctx, "read")).tenant_id
         filters = memory_filter(kinds=kinds, namespaces=namespaces, since=since, until=until, metadata=metadata,
-                                agent_id=agent_id, app_id=app_id, run_id=run_id, categories=categories)
+                                agent_id=agent_id, app_id=app_id, run_id=run_id, categories=categories,
+                                speaker=speaker)
         return (await client.recall(tenant, subject, query, limit=limit, filters=filters)).model_dump(mode="json")
 
     @server.tool(description=(

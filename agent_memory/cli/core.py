@@ -27,6 +27,7 @@ from agent_memory.core.errors import AgentMemoryError, ServiceUnavailable
 if TYPE_CHECKING:
     from agent_memory.api.services import Services
     from agent_memory.core.settings import Settings
+    from agent_memory.memory.filters import MemoryFilter
 
 PROG = "agent-memory"
 CONTEXT: dict[str, Any] = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -361,6 +362,18 @@ def preset_policy(name: str | None) -> Any:
 
 def json_flag(f: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--json", is_flag=True)(f)
+
+
+def speaker_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    """`--speaker NAME`: only memories citing a message that speaker said (agent_memory.memory.filters)."""
+    return click.option("--speaker", metavar="SPEAKER", help="only memories citing a message said by this speaker "
+                        "(a message's speaker, case aside): one of several people speaking under one account")(f)
+
+
+def speaker_filter(speaker: str | None) -> MemoryFilter:
+    from agent_memory.memory.filters import NO_FILTER, memory_filter
+
+    return NO_FILTER if speaker is None else memory_filter(speaker=speaker)
 
 
 def scoped(subject: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

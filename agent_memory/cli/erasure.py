@@ -16,6 +16,8 @@ from agent_memory.cli.core import (
     json_flag,
     print_json,
     scoped,
+    speaker_filter,
+    speaker_option,
     with_client,
 )
 
@@ -135,14 +137,15 @@ async def restore(client: MemoryClient, services: Services, *, tenant: str, subj
               "0600) instead of standard output; a new file only, never through a symbolic link")
 @click.option("--force", is_flag=True, help="with --out: replace an existing regular file (a symbolic link is still "
               "refused)")
+@speaker_option
 @with_client
 async def export(client: MemoryClient, services: Services, *, tenant: str, subject: str, out: Path | None,
-                 force: bool) -> None:
+                 force: bool, speaker: str | None) -> None:
     from agent_memory.cli.formatting import check_private_target, write_private
 
     if out is not None:
         check_private_target(out, force=force)
-    document = (await client.export(tenant, subject)).model_dump_json(indent=2)
+    document = (await client.export(tenant, subject, filters=speaker_filter(speaker))).model_dump_json(indent=2)
     if out is None:
         print(document)
     else:

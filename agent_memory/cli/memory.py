@@ -19,6 +19,8 @@ from agent_memory.cli.core import (
     preset_policy,
     print_json,
     scoped,
+    speaker_filter,
+    speaker_option,
     with_client,
 )
 
@@ -73,13 +75,14 @@ async def end_session(client: MemoryClient, services: Services, *, tenant: str, 
 @click.argument("query")
 @click.option("--limit", type=POSITIVE, default=5, metavar="LIMIT", help="episodes at most (default 5)")
 @click.option("--as-of", type=TIME, metavar="AS_OF")
+@speaker_option
 @json_flag
 @with_client
 async def recall(client: MemoryClient, services: Services, *, tenant: str, subject: str, query: str, limit: int,
-                 as_of: datetime | None, json: bool) -> None:
+                 as_of: datetime | None, speaker: str | None, json: bool) -> None:
     from agent_memory.cli.formatting import format_fact
 
-    recalled = await client.recall(tenant, subject, query, limit=limit, as_of=as_of)
+    recalled = await client.recall(tenant, subject, query, limit=limit, as_of=as_of, filters=speaker_filter(speaker))
     if json:
         print_json(recalled.model_dump(mode="json"))
         return
@@ -99,14 +102,16 @@ async def recall(client: MemoryClient, services: Services, *, tenant: str, subje
 @click.option("--as-of", type=TIME, metavar="AS_OF")
 @click.option("--preset", type=Choice(PRESET_NAMES), metavar="{" + ",".join(PRESET_NAMES) + "}",
               help="read under this recall policy preset instead of the tenant's policy")
+@speaker_option
 @json_flag
 @with_client
 async def context(client: MemoryClient, services: Services, *, tenant: str, subject: str, query: str,
-                  budget: int | None, as_of: datetime | None, preset: str | None, json: bool) -> None:
+                  budget: int | None, as_of: datetime | None, preset: str | None, speaker: str | None,
+                  json: bool) -> None:
     from agent_memory.cli import formatting
 
     assembled = await client.context(tenant, subject, query, as_of=as_of, token_budget=formatting.budget(budget),
-                                     policy=preset_policy(preset))
+                                     policy=preset_policy(preset), filters=speaker_filter(speaker))
     if json:
         print_json(assembled.model_dump(mode="json"))
     else:
@@ -149,10 +154,11 @@ async def prompt(client: MemoryClient, services: Services, *, tenant: str, subje
               help="also the candidate area: inferred or unconfirmed facts, with their evidence")
 @click.option("--confirm", metavar="CANDIDATE_ID",
               help="confirm this candidate (its memory_id in --candidates --json): it becomes current")
+@speaker_option
 @json_flag
 @with_client
 async def facts(client: MemoryClient, services: Services, *, tenant: str, subject: str, as_of: datetime | None,
-                history: str | None, candidates: bool, confirm: str | None, json: bool) -> None:
+                history: str | None, candidates: bool, confirm: str | None, speaker: str | None, json: bool) -> None:
     from agent_memory.cli.formatting import format_fact
 
     if confirm:
@@ -162,7 +168,8 @@ async def facts(client: MemoryClient, services: Services, *, tenant: str, subjec
         else:
             print(f"confirmed candidate {confirm}: it is the current value now ({confirmed.operation_id})")
         return
-    rows = await client.facts(tenant, subject, as_of=as_of, history=history is not None, candidates=candidates)
+    rows = await client.facts(tenant, subject, as_of=as_of, history=history is not None, candidates=candidates,
+                              filters=speaker_filter(speaker))
     if history:
         ns, _, key = history.rpartition("/")
         rows = [r for r in rows if r.key == key and (not ns or r.namespace == ns)]

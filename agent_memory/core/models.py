@@ -357,6 +357,10 @@ class ExtractionResult(ProviderResult):
     relations: list[ExtractedRelation] = Field(default_factory=list)
     # Digest of the current facts the extractor was shown (set by the extract_facts activity).
     current_facts_digest: str | None = None
+    # Statements the extractor read but kept out of `facts`, counted by reason: `another_speaker` is
+    # what another person sharing the account said about themselves that no relation holds
+    # (agent_memory.core.seat). The commit counts them with the write gate's.
+    withheld: dict[str, int] = Field(default_factory=dict)
 
 
 class ImportanceResult(ProviderResult):

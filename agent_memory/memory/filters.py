@@ -1,7 +1,7 @@
 """What a reader narrows a search or a listing to: the kinds of memory, fact namespaces
 (location, diet, work, ...), the tenant's own categories (agent_memory.memory.categories), a time
-range, and the metadata and the scope (agent, app, run) of the messages a memory cites. One model
-for every surface, so a filter refused on one is refused on all."""
+range, and the metadata, the scope (agent, app, run) and the speaker of the messages a memory
+cites. One model for every surface, so a filter refused on one is refused on all."""
 
 from __future__ import annotations
 
@@ -32,12 +32,16 @@ T = TypeVar("T")
 MemoryKind = Literal["fact", "episode"]
 NAMESPACE_MAX_CHARS = 64
 NAMESPACES_MAX = 50
+SPEAKER_MAX_CHARS = 200  # as Message.speaker
+SPEAKER_FILTER = ("only memories citing a message said by this speaker (a message's `speaker`, case aside): what one "
+                  "person said when several speak under one account")
 
 
 class MemoryFilter(BaseModel):
     """Kinds of memory (recall, context), fact namespaces, a time range — when a fact became true
     (`valid_from`) or an episode happened, within [since, until] — pairs the metadata of a cited
-    message must hold, and the agent, app and run a cited message belongs to. Unset: no narrowing."""
+    message must hold, the agent, app and run a cited message belongs to, and who said it (the
+    speaker). Unset: no narrowing."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -53,9 +57,14 @@ class MemoryFilter(BaseModel):
     agent_id: str | None = None
     app_id: str | None = None
     run_id: str | None = None
+    # The speaker a cited message must have (Message.speaker, case and surrounding spaces aside): what
+    # one person said when several speak under one account.
+    speaker: str | None = Field(default=None, min_length=1, max_length=SPEAKER_MAX_CHARS)
 
     @model_validator(mode="after")
     def _check(self) -> MemoryFilter:
+        if self.speaker is not None and (not self.speaker.strip() or not self.speaker.isprintable()):
+            raise InvalidInput("speaker is invalid: give a speaker's name as the messages carry it, e.g. Mia")
         for name in self.namespaces or ():
             if not 1 <= len(name) <= NAMESPACE_MAX_CHARS:
                 raise InvalidInput(f"namespace {name[:40]!r} is invalid: use 1 to {NAMESPACE_MAX_CHARS} characters, "
@@ -75,8 +84,8 @@ class MemoryFilter(BaseModel):
 
     def held_by(self, metadata: dict[str, MetadataValue]) -> bool:
         """Whether a memory's own metadata satisfies the filter's message narrowing: it holds the
-        filter's pairs, and the filter names no scope (a memory's own metadata has none)."""
-        return self.metadata is not None and not self.scope and all(
+        filter's pairs, and the filter names no scope or speaker (a memory's own metadata has none)."""
+        return self.metadata is not None and not self.scope and self.speaker is None and all(
             k in metadata and metadata[k] == v for k, v in self.metadata.items())
 
     def within_key_limits(self) -> MemoryFilter:
@@ -100,12 +109,12 @@ class MemoryFilter(BaseModel):
         return {name: value for name in SCOPE_FIELDS if (value := getattr(self, name)) is not None}
 
     def narrows_content(self) -> bool:
-        """Whether it keeps only some memories by what they cite or say (metadata, scope, categories)."""
+        """Whether it keeps only some memories by what they cite or say (metadata, scope, speaker, categories)."""
         return self.narrows_messages() or self.categories is not None
 
     def narrows_messages(self) -> bool:
-        """Whether it keeps only the memories citing certain messages (by metadata or scope)."""
-        return self.metadata is not None or bool(self.scope)
+        """Whether it keeps only the memories citing certain messages (by metadata, scope or speaker)."""
+        return self.metadata is not None or bool(self.scope) or self.speaker is not None
 
     def narrows_time(self) -> bool:
         return self.since is not None or self.until is not None
@@ -121,13 +130,16 @@ NO_FILTER = MemoryFilter()
 async def matching_messages(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str,
                             filters: MemoryFilter) -> set[str]:
     """The ids of the subject's messages whose metadata holds every pair of the filter's and whose
-    scope is the filter's."""
+    scope and speaker are the filter's."""
     clauses: list[sql.Composable] = [sql.SQL("tenant_id = %s"), sql.SQL("subject_id = %s"),
                                      sql.SQL("metadata @> %s::jsonb")]
     params: list[object] = [tenant_id, subject_id, json.dumps(filters.metadata or {})]
     for name, value in filters.scope.items():
         clauses.append(sql.SQL("{} = %s").format(sql.Identifier(name)))
         params.append(value)
+    if filters.speaker is not None:
+        clauses.append(sql.SQL("lower(btrim(speaker)) = lower(btrim(%s))"))  # one case folding, the database's
+        params.append(filters.speaker)
     cur = await conn.execute(sql.SQL("SELECT message_id FROM messages WHERE {}").format(sql.SQL(" AND ").join(clauses)),
                              params)
     return {row[0] for row in await cur.fetchall()}

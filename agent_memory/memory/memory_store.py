@@ -380,6 +380,9 @@ async def commit_consolidation(pool: AsyncConnectionPool, keyring: KeyRing, *, t
             async for event in decide_fact_events(conn, skey, session_id=session_id, operation_id=operation_id,
                                                   extraction=extraction, plan=plan, withheld=withheld):
                 yield event
+            # What another person sharing the account said about themselves: never the subject's.
+            for reason, n in extraction.withheld.items():
+                withheld[reason] = withheld.get(reason, 0) + n
             await count_withheld(conn, skey.tenant_id, withheld)
         episode = await _episode_event(conn, skey, session_id, importance, summary, happened_at, operation_id,
                                        private_to)

@@ -103,7 +103,7 @@ async def test_extract_sends_a_strict_schema_and_records_usage(server, providers
     assert result.provider_request_id == "req_abc123"
     assert (result.input_tokens, result.output_tokens) == (120, 40)
     assert result.extractor == providers.extractor.name == "openai-compatible-extractor"
-    assert result.extractor_version == providers.extractor.version == "7-test-chat"
+    assert result.extractor_version == providers.extractor.version == "8-test-chat"
     assert estimate_cost(result, providers.extractor.config.chat_prices) == pytest.approx(0.12)
     assert server.count() == 1
 
@@ -117,6 +117,23 @@ async def test_extract_sends_a_strict_schema_and_records_usage(server, providers
     for m in MESSAGES:  # ids and times are given so the model can cite and resolve dates
         assert json.dumps(m.message_id) in prompt and m.created_at.isoformat() in prompt
     assert "user" in sent.body["messages"][0]["content"]
+
+
+async def test_a_shared_seat_names_the_holder_and_keeps_only_the_holders_facts(server, providers):
+    seat = [msg("m1", "I live in Lisbon."), msg("m2", "I'm allergic to peanuts.", minutes=1)]
+    seat = [seat[0].model_copy(update={"speaker": "Ana"}), seat[1].model_copy(update={"speaker": "Mia"})]
+    content = json.dumps({"facts": [fact(), fact(namespace="diet", key="allergy_peanuts", value="peanuts",
+                                                 evidence_message_ids=["m2"], observed_at="2024-05-08T10:01:00Z")]})
+    server.reply(chat_completion(content))
+    result = await providers.extractor.extract(seat)
+    # What Mia said of herself is never the subject's fact, whatever the model returns.
+    assert [(f.namespace, f.key) for f in result.facts] == [("location", "home_city")]
+    system, shown, _ = server.last.body["messages"]
+    assert 'Account holder (the subject) among the speakers: "Ana"' in shown["content"]
+    assert "account holder" in system["content"]
+    server.reply(chat_completion(json.dumps({"facts": [fact()]})))
+    await providers.extractor.extract(MESSAGES)  # one speaker: no holder to name
+    assert "Account holder" not in server.last.body["messages"][1]["content"]
 
 
 @pytest.mark.parametrize("wrap", [

@@ -19,9 +19,11 @@ says what it is.
   "my birthday", "a concert"), and capitalised event names after "the" ("the Pride Parade").
 - **Things.** A closed list of possessions after "my"/"our" ("my car", "my guitar").
 
-A possessive phrase is relative to whoever says it: when the session has several speakers in the
-subject's role, or the phrase is another party's, its name carries the speaker's ("Caroline's
-sister"); an unnamed other party's possessions are left out.
+A possessive phrase is relative to whoever says it: when another person shares the subject's
+role (a shared seat, agent_memory.core.seat: its account holder speaks for the subject), or the
+phrase is another party's, its name carries the speaker's ("Melanie's husband"), and the holder's
+own carries the holder's name as an alias ("sister", also "Caroline's sister"); an unnamed other
+party's possessions are left out.
 
 Mentions of one entity merge within the session: by name or alias, per type (a bare given name
 joins whatever entity already carries it, so "Max" after "my dog Max" is the dog). Every message
@@ -35,6 +37,7 @@ import re
 from dataclasses import dataclass, field
 
 from agent_memory.core.models import ENTITY_ALIASES_MAX, ENTITY_NAME_MAX, EntityType, ExtractedEntity, Message
+from agent_memory.core.seat import holds_seat
 from agent_memory.providers.offline.gazetteer import (
     first_name_share,
     fold,
@@ -160,11 +163,11 @@ def _is_name(word: str) -> bool:
     return is_first_name(low) and low not in _NOT_NAMES | _CALENDAR | _FUNCTION_WORDS
 
 
-def _possessor(message: Message, shared: bool, subject_role: str) -> str | None:
-    """Whose "my" a message's possessive phrase is: "" for the subject's own (and a lone speaker's),
-    the speaker's name when several speakers share the role or it is another party's, None when
-    that party has no name."""
-    if message.role == subject_role and not shared:
+def _possessor(message: Message, holder: str | None, subject_role: str) -> str | None:
+    """Whose "my" a message's possessive phrase is: "" for the subject's own (a lone speaker's, the
+    account holder's of a shared seat: agent_memory.core.seat), the speaker's name when it is
+    another person's sharing the seat or another party's, None when that party has no name."""
+    if message.role == subject_role and holds_seat(message, holder):
         return ""
     return _speaker_name(message)
 
@@ -402,9 +405,14 @@ def _zh_mentions(text: str, owner: str | None) -> list[_Mention]:
     return found
 
 
-def extract_entities(messages: list[Message], subject_role: str = "user") -> list[ExtractedEntity]:
-    """Every entity the session's messages mention, merged by name and alias, ordered by first mention."""
-    shared = len({_speaker_name(m) for m in messages if m.role == subject_role} - {None}) > 1
+def _mentions(text: str, owner: str | None, known: frozenset[str]) -> list[_Mention]:
+    return [*(_zh_mentions(text, owner) if re.search(f"[{_CJK}]", text) else []), *_en_mentions(text, owner, known)]
+
+
+def extract_entities(messages: list[Message], subject_role: str = "user",
+                     holder: str | None = None) -> list[ExtractedEntity]:
+    """Every entity the session's messages mention, merged by name and alias, ordered by first
+    mention; `holder` is the account holder of a shared seat (agent_memory.core.seat.session_holder)."""
     merged = _Merged()
     speakers: set[str] = set()
     # A speaker's short name ("Mel" for the speaker Melanie), wherever it comes in the session.
@@ -419,10 +427,15 @@ def extract_entities(messages: list[Message], subject_role: str = "user") -> lis
         if speaker and speaker not in speakers:  # a speaker's first message introduces them
             speakers.add(speaker)
             mentions.append(_Mention(-1, "person", speaker, given=speaker.split()[0], bare=True))
-        owner = _possessor(message, shared, subject_role)
-        if re.search(f"[{_CJK}]", message.content):
-            mentions += _zh_mentions(message.content, owner)
-        mentions += _en_mentions(message.content, owner, known)
+        owner = _possessor(message, holder, subject_role)
+        mentions += _mentions(message.content, owner, known)
+        if holder is not None and owner == "" and speaker:
+            # The holder's "my sister" is the subject's, and the one the others call "Caroline's sister".
+            theirs = {(m.start, m.entity_type): m.name for m in _mentions(message.content, speaker, known)}
+            for mention in mentions:
+                named = theirs.get((mention.start, mention.entity_type))
+                if named and fold(named) != fold(mention.name):
+                    mention.aliases.append(named)
         for mention in sorted(mentions, key=lambda m: m.start):
             full = short.get(fold(mention.name)) if mention.bare else None
             if full:

@@ -20,6 +20,9 @@ The extractor works sentence by sentence and clause by clause:
   times are read by agent_memory.core.timeexpr, the one date parser.
 - **Dialogue.** A user's bare answer to the assistant's question ("Which team?" → "The Minnesota
   Wolves!") fills the slot the question asked for.
+- **Speakers.** When several named speakers share the user's role (a shared seat), only the
+  account holder's messages state facts (agent_memory.core.seat); another speaker's own statements
+  give their edges (`relations.py`), and the values no edge holds are counted as withheld.
 
 Where each part lives, in this package:
 
@@ -49,10 +52,13 @@ byte-identical results.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import timedelta
 
+from agent_memory.core.entities import fold
 from agent_memory.core.fact_text import normalise_value
-from agent_memory.core.models import ExtractedFact, ExtractionResult, KnownFact, Message
+from agent_memory.core.models import ExtractedFact, ExtractedRelation, ExtractionResult, KnownFact, Message
+from agent_memory.core.seat import ANOTHER_SPEAKER, holds_seat, session_holder, speaker_key
 from agent_memory.providers.offline.corrections import _CONTRAST, _CORRECTION, _MEANT, _contrast_corrections
 from agent_memory.providers.offline.dialogue import _answer_facts
 from agent_memory.providers.offline.entities import extract_entities
@@ -73,14 +79,17 @@ _POLARITIES = frozenset({"like", "dislike"})  # a changed taste is one key whose
 
 
 def _extract_facts(messages: list[Message], subject_role: str,
-                   known: list[KnownFact] | None = None) -> list[ExtractedFact]:
+                   known: list[KnownFact] | None = None,
+                   reads: Callable[[Message], bool] | None = None) -> list[ExtractedFact]:
+    """The facts the subject-role messages state, merged; with `reads` (a shared seat:
+    agent_memory.core.seat) only the messages it picks, the other speakers' being another party's."""
     merged: dict[tuple[str, str, bool], ExtractedFact] = {}  # (namespace, key, is_end)
     order: dict[tuple[str, str, bool], int] = {}
     states: list[tuple[int, ExtractedFact]] = []  # earlier states of a fact, in the order said
     previous: Message | None = None
     earlier: list[str] = []
     for n, message in enumerate(messages):
-        if message.role != subject_role:
+        if message.role != subject_role or (reads is not None and not reads(message)):
             previous = message
             continue
         facts = _message_facts(message)
@@ -190,11 +199,45 @@ class RuleFactExtractor:
     #    third parties' edges, corrections by contrast across word orders
     # 10: no fact from what names no thing (a time, a manner, a pronoun, a lone gerund, a function word
     #     as a town, a causative as a title); a hyphen joins a coordinated item's word
-    version = "10"
+    # 11: the shared seat: with several named speakers in the user's role only the account holder's
+    #     statements are the subject's facts; another speaker's own edges start from their person
+    version = "11"
 
     async def extract(self, messages: list[Message], *, subject_role: str = "user",
                       current_facts: list[KnownFact] | None = None) -> ExtractionResult:
-        entities = extract_entities(messages, subject_role)
+        holder = session_holder(messages, subject_role, current_facts)
+        entities = extract_entities(messages, subject_role, holder)
+        relations = extract_relations(messages, entities, subject_role, holder)
+        facts = _extract_facts(messages, subject_role, current_facts,
+                               None if holder is None else (lambda m: holds_seat(m, holder)))
+        others = _others_facts(messages, subject_role, holder, relations)
         return ExtractionResult(provider=self.name, extractor=self.name, extractor_version=self.version,
-                                facts=_extract_facts(messages, subject_role, current_facts), entities=entities,
-                                relations=extract_relations(messages, entities, subject_role))
+                                facts=facts, entities=entities, relations=relations,
+                                withheld={ANOTHER_SPEAKER: others} if others else {})
+
+
+# The relation that holds a fact of the same meaning, when another speaker states it of themselves.
+_HELD_BY: dict[tuple[str, str], str] = {("location", "home_city"): "lives_in", ("work", "employer"): "works_at",
+                                         ("relationship", "status"): "partner"}
+
+
+def _others_facts(messages: list[Message], subject_role: str, holder: str | None,
+                  relations: list[ExtractedRelation]) -> int:
+    """How many values the other speakers of a shared seat state about themselves that none of
+    their relations holds (a diet, an allergy, a job title): never the subject's facts."""
+    if holder is None:
+        return 0
+    count = 0
+    others = dict.fromkeys(key for m in messages if m.role == subject_role
+                           and (key := speaker_key(m)) not in (None, holder))
+    for other in others:
+        edges = {(r.relation, i) for r in relations if fold(r.source) == other for i in r.evidence_message_ids}
+
+        def theirs(message: Message, who: str = other) -> bool:
+            return speaker_key(message) == who
+
+        for fact in _extract_facts(messages, subject_role, None, theirs):
+            held = _HELD_BY.get((fact.namespace, fact.key)) or ("owns" if fact.namespace == "pet" else None)
+            if fact.operation != "end" and not any((held, i) in edges for i in fact.evidence_message_ids):
+                count += 1
+    return count

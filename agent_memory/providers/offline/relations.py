@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from agent_memory.core.entities import fold
 from agent_memory.core.models import EntityType, ExtractedEntity, ExtractedRelation, Message, RelationType
 from agent_memory.core.relations import SUBJECT, RelationDraft, kept_relations
+from agent_memory.core.seat import speaker_key
 from agent_memory.providers.offline.entities import (
     _CAP,
     _EN_PET,
@@ -445,17 +446,22 @@ class _Reader:
 
 
 def extract_relations(messages: list[Message], entities: list[ExtractedEntity],
-                      subject_role: str = "user") -> list[ExtractedRelation]:
+                      subject_role: str = "user", holder: str | None = None) -> list[ExtractedRelation]:
     """The relations the subject-role speakers state between the session's entities (and
-    themselves), checked by kept_relations, in message order."""
-    shared = len({_speaker_name(m) for m in messages if m.role == subject_role} - {None}) > 1
+    themselves), checked by kept_relations, in message order; `holder` is the account holder of a
+    shared seat (agent_memory.core.seat.session_holder), whose "my" is the subject's."""
     names = _Names.of(entities)
     drafts: list[RelationDraft] = []
+    # A shared seat's message without a speaker name is the holder's: its edges start from the holder.
+    holder_name = next((name for m in messages if m.role == subject_role and speaker_key(m) == holder
+                        and (name := _speaker_name(m))), None) if holder is not None else None
     for message in messages:
-        owner = _possessor(message, shared, subject_role)
+        owner = _possessor(message, holder, subject_role)
         if message.role != subject_role or owner is None:
             continue
         reader = _Reader(message, owner, names)
+        if holder_name and speaker_key(message) is None:
+            reader.source = holder_name
         for sentence in _sentences(message.content):
             if re.search(f"[{_CJK}]", sentence):
                 reader.zh_kin(sentence)

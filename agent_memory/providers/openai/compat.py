@@ -57,6 +57,7 @@ from agent_memory.core.models import (
     storable_text,
 )
 from agent_memory.core.relations import SUBJECT, RelationDraft, kept_relations
+from agent_memory.core.seat import holds_seat, session_holder, speaker_key
 from agent_memory.providers.base import (
     EMBEDDING_DIMENSIONS,
     SUMMARY_TOKEN_CAP,
@@ -80,6 +81,7 @@ from agent_memory.providers.openai.prompts import (
     PROMPT_VERSION,
     SUMMARY_PROMPT,
     render_current_facts,
+    render_holder,
     render_transcript,
 )
 
@@ -633,6 +635,9 @@ class OpenAICompatibleExtractor(_ChatProvider):
         window = self._data_budget(0.25)
         known = render_current_facts(current_facts, token_budget=min(FACTS_TOKEN_BUDGET, window)
                                      if window is not None else FACTS_TOKEN_BUDGET)
+        # A shared seat (agent_memory.core.seat): the model is told whose statements are facts.
+        holder = session_holder(messages, subject_role, current_facts)
+        known += render_holder(next((m.speaker for m in messages if m.speaker and speaker_key(m) == holder), None))
         found: list[FactOut] = []
         mentioned: list[EntityOut] = []
         related: list[RelationOut] = []
@@ -646,7 +651,7 @@ class OpenAICompatibleExtractor(_ChatProvider):
             related.extend(out.relations)
             usages.append(chunk_usage)
         usage = _merged(usages)
-        facts = self._checked_facts(found, messages, subject_role)
+        facts = self._checked_facts(found, messages, subject_role, holder)
         entities = self._checked_entities(mentioned, messages)
         return _with_cost(ExtractionResult, usage.cost_usd, provider=usage.provider,
                           provider_request_id=usage.request_id, input_tokens=usage.input_tokens,
@@ -690,7 +695,8 @@ class OpenAICompatibleExtractor(_ChatProvider):
         return merged_entities(typed, [m.message_id for m in messages])
 
     @staticmethod
-    def _checked_facts(facts: list[FactOut], messages: list[Message], subject_role: str) -> list[ExtractedFact]:
+    def _checked_facts(facts: list[FactOut], messages: list[Message], subject_role: str,
+                       holder: str | None = None) -> list[ExtractedFact]:
         by_id = {m.message_id: m for m in messages}
         first, last = min(m.created_at for m in messages), max(m.created_at for m in messages)
         kept: list[ExtractedFact] = []
@@ -701,7 +707,8 @@ class OpenAICompatibleExtractor(_ChatProvider):
                 log.info("dropping an extracted fact citing unknown message ids")
                 continue
             evidence = [by_id[i] for i in ids]
-            if not any(m.role == subject_role for m in evidence):
+            if not any(m.role == subject_role and holds_seat(m, holder) for m in evidence):
+                # Another speaker sharing the account is not the subject either.
                 log.info("dropping an extracted fact without evidence from the subject")
                 continue
             latest = max(evidence, key=lambda m: m.created_at).created_at

@@ -21,7 +21,7 @@ from agent_memory.core.models import KnownFact, Message
 from agent_memory.providers.base import estimate_tokens
 
 __all__ = ["DATA_NOTE", "EXTRACTION_PROMPT", "FACTS_TOKEN_BUDGET", "IMPORTANCE_PROMPT", "MAX_PROMPT_FACTS",
-           "PROMPT_VERSION", "SUMMARY_PROMPT", "render_current_facts", "render_transcript"]
+           "PROMPT_VERSION", "SUMMARY_PROMPT", "render_current_facts", "render_holder", "render_transcript"]
 
 # 2: operations on the current facts (shown to the model), the key vocabulary.
 # 3: a correction of the key itself (value "", the right key asserted beside it).
@@ -30,7 +30,9 @@ __all__ = ["DATA_NOTE", "EXTRACTION_PROMPT", "FACTS_TOKEN_BUDGET", "IMPORTANCE_P
 # 6: a summary sentence names its cited messages before its text.
 # 7: the extraction states coordinated items, from → to changes, states in order, past states and third
 #    parties; the summary is written in the third person and infers nothing that was not said.
-PROMPT_VERSION = "7"
+# 8: the shared seat: with several speakers in the subject's role, facts are the account holder's only
+#    (named before the conversation); the others' statements about themselves go to relations.
+PROMPT_VERSION = "8"
 
 # The current facts shown to the extractor: the newest this many, within this many tokens (by
 # estimate_tokens; a smaller context window lowers it, see OpenAICompatibleExtractor), so the
@@ -64,6 +66,12 @@ def _fact_line(fact: KnownFact) -> str:
     namespace = re.sub(r"[^\w.-]+", "_", fact.namespace)[:60]
     key = re.sub(r"[^\w.-]+", "_", fact.key)[:60]
     return f"{namespace}/{key} = {json.dumps(fact.value, ensure_ascii=False)}"
+
+
+def render_holder(holder: str | None) -> str:
+    """The account holder of a shared seat, as a data line after the current facts ("" when the
+    session has no holder to name: one speaker, or none named)."""
+    return "" if holder is None else f"\nAccount holder (the subject) among the speakers: {json.dumps(holder, ensure_ascii=False)}"
 
 
 def render_current_facts(facts: list[KnownFact] | None, *, max_facts: int = MAX_PROMPT_FACTS,
@@ -113,6 +121,10 @@ conversation do to their facts, and the entities the conversation mentions. Rule
 - Items said together are one fact each ("allergic to kiwi and latex": two allergy facts). A change from A to B
   ("moved from Berlin to Lisbon"): "end" A, "assert" B. Several states in order: one "assert" each, the last
   current. What the subject says about other people belongs in relations, never in their own facts.
+- Several speakers may share the role "{role}" (people speaking under one account): the subject is then the
+  account holder named before the conversation, and only the holder's statements are facts. What another speaker
+  says about themselves ("I work at Acme", "I'm allergic to nuts") is never a fact: it goes to relations from that
+  speaker's name (Mia works_at Acme), or nowhere when no relation holds it.
 - evidence_message_ids: the ids of the subject's messages that state it (copy them exactly).
 - claim_type "explicit" when stated, "inference" when concluded (then confidence <= 0.7).
 - permanence: "temporary" for trips and other states with an end, "task_local" for facts only about the current

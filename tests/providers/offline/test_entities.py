@@ -8,6 +8,7 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 
 from agent_memory.core.models import ENTITY_ALIASES_MAX, ENTITY_NAME_MAX, ExtractedEntity, Message
+from agent_memory.core.seat import session_holder
 from agent_memory.providers.offline import RuleFactExtractor
 from agent_memory.providers.offline.entities import extract_entities
 from agent_memory.providers.offline.extractor import _extract_facts
@@ -60,9 +61,11 @@ def test_both_speakers_mentions_and_the_speakers_themselves():
     assert found["Caroline"].evidence_message_ids == ["m0", "m1"]  # she first speaks, then is spoken to
     assert found["Melanie"].evidence_message_ids == ["m0", "m1"]
     assert found["Melanie"].aliases == ["Mel"] and "Mel" not in found  # a speaker's short name is the speaker
-    # Two speakers share the role: each one's "my" is theirs.
+    # Two speakers share the role: the account holder's "my" is the subject's, the other's is hers.
     assert found["Melanie's husband"].entity_type == "person"
-    assert found["Caroline's sister"].aliases == ["Anna"]
+    # The holder (the first speaker) speaks for the subject: her sister is the subject's, and
+    # "Caroline's sister" to anyone else in the session.
+    assert found["sister"].aliases == ["Anna", "Caroline's sister"] and "Caroline's sister" not in found
     assert found["Pride Parade"].entity_type == "event"
     assert found["concert"].entity_type == "event"
     assert found["Boston"].entity_type == "place"
@@ -117,11 +120,12 @@ def test_chinese_relatives_pets_cities_and_organisations():
 def test_chinese_speakers_relatives_are_named_for_them():
     found = by_name(entities(session(("user", "王芳", "我妈下周来杭州，我姐王丽也一起来。"),
                                      ("user", "李强", "我老婆每天都陪着我家的猫。"))))
-    assert found["王芳的妈妈"].aliases == []
-    assert found["王芳的姐姐"].aliases == ["王丽"]
+    # 王芳 holds the account: her relatives are the subject's, named as 李强 would name them too.
+    assert found["妈妈"].aliases == ["我妈", "王芳的妈妈"]
+    assert found["姐姐"].aliases == ["我姐", "王丽", "王芳的姐姐"]
     assert found["李强的老婆"].entity_type == "person"
     assert found["李强的猫"].entity_type == "pet"
-    assert "老婆" not in found and "妈妈" not in found
+    assert "老婆" not in found and "王芳的妈妈" not in found
 
 
 def test_someone_elses_relative_and_kinds_of_company_are_not_entities():
@@ -141,7 +145,7 @@ def test_the_same_session_gives_the_same_entities():
                        ("user", "Caroline", "我妈在北京大学工作。"))
     first = [e.model_dump_json() for e in entities(messages)]
     assert first == [e.model_dump_json() for e in entities(messages)]
-    assert first == [e.model_dump_json() for e in extract_entities(messages)]
+    assert first == [e.model_dump_json() for e in extract_entities(messages, "user", session_holder(messages))]
     assert len(first) >= 6
 
 

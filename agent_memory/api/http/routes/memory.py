@@ -37,7 +37,15 @@ from agent_memory.core.models import (
     check_identifier,
 )
 from agent_memory.memory.categories import CATEGORIES_MAX
-from agent_memory.memory.filters import NAMESPACE_MAX_CHARS, NAMESPACES_MAX, MemoryFilter, MemoryKind, memory_filter
+from agent_memory.memory.filters import (
+    NAMESPACE_MAX_CHARS,
+    NAMESPACES_MAX,
+    SPEAKER_FILTER,
+    SPEAKER_MAX_CHARS,
+    MemoryFilter,
+    MemoryKind,
+    memory_filter,
+)
 from agent_memory.security.api_keys import audited_actor
 
 router = APIRouter(tags=["memory"])
@@ -65,6 +73,7 @@ AppQuery = Annotated[str | None, Query(min_length=1, max_length=IDENTIFIER_MAX_C
                                        description="only memories citing a message of this app")]
 RunQuery = Annotated[str | None, Query(min_length=1, max_length=IDENTIFIER_MAX_CHARS, pattern=IDENTIFIER_SCHEMA_PATTERN,
                                        description="only memories citing a message of this run")]
+SpeakerQuery = Annotated[str | None, Query(min_length=1, max_length=SPEAKER_MAX_CHARS, description=SPEAKER_FILTER)]
 
 
 class FilteredQuery(QueryRequest):
@@ -82,12 +91,13 @@ class FilteredQuery(QueryRequest):
     agent_id: ScopeField = Field(default=None, description="only memories citing a message of this agent")
     app_id: ScopeField = Field(default=None, description="only memories citing a message of this app")
     run_id: ScopeField = Field(default=None, description="only memories citing a message of this run")
+    speaker: str | None = Field(default=None, min_length=1, max_length=SPEAKER_MAX_CHARS, description=SPEAKER_FILTER)
 
     @property
     def filters(self) -> MemoryFilter:
         return memory_filter(kinds=self.kinds, namespaces=self.namespaces, categories=self.categories,
                              since=self.since, until=self.until, metadata=self.metadata, agent_id=self.agent_id,
-                             app_id=self.app_id, run_id=self.run_id)
+                             app_id=self.app_id, run_id=self.run_id, speaker=self.speaker)
 
 
 class PromptRequest(BaseModel):
@@ -129,14 +139,15 @@ async def facts(subject_id: SubjectId, api_key: ReadKey, client: ClientDep, as_o
                 history: bool = False, candidates: bool = False,
                 namespace: Annotated[list[str] | None, Query(description="only these namespaces (repeatable)")] = None,
                 since: IsoDatetime | None = None, until: IsoDatetime | None = None, category: CategoryQuery = None,
-                agent_id: AgentQuery = None, app_id: AppQuery = None, run_id: RunQuery = None) -> list[FactRow]:
+                agent_id: AgentQuery = None, app_id: AppQuery = None, run_id: RunQuery = None,
+                speaker: SpeakerQuery = None) -> list[FactRow]:
     """The subject's current facts (`read`); with `as_of` (an ISO 8601 time) the facts as they were
     then, with `history` every version, with `candidates` the facts not yet confirmed; `namespace`
     (repeatable), `since` and `until` keep the facts of those namespaces that became true in that
     range. Each says when it was last confirmed (`last_confirmed_at`) and what wrote it
     (`extracted_by`)."""
     filters = memory_filter(namespaces=namespace, categories=category, since=since, until=until, agent_id=agent_id,
-                            app_id=app_id, run_id=run_id)
+                            app_id=app_id, run_id=run_id, speaker=speaker)
     rows = await client.facts(api_key.tenant_id, subject(subject_id), as_of=as_of, history=history,
                               candidates=candidates, filters=filters)
     return rows
@@ -245,11 +256,12 @@ async def export(subject_id: SubjectId, api_key: ReadKey, client: ClientDep,
                  kind: Annotated[list[MemoryKind] | None, Query(description="only these kinds (repeatable)")] = None,
                  namespace: Annotated[list[str] | None, Query(description="only these namespaces (repeatable)")] = None,
                  since: IsoDatetime | None = None, until: IsoDatetime | None = None, category: CategoryQuery = None,
-                 agent_id: AgentQuery = None, app_id: AppQuery = None, run_id: RunQuery = None) -> dict[str, Any]:
+                 agent_id: AgentQuery = None, app_id: AppQuery = None, run_id: RunQuery = None,
+                 speaker: SpeakerQuery = None) -> dict[str, Any]:
     """Everything the tenant holds about the subject (`read`): the right of access. `kind`
     (fact, episode: episodes and notes), `namespace` (both repeatable), `since`, `until` and the
     scope (`agent_id`, `app_id`, `run_id` of the cited messages) narrow its facts, episodes and
     notes; entities, relations and tool calls stay whole."""
     filters = memory_filter(kinds=kind, namespaces=namespace, categories=category, since=since, until=until,
-                            agent_id=agent_id, app_id=app_id, run_id=run_id)
+                            agent_id=agent_id, app_id=app_id, run_id=run_id, speaker=speaker)
     return (await client.export(api_key.tenant_id, subject(subject_id), filters=filters)).model_dump(mode="json")
