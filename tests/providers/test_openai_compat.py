@@ -103,7 +103,7 @@ async def test_extract_sends_a_strict_schema_and_records_usage(server, providers
     assert result.provider_request_id == "req_abc123"
     assert (result.input_tokens, result.output_tokens) == (120, 40)
     assert result.extractor == providers.extractor.name == "openai-compatible-extractor"
-    assert result.extractor_version == providers.extractor.version == "6-test-chat"
+    assert result.extractor_version == providers.extractor.version == "7-test-chat"
     assert estimate_cost(result, providers.extractor.config.chat_prices) == pytest.approx(0.12)
     assert server.count() == 1
 

@@ -28,7 +28,8 @@ __all__ = ["DATA_NOTE", "EXTRACTION_PROMPT", "FACTS_TOKEN_BUDGET", "IMPORTANCE_P
 # 4: the entities the conversation mentions, beside the facts.
 # 5: the relations between those entities.
 # 6: a summary sentence names its cited messages before its text.
-PROMPT_VERSION = "6"
+# 7: the summary is written in the third person and infers nothing that was not said.
+PROMPT_VERSION = "7"
 
 # The current facts shown to the extractor: the newest this many, within this many tokens (by
 # estimate_tokens; a smaller context window lowers it, see OpenAICompatibleExtractor), so the
@@ -139,6 +140,9 @@ IMPORTANCE_PROMPT = """Rate how important this conversation is for long-term mem
 strong emotions; 9-10 life events (moving, new job, marriage, birth, death, illness). Give a one-sentence rationale."""
 
 SUMMARY_PROMPT = """Summarise the conversation in a few short sentences, in the conversation's language, at most
-about {cap} tokens in total (a token is about 4 characters, or one CJK character). Keep what is worth remembering
-(facts, decisions, plans, constraints) and name times concretely. Each sentence cites the ids of the messages it
-is based on in source_message_ids (copy them exactly)."""
+about {cap} tokens in total (a token is about 4 characters, or one CJK character). Write in the third person: name
+each speaker (their name, else "the user" or "the assistant"), never "I" or "you", and do not copy turns verbatim or
+prefix sentences with a speaker. Keep what is worth remembering (facts, decisions, plans, constraints) and name times
+concretely. State only what the messages say: infer nothing that was not said (no motives, feelings,
+relationships, plans or opinions that nobody stated), and leave greetings and thanks out. Each sentence cites the
+ids of the messages it is based on in source_message_ids (copy them exactly)."""
