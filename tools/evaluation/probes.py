@@ -17,9 +17,9 @@ from typing import TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agent_memory.api.client import MemoryClient
+from agent_memory.core.entities import fold
 from agent_memory.core.errors import InvalidInput
 from agent_memory.core.models import Message, Role, Session
-from agent_memory.core.entities import fold
 from agent_memory.memory.memory_store import list_facts
 from agent_memory.memory.relations import list_relations
 from agent_memory.store.db import tenant_transaction
