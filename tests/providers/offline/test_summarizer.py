@@ -68,7 +68,7 @@ def assert_well_formed(result: SummaryResult, messages: list[Message], cap: int)
         extra = words(sentence.text) - words(source.content) - words(" ".join(speakers)) - {
             "the", "user", "assistant", "said", "asked", "suggested", "that", "to", "they", "their", "them", "is",
             "has", "s", "lin's", "for", "whether", "was", "were", "are", "have", "others", "and", "recommended"}
-        assert not {w for w in extra if not w.rstrip("s") in words(source.content)}, (sentence.text, extra)
+        assert not {w for w in extra if w.rstrip("s") not in words(source.content)}, (sentence.text, extra)
     assert order == sorted(order), "the session's order"
     for m in messages:
         assert m.content.strip() not in result.text
