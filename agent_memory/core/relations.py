@@ -31,7 +31,7 @@ from agent_memory.core.models import (
     ExtractedRelation,
 )
 
-__all__ = ["RELATIONS_MAX", "SUBJECT", "RelationDraft", "clean_role", "kept_relations"]
+__all__ = ["RELATIONS_MAX", "SUBJECT", "RelationDraft", "clean_role", "kept_relations", "with_subject_entity"]
 
 SUBJECT = "subject"
 # Relations one result may hold: a session states a handful; more is a model repeating itself.
@@ -130,3 +130,14 @@ def kept_relations(relations: Iterable[RelationLike], entities: Iterable[Extract
             "source": source, "relation": relation.relation, "target": target, "role": role,
             "operation": relation.operation, "evidence_message_ids": ids, "observed_at": relation.observed_at})
     return list(kept.values())
+
+
+def with_subject_entity(entities: list[ExtractedEntity], relations: Sequence[ExtractedRelation]) -> list[ExtractedEntity]:
+    """The entities plus the subject as a person named SUBJECT when a relation names the subject so
+    and no entity of the result carries that name: "my sister Mia" said by an unnamed user is an
+    edge from the subject, which needs an entity to start from."""
+    names = {fold(name) for entity in entities for name in (entity.name, *entity.aliases)}
+    evidence = [i for r in relations if SUBJECT in (fold(r.source), fold(r.target)) for i in r.evidence_message_ids]
+    if not evidence or SUBJECT in names:
+        return entities
+    return [*entities, ExtractedEntity(name=SUBJECT, entity_type="person", evidence_message_ids=list(dict.fromkeys(evidence)))]

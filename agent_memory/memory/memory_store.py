@@ -32,6 +32,7 @@ from agent_memory.core.models import (
     SummaryResult,
 )
 from agent_memory.core.operation_keys import CommitKey, OperationKey
+from agent_memory.core.relations import with_subject_entity
 from agent_memory.memory.apply import apply_event
 from agent_memory.memory.conflicts import Candidate, CurrentFact
 from agent_memory.memory.entities import entity_events
@@ -375,11 +376,12 @@ async def commit_consolidation(pool: AsyncConnectionPool, keyring: KeyRing, *, t
             yield event
         if private_to is not None:
             return
-        for event in await entity_events(conn, skey, session_id=session_id, extracted=extraction.entities,
+        entities = with_subject_entity(extraction.entities, extraction.relations)
+        for event in await entity_events(conn, skey, session_id=session_id, extracted=entities,
                                          happened_at=happened_at, operation_id=operation_id):
             yield event
         async for event in relation_events(conn, skey, session_id=session_id, relations=extraction.relations,
-                                           entities=extraction.entities, operation_id=operation_id):
+                                           entities=entities, operation_id=operation_id):
             yield event
 
     async def completed(conn: psycopg.AsyncConnection, result: CommitOutcome, recorded: list[MemoryEvent]) -> None:

@@ -226,12 +226,23 @@ async def _run_case(client: MemoryClient, tenant: str,
                         f"not {wrong}" if got != wrong else got))
     if case.relations:
         async with tenant_transaction(pool, tenant) as conn:
-            edges = {(_end(r.source_name), r.relation, _end(r.target_name))
-                     for r in await list_relations(conn, tenant, subject)}
+            names = await _entity_names(conn, tenant, subject)
+            edges = [(names.get(r.source_entity_id, {_end(r.source_name)}), r.relation,
+                      names.get(r.target_entity_id, {_end(r.target_name)}))
+                     for r in await list_relations(conn, tenant, subject)]
+        held = "; ".join(sorted(f"{min(sources)} {kind} {min(targets)}" for sources, kind, targets in edges)) or "none"
         results += [("relations", f"relation {source} {relation} {target}", "holds",
-                     "holds" if (_end(source), relation, _end(target)) in edges else "missing")
+                     "holds" if any(_end(source) in sources and relation == kind and _end(target) in targets
+                                    for sources, kind, targets in edges) else f"missing (edges: {held})")
                     for source, relation, target in case.relations]
     return results
+
+
+async def _entity_names(conn, tenant: str, subject: str) -> dict[uuid.UUID, set[str]]:
+    """Each entity's names as a relation check compares them: its name and every alias, folded."""
+    cur = await conn.execute("SELECT memory_id, name, aliases FROM entities WHERE tenant_id = %s AND subject_id = %s",
+                             (tenant, subject))
+    return {memory_id: {_end(name), *map(_end, aliases or [])} for memory_id, name, aliases in await cur.fetchall()}
 
 
 def _in_namespace(key: str, namespace: str) -> bool:

@@ -33,7 +33,7 @@ _CORRECTION = re.compile(r"\bI\s+meant\b|\bmisspoke\b|\bmis-spoke\b|\bmy\s+mista
                          r"\b(?:one|profile|quick|small)\s+fix\b|\bcorrecting\s+myself\b|\b(?:was|is)\s+wrong\b|\bgot\s+that\s+wrong\b|\bwhat\s+I\s+meant\b|\b(?:fix|correct)\s+something\b|\bnot\s+\w+,\s*sorry\b|\bsorry,\s*(?:I\s+mean|not)\b|"
                          r"\bI\s+said\s+\w+.{0,20}(?:last\s+time|before|earlier)\b|"
                          r"\bactually\b.{0,40},\s*not\s+(?-i:[A-Z])|不是.{1,10}[,，]\s*(?:而)?是|"
-                         r"说错了|记错了|口误|更正|纠正|搞错了|搞混了?|说反了?|笔误|打错字了?|说岔了|实为|误会了?|少说了|[\u4e00-\u9fff]{1,3}错了|重新说|作废|不算数?|我说的是|我指的是|打错了|写错了|看错|手滑|骗你的|别写成|表达有误|说法不对|其实就?是|准确(?:地)?说|确切(?:地)?说|说大了|说反了|不对不对", re.I)
+                         r"说错了|说成|记错了|口误|更正|纠正|搞错了|搞混了?|说反了?|笔误|打错字了?|说岔了|实为|误会了?|少说了|[\u4e00-\u9fff]{1,3}错了|重新说|作废|不算数?|我说的是|我指的是|打错了|写错了|看错|手滑|骗你的|别写成|表达有误|说法不对|其实就?是|准确(?:地)?说|确切(?:地)?说|说大了|说反了|不对不对", re.I)
 
 # "it's A, not B", "A actually, not B", "not B, (it's) A": A replaces B wherever B is the value.
 _CONTRAST = re.compile(r"(?P<a>[^.!?;:]{1,60}?)(?:\s+actually,?|,)\s*(?:and\s+)?not\s+(?:a\s+|an\s+|the\s+)?"
@@ -53,9 +53,9 @@ _CONTRAST = re.compile(r"(?P<a>[^.!?;:]{1,60}?)(?:\s+actually,?|,)\s*(?:and\s+)?
                        r"\b(?:it's|its|it\s+is)\s+not\s+(?P<b2>[^,.!?;:]{1,40}?),\s*(?:it's|its|it\s+is|but)\s+(?P<a2>[^,.!?;:]{1,40}?)"
                        r"(?=\s*(?:$|[.!?;:,]))|"
                        # "是测试开发，不是前端开发"; "豆豆不是仓鼠" names the subject, not the right value.
-                       r"(?:(?:是|叫|在)(?P<za>[" + _CJK + r"\w]{1,10}?)[,]?|(?P<zc>(?:(?![了说错岔误])[" + _CJK + r"\w]){1,6}?)[,])\s*不是(?P<zb>[" + _CJK
+                       r"(?:(?:是|叫|在|住)(?P<za>[" + _CJK + r"\w]{1,10}?)[,]?|(?P<zc>(?:(?![了说错岔误])[" + _CJK + r"\w]){1,6}?)[,])\s*不(?:是|在|叫|住)(?P<zb>[" + _CJK
                        + r"\w]{1,10}?)(?=$|[,.!。]|啦|哈|了)|"
-                       r"不是(?P<zb3>[" + _CJK + r"\w]{1,8}?)(?:啦|了|哈|呀|啊)?[,]\s*(?P<za3>[" + _CJK + r"\w]{1,6}?)(?=\s*(?:$|[!.。]))|"
+                       r"不(?:是|在|叫|住)(?P<zb3>[" + _CJK + r"\w]{1,8}?)(?:啦|了|哈|呀|啊)?[,]\s*(?P<za3>[" + _CJK + r"\w]{1,6}?)(?=\s*(?:$|[!.。]))|"
                        r"不(?:是|在|叫)(?P<zb2>[" + _CJK + r"\w]{1,10}?)[,]\s*(?:而)?(?:是|在)(?:在|叫)?(?P<za2>[" + _CJK + r"\w]{1,10}?)(?=$|[,.!。]|啦|哈|了)",
                        re.I)
 _MEANT = re.compile(r"\bcorrection\b[^:.!?]{0,40}:\s*(?P<lc>(?-i:[a-z])[a-z -]{2,40}?)(?=\s*[.!]|$)|"
@@ -83,6 +83,7 @@ def _canonical_word(word: str) -> str:
 def _zh_contrast_value(raw: str) -> str:
     """"我在银行是客户经理" -> 客户经理, "我搬去的是保定" -> 保定: the value after the last copula."""
     value = re.split(r"(?:是|叫|在|当|做|住|去了|搬到|搬去)", raw)[-1] or raw
+    value = re.sub(r"^(?:说|讲|指)(?:的)?", "", value) or value  # "我是说三万": what was meant
     value = re.sub(r"(?:的|啦|了|哈|呀)+$", "", value) or value
     return value.rsplit("的", 1)[-1] if len(value.rsplit("的", 1)[-1]) >= 2 else value  # 检验科的检验师 -> 检验师
 
@@ -90,7 +91,7 @@ def _zh_contrast_value(raw: str) -> str:
 def _contrast_value(raw: str) -> str:
     v = raw.split(",")[-1].strip()
     v = _CONTRAST_LEAD.sub("", v)
-    return re.sub(r"^(?:a|an|the|just|my|our)\s+", "", v, flags=re.I).strip(" ,.!")
+    return re.sub(r"^(?:(?:a|an|the|just|my|our|at|in|with|for)\s+)+", "", v, flags=re.I).strip(" ,.!")
 
 
 def _contrast_corrections(text: str, message: Message, known: list[ExtractedFact | KnownFact],

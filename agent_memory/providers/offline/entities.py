@@ -334,6 +334,12 @@ def _zh_given(rest: str) -> str | None:
         return word
     if re.fullmatch(_ZH_NAME, word) and could_be_a_name(word):
         return word
+    # jieba cuts a familiar name into its prefix and a surname (老陈 -> 老 + 陈), and reads a doubled
+    # name (朵朵) as a measure word; after a kinship word both are the person's name.
+    if word in ("老", "小", "阿") and len(words) > 1 and len(words[1][0]) == 1 and words[1][1] in PERSON_TAGS:
+        return word + words[1][0]
+    if len(word) == 2 and word[0] == word[1] and tag not in {"d", "m", "p", "c", "r"} and could_be_a_name(word):
+        return word
     return None
 
 

@@ -49,7 +49,9 @@ byte-identical results.
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
+from agent_memory.core.fact_text import normalise_value
 from agent_memory.core.models import ExtractedFact, ExtractionResult, KnownFact, Message
 from agent_memory.providers.offline.corrections import _CONTRAST, _CORRECTION, _MEANT, _contrast_corrections
 from agent_memory.providers.offline.dialogue import _answer_facts
@@ -63,13 +65,17 @@ from agent_memory.providers.offline.known import (
 from agent_memory.providers.offline.messages import _message_facts
 from agent_memory.providers.offline.relations import extract_relations
 from agent_memory.providers.offline.sentence import _prepare
+from agent_memory.providers.offline.statements import is_past_state
 from agent_memory.providers.offline.values import _slug
+
+_POLARITIES = frozenset({"like", "dislike"})  # a changed taste is one key whose value flips
 
 
 def _extract_facts(messages: list[Message], subject_role: str,
                    known: list[KnownFact] | None = None) -> list[ExtractedFact]:
     merged: dict[tuple[str, str, bool], ExtractedFact] = {}  # (namespace, key, is_end)
     order: dict[tuple[str, str, bool], int] = {}
+    states: list[tuple[int, ExtractedFact]] = []  # earlier states of a fact, in the order said
     previous: Message | None = None
     earlier: list[str] = []
     for n, message in enumerate(messages):
@@ -92,6 +98,10 @@ def _extract_facts(messages: list[Message], subject_role: str,
         earlier.append(_prepare(message.content))
         previous = message
         for fact in facts:
+            if is_past_state(fact):
+                fact = _past_against_present(fact, [*(known or []), *(f for f in merged.values() if not is_past_state(f))])
+                if fact is None:
+                    continue
             is_end = fact.operation == "end"
             identity = (fact.namespace, fact.key, is_end)
             opposite = (fact.namespace, fact.key, not is_end)
@@ -102,7 +112,14 @@ def _extract_facts(messages: list[Message], subject_role: str,
                 # started at H&M").
                 if not fact.value or not other.value or other.value == fact.value:
                     del merged[opposite]
-            if identity in merged:
+            if identity in merged and _succeeds(merged[identity], fact):
+                # Another state of the same thing, said later ("住在上海…后来搬到了北京"): the earlier
+                # one stays, as a state that held until this one.
+                earlier = merged.pop(identity)
+                if earlier.observed_at >= fact.observed_at:  # both said in one message: it held just before
+                    earlier = earlier.model_copy(update={"observed_at": fact.observed_at - _BEFORE})
+                states.append((order.pop(identity), earlier))
+            elif identity in merged:
                 # The last statement wins, but every message that said it stays as evidence.
                 earlier_ids = merged.pop(identity).evidence_message_ids
                 ids = earlier_ids + [i for i in fact.evidence_message_ids if i not in earlier_ids]
@@ -110,7 +127,35 @@ def _extract_facts(messages: list[Message], subject_role: str,
             merged[identity] = fact
             # Ends go before the new values of the same message, so the old fact closes first.
             order[identity] = n * 1000 + len(order) - (500 if is_end else 0)
-    return sorted(merged.values(), key=lambda f: order[(f.namespace, f.key, f.operation == "end")])
+    ordered = [*states, *((order[(f.namespace, f.key, f.operation == "end")], f) for f in merged.values())]
+    return [fact for _, fact in sorted(ordered, key=lambda pair: pair[0])]
+
+
+# An earlier state said in the same message as the one that followed it holds until just before it.
+_BEFORE = timedelta(seconds=1)
+
+
+def _past_against_present(fact: ExtractedFact, present: list[KnownFact] | list[KnownFact | ExtractedFact]) -> ExtractedFact | None:
+    """A state said to have held before, against what holds now: the current value itself ended
+    ("I used to live in Paris" while Paris is current); another current value stays, and the past
+    one, which cannot be placed before it, is left out; with nothing current it is a closed interval."""
+    now = next((f for f in reversed(present) if (f.namespace, f.key) == (fact.namespace, fact.key)), None)
+    if now is None:
+        return fact
+    if normalise_value(now.value) != normalise_value(fact.value):
+        return None
+    assert fact.valid_until is not None  # a past state ends when it is said
+    return fact.model_copy(update={"operation": "end", "observed_at": fact.valid_until, "valid_until": None})
+
+
+def _succeeds(earlier: ExtractedFact, later: ExtractedFact) -> bool:
+    """Whether `later` is a new state of a permanent fact after `earlier` (a move, a new job), not
+    a restatement of it or a correction of a slip. A temporary fact (a stay) ends by itself."""
+    if earlier.evidence_message_ids == later.evidence_message_ids and not is_past_state(earlier):
+        return False  # two values in one message, neither in the past: the later one says it
+    return (earlier.operation == later.operation == "assert" and earlier.permanence == later.permanence == "permanent"
+            and normalise_value(earlier.value) != normalise_value(later.value) and earlier.value not in _POLARITIES
+            and earlier.observed_at <= later.observed_at)
 
 
 class RuleFactExtractor:

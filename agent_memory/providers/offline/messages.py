@@ -82,6 +82,8 @@ def _message_facts(message: Message) -> list[ExtractedFact]:
     text = _TOPIC_FRONT.sub(lambda m: "I " + re.sub(r"^I\s+", "", m["verb"]) + " " + m["np"], _prepare(message.content))
     # A short quoted phrase is a mention, not a statement ("I wrote 'my wife' but we are not married").
     text = re.sub(r"(?<![\w])(['\"])(?:[^'\"]{1,25})\1(?![\w])", " ", text)
+    # So is a sentence quoted in Chinese or curly quotes (他写的是“我以前住在西安”).
+    text = re.sub(r"[“「『][^”」』]{1,40}[”」』]", " ", text)
     if _JOKE_SKIP.search(text) or _SARCASM.search(text):
         return []  # a retracted or ironic statement is not evidence of anything
     # Laughter caps confidence only on a bare quip ("lol I'm a chef now"); in a message that

@@ -46,6 +46,7 @@ from agent_memory.providers.offline.entities import (
     _speaker_name,
     _zh_given,
 )
+from agent_memory.providers.offline.gazetteer import is_chinese_city
 from agent_memory.providers.offline.sentence import (
     _JOKE_SKIP,
     _NO_LONGER,
@@ -135,7 +136,9 @@ _EN_RULES = (
               r"(?:down\s+)?in|(?:made|making)\s+(?:a\s+)?(?:new\s+)?home\s+in"), {"place": "lives_in"},
           negation_ends=False),
     _Rule(_en(r"moved\s+(?:away\s+from|out\s+of)"), {"place": "lives_in"}, "end", negation_ends=False),
-    _Rule(_en(r"(?:work|works|working|employed|interning|intern)\s+(?:at|for|with)"), _ORG),
+    _Rule(_en(r"(?:work|works|working|employed|interning|intern|teach|teaches|teaching|lecture|lectures|lecturing)\s+"
+              r"(?:at|for|with)|(?:is|'s|was|am|'m|are|'re)\s+(?:now\s+)?(?:a|an)\s+(?:[\w-]+\s+){0,2}?[\w-]+(?:er|or|ist|ian|ant|"
+              r"ent|eer|nurse|chef|cook|vet|lead|head|manager|doctor|teacher|intern)\s+(?:at|for|with)"), _ORG),
     _Rule(_en(r"(?:started|starting|start)\s+"
               r"(?:working\s+|(?:a\s+)?(?:new\s+)?job\s+)?(?:at|with)|(?:got|landed|accepted|took)\s+(?:a\s+|the\s+)?"
               r"(?:new\s+)?(?:job|position|role|offer)\s+(?:at|with|from)|(?:got|was|been|were)\s+hired\s+(?:at|by)"),
@@ -181,6 +184,7 @@ _ZH_AT_RELATION: dict[str, tuple[EntityType, RelationType]] = {
     **dict.fromkeys(["上班", "工作", "实习", "任职"], ("organisation", "works_at")),
     **dict.fromkeys(["读书", "上学", "读研", "读博", "念书", "读大学"], ("organisation", "studies_at")),
     "生活": ("place", "lives_in")}
+_ZH_IN_CITY = re.compile(rf"(?<![去到来回从])在(?P<v>[{_CJK}]{{2,6}}?)(?=$|[,，。!！;；])")
 _ZH_QUIT = re.compile(r"辞职|离职|被裁|被开除|跳槽")
 _ZH_PARTNER_END = re.compile(r"分手了|离婚了|离了婚|分开了")
 
@@ -285,6 +289,10 @@ class _Reader:
         if m := re.fullmatch(r"我的?(?P<kin>[\u4e00-\u9fff]{2,3})", local):
             kin = _ZH_UNIQUE.get(m.group("kin"))
             return _owned(self.owner, kin) if kin else None
+        # A kinship word and the name it goes by ("老公老陈在中石化上班", "弟弟张磊在青岛"): that person.
+        if (m := re.fullmatch(r"(?:我的?)?(?P<kin>[\u4e00-\u9fff]{2,3}?)(?P<given>[\u4e00-\u9fff]{2,3})", local)) \
+                and (found := self.names.get(m.group("given"))) and found[1] == "person":
+            return found[0]
         if local and (found := self.names.get(local)) and found[1] == "person":
             return found[0]
         return None
@@ -420,6 +428,10 @@ class _Reader:
                     if m.group(0) == "从" and not _ZH_QUIT.search(after):
                         continue  # 从X来: not a leaving
                 self._verb(rule, s, m.start(), m.end(), found)
+        for m in _ZH_IN_CITY.finditer(s):  # "弟弟张磊在青岛，我在北京": where someone is, said as all of a clause
+            found = self.names.get(m.group("v"))
+            if found and found[1] == "place" and is_chinese_city(found[0]):
+                self._verb(_Rule(_ZH_IN_CITY, {"place": "lives_in"}), s, m.start(), m.end(), found)
         for m in _ZH_AT.finditer(s):
             entity_type, relation = _ZH_AT_RELATION[m.group("verb")]
             found = self.names.get(m.group("v"))

@@ -14,7 +14,7 @@ _HYPOTHETICAL = re.compile(r"\b(?:if|wish|would|could|imagine|suppose|supposing|
                            r"someday|dream|unless|whether|hope|hoping|thinking about|considering|plan\s+to|planning\s+(?:to|on)|"
                            r"don't\s+think|do\s+not\s+think|not\s+sure|unsure|doubt|"
                            r"want to|wanna|going to|gonna|should|used to|it'd|i'd)\b|如果|假如|要是|假设|希望|但愿|"
-                           r"也许|或许|梦想|想象|幻想|万一", re.I)
+                           r"也许|或许|梦想|想象|幻想|万一|好想|真想|多想|要是能", re.I)
 # Chinese words of intent hedge their own clause only ("装修计划取消了，…所以那笔预算也不存在了" states an end).
 _ZH_INTENT = re.compile(r"打算|想要|考虑|准备|计划|等[^,，。]{1,6}(?:了|以后|之后)(?:再|就)?想|想(?=搬|去|换|回|住|当|做|辞|跳|转行|买|养)")
 _NEGATION = re.compile(r"\b(?:not|never|no|don't|doesn't|didn't|isn't|aren't|wasn't|won't|can't|cannot|nor|"
@@ -34,6 +34,9 @@ def _prepare(content: str) -> str:
     text = unicodedata.normalize("NFKC", _IMAGE_TAG.sub(" ", content))
     text = re.sub(r"\b(?:im|Im|IM)\b(?=\s+[a-z])", "I'm", text)
     text = re.sub(r"\b(?:ive|Ive)\b(?=\s+(?:been|got|moved|lived|started|had|always))", "I've", text)
+    # Texting drops the apostrophe of a negation ("cant stand olives", "dont eat meat").
+    text = re.sub(r"\b(can|don|doesn|didn|isn|aren|wasn|weren|haven|hasn|couldn|wouldn|shouldn)t\b", r"\1't", text,
+                  flags=re.I)
     # Voice-note fillers carry nothing and break phrases apart ("we named him, um, Waffles").
     text = re.sub(r"(?:,\s*)?\b(?:u+m+|u+h+|e+r+m+|hmm+)\b,?", "", text, flags=re.I)
     return text.replace("’", "'").replace("‘", "'").replace(" - ", " — ")
@@ -64,9 +67,34 @@ def _statement_part(sentence: str) -> str:
     return s
 
 
+# A contrast opens a clause of its own: a hedge or a past before it does not reach past it ("I used
+# to live in Paris but now I'm in Rome", "想过搬家，不过还住在苏州").
+_CONTRAST = re.compile(r"\b(?:but|though|although|whereas|yet|however|now|these\s+days|nowadays|today)\b|但是|不过|可是|但|"
+                       r"现在|如今|目前|后来|然后", re.I)
+# Words that put a statement in the past: a state that held and no longer does.
+_PAST = re.compile(r"\b(?:used\s+to|formerly|previously|back\s+then|once\s+upon\s+a\s+time|in\s+my\s+\w+\s+days)\b|"
+                   r"以前|之前|原来|曾经|过去|早年|当年|那时候?|从前", re.I)
+_SAID = re.compile(r"\b(?:said|told|say)\b|说|讲", re.I)
+
+
+def _scope_start(sentence: str, start: int) -> int:
+    """Where the part of a sentence that can hedge or date a statement starting at `start` begins:
+    after a colon's lead-in ("I should clarify: …") and after the last contrast before it."""
+    begin = sentence.rfind(":", 0, start) + 1
+    for m in _CONTRAST.finditer(sentence, begin, start):
+        begin = m.start() if _has_cjk(m.group(0)) else m.end()
+    return begin
+
+
+def _past_state(sentence: str, start: int) -> bool:
+    """Whether a statement says what held before, not what holds ("I used to live in Paris",
+    "以前在华为上班"): its clause puts it in the past and reports no earlier words ("之前说…")."""
+    scope = sentence[max(_scope_start(sentence, start), _clause_start(sentence, start)):start]
+    return bool(_PAST.search(scope)) and not _SAID.search(scope)
+
+
 def _hypothetical(sentence: str, start: int) -> bool:
-    # A lead-in ending in a colon ("I should clarify: …") frames the statement, it does not hedge it.
-    return bool(_HYPOTHETICAL.search(sentence[sentence.rfind(":", 0, start) + 1:start])
+    return bool(_HYPOTHETICAL.search(sentence[_scope_start(sentence, start):start])
                 or _ZH_INTENT.search(sentence[max(_clause_start(sentence, start), sentence.rfind("，", 0, start) + 1):start]))
 
 

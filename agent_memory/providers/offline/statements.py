@@ -4,13 +4,16 @@ the operation (assert, end, correct) and time of each fact decided."""
 from __future__ import annotations
 
 import re
+from datetime import datetime, timedelta
 
 from agent_memory.core.models import ExtractedFact, FactOperation, Message
 from agent_memory.core.timeexpr import is_short_stay, stay_end
+from agent_memory.providers.offline.changes import Change, find_change, said_plainly
+from agent_memory.providers.offline.coordination import chinese_items, distributes, english_items
 from agent_memory.providers.offline.lexicon import _CANONICAL_VALUES
 from agent_memory.providers.offline.rules import RULES
 from agent_memory.providers.offline.rules.base import _Rule
-from agent_memory.providers.offline.sentence import _NEGATION, _NO_LONGER, _hypothetical, _negated
+from agent_memory.providers.offline.sentence import _NEGATION, _NO_LONGER, _hypothetical, _negated, _past_state
 from agent_memory.providers.offline.subject import _EN_THIRD, _clause_start, _subject_ok
 from agent_memory.providers.offline.timing import _observed_at, _time_scope
 from agent_memory.providers.offline.values import _clean, _has_cjk, _lowercase_org, _no_city, _place, _slug
@@ -55,6 +58,23 @@ _REPORTED = re.compile(r"^\s*(?:(?:之前|上次|刚才|前面|以前)(?:我)?(?
                        re.I)
 
 
+# "used to" hedges nothing when it puts the statement in the past ("I used to live in Paris").
+_USED_TO = re.compile(r"\bused\s+to\b", re.I)
+# A state that held until the message said so holds until just before it.
+PAST_STATE_END = timedelta(seconds=1)
+
+
+def past_state(fact: ExtractedFact, said_at: datetime) -> ExtractedFact:
+    """A statement of what held before: a closed interval ending when it was said. Its start is
+    unknown; it holds from just before (or from the time its clause names)."""
+    start = min(fact.observed_at, said_at - PAST_STATE_END)
+    return fact.model_copy(update={"observed_at": start, "valid_until": said_at})
+
+
+def is_past_state(fact: ExtractedFact) -> bool:
+    return fact.permanence == "permanent" and fact.valid_until is not None and fact.operation == "assert"
+
+
 # A change in the progressive with a future time is a plan ("moving to Oslo next year", "明年搬去上海").
 _PLANNED = re.compile(r"\b(?:moving|relocating|starting|joining|heading|transferring|switching)\b|搬|去|入职|跳槽", re.I)
 _FUTURE = re.compile(r"\bnext\s+(?:year|month|spring|summer|fall|autumn|winter|january|february|march|april|may|june|july|"
@@ -81,9 +101,49 @@ _CONJUNCT = re.compile(r"(?:,\s*|\s+)and\s+(?!(?:i|i'm|i've|we|we're|you|he|she|
 
 def _sentence_facts(sentence: str, message: Message, *, correction: int | None,
                     confidence_cap: float) -> list[tuple[int, ExtractedFact]]:
-    """The facts one sentence states, with where each starts. A conjunct that shares the
-    sentence's subject ("I'm vegetarian and allergic to peanuts") is read with that subject too,
-    so each part gets its own fact."""
+    """The facts one sentence states, with where each starts: a change from one value to another
+    as the old value's past state and the new value (changes.py), else the sentence as said."""
+    if (change := find_change(sentence)) is not None:
+        # The first template under which both values read as the same kind of fact; else the first
+        # that reads the new one ("moved from my parents' place to Austin" names no old city).
+        fallback: list[tuple[int, ExtractedFact]] | None = None
+        for template in change.templates:
+            found, new = _said_as(sentence, change, template, change.new, message, correction, confidence_cap)
+            if not new:
+                continue
+            slots = {(f.namespace, f.key) for f in new}
+            namespaces = {f.namespace for f in new}
+            until = min(fact.observed_at for fact in new)  # the old state held until the new one began
+            old = [(-1, past_state(fact, until))  # before every statement of the sentence
+                   for fact in _said_as(sentence, change, template, change.old, message, None, confidence_cap)[1]
+                   if fact.operation == "assert" and fact.namespace in namespaces
+                   and ((fact.namespace, fact.key) in slots or fact.namespace in VALUE_KEYED)]
+            if old:
+                return old + found
+            fallback = found if fallback is None else fallback
+        if fallback is not None:
+            return fallback
+    return _statement_facts(sentence, message, correction=correction, confidence_cap=confidence_cap)
+
+
+def _said_as(sentence: str, change: Change, template: str, value: str, message: Message, correction: int | None,
+             confidence_cap: float) -> tuple[list[tuple[int, ExtractedFact]], list[ExtractedFact]]:
+    """The facts of the sentence with its change said plainly of `value`, and those the plain
+    statement itself gives."""
+    plain, at = said_plainly(sentence, change, template, value)
+    found = _statement_facts(plain, message, correction=correction, confidence_cap=confidence_cap)
+    said = plain[at:at + len(template) + len(value)]
+    return found, [fact for start, fact in found if at <= start < at + len(said) or (fact.value and fact.value in said)]
+
+
+# Namespaces whose key is made from the value: an old and a new value are two keys.
+VALUE_KEYED = frozenset({"preference", "language", "pet"})
+
+
+def _statement_facts(sentence: str, message: Message, *, correction: int | None,
+                     confidence_cap: float) -> list[tuple[int, ExtractedFact]]:
+    """The facts a sentence states as said. A conjunct that shares the sentence's subject ("I'm
+    vegetarian and allergic to peanuts") is read with that subject too, so each part gets its own fact."""
     found = _clause_facts(sentence, message, correction=correction, confidence_cap=confidence_cap)
     opening = _OPENING_SUBJECT.match(sentence)
     if opening is None or _has_cjk(sentence):
@@ -99,6 +159,31 @@ def _sentence_facts(sentence: str, message: Message, *, correction: int | None,
     return found
 
 
+def _coordinated(rule: _Rule, m: re.Match[str], sentence: str,
+                 reads: list[tuple[str, str, tuple[int, int]]]) -> list[tuple[str, str, tuple[int, int]]]:
+    """The reads of a match plus those of the items coordinated with its value ("allergic to
+    peanuts and shellfish", 对花生和虾过敏), each read again under the same head by the same rule."""
+    group = next((g for g in ("v", "w") if g in rule.pattern.groupindex and m.group(g)), None)
+    if group is None or not distributes(rule.key):
+        return reads
+    start, end = m.span(group)
+    if _has_cjk(m.group(group)):
+        variants = [(sentence[:start] + item + sentence[end:], m.end()) for item in chinese_items(m.group(group))]
+    else:
+        variants = [(sentence[:start] + item, item_end)
+                    for item, item_end in english_items(sentence, max(r[2][1] for r in reads))]
+    found: list[tuple[str, str, tuple[int, int]]] = []
+    for variant, item_end in variants:
+        again = rule.pattern.search(variant, m.start())
+        if again is None or again.start() != m.start():
+            continue
+        found += [(key, value, (m.start(), item_end)) for key, value, _ in _read(rule, again, variant)]
+    if _has_cjk(m.group(group)):
+        return found if len({key for key, _, _ in found}) > 1 else reads
+    keys = {key for key, _, _ in reads}
+    return reads + [r for r in found if r[0] not in keys and not keys.add(r[0])]  # type: ignore[func-returns-value]
+
+
 def _clause_facts(sentence: str, message: Message, *, correction: int | None,
                   confidence_cap: float) -> list[tuple[int, ExtractedFact]]:
     found: list[tuple[int, ExtractedFact]] = []
@@ -111,6 +196,7 @@ def _clause_facts(sentence: str, message: Message, *, correction: int | None,
             reads = _read(rule, m, sentence)
             if not reads:
                 continue
+            reads = _coordinated(rule, m, sentence, reads)
             span = (m.start("v") if rule.value_span else m.start(), max(r[2][1] for r in reads))
             # Overlap is judged on the span up to the cleaned value: "I love hiking and I live
             # in Denver" keeps "I love hiking" although its raw capture ran over "I live in".
@@ -118,11 +204,12 @@ def _clause_facts(sentence: str, message: Message, *, correction: int | None,
                 continue
             taken.append(span)  # blocked spans too: a looser rule must not re-read them
             pos = max(span[1], m.end()) if _has_cjk(m.group(0)) else span[1]  # nor the same rule inside its own match
-            if _hypothetical(sentence, m.start()):
+            past = not rule.temporary and rule.op == "assert" and _past_state(sentence, m.start())
+            if _hypothetical(sentence, m.start()) and not (past and _USED_TO.search(sentence, 0, m.start())):
                 continue
             if rule.subject and not _subject_ok(sentence, m.start()):
                 continue
-            if _REPORTED.match(sentence[_clause_start(sentence, m.start()):]):
+            if _REPORTED.match(sentence[_clause_start(sentence, m.start()):]) and not past:
                 continue
             if _SOMEONE_ELSES.match(sentence[m.end():]) or _SOMEONE_ELSES.search(m.group(0)):
                 continue  # "喜欢榴莲的是我老公": the one who likes it is somebody else
@@ -172,5 +259,7 @@ def _clause_facts(sentence: str, message: Message, *, correction: int | None,
                 if rule.temporary and op == "assert":
                     start = fact.observed_at.date()
                     fact = fact.model_copy(update={"valid_until": stay_end(sentence, message.created_at, start)})
+                if past and op == "assert":
+                    fact = past_state(fact, message.created_at)
                 found.append((m.start(), fact))
     return found

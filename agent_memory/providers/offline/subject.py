@@ -62,7 +62,7 @@ def _subject_ok(sentence: str, start: int) -> bool:
         if _ZH_ALLOWED.fullmatch(local) is None and not _zh_own_clause(local):
             return False
         # A subjectless clause continues the sentence's subject: "我妈住在杭州，喜欢跳舞".
-        if not re.search(r"我|咱", local):
+        if not re.search(r"我|咱", local) and not re.match(r"\s*(?:我|咱|俺)", sentence[start:]):
             before = prefix[:_clause_start(sentence, start)]
             third = [t for t in _ZH_THIRD.finditer(before) if not _ZH_NOT_SUBJECT.search(before[:t.start()])]
             if third and not re.search(r"我(?![妈爸哥姐弟妹老朋同室])|咱", before[third[-1].end():]):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from agent_memory.providers.offline.gazetteer import leading_city, leading_name
+from agent_memory.providers.offline.gazetteer import is_chinese_city, leading_city, leading_name
 from agent_memory.providers.offline.zh_segment import leading_noun
 
 _CJK = "\u3400-\u9fff\uf900-\ufaff"
@@ -67,6 +67,8 @@ def _clean(value: str, *, place: bool = False, pref: bool = False, max_words: in
             tailless = _ZH_PLACE_TAIL.sub("", headless)
             v = _ZH_FILLER.sub("", tailless if len(tailless) >= 2 else headless)  # 蔚来 is a name, not 蔚 + 来
             v = _ZH_FILLER.sub("", leading_noun(v)) if v else v
+            # A known city followed by what one does there ("南京定下来了"): the city.
+            v = next((v[:n] for n in (4, 3, 2) if len(v) > n and is_chinese_city(v[:n])), v) if v and not is_chinese_city(v) else v
             if re.match(r"(?:一|某|这|那|哪)(?:家|个|所|间)", v) or v in _ZH_GENERIC_PLACE or (_ZH_NOT_PLACE.search(v) and v not in {"上海", "老家"}):
                 return None
     else:
@@ -146,6 +148,8 @@ def _employer(raw: str) -> str | None:
     """An organisation as an employer rule reads it: a proper noun, or a lower-case name no dictionary
     has; "还在老地方熬着" names no organisation."""
     v = _place(raw) or _lowercase_org(raw)
+    if v and re.fullmatch(r"[$€£¥]?\s?[\d.,]+\s?(?:万|千|百|k|K|元|块|w|W)?", v):
+        return None  # an amount ("涨到了12万"), not an organisation
     return None if v in _SAME_PLACE else v
 
 

@@ -341,8 +341,16 @@ def test_each_part_of_a_sentence_sharing_its_subject_states_its_own_fact(text, e
     assert facts(text) == expected
 
 
+def test_the_past_reaches_a_conjunct_sharing_its_subject():
+    messages = [Message(message_id="m0", turn_index=0, role="user", content="I used to live in Paris and work at Google.",
+                        created_at=AT)]
+    result = asyncio.run(RuleFactExtractor().extract(messages))
+    assert {(f.namespace, f.key, f.value) for f in result.facts} == {("location", "home_city", "Paris"),
+                                                                     ("work", "employer", "Google")}
+    assert all(f.valid_until == AT and f.observed_at < AT for f in result.facts)  # states that held until then
+
+
 @pytest.mark.parametrize("text", [
-    "I used to live in Paris and work at Google.",  # the past reaches the second part too
     "I'm not vegan and allergic to nothing.",
     "My sister is vegetarian and allergic to peanuts.",  # someone else's
 ])

@@ -8,6 +8,7 @@ from agent_memory.providers.offline.rules import (
     budgets,
     diet,
     homes,
+    languages,
     names,
     pets,
     preferences,
@@ -19,6 +20,7 @@ from agent_memory.providers.offline.rules.base import _Rule
 
 RULES: list[_Rule] = [
     *diet.RULES,
+    *languages.RULES,
     *preferences.RULES,
     *trips.RULES,
     *homes.RULES,

@@ -58,7 +58,7 @@ RULES: list[_Rule] = [
        "diet", "restriction", subject=False),
     _r(r"(?:^|,)\s*(?:so\s+|then\s+|basically\s+|technically\s+|officially\s+)?(?:no\s+longer\s+|not\s+|still\s+)?(?:strictly\s+|fully\s+)?(?P<v>vegetarian|vegan|pescatarian)\b(?!\s+(?:food|restaurant|place|option|dish|recipe|meal))",
        "diet", "restriction"),
-    _r(r"(?:改吃|吃|是|成了|当了)(?P<v>纯素|全素)", "diet", "restriction", make=_const("restriction", "vegan")),
+    _r(r"(?:改吃|吃|是|成了|当了|算是|算)(?P<v>纯素|全素)", "diet", "restriction", make=_const("restriction", "vegan")),
     _r(r"(?:改吃|吃|是|成了|当了)?蛋奶素", "diet", "restriction", make=_const("restriction", "vegetarian")),
     _r(r"(?:只)?(?:是)?(?:吃素|素食者|素食主义者|吃斋)(?!那阵子|那时|的时候|那几年|那段)", "diet", "restriction",
        make=_const("restriction", "vegetarian")),

@@ -122,6 +122,9 @@ RULES: list[_Rule] = [
     _r(r"(?:人)?(?:已经|早就)?(?:不|没)(?:再)?在(?P<v>" + _ZC + r"{2,6}?)了", "location", "home_city",
        make=lambda m, s: [("home_city", v)] if (v := _place(m.group("v"))) and is_chinese_city(v) else None, op="end",
        on_negation="keep"),
+    # "我在北京": where one is, said as all of a clause, is where one lives when it is a city.
+    _r(r"(?:^|(?<=[,，。!！\s]))(?:我|我们)(?:现在|目前|如今|人)?在(?P<v>" + _ZC + r"{2,6}?)(?=$|[,，。!！;；])", "location", "home_city",
+       make=lambda m, s: [("home_city", v)] if (v := _place(m.group("v"))) and is_chinese_city(v) else None),
     _r(r"(?:坐标|现居|常驻|📍)\s*(?P<v>" + _ZC + r"{2,8}?)(?=$|[,.!?;:。|\s]|的)|(?:现在|目前|如今)住(?:在)?(?P<w>" + _ZC
        + r"{2,6}?)(?=$|[,.!?;:。]|了|呢)", "location", "home_city",
        make=lambda m, s: [("home_city", v)] if (v := _place(m.group("v") or m.group("w"))) else None),

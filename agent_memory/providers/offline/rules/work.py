@@ -203,6 +203,8 @@ RULES: list[_Rule] = [
     _r(r"\b(?:joys?|perks?|life|downsides?|curse|reality|glamour)\s+of\s+being\s+(?:a|an|the)\s+" + _EV, "work", "job",
        make=_job_framed, subject=False),
     _r(r"\b(?:[\w-]+[\s-]hour\s+)?shifts?\s+as\s+(?:the\s+only\s+|the\s+|a\s+|an\s+)?" + _EV, "work", "job", make=_job_framed),
+    # "As a physician I see …": a title framing the speaker's own statement.
+    _r(r"^\s*as\s+(?:a|an)\s+(?P<v>(?:[A-Za-z-]+\s+){0,2}?[A-Za-z-]+)(?=\s*,?\s+(?:I|I'm|I've|we)\b)", "work", "job", make=_job),
     # Retiring ends the job and the employer ("Retired as of Friday!!"); "a retired teacher" is a title.
     _r(r"(?:^|\b(?:I|I've|I\s+have|just|finally|officially|I'm|I\s+am|now|we)\s+)retired\b(?!\s+(?:[a-z]+(?:er|or|ist|ian)|nurse|"
        r"doctor|chef|coach|judge|vet|pilot)\b)", "work", "", make=lambda m, s: [("job", ""), ("employer", "")], op="end",
