@@ -79,6 +79,7 @@ def find_change(sentence: str) -> Change | None:
     verb = (m.groupdict().get("verb") or "").lower()
     chinese = m.re in (_ZH_FROM_TO, _ZH_REPLACED)
     moving = verb.startswith(("mov", "reloc", "搬")) or (_is_city(old) and _is_city(new.split()[0] if not chinese else new))
+    templates: tuple[str, ...]
     if chinese:
         templates = _ZH_MOVES if moving else _ZH_ROLES
     else:

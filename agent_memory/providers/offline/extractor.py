@@ -99,9 +99,11 @@ def _extract_facts(messages: list[Message], subject_role: str,
         previous = message
         for fact in facts:
             if is_past_state(fact):
-                fact = _past_against_present(fact, [*(known or []), *(f for f in merged.values() if not is_past_state(f))])
-                if fact is None:
+                present: list[KnownFact | ExtractedFact] = [*(known or []), *(f for f in merged.values() if not is_past_state(f))]
+                placed = _past_against_present(fact, present)
+                if placed is None:
                     continue
+                fact = placed
             is_end = fact.operation == "end"
             identity = (fact.namespace, fact.key, is_end)
             opposite = (fact.namespace, fact.key, not is_end)
@@ -115,10 +117,10 @@ def _extract_facts(messages: list[Message], subject_role: str,
             if identity in merged and _succeeds(merged[identity], fact):
                 # Another state of the same thing, said later ("住在上海…后来搬到了北京"): the earlier
                 # one stays, as a state that held until this one.
-                earlier = merged.pop(identity)
-                if earlier.observed_at >= fact.observed_at:  # both said in one message: it held just before
-                    earlier = earlier.model_copy(update={"observed_at": fact.observed_at - _BEFORE})
-                states.append((order.pop(identity), earlier))
+                state = merged.pop(identity)
+                if state.observed_at >= fact.observed_at:  # both said in one message: it held just before
+                    state = state.model_copy(update={"observed_at": fact.observed_at - _BEFORE})
+                states.append((order.pop(identity), state))
             elif identity in merged:
                 # The last statement wins, but every message that said it stays as evidence.
                 earlier_ids = merged.pop(identity).evidence_message_ids
@@ -135,7 +137,7 @@ def _extract_facts(messages: list[Message], subject_role: str,
 _BEFORE = timedelta(seconds=1)
 
 
-def _past_against_present(fact: ExtractedFact, present: list[KnownFact] | list[KnownFact | ExtractedFact]) -> ExtractedFact | None:
+def _past_against_present(fact: ExtractedFact, present: list[KnownFact | ExtractedFact]) -> ExtractedFact | None:
     """A state said to have held before, against what holds now: the current value itself ended
     ("I used to live in Paris" while Paris is current); another current value stays, and the past
     one, which cannot be placed before it, is left out; with nothing current it is a closed interval."""
