@@ -22,8 +22,16 @@ def _tagged(s: Session, **metadata) -> Session:
     return s.model_copy(update={"messages": [m.model_copy(update={"metadata": metadata}) for m in s.messages]})
 
 
-EMAIL = _tagged(session("e1", "2024-04-01T09:00:00Z", "I live in Bergen."), channel="email", ticket=4711)
-CHAT = _tagged(session("c1", "2024-04-02T09:00:00Z", "We went sailing on Sunday."), channel="chat")
+# Four messages each: a shorter session gets no episode (the substance gate), and both episodes are
+# recalled below. The questions added are no notes, facts or summary sentences: each session's
+# memories still cite its first message only.
+EMAIL = _tagged(session("e1", "2024-04-01T09:00:00Z", "I live in Bergen.",
+                        ("assistant", "Is the parcel going to that address?"),
+                        "Does the courier deliver there on Saturdays?",
+                        ("assistant", "Which day suits you best for the delivery?")), channel="email", ticket=4711)
+CHAT = _tagged(session("c1", "2024-04-02T09:00:00Z", "We went sailing on Sunday.", ("assistant", "Was the sea calm?"),
+                       "Is October too late in the season for another trip?",
+                       ("assistant", "How many people were on the boat?")), channel="chat")
 
 
 @pytest.mark.parametrize("metadata, named", [
@@ -54,7 +62,7 @@ async def test_metadata_is_stored_exported_and_narrows_recall_context_and_facts(
             await client.consolidation_result(await client.end_session(tenant, "lin", s.session_id))
     with pytest.raises(MessageConflictError):  # the same message with other metadata is another body
         await client.append_messages(tenant, "lin", _tagged(EMAIL, channel="sms"))
-    assert (await client.append_messages(tenant, "lin", EMAIL)).duplicates == 1
+    assert (await client.append_messages(tenant, "lin", EMAIL)).duplicates == 4
 
     by_email = memory_filter(metadata={"channel": "email"})
     facts = await client.facts(tenant, "lin", filters=by_email)

@@ -20,10 +20,17 @@ def _scoped(s: Session, **scope) -> Session:
     return s.model_copy(update={"messages": [m.model_copy(update=scope) for m in s.messages]})
 
 
-SUPPORT = _scoped(session("s1", "2024-04-01T09:00:00Z", "I live in Bergen."), agent_id="support", app_id="helpdesk",
-                  run_id="ticket-4711")
-TRAVEL = _scoped(session("t1", "2024-04-02T09:00:00Z", "We went sailing on Sunday."), agent_id="travel",
-                 app_id="helpdesk")
+# Four messages each: a shorter session gets no episode (the substance gate), and both episodes are
+# recalled and exported below. The questions added are no notes, facts or summary sentences: each
+# session's memories still cite its first message only.
+SUPPORT = _scoped(session("s1", "2024-04-01T09:00:00Z", "I live in Bergen.",
+                          ("assistant", "Is the parcel going to that address?"),
+                          "Does the courier deliver there on Saturdays?",
+                          ("assistant", "Which day suits you best for the delivery?")),
+                  agent_id="support", app_id="helpdesk", run_id="ticket-4711")
+TRAVEL = _scoped(session("t1", "2024-04-02T09:00:00Z", "We went sailing on Sunday.", ("assistant", "Was the sea calm?"),
+                         "Is October too late in the season for another trip?",
+                         ("assistant", "How many people were on the boat?")), agent_id="travel", app_id="helpdesk")
 
 
 @pytest.mark.parametrize("field", ["agent_id", "app_id", "run_id"])
@@ -52,7 +59,7 @@ async def test_scopes_are_stored_exported_and_narrow_recall_context_facts_and_ex
             await client.consolidation_result(await client.end_session(tenant, "lin", s.session_id))
     with pytest.raises(MessageConflictError):  # the same message in another scope is another body
         await client.append_messages(tenant, "lin", _scoped(SUPPORT, agent_id="sales"))
-    assert (await client.append_messages(tenant, "lin", SUPPORT)).duplicates == 1
+    assert (await client.append_messages(tenant, "lin", SUPPORT)).duplicates == 4
 
     support = memory_filter(agent_id="support")
     facts = await client.facts(tenant, "lin", filters=support)
