@@ -58,6 +58,7 @@ from agent_memory.memory.memory_store import (
     current_candidates,
     current_facts,
     ended_fact_versions,
+    evidence_arrivals,
 )
 from agent_memory.memory.operations import OperationRecorder
 from agent_memory.memory.substance import EpisodeGate, gate_reason
@@ -241,8 +242,15 @@ class ConsolidationActivities:
                 held = await current_candidates(scope.conn, step.tenant_id, step.subject_id)
                 ended = await ended_fact_versions(scope.conn, step.tenant_id, step.subject_id)
                 policy = await read_write_policy(scope.conn, step.tenant_id)
+                # Which statement is newer follows the server's order of receipt, read here so the
+                # recorded plan is what a retry or a replay sees.
+                received = await evidence_arrivals(
+                    scope.conn, step.tenant_id, step.subject_id, step.session_id,
+                    sorted({i for f in extraction.facts for i in f.evidence_message_ids}))
             return ConflictPlan(decisions=decide(extraction.facts, current, held, ended,
-                                                 needs_confirmation=policy.needs_confirmation))
+                                                 needs_confirmation=policy.needs_confirmation,
+                                                 needs_corroboration=policy.needs_corroboration,
+                                                 received_at=received))
 
         # Keyed on the extraction: a later run over more messages makes its own plan.
         key = PlanKey.for_extraction(step.session_id, step.extraction_operation_id, step.round)
@@ -266,7 +274,8 @@ class ConsolidationActivities:
             plan=await load(step.tenant_id, step.subject_id, step.plan_operation_id, ConflictPlan),
             importance=await load(step.tenant_id, step.subject_id, step.importance_operation_id, ImportanceResult),
             summary=await load(step.tenant_id, step.subject_id, step.summary_operation_id, SummaryResult),
-            happened_at=max(m.created_at for m in messages), through=step.through)
+            happened_at=max(m.created_at for m in messages), through=step.through,
+            written_at={m.message_id: m.created_at for m in messages})
         fault_point("after_commit")
         if self.temporal is not None:
             await start_webhook_deliveries(self.pool, self.temporal, activity.info().task_queue, step.tenant_id)

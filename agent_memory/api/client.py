@@ -142,6 +142,7 @@ from agent_memory.security.keyring import KeyRotationInput, RotationResult
 from agent_memory.security.leak_filter import drop_counts
 from agent_memory.security.operator_requests import register_operator_request
 from agent_memory.store.db import acting_as, fetch_one, tenant_transaction
+from agent_memory.store.inventory import ImportanceSpread, importance_spread
 from agent_memory.store.scope import Mode, SubjectErasedError, subject_scope
 
 log = logging.getLogger(__name__)
@@ -929,6 +930,11 @@ class MemoryClient:
         check found rows (0 expected)."""
         check_identifier("tenant", tenant_id)
         return await lifecycle_counts(self.services.pool, tenant_id)
+
+    async def importance_spread(self, tenant_id: str) -> ImportanceSpread:
+        """The tenant's episodes per importance score, flagged when every one got the same score."""
+        check_identifier("tenant", tenant_id)
+        return await importance_spread(self.services.pool, tenant_id)
 
     async def leak_filter_drops(self, tenant_id: str) -> dict[str, int]:
         """The tenant's leak-filter drop counters: {"total": n, "<reason>": n, ...}."""

@@ -44,6 +44,7 @@ from agent_memory.core.errors import InvalidInput, ServiceUnavailable, first_lin
 from agent_memory.core.models import TokenBudgetState, check_identifier
 from agent_memory.security.api_keys import ApiKeyError, FailureLimiter, TooManyFailuresError
 from agent_memory.security.operator_keys import OperatorKey
+from agent_memory.store.inventory import ImportanceSpread
 
 # http.auth.checked_operator_key (the operator key behind the API's failure limiter) and
 # outages.dependency_down (the dependency an error is the outage of), handed in by create_app.
@@ -348,17 +349,19 @@ def _fact_rows(page: Page, tenant: str, subject: str, views: list[data.FactView]
             action = page.form(_path("t", tenant, "s", subject, "candidates", f.memory_id, "confirm"), "Confirm")
         reason = f'<br><span class="muted">{esc(view.close_reason)}</span>' if view.close_reason else ""
         valid_to = when(f.valid_to) if f.valid_to else '<span class="muted">open</span>'
+        writer = f'<br><span class="muted mono">{esc(f.extracted_by)}</span>' if f.extracted_by else ""
         recorded_to = when(view.recorded_to) if view.recorded_to else '<span class="muted">now</span>'
         rows.append(
             f'<tr><td>{label}</td><td class="message">{esc(f.value)}</td><td>{_status_pill(f.status)}{reason}</td>'
-            f"<td>{when(f.valid_from)} → {valid_to}</td><td>{when(f.recorded_at)} → {recorded_to}</td>"
-            f"<td>v{f.version}</td><td>{f.confidence:.2f}</td><td>{esc(evidence)}</td><td>{run}</td>"
+            f"<td>{when(f.valid_from)} → {valid_to}</td><td>{when(f.last_confirmed_at)}</td>"
+            f"<td>{when(f.recorded_at)} → {recorded_to}</td>"
+            f"<td>v{f.version}</td><td>{f.confidence:.2f}</td><td>{esc(evidence)}</td><td>{run}{writer}</td>"
             + (f"<td>{action}</td>" if actions else "") + "</tr>")
     return rows
 
 
-FACT_HEADERS = ["fact", "value", "status", "valid from → to", "recorded from → to", "version", "confidence",
-                "evidence", "written by"]
+FACT_HEADERS = ["fact", "value", "status", "valid from → to", "last confirmed", "recorded from → to", "version",
+                "confidence", "evidence", "written by"]
 
 
 def _messages_table(messages: list[data.EvidenceMessage], tenant: str, subject: str, *, session_link: bool) -> str:
@@ -418,10 +421,13 @@ def build_console_router(check_operator: OperatorCheck, outage: OutageOf) -> API
             rows = []
             for tenant in (await data.list_tenants(client.services.pool))[:data.PAGE_ROWS]:
                 lag = await client.projection_lag(tenant)
+                spread = await client.importance_spread(tenant)
                 rows.append(f'<tr><td><a href="{esc(_path("t", tenant))}">{esc(tenant)}</a></td><td>{_lag(lag)}</td>'
+                            f"<td>{_importance_summary(spread)}</td>"
                             f"<td>{page.links.runs(visibility_query(tenant), 'runs')}</td></tr>")
             body = ("<h1>Tenants</h1><section>"
-                    + _table(["tenant", "projection", "Temporal"], rows, "No tenant has stored anything yet.")
+                    + _table(["tenant", "projection", "episode importance", "Temporal"], rows,
+                             "No tenant has stored anything yet.")
                     + "</section><h2>Schedules</h2><section>" + await _schedules(page) + "</section>")
             return page.render("Tenants", [("tenants", None)], body)
         return await signed_in(request, checks, render)
@@ -435,6 +441,7 @@ def build_console_router(check_operator: OperatorCheck, outage: OutageOf) -> API
             lag = await client.projection_lag(tenant)
             erasures = await data.erasure_requests(client.services.pool, client.services.keyring, tenant)
             budget = await client.token_budget(tenant)
+            spread = await client.importance_spread(tenant)
             rows = [f'<tr><td><a href="{esc(_path("t", tenant, "s", s.subject_id))}">{esc(s.subject_id)}</a></td>'
                     f"<td>{s.sessions}</td><td>{s.facts}</td>"
                     f"<td>{_pill(str(s.candidates), 'warn') if s.candidates else 0}</td>"
@@ -443,6 +450,8 @@ def build_console_router(check_operator: OperatorCheck, outage: OutageOf) -> API
                     f'<div class="cards"><div class="card"><span class="muted">subjects</span><b>{len(subjects)}</b></div>'
                     f'<div class="card"><span class="muted">projection</span><br>{_lag(lag)}</div>'
                     f'<div class="card"><span class="muted">model tokens today (UTC)</span><br>{_budget(budget)}</div>'
+                    f'<div class="card"><span class="muted">episode importance</span><br>'
+                    f'<a href="#importance">{_importance_summary(spread)}</a></div>'
                     f'<div class="card"><span class="muted">Temporal</span><br>'
                     f"{page.links.runs(visibility_query(tenant), 'every run of the tenant')}</div></div>"
                     "<h2>Subjects</h2><section>"
@@ -451,7 +460,8 @@ def build_console_router(check_operator: OperatorCheck, outage: OutageOf) -> API
                     + '</section><h2 id="parked">Consolidations parked on the token budget</h2><section>'
                     + await _parked(page, tenant)
                     + '</section><h2 id="erasures">Erasure requests and receipts</h2><section>'
-                    + _erasures(tenant, erasures) + "</section>")
+                    + _erasures(tenant, erasures) + "</section>"
+                    + '<h2 id="importance">Episode importance</h2><section>' + _importance(spread) + "</section>")
             return page.render(f"Tenant {tenant}", [("tenants", PREFIX), (tenant, None)], body)
         return await signed_in(request, checks, render)
 
@@ -693,6 +703,26 @@ def _erasures(tenant: str, erasures: list[data.ErasureRow]) -> str:
                     f'<td><a href="{esc(_path("t", tenant, "erasures", e.request_id, "run"))}">run ↗</a></td></tr>')
     return _table(["request", "subject (digest)", "status", "requested", "completed", "removed", "receipt", "Temporal"],
                   rows, "No erasure request.")
+
+
+def _importance_summary(spread: ImportanceSpread) -> str:
+    if spread.collapsed:
+        return _pill(f"collapsed to {spread.min} ({spread.episodes} episodes)", "bad")
+    if not spread.episodes:
+        return '<span class="muted">no episodes</span>'
+    return esc(f"{spread.min}–{spread.max}, median {spread.median:g} ({spread.episodes} episodes)")
+
+
+def _importance(spread: ImportanceSpread) -> str:
+    """Episodes per importance score as a bar per score (text: the page's policy allows no inline style)."""
+    if not spread.episodes:
+        return '<p class="muted">No episode yet.</p>'
+    widest = max(spread.per_score.values())
+    rows = [f'<tr><td>{score}</td><td>{n}</td><td class="mono">{"█" * round(30 * n / widest)}</td></tr>'
+            for score, n in spread.per_score.items()]
+    warning = f'<p class="error">{esc(spread.warning)}</p>' if spread.warning else ""
+    return (warning + f'<p class="muted">{spread.episodes} episodes: min {spread.min}, median {spread.median:g}, '
+            f"max {spread.max}.</p>" + _table(["score", "episodes", ""], rows, ""))
 
 
 def _budget(budget: TokenBudgetState) -> str:

@@ -378,7 +378,8 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
 
     @server.tool(description=(
         "The facts known about the person now (needs a read key): each with its value, since when it "
-        "holds and the ids of the messages it was learned from. Facts of a session appear once it is "
+        "holds, when it was last said again or confirmed (`last_confirmed_at`), what wrote it "
+        "(`extracted_by`) and the ids of the messages it was learned from. Facts of a session appear once it is "
         "consolidated. `namespaces`, `since` and `until` keep the facts of those namespaces that became "
         "true in that range; `agent_id`, `app_id` and `run_id` those learned from that scope's messages."))
     @_answers

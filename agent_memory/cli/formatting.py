@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from agent_memory.core.run_metadata import RunPayloads
     from agent_memory.providers.policy import ProviderPolicy
     from agent_memory.recall.prompt import BuiltPrompt
-    from agent_memory.store.inventory import SessionSummary, SubjectSummary
+    from agent_memory.store.inventory import ImportanceSpread, SessionSummary, SubjectSummary
 
 PolicyT = TypeVar("PolicyT", bound="BaseModel")
 
@@ -81,11 +81,23 @@ def format_projection_lag(lag: ProjectionLag) -> str:
             + f", {lag.dead_letters} dead letter(s)")
 
 
+def format_importance(spread: ImportanceSpread) -> str:
+    """The episodes' importance: min, median, max and the count per score, then the warning of a
+    collapsed score on a line of its own."""
+    if not spread.episodes:
+        return "episode importance: no episodes yet"
+    counts = "  ".join(f"{score}:{n}" for score, n in spread.per_score.items() if n)
+    line = (f"episode importance: {spread.episodes} episodes, min {spread.min}, median {spread.median:g}, "
+            f"max {spread.max}  (score:episodes {counts})")
+    return line + (f"\nwarning: {spread.warning}" if spread.warning else "")
+
+
 def format_fact(f: FactRow) -> str:
     until = f.valid_to.isoformat() if f.valid_to else "now"
     status = "" if f.status == "active" else f"  ({f.status})"
     return (f"{f.namespace}/{f.key} = {f.value!r}  [{f.valid_from.isoformat()} → {until}]  v{f.version} "
-            f"confidence {f.confidence:.2f}  evidence {','.join(f.evidence_message_ids)}{status}")
+            f"confidence {f.confidence:.2f}  confirmed {f.last_confirmed_at.isoformat()}  "
+            f"evidence {','.join(f.evidence_message_ids)}  by {f.extracted_by or 'unknown'}{status}")
 
 
 def format_run_payloads(run: RunPayloads) -> str:

@@ -30,7 +30,7 @@ RECALL_POLICY_FIELDS = ("tau_days", "window_days", "min_relevance", "importance_
                         "total_tokens", "recent_tokens", "recent_turns")
 RETENTION_FIELDS = ("episode_days", "note_days", "candidate_days", "temporary_fact_days", "tool_call_days",
                     "webhook_delivery_days")
-WRITE_POLICY_FIELDS = ("stored_namespaces", "consent_namespaces", "confirm_keys")
+WRITE_POLICY_FIELDS = ("stored_namespaces", "consent_namespaces", "confirm_keys", "corroborate_keys")
 PRESET_METAVAR = "{" + ",".join(PRESET_NAMES) + "}"
 
 

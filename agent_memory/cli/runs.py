@@ -81,12 +81,13 @@ async def rebuild(client: MemoryClient, services: Services, *, tenant: str, subj
              if rebuilt.subjects_not_listed else ""))
 
 
-@click.command("stats", cls=Command, help="operator counters of a tenant (leak-filter drops, projection lag, sessions without an episode)")
+@click.command("stats", cls=Command, help="operator counters of a tenant (leak-filter drops, projection lag, "
+               "episode importance, sessions without an episode)")
 @scoped(subject=False)
 @json_flag
 @with_client
 async def stats(client: MemoryClient, services: Services, *, tenant: str, json: bool) -> None:
-    from agent_memory.cli.formatting import format_projection_lag
+    from agent_memory.cli.formatting import format_importance, format_projection_lag
 
     drops = await client.leak_filter_drops(tenant)
     lag = await client.projection_lag(tenant)
@@ -95,12 +96,14 @@ async def stats(client: MemoryClient, services: Services, *, tenant: str, json: 
     erasures = await client.erasure_counts(tenant)
     withheld = await client.withheld_counts(tenant)
     gated = await client.gated_sessions(tenant)
+    importance = await client.importance_spread(tenant)
     if json:
         print_json({"tenant_id": tenant, "leak_filter_drops": drops, "reads": reads,
                     "lifecycle": lifecycle.model_dump(mode="json"),
                     "erasures": erasures.model_dump(mode="json"), "write_gate_withheld": withheld,
                     "sessions_without_episode": gated,
-                    "projection": lag.model_dump(mode="json", exclude={"tenant_id", "subject_id"})})
+                    "projection": lag.model_dump(mode="json", exclude={"tenant_id", "subject_id"}),
+                    "episode_importance": importance.model_dump(mode="json")})
         return
     print(f"context reads: {reads['context_reads']} ({reads['context_items']} items served); "
           f"recall reads: {reads['recall_reads']} ({reads['recall_items']} items)")
@@ -116,6 +119,7 @@ async def stats(client: MemoryClient, services: Services, *, tenant: str, json: 
           f"re-driven ({erasures.redrives} re-drives)")
     print(f"refused starts: {erasures.refused_requests} unregistered destructive requests, "
           f"{erasures.refused_payloads} Temporal payloads not written for their run")
+    print(format_importance(importance))
 
 
 @click.group("projection", cls=Group, dest="projection_command",

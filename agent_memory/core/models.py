@@ -425,6 +425,9 @@ class EmbeddingResult(ProviderResult):
 
 
 class FactRow(BaseModel):
+    """One interval of a fact: its value, when it held (valid_from → valid_to), when it was last
+    said again or confirmed, what wrote it, and the messages it was learned from."""
+
     fact_id: str
     memory_id: str
     tenant_id: str
@@ -447,6 +450,12 @@ class FactRow(BaseModel):
     evidence_message_ids: list[str]
     task_session_id: str | None = None  # a task-local fact's session: recall shows it there only
     metadata: dict[str, MetadataValue] = {}  # what the agent or app that wrote it said of it (write_fact)
+    last_confirmed_at: datetime = Field(description=(
+        "when the value was last said again or confirmed: the latest restatement in a later session, "
+        "else when it was itself stated"))
+    extracted_by: str | None = Field(default=None, description=(
+        "what wrote the value: the extractor and its version (e.g. 'rule-extractor/8'), or 'live-write:' and "
+        "the writer (user, agent, operator) for a value written directly; null if not recorded"))
 
 
 # --- workflow and activity payloads --------------------------------------------------------------

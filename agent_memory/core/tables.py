@@ -97,11 +97,12 @@ TABLES: tuple[Table, ...] = (
           rebuild=RebuildColumns(
               0, ("fact_id::text", "memory_id::text", "namespace", "key", "value", "version", "memory_version",
                   "status", "valid_from", "valid_to", "valid_until", "confidence", "claim_type", "permanence",
-                  "task_session_id", "source_kind", "evidence_message_ids", "close_reason", "operation_id", "metadata"),
+                  "task_session_id", "source_kind", "evidence_message_ids", "close_reason", "operation_id", "metadata",
+                  "last_confirmed_at", "extracted_by"),
               ("fact_id", "tenant_id", "subject_id", "memory_id", "namespace", "key", "value", "version",
                "memory_version", "status", "valid_from", "valid_to", "valid_until", "recorded_at", "superseded_at",
                "confidence", "claim_type", "permanence", "task_session_id", "source_kind", "evidence_message_ids",
-               "close_reason", "operation_id", "metadata"))),
+               "close_reason", "operation_id", "metadata", "last_confirmed_at", "extracted_by"))),
     # Edges between the subject's entities, each interval a row: deleted with its facts (before the
     # entities they join).
     Table("relations", "projection", erasure="delete", store="facts", label="relations",

@@ -10,6 +10,7 @@ model and a small local model all write `location/home_city`, never `location/ci
 - Preferences are `preference/<object>` = like | dislike: `dislike/<x>` becomes `preference/<x>`
   = dislike, "love"/"enjoy"/"likes" become like; a generic key (`preference/food` = "sushi")
   takes the object from the value.
+- Languages spoken are `language/<language>` = its name, one fact per language.
 - Budgets are `budget/<canonical purpose>` (`BUDGET_PURPOSES`, else `general`); pets
   `pet/<name in lower case>` = species in English.
 - A temporary fact without an end ends DEFAULT_TEMPORARY_DAYS after it was observed.
@@ -32,7 +33,7 @@ __all__ = ["BUDGET_PURPOSES", "DEFAULT_TEMPORARY_DAYS", "VOCABULARY_VERSION", "c
 
 # Part of the extraction's operation key and recorded request: a changed mapping makes a new
 # operation instead of reusing a result normalised the old way.
-VOCABULARY_VERSION = "2"  # 2: van, suv, truck, ute, motorbike, scooter are car budgets
+VOCABULARY_VERSION = "3"  # 2: van, suv, truck, ute, motorbike, scooter are car budgets; 3: language/<language>
 
 # A temporary fact (a trip, a stay) whose end the extractor could not resolve ends this many days
 # after it was observed: most trips are shorter, and an unended trip must not stay the subject's
@@ -209,6 +210,13 @@ def canonical_fact(fact: ExtractedFact) -> ExtractedFact:
             namespace, key = "diet", f"allergy_{key_slug(value)}"[:_MAX_KEY]
         elif namespace in ("allergy", "allergies"):
             namespace, key = "diet", f"allergy_{key}"[:_MAX_KEY]
+    elif namespace in ("language", "languages") or (namespace, key) in (
+            ("profile", "language"), ("profile", "languages"), ("skills", "languages")):
+        # One fact per language: language/<language> = its name ("languages/spoken" = "Spanish" too).
+        if key_slug(value) and value.strip().lower() not in ("yes", "true", "fluent", "native"):
+            namespace, key = "language", key_slug(value)[:_MAX_KEY]
+        else:
+            namespace = "language"
     if (namespace, key) == ("relationship", "status"):
         value = _mapped(value, _STATUS)
     elif (namespace, key) == ("diet", "restriction"):

@@ -22,6 +22,7 @@ from psycopg.types.json import Jsonb
 
 from agent_memory.core.fact_text import fact_text
 from agent_memory.memory.events import (
+    LIVE_WRITE,
     CandidateHeld,
     CandidatePromoted,
     EntityNoted,
@@ -103,10 +104,13 @@ async def apply_event(conn: psycopg.AsyncConnection, tenant_id: str, subject_id:
     elif isinstance(p, FactCreated | FactSuperseded | CandidateHeld):
         await _insert_fact(conn, tenant_id, subject_id, event, p, tables)
     elif isinstance(p, FactConfirmed):
+        # greatest(): a session consolidated late may restate the value at an earlier time than a
+        # confirmation already on record; the fact was last confirmed at the later of the two.
         await conn.execute(sql.SQL(
-            "UPDATE {} SET evidence_message_ids = evidence_message_ids || %s::text[] "
+            "UPDATE {} SET evidence_message_ids = evidence_message_ids || %s::text[], "
+            "last_confirmed_at = greatest(last_confirmed_at, %s) "
             "WHERE tenant_id = %s AND memory_id = %s AND status = 'active'").format(sql.Identifier(tables.facts)),
-            (list(event.source_message_ids), tenant_id, event.memory_id))
+            (list(event.source_message_ids), event.occurred_at, tenant_id, event.memory_id))
     elif isinstance(p, CandidatePromoted):
         await conn.execute(sql.SQL(
             "UPDATE {} SET status = 'promoted', valid_to = %s, superseded_at = now(), close_reason = %s "
@@ -153,7 +157,7 @@ async def apply_event(conn: psycopg.AsyncConnection, tenant_id: str, subject_id:
                 last_seen_at = greatest(e.last_seen_at, excluded.last_seen_at)
             """).format(sql.Identifier(tables.entities)),
             (event.memory_id, tenant_id, subject_id, event.version, p.name, p.entity_type, p.aliases,
-             event.occurred_at, event.occurred_at, event.operation_id))
+             p.first_mentioned_at or event.occurred_at, event.occurred_at, event.operation_id))
         async with conn.cursor() as cur:
             await cur.executemany(sql.SQL(
                 "INSERT INTO {} (tenant_id, subject_id, memory_id, message_id, session_id, version) "
@@ -188,6 +192,18 @@ async def apply_event(conn: psycopg.AsyncConnection, tenant_id: str, subject_id:
             sql.Identifier(tables.facts)), (event.version, tenant_id, event.memory_id))
 
 
+def written_by(event: MemoryEvent) -> str | None:
+    """What wrote the value an event opens, as the fact shows it (`extracted_by`): the extractor
+    and its version ("rule-extractor/8"), or for a direct write "live-write:" and the kind of
+    writer ("live-write:agent"); None for an event recorded without its extractor."""
+    if event.extractor is None:
+        return None
+    name, version = event.extractor
+    if name == LIVE_WRITE[0]:
+        return f"{name}:{event.actor}"
+    return f"{name}/{version}"
+
+
 async def drop_memory_rows(conn: psycopg.AsyncConnection, tables: ProjectionTables, tenant_id: str,
                            memory_id: uuid.UUID) -> int:
     """Remove one memory from the projections `apply_event` writes (a forget, a sweep). The
@@ -211,15 +227,19 @@ async def _insert_fact(conn: psycopg.AsyncConnection, tenant_id: str, subject_id
         """
         INSERT INTO {} (fact_id, tenant_id, subject_id, memory_id, namespace, key, value, version, memory_version,
                         status, valid_from, valid_to, valid_until, confidence, claim_type, permanence,
-                        task_session_id, source_kind, evidence_message_ids, operation_id, metadata)
-        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+                        task_session_id, source_kind, evidence_message_ids, operation_id, metadata,
+                        last_confirmed_at, extracted_by)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
         """).format(sql.Identifier(tables.facts)),
         (fact_id(event.memory_id, event.version), tenant_id, subject_id, event.memory_id, p.namespace, p.key, p.value,
          event.version, event.version, "candidate" if candidate else "active", valid_from, p.valid_until,
          p.valid_until, p.confidence, p.claim_type, p.permanence,
          p.session_id if p.permanence == "task_local" else None,
          "user_statement" if p.claim_type == "explicit" else "model_inference",
-         list(event.source_message_ids), event.operation_id, Jsonb(getattr(p, "metadata", {}))))
+         list(event.source_message_ids), event.operation_id, Jsonb(getattr(p, "metadata", {})),
+         # Confirmed when it was said: a correction's value holds from the voided start, but was
+         # stated (and so last confirmed) at the correction.
+         event.occurred_at, written_by(event)))
     if not candidate:  # a held candidate is recalled only by vector, never by keyword
         await _index(conn, tables, tenant_id, subject_id, event, "fact", fact_text(p.namespace, p.key, p.value),
                      happened_at=valid_from)

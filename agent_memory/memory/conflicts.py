@@ -13,14 +13,20 @@ Order of the gates:
 4. Otherwise the new value and the current one are ranked by support
    S = ws·Rs + wc·Rc + wt·Rt + wf·Rf (source reliability, confirmation, recency, relevance);
    the new value supersedes when it ranks at least as high, else it waits as a candidate.
+
+Recency is the server's order of receipt, not the client's clock (`arrival`): a client whose clock
+is behind cannot make its newer statement lose, nor one ahead make an older one win. Statements
+received together (one append) rank by their own times; a message received long after the time it
+carries (an imported history) ranks by that time, so an old conversation imported today does not
+override what is known since.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from agent_memory.core.fact_text import normalise_value
 from agent_memory.core.models import ExtractedFact, FactAction, FactDecision
@@ -37,6 +43,10 @@ SAFETY_NAMESPACES = frozenset({"diet"})
 SIMILARITY_THRESHOLD = 0.5
 # Values of `preference/<object>`: the object is the key, the value its polarity.
 POLARITIES = frozenset({"like", "dislike"})
+# A message received more than this after the time it carries was not sent as it was written: it is
+# backfill (an imported history). A day covers a client clock off by a time zone (a local time sent as
+# UTC) and a device that sends its queue after a few hours offline.
+BACKFILL_LAG = timedelta(days=1)
 
 
 @dataclass(frozen=True)
@@ -48,7 +58,9 @@ class CurrentFact:
     claim_type: str
     confidence: float = 1.0
     evidence_count: int = 1
-    observed_at: datetime | None = None
+    observed_at: datetime | None = None  # when the value began to hold (valid_from)
+    # Where its newest evidence stands in the order of receipt (`arrival`); None: unknown.
+    received_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -59,6 +71,27 @@ class Candidate:
     evidence_message_ids: tuple[str, ...]
 
 
+def arrival(created_at: datetime, recorded_at: datetime) -> datetime:
+    """Where a message stands in the order statements rank by: when the server recorded it; a
+    backfilled message (recorded more than BACKFILL_LAG after its own time) at its own time."""
+    return created_at if recorded_at - created_at > BACKFILL_LAG else recorded_at
+
+
+def _received(fact: ExtractedFact, received_at: Mapping[str, datetime]) -> datetime | None:
+    """The arrival of the fact's newest evidence message (None: none of them is known)."""
+    return max((received_at[i] for i in fact.evidence_message_ids if i in received_at), default=None)
+
+
+def is_newer(fact: ExtractedFact, received: datetime | None, existing: CurrentFact) -> bool:
+    """Whether the statement was made after the current value's newest evidence: by arrival when
+    both are known and differ, else (one append, or an arrival unknown) by the statements' own
+    times. A past state ("I lived in Oslo until 2019", a closed interval) is placed by the times it
+    names: being said later does not make it current."""
+    past_state = fact.permanence == "permanent" and fact.valid_until is not None
+    if received is not None and existing.received_at is not None and received != existing.received_at \
+            and not past_state:
+        return received > existing.received_at
+    return existing.observed_at is None or fact.observed_at >= existing.observed_at
 
 
 def _tokens(value: str) -> set[str]:
@@ -146,16 +179,24 @@ def _end_or_correct(index: int, fact: ExtractedFact, existing: CurrentFact | Non
 def decide(extracted: list[ExtractedFact], current: dict[tuple[str, str], CurrentFact],
            candidates: dict[tuple[str, str, str], Candidate] | None = None,
            ended: dict[tuple[str, str], int] | None = None,
-           needs_confirmation: Callable[[str, str], bool] | None = None) -> list[FactDecision]:
+           needs_confirmation: Callable[[str, str], bool] | None = None,
+           needs_corroboration: Callable[[str, str], bool] | None = None,
+           received_at: Mapping[str, datetime] | None = None) -> list[FactDecision]:
     """One decision per extracted fact, in order; later facts see earlier decisions. `ended`:
     the versions of facts that exist but have no current value (ended earlier), which a new
     value of the same key must expect. `needs_confirmation(namespace, key)`: a key whose value
-    never changes silently (the tenant's write policy): a new value waits as a candidate."""
+    never changes silently (the tenant's write policy): a new value waits as a candidate.
+    `needs_corroboration(namespace, key)`: a key whose value, first or new, is taken only when said
+    twice (in two messages, or again in a later session): said once, it waits as a candidate.
+    `received_at`: the arrival of each evidence message (message id → `arrival`), read from the
+    store by the caller; a fact none of whose messages is in it ranks by its own time."""
     candidates = candidates or {}
+    received_at = received_at or {}
     ended = dict(ended or {})
     decisions: list[FactDecision] = []
     state = dict(current)
     for index, fact in enumerate(extracted):
+        received = _received(fact, received_at)
         if (sole := _sole_specific(fact, state)) is not None:
             fact = fact.model_copy(update={"key": sole.key})
         if fact.operation in ("end", "correct"):
@@ -171,7 +212,7 @@ def decide(extracted: list[ExtractedFact], current: dict[tuple[str, str], Curren
                 else:
                     state[slot] = CurrentFact(decision.namespace, decision.key, fact.value, prior.version + 1,
                                               fact.claim_type, fact.confidence, len(fact.evidence_message_ids),
-                                              prior.observed_at)
+                                              prior.observed_at, received or prior.received_at)
                 continue
             if fact.operation == "end" or not fact.value.strip():
                 continue  # nothing current to end or void (a correction falls through: a value to assert)
@@ -181,12 +222,20 @@ def decide(extracted: list[ExtractedFact], current: dict[tuple[str, str], Curren
         low = fact.claim_type == "inference" or fact.confidence < MIN_CURRENT_CONFIDENCE
         polarity = normalise_value(fact.value) in POLARITIES
         held = candidates.get((fact.namespace, fact.key, normalise_value(fact.value)))
+        once = bool(needs_corroboration and needs_corroboration(fact.namespace, fact.key)
+                    and len(fact.evidence_message_ids) < 2 and fact.claim_type == "explicit")
         promoted_from: list[str] = []
         action: FactAction
         if existing and normalise_value(existing.value) == normalise_value(fact.value):
             action, reason = "confirm", "restated: evidence added to the current fact"
         elif existing and existing.key != fact.key and not polarity:
             action, reason = "confirm", f"restated as {fact.value!r}: similar to {existing.value!r}"
+        elif once and held is not None:
+            promoted_from = list(held.evidence_message_ids)
+            action = "promote" if existing is None else "supersede"
+            reason = "said again in a later session: corroborated"
+        elif once:
+            action, reason = "candidate", "said once: waits until it is said again or confirmed"
         elif low and held is not None:
             promoted_from = list(held.evidence_message_ids)
             action = "promote" if existing is None else "supersede"
@@ -200,9 +249,9 @@ def decide(extracted: list[ExtractedFact], current: dict[tuple[str, str], Curren
                                                   or fact.namespace in SAFETY_NAMESPACES):
             action, reason = "candidate", "hard rule: an inference never overrides an explicit statement or a safety constraint"
         else:
-            is_newer = existing.observed_at is None or fact.observed_at >= existing.observed_at
-            new = support(fact.claim_type, fact.confidence, len(fact.evidence_message_ids), is_newer)
-            old = support(existing.claim_type, existing.confidence, existing.evidence_count, not is_newer)
+            newer = is_newer(fact, received, existing)
+            new = support(fact.claim_type, fact.confidence, len(fact.evidence_message_ids), newer)
+            old = support(existing.claim_type, existing.confidence, existing.evidence_count, not newer)
             if new >= old:
                 action, reason = "supersede", (f"{fact.value!r} replaces {existing.value!r} "
                                                f"(support {new:.2f} ≥ {old:.2f})")
@@ -221,6 +270,9 @@ def decide(extracted: list[ExtractedFact], current: dict[tuple[str, str], Curren
             ended.pop((namespace, key), None)
             kept = existing.value if action == "confirm" and existing else fact.value
             evidence = (existing.evidence_count if existing else 0) + len(fact.evidence_message_ids)
+            newest = received  # a confirmation keeps the current value's evidence too: the newer of the two
+            if action == "confirm" and existing and existing.received_at is not None:
+                newest = max(existing.received_at, received or existing.received_at)
             state[(namespace, key)] = CurrentFact(namespace, key, kept, expected + 1, fact.claim_type,
-                                                  fact.confidence, evidence, fact.observed_at)
+                                                  fact.confidence, evidence, fact.observed_at, newest)
     return decisions

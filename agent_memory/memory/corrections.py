@@ -28,7 +28,14 @@ from agent_memory.core.models import (
     check_metadata,
 )
 from agent_memory.core.operation_keys import LiveWriteKey
-from agent_memory.memory.events import FactCreated, FactSuperseded, MemoryEvent, VersionConflictError, memory_version
+from agent_memory.memory.events import (
+    LIVE_WRITE,
+    FactCreated,
+    FactSuperseded,
+    MemoryEvent,
+    VersionConflictError,
+    memory_version,
+)
 from agent_memory.memory.forgotten import forgotten_state, writable_version
 from agent_memory.memory.memory_store import commit_events, promoted_candidate_event
 from agent_memory.memory.operations import request_hash
@@ -148,7 +155,7 @@ async def write_fact(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_id: 
         yield MemoryEvent(memory_id=memory_id, version=current + 1, namespace=namespace, name=name,
                           occurred_at=observed, source_message_ids=tuple(evidence_message_ids),
                           operation_id=op.operation_id, actor=actor, actor_id=actor_id,
-                          consent_id=policy.consent_for(namespace, consents), extractor=("live-write", "1"),
+                          consent_id=policy.consent_for(namespace, consents), extractor=LIVE_WRITE,
                           payload=(FactCreated if expected_version == 0 else FactSuperseded).model_validate(fields))
 
     return await commit_events(
@@ -204,7 +211,7 @@ async def confirm_candidate(pool: AsyncConnectionPool, keyring: KeyRing, *, tena
         yield MemoryEvent(memory_id=memory_id, version=current + 1, namespace=namespace, name=name, occurred_at=now,
                           source_message_ids=tuple(evidence), operation_id=op.operation_id, actor=actor,
                           actor_id=actor_id, consent_id=policy.consent_for(namespace, consents),
-                          extractor=("live-write", "1"),
+                          extractor=LIVE_WRITE,
                           payload=(FactSuperseded if active else FactCreated).model_validate(fields))
         promoted = await promoted_candidate_event(conn, skey, namespace, key, value, now, op.operation_id)
         if promoted is not None:

@@ -12,6 +12,7 @@ other memory's rows and a rebuild replays the same projection.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -121,7 +122,7 @@ def resolve(key: SubjectKey, extracted: list[ExtractedEntity], current: list[Ent
 
 async def entity_events(conn: psycopg.AsyncConnection, key: SubjectKey, *, session_id: str,
                         extracted: list[ExtractedEntity], happened_at: datetime,
-                        operation_id: str) -> list[MemoryEvent]:
+                        operation_id: str, written_at: Mapping[str, datetime] | None = None) -> list[MemoryEvent]:
     """One EntityNoted event per entity the session mentions in messages not yet recorded as its
     mentions (a session consolidated again adds only its new mentions). A forgotten entity takes
     no mention until restored or swept."""
@@ -134,14 +135,16 @@ async def entity_events(conn: psycopg.AsyncConnection, key: SubjectKey, *, sessi
         new_mentions = [m for m in entity.message_ids if m not in known]
         if not new_mentions:
             continue
+        # Seen when the messages that mention it were written, not when the session ended.
+        times = [written_at[m] for m in new_mentions if written_at and m in written_at]
         version = writable_version(await forgotten_state(conn, key.tenant_id, entity.memory_id),
                                    await memory_version(conn, key.tenant_id, entity.memory_id), happened_at)
         if version is None:
             continue
         events.append(MemoryEvent(
             memory_id=entity.memory_id, version=version + 1, namespace="entity",
-            name=entity_name(entity.entity_type, entity.name), occurred_at=happened_at,
+            name=entity_name(entity.entity_type, entity.name), occurred_at=max(times, default=happened_at),
             source_message_ids=tuple(new_mentions), operation_id=operation_id,
             payload=EntityNoted(session_id=session_id, name=entity.name, entity_type=entity.entity_type,
-                                aliases=entity.aliases)))
+                                aliases=entity.aliases, first_mentioned_at=min(times, default=None))))
     return events

@@ -34,6 +34,10 @@ class VersionConflictError(Conflict):
     """A memory changed since the decision was made: re-read and re-decide."""
 
 
+# The extractor of a value an agent, an app or an operator wrote directly (not extracted).
+LIVE_WRITE = ("live-write", "1")
+
+
 class _Payload(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
@@ -139,6 +143,8 @@ class EntityNoted(_Payload):
     name: str
     entity_type: EntityType
     aliases: list[str]
+    # When the first of these mentions was written; the event occurs at the last. None: at the event.
+    first_mentioned_at: datetime | None = None
 
 
 class RelationNoted(_Payload):
@@ -232,6 +238,8 @@ class MemoryEvent:
     actor: str = "consolidation"
     actor_id: str | None = None
     consent_id: str | None = None  # the subject's consent a consent-only namespace was stored under
+    # What wrote it: the extractor's name and version, or LIVE_WRITE (clear-text envelope columns:
+    # a fact's projection names its writer from them, `apply.written_by`).
     extractor: tuple[str, str] | None = None
     # A lifecycle event (forget, restore) does not know the memory's name: it repeats the
     # memory's stored key digest instead.
@@ -298,13 +306,14 @@ async def read_subject_events(conn: psycopg.AsyncConnection, key: SubjectKey, *,
     last: dict[uuid.UUID, int] = {m: int(v) for m, v in await cur.fetchall()}
     cur = await conn.execute(
         "SELECT memory_id, namespace, event_type, aggregate_version, occurred_at, source_message_ids, operation_id, "
-        "payload_ciphertext, payload_nonce, event_id, aad_version, actor, actor_id FROM memory_events "
+        "payload_ciphertext, payload_nonce, event_id, aad_version, actor, actor_id, extractor_name, extractor_version "
+        "FROM memory_events "
         "WHERE tenant_id = %s AND subject_id = %s AND (%s::uuid IS NULL OR memory_id = %s) "
         "ORDER BY memory_id, aggregate_version",
         (key.tenant_id, key.subject_id, memory_id, memory_id))
     events: list[MemoryEvent] = []
     for (mid, namespace, event_type, version, occurred_at, sources, operation_id, ciphertext, nonce, event_id,
-         aad_version, actor, actor_id) in await cur.fetchall():
+         aad_version, actor, actor_id, extractor_name, extractor_version) in await cur.fetchall():
         if version != last.get(mid, 0) + 1:
             raise EventLogError(f"memory {mid}: version {version} follows {last.get(mid, 0)} "
                                 "(gap or duplicate in the log)")
@@ -323,7 +332,9 @@ async def read_subject_events(conn: psycopg.AsyncConnection, key: SubjectKey, *,
             raise EventLogError(f"memory {mid} v{version}: {exc}") from None
         events.append(MemoryEvent(memory_id=mid, version=version, namespace=namespace,
                                   occurred_at=occurred_at, source_message_ids=tuple(sources),
-                                  operation_id=operation_id, payload=payload, actor=actor, actor_id=actor_id))
+                                  operation_id=operation_id, payload=payload, actor=actor, actor_id=actor_id,
+                                  extractor=None if extractor_name is None else (extractor_name,
+                                                                                 extractor_version or "")))
     return events
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -31,10 +31,10 @@ from agent_memory.core.models import (
     ImportanceResult,
     SummaryResult,
 )
-from agent_memory.core.operation_keys import CommitKey, OperationKey
+from agent_memory.core.operation_keys import CommitKey, LiveWriteKey, OperationKey
 from agent_memory.core.relations import with_subject_entity
 from agent_memory.memory.apply import apply_event
-from agent_memory.memory.conflicts import Candidate, CurrentFact
+from agent_memory.memory.conflicts import Candidate, CurrentFact, arrival
 from agent_memory.memory.entities import entity_events
 from agent_memory.memory.events import (
     CandidateHeld,
@@ -71,7 +71,8 @@ FORGOTTEN = "forgotten"  # a withheld reason: a new value of a forgotten memory
 
 FACT_COLUMNS = ("fact_id::text, memory_id::text, tenant_id, subject_id, namespace, key, value, "
                 "memory_version AS version, version AS interval_version, valid_from, valid_to, recorded_at, "
-                "confidence, claim_type, permanence, task_session_id, source_kind, status, evidence_message_ids, metadata")
+                "confidence, claim_type, permanence, task_session_id, source_kind, status, evidence_message_ids, metadata, "
+                "last_confirmed_at, extracted_by")
 
 
 async def subject_key(conn: psycopg.AsyncConnection, keyring: KeyRing, tenant_id: str, subject_id: str,
@@ -79,17 +80,47 @@ async def subject_key(conn: psycopg.AsyncConnection, keyring: KeyRing, tenant_id
     return await keyring.subject_key(conn, tenant_id, subject_id, create=create)
 
 
+def _current_fact(*, evidence_created: list[datetime], evidence_recorded: list[datetime], recorded_at: datetime,
+                  written_live: bool, **fields: Any) -> CurrentFact:
+    arrivals = [arrival(c, r) for c, r in zip(evidence_created, evidence_recorded, strict=True)]
+    if written_live or not arrivals:
+        # A live write is a statement of its own, received when it was recorded (the messages it
+        # cites came earlier); a value whose messages are gone (retention) arrived by then too.
+        arrivals.append(arrival(fields["observed_at"], recorded_at))
+    return CurrentFact(**fields, received_at=max(arrivals))
+
+
 async def current_facts(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str) -> dict[tuple[str, str], CurrentFact]:
-    """Active facts with their memory's version (the one a conditional write expects)."""
-    async with conn.cursor(row_factory=class_row(CurrentFact)) as cur:
+    """Active facts with their memory's version (the one a conditional write expects) and where
+    their newest evidence stands in the order of receipt (conflicts.arrival)."""
+    async with conn.cursor(row_factory=kwargs_row(_current_fact)) as cur:
+        # Evidence ids name messages of the subject (any session); one join over the unnested ids,
+        # not a scan of the subject's messages per fact.
         await cur.execute(
             """
-            SELECT namespace, key, value, memory_version AS version, claim_type, confidence,
-                   cardinality(evidence_message_ids) AS evidence_count, valid_from AS observed_at
-              FROM facts
-             WHERE tenant_id = %s AND subject_id = %s AND status = 'active'
-            """, (tenant_id, subject_id))
+            SELECT f.namespace, f.key, f.value, f.memory_version AS version, f.claim_type, f.confidence,
+                   cardinality(f.evidence_message_ids) AS evidence_count, f.valid_from AS observed_at,
+                   f.recorded_at, f.operation_id LIKE %s AS written_live,
+                   coalesce(array_agg(m.created_at) FILTER (WHERE m.message_id IS NOT NULL), '{}') AS evidence_created,
+                   coalesce(array_agg(m.recorded_at) FILTER (WHERE m.message_id IS NOT NULL), '{}') AS evidence_recorded
+              FROM facts f
+              LEFT JOIN LATERAL unnest(f.evidence_message_ids) AS e(message_id) ON true
+              LEFT JOIN messages m ON m.tenant_id = f.tenant_id AND m.subject_id = f.subject_id
+                                  AND m.message_id = e.message_id
+             WHERE f.tenant_id = %s AND f.subject_id = %s AND f.status = 'active'
+             GROUP BY f.fact_id
+            """, (f"{LiveWriteKey.prefix}/%", tenant_id, subject_id))
         return {(f.namespace, f.key): f for f in await cur.fetchall()}
+
+
+async def evidence_arrivals(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, session_id: str,
+                            message_ids: list[str]) -> dict[str, datetime]:
+    """Where each of the session's messages named stands in the order of receipt (conflicts.arrival),
+    by message id: what `decide` ranks the session's statements by."""
+    cur = await conn.execute(
+        "SELECT message_id, created_at, recorded_at FROM messages WHERE tenant_id = %s AND subject_id = %s "
+        "AND session_id = %s AND message_id = ANY(%s)", (tenant_id, subject_id, session_id, message_ids))
+    return {message_id: arrival(created, recorded) for message_id, created, recorded in await cur.fetchall()}
 
 
 async def ended_fact_versions(conn: psycopg.AsyncConnection, tenant_id: str,
@@ -351,7 +382,8 @@ async def commit_events(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_i
 async def commit_consolidation(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_id: str, subject_id: str,
                                session_id: str, key: CommitKey, request: dict[str, Any], extraction: ExtractionResult,
                                plan: ConflictPlan, importance: ImportanceResult, summary: SummaryResult,
-                               happened_at: datetime, through: datetime | None = None) -> CommitOutcome:
+                               happened_at: datetime, through: datetime | None = None,
+                               written_at: Mapping[str, datetime] | None = None) -> CommitOutcome:
     """A consolidation's commit: its facts' events as planned, then the session's episode,
     observations, the entities it mentions and the edges between them it states (commit_events:
     one transaction, recorded once)."""
@@ -378,7 +410,7 @@ async def commit_consolidation(pool: AsyncConnectionPool, keyring: KeyRing, *, t
             return
         entities = with_subject_entity(extraction.entities, extraction.relations)
         for event in await entity_events(conn, skey, session_id=session_id, extracted=entities,
-                                         happened_at=happened_at, operation_id=operation_id):
+                                         happened_at=happened_at, operation_id=operation_id, written_at=written_at):
             yield event
         async for event in relation_events(conn, skey, session_id=session_id, relations=extraction.relations,
                                            entities=entities, operation_id=operation_id):

@@ -12,6 +12,9 @@ A tenant's write policy (`agent-memory write-policy show|set|reset`) says:
   delivery addresses, payment details. A new value of such a key waits in the candidate area
   until it is confirmed (`agent-memory facts --confirm`, `client.confirm_fact`). A key's first
   value is stored as usual.
+- `corroborate_keys`: keys (`namespace/key` globs) whose value, first or new, is taken only once
+  it is said twice: a statement said in one message waits in the candidate area until a later
+  session says it again (it is promoted then) or it is confirmed. None by default.
 
 The gate runs in the commit's transaction (`memory_store.decide_fact_events`), so a policy or
 consent change applies to the next commit of any session. What it withheld is reported in the
@@ -46,6 +49,7 @@ class WritePolicy(BaseModel):
     confirm_keys: list[str] = Field(default_factory=lambda: [
         "*/billing_address", "*/delivery_address", "*/shipping_address", "payment/*", "*/payment_method",
         "*/card_number", "*/iban"])
+    corroborate_keys: list[str] = Field(default_factory=list)
 
     def withheld_reason(self, namespace: str, consents: dict[str, str]) -> str | None:
         if self.stored_namespaces is not None and namespace not in self.stored_namespaces:
@@ -59,6 +63,9 @@ class WritePolicy(BaseModel):
 
     def needs_confirmation(self, namespace: str, key: str) -> bool:
         return any(fnmatch.fnmatchcase(f"{namespace}/{key}", pattern) for pattern in self.confirm_keys)
+
+    def needs_corroboration(self, namespace: str, key: str) -> bool:
+        return any(fnmatch.fnmatchcase(f"{namespace}/{key}", pattern) for pattern in self.corroborate_keys)
 
 
 DEFAULT_WRITE_POLICY = WritePolicy()

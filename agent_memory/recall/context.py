@@ -91,6 +91,8 @@ class ContextItem(BaseModel):
     relevance: float | None = None  # episodic: fused lexical + vector match, normalised to [0, 1]
     importance: int | None = None  # episodic: the session's importance, 1–10
     session_id: str | None = None  # episodic: the session it comes from
+    # profile: when the fact's value was last said again or confirmed (data only: not in the prompt)
+    last_confirmed_at: datetime | None = None
 
     @property
     def line(self) -> str:
@@ -255,7 +257,7 @@ def profile_items(facts: list[FactRow], query: str, policy: RecallPolicy,
     return [ContextItem(kind="fact", memory_id=f.memory_id, content=f.value, tier="profile",
                         text=f"{fact_line(f.namespace, f.key, f.value)} (since {format_day(f.valid_from)})",
                         cited_message_ids=f.evidence_message_ids, score=float(len(kept) - n),
-                        happened_at=f.valid_from) for n, f in enumerate(kept)]
+                        happened_at=f.valid_from, last_confirmed_at=f.last_confirmed_at) for n, f in enumerate(kept)]
 
 
 def block_tokens(text: str) -> int:

@@ -12,7 +12,7 @@ from datetime import datetime
 
 from psycopg.rows import class_row
 from psycopg_pool import AsyncConnectionPool
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from agent_memory.core.models import check_identifier
 from agent_memory.store.db import fetch_one, tenant_transaction
@@ -32,6 +32,48 @@ class SubjectListing(BaseModel):
     tenant_id: str
     subjects: list[SubjectSummary]
     erased_subjects: int  # tombstones: their ids are not kept
+
+
+IMPORTANCE_SCORES = range(1, 11)
+# This many episodes or more all scored alike: the scores say nothing, the scorer is suspect.
+COLLAPSED_AT_EPISODES = 5
+
+
+class ImportanceSpread(BaseModel):
+    """How a tenant's episodes are scored for importance (1–10). Recall ranks episodes partly by
+    importance, so a scorer that answers one value for everything (a broken model, a parse that
+    falls back to a default) silently flattens that ranking: `warning` says so."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    episodes: int
+    per_score: dict[int, int]  # episodes per score, every score 1–10
+    min: int | None
+    median: float | None
+    max: int | None
+    collapsed: bool  # at least COLLAPSED_AT_EPISODES episodes and one distinct score
+    warning: str | None
+
+    @classmethod
+    def of(cls, counts: dict[int, int]) -> ImportanceSpread:
+        per_score = {score: counts.get(score, 0) for score in IMPORTANCE_SCORES}
+        scores = [score for score in IMPORTANCE_SCORES for _ in range(per_score[score])]
+        total = len(scores)
+        median = None if not scores else (scores[(total - 1) // 2] + scores[total // 2]) / 2
+        used = [score for score, n in per_score.items() if n]
+        collapsed = total >= COLLAPSED_AT_EPISODES and len(used) == 1
+        warning = (f"importance collapsed to {used[0]} for all {total} episodes: the importance provider may be "
+                   "broken" if collapsed else None)
+        return cls(episodes=total, per_score=per_score, min=min(scores, default=None), median=median,
+                   max=max(scores, default=None), collapsed=collapsed, warning=warning)
+
+
+async def importance_spread(pool: AsyncConnectionPool, tenant_id: str) -> ImportanceSpread:
+    """The tenant's episodes per importance score (under its row-level security, every agent's)."""
+    async with tenant_transaction(pool, tenant_id) as conn:
+        cur = await conn.execute("SELECT importance, count(*)::int FROM episodes WHERE tenant_id = %s "
+                                 "GROUP BY importance", (tenant_id,))
+        return ImportanceSpread.of(dict(await cur.fetchall()))
 
 
 class SessionSummary(BaseModel):

@@ -143,6 +143,7 @@ async def test_a_subject_page_by_page_with_as_of_evidence_and_actions(client, se
         facts_url = f"/console/t/{tenant}/s/{SUBJECT}/facts"
         now = await http.get(facts_url)
         assert "Oslo" in now.text and "Bergen" not in now.text
+        assert "last confirmed" in now.text and "rule-extractor/" in now.text  # and what wrote each fact
         assert (await http.get(facts_url, params={"as_of": "2024-04-01T00:00:00Z"})).text.count("Oslo") == 0
         assert "Oslo" in (await http.get(facts_url, params={"as_of": "2024-05-15"})).text
         bad = await http.get(facts_url, params={"as_of": "last week"})

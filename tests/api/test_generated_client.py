@@ -60,6 +60,10 @@ async def test_a_client_generated_from_the_document_runs_the_quickstart(client, 
         assert status.status == "completed", status
         listed = await facts.asyncio(subject_id="lin", client=api)
         assert "Oslo" in {fact.to_dict()["value"] for fact in listed}
+        # Typed by the document: when each fact was last confirmed, and what wrote it.
+        [oslo] = [fact for fact in listed if fact.value == "Oslo"]
+        assert isinstance(oslo, models.FactRow) and oslo.last_confirmed_at == datetime(2024, 5, 1, 9, tzinfo=UTC)
+        assert oslo.extracted_by.startswith("rule-extractor/")
 
         claim = models.ToolCallClaim(tool="send_email", request={"to": "lin@example.org"})
         claimed = await claim_tool_call.asyncio(subject_id="lin", call_key="welcome-1", client=api, body=claim)

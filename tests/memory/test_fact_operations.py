@@ -180,3 +180,20 @@ async def test_a_session_consolidated_again_cites_each_message_once(services, cl
     [fact] = await client.facts(tenant, SUBJECT)
     assert fact.value == "Hangzhou" and fact.evidence_message_ids == ["s1:1", "s1:3"]
     assert (await rebuild_subject(services.pool, services.keyring, tenant, SUBJECT)).equal
+
+
+async def test_last_confirmed_is_the_latest_restatement_whatever_order_sessions_commit_in(services, client, tenant):
+    """A restatement moves the fact's last confirmation forward; one from an earlier session
+    consolidated later leaves it where it is. A correction's value was confirmed when the
+    correction was said, though it holds from the voided value's start. The replay agrees."""
+    await consolidate(services, tenant, "s1", said("location", "home_city", "Hangzhou", day(0)),
+                      said("work", "employer", "Acme", day(0)))
+    await consolidate(services, tenant, "s3", said("location", "home_city", "Hangzhou", day(10)))
+    plan = await consolidate(services, tenant, "s2", said("location", "home_city", "Hangzhou", day(5)))
+    assert [d.action for d in plan.decisions] == ["confirm"]
+    await consolidate(services, tenant, "s4", said("work", "employer", "Initech", day(7), operation="correct"))
+    facts = {f.key: f for f in await client.facts(tenant, SUBJECT)}
+    assert (facts["home_city"].valid_from, facts["home_city"].last_confirmed_at) == (day(0), day(10))
+    assert (facts["employer"].valid_from, facts["employer"].last_confirmed_at) == (day(0), day(7))
+    assert {f.extracted_by for f in facts.values()} == {"written-out/1"}  # the extraction's name and version
+    assert (await rebuild_subject(services.pool, services.keyring, tenant, SUBJECT)).equal

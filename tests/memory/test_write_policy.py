@@ -44,7 +44,8 @@ async def commit(services, tenant: str, session_id: str, *facts: ExtractedFact):
     policy = WritePolicy.model_validate(row[0]) if row else DEFAULT_WRITE_POLICY
     extraction = ExtractionResult(provider="test", extractor="written-out", extractor_version="1", facts=list(facts))
     plan = ConflictPlan(decisions=decide(extraction.facts, current, held, ended,
-                                         needs_confirmation=policy.needs_confirmation))
+                                         needs_confirmation=policy.needs_confirmation,
+                                         needs_corroboration=policy.needs_corroboration))
     request = {"session": session_id, "facts": [f.model_dump(mode="json") for f in facts]}
     return await commit_consolidation(
         services.pool, services.keyring, tenant_id=tenant, subject_id=SUBJECT, session_id=session_id,
@@ -117,6 +118,30 @@ async def test_a_sensitive_key_waits_for_confirmation_and_live_writes_name_their
     assert await event_rows(services, tenant, "work") == [("agent", "assistant-7", None)]
     actors = {(a, i) for a, i, _ in await event_rows(services, tenant, "location")}
     assert ("consolidation", None) in actors and ("user", "lin-app") in actors
+
+
+async def test_a_key_that_needs_corroboration_waits_until_it_is_said_again(client, services, tenant, running_worker):
+    await client.set_write_policy(tenant, WritePolicy(corroborate_keys=["diet/allergy_*"]))
+    async with running_worker():
+        first = session("c1", "2024-03-01T09:00:00Z", "I'm allergic to peanuts.", "I live in Oslo.")
+        await client.append_messages(tenant, SUBJECT, first)
+        await client.consolidation_result(await client.end_session(tenant, SUBJECT, "c1"))
+        # Said once: a candidate, while a key the policy does not name is stored at once.
+        assert await current(client, tenant) == {"location/home_city": "Oslo"}
+        [held] = [f for f in await client.facts(tenant, SUBJECT, candidates=True) if f.status == "candidate"]
+        assert (held.namespace, held.key, held.value) == ("diet", "allergy_peanuts", "peanuts")
+        again = session("c2", "2024-03-09T09:00:00Z", "Remember, I'm allergic to peanuts.")
+        await client.append_messages(tenant, SUBJECT, again)
+        await client.consolidation_result(await client.end_session(tenant, SUBJECT, "c2"))
+    # Said again in a later session: promoted, citing both statements.
+    facts = {f"{f.namespace}/{f.key}": f for f in await client.facts(tenant, SUBJECT)}
+    assert facts["diet/allergy_peanuts"].value == "peanuts"
+    assert set(facts["diet/allergy_peanuts"].evidence_message_ids) == {"c1:1", "c2:1"}
+    # Said in two messages of one session: taken at once.
+    await commit(services, tenant, "c3", ExtractedFact(
+        namespace="diet", key="allergy_shellfish", value="shellfish", claim_type="explicit", confidence=0.9,
+        evidence_message_ids=["c3:1", "c3:2"], observed_at=datetime(2024, 3, 12, 9, tzinfo=UTC)))
+    assert (await current(client, tenant))["diet/allergy_shellfish"] == "shellfish"
 
 
 async def test_the_consolidation_result_reports_what_the_gate_withheld(client, services, tenant, running_worker):

@@ -132,10 +132,10 @@ async def plant_fact(services, tenant: str, subject: str, value: str, evidence: 
         await conn.execute(
             """
             INSERT INTO facts (fact_id, tenant_id, subject_id, memory_id, namespace, key, value, version,
-                               memory_version, status, valid_from, confidence, claim_type, permanence, source_kind,
-                               evidence_message_ids, operation_id)
-            VALUES (%s, %s, %s, %s, 'planted', %s, %s, 1, 1, 'active', '2024-01-01T00:00:00Z', 0.9, 'explicit',
-                    'permanent', 'drill', %s, 'drill')
+                               memory_version, status, valid_from, last_confirmed_at, confidence, claim_type,
+                               permanence, source_kind, evidence_message_ids, operation_id)
+            VALUES (%s, %s, %s, %s, 'planted', %s, %s, 1, 1, 'active', '2024-01-01T00:00:00Z',
+                    '2024-01-01T00:00:00Z', 0.9, 'explicit', 'permanent', 'drill', %s, 'drill')
             """, (uuid.uuid4(), tenant, subject, memory_id, f"k{memory_id[:8]}", value, evidence))
     return memory_id
 

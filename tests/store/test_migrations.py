@@ -9,6 +9,7 @@ import hashlib
 import hmac
 import subprocess
 import uuid
+from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 import psycopg
@@ -164,6 +165,44 @@ async def test_migration_008_gives_every_fact_row_its_memorys_version(services):
         forced = [f for (f,) in await cur.fetchall()]
     assert rows == {confirmed: (1, 2), bare: (1, 1)}
     assert forced == [True, True]  # the backfill lifted row security for its transaction only
+
+
+async def test_migration_050_gives_every_fact_its_last_confirmation_and_its_writer(services):
+    """An existing database migrates forward: each interval is last confirmed at its opening
+    event or at the latest FactConfirmed before the event that closed it, and names the
+    extractor of its opening event, or the writer of a live write."""
+    t = lambda day: datetime(2024, 1, day, tzinfo=UTC)  # noqa: E731
+    async with database_before(services.settings.database_admin_url, "050") as (conn, migrate_the_rest):
+        city, tea, bare = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+        events = [(city, 1, "FactCreated", t(1), "rule-extractor", "8", "consolidation"),
+                  (city, 2, "FactConfirmed", t(3), "rule-extractor", "8", "consolidation"),
+                  (city, 3, "FactSuperseded", t(5), "rule-extractor", "9", "consolidation"),
+                  (city, 4, "FactConfirmed", t(9), "rule-extractor", "9", "consolidation"),
+                  (city, 5, "FactConfirmed", t(7), "rule-extractor", "9", "consolidation"),
+                  (tea, 1, "FactCreated", t(2), "live-write", "1", "agent")]
+        for memory_id, version, event_type, at, name, extractor_version, actor in events:
+            await conn.execute(
+                "INSERT INTO memory_events (event_id, tenant_id, subject_id, memory_id, namespace, key_digest, "
+                "event_type, payload_ciphertext, payload_nonce, aggregate_version, occurred_at, actor, "
+                "extractor_name, extractor_version, operation_id) VALUES (%s, 't', 's', %s, 'location', 'd', %s, "
+                "'\\x00', '\\x00', %s, %s, %s, %s, %s, 'op')",
+                (uuid.uuid4(), memory_id, event_type, version, at, actor, name, extractor_version))
+        rows = [(city, 1, "closed", t(1)), (city, 3, "active", t(5)), (tea, 1, "active", t(2)),
+                (bare, 1, "active", t(4))]
+        for memory_id, version, status, valid_from in rows:
+            await conn.execute(
+                "INSERT INTO facts (fact_id, tenant_id, subject_id, memory_id, namespace, key, value, version, "
+                "memory_version, status, valid_from, confidence, claim_type, permanence, source_kind, "
+                "evidence_message_ids, operation_id) VALUES (%s, 't', 's', %s, 'location', 'home_city', 'Porto', "
+                "%s, %s, %s, %s, 0.9, 'explicit', 'permanent', 'user_statement', '{m1}', 'op')",
+                (uuid.uuid4(), memory_id, version, version, status, valid_from))
+        await migrate_the_rest()
+        cur = await conn.execute("SELECT memory_id, version, last_confirmed_at, extracted_by FROM facts")
+        migrated = {(m, v): (at, by) for m, v, at, by in await cur.fetchall()}
+    assert migrated == {(city, 1): (t(3), "rule-extractor/8"),  # v3 closed it: later confirmations are v3's
+                        (city, 3): (t(9), "rule-extractor/9"),  # the latest, not the last recorded
+                        (tea, 1): (t(2), "live-write:agent"),
+                        (bare, 1): (t(4), None)}  # no event: its own start, writer unknown
 
 
 async def _vectors_across_migration(conn: psycopg.AsyncConnection, migrate_the_rest, *, subjects: int

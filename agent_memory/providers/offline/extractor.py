@@ -59,6 +59,7 @@ from agent_memory.providers.offline.entities import extract_entities
 from agent_memory.providers.offline.known import (
     _activity_ends_job,
     _known_pet_gone,
+    _known_pet_species,
     _resolve_demonstratives,
     _species_gone,
 )
@@ -90,6 +91,8 @@ def _extract_facts(messages: list[Message], subject_role: str,
         facts += _activity_ends_job(facts, [*(known or []), *merged.values()], message)
         facts += _species_gone(text, [*(known or []), *merged.values()], message)
         facts += _known_pet_gone(text, facts, [*(known or []), *merged.values()], message)
+        facts += _known_pet_species(text, facts, [*(known or []), *merged.values()], message,
+                                    correcting=bool(_CORRECTION.search(text) or _MEANT.search(text)))
         if not facts and previous is not None and previous.role != subject_role:
             facts = _answer_facts(_prepare(previous.content), message.content, earlier, message)
             for fact in facts:  # the pets are named now: drop their species-keyed placeholders
@@ -120,7 +123,9 @@ def _extract_facts(messages: list[Message], subject_role: str,
                 state = merged.pop(identity)
                 if state.observed_at >= fact.observed_at:  # both said in one message: it held just before
                     state = state.model_copy(update={"observed_at": fact.observed_at - _BEFORE})
-                states.append((order.pop(identity), state))
+                position = order.pop(identity)
+                if not _holds(state, known or []):  # the current value needs no restating before its successor
+                    states.append((position, state))
             elif identity in merged:
                 # The last statement wins, but every message that said it stays as evidence.
                 earlier_ids = merged.pop(identity).evidence_message_ids
@@ -150,6 +155,12 @@ def _past_against_present(fact: ExtractedFact, present: list[KnownFact | Extract
     return fact.model_copy(update={"operation": "end", "observed_at": fact.valid_until, "valid_until": None})
 
 
+def _holds(fact: ExtractedFact, known: list[KnownFact]) -> bool:
+    """Whether the fact's value is the current one already."""
+    return any((k.namespace, k.key) == (fact.namespace, fact.key) and normalise_value(k.value) == normalise_value(fact.value)
+               for k in known)
+
+
 def _succeeds(earlier: ExtractedFact, later: ExtractedFact) -> bool:
     """Whether `later` is a new state of a permanent fact after `earlier` (a move, a new job), not
     a restatement of it or a correction of a slip. A temporary fact (a stay) ends by itself."""
@@ -175,7 +186,9 @@ class RuleFactExtractor:
     #    stays by length, intent hedging its own clause in Chinese
     # 7: the people, pets, places, organisations, events and things the session mentions (entities)
     # 8: the relations between them (kinship, partners, friends, colleagues, work, study, home, pets, visits)
-    version = "8"
+    # 9: coordinated items, from → to changes, past states, several states in order, languages,
+    #    third parties' edges, corrections by contrast across word orders
+    version = "9"
 
     async def extract(self, messages: list[Message], *, subject_role: str = "user",
                       current_facts: list[KnownFact] | None = None) -> ExtractionResult:

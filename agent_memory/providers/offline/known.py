@@ -81,3 +81,26 @@ def _activity_ends_job(facts: list[ExtractedFact], known: list[ExtractedFact | K
             return [ExtractedFact(namespace="work", key="job", value="", operation="end", confidence=fact.confidence,
                                   evidence_message_ids=[message.message_id], observed_at=fact.observed_at)]
     return []
+
+
+_IS_SPECIES = re.compile(r"^(?:\s*(?:其实|实际上|原来|本来|明明|is|'s|was)?\s*)*(?:是|is\s+|'s\s+)?(?:actually\s+|really\s+)?"
+                         r"(?:(?:一)?只|(?:a|an)\s+)?(?:" + _ZH_SPECIES.replace("?P<s>", "?P<z>") + "|" + _EN_SPECIES + r")",
+                         re.I)
+
+
+def _known_pet_species(text: str, facts: list[ExtractedFact], known: list[ExtractedFact | KnownFact],
+                       message: Message, *, correcting: bool) -> list[ExtractedFact]:
+    """A known pet named with its species ("豆豆其实是只猫", "Mochi is actually a rabbit"): its species;
+    in a message that corrects an earlier one, the earlier species was never true."""
+    pets = {f.key: f.value for f in known if f.namespace == "pet" and f.value}
+    said = {f.key for f in facts if f.namespace == "pet"}
+    out = []
+    for name, species in pets.items():
+        at = text.lower().find(name.replace("_", " "))
+        if at < 0 or name in said or _hypothetical(text, at):
+            continue
+        if (m := _IS_SPECIES.match(text[at + len(name):])) and (new := _species(m.group("z") or m.group("s"))) != species:
+            out.append(ExtractedFact(namespace="pet", key=name, value=new, operation="correct" if correcting else "assert",
+                                     confidence=0.9, evidence_message_ids=[message.message_id],
+                                     observed_at=message.created_at))
+    return out

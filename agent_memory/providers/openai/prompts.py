@@ -28,7 +28,8 @@ __all__ = ["DATA_NOTE", "EXTRACTION_PROMPT", "FACTS_TOKEN_BUDGET", "IMPORTANCE_P
 # 4: the entities the conversation mentions, beside the facts.
 # 5: the relations between those entities.
 # 6: a summary sentence names its cited messages before its text.
-# 7: the summary is written in the third person and infers nothing that was not said.
+# 7: the extraction states coordinated items, from → to changes, states in order, past states and third
+#    parties; the summary is written in the third person and infers nothing that was not said.
 PROMPT_VERSION = "7"
 
 # The current facts shown to the extractor: the newest this many, within this many tokens (by
@@ -109,6 +110,9 @@ conversation do to their facts, and the entities the conversation mentions. Rule
   left a job, a negation of it, a pet that died): value = the value that ended; "correct" the subject says an
   earlier value was never true ("I meant Lille, not Lyon"): value = the right value; when the key itself was
   wrong ("it's Mochi, not Mocha" of a pet), "correct" the wrong key with value "" and "assert" the right key.
+- Items said together are one fact each ("allergic to kiwi and latex": two allergy facts). A change from A to B
+  ("moved from Berlin to Lisbon"): "end" A, "assert" B. Several states in order: one "assert" each, the last
+  current. What the subject says about other people belongs in relations, never in their own facts.
 - evidence_message_ids: the ids of the subject's messages that state it (copy them exactly).
 - claim_type "explicit" when stated, "inference" when concluded (then confidence <= 0.7).
 - permanence: "temporary" for trips and other states with an end, "task_local" for facts only about the current

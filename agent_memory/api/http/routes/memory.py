@@ -31,6 +31,7 @@ from agent_memory.core.models import (
     IDENTIFIER_MAX_CHARS,
     IDENTIFIER_SCHEMA_PATTERN,
     METADATA_MAX_KEYS,
+    FactRow,
     IsoDatetime,
     MetadataValue,
     check_identifier,
@@ -128,16 +129,17 @@ async def facts(subject_id: SubjectId, api_key: ReadKey, client: ClientDep, as_o
                 history: bool = False, candidates: bool = False,
                 namespace: Annotated[list[str] | None, Query(description="only these namespaces (repeatable)")] = None,
                 since: IsoDatetime | None = None, until: IsoDatetime | None = None, category: CategoryQuery = None,
-                agent_id: AgentQuery = None, app_id: AppQuery = None, run_id: RunQuery = None) -> list[dict[str, Any]]:
+                agent_id: AgentQuery = None, app_id: AppQuery = None, run_id: RunQuery = None) -> list[FactRow]:
     """The subject's current facts (`read`); with `as_of` (an ISO 8601 time) the facts as they were
     then, with `history` every version, with `candidates` the facts not yet confirmed; `namespace`
     (repeatable), `since` and `until` keep the facts of those namespaces that became true in that
-    range."""
+    range. Each says when it was last confirmed (`last_confirmed_at`) and what wrote it
+    (`extracted_by`)."""
     filters = memory_filter(namespaces=namespace, categories=category, since=since, until=until, agent_id=agent_id,
                             app_id=app_id, run_id=run_id)
     rows = await client.facts(api_key.tenant_id, subject(subject_id), as_of=as_of, history=history,
                               candidates=candidates, filters=filters)
-    return [r.model_dump(mode="json") for r in rows]
+    return rows
 
 
 @router.get("/v1/subjects/{subject_id}/entities", summary="A subject's entities", responses=keyed(422))
