@@ -10,8 +10,11 @@ sentence of a turn rewritten in the third person, citing that turn:
 - a statement without a self-reference is reported ("Lin said …", "林伟提到…");
 - a request or a question becomes what was asked ("Can you suggest …?" → "Lin asked the assistant to
   suggest …", "哪里…？" → "林伟问哪里…"); other questions are left out rather than guessed at;
-- of the assistant, only suggestions are kept ("You could try X" → "The assistant suggested that Lin
-  try X"); its other talk is not memory of the user.
+- of an unnamed assistant, only suggestions are kept ("You could try X" → "The assistant suggested that
+  Lin try X"); its other talk is not memory of the user. A turn by a speaker named like a person is a
+  person's, whatever its role (two people talking under one conversation), and is kept like the user's;
+- after "said", the first word keeps its capital only when the session writes it capitalised inside a
+  sentence (a name).
 
 Nothing is added that the sentence did not say: no motive, feeling or relation is inferred, and
 greetings, thanks and acknowledgements are dropped. Sentences are chosen by salience within the
@@ -203,12 +206,15 @@ def _is_subject_slot(out: list[str]) -> bool:
                                       re.I))
 
 
-def _en_statement(sentence: str, speaker: _Refs, other: _Refs) -> str | None:
+def _en_statement(sentence: str, speaker: _Refs, other: _Refs, proper: frozenset[str] = frozenset()) -> str | None:
     if re.search(r"\b(?:I|I'm|I've|I'll|I'd|my|me|mine|myself|we|we're|we've|our|us)\b", sentence, re.I):
         text = _en_rewrite(sentence, speaker, other)
     else:
         first, _, rest = sentence.partition(" ")
-        lowered = first.lower() + (" " + rest if rest else "") if first.lower() in _LOWERABLE_START else sentence
+        # Reported after "said", the first word keeps its capital only if it is a name: one the session
+        # writes capitalised where no sentence starts.
+        lowerable = first.lower() in _LOWERABLE_START or (first[:1].isupper() and first not in proper)
+        lowered = first.lower() + (" " + rest if rest else "") if lowerable else sentence
         said, _ = speaker.subject()
         text = f"{said} said {_en_rewrite(lowered, _Refs(speaker.name, True), other)}"
     return _finish(text)
@@ -379,9 +385,22 @@ class _Candidate:
     message: Message
 
 
+def _proper_words(messages: list[Message]) -> frozenset[str]:
+    """Words the session writes capitalised inside a sentence: names, not sentence starts."""
+    return frozenset(w for m in messages for w in re.findall(r"(?<=[\w,;:] )([A-Z][\w'’-]*)", m.content)
+                     if w != "I" and not w.isupper())
+
+
+def _person(message: Message) -> bool:
+    """Whether a turn is a person's: the user's, or one by a speaker named like a person (a second
+    human in the conversation, whatever role the client gave it); an unnamed assistant is not."""
+    return message.role == "user" or _is_name(message.speaker)
+
+
 def _candidates(messages: list[Message]) -> list[_Candidate]:
     user_speaker = next((m for m in messages if m.role == "user"), None)
     assistant_speaker = next((m for m in messages if m.role != "user"), None)
+    proper = _proper_words(messages)
     found: list[_Candidate] = []
     for message in messages:
         content = _IMAGE_TAGS.sub("", message.content.replace("’", "'"))
@@ -409,16 +428,18 @@ def _candidates(messages: list[Message]) -> list[_Candidate]:
                 other = _label(user_speaker, chinese) if user_speaker else ("用户" if chinese else "the user")
             text: str | None
             if chinese:
-                if message.role != "user":
+                if not _person(message):
                     suggested = _ZH_SUGGEST.match(body)
                     text = None if suggested is None or question else (
                         f"{speaker}建议{other}{_zh_rewrite(_ZH_TAIL.sub('', suggested['rest']), speaker, other)[0]}。")
                 else:
                     text = (_zh_question if question else _zh_statement)(body, speaker, other)
-            elif message.role != "user":
+            elif not _person(message):
                 text = None if question else _en_suggestion(body, _Refs(speaker), _Refs(other))
+            elif question:
+                text = _en_question(body, _Refs(speaker), _Refs(other))
             else:
-                text = (_en_question if question else _en_statement)(body, _Refs(speaker), _Refs(other))
+                text = _en_statement(body, _Refs(speaker), _Refs(other), proper)
             if text:
                 found.append(_Candidate(len(found), text, body, message))
     return found

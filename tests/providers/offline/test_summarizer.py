@@ -119,6 +119,25 @@ def test_statements_without_a_self_reference_are_reported_and_other_questions_le
                      "Sam asked where they should take their dog this weekend.", "Sam提到天气越来越热了。"]
 
 
+def test_a_second_person_in_the_conversation_is_summarized_like_the_user():
+    messages = conversation(("user", "Caroline", "I went to a support group yesterday."),
+                            ("assistant", "Melanie", "I ran a charity race for mental health last Saturday."),
+                            ("assistant", "Melanie", "Painting is how I relax after work."),
+                            ("assistant", "Assistant", "I am an assistant and I love helping."))
+    texts = [s.text for s in summarize(messages).sentences]
+    assert texts == ["Caroline went to a support group yesterday.",
+                     "Melanie ran a charity race for mental health last Saturday.",
+                     "Painting is how Melanie relaxes after work."]
+
+
+def test_a_reported_statement_keeps_a_capital_only_for_a_name():
+    messages = conversation(("user", "Sam", "Hiking keeps the mind clear."),
+                            ("user", "Sam", "Porto is lovely in May."),
+                            ("user", "Sam", "The best trip was the one to Porto."))
+    texts = [s.text for s in summarize(messages).sentences]
+    assert texts[:2] == ["Sam said hiking keeps the mind clear.", "Sam said Porto is lovely in May."]
+
+
 @pytest.mark.parametrize("cap", [160, 60, 25, 10, 3, 1])
 def test_the_summary_keeps_within_the_token_cap(cap):
     messages = MOVE + ZH[:1] + conversation(*[("user", "Lin", f"I visited museum number {i} in Shanghai on Sunday.")
