@@ -188,6 +188,39 @@ async def test_two_sessions_are_consolidated_end_to_end_the_second_against_the_c
     assert extraction.current_facts_digest not in (None, facts_digest([]))  # it saw the facts
 
 
+PHENOMENA = session("s-phen", "2024-05-02T09:00:00Z",
+                    "I'm allergic to peanuts and shellfish, and I speak Spanish and French.",
+                    "I moved from Berlin to Lisbon in March.",
+                    "My sister Mia works at a bank and my brother Tom lives in Paris.",
+                    "我对花生和虾过敏。以前住在上海，后来搬到北京了。",
+                    "If I won the lottery I'd buy a boat.")
+
+
+async def test_the_phenomena_sentences_come_back_in_shape_from_the_real_model(bundle):
+    """Lists, a change from one value to another, third parties, Chinese and a hypothetical, sent
+    through the real model's extraction and summary calls: the grammar-constrained answers parse
+    and pass the same checks as any other (the tiny model's content is not judged): facts, entities
+    and relations cite only this session's messages, every fact's operation is one of four, every
+    relation's ends are a named entity or a speaker, and the summary stays within its cap, each
+    sentence citing a message of the session."""
+    ids = {m.message_id for m in PHENOMENA.messages}
+    extraction = await bundle.extractor.extract(PHENOMENA.messages)
+    assert extraction.provider == PROVIDER and extraction.input_tokens > 50 and extraction.output_tokens > 0
+    for fact in extraction.facts:
+        assert fact.evidence_message_ids and set(fact.evidence_message_ids) <= ids, fact
+        assert fact.operation in ("assert", "confirm", "end", "correct"), fact
+        assert fact.namespace and fact.key, fact
+    names = {e.name for e in extraction.entities}
+    for entity in extraction.entities:
+        assert entity.evidence_message_ids and set(entity.evidence_message_ids) <= ids, entity
+    for relation in extraction.relations:
+        assert set(relation.evidence_message_ids) <= ids, relation
+        assert {relation.source, relation.target} <= names | {"subject", "Lin", "Assistant", ""}, relation
+    summary = await bundle.summarizer.summarize(PHENOMENA.messages, token_cap=120)
+    assert summary.token_count <= 120
+    assert all(s.source_message_ids and set(s.source_message_ids) <= ids for s in summary.sentences), summary
+
+
 async def test_a_server_killed_mid_call_is_retried_and_recorded_once(client, services, tenant, running_worker,
                                                                      bundle, local_server):
     s = session("s-kill", "2024-04-02T18:00:00Z", "I moved to Shanghai last month.", "My budget for a laptop is 900 euros.")

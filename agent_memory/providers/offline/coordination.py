@@ -25,9 +25,10 @@ from agent_memory.providers.offline.zh_segment import tagged
 _EN_SEPARATOR = re.compile(r"(?:\s*,\s*(?:(?P<c1>and|or|plus|&)\s+)?|\s+(?P<c2>and|or|plus|&|as\s+well\s+as|along\s+with|"
                            r"together\s+with)\s+)(?:also\s+|even\s+|especially\s+)?", re.I)
 # An item runs to the next separator, a word that opens a clause, or the end of the clause.
+# A hyphen inside a word joins it ("sci-fi", "world-building"); only a spaced one is a dash.
 _EN_ITEM = re.compile(r"(?P<item>[^.,!?;:\n()&]+?)(?=\s*(?:,|\b(?:and|or|plus|as\s+well\s+as|along\s+with|together\s+with|"
                       r"so|because|but|which|that|when|while|if|who|since|though|although|until|unless|where|whenever)\b|&|"
-                      r"[.!?;:\n()—-]|$))", re.I)
+                      r"[.!?;:\n()—]|$)|\s+-)", re.I)
 # Words that open a clause rather than name a thing: the list has ended.
 _CLAUSE_OPENER = frozenset(
     "i i'm i've i'd i'll me we we're we've you you're he he's she she's they they're it it's my our your his her their "

@@ -188,7 +188,9 @@ class RuleFactExtractor:
     # 8: the relations between them (kinship, partners, friends, colleagues, work, study, home, pets, visits)
     # 9: coordinated items, from → to changes, past states, several states in order, languages,
     #    third parties' edges, corrections by contrast across word orders
-    version = "9"
+    # 10: no fact from what names no thing (a time, a manner, a pronoun, a lone gerund, a function word
+    #     as a town, a causative as a title); a hyphen joins a coordinated item's word
+    version = "10"
 
     async def extract(self, messages: list[Message], *, subject_role: str = "user",
                       current_facts: list[KnownFact] | None = None) -> ExtractionResult:

@@ -30,6 +30,9 @@ _PREF_CUT = re.compile(r"\s+(?:over|than|instead|rather|more|a lot|so much|very 
                        r"altogether|completely|entirely|for\s+good|cold\s+turkey|"
                        r"honestly|lol|haha|too|either|at\s+all|right\s+now|to\s+tears|"
                        r"because|since|these days|all the time|anymore|any more|now)\b.*$", re.I)
+# Words that never name a place or an object on their own.
+_FUNCTION_WORDS = frozenset("to in on at for of by with from into onto up out off over about as so too a an the and "
+                            "or but if then than".split())
 _PRONOUNS = {"you", "it", "that", "this", "them", "him", "her", "me", "myself", "us", "everything",
              "nothing", "things", "my life", "think", "say", "know", "believe", "see", "hear", "mention",
              "你", "他", "她", "它", "我", "你们", "他们", "这个", "那个", "家", "家里", "这边", "那边", "这里", "那里"}
@@ -81,8 +84,8 @@ def _clean(value: str, *, place: bool = False, pref: bool = False, max_words: in
                 # English places and organisations are proper nouns; in chat written in lower
                 # case, only a known city is taken.
                 city = leading_city(v)
-                if city is None:
-                    return None
+                if city is None or city.lower() in _FUNCTION_WORDS:
+                    return None  # "I'm in to help": a gazetteer's one-word town is no reading of "to"
                 v = city
             else:
                 v = _proper_noun(v)
@@ -167,6 +170,19 @@ _EN_ACTIVITY_VERB = re.compile(r"^(?:playing|watching|eating|drinking|listening\
 _ZH_ACTIVITY_VERB = re.compile(r"^(?:吃|喝)(?=[" + _CJK + r"])|^(?:打|玩|看|听|追|刷)(?=[" + _CJK + r"]{2,})")
 
 
+# What follows "like"/"love"/"enjoy" without being a thing liked: a manner or a time ("playing for
+# fun", "a job I enjoy every day"), a degree ("having such a great time"), or a pronoun whose
+# referent is in another sentence ("I also like holding them").
+_EN_NO_OBJECT = re.compile(
+    r"^(?:for|to|with|in|on|at|about|by|from|such|so|too|very|really)\b"
+    r"|^(?:every|each|all)\s+(?:day|night|morning|evening|week|weekend|time|year)s?$"
+    r"|^(?:a\s+lot|so\s+much|too\s+much|very\s+much|today|tonight|now|anymore|again|lately)$"
+    r"|\b(?:them|it|him|her|those|these)$", re.I)
+# A gerund that needs what follows it ("Knowing I'm helping … is amazing"): alone it likes nothing.
+_EN_LONE_GERUND = re.compile(r"(?:knowing|having|being|getting|making|doing|seeing|feeling|going|taking|trying|"
+                             r"finding|thinking|saying|telling|letting|keeping)", re.I)
+
+
 def _object(v: str) -> str | None:
     cleaned = _clean(v, pref=True)
     if not cleaned:
@@ -181,5 +197,8 @@ def _object(v: str) -> str | None:
             return None  # a function word, or one character left of a longer phrase ("基本" -> "本")
         cleaned = leading_noun(cleaned) if cleaned and not cleaned.startswith("的") else None
     else:
-        cleaned = _EN_ACTIVITY_VERB.sub("", cleaned)
+        stripped = _EN_ACTIVITY_VERB.sub("", cleaned)
+        if _EN_NO_OBJECT.search(stripped) or _EN_LONE_GERUND.fullmatch(stripped):
+            return None
+        cleaned = stripped
     return cleaned or None

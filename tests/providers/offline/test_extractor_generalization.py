@@ -356,3 +356,25 @@ def test_the_past_reaches_a_conjunct_sharing_its_subject():
 ])
 def test_a_shared_subject_does_not_carry_a_fact_the_first_part_would_not_state(text):
     assert not {f for f in facts(text) if f[1].startswith(("diet/allergy", "work/employer"))}
+
+
+@pytest.mark.parametrize("text", [
+    "I'm really grateful to have a job I enjoy every day.",  # a time, not a thing liked
+    "I just like playing for fun!",  # a manner
+    "I also like holding them.",  # a pronoun whose referent is elsewhere
+    "Knowing I'm helping create a more loving world is amazing.",  # a gerund that needs its clause
+    "I'm in to help out with that.",  # "in to" is no town
+    "Volunteering at the shelter made me feel great to help.",  # a causative, not a title
+])
+def test_what_follows_a_frame_without_naming_a_thing_states_no_fact(text):
+    assert facts(text) == set()
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("I love action and sci-fi movies.", {("assert", "preference/action", "like"),
+                                          ("assert", "preference/sci_fi_movies", "like")}),
+    ("I love being around friends and having such a great time.",
+     {("assert", "preference/being_around_friends", "like")}),
+])
+def test_a_hyphen_joins_a_word_and_an_item_naming_no_thing_is_no_fact(text, expected):
+    assert facts(text) == expected

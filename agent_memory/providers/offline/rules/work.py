@@ -10,12 +10,16 @@ from agent_memory.providers.offline.rules.base import _EV, _PV, _ZC, _r, _Rule
 from agent_memory.providers.offline.values import _CJK, _clean, _employer, _has_cjk, _no_city, _org, _place
 from agent_memory.providers.offline.zh_segment import tagged
 
+# A frame followed by a verb phrase, not a title ("the shelter made me feel great to help").
+_NOT_A_TITLE = re.compile(r"^(?:feel|want|think|realize|realise|laugh|cry|smile|wonder|see|believe|happy|sad|proud|"
+                          r"nervous|sick|tired|stronger|better|worse)\b|\bto\s+[a-z]+$", re.I)
+
 
 def _job_framed(m: re.Match[str], sentence: str) -> list[tuple[str, str]] | None:
     """A title in a job frame ("work as", "a job as", "promoted to"): any noun but a non-job one."""
     v = _clean(re.sub(r"\s+(?:(?:down|up|over|out|here|there|back)\s+)?(?:at|for|in|with|on|since|from)\b.*$", "",
                       m.group("v"), flags=re.I), max_words=4)
-    if not v or v.split()[-1].lower() in _NOT_JOBS or re.match(r"[$€£¥\d]", v):
+    if not v or v.split()[-1].lower() in _NOT_JOBS or re.match(r"[$€£¥\d]", v) or _NOT_A_TITLE.search(v):
         return None
     return [("job", " ".join(w if w.isupper() and len(w) > 1 else w.lower() for w in v.split()))]
 
