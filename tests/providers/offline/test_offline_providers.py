@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from agent_memory.core.models import Message
-from agent_memory.providers.base import EMBEDDING_DIMENSIONS
+from agent_memory.providers.base import EMBEDDING_DIMENSIONS, estimate_tokens
 from agent_memory.providers.offline import (
+    ExtractiveSummarizer,
     HashingEmbedder,
     HeuristicImportanceScorer,
     OfflineProviders,
@@ -345,7 +346,63 @@ def test_importance_rationale_lists_signals_in_chinese():
     assert "结婚" in result.rationale and "preference or constraint" in result.rationale
 
 
-# The summarizer: tests/providers/offline/test_summarizer.py.
+# --- summarizer ---------------------------------------------------------------------------------
+
+CONVERSATION = [
+    msg("Hi! I just moved to Shanghai last month. The new apartment is near Jing'an Park. "
+        "[image: boxes in a living room]", "m1", speaker="Caroline"),
+    msg("Congrats! How is the apartment? Is the commute to your office at Alibaba okay?", "m2",
+        role="assistant", speaker="Melanie", turn=1),
+    msg("   ", "m3", speaker="Caroline", turn=2),
+    msg("It's fine. I start my new job at Alibaba on June 3. I'm a bit nervous but excited! ok", "m4",
+        speaker="Caroline", turn=3),
+    msg("我下周去杭州出差三天。我的预算是5000元。谢谢！", "m5", turn=4),
+]
+
+
+def summarize(messages, cap):
+    return asyncio.run(ExtractiveSummarizer().summarize(messages, token_cap=cap))
+
+
+@pytest.mark.parametrize("cap", [160, 60, 25, 10, 3, 1])
+def test_summary_respects_cap_and_quotes_its_sources(cap):
+    result = summarize(CONVERSATION, cap)
+    by_id = {m.message_id: m for m in CONVERSATION}
+    assert result.sentences, "at least one sentence when there is text"
+    assert result.token_count == estimate_tokens(result.text) <= cap
+    positions = []
+    for sentence in result.sentences:
+        assert len(sentence.source_message_ids) == 1
+        source = by_id[sentence.source_message_ids[0]]
+        prefix = f"{source.speaker}: " if source.speaker else ""
+        body = sentence.text[len(prefix):] if sentence.text.startswith(prefix) else sentence.text
+        assert body and body in source.content
+        assert "[image:" not in body
+        positions.append((source.turn_index, source.content.index(body)))
+    assert positions == sorted(positions), "original message order"
+
+
+def test_summary_prefers_salient_sentences_over_filler():
+    text = summarize(CONVERSATION, 60).text
+    assert "Shanghai" in text and "Alibaba" in text
+    assert "ok" not in text.split() and "谢谢" not in text
+
+
+def test_summary_truncates_an_overlong_sentence_at_a_word_boundary():
+    words = [f"word{i}" for i in range(200)]
+    long = msg(" ".join(words) + ".", "m1")
+    result = summarize([long], 20)
+    (sentence,) = result.sentences
+    assert result.token_count <= 20 and sentence.text in long.content
+    assert sentence.text.split() == words[: len(sentence.text.split())]
+    chinese = msg("我" + "很" * 300 + "喜欢杭州。", "m2")
+    result = summarize([chinese], 12)
+    assert result.token_count <= 12 and result.sentences[0].text in chinese.content
+
+
+def test_summary_of_empty_messages_is_empty():
+    result = summarize([msg("  ", "m1"), msg("", "m2")], 160)
+    assert result.sentences == [] and result.token_count == 0
 
 
 # --- embedder -----------------------------------------------------------------------------------
