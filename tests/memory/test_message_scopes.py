@@ -21,8 +21,8 @@ def _scoped(s: Session, **scope) -> Session:
 
 
 # Four messages each: a shorter session gets no episode (the substance gate), and both episodes are
-# recalled and exported below. The questions added are no notes, facts or summary sentences: each
-# session's memories still cite its first message only.
+# recalled and exported below. The questions added state no fact: each session's facts cite its
+# first message only, its episode any of its own messages.
 SUPPORT = _scoped(session("s1", "2024-04-01T09:00:00Z", "I live in Bergen.",
                           ("assistant", "Is the parcel going to that address?"),
                           "Does the courier deliver there on Saturdays?",
@@ -68,9 +68,11 @@ async def test_scopes_are_stored_exported_and_narrow_recall_context_facts_and_ex
     found = await client.recall(tenant, "lin", "sailing", filters=memory_filter(agent_id="travel"))
     assert [e.session_id for e in found.episodes] == ["t1"] and found.facts == []
     in_run = await client.context(tenant, "lin", "where does she live?", filters=memory_filter(run_id="ticket-4711"))
-    assert in_run.items and {m for i in in_run.items for m in i.cited_message_ids} == {"s1:1"}
+    cited = {m for i in in_run.items for m in i.cited_message_ids}
+    assert in_run.items and "s1:1" in cited and cited <= {m.message_id for m in SUPPORT.messages}
     both = await client.context(tenant, "lin", "where does she live? sailing", filters=memory_filter(app_id="helpdesk"))
-    assert {m for i in both.items for m in i.cited_message_ids} == {"s1:1", "t1:1"}
+    cited = {m for i in both.items for m in i.cited_message_ids}
+    assert {"s1:1", "t1:1"} <= cited <= {m.message_id for s in (SUPPORT, TRAVEL) for m in s.messages}
 
     reader = (await create_key(services.pool, tenant, "read")).token
     async with api(client) as http:
