@@ -23,8 +23,8 @@ def _tagged(s: Session, **metadata) -> Session:
 
 
 # Four messages each: a shorter session gets no episode (the substance gate), and both episodes are
-# recalled below. The questions added are no notes, facts or summary sentences: each session's
-# memories still cite its first message only.
+# recalled below. The questions added state no fact: each session's facts cite its first message
+# only, its episode any of its own messages.
 EMAIL = _tagged(session("e1", "2024-04-01T09:00:00Z", "I live in Bergen.",
                         ("assistant", "Is the parcel going to that address?"),
                         "Does the courier deliver there on Saturdays?",
@@ -72,7 +72,8 @@ async def test_metadata_is_stored_exported_and_narrows_recall_context_and_facts(
     assert [e.session_id for e in found.episodes] == ["c1"] and found.facts == []
     ticketed = await client.context(tenant, "lin", "where does she live?",
                                     filters=memory_filter(metadata={"ticket": 4711, "channel": "email"}))
-    assert ticketed.items and {m for i in ticketed.items for m in i.cited_message_ids} == {"e1:1"}
+    cited = {m for i in ticketed.items for m in i.cited_message_ids}
+    assert ticketed.items and "e1:1" in cited and all(m.startswith("e1:") for m in cited), cited
 
     reader = (await create_key(services.pool, tenant, "read")).token
     async with api(client) as http:
@@ -85,8 +86,10 @@ async def test_metadata_is_stored_exported_and_narrows_recall_context_and_facts(
         assert refused.status_code == 422 and "metadata" in refused.text
 
     exported = await client.export(tenant, "lin")
-    assert {m.message_id: m.metadata for m in exported.cited_messages} == {
-        "e1:1": {"channel": "email", "ticket": 4711}, "c1:1": {"channel": "chat"}}
+    metadata = {m.message_id: m.metadata for m in exported.cited_messages}
+    assert {"e1:1", "c1:1"} <= set(metadata)
+    assert all(value == ({"channel": "email", "ticket": 4711} if mid.startswith("e1:") else {"channel": "chat"})
+               for mid, value in metadata.items()), metadata
     async with running_worker():
         receipt = await client.erasure_receipt(await client.erase(tenant, "lin", reason="user request"))
     assert receipt.residue_total == 0

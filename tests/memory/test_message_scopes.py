@@ -93,8 +93,10 @@ async def test_scopes_are_stored_exported_and_narrow_recall_context_facts_and_ex
             assert refused.status_code == 422 and where in refused.text, refused.text
 
     exported_all = await client.export(tenant, "lin")
-    assert {m.message_id: (m.agent_id, m.app_id, m.run_id) for m in exported_all.cited_messages} == {
-        "s1:1": ("support", "helpdesk", "ticket-4711"), "t1:1": ("travel", "helpdesk", None)}
+    scopes = {m.message_id: (m.agent_id, m.app_id, m.run_id) for m in exported_all.cited_messages}
+    assert {"s1:1", "t1:1"} <= set(scopes)
+    assert all(scope == (("support", "helpdesk", "ticket-4711") if mid.startswith("s1:") else ("travel", "helpdesk", None))
+               for mid, scope in scopes.items()), scopes
     async with running_worker():
         receipt = await client.erasure_receipt(await client.erase(tenant, "lin", reason="user request"))
     assert receipt.residue_total == 0
@@ -117,7 +119,8 @@ async def test_a_key_limited_to_an_app_writes_its_messages_and_reads_the_memorie
         context = await http.post("/v1/subjects/lin/context", headers=bearer(reader),
                                   json={"query": "where does she live? peanuts allergy"})
         assert context.status_code == 200, context.text
-        assert {m for i in context.json()["items"] for m in i["cited_message_ids"]} == {"s1:1"}
+        cited = {m for i in context.json()["items"] for m in i["cited_message_ids"]}
+        assert "s1:1" in cited and all(m.startswith("s1:") for m in cited), cited
         facts = await http.get("/v1/subjects/lin/facts", headers=bearer(reader))
         assert facts.json() and all(f["evidence_message_ids"] == ["s1:1"] for f in facts.json())
         other = await http.post("/v1/subjects/lin/recall", headers=bearer(reader),
