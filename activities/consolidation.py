@@ -61,6 +61,7 @@ from agent_memory.memory.memory_store import (
     evidence_arrivals,
 )
 from agent_memory.memory.operations import OperationRecorder
+from agent_memory.memory.substance import EpisodeGate, gate_reason
 from agent_memory.memory.token_budget import token_budget_state
 from agent_memory.memory.write_policy import read_write_policy
 from agent_memory.projection.projector import project_vectors
@@ -102,6 +103,7 @@ def _permanent(err: WorkflowFailureError) -> ApplicationError:
 
 
 R = TypeVar("R", bound=BaseModel)
+EPISODE_GATE = EpisodeGate()
 
 class ConsolidationActivities:
     def __init__(self, pool: AsyncConnectionPool, keyring: KeyRing, extractor: FactExtractor,
@@ -135,12 +137,17 @@ class ConsolidationActivities:
                 for f in sorted(current.values(), key=lambda f: (f.namespace, f.key))]
 
     async def _provider_step(self, step: StepInput, kind: ProviderStep,
-                             provider: FactExtractor | ImportanceScorer | Summarizer,
+                             provider: FactExtractor | ImportanceScorer | Summarizer | EpisodeGate,
                              result_type: type[R], call: Callable[[list[Message]], Awaitable[R]],
-                             context: dict[str, str] | None = None) -> StepOutcome:
+                             context: dict[str, str] | None = None,
+                             instead: Callable[[list[Message]], tuple[EpisodeGate, Callable[[list[Message]], Awaitable[R]]]
+                                               | None] | None = None) -> StepOutcome:
         """`context`: what else the provider is given or the result depends on besides the
-        messages; it is recorded with the request and keys the operation with them."""
+        messages; it is recorded with the request and keys the operation with them. `instead`:
+        given the messages, what stands in for the provider (recorded under its own name), or None."""
         messages, newest = await self._session(step)
+        if instead is not None and (standin := instead(messages)) is not None:
+            provider, call = standin
         digest = messages_digest(messages)
         request = {"session_id": step.session_id, "messages": digest, "provider": provider.name,
                    "version": provider.version}
@@ -206,7 +213,19 @@ class ConsolidationActivities:
                 summary = summary.model_copy(update={"observations": write_observations(messages)})
             return summary
 
-        return await self._provider_step(step, "summary", self.summarizer, SummaryResult, summarize)
+        def gated(messages: list[Message]) -> tuple[EpisodeGate, Callable[[list[Message]], Awaitable[SummaryResult]]
+                                                     ] | None:
+            # A session without substance is not summarized: no provider call, no episode.
+            reason = gate_reason(messages)
+            if reason is None:
+                return None
+
+            async def no_episode(messages: list[Message]) -> SummaryResult:
+                return EPISODE_GATE.result(messages, reason)
+
+            return EPISODE_GATE, no_episode
+
+        return await self._provider_step(step, "summary", self.summarizer, SummaryResult, summarize, instead=gated)
 
     @activity.defn(name=contract.CHECK_CONFLICTS)
     @temporal_failures

@@ -145,7 +145,11 @@ async def test_erasing_a_subject_with_no_data_needs_an_explicit_block(client, se
 
 async def test_subjects_and_sessions_list_what_exists_with_counts(client, services, tenant, running_worker):
     async with running_worker():
-        await client.append_messages(tenant, "lin", session("l1", "2024-03-01T09:00:00Z", "I live in Oslo."))
+        # Four messages: a shorter session gets no episode, and l1's episode importance is listed below.
+        await client.append_messages(tenant, "lin", session("l1", "2024-03-01T09:00:00Z", "I live in Oslo.",
+                                                            ("assistant", "How do you like it?"),
+                                                            "I work at the harbour office.",
+                                                            ("assistant", "That sounds interesting.")))
         await client.consolidation_result(await client.end_session(tenant, "lin", "l1"))
         await client.append_messages(tenant, "lin", session("l2", "2024-03-02T09:00:00Z", "I like tea."))
         await client.append_messages(tenant, "kim", session("k1", "2024-03-01T09:00:00Z", "I live in Rome."))
@@ -155,10 +159,10 @@ async def test_subjects_and_sessions_list_what_exists_with_counts(client, servic
     listed = json.loads(out.stdout)
     by_id = {row["subject_id"]: row for row in listed["subjects"]}
     assert set(by_id) == {"lin"} and listed["erased_subjects"] == 1  # an erased subject's id is not kept
-    assert by_id["lin"]["sessions"] == 2 and by_id["lin"]["messages"] == 2 and by_id["lin"]["current_facts"] >= 1
+    assert by_id["lin"]["sessions"] == 2 and by_id["lin"]["messages"] == 5 and by_id["lin"]["current_facts"] >= 1
     assert by_id["lin"]["last_consolidated_at"] is not None
     text = run_cli(services, "subjects", "--tenant", tenant).stdout
-    assert "2 sessions, 2 messages" in text and "1 erased subject(s)" in text and "kim" not in text
+    assert "2 sessions, 5 messages" in text and "1 erased subject(s)" in text and "kim" not in text
 
     sessions = {row["session_id"]: row for row in
                 json.loads(run_cli(services, "sessions", "--tenant", tenant, "--subject", "lin", "--json").stdout)}

@@ -98,6 +98,7 @@ from agent_memory.memory.ingest import check_not_future, check_time_not_future
 from agent_memory.memory.memory_store import list_facts
 from agent_memory.memory.rederive import rederive_report
 from agent_memory.memory.relations import RelationView, list_relations
+from agent_memory.memory.substance import gated_counts
 from agent_memory.memory.token_budget import check_daily_tokens, token_budget_state, write_token_budget
 from agent_memory.memory.tool_calls import (
     LEASE_DEFAULT_SECONDS,
@@ -767,6 +768,12 @@ class MemoryClient:
         """Facts the write gate kept out, per reason, since the tenant began (Postgres counters)."""
         check_identifier("tenant", tenant_id)
         return await withheld_counts(self.services.pool, tenant_id)
+
+    async def gated_sessions(self, tenant_id: str) -> dict[str, int]:
+        """Sessions consolidated without an episode by the substance gate (too short, small talk),
+        per reason and in total, since the tenant began (Postgres counters)."""
+        check_identifier("tenant", tenant_id)
+        return await gated_counts(self.services.pool, tenant_id)
 
     async def _start_webhook_deliveries(self, tenant_id: str) -> None:
         """After a commit: start the runs of the tenant's new webhook deliveries. Should that fail,

@@ -113,7 +113,7 @@ async def rederive(client: MemoryClient, services: Services, *, tenant: str, sub
 
 
 @click.command("stats", cls=Command, help="operator counters of a tenant (leak-filter drops, projection lag, "
-               "episode importance)")
+               "episode importance, sessions without an episode)")
 @scoped(subject=False)
 @json_flag
 @with_client
@@ -126,11 +126,13 @@ async def stats(client: MemoryClient, services: Services, *, tenant: str, json: 
     lifecycle = await client.lifecycle_counts(tenant)
     erasures = await client.erasure_counts(tenant)
     withheld = await client.withheld_counts(tenant)
+    gated = await client.gated_sessions(tenant)
     importance = await client.importance_spread(tenant)
     if json:
         print_json({"tenant_id": tenant, "leak_filter_drops": drops, "reads": reads,
                     "lifecycle": lifecycle.model_dump(mode="json"),
                     "erasures": erasures.model_dump(mode="json"), "write_gate_withheld": withheld,
+                    "sessions_without_episode": gated,
                     "projection": lag.model_dump(mode="json", exclude={"tenant_id", "subject_id"}),
                     "episode_importance": importance.model_dump(mode="json")})
         return
@@ -142,6 +144,8 @@ async def stats(client: MemoryClient, services: Services, *, tenant: str, json: 
     print(f"forgotten: {lifecycle.forgotten_in_grace} in grace, {lifecycle.swept} swept "
           f"({lifecycle.swept_with_residue} with residue)")
     print("write gate withheld: " + (", ".join(f"{n} {reason}" for reason, n in withheld.items()) or "nothing"))
+    print(f"sessions without an episode (substance gate): {gated['total']} ({gated['too_short']} too short, "
+          f"{gated['small_talk']} small talk)")
     print(f"erasures: {erasures.started} started ({erasures.stuck} over an hour), {erasures.redriven} "
           f"re-driven ({erasures.redrives} re-drives)")
     print(f"refused starts: {erasures.refused_requests} unregistered destructive requests, "

@@ -388,6 +388,9 @@ class SummaryResult(ProviderResult):
     sentences: list[SummarySentence]
     token_count: int
     observations: list[Observation] = Field(default_factory=list)
+    # Why the session got no episode and no summary call (agent_memory/memory/substance.py): fewer
+    # messages than an episode needs, or nothing but small talk. None: summarized.
+    gated: Literal["too_short", "small_talk"] | None = None
 
     @property
     def text(self) -> str:

@@ -58,10 +58,12 @@ from agent_memory.memory.events import (
 from agent_memory.memory.forgotten import forgotten_state, writable_version
 from agent_memory.memory.operations import record_succeeded, recorded_result, request_hash
 from agent_memory.memory.relations import relation_events
+from agent_memory.memory.substance import GATED_COUNTER, EpisodeGate
 from agent_memory.memory.webhooks import enqueue_consolidation_completed, enqueue_memory_event
 from agent_memory.memory.write_policy import active_consents, count_withheld, read_write_policy
 from agent_memory.security.crypto import SubjectKey
 from agent_memory.security.keyring import KeyRing
+from agent_memory.store.counters import add_counts_in
 from agent_memory.store.scope import Mode, SubjectScope, subject_scope
 
 log = logging.getLogger(__name__)
@@ -321,6 +323,21 @@ async def _observation_events(conn: psycopg.AsyncConnection, key: SubjectKey, se
     return events
 
 
+async def _count_gated(conn: psycopg.AsyncConnection, key: SubjectKey, session_id: str, reason: str) -> None:
+    """Count a session the substance gate kept from an episode (`agent-memory stats`), once: at the
+    commit of its first gated summary, when it has no episode. In the commit's transaction, so a
+    retried commit counts nothing twice."""
+    if await memory_version(conn, key.tenant_id, key.memory_id("episode", session_id)) > 0:
+        return
+    cur = await conn.execute(
+        "SELECT count(*) FROM operations WHERE tenant_id = %s AND subject_id = %s AND session_id = %s "
+        "AND kind = 'summary' AND model = %s AND status = 'succeeded'",
+        (key.tenant_id, key.subject_id, session_id, EpisodeGate.name))
+    row = await cur.fetchone()
+    if row is not None and row[0] == 1:  # this commit's own gated summary, no earlier one
+        await add_counts_in(conn, key.tenant_id, {f"{GATED_COUNTER}:{reason}": 1})
+
+
 def _outcome(operation_id: str, session_id: str, through: datetime | None,
              events: list[MemoryEvent], withheld: dict[str, int]) -> CommitOutcome:
     kinds = [type(e.payload) for e in events]
@@ -388,6 +405,8 @@ async def commit_consolidation(pool: AsyncConnectionPool, keyring: KeyRing, *, t
                                        private_to)
         if episode is not None:
             yield episode
+        elif summary.gated is not None:
+            await _count_gated(conn, skey, session_id, summary.gated)
         for event in await _observation_events(conn, skey, session_id, summary, operation_id, private_to):
             yield event
         if private_to is not None:

@@ -77,7 +77,12 @@ async def test_recorded_result_is_reused_after_a_crash_between_call_and_write(cl
 async def test_commit_is_idempotent_and_guards_versions(client, services, tenant):
     acts = make_activities(services)
     env = ActivityEnvironment()
-    await client.append_messages(tenant, "lin", session("a", "2024-03-01T09:00:00Z", "I live in Hangzhou."))
+    # Four messages: a shorter session gets no episode (the substance gate), and a's is counted below.
+    # The assistant's questions are no notes, and the user's request states no fact.
+    await client.append_messages(tenant, "lin", session("a", "2024-03-01T09:00:00Z", "I live in Hangzhou.",
+                                                        ("assistant", "How long have you lived there?"),
+                                                        "Can you recommend a quiet tea house?",
+                                                        ("assistant", "Do you prefer green tea or oolong?")))
     await client.append_messages(tenant, "lin", session("b", "2024-05-01T09:00:00Z", "I moved to Shanghai."))
     await client.append_messages(tenant, "lin", session("c", "2024-06-01T09:00:00Z", "I moved to Suzhou."))
 

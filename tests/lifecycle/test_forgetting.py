@@ -169,8 +169,11 @@ async def test_the_sweeper_removes_a_forgotten_memory_from_every_store_and_nothi
         client, services, tenant, running_worker):
     async with running_worker():
         await consolidate(client, tenant,
-                          session("w1", "2024-03-01T09:00:00Z", "I live in Oslo.",
-                                  "My sister Maja is getting married in June, I am so nervous about the speech."),
+                          # Four messages: a shorter session gets no episode (the substance gate), and
+                          # w1's episode is forgotten and swept below.
+                          session("w1", "2024-03-01T09:00:00Z", "I live in Oslo.", ("assistant", "Any news this week?"),
+                                  "My sister Maja is getting married in June, I am so nervous about the speech.",
+                                  ("assistant", "Would an outline of the speech help?")),
                           session("w2", "2024-04-01T09:00:00Z", "I have a dog named Rex."))
         oslo = await home_fact(client, tenant)
         ctx = await client.context(tenant, SUBJECT, "sister wedding speech")
@@ -316,9 +319,14 @@ async def test_the_forget_commands(client, services, tenant, task_queue, running
 async def test_an_export_holds_every_interval_its_evidence_and_what_is_forgotten(
         client, services, tenant, task_queue, running_worker, tmp_path):
     async with running_worker():
+        # Four messages each: a shorter session gets no episode (the substance gate), and both are exported.
         await consolidate(client, tenant, session("x1", "2024-03-01T09:00:00Z", "I live in Oslo.",
-                                                  "I am allergic to peanuts."),
-                          session("x2", "2024-05-01T09:00:00Z", "I moved to Bergen last week."))
+                                                  ("assistant", "Is there anything you don't eat?"),
+                                                  "I am allergic to peanuts.",
+                                                  ("assistant", "Do you carry an epinephrine pen?")),
+                          session("x2", "2024-05-01T09:00:00Z", "I moved to Bergen last week.",
+                                  ("assistant", "How is the new place?"), "Is it normal for the rain to last all week?",
+                                  ("assistant", "Did the removal van arrive on time?")))
         bergen = await home_fact(client, tenant)
         forgotten_fact = next(f for f in await client.facts(tenant, SUBJECT) if f.memory_id != bergen.memory_id)
         await client.forget(tenant, SUBJECT, forgotten_fact.memory_id, reason="ticket 9")

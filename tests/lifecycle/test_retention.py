@@ -47,10 +47,16 @@ async def test_retention_forgets_what_the_policy_expires_and_the_sweep_removes_i
         client, services, tenant, running_worker):
     recent = (datetime.now(UTC) - timedelta(days=3)).strftime("%Y-%m-%dT09:00:00Z")
     async with running_worker():
+        # Four messages each: a shorter session gets no episode (the substance gate), and the old
+        # session's episode is what retention forgets.
         for s in (session("old", "2023-02-01T09:00:00Z", "I moved to Lisbon last week and the flat is tiny.",
-                          "My sister Maja is getting married in June, I am so nervous about the speech."),
+                          "My sister Maja is getting married in June, I am so nervous about the speech.",
+                          ("assistant", "Have you started writing the speech?"),
+                          "Can you help me find a funny opening line?"),
                   session("new", recent, "My sister Maja asked me to hold the rings at her wedding.",
-                          "I started learning the cello, my teacher is very strict.")):
+                          "I started learning the cello, my teacher is very strict.",
+                          ("assistant", "How long are your cello lessons?"),
+                          "Can you suggest a few easy pieces for beginners?")):
             await client.append_messages(tenant, SUBJECT, s)
             await client.consolidation_result(await client.end_session(tenant, SUBJECT, s.session_id))
         await client.wait_for_projection(tenant, SUBJECT)

@@ -15,9 +15,17 @@ from tests.sessions import session
 
 OUTDOORS = Category(name="outdoors", description="time outside", words=["sailing", "hike", "徒步"])
 HOME = Category(name="home", namespaces=["location"])
-SESSIONS = (session("s1", "2024-04-01T09:00:00Z", "I live in Bergen."),
-            session("s2", "2024-04-02T09:00:00Z", "We went sailing on Sunday and it was windy."),
-            session("s3", "2024-04-03T09:00:00Z", "The dentist appointment took an hour."))
+# Four messages each: a shorter session gets no episode (the substance gate), and the episodes are
+# narrowed by category below. Each session's added turns stay within its own category.
+SESSIONS = (session("s1", "2024-04-01T09:00:00Z", "I live in Bergen.",
+                    ("assistant", "Which part of the city is your flat in?"), "Is it far from the airport?",
+                    ("assistant", "Do you take the light rail often?")),
+            session("s2", "2024-04-02T09:00:00Z", "We went sailing on Sunday and it was windy.",
+                    ("assistant", "Was the boat hard to handle?"), "Is it always that windy in April?",
+                    ("assistant", "Did anyone get seasick?")),
+            session("s3", "2024-04-03T09:00:00Z", "The dentist appointment took an hour.",
+                    ("assistant", "Was it a check-up or a filling?"), "Is a numb jaw normal for a whole afternoon?",
+                    ("assistant", "Did they give you anything for the pain?")))
 
 
 @pytest.mark.parametrize("fields, named", [

@@ -20,10 +20,17 @@ def _scoped(s: Session, **scope) -> Session:
     return s.model_copy(update={"messages": [m.model_copy(update=scope) for m in s.messages]})
 
 
-SUPPORT = _scoped(session("s1", "2024-04-01T09:00:00Z", "I live in Bergen."), agent_id="support", app_id="helpdesk",
-                  run_id="ticket-4711")
-TRAVEL = _scoped(session("t1", "2024-04-02T09:00:00Z", "We went sailing on Sunday."), agent_id="travel",
-                 app_id="helpdesk")
+# Four messages each: a shorter session gets no episode (the substance gate), and both episodes are
+# recalled and exported below. The questions added state no fact: each session's facts cite its
+# first message only, its episode any of its own messages.
+SUPPORT = _scoped(session("s1", "2024-04-01T09:00:00Z", "I live in Bergen.",
+                          ("assistant", "Is the parcel going to that address?"),
+                          "Does the courier deliver there on Saturdays?",
+                          ("assistant", "Which day suits you best for the delivery?")),
+                  agent_id="support", app_id="helpdesk", run_id="ticket-4711")
+TRAVEL = _scoped(session("t1", "2024-04-02T09:00:00Z", "We went sailing on Sunday.", ("assistant", "Was the sea calm?"),
+                         "Is October too late in the season for another trip?",
+                         ("assistant", "How many people were on the boat?")), agent_id="travel", app_id="helpdesk")
 
 
 @pytest.mark.parametrize("field", ["agent_id", "app_id", "run_id"])
@@ -52,7 +59,7 @@ async def test_scopes_are_stored_exported_and_narrow_recall_context_facts_and_ex
             await client.consolidation_result(await client.end_session(tenant, "lin", s.session_id))
     with pytest.raises(MessageConflictError):  # the same message in another scope is another body
         await client.append_messages(tenant, "lin", _scoped(SUPPORT, agent_id="sales"))
-    assert (await client.append_messages(tenant, "lin", SUPPORT)).duplicates == 1
+    assert (await client.append_messages(tenant, "lin", SUPPORT)).duplicates == 4
 
     support = memory_filter(agent_id="support")
     facts = await client.facts(tenant, "lin", filters=support)
@@ -61,9 +68,11 @@ async def test_scopes_are_stored_exported_and_narrow_recall_context_facts_and_ex
     found = await client.recall(tenant, "lin", "sailing", filters=memory_filter(agent_id="travel"))
     assert [e.session_id for e in found.episodes] == ["t1"] and found.facts == []
     in_run = await client.context(tenant, "lin", "where does she live?", filters=memory_filter(run_id="ticket-4711"))
-    assert in_run.items and {m for i in in_run.items for m in i.cited_message_ids} == {"s1:1"}
+    cited = {m for i in in_run.items for m in i.cited_message_ids}
+    assert in_run.items and "s1:1" in cited and cited <= {m.message_id for m in SUPPORT.messages}
     both = await client.context(tenant, "lin", "where does she live? sailing", filters=memory_filter(app_id="helpdesk"))
-    assert {m for i in both.items for m in i.cited_message_ids} == {"s1:1", "t1:1"}
+    cited = {m for i in both.items for m in i.cited_message_ids}
+    assert {"s1:1", "t1:1"} <= cited <= {m.message_id for s in (SUPPORT, TRAVEL) for m in s.messages}
 
     reader = (await create_key(services.pool, tenant, "read")).token
     async with api(client) as http:
@@ -84,8 +93,10 @@ async def test_scopes_are_stored_exported_and_narrow_recall_context_facts_and_ex
             assert refused.status_code == 422 and where in refused.text, refused.text
 
     exported_all = await client.export(tenant, "lin")
-    assert {m.message_id: (m.agent_id, m.app_id, m.run_id) for m in exported_all.cited_messages} == {
-        "s1:1": ("support", "helpdesk", "ticket-4711"), "t1:1": ("travel", "helpdesk", None)}
+    scopes = {m.message_id: (m.agent_id, m.app_id, m.run_id) for m in exported_all.cited_messages}
+    assert {"s1:1", "t1:1"} <= set(scopes)
+    assert all(scope == (("support", "helpdesk", "ticket-4711") if mid.startswith("s1:") else ("travel", "helpdesk", None))
+               for mid, scope in scopes.items()), scopes
     async with running_worker():
         receipt = await client.erasure_receipt(await client.erase(tenant, "lin", reason="user request"))
     assert receipt.residue_total == 0
@@ -108,7 +119,8 @@ async def test_a_key_limited_to_an_app_writes_its_messages_and_reads_the_memorie
         context = await http.post("/v1/subjects/lin/context", headers=bearer(reader),
                                   json={"query": "where does she live? peanuts allergy"})
         assert context.status_code == 200, context.text
-        assert {m for i in context.json()["items"] for m in i["cited_message_ids"]} == {"s1:1"}
+        cited = {m for i in context.json()["items"] for m in i["cited_message_ids"]}
+        assert "s1:1" in cited and all(m.startswith("s1:") for m in cited), cited
         facts = await http.get("/v1/subjects/lin/facts", headers=bearer(reader))
         assert facts.json() and all(f["evidence_message_ids"] == ["s1:1"] for f in facts.json())
         other = await http.post("/v1/subjects/lin/recall", headers=bearer(reader),

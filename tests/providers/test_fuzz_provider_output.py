@@ -336,7 +336,9 @@ async def test_a_non_string_content_is_invalid_output(server, bundle, body):
 # --- a poisoned output does not take the worker down -----------------------------------------------
 
 POISONED = session("s-poison", "2024-03-01T09:00:00Z", "POISON: my name is Mallory.", "I live in Gotham.")
-HEALTHY = session("s-ok", "2024-03-01T10:00:00Z", "Hi, my name is Lin Wei.", "I live in Hangzhou.")
+# Four messages: a shorter session gets no episode (the substance gate), and this one's is checked.
+HEALTHY = session("s-ok", "2024-03-01T10:00:00Z", "Hi, my name is Lin Wei.", "I live in Hangzhou.",
+                  ("assistant", "Nice to meet you."), "I work as a nurse there.")
 
 
 async def test_the_worker_keeps_consolidating_after_a_poisoned_output(client, services, tenant, running_worker):

@@ -113,8 +113,11 @@ async def test_two_sessions_are_consolidated_end_to_end_the_second_against_the_c
     bundle = openai_providers(config, shared)
     first = session("s-llm", "2024-03-01T09:00:00Z", "Hi, my name is Lin Wei.", "I live in Hangzhou and work as a nurse.",
                     ("assistant", "Nice to meet you, Lin."), "I am vegetarian, and my cat is called Mochi.")
+    # Four messages: a shorter session gets no summary call (the substance gate), and each step's
+    # recorded result is checked below.
     second = session("s-ops-b", "2024-06-01T09:00:00Z", "I moved to Shanghai last week.",
-                     "And I'm not vegetarian anymore.")
+                     ("assistant", "How are you settling in?"), "And I'm not vegetarian anymore.",
+                     ("assistant", "Shall I look for restaurants near your new flat?"))
     try:
         async with running_worker(providers=bundle):
             await client.append_messages(tenant, "lin", first)

@@ -34,9 +34,11 @@ CARD = "4111 1111 1111 1111"
 IBAN = "GB82 WEST 1234 5698 7654 32"
 IDENTIFIERS = (EMAIL, PHONE, CARD, IBAN, "4111111111111111", "GB82WEST12345698765432", "91234567")
 
+# Four messages: a shorter session gets no episode (the substance gate), and its summary is checked.
 S = session("s-pii", "2024-03-01T09:00:00Z", "Hi, my name is Lin Wei.",
             f"Write to me at {EMAIL} or call {PHONE}.",
-            f"Refunds go to card {CARD} or to IBAN {IBAN}.")
+            f"Refunds go to card {CARD} or to IBAN {IBAN}.",
+            ("assistant", "Which of the two should the refund for the broken kettle go to?"))
 # What a model answers with whatever stands for the e-mail address in what it was sent.
 _SEEN_EMAIL = re.compile(r"\[EMAIL_\d+\]|[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 

@@ -14,8 +14,13 @@ from agent_memory.security.api_keys import create_key
 from tests.api.test_http_api import api, bearer
 from tests.sessions import session
 
-WINTER = session("f1", "2024-01-10T09:00:00Z", "I live in Oslo.", "I am vegetarian.")
-SUMMER = session("f2", "2024-06-10T09:00:00Z", "We hiked to the fjord on Saturday, it was a long trip.")
+# Four messages each: a shorter session gets no episode (the substance gate), and both episodes are
+# filtered below. The questions added state no fact (the summer's facts are the written one only).
+WINTER = session("f1", "2024-01-10T09:00:00Z", "I live in Oslo.", ("assistant", "Is there anything you don't eat?"),
+                 "I am vegetarian.", ("assistant", "Do you eat fish or eggs?"))
+SUMMER = session("f2", "2024-06-10T09:00:00Z", "We hiked to the fjord on Saturday, it was a long trip.",
+                 ("assistant", "How long did the hike take?"), "Is the trail open in winter too?",
+                 ("assistant", "Did you take the ferry back?"))
 SPRING = datetime(2024, 3, 1, tzinfo=UTC)
 
 

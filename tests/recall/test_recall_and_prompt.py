@@ -131,10 +131,16 @@ async def test_recency_importance_and_the_window_rank_episodic_memory(client, te
 
 
 async def test_an_important_episode_beats_a_slightly_newer_trivial_one(client, tenant, running_worker):
+    # Four messages each: a shorter session gets no episode (the substance gate), and the episodes are compared.
     important = session("s-news", "2024-03-01T09:00:00Z",
                         "Big news about work: I got promoted to team lead and I'm thrilled, it was a huge "
-                        "surprise after the layoffs last year.")
-    trivial = session("s-lunch", "2024-03-04T09:00:00Z", "Lunch at work was a sandwich.")
+                        "surprise after the layoffs last year.",
+                        ("assistant", "Congratulations! When do you start the new role?"),
+                        "Next month, and I will lead a team of six.",
+                        ("assistant", "What will change most in your day-to-day work?"))
+    trivial = session("s-lunch", "2024-03-04T09:00:00Z", "Lunch at work was a sandwich.",
+                      ("assistant", "What kind of sandwich was it?"), "Cheese and tomato, nothing special.",
+                      ("assistant", "Do you usually bring lunch from home?"))
     async with running_worker():
         await consolidate(client, tenant, "lin", important, trivial)
     ctx = await client.context(tenant, "lin", "anything new at work?", as_of=at("2024-03-05"), policy=DESIGNED)

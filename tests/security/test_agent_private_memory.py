@@ -27,10 +27,16 @@ def _private(s: Session, agent: str) -> Session:
                                              for m in s.messages]})
 
 
-SHARED = session("shared", "2024-04-01T09:00:00Z", "I live in Oslo.", "I love sailing on the fjord.")
+# Four messages each: a shorter session gets no episode (the substance gate), and every session's
+# episode is checked below.
+SHARED = session("shared", "2024-04-01T09:00:00Z", "I live in Oslo.", "I love sailing on the fjord.",
+                 ("assistant", "How often do you go out on the water?"), "Can you suggest a good sailing jacket?")
 SUPPORT = _private(session("support", "2024-04-02T09:00:00Z", "I moved to Bergen last week.",
-                           "My locker code at the sailing club is 4711."), "support")
-TRAVEL = _private(session("travel", "2024-04-03T09:00:00Z", "Book me a sailing trip to Crete in May."), "travel")
+                           "My locker code at the sailing club is 4711.", ("assistant", "Is the club near your new flat?"),
+                           "Can you remind me of the code on race day?"), "support")
+TRAVEL = _private(session("travel", "2024-04-03T09:00:00Z", "Book me a sailing trip to Crete in May.",
+                          ("assistant", "How many people are travelling?"), "Can you find a boat with a skipper?",
+                          ("assistant", "Would a week or a long weekend suit you better?")), "travel")
 TABLES = ("messages", "episodes", "observations")
 
 

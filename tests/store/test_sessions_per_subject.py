@@ -17,11 +17,14 @@ from tests.sessions import session
 
 
 async def test_two_subjects_each_have_their_own_session_s1(client, services, tenant, running_worker):
-    lin = session("s1", "2024-03-01T09:00:00Z", "I live in Oslo.", "I have a cat named Pixel.")
-    kim = session("s1", "2024-03-02T09:00:00Z", "I live in Rome.")
+    # Four messages each: a shorter session gets no episode (the substance gate), and both have one.
+    lin = session("s1", "2024-03-01T09:00:00Z", "I live in Oslo.", "I have a cat named Pixel.",
+                  ("assistant", "How old is Pixel?"), "Can you suggest a good cat food brand?")
+    kim = session("s1", "2024-03-02T09:00:00Z", "I live in Rome.", ("assistant", "Which part of the city do you live in?"),
+                  "Is the metro open at night?", ("assistant", "Do you take the bus to work?"))
     async with running_worker():
-        assert (await client.append_messages(tenant, "lin", lin)).inserted == 2
-        assert (await client.append_messages(tenant, "kim", kim)).inserted == 1  # not "another subject's"
+        assert (await client.append_messages(tenant, "lin", lin)).inserted == 4
+        assert (await client.append_messages(tenant, "kim", kim)).inserted == 4  # not "another subject's"
         lin_run = await client.end_session(tenant, "lin", "s1")
         kim_run = await client.end_session(tenant, "kim", "s1")
         assert (lin_run.id, kim_run.id) == (f"consolidate/{tenant}/lin/s1", f"consolidate/{tenant}/kim/s1")
@@ -40,11 +43,12 @@ async def test_two_subjects_each_have_their_own_session_s1(client, services, ten
     # Each subject's prompt sees its own session's turns only.
     lin_prompt = await client.build_prompt(tenant, "lin", "s1", "and now?")
     recent = {b.name: b for b in lin_prompt.blocks}["recent"].messages
-    assert [m.content for m in recent] == ["I live in Oslo.", "I have a cat named Pixel."]
+    assert [m.content for m in recent] == ["I live in Oslo.", "I have a cat named Pixel.", "How old is Pixel?",
+                                           "Can you suggest a good cat food brand?"]
     async with tenant_transaction(services.pool, tenant) as conn:
         cur = await conn.execute("SELECT subject_id, count(*) FROM messages WHERE tenant_id = %s AND session_id = 's1' "
                                  "GROUP BY subject_id", (tenant,))
-        assert dict(await cur.fetchall()) == {"lin": 2}
+        assert dict(await cur.fetchall()) == {"lin": 4}
         cur = await conn.execute("SELECT subject_id FROM episodes WHERE tenant_id = %s AND session_id = 's1'",
                                  (tenant,))
         assert [r[0] for r in await cur.fetchall()] == ["lin"]
@@ -62,7 +66,11 @@ async def test_end_session_attaches_to_the_runs_started_under_the_old_ids(client
     old idle timer and attaches to its old consolidation (no second run over the same messages),
     and leaves another subject's old timer of the same session name alone."""
     temporal = services.temporal
-    await client.append_messages(tenant, "lin", session("s1", "2024-03-01T09:00:00Z", "I live in Oslo."))
+    # Four messages: a shorter session gets no episode (the substance gate), and lin's s1 has one.
+    await client.append_messages(tenant, "lin", session("s1", "2024-03-01T09:00:00Z", "I live in Oslo.",
+                                                        ("assistant", "Which part of the city do you live in?"),
+                                                        "Is the metro open at night?",
+                                                        ("assistant", "Do you take the bus to work?")))
     await client.append_messages(tenant, "kim", session("s2", "2024-03-02T09:00:00Z", "I live in Rome."))
     await client.append_messages(tenant, "lin", session("s2", "2024-03-03T09:00:00Z", "I like tea."))
     async with running_worker():

@@ -19,8 +19,12 @@ from workflows.consolidation import ConsolidationWorkflow
 
 HANGZHOU = session("s-hz", "2024-03-01T09:00:00Z", "Hi, my name is Lin Wei.", "I live in Hangzhou.",
                    ("assistant", "Nice to meet you."), "I'm allergic to peanuts.")
-TRIP = session("s-trip", "2024-04-10T20:00:00Z", "我下周去北京出差三天。", "我不吃辣。")
-MOVE = session("s-move", "2024-06-02T18:30:00Z", "I moved to Shanghai last month.", "I live in Shanghai now.")
+# Four messages each: a shorter session gets no episode (the substance gate), and each of these has one.
+TRIP = session("s-trip", "2024-04-10T20:00:00Z", "我下周去北京出差三天。", ("assistant", "需要我帮你找酒店吗？"), "我不吃辣。",
+               ("assistant", "好的，我会推荐不辣的餐厅。"))
+MOVE = session("s-move", "2024-06-02T18:30:00Z", "I moved to Shanghai last month.",
+               ("assistant", "How are you settling in?"), "I live in Shanghai now.",
+               ("assistant", "Shanghai has a lot to explore."))
 
 
 async def _count(services, tenant, sql, *params):

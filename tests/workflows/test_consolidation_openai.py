@@ -14,7 +14,10 @@ from tests.providers.openai_server import FakeOpenAIServer, Reply, chat_completi
 from tests.sessions import session
 from tests.workflows.history_steps import LOCAL, history_steps
 
-S = session("s-oa", "2024-03-01T09:00:00Z", "Hi, my name is Lin Wei.", "I live in Hangzhou.")
+# Four messages: a shorter session gets no episode and no summary call (the substance gate). The
+# assistant's questions are no notes.
+S = session("s-oa", "2024-03-01T09:00:00Z", "Hi, my name is Lin Wei.", "I live in Hangzhou.",
+            ("assistant", "Which district of the city do you live in?"), ("assistant", "Is it close to the lake?"))
 
 
 def route(req):

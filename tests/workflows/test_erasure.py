@@ -16,14 +16,16 @@ from workflows.erasure import ErasureWorkflow
 async def test_erasure_removes_everything_and_returns_the_same_receipt(client, services, tenant, running_worker):
     subject = "zoe"
     other = "max"  # same tenant, different subject: must be untouched
-    s1 = session("z1", "2024-02-01T08:00:00Z", "My name is Zoe.", "I live in Berlin.", "I have a dog named Rex.")
+    # Four messages: a shorter session gets no episode (the substance gate), and z1's is erased.
+    s1 = session("z1", "2024-02-01T08:00:00Z", "My name is Zoe.", "I live in Berlin.", "I have a dog named Rex.",
+                 ("assistant", "What breed is Rex?"))
     s2 = session("m1", "2024-02-01T09:00:00Z", "I live in Paris.")
     async with running_worker():
         await client.append_messages(tenant, subject, s1)
         await client.append_messages(tenant, other, s2)
         for subj, s in ((subject, s1), (other, s2)):
             await client.consolidation_result(await client.end_session(tenant, subj, s.session_id))
-        assert len(await recent_messages(services.redis, tenant, subject, "z1")) == 3
+        assert len(await recent_messages(services.redis, tenant, subject, "z1")) == 4
 
         handle = await client.erase(tenant, subject, reason="GDPR art. 17 request #1")
         receipt = await client.erasure_receipt(handle)
@@ -35,7 +37,7 @@ async def test_erasure_removes_everything_and_returns_the_same_receipt(client, s
         assert again == receipt
 
     assert receipt.residue_total == 0 and receipt.key_shredded
-    assert receipt.removed["messages"] == 3 and receipt.removed["sessions"] == 1
+    assert receipt.removed["messages"] == 4 and receipt.removed["sessions"] == 1
     assert receipt.removed["facts"] >= 3 and receipt.removed["episodes"] == 1
     assert receipt.removed["vectors"] >= 4 and receipt.removed["working_memory"] == 1
     assert receipt.removed["operations"] >= 5

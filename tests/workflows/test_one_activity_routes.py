@@ -101,8 +101,11 @@ async def _stored(services, tenant: str) -> tuple[int, int, int, int]:
 
 
 async def _two_facts_session(client, tenant: str) -> StepInput:
-    await client.append_messages(tenant, "lin", session("s1", "2024-03-01T09:00:00Z",
-                                                        "I live in Hangzhou.", "I am allergic to peanuts."))
+    # Four messages: a shorter session gets no episode (the substance gate), and the runs write one.
+    await client.append_messages(tenant, "lin", session("s1", "2024-03-01T09:00:00Z", "I live in Hangzhou.",
+                                                        ("assistant", "Are there any foods you cannot eat?"),
+                                                        "I am allergic to peanuts.",
+                                                        ("assistant", "Do you want recipes without peanuts, then?")))
     return StepInput(tenant_id=tenant, subject_id="lin", session_id="s1")
 
 

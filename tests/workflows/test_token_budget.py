@@ -24,7 +24,9 @@ from tests.workflows.test_consolidation_openai import bundle_for, route
 
 # The extraction reports 120 + 40 tokens, importance and the summary 11 + 7 each (the route's).
 EXTRACTION_TOKENS = 160
-S1 = session("s-b1", "2024-03-01T09:00:00Z", "Hi, my name is Lin Wei.", "I live in Hangzhou.")
+# Four messages: a shorter session gets no episode and no summary call (the substance gate); S1's has both.
+S1 = session("s-b1", "2024-03-01T09:00:00Z", "Hi, my name is Lin Wei.", "I live in Hangzhou.",
+             ("assistant", "Which district of the city do you live in?"), "Can you suggest a tea house near the lake?")
 S2 = session("s-b2", "2024-03-02T09:00:00Z", "Hi, my name is Lin Wei.", "I live in Hangzhou now.")
 
 

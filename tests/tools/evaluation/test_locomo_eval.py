@@ -173,28 +173,38 @@ def _write(path, rows) -> None:
 
 
 ASKED = "2024-06-01T12:00:00Z"
+# Four messages each: a shorter session gets no episode (the substance gate), and every session has one.
 SESSIONS = [
     _session("conv-a", 1, "conv-a-s1", "2024-01-10T09:00:00Z", [
         ("D1:1", "user", "Lin", "I live in Kyoto now."),
         ("D1:2", "assistant", "Sam", "Kyoto sounds lovely. How is the new flat?"),
         ("D1:3", "user", "Lin", "The flat is small but bright."),
+        ("D1:4", "assistant", "Sam", "Does it get the morning sun?"),
     ]),
     # out of order in the file on purpose: session_index decides
     _session("conv-a", 3, "conv-a-s3", "2024-03-05T09:00:00Z", [
         ("D3:1", "user", "Lin", "I adopted a parrot named Kiwi."),
         ("D3:2", "assistant", "Sam", "A parrot! Does it talk?"),
+        ("D3:3", "user", "Lin", "Kiwi whistles every morning and copies the kettle."),
+        ("D3:4", "assistant", "Sam", "Parrots often copy the sounds they hear most."),
     ]),
     _session("conv-a", 2, "conv-a-s2", "2024-02-02T18:00:00Z", [
         ("D2:1", "user", "Lin", "I joined a jazz band and I play the cello there."),
         ("D2:2", "assistant", "Sam", "That is great, music keeps you busy."),
+        ("D2:3", "user", "Lin", "We rehearse every Thursday evening."),
+        ("D2:4", "assistant", "Sam", "A weekly rehearsal is a good rhythm."),
     ]),
     _session("conv-b", 1, "conv-b-s1", "2024-01-20T08:00:00Z", [
         ("D1:1", "user", "Mia", "I work as a nurse at the city hospital."),
         ("D1:2", "assistant", "Tom", "Night shifts must be tough."),
+        ("D1:3", "user", "Mia", "I switch to day shifts next month."),
+        ("D1:4", "assistant", "Tom", "Day shifts should make weekends easier."),
     ]),
     _session("conv-b", 2, "conv-b-s2", "2024-04-11T08:00:00Z", [
         ("D2:1", "user", "Mia", "We hiked the Dolomites with my sister last weekend."),
         ("D2:2", "assistant", "Tom", "The mountains there are stunning."),
+        ("D2:3", "user", "Mia", "My sister carried the map and I carried the tent."),
+        ("D2:4", "assistant", "Tom", "Sharing the load makes long trails easier."),
     ]),
 ]
 QUESTIONS = [
@@ -278,7 +288,7 @@ async def test_run_locomo_eval_on_a_tiny_synthetic_dir(services, locomo_dir, tas
     assert isinstance(report, EvalReport)
     assert report.tenant_id.startswith("eval-") and report.task_queue == task_queue
     assert report.conversations == ["conv-a", "conv-b"]
-    assert (report.sessions, report.messages) == (5, 11)
+    assert (report.sessions, report.messages) == (5, 20)
     assert report.episodes_written == 5 and report.facts_extracted >= 1  # "I live in Kyoto"
     assert [r.category for r in report.rows] == ["1", "2", "3", "4", "overall"]
     overall = report.row("overall")
