@@ -35,7 +35,10 @@ SEAT = Session(session_id="seat1", started_at=START, messages=[
     ])])
 LIN = {"seat1:1", "seat1:4"}
 MIA = {"seat1:2"}
-ALONE = session("solo1", "2024-05-20T09:00:00Z", "We went sailing on the lake last Sunday.")  # Lin alone
+# Lin alone, four messages so the session has an episode (the substance gate); the added turns state no fact.
+ALONE = session("solo1", "2024-05-20T09:00:00Z", "We went sailing on the lake last Sunday.",
+                ("assistant", "Was the water calm?"), "Is October too late in the season for another trip?",
+                ("assistant", "How many people were on the boat?"))
 
 
 async def test_the_holders_profile_holds_only_theirs_and_the_speaker_filter_reads_one_person(
@@ -139,7 +142,7 @@ async def test_in_chinese_the_holder_is_found_by_the_known_name_in_a_later_sessi
     first = _seat("zh1", START, ("user", "林晓", "我叫林晓，住在杭州。"), ("assistant", "助手", "好的，林晓。"))
     # 米娅 speaks first here, but the subject's known name is 林晓: the session is 林晓's.
     shared = _seat("zh2", START + timedelta(days=3), ("user", "米娅", "我对花生过敏。我在华为公司上班，住在苏州。"),
-                   ("user", "林晓", "我吃素。"), ("assistant", "助手", "记下了。"))
+                   ("user", "林晓", "我吃素。"), ("assistant", "助手", "记下了。"), ("assistant", "助手", "还有别的要记的吗？"))
     async with running_worker():
         results = []
         for s in (first, shared):
