@@ -18,6 +18,7 @@ from activities.maintenance import MaintenanceActivities
 from activities.projection import ProjectionActivities
 from activities.rebuild import RebuildActivities
 from activities.reembedding import ReembeddingActivities
+from activities.review import ReviewActivities
 from activities.webhooks import WebhookActivities, WebhookRetryBounds
 from agent_memory.api.services import Services
 from agent_memory.core.contract import model_task_queue
@@ -32,6 +33,7 @@ from workflows.maintenance import KeyRotationWorkflow, PhysicalCompactionWorkflo
 from workflows.projector import ProjectionSweepWorkflow, ProjectorWorkflow
 from workflows.rebuild import RebuildWorkflow
 from workflows.reembedding import ReembedWorkflow
+from workflows.review import ReviewWorkflow
 from workflows.session_idle import SessionIdleWorkflow
 from workflows.webhooks import WebhookDeliveryWorkflow
 
@@ -42,7 +44,7 @@ PASSTHROUGH_MODULES = ("redis", "psycopg", "psycopg_pool", "pgvector", "cryptogr
 
 WORKFLOWS = [ConsolidationWorkflow, ErasureWorkflow, RebuildWorkflow, SessionIdleWorkflow, KeyRotationWorkflow,
              PhysicalCompactionWorkflow, ProjectorWorkflow, ProjectionSweepWorkflow, MemorySweepWorkflow,
-             ErasureRedriveWorkflow, ReembedWorkflow, IdleTimerSweepWorkflow, WebhookDeliveryWorkflow]
+             ErasureRedriveWorkflow, ReembedWorkflow, IdleTimerSweepWorkflow, WebhookDeliveryWorkflow, ReviewWorkflow]
 
 
 class Workers:
@@ -99,6 +101,7 @@ def build_worker(services: Services, *, task_queue: str | None = None,
                                     forget_grace=timedelta(seconds=services.settings.forget_grace_seconds),
                                     idle_timeout=timedelta(seconds=services.settings.idle_timeout_seconds))
     reembedding = ReembeddingActivities(services.pool, providers.embedder)
+    review = ReviewActivities(services.pool, services.keyring, services.temporal, queue)
     webhooks = WebhookActivities(services.pool, services.keyring, services.temporal,
                                  bounds=WebhookRetryBounds.from_settings(services.settings),
                                  timeout_seconds=services.settings.webhook_timeout_seconds)
@@ -138,6 +141,8 @@ def build_worker(services: Services, *, task_queue: str | None = None,
             lifecycle.apply_retention,
             lifecycle.sweep_forgotten_memories,
             lifecycle.redrive_stuck_erasures,
+            review.list_review_tenants,
+            review.review_tenant,
             lifecycle.sweep_idle_timers,
             reembedding.begin_reembedding,
             reembedding.reembed_batch,

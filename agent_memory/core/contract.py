@@ -37,11 +37,12 @@ ERASURE_REDRIVE_WORKFLOW: Final = "ErasureRedriveWorkflow"
 REEMBED_WORKFLOW: Final = "ReembedWorkflow"
 IDLE_TIMER_SWEEP_WORKFLOW: Final = "IdleTimerSweepWorkflow"
 WEBHOOK_DELIVERY_WORKFLOW: Final = "WebhookDeliveryWorkflow"
+REVIEW_WORKFLOW: Final = "ReviewWorkflow"
 
 WORKFLOW_NAMES: Final = (CONSOLIDATION_WORKFLOW, ERASURE_WORKFLOW, REBUILD_WORKFLOW, SESSION_IDLE_WORKFLOW,
                          KEY_ROTATION_WORKFLOW, PHYSICAL_COMPACTION_WORKFLOW, PROJECTOR_WORKFLOW,
                          PROJECTION_SWEEP_WORKFLOW, MEMORY_SWEEP_WORKFLOW, ERASURE_REDRIVE_WORKFLOW,
-                         REEMBED_WORKFLOW, IDLE_TIMER_SWEEP_WORKFLOW, WEBHOOK_DELIVERY_WORKFLOW)
+                         REEMBED_WORKFLOW, IDLE_TIMER_SWEEP_WORKFLOW, WEBHOOK_DELIVERY_WORKFLOW, REVIEW_WORKFLOW)
 
 # Signals of SessionIdleWorkflow (sent by the client by name).
 SIGNAL_TOUCH: Final = "touch"
@@ -108,6 +109,9 @@ WEBHOOK_RETRY_POLICY: Final = "webhook_retry_policy"
 DELIVER_WEBHOOK: Final = "deliver_webhook"
 MARK_WEBHOOK_DEAD: Final = "mark_webhook_dead"
 SWEEP_WEBHOOK_DELIVERIES: Final = "sweep_webhook_deliveries"
+# The review of stale memory (workflows/review.py)
+LIST_REVIEW_TENANTS: Final = "list_review_tenants"
+REVIEW_TENANT: Final = "review_tenant"
 
 ACTIVITY_NAMES: Final = (EXTRACT_FACTS, SCORE_IMPORTANCE, SUMMARIZE_SESSION, CHECK_CONFLICTS, COMMIT_CONSOLIDATION,
                          COUNT_UNCONSOLIDATED, LOCATE_PROVIDERS, CONSOLIDATE_IN_WORKER, CONSOLIDATE_WITH_REMOTE_PROVIDERS, PROJECT_VECTORS,
@@ -117,7 +121,8 @@ ACTIVITY_NAMES: Final = (EXTRACT_FACTS, SCORE_IMPORTANCE, SUMMARIZE_SESSION, CHE
                          ROTATE_KEY_ENCRYPTION_KEY, COMPACT_ERASED_DATA, PROJECT_OUTBOX_BATCH, WAKE_PROJECTOR,
                          SWEEP_PROJECTION_OUTBOX, SWEEP_FORGOTTEN_MEMORIES, APPLY_RETENTION, REDRIVE_STUCK_ERASURES,
                          BEGIN_REEMBEDDING, REEMBED_BATCH, SWITCH_EMBEDDING_MODEL, SWEEP_IDLE_TIMERS,
-                         WEBHOOK_RETRY_POLICY, DELIVER_WEBHOOK, MARK_WEBHOOK_DEAD, SWEEP_WEBHOOK_DELIVERIES)
+                         WEBHOOK_RETRY_POLICY, DELIVER_WEBHOOK, MARK_WEBHOOK_DEAD, SWEEP_WEBHOOK_DELIVERIES,
+                         LIST_REVIEW_TENANTS, REVIEW_TENANT)
 
 # --- Workflow ids (formats pinned: id reuse and attaching to a running run depend on them) ------
 
@@ -216,6 +221,7 @@ PROJECTION_SWEEP_SCHEDULE_ID: Final = "agent-memory/projection-sweep"
 MEMORY_SWEEP_SCHEDULE_ID: Final = "agent-memory/memory-sweep"
 ERASURE_REDRIVE_SCHEDULE_ID: Final = "agent-memory/erasure-redrive"
 IDLE_TIMER_SWEEP_SCHEDULE_ID: Final = "agent-memory/idle-timer-sweep"
+REVIEW_SCHEDULE_ID: Final = "agent-memory/review"
 
 
 def scheduled_workflow_id(schedule_id: str) -> str:

@@ -62,7 +62,8 @@ SCRATCH_TABLES = ProjectionTables(facts=SCRATCH["facts"], episodes=SCRATCH["epis
                                   observations=SCRATCH["observations"], entities=SCRATCH["entities"],
                                   entity_mentions=SCRATCH["entity_mentions"], relations=SCRATCH["relations"],
                                   memory_search=SCRATCH["memory_search"],
-                                  projection_outbox="rebuild_projection_outbox")
+                                  projection_outbox="rebuild_projection_outbox",
+                                  stale_marks=SCRATCH["stale_marks"])
 EMBEDDING_DECIMALS = 6
 
 
