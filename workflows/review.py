@@ -1,14 +1,15 @@
 """The daily review of stale memory (the `agent-memory/review` Schedule): every tenant, one
 activity per tenant, at the workflow's own time.
 
-1. list the tenants;
+1. list the tenants (or take the one a run started by hand names);
 2. review each in turn at `workflow.now()`: mark current facts past their namespace's shelf life
    and unconfirmed since, facts contradicted by later candidates, near-duplicate notes and
    candidates close to their expiry, and close the marks whose memory changed since
    (agent_memory/lifecycle/review.py).
 
-One run covers every tenant and the Schedule skips a run while the last one is going, so a
-tenant has at most one review at a time. Each tenant's review is idempotent (recorded per
+One run covers every tenant and the Schedule skips a run while the last one is going; a tenant's
+review holds a lock of the tenant (agent_memory/lifecycle/review.py), so a run started by hand
+waits for the Schedule's and a tenant has at most one review at a time. Each tenant's review is idempotent (recorded per
 subject under a deterministic operation id): a worker crash retries the activity, which finds
 what it already marked and appends nothing for it. The history carries tenant ids, a time and
 counts, never memory text.
@@ -30,10 +31,13 @@ class ReviewWorkflow:
     @workflow.run
     async def run(self, request: ReviewInput) -> ReviewResult:
         as_of = workflow.now()
-        tenants = await workflow.execute_activity_method(
-            ReviewActivities.list_review_tenants, request, **contract.MEMORY_SWEEP.options())
+        if request.tenant_id is not None:  # one tenant, started by hand (agent-memory review run)
+            tenant_ids = [request.tenant_id]
+        else:
+            tenant_ids = (await workflow.execute_activity_method(
+                ReviewActivities.list_review_tenants, request, **contract.MEMORY_SWEEP.options())).tenant_ids
         result = ReviewResult()
-        for tenant_id in tenants.tenant_ids:
+        for tenant_id in tenant_ids:
             reviewed = await workflow.execute_activity_method(
                 ReviewActivities.review_tenant,
                 TenantReviewInput(tenant_id=tenant_id, as_of=as_of, limit=request.limit_per_tenant),

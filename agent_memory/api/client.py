@@ -80,7 +80,15 @@ from agent_memory.lifecycle.forgetting import (
 )
 from agent_memory.lifecycle.idle_timers import arm_idle_timer
 from agent_memory.lifecycle.retention import RetentionPolicy, read_retention, write_retention
-from agent_memory.lifecycle.review import ResolveResult, ReviewActor, resolve_mark, tenant_mark_counts, tenant_marks
+from agent_memory.lifecycle.review import (
+    ResolveResult,
+    ReviewActor,
+    ReviewInput,
+    ReviewResult,
+    resolve_mark,
+    tenant_mark_counts,
+    tenant_marks,
+)
 from agent_memory.lifecycle.sweeper import LifecycleCounts, MemorySweepInput, MemorySweepResult, lifecycle_counts
 from agent_memory.memory.categories import (
     Category,
@@ -932,6 +940,15 @@ class MemoryClient:
         """The daily review's marks in force (or every mark), newest first (docs/lifecycle.md)."""
         return await tenant_marks(self.services.pool, tenant_id, subject_id=subject_id,
                                   include_resolved=include_resolved, limit=limit)
+
+    async def review(self, tenant_id: str) -> ReviewResult:
+        """Review the tenant now, as a workflow (the daily Schedule runs the same one for every
+        tenant); a review of the tenant already going is waited for first."""
+        check_identifier("tenant", tenant_id)
+        return await self.services.temporal.execute_workflow(
+            contract.REVIEW_WORKFLOW, ReviewInput(tenant_id=tenant_id),
+            id=contract.manual_review_workflow_id(tenant_id, uuid.uuid4().hex[:12]), task_queue=self.task_queue,
+            result_type=ReviewResult)
 
     async def stale_mark_counts(self, tenant_id: str) -> MarkCounts:
         """The review's marks in force per reason, and how many were resolved."""

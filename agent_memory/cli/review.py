@@ -1,4 +1,4 @@
-"""The daily review's marks (docs/lifecycle.md, "Review"): review list, review resolve."""
+"""The daily review (docs/lifecycle.md, "Review"): review run, review list, review resolve."""
 
 from __future__ import annotations
 
@@ -14,6 +14,19 @@ if TYPE_CHECKING:
 
 review = Group("review", dest="review_command", help="what the daily review marked as possibly stale: list the "
                "marks, resolve one (keep or forget; a correction resolves its fact's marks)")
+
+
+@review.command("run", cls=Command, help="review the tenant now (what the daily Schedule does for every tenant)")
+@scoped(subject=False)
+@json_flag
+@with_client
+async def review_run(client: MemoryClient, services: Services, *, tenant: str, json: bool) -> None:
+    done = await client.review(tenant)
+    if json:
+        print_json(done.model_dump(mode="json"))
+        return
+    print("marked " + (", ".join(f"{n} {reason}" for reason, n in sorted(done.marked.items())) or "nothing")
+          + f"; {done.obsolete} mark(s) closed as obsolete")
 
 
 @review.command("list", cls=Command, help="the marks in force, newest first (--all: resolved ones too)")

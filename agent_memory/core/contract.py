@@ -224,13 +224,17 @@ IDLE_TIMER_SWEEP_SCHEDULE_ID: Final = "agent-memory/idle-timer-sweep"
 REVIEW_SCHEDULE_ID: Final = "agent-memory/review"
 
 
+def manual_review_workflow_id(tenant_id: str, token: str) -> str:
+    return f"review/{tenant_id}/manual-{token}"
+
+
 def scheduled_workflow_id(schedule_id: str) -> str:
     """The id prefix of the runs a Schedule starts (Temporal appends the scheduled time)."""
     return f"{schedule_id}/run"
 
 
 # The per-tenant ids above put the tenant (an identifier: no '/') right after their prefix.
-_TENANT_ID_PREFIXES: Final = ("consolidate", "idle", "erase", "rebuild", "projector", "reembed")
+_TENANT_ID_PREFIXES: Final = ("consolidate", "idle", "erase", "rebuild", "projector", "reembed", "review")
 
 
 def workflow_id_tenant(workflow_id: str) -> str | None:

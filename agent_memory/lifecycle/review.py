@@ -31,6 +31,7 @@ CLI) closes the marks of the fact it corrects in its own commit.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import unicodedata
 import uuid
@@ -89,6 +90,8 @@ _WORD = re.compile(r"\w+")
 
 class ReviewInput(RunInput):
     kind: Literal["review"] = "review"
+    # One tenant (`agent-memory review run`); None: every tenant (the daily Schedule).
+    tenant_id: str | None = None
     # Findings marked per tenant and run at most (the next day's run takes the rest).
     limit_per_tenant: int = Field(default=5000, ge=1)
 
@@ -320,6 +323,22 @@ async def review_tenant(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id: 
                         limit: int = 5000,
                         progress: Callable[[TenantReviewResult], None] | None = None) -> TenantReviewResult:
     """Mark what went stale in one tenant at `as_of` (at most `limit` findings); idempotent."""
+    # At most one review of a tenant at a time, whichever run it belongs to (the Schedule's, or
+    # one started by hand): a session lock held while this review runs.
+    async with pool.connection() as lock:
+        await lock.execute("SELECT pg_advisory_lock(%s)", (review_lock_key(tenant_id),))
+        try:
+            return await _review_tenant(pool, keyring, tenant_id, as_of, limit, progress)
+        finally:
+            await lock.execute("SELECT pg_advisory_unlock(%s)", (review_lock_key(tenant_id),))
+
+
+def review_lock_key(tenant_id: str) -> int:
+    return int.from_bytes(hashlib.sha256(f"review\x1f{tenant_id}".encode()).digest()[:8], "big", signed=True)
+
+
+async def _review_tenant(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id: str, as_of: datetime, limit: int,
+                         progress: Callable[[TenantReviewResult], None] | None) -> TenantReviewResult:
     result = TenantReviewResult(tenant_id=tenant_id)
     findings = (await tenant_findings(pool, tenant_id, as_of))[:limit]
     async with tenant_transaction(pool, tenant_id) as conn:

@@ -15,9 +15,11 @@ import psycopg
 
 from agent_memory.core import contract
 from agent_memory.lifecycle.review import ReviewInput, ReviewResult
+from agent_memory.memory.write_policy import WritePolicy
 from agent_memory.projection.rebuild import projection_digest
 from agent_memory.security.api_keys import create_key
 from agent_memory.security.webhook_signing import verify_webhook
+from agent_memory.store.db import tenant_transaction
 from tests.api.test_http_api import api, bearer
 from tests.cli.runner import run_cli
 from tests.sessions import session
@@ -151,3 +153,55 @@ async def test_the_review_marks_reports_and_resolves_stale_memory(services, tena
             assert (await _review(client, task_queue)).marked == {}
     finally:
         receiver.stop()
+
+
+HIKE = "We hiked the ridge above Zermatt and watched the ibex on the rocks."
+
+
+async def test_contradicting_candidates_duplicate_notes_and_expiring_candidates_are_marked(client, services, tenant,
+                                                                                           task_queue, running_worker):
+    async with running_worker():
+        for s in (session("d-1", "2024-03-01T09:00:00Z", "I live in Oslo.", HIKE),
+                  session("d-2", "2024-04-01T09:00:00Z", HIKE)):
+            await client.append_messages(tenant, SUBJECT, s)
+            assert (await client.consolidation_result(await client.end_session(tenant, SUBJECT, s.session_id))
+                    ).refused_reason is None
+        # A later, different home held as a candidate (it needs saying twice): it contradicts Oslo.
+        await client.set_write_policy(tenant, WritePolicy(corroborate_keys=["location/*"]))
+        later = session("d-3", "2024-05-01T09:00:00Z", "I live in Bergen.")
+        await client.append_messages(tenant, SUBJECT, later)
+        assert (await client.consolidation_result(await client.end_session(tenant, SUBJECT, "d-3"))
+                ).refused_reason is None
+        await client.wait_for_projection(tenant, SUBJECT)
+        facts = await client.facts(tenant, SUBJECT, candidates=True)
+        [oslo] = [f for f in facts if f.key == "home_city" and f.status == "active"]
+        [bergen] = [f for f in facts if f.key == "home_city" and f.status == "candidate"]
+
+        reviewed = await _review(client, task_queue)
+        marks = await client.stale_marks(tenant, subject_id=SUBJECT)
+        by_reason = {(m.reason, m.memory_id): m for m in marks}
+        contradicted = by_reason[("contradicted", oslo.memory_id)]
+        assert contradicted.related_memory_ids == [bergen.memory_id] and contradicted.fact_id == oslo.fact_id
+        # Said in March 2024, the candidate is far past candidate_days - candidate_review_days.
+        assert ("candidate_expiring", bergen.memory_id) in by_reason
+        [duplicate] = [m for m in marks if m.reason == "duplicate"]
+        async with tenant_transaction(services.pool, tenant) as conn:
+            cur = await conn.execute("SELECT memory_id::text, session_id FROM observations WHERE tenant_id = %s "
+                                     "AND subject_id = %s", (tenant, SUBJECT))
+            notes = dict(await cur.fetchall())
+        # The later session's note is marked, the earlier one is its related memory.
+        assert notes[duplicate.memory_id] == "d-2" and [notes[m] for m in duplicate.related_memory_ids] == ["d-1"]
+        assert reviewed.marked.get("contradicted") == 1 and reviewed.marked.get("duplicate") == 1
+        [oslo_now] = [f for f in await client.facts(tenant, SUBJECT) if f.key == "home_city"]
+        assert "contradicted" in oslo_now.stale_reasons
+
+        # The duplicate note weighs STALE_WEIGHT in the context: the earlier, unmarked note ranks first.
+        context = await client.context(tenant, SUBJECT, "hiking ibex Zermatt ridge")
+        ranked = [i.memory_id for i in context.items if i.kind == "observation"]
+        assert ranked.index(duplicate.related_memory_ids[0]) < ranked.index(duplicate.memory_id)
+
+        # Kept, the contradiction stays resolved on the next review of the same candidates.
+        await client.resolve_stale_mark(tenant, SUBJECT, contradicted.mark_id, "keep")
+        assert (await _review(client, task_queue)).marked == {}
+        assert ("contradicted", oslo.memory_id) not in {(m.reason, m.memory_id)
+                                                         for m in await client.stale_marks(tenant)}

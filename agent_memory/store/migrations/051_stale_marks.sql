@@ -37,6 +37,8 @@ CREATE POLICY tenant_isolation ON public.stale_marks
     USING (tenant_id = current_setting('app.tenant_id', true))
     WITH CHECK (tenant_id = current_setting('app.tenant_id', true));
 GRANT SELECT, INSERT, UPDATE, DELETE ON public.stale_marks TO agent_memory_app;
+-- Deleted by an erasure with the subject's facts, so rewritten by the compaction after one.
+INSERT INTO public.compaction_tables (table_name) VALUES ('stale_marks');
 GRANT MAINTAIN ON public.stale_marks TO agent_memory_maintainer;
 
 -- The marks' events in the log.
