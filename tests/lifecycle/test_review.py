@@ -17,6 +17,8 @@ from agent_memory.core import contract
 from agent_memory.lifecycle.review import ReviewInput, ReviewResult
 from agent_memory.memory.write_policy import WritePolicy
 from agent_memory.projection.rebuild import projection_digest
+from agent_memory.recall.context import ContextItem, _down_weight_marked
+from agent_memory.recall.recall_policy import STALE_WEIGHT
 from agent_memory.security.api_keys import create_key
 from agent_memory.security.webhook_signing import verify_webhook
 from agent_memory.store.db import tenant_transaction
@@ -195,10 +197,14 @@ async def test_contradicting_candidates_duplicate_notes_and_expiring_candidates_
         [oslo_now] = [f for f in await client.facts(tenant, SUBJECT) if f.key == "home_city"]
         assert "contradicted" in oslo_now.stale_reasons
 
-        # The duplicate note weighs STALE_WEIGHT in the context: the earlier, unmarked note ranks first.
-        context = await client.context(tenant, SUBJECT, "hiking ibex Zermatt ridge")
-        ranked = [i.memory_id for i in context.items if i.kind == "observation"]
-        assert ranked.index(duplicate.related_memory_ids[0]) < ranked.index(duplicate.memory_id)
+        # The duplicate note weighs STALE_WEIGHT in the context's episodic ranking: scored equal, the
+        # earlier, unmarked note ranks first and the marked one keeps half its score.
+        items = [ContextItem(kind="observation", memory_id=m, text=HIKE, content=HIKE, cited_message_ids=[m],
+                             score=1.0) for m in (duplicate.memory_id, duplicate.related_memory_ids[0])]
+        async with tenant_transaction(services.pool, tenant) as conn:
+            weighed = await _down_weight_marked(conn, tenant, SUBJECT, items)
+        assert [(i.memory_id, i.score) for i in weighed] == [(duplicate.related_memory_ids[0], 1.0),
+                                                             (duplicate.memory_id, STALE_WEIGHT)]
 
         # Kept, the contradiction stays resolved on the next review of the same candidates.
         await client.resolve_stale_mark(tenant, SUBJECT, contradicted.mark_id, "keep")
