@@ -45,6 +45,10 @@ LIBRARY = [
     "forget --tenant {tenant} --subject lin --memory-id {memory}",
     "forgotten --tenant {tenant} --subject lin",
     "restore --tenant {tenant} --subject lin --memory-id {memory}",
+    # Kyoto was said in 2024: past location's shelf life, so the review marks it.
+    "review run --tenant {tenant}",
+    "review list --tenant {tenant}",
+    "review resolve --tenant {tenant} --subject lin --mark-id {mark} --resolution keep",
     "recall --tenant {tenant} --subject lin Kyoto",
     "context --tenant {tenant} --subject lin Kyoto",
     "prompt --tenant {tenant} --subject lin --session live Kyoto?",
@@ -176,6 +180,9 @@ async def test_every_library_json_command_prints_json_only(tmp_path, monkeypatch
                 if argv[0] == "facts":
                     assert isinstance(document, list) and document, document
                     filled["memory"] = document[0]["memory_id"]
+                if argv[:2] == ["review", "list"]:
+                    assert isinstance(document, list) and document, document
+                    filled["mark"] = document[0]["mark_id"]
                 if argv[:2] == ["webhooks", "add"]:
                     assert isinstance(document, dict) and document["secret"]
                     filled["endpoint"] = document["endpoint_id"]

@@ -26,6 +26,7 @@ from agent_memory.core.run_metadata import run_summary
 from agent_memory.lifecycle.compaction import CompactionInput
 from agent_memory.lifecycle.erasure_runs import ErasureRedriveInput
 from agent_memory.lifecycle.idle_timers import IdleTimerSweepInput
+from agent_memory.lifecycle.review import ReviewInput
 from agent_memory.lifecycle.sweeper import MemorySweepInput
 from agent_memory.security.keyring import KeyRotationInput
 
@@ -35,6 +36,7 @@ PROJECTION_SWEEP_SCHEDULE = contract.PROJECTION_SWEEP_SCHEDULE_ID
 MEMORY_SWEEP_SCHEDULE = contract.MEMORY_SWEEP_SCHEDULE_ID
 ERASURE_REDRIVE_SCHEDULE = contract.ERASURE_REDRIVE_SCHEDULE_ID
 IDLE_TIMER_SWEEP_SCHEDULE = contract.IDLE_TIMER_SWEEP_SCHEDULE_ID
+REVIEW_SCHEDULE = contract.REVIEW_SCHEDULE_ID
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,12 @@ SCHEDULES = (
                        "covered, idle longer than the idle timeout (AGENT_MEMORY_IDLE_TIMEOUT_SECONDS, default 600), "
                        "whose timer is not running (its signal was lost in a Temporal outage): the session is "
                        "consolidated without anyone ending it. A running timer is left alone."),
+    ScheduleDefinition(REVIEW_SCHEDULE, contract.REVIEW_WORKFLOW, ReviewInput(), timedelta(days=1),
+                       "Marks, without deleting, what may have gone stale in every tenant: current facts past their "
+                       "namespace's shelf life (agent-memory retention show: shelf_life_days) and not confirmed "
+                       "since, facts contradicted by later candidates, near-duplicate notes, candidates close to "
+                       "their expiry. Listed by agent-memory review list, resolved by review resolve or a "
+                       "correction; reported by the memory.stale webhook."),
 )
 
 

@@ -19,6 +19,7 @@ from activities.projection import ProjectionActivities
 from activities.rebuild import RebuildActivities
 from activities.rederive import RederiveActivities
 from activities.reembedding import ReembeddingActivities
+from activities.review import ReviewActivities
 from activities.webhooks import WebhookActivities, WebhookRetryBounds
 from agent_memory.api.services import Services
 from agent_memory.core.contract import model_task_queue
@@ -34,6 +35,7 @@ from workflows.projector import ProjectionSweepWorkflow, ProjectorWorkflow
 from workflows.rebuild import RebuildWorkflow
 from workflows.rederive import RederiveWorkflow
 from workflows.reembedding import ReembedWorkflow
+from workflows.review import ReviewWorkflow
 from workflows.session_idle import SessionIdleWorkflow
 from workflows.webhooks import WebhookDeliveryWorkflow
 
@@ -44,7 +46,8 @@ PASSTHROUGH_MODULES = ("redis", "psycopg", "psycopg_pool", "pgvector", "cryptogr
 
 WORKFLOWS = [ConsolidationWorkflow, ErasureWorkflow, RebuildWorkflow, SessionIdleWorkflow, KeyRotationWorkflow,
              PhysicalCompactionWorkflow, ProjectorWorkflow, ProjectionSweepWorkflow, MemorySweepWorkflow,
-             ErasureRedriveWorkflow, ReembedWorkflow, IdleTimerSweepWorkflow, WebhookDeliveryWorkflow, RederiveWorkflow]
+             ErasureRedriveWorkflow, ReembedWorkflow, IdleTimerSweepWorkflow, WebhookDeliveryWorkflow, RederiveWorkflow,
+             ReviewWorkflow]
 
 
 class Workers:
@@ -102,6 +105,7 @@ def build_worker(services: Services, *, task_queue: str | None = None,
                                     idle_timeout=timedelta(seconds=services.settings.idle_timeout_seconds))
     reembedding = ReembeddingActivities(services.pool, providers.embedder)
     rederive = RederiveActivities(services.pool, services.keyring, providers.extractor)
+    review = ReviewActivities(services.pool, services.keyring, services.temporal, queue)
     webhooks = WebhookActivities(services.pool, services.keyring, services.temporal,
                                  bounds=WebhookRetryBounds.from_settings(services.settings),
                                  timeout_seconds=services.settings.webhook_timeout_seconds)
@@ -141,6 +145,8 @@ def build_worker(services: Services, *, task_queue: str | None = None,
             lifecycle.apply_retention,
             lifecycle.sweep_forgotten_memories,
             lifecycle.redrive_stuck_erasures,
+            review.list_review_tenants,
+            review.review_tenant,
             lifecycle.sweep_idle_timers,
             reembedding.begin_reembedding,
             reembedding.reembed_batch,

@@ -10,6 +10,7 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import AbstractContextManager, asynccontextmanager
 from datetime import datetime, timedelta
+from typing import Literal
 
 from pydantic import BaseModel, JsonValue
 from redis.exceptions import RedisError
@@ -82,6 +83,15 @@ from agent_memory.lifecycle.forgetting import (
 )
 from agent_memory.lifecycle.idle_timers import arm_idle_timer
 from agent_memory.lifecycle.retention import RetentionPolicy, read_retention, write_retention
+from agent_memory.lifecycle.review import (
+    ResolveResult,
+    ReviewActor,
+    ReviewInput,
+    ReviewResult,
+    resolve_mark,
+    tenant_mark_counts,
+    tenant_marks,
+)
 from agent_memory.lifecycle.sweeper import LifecycleCounts, MemorySweepInput, MemorySweepResult, lifecycle_counts
 from agent_memory.memory.categories import (
     Category,
@@ -98,6 +108,7 @@ from agent_memory.memory.ingest import check_not_future, check_time_not_future
 from agent_memory.memory.memory_store import list_facts
 from agent_memory.memory.rederive import rederive_report
 from agent_memory.memory.relations import RelationView, list_relations
+from agent_memory.memory.stale_marks import MARK_LIST_MAX, MarkCounts, StaleMark
 from agent_memory.memory.substance import gated_counts
 from agent_memory.memory.token_budget import check_daily_tokens, token_budget_state, write_token_budget
 from agent_memory.memory.tool_calls import (
@@ -978,6 +989,36 @@ class MemoryClient:
         check found rows (0 expected)."""
         check_identifier("tenant", tenant_id)
         return await lifecycle_counts(self.services.pool, tenant_id)
+
+    async def stale_marks(self, tenant_id: str, *, subject_id: str | None = None, include_resolved: bool = False,
+                          limit: int = MARK_LIST_MAX) -> list[StaleMark]:
+        """The daily review's marks in force (or every mark), newest first (docs/lifecycle.md)."""
+        return await tenant_marks(self.services.pool, tenant_id, subject_id=subject_id,
+                                  include_resolved=include_resolved, limit=limit)
+
+    async def review(self, tenant_id: str) -> ReviewResult:
+        """Review the tenant now, as a workflow (the daily Schedule runs the same one for every
+        tenant); a review of the tenant already going is waited for first."""
+        check_identifier("tenant", tenant_id)
+        return await self.services.temporal.execute_workflow(
+            contract.REVIEW_WORKFLOW, ReviewInput(tenant_id=tenant_id),
+            id=contract.manual_review_workflow_id(tenant_id, uuid.uuid4().hex[:12]), task_queue=self.task_queue,
+            result_type=ReviewResult)
+
+    async def stale_mark_counts(self, tenant_id: str) -> MarkCounts:
+        """The review's marks in force per reason, and how many were resolved."""
+        return await tenant_mark_counts(self.services.pool, tenant_id)
+
+    async def resolve_stale_mark(self, tenant_id: str, subject_id: str, mark_id: str,
+                                 resolution: Literal["keep", "forget"], *, actor: ReviewActor = "operator",
+                                 actor_id: str | None = None, reason: str | None = None) -> ResolveResult:
+        """Keep (the fact counts as confirmed) or forget the marked memory, closing the mark; a
+        correction (`write_fact`) closes the marks of the fact it corrects."""
+        result = await resolve_mark(self.services.pool, self.services.keyring, tenant_id=tenant_id,
+                                    subject_id=subject_id, mark_id=mark_id, resolution=resolution, actor=actor,
+                                    actor_id=actor_id, reason=reason, grace=self.forget_grace)
+        await self._start_webhook_deliveries(tenant_id)
+        return result
 
     async def importance_spread(self, tenant_id: str) -> ImportanceSpread:
         """The tenant's episodes per importance score, flagged when every one got the same score."""

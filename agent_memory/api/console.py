@@ -326,6 +326,16 @@ def _lag(lag: Any) -> str:
     return _pill(f"{lag.pending} pending ({lag.retrying} retrying{age}){dead}", "bad" if lag.dead_letters else "warn")
 
 
+def _review_marks(tenant: str, marks: list[Any]) -> str:
+    """The daily review's marks in force (docs/lifecycle.md, "Review"): ids and reasons, no text."""
+    rows = [f'<tr><td><a href="{esc(_path("t", tenant, "s", m.subject_id))}">{esc(m.subject_id)}</a></td>'
+            f"<td>{esc(m.memory_kind)}</td><td><code>{esc(m.memory_id)}</code></td><td>{_pill(m.reason, 'warn')}</td>"
+            f"<td>{len(m.related_memory_ids)}</td><td>{when(m.marked_at)}</td><td><code>{esc(m.mark_id)}</code></td></tr>"
+            for m in marks]
+    return _table(["subject", "kind", "memory", "reason", "related", "marked", "mark"], rows,
+                  "Nothing marked: the daily review found nothing stale, or every mark is resolved.")
+
+
 def _status_pill(status: str) -> str:
     kind = {"active": "ok", "completed": "ok", "candidate": "warn", "started": "warn", "running": "warn",
             "forgotten": "warn", "closed": "", "voided": "bad", "failed": "bad", "promoted": ""}.get(status, "")
@@ -461,7 +471,9 @@ def build_console_router(check_operator: OperatorCheck, outage: OutageOf) -> API
                     + await _parked(page, tenant)
                     + '</section><h2 id="erasures">Erasure requests and receipts</h2><section>'
                     + _erasures(tenant, erasures) + "</section>"
-                    + '<h2 id="importance">Episode importance</h2><section>' + _importance(spread) + "</section>")
+                    + '<h2 id="importance">Episode importance</h2><section>' + _importance(spread) + "</section>"
+                    + '<h2 id="review">Review marks</h2><section>'
+                    + _review_marks(tenant, await client.stale_marks(tenant, limit=data.PAGE_ROWS)) + "</section>")
             return page.render(f"Tenant {tenant}", [("tenants", PREFIX), (tenant, None)], body)
         return await signed_in(request, checks, render)
 

@@ -11,7 +11,9 @@ Two transports, one set of tools:
 The key's tenant is the only tenant the tools can touch, and its scope decides what they may
 do, as in the HTTP API: read for `recall`, `context` and `facts`; write for `remember`,
 `end_session` and the agent's own fixes, `correct`, `forget` and `restore` (a forget is restorable
-within the grace period; erasing a whole person stays with the operator's erase scope). The audit
+within the grace period; erasing a whole person stays with the operator's erase scope); read for
+the daily review's `stale_marks`, write for `resolve_mark` (keep or forget; `correct` resolves
+the marks of the fact it corrects). The audit
 records a write key's changes as the agent's, an erase key's as the operator's, with the key id.
 The key is verified again on every tool call, so a key revoked while a session is open stops at
 once.
@@ -501,6 +503,34 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
         holder = await need(ctx, "write")
         done = await client.restore(holder.tenant_id, subject, memory_id, reason=reason, actor=audited_actor(holder),
                                     actor_id=f"mcp:{holder.key_id}")
+        return done.model_dump(mode="json")
+
+    @server.tool(description=(
+        "What the daily review marked in the person's memory as possibly stale (needs a read key): each mark "
+        "with its id, the marked memory's id, the reason (stale: a fact past its shelf life not confirmed since; "
+        "contradicted: later statements disagree; duplicate: a near-identical note; candidate_expiring) and the "
+        "related memories' ids. Ask the person, then `resolve_mark` (keep or forget) or `correct` the fact."))
+    @_answers
+    async def stale_marks(subject: SubjectId, ctx: Context) -> list[dict[str, Any]]:
+        tenant = (await need(ctx, "read")).tenant_id
+        check_identifier("subject", subject)
+        return [m.model_dump(mode="json") for m in await client.stale_marks(tenant, subject_id=subject)]
+
+    @server.tool(description=(
+        "Resolve a mark of `stale_marks` (needs a write key): `keep` when the person says it still holds (the "
+        "fact counts as confirmed), `forget` when it no longer does (restorable with `restore` within the "
+        "grace period). To give the right value, `correct` the fact instead: that resolves its marks."))
+    @_answers
+    async def resolve_mark(
+            subject: SubjectId,
+            mark_id: Annotated[str, Field(description="the mark's id, as `stale_marks` returns it")],
+            resolution: Annotated[Literal["keep", "forget"], Field(description="keep or forget")],
+            ctx: Context, reason: Reason = None) -> dict[str, Any]:
+        holder = await need(ctx, "write")
+        check_identifier("subject", subject)
+        done = await client.resolve_stale_mark(holder.tenant_id, subject, mark_id, resolution,
+                                               actor=audited_actor(holder), actor_id=f"mcp:{holder.key_id}",
+                                               reason=reason)
         return done.model_dump(mode="json")
 
     @server.tool(description=(

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import click
 
-from agent_memory.cli import categories, erasure, keys, memory, policies, runs, sessions, webhooks
+from agent_memory.cli import categories, erasure, keys, memory, policies, review, runs, sessions, webhooks
 from agent_memory.cli.core import PROG, RootGroup, ServicesOpener, add_commands
 
 DESCRIPTION = "`agent-memory`: feed sessions, inspect memory, erase subjects."
@@ -27,7 +27,7 @@ def library_commands() -> list[click.Command]:
             sessions.sessions,
             runs.stats, runs.projection, keys.keys, webhooks.webhooks, erasure.erasure, erasure.forget, erasure.restore,
             erasure.export,
-            erasure.forgotten, runs.sweep, runs.reembed, erasure.redrive_erasures, runs.compact,
+            erasure.forgotten, review.review, runs.sweep, runs.reembed, erasure.redrive_erasures, runs.compact,
             runs.register_search_attributes]
 
 

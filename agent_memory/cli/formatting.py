@@ -176,13 +176,26 @@ def with_changes(base: PolicyT, changes: list[str]) -> PolicyT:
         if not sep or name not in model.model_fields:
             raise InvalidInput(f"{change!r} is not FIELD=VALUE with a policy field; fields: "
                                f"{', '.join(model.model_fields)}")
-        if value.strip().lower() in ("none", "null", ""):
+        if "dict" in str(model.model_fields[name].annotation):  # KEY:VALUE pairs, merged into the current
+            fields[name] = {**(fields[name] or {}), **_pairs(name, value)}
+        elif value.strip().lower() in ("none", "null", ""):
             fields[name] = None
         elif "list" in str(model.model_fields[name].annotation):  # a list field: comma-separated
             fields[name] = [v.strip() for v in value.split(",") if v.strip()]
         else:
             fields[name] = value
     return model.model_validate(fields)
+
+
+def _pairs(name: str, value: str) -> dict[str, str | None]:
+    """`location:90,profile:none` as a mapping ("none" clears the entry's value)."""
+    pairs: dict[str, str | None] = {}
+    for part in (p.strip() for p in value.split(",") if p.strip()):
+        key, sep, item = part.partition(":")
+        if not sep or not key.strip():
+            raise InvalidInput(f"{name}: {part!r} is not KEY:VALUE; write e.g. {name}=location:90,profile:none")
+        pairs[key.strip()] = None if item.strip().lower() in ("none", "null", "") else item.strip()
+    return pairs
 
 
 def budget(value: int | None) -> int | None:

@@ -29,7 +29,7 @@ RECALL_POLICY_FIELDS = ("tau_days", "window_days", "min_relevance", "importance_
                         "profile_min_confidence", "profile_tokens", "episodic_tokens", "max_episodes", "episode_tokens",
                         "total_tokens", "recent_tokens", "recent_turns", "access_weight", "access_decay")
 RETENTION_FIELDS = ("episode_days", "note_days", "candidate_days", "temporary_fact_days", "tool_call_days",
-                    "webhook_delivery_days")
+                    "webhook_delivery_days", "shelf_life_days", "candidate_review_days")
 WRITE_POLICY_FIELDS = ("stored_namespaces", "consent_namespaces", "confirm_keys", "corroborate_keys")
 PRESET_METAVAR = "{" + ",".join(PRESET_NAMES) + "}"
 
@@ -108,7 +108,8 @@ async def retention_show(client: MemoryClient, services: Services, *, tenant: st
     _print_retention(await client.retention_policy(tenant), json)
 
 
-@retention.command("set", cls=Command, help="change it: FIELD=DAYS or FIELD=none (keep until forgotten); fields: "
+@retention.command("set", cls=Command, help="change it: FIELD=DAYS or FIELD=none (keep until forgotten), "
+                   "shelf_life_days=NAMESPACE:DAYS,NAMESPACE:none (merged into the current); fields: "
                    + ", ".join(RETENTION_FIELDS))
 @scoped(subject=False)
 @click.argument("changes", nargs=-1, required=True, metavar="FIELD=VALUE")

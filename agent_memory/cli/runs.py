@@ -113,7 +113,7 @@ async def rederive(client: MemoryClient, services: Services, *, tenant: str, sub
 
 
 @click.command("stats", cls=Command, help="operator counters of a tenant (leak-filter drops, projection lag, "
-               "episode importance, sessions without an episode)")
+               "episode importance, sessions without an episode, review marks)")
 @scoped(subject=False)
 @json_flag
 @with_client
@@ -128,13 +128,15 @@ async def stats(client: MemoryClient, services: Services, *, tenant: str, json: 
     withheld = await client.withheld_counts(tenant)
     gated = await client.gated_sessions(tenant)
     importance = await client.importance_spread(tenant)
+    marks = await client.stale_mark_counts(tenant)
     if json:
         print_json({"tenant_id": tenant, "leak_filter_drops": drops, "reads": reads,
                     "lifecycle": lifecycle.model_dump(mode="json"),
                     "erasures": erasures.model_dump(mode="json"), "write_gate_withheld": withheld,
                     "sessions_without_episode": gated,
                     "projection": lag.model_dump(mode="json", exclude={"tenant_id", "subject_id"}),
-                    "episode_importance": importance.model_dump(mode="json")})
+                    "episode_importance": importance.model_dump(mode="json"),
+                    "review": marks.model_dump(mode="json")})
         return
     print(f"context reads: {reads['context_reads']} ({reads['context_items']} items served); "
           f"recall reads: {reads['recall_reads']} ({reads['recall_items']} items)")
@@ -143,6 +145,8 @@ async def stats(client: MemoryClient, services: Services, *, tenant: str, json: 
     print(format_projection_lag(lag))
     print(f"forgotten: {lifecycle.forgotten_in_grace} in grace, {lifecycle.swept} swept "
           f"({lifecycle.swept_with_residue} with residue)")
+    print("review marks in force: " + (", ".join(f"{n} {reason}" for reason, n in sorted(marks.in_force.items()))
+                                       or "none") + f"; {marks.resolved} resolved")
     print("write gate withheld: " + (", ".join(f"{n} {reason}" for reason, n in withheld.items()) or "nothing"))
     print(f"sessions without an episode (substance gate): {gated['total']} ({gated['too_short']} too short, "
           f"{gated['small_talk']} small talk)")

@@ -38,11 +38,13 @@ REEMBED_WORKFLOW: Final = "ReembedWorkflow"
 IDLE_TIMER_SWEEP_WORKFLOW: Final = "IdleTimerSweepWorkflow"
 WEBHOOK_DELIVERY_WORKFLOW: Final = "WebhookDeliveryWorkflow"
 REDERIVE_WORKFLOW: Final = "RederiveWorkflow"
+REVIEW_WORKFLOW: Final = "ReviewWorkflow"
 
 WORKFLOW_NAMES: Final = (CONSOLIDATION_WORKFLOW, ERASURE_WORKFLOW, REBUILD_WORKFLOW, SESSION_IDLE_WORKFLOW,
                          KEY_ROTATION_WORKFLOW, PHYSICAL_COMPACTION_WORKFLOW, PROJECTOR_WORKFLOW,
                          PROJECTION_SWEEP_WORKFLOW, MEMORY_SWEEP_WORKFLOW, ERASURE_REDRIVE_WORKFLOW,
-                         REEMBED_WORKFLOW, IDLE_TIMER_SWEEP_WORKFLOW, WEBHOOK_DELIVERY_WORKFLOW, REDERIVE_WORKFLOW)
+                         REEMBED_WORKFLOW, IDLE_TIMER_SWEEP_WORKFLOW, WEBHOOK_DELIVERY_WORKFLOW, REDERIVE_WORKFLOW,
+                         REVIEW_WORKFLOW)
 
 # Signals of SessionIdleWorkflow (sent by the client by name).
 SIGNAL_TOUCH: Final = "touch"
@@ -113,6 +115,9 @@ SWEEP_WEBHOOK_DELIVERIES: Final = "sweep_webhook_deliveries"
 LIST_SUBJECTS_TO_REDERIVE: Final = "list_subjects_to_rederive"
 LIST_SESSIONS_TO_REDERIVE: Final = "list_sessions_to_rederive"
 REDERIVE_SESSION: Final = "rederive_session"
+# The review of stale memory (workflows/review.py)
+LIST_REVIEW_TENANTS: Final = "list_review_tenants"
+REVIEW_TENANT: Final = "review_tenant"
 
 ACTIVITY_NAMES: Final = (EXTRACT_FACTS, SCORE_IMPORTANCE, SUMMARIZE_SESSION, CHECK_CONFLICTS, COMMIT_CONSOLIDATION,
                          COUNT_UNCONSOLIDATED, LOCATE_PROVIDERS, CONSOLIDATE_IN_WORKER, CONSOLIDATE_WITH_REMOTE_PROVIDERS, PROJECT_VECTORS,
@@ -123,7 +128,8 @@ ACTIVITY_NAMES: Final = (EXTRACT_FACTS, SCORE_IMPORTANCE, SUMMARIZE_SESSION, CHE
                          SWEEP_PROJECTION_OUTBOX, SWEEP_FORGOTTEN_MEMORIES, APPLY_RETENTION, REDRIVE_STUCK_ERASURES,
                          BEGIN_REEMBEDDING, REEMBED_BATCH, SWITCH_EMBEDDING_MODEL, SWEEP_IDLE_TIMERS,
                          WEBHOOK_RETRY_POLICY, DELIVER_WEBHOOK, MARK_WEBHOOK_DEAD, SWEEP_WEBHOOK_DELIVERIES,
-                         LIST_SUBJECTS_TO_REDERIVE, LIST_SESSIONS_TO_REDERIVE, REDERIVE_SESSION)
+                         LIST_SUBJECTS_TO_REDERIVE, LIST_SESSIONS_TO_REDERIVE, REDERIVE_SESSION,
+                         LIST_REVIEW_TENANTS, REVIEW_TENANT)
 
 # --- Workflow ids (formats pinned: id reuse and attaching to a running run depend on them) ------
 
@@ -228,6 +234,11 @@ PROJECTION_SWEEP_SCHEDULE_ID: Final = "agent-memory/projection-sweep"
 MEMORY_SWEEP_SCHEDULE_ID: Final = "agent-memory/memory-sweep"
 ERASURE_REDRIVE_SCHEDULE_ID: Final = "agent-memory/erasure-redrive"
 IDLE_TIMER_SWEEP_SCHEDULE_ID: Final = "agent-memory/idle-timer-sweep"
+REVIEW_SCHEDULE_ID: Final = "agent-memory/review"
+
+
+def manual_review_workflow_id(tenant_id: str, token: str) -> str:
+    return f"review/{tenant_id}/manual-{token}"
 
 
 def scheduled_workflow_id(schedule_id: str) -> str:
@@ -236,7 +247,7 @@ def scheduled_workflow_id(schedule_id: str) -> str:
 
 
 # The per-tenant ids above put the tenant (an identifier: no '/') right after their prefix.
-_TENANT_ID_PREFIXES: Final = ("consolidate", "idle", "erase", "rebuild", "projector", "reembed", "rederive")
+_TENANT_ID_PREFIXES: Final = ("consolidate", "idle", "erase", "rebuild", "projector", "reembed", "rederive", "review")
 
 
 def workflow_id_tenant(workflow_id: str) -> str | None:

@@ -460,6 +460,9 @@ class FactRow(BaseModel):
     extracted_by: str | None = Field(default=None, description=(
         "what wrote the value: the extractor and its version (e.g. 'rule-extractor/8'), or 'live-write:' and "
         "the writer (user, agent, operator) for a value written directly; null if not recorded"))
+    stale_reasons: list[str] = Field(default_factory=list, description=(
+        "the daily review's marks in force on this value (stale, contradicted, candidate_expiring): recall and "
+        "the context down-weight it until it is kept, corrected or forgotten (`review list`); empty if none"))
 
 
 # --- workflow and activity payloads --------------------------------------------------------------

@@ -16,6 +16,7 @@ existed must keep matching, so a retry after an upgrade finds its recorded resul
     commit/{session}/{request digest}                                   CommitKey
     live/{request digest}                                               LiveWriteKey
     {rederive|rederive-dry}/{request}/{subject}/{session}               RederiveKey
+    review/{request digest}                                             ReviewKey
 
 `{model}-{model version}` is ambiguous when read back (both halves may hold dashes:
 `hashing-embedder-1`, `openai-compatible-embedder-1-text-embedding-3-small-1536`), which is why
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, NamedTuple, Protocol
 
 __all__ = ["KEY_COLUMNS", "CommitKey", "EmbedBatchKey", "EmbedKey", "KeyColumns", "LiveWriteKey", "OperationKey",
-           "PlanKey", "ProviderStep", "ProviderStepKey", "RederiveKey", "Versioned", "request_hash", "text_digest"]
+           "PlanKey", "ProviderStep", "ProviderStepKey", "RederiveKey", "ReviewKey", "Versioned", "request_hash", "text_digest"]
 
 
 def request_hash(request: dict[str, Any]) -> str:
@@ -300,4 +301,28 @@ class RederiveKey(_Key):
                           key_digest=self.request_id)
 
 
-OperationKey = EmbedKey | EmbedBatchKey | ProviderStepKey | PlanKey | CommitKey | LiveWriteKey | RederiveKey
+
+@dataclass(frozen=True)
+class ReviewKey(_Key):
+    """The review's commit of one subject's marks (or a resolution of one mark), for exactly this
+    request: the same findings reviewed again find the recorded outcome and append nothing."""
+
+    request_digest: str
+
+    kind: ClassVar[str] = "commit"
+    prefix: ClassVar[str] = "review"
+
+    @classmethod
+    def for_request(cls, request: dict[str, Any]) -> ReviewKey:
+        return cls(request_hash(request)[:24])
+
+    @property
+    def operation_id(self) -> str:
+        return f"review/{self.request_digest}"
+
+    def columns(self) -> KeyColumns:
+        return KeyColumns(key_digest=self.request_digest)
+
+
+OperationKey = (EmbedKey | EmbedBatchKey | ProviderStepKey | PlanKey | CommitKey | LiveWriteKey | RederiveKey
+                | ReviewKey)

@@ -126,6 +126,16 @@ TABLES: tuple[Table, ...] = (
                   "operation_id"),
               ("memory_id", "tenant_id", "subject_id", "version", "name", "entity_type", "aliases", "first_seen_at",
                "last_seen_at", "operation_id", "recorded_at"))),
+    # The review's marks of memories that may have gone stale (ids, reason codes, times):
+    # projected from their events, deleted with the subject's facts.
+    Table("stale_marks", "projection", erasure="delete", store="facts", label="stale_marks", natural_key="memory_id",
+          rebuild=RebuildColumns(
+              8, ("memory_id::text", "marked_memory_id::text", "marked_kind", "fact_id::text", "reason",
+                  "related_memory_ids::text[]", "confirmed_at", "state", "marked_at", "resolved_at", "resolution",
+                  "version", "operation_id"),
+              ("tenant_id", "subject_id", "memory_id", "marked_memory_id", "marked_kind", "fact_id", "reason",
+               "related_memory_ids", "confirmed_at", "state", "marked_at", "resolved_at", "resolution", "version",
+               "operation_id", "recorded_at"))),
     # Forgotten memories in their grace period and swept memories' tombstones (ids and versions):
     # deleted with the subject's facts (the subject's tombstone outlives them).
     Table("forgotten_memories", "bookkeeping", erasure="delete", store="facts"),

@@ -15,6 +15,10 @@ from every store once the grace period is over. Defaults (docs/lifecycle.md):
 | profile facts | until changed (history kept) or forgotten | — |
 | webhook deliveries, delivered or dead | 30 days | `webhook_delivery_days` |
 
+The same policy says how long a current fact is trusted unconfirmed before the daily review
+marks it stale (`shelf_life_days`, per namespace) and how early a candidate is marked before its
+`candidate_days` end (`candidate_review_days`): agent_memory/lifecycle/review.py.
+
 Ages are measured against when a memory happened (an episode's session time, a note's message
 time, a candidate's observation, a temporary fact's end), not when it was recorded: a backfill
 of old conversations is subject to the policy at once.
@@ -32,7 +36,7 @@ from collections.abc import Callable
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agent_memory.core.run_inputs import RunInput
 from agent_memory.lifecycle.forgetting import forget_memory
@@ -44,6 +48,24 @@ from agent_memory.store.db import registered_tenants, tenant_transaction
 from agent_memory.store.scope import SubjectErasedError
 
 WORKING_MEMORY_HOURS = WORKING_MEMORY_TTL_SECONDS / 3600
+# How long a current fact of a namespace is trusted without being said again or confirmed before
+# the daily review marks it stale (agent_memory/lifecycle/review.py). A namespace not named here,
+# or named with None, never goes stale (identity, name, birthday, language, diet).
+DEFAULT_SHELF_LIFE_DAYS: dict[str, int | None] = {
+    "location": 180, "work": 365, "travel": 30, "budget": 90, "preference": 365, "relationship": 365,
+    "pet": 730, "profile": None}
+MAX_SHELF_LIFE_NAMESPACES = 100
+
+
+def _check_shelf_life(value: dict[str, int | None]) -> dict[str, int | None]:
+    if len(value) > MAX_SHELF_LIFE_NAMESPACES:
+        raise ValueError(f"shelf_life_days names {len(value)} namespaces: at most {MAX_SHELF_LIFE_NAMESPACES}")
+    for namespace, days in value.items():
+        if not namespace or len(namespace) > 64 or not namespace.replace("_", "").isalnum():
+            raise ValueError(f"shelf_life_days: {namespace[:80]!r} is not a namespace (letters, digits, _)")
+        if days is not None and not 1 <= days <= 36500:
+            raise ValueError(f"shelf_life_days: {namespace} = {days}; give 1 to 36500 days, or none (never stale)")
+    return value
 
 
 class RetentionPolicy(BaseModel):
@@ -57,6 +79,16 @@ class RetentionPolicy(BaseModel):
     tool_call_days: int = Field(default=TOOL_CALL_DAYS_DEFAULT, ge=1, le=3650)
     # How long a delivered or dead webhook delivery stays listed (memory/webhooks.py).
     webhook_delivery_days: int = Field(default=WEBHOOK_DELIVERY_DAYS_DEFAULT, ge=1, le=3650)
+    # The review (agent_memory/lifecycle/review.py): per namespace, the days a current fact is
+    # trusted unconfirmed (None: never stale); and how many days before `candidate_days` ends a
+    # held candidate is marked due for review.
+    shelf_life_days: dict[str, int | None] = Field(default_factory=lambda: dict(DEFAULT_SHELF_LIFE_DAYS))
+    candidate_review_days: int = Field(default=14, ge=0, le=3650)
+
+    @field_validator("shelf_life_days")
+    @classmethod
+    def _shelf_life(cls, value: dict[str, int | None]) -> dict[str, int | None]:
+        return _check_shelf_life(value)
 
 
 DEFAULT_RETENTION = RetentionPolicy()

@@ -1,7 +1,8 @@
 """`apply_event`: the one function that writes the relational projections from an event.
 
 Every projection row of memory — facts (bi-temporal intervals), episodes, observations, entities
-and their mentions, the relations between entities (bi-temporal intervals), the lexical index (`memory_search`) and the vector outbox (`projection_outbox`) — is written here
+and their mentions, the relations between entities (bi-temporal intervals), the review's stale
+marks, the lexical index (`memory_search`) and the vector outbox (`projection_outbox`) — is written here
 and nowhere else. A commit appends an event and applies it in the same transaction; a rebuild
 replays the log through this same function into scratch tables and compares digests, so the
 live and the rebuilt projection cannot drift apart by construction.
@@ -35,10 +36,12 @@ from agent_memory.memory.events import (
     FactSuperseded,
     MemoryEvent,
     MemoryForgotten,
+    MemoryMarkedStale,
     MemoryRestored,
     ObservationCreated,
     RelationClosed,
     RelationNoted,
+    StaleMarkResolved,
 )
 from agent_memory.store.lexical import indexed_text, search_text, term_count
 
@@ -55,6 +58,7 @@ class ProjectionTables:
     relations: str = "relations"
     memory_search: str = "memory_search"
     projection_outbox: str = "projection_outbox"
+    stale_marks: str = "stale_marks"
 
 
 LIVE = ProjectionTables()
@@ -183,6 +187,27 @@ async def apply_event(conn: psycopg.AsyncConnection, tenant_id: str, subject_id:
             "UPDATE {} SET valid_to = greatest(valid_from, %s), closed_version = %s, closed_event_id = %s "
             "WHERE tenant_id = %s AND memory_id = %s AND valid_to IS NULL").format(sql.Identifier(tables.relations)),
             (event.occurred_at, event.version, event.event_id, tenant_id, event.memory_id))
+    elif isinstance(p, MemoryMarkedStale):
+        # The mark's own aggregate: one row per mark, opened again by a later review's mark.
+        await conn.execute(sql.SQL(
+            """
+            INSERT INTO {} (tenant_id, subject_id, memory_id, marked_memory_id, marked_kind, fact_id, reason,
+                            related_memory_ids, confirmed_at, state, marked_at, version, operation_id)
+            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, 'open', %s, %s, %s)
+            ON CONFLICT (tenant_id, memory_id) DO UPDATE SET
+                marked_memory_id = excluded.marked_memory_id, marked_kind = excluded.marked_kind,
+                fact_id = excluded.fact_id, reason = excluded.reason,
+                related_memory_ids = excluded.related_memory_ids, confirmed_at = excluded.confirmed_at,
+                state = 'open', marked_at = excluded.marked_at, resolved_at = NULL, resolution = NULL,
+                version = excluded.version, operation_id = excluded.operation_id
+            """).format(sql.Identifier(tables.stale_marks)),
+            (tenant_id, subject_id, event.memory_id, p.marked_memory_id, p.marked_kind, p.fact_id, p.reason,
+             p.related_memory_ids, p.confirmed_at, event.occurred_at, event.version, event.operation_id))
+    elif isinstance(p, StaleMarkResolved):
+        await conn.execute(sql.SQL(
+            "UPDATE {} SET state = 'resolved', resolved_at = %s, resolution = %s, version = %s, operation_id = %s "
+            "WHERE tenant_id = %s AND memory_id = %s").format(sql.Identifier(tables.stale_marks)),
+            (event.occurred_at, p.resolution, event.version, event.operation_id, tenant_id, event.memory_id))
     elif isinstance(p, MemoryForgotten):
         await drop_memory_rows(conn, tables, tenant_id, event.memory_id)
     if isinstance(p, FactCreated | FactSuperseded | FactConfirmed | FactEnded | FactCorrected | CandidateHeld
@@ -211,7 +236,7 @@ async def drop_memory_rows(conn: psycopg.AsyncConnection, tables: ProjectionTabl
     memory's vector (which marks the row processed before it inserts the vector)."""
     removed = 0
     for table in (tables.projection_outbox, tables.memory_search, tables.relations, tables.entity_mentions,
-                  tables.entities, tables.observations, tables.episodes, tables.facts):
+                  tables.entities, tables.observations, tables.episodes, tables.facts, tables.stale_marks):
         cur = await conn.execute(sql.SQL("DELETE FROM {} WHERE tenant_id = %s AND memory_id = %s").format(
             sql.Identifier(table)), (tenant_id, memory_id))
         removed += cur.rowcount

@@ -39,6 +39,7 @@ from agent_memory.memory.events import (
 from agent_memory.memory.forgotten import forgotten_state, writable_version
 from agent_memory.memory.memory_store import commit_events, promoted_candidate_event
 from agent_memory.memory.operations import request_hash
+from agent_memory.memory.stale_marks import resolution_events
 from agent_memory.memory.write_policy import NAMESPACE_NOT_ALLOWED, NO_CONSENT, active_consents, read_write_policy
 from agent_memory.security.crypto import SubjectKey
 from agent_memory.security.keyring import KeyRing
@@ -157,11 +158,17 @@ async def write_fact(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_id: 
                           operation_id=op.operation_id, actor=actor, actor_id=actor_id,
                           consent_id=policy.consent_for(namespace, consents), extractor=LIVE_WRITE,
                           payload=(FactCreated if expected_version == 0 else FactSuperseded).model_validate(fields))
+        # A correction resolves the review's marks of the fact it corrects (memory/stale_marks.py).
+        async for resolved in resolution_events(conn, tenant_id, subject_id, memory_id, "correct",
+                                                occurred_at=observed, operation_id=op.operation_id, actor=actor,
+                                                actor_id=actor_id):
+            yield resolved
 
     return await commit_events(
         pool, keyring, tenant_id=tenant_id, subject_id=subject_id, key=op, request=request, decide=decide,
-        outcome=lambda _: CommitOutcome(operation_id=op.operation_id, session_id=LIVE_SESSION, events_appended=1,
-                                        facts_written=1, episode_written=False, outbox_rows=1))
+        outcome=lambda recorded: CommitOutcome(operation_id=op.operation_id, session_id=LIVE_SESSION,
+                                               events_appended=len(recorded), facts_written=1,
+                                               episode_written=False, outbox_rows=1))
 
 
 async def confirm_candidate(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_id: str, subject_id: str,

@@ -185,11 +185,40 @@ class MemoryRestored(_Payload):
     reason: str | None = None
 
 
+StaleReason = Literal["stale", "contradicted", "duplicate", "candidate_expiring"]
+MarkedKind = Literal["fact", "candidate", "observation"]
+Resolution = Literal["keep", "correct", "forget", "obsolete"]
+
+
+class MemoryMarkedStale(_Payload):
+    """The review found a memory that may have gone stale (agent_memory/lifecycle/review.py): the
+    mark opens, or opens again, on the mark's own aggregate. Ids, a reason code and times only."""
+
+    type: Literal["MemoryMarkedStale"] = "MemoryMarkedStale"
+    marked_memory_id: uuid.UUID
+    marked_kind: MarkedKind
+    fact_id: uuid.UUID | None = None  # the fact interval marked (None for a note)
+    reason: StaleReason
+    # The memories behind the reason: the contradicting candidates, the earlier near-duplicate note.
+    related_memory_ids: list[uuid.UUID] = []
+    confirmed_at: datetime | None = None  # the fact's last confirmation the mark was made against
+
+
+class StaleMarkResolved(_Payload):
+    """An operator or the agent resolved the mark (keep, correct, forget), or the review found its
+    memory changed since (obsolete)."""
+
+    type: Literal["StaleMarkResolved"] = "StaleMarkResolved"
+    resolution: Resolution
+    reason: str | None = None
+
+
+MARK_EVENTS = (MemoryMarkedStale, StaleMarkResolved)
 LIFECYCLE_EVENTS = (MemoryForgotten, MemoryRestored)
 EventPayload = Annotated[FactCreated | FactSuperseded | FactConfirmed | FactEnded | FactCorrected | CandidateHeld
                          | CandidatePromoted | EpisodeCreated | ObservationCreated | EntityNoted | RelationNoted
-                         | RelationClosed | MemoryForgotten | MemoryRestored,
-                         Field(discriminator="type")]
+                         | RelationClosed | MemoryForgotten | MemoryRestored | MemoryMarkedStale
+                         | StaleMarkResolved, Field(discriminator="type")]
 FACT_EVENTS = (FactCreated, FactSuperseded, FactConfirmed, FactEnded, FactCorrected, CandidateHeld, CandidatePromoted)
 _PAYLOAD: TypeAdapter[EventPayload] = TypeAdapter(EventPayload)
 _LEGACY_FACT_ACTIONS = {"create": "FactCreated", "promote": "FactCreated", "supersede": "FactSuperseded",

@@ -72,7 +72,12 @@ FORGOTTEN = "forgotten"  # a withheld reason: a new value of a forgotten memory
 FACT_COLUMNS = ("fact_id::text, memory_id::text, tenant_id, subject_id, namespace, key, value, "
                 "memory_version AS version, version AS interval_version, valid_from, valid_to, recorded_at, "
                 "confidence, claim_type, permanence, task_session_id, source_kind, status, evidence_message_ids, metadata, "
-                "last_confirmed_at, extracted_by")
+                "last_confirmed_at, extracted_by, "
+                # The review's marks in force on this interval (memory/stale_marks.py IN_FORCE, by interval).
+                "ARRAY(SELECT s.reason FROM stale_marks s WHERE s.tenant_id = facts.tenant_id "
+                "AND s.fact_id = facts.fact_id AND s.state = 'open' AND facts.status IN ('active', 'candidate') "
+                "AND (s.reason <> 'stale' OR s.confirmed_at = facts.last_confirmed_at) ORDER BY s.reason) "
+                "AS stale_reasons")
 
 
 async def subject_key(conn: psycopg.AsyncConnection, keyring: KeyRing, tenant_id: str, subject_id: str,

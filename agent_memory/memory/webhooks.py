@@ -46,7 +46,7 @@ from agent_memory.core import contract
 from agent_memory.core.errors import Conflict, InvalidInput, NotFound
 from agent_memory.core.models import CommitOutcome, check_identifier
 from agent_memory.core.run_inputs import RunInput
-from agent_memory.memory.events import MemoryEvent, MemoryForgotten
+from agent_memory.memory.events import MemoryEvent, MemoryForgotten, MemoryMarkedStale, StaleMarkResolved
 from agent_memory.security.keyring import KeyRing
 from agent_memory.store.db import registered_tenants, tenant_transaction
 
@@ -54,10 +54,12 @@ CONSOLIDATION_COMPLETED: Final = "consolidation.completed"
 MEMORY_CREATED: Final = "memory.created"
 MEMORY_UPDATED: Final = "memory.updated"
 MEMORY_FORGOTTEN: Final = "memory.forgotten"
+MEMORY_STALE: Final = "memory.stale"
 ERASURE_COMPLETED: Final = "erasure.completed"
-EVENT_TYPES: Final = (CONSOLIDATION_COMPLETED, MEMORY_CREATED, MEMORY_UPDATED, MEMORY_FORGOTTEN, ERASURE_COMPLETED)
+EVENT_TYPES: Final = (CONSOLIDATION_COMPLETED, MEMORY_CREATED, MEMORY_UPDATED, MEMORY_FORGOTTEN, MEMORY_STALE,
+                      ERASURE_COMPLETED)
 EventType = Literal["consolidation.completed", "memory.created", "memory.updated", "memory.forgotten",
-                    "erasure.completed"]
+                    "memory.stale", "erasure.completed"]
 DeliveryStatus = Literal["pending", "delivered", "dead"]
 
 URL_MAX_CHARS = 2048
@@ -275,23 +277,37 @@ async def enqueue(conn: psycopg.AsyncConnection, tenant_id: str, event_type: Eve
     return cur.rowcount
 
 
-def memory_event_type(event: MemoryEvent) -> EventType:
+def memory_event_type(event: MemoryEvent) -> EventType | None:
+    """The webhook event a memory event is reported as; None for a resolved stale mark (the
+    resolution's own effect, a confirmation, a correction or a forget, is reported)."""
     if isinstance(event.payload, MemoryForgotten):
         return MEMORY_FORGOTTEN
+    if isinstance(event.payload, MemoryMarkedStale):
+        return MEMORY_STALE
+    if isinstance(event.payload, StaleMarkResolved):
+        return None
     return MEMORY_CREATED if event.version == 1 else MEMORY_UPDATED
 
 
 async def enqueue_memory_event(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str,
                                event: MemoryEvent) -> int:
-    """memory.created (a memory's first event), memory.forgotten, or memory.updated (any other:
-    a new value, a correction, a confirmation, an end, a restore), keyed on the memory event."""
+    """memory.created (a memory's first event), memory.forgotten, memory.stale (the review marked
+    a memory: the marked memory's id, the reason and the related memories' ids), or
+    memory.updated (any other: a new value, a correction, a confirmation, an end, a restore),
+    keyed on the memory event."""
+    event_type = memory_event_type(event)
+    if event_type is None:
+        return 0
     session_id = getattr(event.payload, "session_id", None)
     payload: dict[str, Any] = {
         "subject_id": subject_id, "memory_id": str(event.memory_id), "version": event.version,
         "change": event.payload.type, "namespace": event.namespace, "occurred_at": event.occurred_at.isoformat(),
         "actor": event.actor, **({"session_id": session_id} if session_id else {})}
-    return await enqueue(conn, tenant_id, memory_event_type(event), event_id("memory", str(event.event_id)),
-                         subject_id, payload)
+    if isinstance(event.payload, MemoryMarkedStale):
+        payload.update({"mark_id": str(event.memory_id), "memory_id": str(event.payload.marked_memory_id),
+                        "memory_kind": event.payload.marked_kind, "reason": event.payload.reason,
+                        "related_memory_ids": [str(m) for m in event.payload.related_memory_ids]})
+    return await enqueue(conn, tenant_id, event_type, event_id("memory", str(event.event_id)), subject_id, payload)
 
 
 async def enqueue_consolidation_completed(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str,

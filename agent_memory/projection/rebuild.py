@@ -62,7 +62,8 @@ SCRATCH_TABLES = ProjectionTables(facts=SCRATCH["facts"], episodes=SCRATCH["epis
                                   observations=SCRATCH["observations"], entities=SCRATCH["entities"],
                                   entity_mentions=SCRATCH["entity_mentions"], relations=SCRATCH["relations"],
                                   memory_search=SCRATCH["memory_search"],
-                                  projection_outbox="rebuild_projection_outbox")
+                                  projection_outbox="rebuild_projection_outbox",
+                                  stale_marks=SCRATCH["stale_marks"])
 EMBEDDING_DECIMALS = 6
 
 
@@ -107,8 +108,15 @@ async def _table_digests(conn: psycopg.AsyncConnection, tenant_id: str, subject_
     return digests, counts
 
 
+# Tables added to the digest after digests were first recorded: hashed into the combined digest
+# only when the subject has rows there, so a subject without any keeps the digest it had.
+LATER_TABLES: frozenset[str] = frozenset({"stale_marks"})
+_EMPTY = hashlib.sha256(b"").hexdigest()
+
+
 def combine_digests(digests: dict[str, str]) -> str:
-    return hashlib.sha256("".join(f"{t}:{digests[t]}\n" for t in TABLES).encode()).hexdigest()
+    return hashlib.sha256("".join(f"{t}:{digests[t]}\n" for t in TABLES
+                                  if t not in LATER_TABLES or digests[t] != _EMPTY).encode()).hexdigest()
 
 
 async def projection_digest(conn_or_pool: psycopg.AsyncConnection | AsyncConnectionPool, tenant_id: str,

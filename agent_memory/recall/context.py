@@ -40,13 +40,14 @@ from agent_memory.core.models import FactRow
 from agent_memory.core.timeexpr import format_day
 from agent_memory.memory.filters import NO_FILTER, MemoryFilter, matching_items
 from agent_memory.memory.memory_store import read_facts
+from agent_memory.memory.stale_marks import IN_FORCE
 from agent_memory.projection.reembedding import reading_embedder
 from agent_memory.providers.base import Embedder, estimate_tokens
 from agent_memory.providers.policy import text_for_embedder
 from agent_memory.recall.entity_route import entity_hits
 from agent_memory.recall.read_metrics import count_read
 from agent_memory.recall.recall import embed_query
-from agent_memory.recall.recall_policy import RecallPolicy, read_policy
+from agent_memory.recall.recall_policy import STALE_WEIGHT, RecallPolicy, read_policy
 from agent_memory.recall.sequence import ANCHORS, STEP_DECAY, Direction, neighbour_notes, sequence_direction
 from agent_memory.recall.vector_search import nearest
 from agent_memory.security.keyring import KeyRing
@@ -259,13 +260,17 @@ def profile_items(facts: list[FactRow], query: str, policy: RecallPolicy,
     query_terms = _match_terms(query)
     kept = sorted((f for f in facts if f.confidence > policy.profile_min_confidence and in_task(f, session_id)),
                   key=lambda f: _profile_rank(f, query_terms))
+    # A fact the review marked weighs STALE_WEIGHT of its rank's score: packed after the unmarked.
+    weighted = sorted(((float(len(kept) - n) * (STALE_WEIGHT if f.stale_reasons else 1.0), f)
+                       for n, f in enumerate(kept)), key=lambda pair: -pair[0])
+    scores = {f.memory_id: score for score, f in weighted}
     items = []
-    for n, f in enumerate(_said_together_adjacent(kept)):
+    for f in _said_together_adjacent([f for _, f in weighted]):
         before, named, after = fact_line_parts(f.namespace, f.key, f.value)
         since = f" (since {format_day(f.valid_from)})"
         item = ContextItem(kind="fact", memory_id=f.memory_id, content=f.value, tier="profile",
                            text=f"{before}{named}{after}{since}", cited_message_ids=f.evidence_message_ids,
-                           score=float(len(kept) - n), happened_at=f.valid_from, last_confirmed_at=f.last_confirmed_at)
+                           score=scores[f.memory_id], happened_at=f.valid_from, last_confirmed_at=f.last_confirmed_at)
         if named:
             item._shared_line = (before, named, after, since)
         items.append(item)
@@ -546,6 +551,22 @@ async def _with_access(conn: psycopg.AsyncConnection, tenant_id: str, subject_id
     return _ranked(boosted)
 
 
+async def _down_weight_marked(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str,
+                              items: list[ContextItem]) -> list[ContextItem]:
+    """Notes the review marked as near-duplicates (mark in force) weigh STALE_WEIGHT of their score."""
+    notes = [i.memory_id for i in items if i.kind == "observation"]
+    if not notes:
+        return items
+    cur = await conn.execute(
+        f"SELECT s.marked_memory_id::text FROM stale_marks s WHERE s.tenant_id = %s AND s.subject_id = %s "
+        f"AND s.marked_memory_id = ANY(%s::uuid[]) AND {IN_FORCE}", (tenant_id, subject_id, notes))
+    marked = {row[0] for row in await cur.fetchall()}
+    if not marked:
+        return items
+    return _ranked([i.model_copy(update={"score": i.score * STALE_WEIGHT}) if i.memory_id in marked else i
+                    for i in items])
+
+
 async def load_policy(pool: AsyncConnectionPool, tenant_id: str) -> RecallPolicy:
     async with tenant_transaction(pool, tenant_id) as conn:
         return await read_policy(conn, tenant_id)
@@ -594,6 +615,7 @@ async def assemble_context(pool: AsyncConnectionPool, keyring: KeyRing, embedder
                               weights)
         episodic = _ranked(_episodic_items(query, relevance, {**lexical_rows, **vector_rows, **linked_rows},
                                            as_of, policy))
+        episodic = await _down_weight_marked(scope.conn, tenant_id, subject_id, episodic)
         if (direction := sequence_direction(query)) is not None:
             episodic = await _with_neighbours(scope.conn, tenant_id, subject_id, query, episodic, direction, as_of,
                                               since, policy)

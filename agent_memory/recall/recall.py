@@ -26,6 +26,7 @@ from agent_memory.providers.base import Embedder
 from agent_memory.providers.errors import ProviderRetryableError
 from agent_memory.providers.policy import text_for_embedder
 from agent_memory.recall.read_metrics import count_read
+from agent_memory.recall.recall_policy import STALE_WEIGHT
 from agent_memory.recall.vector_search import nearest
 from agent_memory.security.keyring import KeyRing
 from agent_memory.security.leak_filter import filter_items
@@ -105,7 +106,9 @@ async def recall(pool: AsyncConnectionPool, keyring: KeyRing, embedder: Embedder
             return RecallResult(tenant_id=tenant_id, subject_id=subject_id, query=query, facts=[], episodes=[],
                                 stale_hits_dropped=0)
         conn = scope.conn
-        facts = [f for f in await read_facts(scope, as_of=as_of) if filters.fact_matches(f)]
+        # Facts the review marked (stale_reasons) come after the others: STALE_WEIGHT of their weight.
+        facts = sorted((f for f in await read_facts(scope, as_of=as_of) if filters.fact_matches(f)),
+                       key=lambda f: 1.0 if not f.stale_reasons else STALE_WEIGHT, reverse=True)
         # A query with no features (punctuation only, for the hashing embedder) embeds to zeros,
         # whose cosine distance is NaN: no episode is near it.
         # A time range, metadata, a scope or categories drop candidates after the search: ask for more of them.

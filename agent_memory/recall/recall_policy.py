@@ -36,6 +36,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from agent_memory.core.errors import InvalidInput
 
 PresetName = Literal["designed", "long-horizon"]
+# The factor a memory marked by the daily review (agent_memory/lifecycle/review.py) weighs in recall
+# and the context while its mark is in force: a marked fact's profile score, a duplicate note's
+# episodic score. It stays readable; it is ranked (and packed) after what nothing doubts.
+STALE_WEIGHT = 0.5
 
 
 class RecallPolicy(BaseModel):

@@ -41,7 +41,8 @@ async def test_an_agent_remembers_ends_a_session_and_reads_memory_through_mcp(cl
         async with Client(server(services, task_queue, writer)) as mcp:
             tools = {t.name for t in (await mcp.list_tools()).tools}
             assert tools == {"remember", "end_session", "context", "facts", "entities", "relations", "recall",
-                             "correct", "forget", "restore", "claim_tool_call", "record_tool_call"}
+                             "correct", "forget", "restore", "claim_tool_call", "record_tool_call",
+                             "stale_marks", "resolve_mark"}
             remembered = payload(await mcp.call_tool("remember", {
                 "subject": "lin", "session": "m1",
                 "turns": [{"role": "user", "content": "I live in Oslo.", "message_id": "m1:a"},
@@ -202,7 +203,7 @@ async def test_mcp_over_streamable_http_uses_each_requests_api_key(client, servi
         async with over_http(url, writer.token) as mcp:
             assert {t.name for t in (await mcp.list_tools()).tools} == {
                 "remember", "end_session", "context", "facts", "entities", "relations", "recall", "correct", "forget",
-                "restore", "claim_tool_call", "record_tool_call"}
+                "restore", "claim_tool_call", "record_tool_call", "stale_marks", "resolve_mark"}
             remembered = payload(await mcp.call_tool("remember", {
                 "subject": "lin", "session": "h1", "turns": [{"role": "user", "content": "I live in Oslo."}]}))
             assert remembered["inserted"] == 1

@@ -56,6 +56,7 @@ OPERATIONS = {
     "POST /v1/webhooks", "GET /v1/webhooks", "DELETE /v1/webhooks/{endpoint_id}", "GET /v1/webhooks/deliveries",
     "POST /v1/webhooks/deliveries/{delivery_id}/redeliver",
     "GET /v1/categories", "PUT /v1/categories/{name}", "DELETE /v1/categories/{name}",
+    "GET /v1/stale-marks", "POST /v1/subjects/{subject_id}/stale-marks/{mark_id}/resolve",
 }
 # Operations with no invalid input to send, so no "invalid" pass: health and the categories'
 # listing take no input, and any string is a workflow id to look up (slashes included; an unknown

@@ -46,13 +46,15 @@ def test_workflow_id_formats():
     assert contract.scheduled_workflow_id(contract.KEY_ROTATION_SCHEDULE_ID) == "agent-memory/key-rotation/run"
     assert contract.webhook_delivery_workflow_id("0f1e") == "webhook-delivery-0f1e"
     assert contract.webhook_delivery_workflow_id("0f1e", 2) == "webhook-delivery-0f1e-r2"  # the 2nd re-delivery
+    assert contract.manual_review_workflow_id("acme", "abc") == "review/acme/manual-abc"
+    assert contract.scheduled_workflow_id(contract.REVIEW_SCHEDULE_ID) == "agent-memory/review/run"
 
 
 def test_the_tenant_is_read_back_from_per_tenant_workflow_ids_only():
     for workflow_id in (contract.consolidation_workflow_id("acme", "lin", "s/1"),
                         contract.idle_workflow_id("acme", "lin", "s"), contract.legacy_consolidation_workflow_id("acme", "s"),
                         contract.erasure_workflow_id("acme", "lin", "r"), contract.rebuild_workflow_id("acme", None, "r"),
-                        contract.projector_workflow_id("acme", "lin")):
+                        contract.projector_workflow_id("acme", "lin"), contract.manual_review_workflow_id("acme", "x")):
         assert contract.workflow_id_tenant(workflow_id) == "acme", workflow_id
     for workflow_id in (contract.manual_key_rotation_workflow_id("abc"), contract.manual_compaction_workflow_id("a"),
                         contract.scheduled_workflow_id(contract.PROJECTION_SWEEP_SCHEDULE_ID), "consolidate", ""):

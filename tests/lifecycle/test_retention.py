@@ -143,3 +143,21 @@ async def test_the_retention_and_redrive_commands(services, tenant, task_queue, 
         assert set(json.loads(out.stdout)) == {"tenants", "stuck", "still_running", "redriven", "failed"}
     stats = run_cli(services, "stats", "--tenant", tenant)
     assert "erasures: 0 started" in stats.stdout and "forgotten: 0 in grace" in stats.stdout
+
+
+def test_shelf_lives_are_set_per_namespace_and_merged_into_the_policy():
+    import pytest
+    from pydantic import ValidationError
+
+    from agent_memory.cli.formatting import with_changes
+    from agent_memory.core.errors import InvalidInput
+    from agent_memory.lifecycle.retention import DEFAULT_SHELF_LIFE_DAYS, RetentionPolicy
+
+    changed = with_changes(RetentionPolicy(), ["shelf_life_days=location:90,diet:none", "candidate_review_days=7"])
+    assert changed.shelf_life_days == {**DEFAULT_SHELF_LIFE_DAYS, "location": 90, "diet": None}
+    assert changed.candidate_review_days == 7
+    assert RetentionPolicy().shelf_life_days["profile"] is None and RetentionPolicy().shelf_life_days["travel"] == 30
+    with pytest.raises(InvalidInput, match="shelf_life_days: 'location' is not KEY:VALUE"):
+        with_changes(RetentionPolicy(), ["shelf_life_days=location"])
+    with pytest.raises(ValidationError, match="location = 0; give 1 to 36500 days"):
+        with_changes(RetentionPolicy(), ["shelf_life_days=location:0"])

@@ -15,6 +15,7 @@ from workers.schedules import (
     KEY_ROTATION_SCHEDULE,
     MEMORY_SWEEP_SCHEDULE,
     PROJECTION_SWEEP_SCHEDULE,
+    REVIEW_SCHEDULE,
     ensure_schedules,
 )
 
@@ -22,12 +23,13 @@ from workers.schedules import (
 async def test_schedules_are_created_once_and_a_triggered_run_completes(services, running_worker, task_queue):
     temporal = services.temporal
     for schedule_id in (KEY_ROTATION_SCHEDULE, COMPACTION_SCHEDULE, PROJECTION_SWEEP_SCHEDULE,
-                        MEMORY_SWEEP_SCHEDULE, ERASURE_REDRIVE_SCHEDULE, IDLE_TIMER_SWEEP_SCHEDULE):  # a fresh start
+                        MEMORY_SWEEP_SCHEDULE, ERASURE_REDRIVE_SCHEDULE, IDLE_TIMER_SWEEP_SCHEDULE,
+                        REVIEW_SCHEDULE):  # a fresh start
         with contextlib.suppress(Exception):  # not there yet
             await temporal.get_schedule_handle(schedule_id).delete()
     assert await ensure_schedules(temporal, task_queue, keys_rotatable=False) == [
         COMPACTION_SCHEDULE, PROJECTION_SWEEP_SCHEDULE, MEMORY_SWEEP_SCHEDULE, ERASURE_REDRIVE_SCHEDULE,
-        IDLE_TIMER_SWEEP_SCHEDULE]
+        IDLE_TIMER_SWEEP_SCHEDULE, REVIEW_SCHEDULE]
     assert await ensure_schedules(temporal, task_queue) == [KEY_ROTATION_SCHEDULE]
     assert await ensure_schedules(temporal, task_queue) == []  # idempotent: an operator's edits survive
 
@@ -40,6 +42,10 @@ async def test_schedules_are_created_once_and_a_triggered_run_completes(services
     assert described.schedule.spec.intervals[0].every == timedelta(hours=1)
     idle = await temporal.get_schedule_handle(IDLE_TIMER_SWEEP_SCHEDULE).describe()
     assert idle.schedule.spec.intervals[0].every == timedelta(minutes=10)
+    review = await temporal.get_schedule_handle(REVIEW_SCHEDULE).describe()
+    assert review.schedule.spec.intervals[0].every == timedelta(days=1)
+    assert isinstance(review.schedule.action, ScheduleActionStartWorkflow)
+    assert review.schedule.action.workflow == "ReviewWorkflow"
 
     async with running_worker():
         await compaction.trigger()
@@ -55,5 +61,5 @@ async def test_schedules_are_created_once_and_a_triggered_run_completes(services
             await asyncio.sleep(0.1)
         else:
             raise AssertionError("the triggered compaction never ran")
-    for schedule_id in (KEY_ROTATION_SCHEDULE, COMPACTION_SCHEDULE):
+    for schedule_id in (KEY_ROTATION_SCHEDULE, COMPACTION_SCHEDULE, REVIEW_SCHEDULE):
         await temporal.get_schedule_handle(schedule_id).delete()

@@ -25,7 +25,7 @@ from agent_memory.api.console import build_console_router
 from agent_memory.api.http.auth import checked_operator_key
 from agent_memory.api.http.openapi import API_DESCRIPTION, document_problems
 from agent_memory.api.http.problems import internal_error, problem, too_many_failures, unavailable
-from agent_memory.api.http.routes import categories, erasure, health, memory, sessions, tool_calls, webhooks
+from agent_memory.api.http.routes import categories, erasure, health, memory, review, sessions, tool_calls, webhooks
 from agent_memory.api.outages import dependency_down
 from agent_memory.core.errors import AgentMemoryError, InvalidInput, TooManyRequests, UserError, first_line
 from agent_memory.security.api_keys import FailureLimiter, TooManyFailuresError
@@ -44,7 +44,7 @@ def create_app(client: MemoryClient) -> FastAPI:
     app.state.auth_failures = FailureLimiter(settings.auth_failure_burst, settings.auth_failure_window_seconds)
     add_problem_handlers(app)
     app.include_router(build_console_router(checked_operator_key, dependency_down))  # /console: the memory console
-    for resource in (health, sessions, memory, categories, tool_calls, erasure, webhooks):
+    for resource in (health, sessions, memory, review, categories, tool_calls, erasure, webhooks):
         app.include_router(resource.router)
     app.include_router(build_codec_router(checked_operator_key))  # /codec: the Temporal UI's codec (agent_memory.api.codec_server)
     return app
