@@ -12,6 +12,7 @@ import uuid
 from datetime import UTC, datetime
 
 import psycopg
+from mcp.client import Client
 
 from agent_memory.core import contract
 from agent_memory.lifecycle.review import ReviewInput, ReviewResult
@@ -20,9 +21,12 @@ from agent_memory.projection.rebuild import projection_digest
 from agent_memory.recall.context import ContextItem, _down_weight_marked
 from agent_memory.recall.recall_policy import STALE_WEIGHT
 from agent_memory.security.api_keys import create_key
+from agent_memory.security.operator_keys import create_operator_key
 from agent_memory.security.webhook_signing import verify_webhook
 from agent_memory.store.db import tenant_transaction
+from tests.api.test_console import console, sign_in
 from tests.api.test_http_api import api, bearer
+from tests.api.test_mcp_server import payload, server
 from tests.cli.runner import run_cli
 from tests.sessions import session
 from tests.workflows.test_webhooks import Receiver, wait_for, webhook_stack
@@ -205,6 +209,27 @@ async def test_contradicting_candidates_duplicate_notes_and_expiring_candidates_
             weighed = await _down_weight_marked(conn, tenant, SUBJECT, items)
         assert [(i.memory_id, i.score) for i in weighed] == [(duplicate.related_memory_ids[0], 1.0),
                                                              (duplicate.memory_id, STALE_WEIGHT)]
+
+        # The console's tenant page lists the marks in force: ids and reasons, no memory text.
+        operator = (await create_operator_key(services.pool, "review-console")).token
+        async with console(client) as http:
+            assert (await sign_in(http, operator)).status_code == 303
+            page = (await http.get(f"/console/t/{tenant}")).text
+        marks_section = page.split('<h2 id="review">Review marks</h2>', 1)[1]
+        for mark in (contradicted, duplicate):
+            assert mark.mark_id in marks_section and mark.memory_id in marks_section
+        assert "contradicted" in marks_section and "duplicate" in marks_section
+        assert "Zermatt" not in marks_section and "Bergen" not in marks_section
+
+        # The agent over MCP: the marks listed, the duplicate note forgotten.
+        writer = (await create_key(services.pool, tenant, "write")).token
+        async with Client(server(services, task_queue, writer)) as mcp:
+            listed = payload(await mcp.call_tool("stale_marks", {"subject": SUBJECT}))
+            assert {contradicted.mark_id, duplicate.mark_id} <= {m["mark_id"] for m in listed}
+            done = payload(await mcp.call_tool("resolve_mark", {"subject": SUBJECT, "mark_id": duplicate.mark_id,
+                                                                "resolution": "forget"}))
+            assert done["forgotten"] is True and done["mark"]["mark_id"] == duplicate.mark_id
+        assert duplicate.mark_id not in {m.mark_id for m in await client.stale_marks(tenant)}
 
         # Kept, the contradiction stays resolved on the next review of the same candidates.
         await client.resolve_stale_mark(tenant, SUBJECT, contradicted.mark_id, "keep")
