@@ -36,9 +36,10 @@ PROBLEM = "application/problem+json"
 LONG_AGO = datetime(2024, 1, 10, 9, tzinfo=UTC)
 
 
-async def _review(client, task_queue: str) -> ReviewResult:
+async def _review(client, task_queue: str, tenant: str) -> ReviewResult:
+    """One review of the test's tenant (other tests' tenants share the database)."""
     return await client.services.temporal.execute_workflow(
-        contract.REVIEW_WORKFLOW, ReviewInput(), id=f"review/test-{uuid.uuid4().hex[:12]}", task_queue=task_queue,
+        contract.REVIEW_WORKFLOW, ReviewInput(tenant_id=tenant), id=f"review/test-{uuid.uuid4().hex[:12]}", task_queue=task_queue,
         result_type=ReviewResult)
 
 
@@ -67,7 +68,7 @@ async def test_the_review_marks_reports_and_resolves_stale_memory(services, tena
                                     evidence_message_ids=["r-1:1"], observed_at=LONG_AGO, actor="agent")
             await client.wait_for_projection(tenant, SUBJECT)
 
-            reviewed = await _review(client, task_queue)
+            reviewed = await _review(client, task_queue, tenant)
             assert reviewed.marked.get("stale") == 3, reviewed
             marks = {m.memory_id: m for m in await client.stale_marks(tenant)}
             trip, employer = await _fact(client, tenant, "trip_city"), await _fact(client, tenant, "employer")
@@ -156,7 +157,7 @@ async def test_the_review_marks_reports_and_resolves_stale_memory(services, tena
             [repaired] = (await client.rebuild_result(await client.rebuild(tenant, SUBJECT))).subjects
             assert repaired.repaired and repaired.tables_differing == ["stale_marks"]
             assert await projection_digest(services.pool, tenant, SUBJECT) == digest
-            assert (await _review(client, task_queue)).marked == {}
+            assert (await _review(client, task_queue, tenant)).marked == {}
     finally:
         receiver.stop()
 
@@ -183,7 +184,7 @@ async def test_contradicting_candidates_duplicate_notes_and_expiring_candidates_
         [oslo] = [f for f in facts if f.key == "home_city" and f.status == "active"]
         [bergen] = [f for f in facts if f.key == "home_city" and f.status == "candidate"]
 
-        reviewed = await _review(client, task_queue)
+        reviewed = await _review(client, task_queue, tenant)
         marks = await client.stale_marks(tenant, subject_id=SUBJECT)
         by_reason = {(m.reason, m.memory_id): m for m in marks}
         contradicted = by_reason[("contradicted", oslo.memory_id)]
@@ -233,6 +234,6 @@ async def test_contradicting_candidates_duplicate_notes_and_expiring_candidates_
 
         # Kept, the contradiction stays resolved on the next review of the same candidates.
         await client.resolve_stale_mark(tenant, SUBJECT, contradicted.mark_id, "keep")
-        assert (await _review(client, task_queue)).marked == {}
+        assert (await _review(client, task_queue, tenant)).marked == {}
         assert ("contradicted", oslo.memory_id) not in {(m.reason, m.memory_id)
                                                          for m in await client.stale_marks(tenant)}

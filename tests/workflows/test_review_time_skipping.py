@@ -47,10 +47,11 @@ async def env() -> AsyncIterator[WorkflowEnvironment]:
         await environment.shutdown()
 
 
-async def _review(env: WorkflowEnvironment, task_queue: str, after: timedelta) -> ReviewResult:
-    """One review run, started `after` from now in the run's virtual time."""
+async def _review(env: WorkflowEnvironment, task_queue: str, after: timedelta, tenant: str) -> ReviewResult:
+    """One review run of the test's tenant (other tests' tenants share the database), started
+    `after` from now in the run's virtual time."""
     handle = await env.client.start_workflow(
-        ReviewWorkflow.run, ReviewInput(), id=f"review/ts-{uuid.uuid4().hex[:12]}", task_queue=task_queue,
+        ReviewWorkflow.run, ReviewInput(tenant_id=tenant), id=f"review/ts-{uuid.uuid4().hex[:12]}", task_queue=task_queue,
         start_delay=after, result_type=ReviewResult)
     return await asyncio.wait_for(handle.result(), timeout=RESULT_TIMEOUT)
 
@@ -80,12 +81,12 @@ async def test_facts_aging_past_their_shelf_life_are_marked_and_a_kept_fact_is_n
                       activities=[review.list_review_tenants, review.review_tenant],
                       workflow_runner=sandboxed, unsandboxed_workflow_runner=unsandboxed):
         # Within location's shelf life (180 days): nothing is stale.
-        within = await _review(env, task_queue, timedelta(days=100))
+        within = await _review(env, task_queue, timedelta(days=100), tenant)
         assert within.marked.get("stale", 0) == 0
         assert await client.stale_marks(tenant) == []
 
         # Past it: the location is marked; the name (profile: no shelf life) never is.
-        past = await _review(env, task_queue, timedelta(days=200))
+        past = await _review(env, task_queue, timedelta(days=200), tenant)
         assert past.tenants >= 1 and past.marked.get("stale", 0) >= 1
         [mark] = await client.stale_marks(tenant)
         [home] = [f for f in await client.facts(tenant, SUBJECT) if f.key == "home_city"]
@@ -96,7 +97,7 @@ async def test_facts_aging_past_their_shelf_life_are_marked_and_a_kept_fact_is_n
 
         # The same data reviewed again: no event appended, the mark unchanged.
         events = await _events(services, tenant)
-        again = await _review(env, task_queue, timedelta(days=200))
+        again = await _review(env, task_queue, timedelta(days=200), tenant)
         assert again.marked.get("stale", 0) == 0
         assert await _events(services, tenant) == events
         assert [m.version for m in await client.stale_marks(tenant)] == [mark.version]
@@ -109,9 +110,9 @@ async def test_facts_aging_past_their_shelf_life_are_marked_and_a_kept_fact_is_n
         assert await client.stale_marks(tenant) == []
 
         # Within the shelf life of the confirmation nothing is marked; past it, the fact again.
-        assert (await _review(env, task_queue, timedelta(days=100))).marked.get("stale", 0) == 0
+        assert (await _review(env, task_queue, timedelta(days=100), tenant)).marked.get("stale", 0) == 0
         assert await client.stale_marks(tenant) == []
-        assert (await _review(env, task_queue, timedelta(days=200))).marked.get("stale", 0) == 1
+        assert (await _review(env, task_queue, timedelta(days=200), tenant)).marked.get("stale", 0) == 1
         [renewed] = await client.stale_marks(tenant)
         assert renewed.mark_id == mark.mark_id and renewed.confirmed_at == confirmed.last_confirmed_at
     counts = await client.stale_mark_counts(tenant)
