@@ -228,6 +228,10 @@ async def set_current_version(client: Client, deployment_name: str, build_id: st
     missing, or not polling yet): both are asked again for up to `wait_seconds`, while the new
     workers start."""
     deadline = asyncio.get_running_loop().time() + wait_seconds
+    try:
+        before = (await describe_deployment(client, deployment_name)).current_build_id
+    except InvalidInput:
+        before = None  # no deployment yet: its first workers are starting
     while True:
         try:
             changed = await client.workflow_service.set_worker_deployment_current_version(
@@ -240,8 +244,12 @@ async def set_current_version(client: Client, deployment_name: str, build_id: st
                 await asyncio.sleep(0.2)
                 continue
             raise _refused(err, f"{deployment_name}:{build_id} cannot become current") from None
-    return CurrentVersionChange(deployment_name=deployment_name, build_id=build_id,
-                                previous_build_id=_build_id(changed.previous_deployment_version))
+    previous = _build_id(changed.previous_deployment_version)
+    if previous == build_id and before != build_id:
+        # The RPC client repeated a call whose first answer was lost (a busy server): the change is
+        # ours, and what it replaced is the version read before it.
+        previous = before
+    return CurrentVersionChange(deployment_name=deployment_name, build_id=build_id, previous_build_id=previous)
 
 
 async def set_ramping_version(client: Client, deployment_name: str, build_id: str | None, percentage: float = 0.0, *,
