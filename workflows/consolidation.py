@@ -14,9 +14,7 @@ on the step route. History carries operation ids and counts; the data stays in P
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime, time, timedelta
 
 from temporalio import workflow
 from temporalio.common import VersioningBehavior
@@ -39,10 +37,11 @@ with workflow.unsafe.imports_passed_through():
         ProviderPlacement,
         StepInput,
         StepOutcome,
-        TokenBudgetState,
     )
     from agent_memory.core.projection_models import ProjectorBatchInput, ProjectorBatchOutcome
-    from agent_memory.core.run_metadata import PublicText, consolidation_details
+    from agent_memory.core.run_metadata import consolidation_details
+
+from workflows.token_budget import BudgetRaised, within_token_budget
 
 # Activity options: agent_memory/core/contract.py's presets. Transient failures are retried without an
 # attempt cap, at a capped interval: an outage of the model provider or of Postgres must not fail
@@ -55,9 +54,6 @@ MAX_CONFLICT_ROUNDS = contract.MAX_CONFLICT_ROUNDS
 # projector embeds every row.
 REMOTE_PROVIDERS = ProviderPlacement(model_steps_in_worker=False, embedder_in_worker=False)
 ProviderStepMethod = Callable[[ConsolidationActivities, StepInput], Awaitable[StepOutcome]]
-# A run parked on the tenant's token budget checks it again this often (workflow time), at the next
-# UTC day and when signalled (contract.SIGNAL_BUDGET_CHANGED: the budget was changed).
-BUDGET_RECHECK = timedelta(minutes=15)
 
 
 def _failure_type(err: ActivityError | ApplicationError) -> str | None:
@@ -83,11 +79,11 @@ class ConsolidationWorkflow:
         self._batch: ProjectorBatchOutcome | None = None
         self._refused_reason: str | None = None
         # Set by the budget-changed signal: a run parked on the token budget checks it again now.
-        self._budget_changed = False
+        self._budget_raised = BudgetRaised()
 
     @workflow.signal(name=contract.SIGNAL_BUDGET_CHANGED)
     def budget_changed(self) -> None:
-        self._budget_changed = True
+        self._budget_raised.signalled = True
 
     @workflow.query(name=contract.PROGRESS_QUERY)
     def progress(self) -> ConsolidationProgress:
@@ -186,7 +182,7 @@ class ConsolidationWorkflow:
         # providers make no model call and spend no tokens: their runs check nothing.
         budgeted = not in_worker and workflow.patched("token-budget-parks-model-steps")
         if budgeted:
-            await self._within_token_budget(step)
+            await within_token_budget(step, self._progress, self._budget_raised)
 
         self._progress.step = "extract_facts"
         extraction = await self._start_provider_step(ConsolidationActivities.extract_facts, step, in_worker,
@@ -201,7 +197,7 @@ class ConsolidationWorkflow:
             # in a row instead of three. (The conflict plan, a local activity, would hold the
             # workflow task open and so delay their scheduling: it runs after them.)
             if budgeted:
-                await self._within_token_budget(step)
+                await within_token_budget(step, self._progress, self._budget_raised)
             self._progress.step = "score_importance, summarize_session"
             importance_call = self._start_provider_step(ConsolidationActivities.score_importance, step, in_worker,
                                                         model_queue)
@@ -351,42 +347,6 @@ class ConsolidationWorkflow:
                                                   priority=contract.tenant_fairness(step.tenant_id),
                                                   **contract.PROVIDER_STEP.options())
         return workflow.start_activity_method(method, step, **contract.PROVIDER_STEP.options())
-
-    async def _within_token_budget(self, step: StepInput) -> None:
-        """Return once the tenant's token budget has tokens left today. While it has none the run
-        is parked: its memo and details say so (the Temporal UI, `agent-memory runs`, the console),
-        and it checks again at the next UTC day (workflow time), every BUDGET_RECHECK, and when
-        signalled that the budget changed. It never fails for the budget."""
-        budget = await self._token_budget(step)
-        if not budget.exhausted:
-            return
-        was = self._progress.step
-        self._progress.step = contract.PARKED_TOKEN_BUDGET
-        workflow.upsert_memo({contract.RUN_STATE_MEMO: PublicText(contract.PARKED_TOKEN_BUDGET)})
-        workflow.logger.info("token budget of the day spent (%d of %d tokens): parked", budget.used_tokens,
-                             budget.daily_tokens or 0)
-        while budget.exhausted:
-            now = workflow.now()
-            next_day = datetime.combine(now.astimezone(UTC).date() + timedelta(days=1), time(), UTC)
-            workflow.set_current_details(  # for the UI; creates no command
-                f"**{contract.PARKED_TOKEN_BUDGET}**\n{budget.used_tokens} of {budget.daily_tokens} tokens spent on "
-                f"{budget.day.isoformat()} (UTC)\nresumes at {next_day.isoformat()} or when the budget is raised")
-            with contextlib.suppress(TimeoutError):  # the recheck's or the day's timer fired
-                await workflow.wait_condition(lambda: self._budget_changed,
-                                              timeout=min(BUDGET_RECHECK, next_day - now + timedelta(seconds=1)))
-            self._budget_changed = False
-            budget = await self._token_budget(step)
-        workflow.upsert_memo({contract.RUN_STATE_MEMO: PublicText(contract.RESUMED_TOKEN_BUDGET)})
-        workflow.set_current_details(f"**{contract.RESUMED_TOKEN_BUDGET}**\n{budget.used_tokens} tokens spent on "
-                                     f"{budget.day.isoformat()} (UTC), budget {budget.daily_tokens or 'unlimited'}")
-        workflow.logger.info("token budget has tokens left (%d spent of %s): resumed", budget.used_tokens,
-                             budget.daily_tokens if budget.daily_tokens is not None else "unlimited")
-        self._progress.step = was
-
-    @staticmethod
-    async def _token_budget(step: StepInput) -> TokenBudgetState:
-        return await workflow.execute_local_activity_method(
-            ConsolidationActivities.check_token_budget, step, **contract.TOKEN_BUDGET_CHECK.local_options())
 
     async def _check_conflicts(self, step: StepInput, extraction_operation_id: str, round_: int,
                                local: bool) -> StepOutcome:

@@ -14,9 +14,6 @@ session recorded under its request and does nothing again.
 
 from __future__ import annotations
 
-import contextlib
-from datetime import UTC, datetime, time, timedelta
-
 from temporalio import workflow
 from temporalio.common import VersioningBehavior
 
@@ -37,18 +34,18 @@ with workflow.unsafe.imports_passed_through():
         StepInput,
         StepOutcome,
         SubjectListInput,
-        TokenBudgetState,
     )
-    from agent_memory.core.run_metadata import PublicText, progress_details
+    from agent_memory.core.run_metadata import progress_details
+
+from workflows.token_budget import BudgetRaised, within_token_budget
 
 # Presets (agent_memory/core/contract.py): the lists are short reads (REBUILD_LIST); the extraction
 # is a model step (PROVIDER_STEP: a local activity for a provider in the worker's process, else an
 # ordinary activity on the model queue, as in a consolidation); a session's comparison and its
 # events are one transaction (STORE_WRITE); the projector's wake-up (PROJECTOR_WAKE). A tenant-wide
 # run continues as a new run after each page of subjects (request.subjects_per_run). With a remote
-# model the extraction waits while the tenant's daily token budget is spent (TOKEN_BUDGET_CHECK),
-# checking again this often, at the next UTC day and when signalled (contract.SIGNAL_BUDGET_CHANGED).
-BUDGET_RECHECK = timedelta(minutes=15)
+# model the extraction waits, parked, while the tenant's daily token budget is spent
+# (workflows/token_budget.py).
 
 
 @workflow.defn(name=contract.REDERIVE_WORKFLOW, versioning_behavior=VersioningBehavior.AUTO_UPGRADE)
@@ -57,11 +54,11 @@ class RederiveWorkflow:
         self._progress = RederiveProgress(step="starting")
         self._placement: ProviderPlacement | None = None
         # Set by the budget-changed signal: a run parked on the token budget checks it again now.
-        self._budget_changed = False
+        self._budget_raised = BudgetRaised()
 
     @workflow.signal(name=contract.SIGNAL_BUDGET_CHANGED)
     def budget_changed(self) -> None:
-        self._budget_changed = True
+        self._budget_raised.signalled = True
 
     @workflow.query(name=contract.PROGRESS_QUERY)
     def progress(self) -> RederiveProgress:
@@ -139,7 +136,7 @@ class RederiveWorkflow:
                 ConsolidationActivities.extract_facts, step, **contract.PROVIDER_STEP.local_options())
         else:
             # A model's call spends the tenant's daily tokens: parked while they are spent.
-            await self._within_token_budget(step)
+            await within_token_budget(step, self._progress, self._budget_raised)
             self._progress.step = f"extract_facts {subject}/{session}"
             extraction = await workflow.execute_activity_method(
                 ConsolidationActivities.extract_facts, step,
@@ -153,36 +150,6 @@ class RederiveWorkflow:
                                  dry_run=request.dry_run),
             **contract.STORE_WRITE.local_options())
         return outcome.counts
-
-    async def _within_token_budget(self, step: StepInput) -> None:
-        """Return once the tenant's daily token budget has tokens left, as a consolidation does:
-        parked meanwhile (memo and details say so), checking again at the next UTC day (workflow
-        time), every BUDGET_RECHECK and when signalled that the budget changed."""
-        budget = await self._token_budget(step)
-        if not budget.exhausted:
-            return
-        was = self._progress.step
-        self._progress.step = contract.PARKED_TOKEN_BUDGET
-        workflow.upsert_memo({contract.RUN_STATE_MEMO: PublicText(contract.PARKED_TOKEN_BUDGET)})
-        workflow.logger.info("token budget of the day spent: re-derivation parked")
-        while budget.exhausted:
-            now = workflow.now()
-            next_day = datetime.combine(now.astimezone(UTC).date() + timedelta(days=1), time(), UTC)
-            workflow.set_current_details(  # for the UI; creates no command
-                f"**{contract.PARKED_TOKEN_BUDGET}**\n{budget.used_tokens} of {budget.daily_tokens} tokens spent on "
-                f"{budget.day.isoformat()} (UTC)\nresumes at {next_day.isoformat()} or when the budget is raised")
-            with contextlib.suppress(TimeoutError):  # the recheck's or the day's timer fired
-                await workflow.wait_condition(lambda: self._budget_changed,
-                                              timeout=min(BUDGET_RECHECK, next_day - now + timedelta(seconds=1)))
-            self._budget_changed = False
-            budget = await self._token_budget(step)
-        workflow.upsert_memo({contract.RUN_STATE_MEMO: PublicText(contract.RESUMED_TOKEN_BUDGET)})
-        self._progress.step = was
-
-    @staticmethod
-    async def _token_budget(step: StepInput) -> TokenBudgetState:
-        return await workflow.execute_local_activity_method(
-            ConsolidationActivities.check_token_budget, step, **contract.TOKEN_BUDGET_CHECK.local_options())
 
     def _show(self, totals: RederiveCounts) -> None:
         """The run's counts in the Temporal UI (current details; creates no command)."""

@@ -1062,7 +1062,7 @@ class MemoryClient:
         `reset` drop it (the deployment's default applies). A budget below 1 or not a whole number
         is refused (InvalidInput naming daily_tokens). Consolidations and re-derivations parked on
         the budget are signalled to check it again at once (a run the signal misses checks again within
-        workflows.consolidation.BUDGET_RECHECK anyway)."""
+        workflows.token_budget.BUDGET_RECHECK anyway)."""
         check_identifier("tenant", tenant_id)
         tokens = None if reset else check_daily_tokens(daily_tokens)
         async with tenant_transaction(self.services.pool, tenant_id) as conn:

@@ -291,7 +291,7 @@ async def test_a_spent_token_budget_parks_the_run_which_then_completes(env, work
     """A remote model's run whose tenant spent its token budget does not fail: it parks (its memo
     says so, for the UI and `agent-memory runs`), waits on timers of workflow time (the recheck
     interval, or less until the next UTC day), checks again, and goes on once tokens are left."""
-    from workflows.consolidation import BUDGET_RECHECK
+    from workflows.token_budget import BUDGET_RECHECK
 
     mocks = MockedActivities()
     mocks.budget_spent_checks = 3  # spent at the first check and at two rechecks

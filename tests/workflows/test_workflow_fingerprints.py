@@ -210,10 +210,30 @@ def _is_workflow_class(node: ast.ClassDef) -> bool:
     return False
 
 
+def _imported_workflow_functions(tree: ast.Module) -> dict[str, Function]:
+    """The functions of the other modules of workflows/ this module imports from (`from workflows.x
+    import f`): a workflow's commands issued by a shared step are part of its skeleton, as if inlined."""
+    found: dict[str, Function] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("workflows."):
+            path = WORKFLOW_DIR / f"{node.module.removeprefix('workflows.')}.py"
+            if not path.exists():
+                continue
+            defined = {n.name: n for n in ast.parse(path.read_text(encoding="utf-8")).body
+                       if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            for name, function in defined.items():  # the module's own helpers too, for the calls within it
+                found.setdefault(name, function)
+            for alias in node.names:
+                if alias.name in defined and alias.asname:
+                    found[alias.asname] = defined[alias.name]
+    return found
+
+
 def fingerprint_source(source: str) -> dict[str, dict]:
     """{workflow class: {fingerprint, patches, commands}} of one module's source."""
     tree = ast.parse(source)
-    module_functions = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    module_functions = {**_imported_workflow_functions(tree),
+                        **{n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}}
     records: dict[str, dict] = {}
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and _is_workflow_class(node):
