@@ -28,7 +28,8 @@ from agent_memory.api.http.problems import internal_error, problem, too_many_fai
 from agent_memory.api.http.routes import categories, erasure, health, memory, review, sessions, tool_calls, webhooks
 from agent_memory.api.outages import dependency_down
 from agent_memory.core.errors import AgentMemoryError, InvalidInput, TooManyRequests, UserError, first_line
-from agent_memory.security.api_keys import FailureLimiter, TooManyFailuresError
+from agent_memory.security.api_keys import TooManyFailuresError
+from agent_memory.security.failure_limits import SharedFailureLimiter
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,9 @@ def create_app(client: MemoryClient) -> FastAPI:
     app.openapi = document_problems(app)  # type: ignore[method-assign]
     app.state.client = client
     settings = client.services.settings
-    app.state.auth_failures = FailureLimiter(settings.auth_failure_burst, settings.auth_failure_window_seconds)
+    # Failed authentications, counted in Redis by every API process of the deployment (its task queue).
+    app.state.auth_failures = SharedFailureLimiter(client.services.redis, client.task_queue,
+                                                   settings.auth_failure_burst, settings.auth_failure_window_seconds)
     add_problem_handlers(app)
     app.include_router(build_console_router(checked_operator_key, dependency_down))  # /console: the memory console
     for resource in (health, sessions, memory, review, categories, tool_calls, erasure, webhooks):
