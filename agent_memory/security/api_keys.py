@@ -58,6 +58,19 @@ class ApiKey(BaseModel):
     app_id: str | None = None
 
 
+def key_identity(key: ApiKey) -> str:
+    """Whom a key acts as, where what it claims is its own (a tool call: migration 057): the agent
+    and app it is limited to, so that every key of that agent (a rotated one, a read key) is the
+    same claimant; a key limited to neither acts as the tenant, as all such keys do."""
+    if key.agent_id is not None and key.app_id is not None:
+        return f"agent:{key.agent_id}/app:{key.app_id}"
+    if key.agent_id is not None:
+        return f"agent:{key.agent_id}"
+    if key.app_id is not None:
+        return f"app:{key.app_id}"
+    return "tenant"
+
+
 def audited_actor(key: ApiKey) -> Literal["agent", "operator"]:
     """Who the audit records for a change made with `key`: an operator's erase key, else the agent
     holding it (the same on HTTP and MCP)."""
