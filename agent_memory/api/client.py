@@ -546,22 +546,30 @@ class MemoryClient:
         return result
 
     async def claim_tool_call(self, tenant_id: str, subject_id: str, call_key: str, tool: str, request: JsonValue,
-                              *, lease_seconds: int = LEASE_DEFAULT_SECONDS, actor_id: str | None = None) -> ToolCall:
+                              *, lease_seconds: int = LEASE_DEFAULT_SECONDS, actor_id: str | None = None,
+                              claimed_as: str | None = None) -> ToolCall:
         """Claim an agent's side-effecting call before making it: `claimed` (make it, then record
         it), `in_flight` (another attempt holds it) or `completed` with the recorded result
-        (do not make it again). See memory/tool_calls.py."""
+        (do not make it again). `claimed_as`: the identity of the key claiming it (api_keys.key_identity),
+        whose call it is. See memory/tool_calls.py."""
         return await claim_tool_call(self.services.pool, self.services.keyring, tenant_id, subject_id, call_key,
-                                     tool, request, lease_seconds=lease_seconds, actor_id=actor_id)
+                                     tool, request, lease_seconds=lease_seconds, actor_id=actor_id,
+                                     claimed_as=claimed_as)
 
     async def record_tool_call(self, tenant_id: str, subject_id: str, call_key: str, *, attempt: int,
-                               result: JsonValue, outcome: ToolCallOutcome = "completed") -> ToolCall:
-        """Record what attempt `attempt` of a claimed call returned (`failed`: may be made again)."""
+                               result: JsonValue, outcome: ToolCallOutcome = "completed",
+                               claimed_as: str | None = None) -> ToolCall:
+        """Record what attempt `attempt` of a claimed call returned (`failed`: may be made again);
+        with `claimed_as`, only a call of that identity."""
         return await record_tool_call(self.services.pool, self.services.keyring, tenant_id, subject_id, call_key,
-                                      attempt=attempt, result=result, outcome=outcome)
+                                      attempt=attempt, result=result, outcome=outcome, claimed_as=claimed_as)
 
-    async def tool_call(self, tenant_id: str, subject_id: str, call_key: str) -> ToolCall:
-        """A tool call's record (NotFound when never claimed or expired)."""
-        return await read_tool_call(self.services.pool, self.services.keyring, tenant_id, subject_id, call_key)
+    async def tool_call(self, tenant_id: str, subject_id: str, call_key: str, *,
+                        claimed_as: str | None = None) -> ToolCall:
+        """A tool call's record (NotFound when never claimed, expired, or, with `claimed_as`,
+        another identity's)."""
+        return await read_tool_call(self.services.pool, self.services.keyring, tenant_id, subject_id, call_key,
+                                    claimed_as=claimed_as)
 
     async def put_category(self, tenant_id: str, category: Category) -> Category:
         """Define one of the tenant's categories of memory, or replace its definition."""

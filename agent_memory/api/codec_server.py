@@ -8,7 +8,8 @@
   operator cookie that `POST /codec/session` sets (`GET /codec` is the page to paste the key into).
   The UI cannot add a header of its own: it sends the cookie when its codec setting "include
   cross-origin credentials" is on (`TEMPORAL_CODEC_INCLUDE_CREDENTIALS=true`). Without a key, 401;
-  with a tenant key, 403; the UI then keeps showing ciphertext.
+  with a tenant key, 403; the UI then keeps showing ciphertext. A sign-in (`POST /codec/session`)
+  whose `Origin` is neither this server nor a UI origin is refused (403) before its key is read.
 - **CORS:** the preflight and the answers carry `Access-Control-Allow-Origin` (with credentials)
   for the configured UI origins only (`Settings.ui_origins`); another origin gets 403 and no CORS
   header, so a page elsewhere cannot read what it made a browser fetch.
@@ -32,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.converter import WorkflowSerializationContext
 
-from agent_memory.core.errors import InvalidInput, NotFound
+from agent_memory.core.errors import Forbidden, InvalidInput, NotFound
 from agent_memory.security.api_keys import ApiKeyError
 from agent_memory.security.operator_keys import OperatorKey
 from agent_memory.security.payload_codec import ENCODING, EncryptionCodec, PayloadRejectedError
@@ -62,6 +63,12 @@ def cors_headers(request: Request) -> dict[str, str] | None:
     if origin is None or origin.rstrip("/") not in request.app.state.client.services.settings.ui_origins():
         return None
     return {"Access-Control-Allow-Origin": origin, "Access-Control-Allow-Credentials": "true", "Vary": "Origin"}
+
+
+def _login_origin(request: Request, origin: str) -> bool:
+    """Whether a sign-in may come from `origin`: this server (the page at `/codec`) or the UI's."""
+    allowed = request.app.state.client.services.settings.ui_origins() | {f"{request.url.scheme}://{request.url.netloc}"}
+    return origin.rstrip("/") in allowed
 
 
 def _token(request: Request, authorization: str | None) -> str | None:
@@ -162,6 +169,12 @@ def build_codec_router(check_operator: OperatorCheck) -> APIRouter:
 
     @router.post("/session")
     async def login(request: Request, body: OperatorLogin) -> JSONResponse:
+        origin = request.headers.get("origin")
+        if origin is not None and not _login_origin(request, origin):
+            # Before the key is looked at: a page elsewhere can neither set this browser's key nor
+            # spend the failure limit of its address.
+            raise Forbidden(f"Origin {origin[:100]!r} may not sign in to the codec: use its page at {CODEC_PATH} "
+                            "or the Temporal UI (AGENT_MEMORY_UI_ORIGIN)")
         await operator(request, body.key.strip())
         response = JSONResponse({"status": "ok", "codec": str(request.url_for("decode")).removesuffix("/decode")})
         response.set_cookie(COOKIE_NAME, body.key.strip(), max_age=COOKIE_MAX_AGE_SECONDS, path=CODEC_PATH,

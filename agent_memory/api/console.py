@@ -42,13 +42,14 @@ from agent_memory.api.user_errors import user_error_status
 from agent_memory.core import contract
 from agent_memory.core.errors import InvalidInput, ServiceUnavailable, first_line, new_error_id
 from agent_memory.core.models import TokenBudgetState, check_identifier
-from agent_memory.security.api_keys import ApiKeyError, FailureLimiter, TooManyFailuresError
+from agent_memory.security.api_keys import ApiKeyError, TooManyFailuresError
+from agent_memory.security.failure_limits import SharedFailureLimiter
 from agent_memory.security.operator_keys import OperatorKey
 from agent_memory.store.inventory import ImportanceSpread
 
 # http.auth.checked_operator_key (the operator key behind the API's failure limiter) and
 # outages.dependency_down (the dependency an error is the outage of), handed in by create_app.
-OperatorCheck = Callable[[FailureLimiter, Any, str | None, str | None], Awaitable[OperatorKey]]
+OperatorCheck = Callable[[SharedFailureLimiter, Any, str | None, str | None], Awaitable[OperatorKey]]
 OutageOf = Callable[[BaseException], str | None]
 # Retry-After of a 503 page, as the API's: a restarting server is usually back within seconds.
 RETRY_AFTER_SECONDS = 5
@@ -285,8 +286,12 @@ async def signed_in(request: Request, checks: Checks, handler: Handler, *, actio
         page = Page(request, key, token, checks)
         if action:
             form = await _form(request)
-            from_cookie = "authorization" not in request.headers
-            if not _same_origin(request) or (from_cookie and not hmac.compare_digest(form.get("csrf", ""), page.csrf)):
+            # A browser sends the cookie by itself, whatever Authorization header it adds: a request
+            # carrying the cookie needs the form's token. A script's `Bearer` key without the cookie
+            # is no browser's ambient credential, and needs none.
+            with_cookie = COOKIE in request.cookies
+            if not _same_origin(request) or (with_cookie and not hmac.compare_digest(form.get("csrf", ""),
+                                                                                     page.csrf)):
                 return error_page(403, "Forbidden", "the form is stale or from another site: reload the page and "
                                                     "submit it again")
             request.state.form = form

@@ -84,7 +84,7 @@ from agent_memory.memory.tool_calls import (
     LEASE_MIN_SECONDS,
     TOOL_NAME_MAX_CHARS,
 )
-from agent_memory.security.api_keys import ApiKey, KeyScope, audited_actor, verify_key
+from agent_memory.security.api_keys import ApiKey, KeyScope, audited_actor, key_identity, verify_key
 from agent_memory.store.db import enter_key_limits, tenant_transaction
 
 T = TypeVar("T")
@@ -552,7 +552,8 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
         holder = await need(ctx, "write")
         check_identifier("subject", subject)
         call = await client.claim_tool_call(holder.tenant_id, subject, call_key, tool, request,
-                                            lease_seconds=lease_seconds, actor_id=f"mcp:{holder.key_id}")
+                                            lease_seconds=lease_seconds, actor_id=f"mcp:{holder.key_id}",
+                                            claimed_as=key_identity(holder))
         return call.model_dump(mode="json")
 
     @server.tool(description=(
@@ -570,7 +571,7 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
         holder = await need(ctx, "write")
         check_identifier("subject", subject)
         call = await client.record_tool_call(holder.tenant_id, subject, call_key, attempt=attempt, result=result,
-                                             outcome=outcome)
+                                             outcome=outcome, claimed_as=key_identity(holder))
         return call.model_dump(mode="json")
 
     return server

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import AfterValidator, Field, ValidationError, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -44,6 +44,21 @@ Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False),
 Count = Annotated[int, Field(ge=1), _Expect("a positive whole number")]
 Price = Annotated[float, Field(ge=0, allow_inf_nan=False), _Expect("a price >= 0 in USD per 1,000 tokens", example="0.15")]
 Switch = Annotated[bool, _Expect("a yes/no value", fix="set {name}=1 or {name}=0")]
+
+
+def _networks(value: str | None) -> str | None:
+    """A comma-separated list of IP addresses and networks (`10.0.0.0/8`), as given, or None."""
+    if value is None:
+        return None
+    import ipaddress
+
+    for entry in value.split(","):
+        ipaddress.ip_network(entry.strip(), strict=False)  # a ValueError names a bad entry
+    return value
+
+
+TrustedProxies = Annotated[str | None, AfterValidator(_networks), _Expect(
+    "a comma-separated list of IP addresses or networks", example="10.0.0.5,192.168.0.0/24")]
 
 
 def _setting(variable: str, default: Any = ..., description: str = "", *, alias: str | None = None,
@@ -184,6 +199,10 @@ class Settings(BaseSettings):
         "per key id before `429` (refilled at that many per window)")
     auth_failure_window_seconds: Seconds = _setting("AGENT_MEMORY_AUTH_FAILURE_WINDOW_SECONDS", 60.0,
                                                     "the window of `AGENT_MEMORY_AUTH_FAILURE_BURST`")
+    trusted_proxies: TrustedProxies = _setting(
+        "AGENT_MEMORY_TRUSTED_PROXIES", None, "the reverse proxies (addresses or networks, comma-separated) whose "
+        "`X-Forwarded-For` and `X-Forwarded-Proto` the HTTP API believes; from any other peer they are ignored and "
+        "the connection's address is the client's", shown_default="none")
     http_header_timeout_seconds: Seconds = _setting(
         "AGENT_MEMORY_HTTP_HEADER_TIMEOUT_SECONDS", 10.0, "a connection that takes longer to send a request's headers "
         "is closed")

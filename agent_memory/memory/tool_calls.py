@@ -8,6 +8,12 @@ a claim after a recorded failure, or after the holder's lease ran out without a 
 attempt may or may not have made the call; a tool whose effect cannot be checked should keep its
 lease longer than the call can take). A claim of a used key for a different request is refused.
 
+Each record belongs to the identity that claimed it (`claimed_as`: the agent or app an API key
+is limited to, or the tenant for a key limited to neither; agent_memory.security.api_keys.key_identity). A call given
+an identity reads, records and retakes only the calls of that identity: to it another's call
+does not exist (a read or a record: not found), and a claim of another's call key is refused
+(409) without its result. A call without one (the library, in process) acts on any.
+
 Each record belongs to one subject: its result is encrypted under the subject's key (an erasure
 deletes the rows and shreds the key), only a keyed digest of the request is kept, and the tenant's
 retention (`tool_call_days`) decides how long a record answers retries before it is swept.
@@ -66,6 +72,7 @@ class ToolCall(BaseModel):
 
 class _Row(BaseModel):
     call_key: str
+    claimed_as: str | None
     tool: str
     request_digest: str
     status: Literal["in_flight", "completed", "failed"]
@@ -80,7 +87,7 @@ class _Row(BaseModel):
     expired: bool
 
 
-_COLUMNS = ("call_key, tool, request_digest, status, attempt, result_ciphertext, result_nonce, claimed_at, "
+_COLUMNS = ("call_key, claimed_as, tool, request_digest, status, attempt, result_ciphertext, result_nonce, claimed_at, "
             "lease_expires_at, completed_at, expires_at, lease_expires_at > now() AS lease_running, "
             "expires_at <= now() AS expired")
 
@@ -111,6 +118,11 @@ def _aad(tenant_id: str, subject_id: str, call_key: str, attempt: int) -> bytes:
     return f"tool_call\x1f{tenant_id}\x1f{subject_id}\x1f{call_key}\x1f{attempt}".encode()
 
 
+def _answers(row: _Row, claimed_as: str | None) -> bool:
+    """Whether a call of identity `claimed_as` may see the record (None: in process, any)."""
+    return claimed_as is None or row.claimed_as == claimed_as
+
+
 def _view(row: _Row, key: SubjectKey | None, tenant_id: str, subject_id: str, state: ToolCallState) -> ToolCall:
     result: JsonValue = None
     if row.result_ciphertext is not None and row.result_nonce is not None and key is not None:
@@ -130,8 +142,9 @@ async def _locked(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str
 
 async def claim_tool_call(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id: str, subject_id: str,
                           call_key: str, tool: str, request: JsonValue, *, lease_seconds: int = LEASE_DEFAULT_SECONDS,
-                          actor_id: str | None = None) -> ToolCall:
-    """Claim `call_key` for `request` before making the call (see the module for the answers)."""
+                          actor_id: str | None = None, claimed_as: str | None = None) -> ToolCall:
+    """Claim `call_key` for `request` before making the call (see the module for the answers),
+    as the identity `claimed_as`."""
     check_identifier("call_key", call_key)
     _check_tool(tool)
     _check_lease(lease_seconds)
@@ -142,7 +155,7 @@ async def claim_tool_call(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id
         assert key is not None  # created when missing
         digest = key.digest(f"{tool}\x1f{canonical}")
         params = {"t": tenant_id, "s": subject_id, "k": call_key, "tool": tool, "d": digest,
-                  "lease": lease_seconds, "by": actor_id}
+                  "lease": lease_seconds, "by": actor_id, "as": claimed_as}
         cur = conn.cursor(row_factory=class_row(_Row))
         # How long the record answers retries: the tenant's retention (lifecycle/retention.py).
         days = await conn.execute(
@@ -151,8 +164,8 @@ async def claim_tool_call(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id
         (params["days"],) = await days.fetchone() or (TOOL_CALL_DAYS_DEFAULT,)
         await cur.execute(
             "INSERT INTO tool_calls (tenant_id, subject_id, call_key, tool, request_digest, status, attempt, "
-            "claimed_by, lease_expires_at, expires_at) VALUES (%(t)s, %(s)s, %(k)s, %(tool)s, %(d)s, 'in_flight', 1, "
-            "%(by)s, now() + make_interval(secs => %(lease)s), now() + make_interval(days => %(days)s)) "
+            "claimed_by, claimed_as, lease_expires_at, expires_at) VALUES (%(t)s, %(s)s, %(k)s, %(tool)s, %(d)s, "
+            "'in_flight', 1, %(by)s, %(as)s, now() + make_interval(secs => %(lease)s), now() + make_interval(days => %(days)s)) "
             f"ON CONFLICT (tenant_id, subject_id, call_key) DO NOTHING RETURNING {_COLUMNS}", params)
         inserted = await cur.fetchone()
         if inserted is not None:
@@ -161,6 +174,9 @@ async def claim_tool_call(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id
         if row is None:  # swept between the insert and the read: the next claim inserts
             raise Conflict(f"call_key {call_key!r} changed while it was claimed: claim it again")
         if not row.expired:
+            if not _answers(row, claimed_as):
+                raise Conflict(f"call_key {call_key!r} is another agent's or app's call: use a call key of your own")
+            params["as"] = row.claimed_as  # retaken by its own identity (or in process): still its
             if row.request_digest != digest:
                 raise Conflict(f"call_key {call_key!r} was claimed for a different request: a new request "
                                "needs a new call_key")
@@ -172,7 +188,7 @@ async def claim_tool_call(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id
         # the tenant's retention (then the key starts over, for whatever request it now names).
         await cur.execute(
             "UPDATE tool_calls SET tool = %(tool)s, request_digest = %(d)s, status = 'in_flight', "
-            "attempt = attempt + 1, result_ciphertext = NULL, result_nonce = NULL, claimed_by = %(by)s, "
+            "attempt = attempt + 1, result_ciphertext = NULL, result_nonce = NULL, claimed_by = %(by)s, claimed_as = %(as)s, "
             "claimed_at = now(), lease_expires_at = now() + make_interval(secs => %(lease)s), completed_at = NULL, "
             "expires_at = now() + make_interval(days => %(days)s) "
             f"WHERE tenant_id = %(t)s AND subject_id = %(s)s AND call_key = %(k)s RETURNING {_COLUMNS}", params)
@@ -183,7 +199,7 @@ async def claim_tool_call(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id
 
 async def record_tool_call(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id: str, subject_id: str,
                            call_key: str, *, attempt: int, result: JsonValue,
-                           outcome: Outcome = "completed") -> ToolCall:
+                           outcome: Outcome = "completed", claimed_as: str | None = None) -> ToolCall:
     """Record what attempt `attempt` of the claimed call returned. `completed`: the result is
     final, every later claim gets it back; `failed`: the next claim makes the call again.
     Recording the same thing twice answers the same record."""
@@ -197,7 +213,7 @@ async def record_tool_call(pool: AsyncConnectionPool, keyring: KeyRing, tenant_i
     async with subject_scope(pool, keyring, tenant_id, subject_id, Mode.WRITE) as scope:
         conn = scope.conn
         row = await _locked(conn, tenant_id, subject_id, call_key)
-        if row is None or row.expired:
+        if row is None or row.expired or not _answers(row, claimed_as):
             raise NotFound(f"call_key {call_key!r} has no claim: claim it before the call, record after")
         key = await keyring.subject_key(conn, tenant_id, subject_id, create=True)
         assert key is not None
@@ -224,15 +240,16 @@ async def record_tool_call(pool: AsyncConnectionPool, keyring: KeyRing, tenant_i
 
 
 async def read_tool_call(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id: str, subject_id: str,
-                         call_key: str) -> ToolCall:
-    """The call's current record (404 when the key was never claimed or its record expired)."""
+                         call_key: str, *, claimed_as: str | None = None) -> ToolCall:
+    """The call's current record (404 when the key was never claimed, its record expired, or
+    another identity than `claimed_as` claimed it)."""
     check_identifier("call_key", call_key)
     async with subject_scope(pool, keyring, tenant_id, subject_id, Mode.READ) as scope:
         cur = scope.conn.cursor(row_factory=class_row(_Row))
         await cur.execute(f"SELECT {_COLUMNS} FROM tool_calls WHERE tenant_id = %s AND subject_id = %s "
                           "AND call_key = %s", (tenant_id, subject_id, call_key))
         row = await cur.fetchone()
-        if row is None or row.expired:
+        if row is None or row.expired or not _answers(row, claimed_as):
             raise NotFound(f"call_key {call_key!r} has no record: it was never claimed, or its record expired "
                            "under the tenant's retention")
         state: ToolCallState = "in_flight" if row.status == "in_flight" else row.status

@@ -12,11 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import math
 import secrets
-import time
-from collections import OrderedDict
-from collections.abc import Callable
 from datetime import datetime
 from typing import Literal
 
@@ -38,60 +34,12 @@ class ApiKeyError(Unauthorized):
 
 
 class TooManyFailuresError(TooManyRequests):
-    """Too many failed authentications from this client address or for this key id: nothing is
-    verified until `retry_after` seconds have passed."""
+    """Too many failed authentications from this client address or for this key id: a failing
+    attempt is answered 429 until `retry_after` seconds have passed (a valid key is still served;
+    agent_memory/security/failure_limits.py)."""
 
     def __init__(self, what: str, retry_after: int):
         super().__init__(f"too many failed authentications {what}: retry after {retry_after} s", retry_after)
-
-
-class FailureLimiter:
-    """Failed authentications per name (a client address, a key id), each a leaky bucket: a
-    failure adds one, `burst` leak out per `window` seconds, and a name whose bucket holds
-    `burst` is refused (TooManyFailuresError) before its secret is verified. Every failure is
-    charged, so however many arrive at once, the long-run rate of guesses stays at `burst` per
-    `window`. Memory is bounded: at most `max_names` names, the least recently failing dropped
-    first (a dropped bucket is an empty one). Per process: N API processes allow N times it."""
-
-    def __init__(self, burst: int = 10, window: float = 60.0, *, max_names: int = 10_000,
-                 clock: Callable[[], float] = time.monotonic):
-        self.burst, self.window, self.max_names, self.clock = burst, window, max_names, clock
-        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # name -> (level, at)
-
-    def _level(self, name: str, now: float) -> float:
-        level, at = self._buckets.get(name, (0.0, now))
-        return max(0.0, level - (now - at) * self.burst / self.window)
-
-    def check(self, names: dict[str, str]) -> None:
-        """Raise TooManyFailuresError for the first of `names` ({name: what it is}) that is full."""
-        now = self.clock()
-        for name, what in names.items():
-            over = self._level(name, now) - self.burst + 1
-            if over > 0:
-                raise TooManyFailuresError(what, max(1, math.ceil(over * self.window / self.burst)))
-
-    def failed(self, names: dict[str, str]) -> None:
-        now = self.clock()
-        for name in names:
-            self._buckets[name] = (self._level(name, now) + 1, now)
-            self._buckets.move_to_end(name)
-        while len(self._buckets) > self.max_names:
-            self._buckets.popitem(last=False)
-
-    def __len__(self) -> int:
-        return len(self._buckets)
-
-
-def limited_names(address: str | None, token: str | None) -> dict[str, str]:
-    """The names a request's failures are counted under: its client address and, when the
-    token names one, its key id (tenant and key id, or an operator key's id; never the secret)."""
-    names = {f"address {address}": f"from {address}"} if address else {}
-    parts = (token or "").split(":")
-    if len(parts) == 4 and parts[0] == PREFIX and IDENTIFIER_PATTERN.match(parts[1]) and len(parts[2]) <= 64:
-        names[f"key {parts[1]}:{parts[2]}"] = f"for key id {parts[2]}"
-    elif len(parts) == 3 and parts[0] == OPERATOR_PREFIX and len(parts[1]) <= 64:
-        names[f"operator key {parts[1]}"] = f"for operator key id {parts[1]}"
-    return names
 
 
 class ApiKey(BaseModel):
@@ -108,6 +56,19 @@ class ApiKey(BaseModel):
     # A key limited to one app writes that app's messages only, and its reads keep the memories
     # citing them (agent_memory.memory.filters.MemoryFilter.within_key_limits).
     app_id: str | None = None
+
+
+def key_identity(key: ApiKey) -> str:
+    """Whom a key acts as, where what it claims is its own (a tool call: migration 057): the agent
+    and app it is limited to, so that every key of that agent (a rotated one, a read key) is the
+    same claimant; a key limited to neither acts as the tenant, as all such keys do."""
+    if key.agent_id is not None and key.app_id is not None:
+        return f"agent:{key.agent_id}/app:{key.app_id}"
+    if key.agent_id is not None:
+        return f"agent:{key.agent_id}"
+    if key.app_id is not None:
+        return f"app:{key.app_id}"
+    return "tenant"
 
 
 def audited_actor(key: ApiKey) -> Literal["agent", "operator"]:

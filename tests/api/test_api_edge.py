@@ -1,5 +1,6 @@
 """The HTTP API's edge under attack, on the session's stack with a real uvicorn server: guessing
-secrets (rate limit per client address and per key id), timing whether a key id exists,
+secrets (failures limited per client address and per key id, counted in Redis, valid keys always
+served; forwarded addresses believed from trusted proxies only), timing whether a key id exists,
 connections that stall mid-request, and `export --out` aimed at a symbolic link."""
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from agent_memory.api.client import MemoryClient
 from agent_memory.api.http.server import serving
 from agent_memory.providers.offline import offline_providers
 from agent_memory.security import api_keys
-from agent_memory.security.api_keys import ApiKeyError, FailureLimiter, create_key, verify_key
+from agent_memory.security.api_keys import ApiKeyError, create_key, verify_key
+from agent_memory.security.failure_limits import FailureLimiter, SharedFailureLimiter
 from tests.cli.runner import run_cli
 
 
@@ -40,11 +42,26 @@ def with_settings(client: MemoryClient, **changes) -> MemoryClient:
 # --- guessing secrets ------------------------------------------------------------------------------
 
 
-async def test_guessing_secrets_is_refused_per_address_and_per_key_id_after_a_few_failures(client, services,
-                                                                                          tenant):
+def guesses_for(token: str, count: int) -> list[str]:
+    """Wrong secrets for the key id of `token`."""
+    return [token.rsplit(":", 1)[0] + f":{i:043d}" for i in range(count)]
+
+
+async def mcp_tools(port: int, token: str) -> set[str]:
+    """The tools an MCP client session over `/mcp` lists with `token` (from 127.0.0.1)."""
+    from mcp.client import Client
+    from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    async with Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http)) as mcp:
+        return {tool.name for tool in (await mcp.list_tools()).tools}
+
+
+async def test_guessing_secrets_is_refused_while_valid_keys_from_the_same_address_and_key_id_are_served(
+        client, services, tenant):
     victim = (await create_key(services.pool, tenant, "read")).token
     bystander = (await create_key(services.pool, tenant, "read")).token
-    guesses = [victim.rsplit(":", 1)[0] + f":{i:043d}" for i in range(300)]
+    guesses = guesses_for(victim, 40)
     async with serving(client) as port, http_from(port, "127.0.0.1") as attacker:
         answers = [await attacker.get("/v1/subjects/lin/facts", headers=bearer(g)) for g in guesses]
         statuses = [a.status_code for a in answers]
@@ -55,37 +72,137 @@ async def test_guessing_secrets_is_refused_per_address_and_per_key_id_after_a_fe
         assert refused.json()["status"] == 429 and "too many failed authentications" in refused.json()["detail"]
         retry_after = int(refused.headers["Retry-After"])
         assert 1 <= retry_after <= 60
-        # The address is refused even with a good key, over /mcp too, until Retry-After passes.
-        assert (await attacker.get("/v1/subjects/lin/facts", headers=bearer(bystander))).status_code == 429
-        assert (await attacker.post("/mcp", headers=bearer(guesses[0]), json={})).status_code == 429
-        # The key id is refused from any address; another key from another address is not.
+        # The address and the victim's key id are both full, and valid keys are served all the same:
+        # the victim's own key, and another agent's key on the attacker's address, on REST and /mcp.
+        assert (await attacker.get("/v1/subjects/lin/facts", headers=bearer(victim))).status_code == 200
+        assert (await attacker.get("/v1/subjects/lin/facts", headers=bearer(bystander))).status_code == 200
+        assert "facts" in await mcp_tools(port, bystander)
+        assert "facts" in await mcp_tools(port, victim)
+        # A failure over /mcp from the full address is refused as over REST.
+        mcp_guess = await attacker.post("/mcp", headers=bearer(guesses[0]), json={})
+        assert mcp_guess.status_code == 429 and mcp_guess.headers["Retry-After"]
+        malformed = await attacker.get("/v1/subjects/lin/facts", headers=bearer("nonsense"))
+        assert malformed.status_code == 429 and "from 127.0.0.1" in malformed.json()["detail"]
+        # The key id stays refused from another address; a guess at another key id there is a 401.
         async with http_from(port, "127.0.0.2") as elsewhere:
             moved = await elsewhere.get("/v1/subjects/lin/facts", headers=bearer(guesses[0]))
             assert moved.status_code == 429 and "for key id" in moved.json()["detail"]
-            assert (await elsewhere.get("/v1/subjects/lin/facts", headers=bearer(victim))).status_code == 429
-        async with http_from(port, "127.0.0.3") as honest:
-            assert (await honest.get("/v1/subjects/lin/facts", headers=bearer(bystander))).status_code == 200
+            other = await elsewhere.get("/v1/subjects/lin/facts", headers=bearer(guesses_for(bystander, 1)[0]))
+            assert other.status_code == 401
         await asyncio.sleep(retry_after + 0.5)
-        assert (await attacker.get("/v1/subjects/lin/facts", headers=bearer(bystander))).status_code == 200
+        assert (await attacker.get("/v1/subjects/lin/facts", headers=bearer("nonsense"))).status_code == 401
 
 
-def test_the_failure_limiter_keeps_a_bounded_number_of_names():
+async def test_wrong_secrets_are_limited_per_key_id_without_affecting_another_key(client, services, tenant):
+    """Each guess from another address (any 127.x.y.z is this machine): only the key id's count fills."""
+    guessed = (await create_key(services.pool, tenant, "read")).token
+    untouched = (await create_key(services.pool, tenant, "read")).token
+    async with serving(client) as port:
+        statuses = []
+        for i, guess in enumerate(guesses_for(guessed, 12)):
+            async with http_from(port, f"127.0.1.{i + 1}") as http:
+                statuses.append((await http.get("/v1/subjects/lin/facts", headers=bearer(guess))).status_code)
+        assert statuses == [401] * 10 + [429] * 2
+        async with http_from(port, "127.0.1.100") as http:
+            refused = await http.get("/v1/subjects/lin/facts", headers=bearer(guesses_for(guessed, 1)[0]))
+            assert refused.status_code == 429 and guessed.split(":")[2] in refused.json()["detail"]
+            assert (await http.get("/v1/subjects/lin/facts",
+                                   headers=bearer(guesses_for(untouched, 1)[0]))).status_code == 401
+            assert (await http.get("/v1/subjects/lin/facts", headers=bearer(untouched))).status_code == 200
+            assert (await http.get("/v1/subjects/lin/facts", headers=bearer(guessed))).status_code == 200
+
+
+async def test_the_failure_counts_are_shared_by_the_api_processes_of_a_deployment(client, services, tenant):
+    """Two API apps of one deployment (its task queue) count in the same Redis buckets; another
+    deployment's API, on the same Redis, counts apart."""
+    key = (await create_key(services.pool, tenant, "read")).token
+    other_deployment = MemoryClient(services, offline_providers().embedder, task_queue=f"{client.task_queue}-b")
+    async with serving(client) as first, serving(client) as second, serving(other_deployment) as third:
+        assert first != second
+        statuses = []
+        for i in range(12):
+            async with http_from((first, second)[i % 2], "127.0.2.1") as http:
+                statuses.append((await http.get("/v1/subjects/lin/facts", headers=bearer("nonsense"))).status_code)
+        assert statuses == [401] * 10 + [429] * 2
+        async with http_from(second, "127.0.2.1") as http:
+            assert (await http.get("/v1/subjects/lin/facts", headers=bearer(key))).status_code == 200
+        async with http_from(third, "127.0.2.1") as http:
+            assert (await http.get("/v1/subjects/lin/facts", headers=bearer("nonsense"))).status_code == 401
+
+
+async def test_x_forwarded_for_is_ignored_unless_the_peer_is_a_trusted_proxy(client):
+    async with serving(client) as port, http_from(port, "127.0.3.1") as http:
+        answers = [await http.get("/v1/subjects/lin/facts", headers={**bearer("nonsense"),
+                                                                     "X-Forwarded-For": f"10.9.0.{i}"})
+                   for i in range(11)]
+        assert [a.status_code for a in answers] == [401] * 10 + [429]
+        assert "from 127.0.3.1" in answers[-1].json()["detail"]  # the connection's address, not a forwarded one
+    behind_proxy = with_settings(client, trusted_proxies="127.0.3.2, 10.200.0.0/16")
+    async with serving(behind_proxy) as port:
+        async with http_from(port, "127.0.3.2") as proxy:
+            forwarded = [await proxy.get("/v1/subjects/lin/facts", headers={**bearer("nonsense"),
+                                                                             "X-Forwarded-For": "10.9.0.1"})
+                         for _ in range(11)]
+            assert [a.status_code for a in forwarded] == [401] * 10 + [429]
+            assert "from 10.9.0.1" in forwarded[-1].json()["detail"]
+            another = await proxy.get("/v1/subjects/lin/facts", headers={**bearer("nonsense"),
+                                                                        "X-Forwarded-For": "10.9.0.2"})
+            assert another.status_code == 401  # another client behind the proxy
+        async with http_from(port, "127.0.3.3") as untrusted:
+            answers = [await untrusted.get("/v1/subjects/lin/facts", headers={**bearer("nonsense"),
+                                                                              "X-Forwarded-For": f"10.9.1.{i}"})
+                       for i in range(11)]
+            assert "from 127.0.3.3" in answers[-1].json()["detail"]
+
+
+async def test_failures_are_counted_in_memory_while_redis_does_not_answer(services):
+    from redis.asyncio import Redis
+
+    from agent_memory.api.http.server import free_port
+
+    nothing = Redis.from_url(f"redis://127.0.0.1:{free_port()}", socket_connect_timeout=0.5)
+    limiter = SharedFailureLimiter(nothing, "a deployment", burst=2, window=60.0)
+    names = {"address 10.0.0.9": "from 10.0.0.9"}
+    started = time.monotonic()
+    await limiter.count(names)
+    await limiter.count(names)
+    try:
+        await limiter.count(names)
+        raise AssertionError("a full bucket must be refused")
+    except api_keys.TooManyFailuresError as exc:
+        assert exc.retry_after == 30
+    assert time.monotonic() - started < 5  # Redis is asked once, then not again for a while
+    assert len(limiter.fallback) == 1
+    await nothing.aclose()
+    # The same buckets in the stack's Redis: the third failure is refused there too.
+    shared = SharedFailureLimiter(services.redis, f"ns-{time.time_ns()}", burst=2, window=60.0)
+    await shared.count(names)
+    await shared.count(names)
+    try:
+        await shared.count(names)
+        raise AssertionError("a full bucket must be refused")
+    except api_keys.TooManyFailuresError as exc:
+        assert exc.retry_after == 30
+    assert len(shared.fallback) == 0
+    assert 0 < await services.redis.pttl(shared.key("address 10.0.0.9")) <= 61_000
+
+
+def test_the_in_memory_failure_limiter_keeps_a_bounded_number_of_names():
     now = [0.0]
     limiter = FailureLimiter(burst=3, window=30.0, max_names=100, clock=lambda: now[0])
     for i in range(10_000):  # a flood of key ids: memory stays bounded
-        limiter.failed({f"key t:{i}": "x"})
+        limiter.charge({f"key t:{i}": "x"})
     assert len(limiter) == 100
     names = {"address 10.0.0.9": "from 10.0.0.9"}
     for _ in range(3):
-        limiter.check(names)
-        limiter.failed(names)
+        limiter.charge(names)
     try:
-        limiter.check(names)
+        limiter.charge(names)
         raise AssertionError("a full bucket must be refused")
     except api_keys.TooManyFailuresError as exc:
         assert exc.retry_after == 10  # one failure leaks out per window / burst
     now[0] += 10
-    limiter.check(names)  # one more attempt allowed
+    limiter.charge(names)  # one more failure counted
 
 
 # --- whether a key id exists -----------------------------------------------------------------------

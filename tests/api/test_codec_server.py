@@ -85,6 +85,19 @@ async def test_the_ui_decodes_a_run_with_an_operator_key_and_only_from_its_origi
         assert "httponly" in cookie and "samesite=strict" in cookie and "path=/codec" in cookie
         by_cookie = await http.post("/codec/decode", headers=as_ui(services), json={"payloads": payloads})
         assert by_cookie.json()["payloads"][0] == plain
+        # A sign-in comes from the codec's own page or the UI; from a page elsewhere it is refused
+        # before the key is read, and sets no cookie.
+        own = str(http.base_url).rstrip("/")
+        for origin in (own, ui_origin(services)):
+            assert (await http.post("/codec/session", json={"key": operator},
+                                    headers={"Origin": origin})).status_code == 200, origin
+        http.cookies.clear()
+        for origin in ("http://evil.example", "null", own + ".evil.example"):
+            forged = await http.post("/codec/session", json={"key": operator}, headers={"Origin": origin})
+            assert forged.status_code == 403, origin
+            assert forged.headers["content-type"] == "application/problem+json"
+            assert "Origin" in forged.json()["detail"] and COOKIE_NAME not in forged.cookies
+        http.cookies.set(COOKIE_NAME, operator, domain="127.0.0.1", path="/codec")
         # A cookie whose key is revoked is refused once and removed.
         revoked = await create_operator_key(services.pool, "revoked")
         http.cookies.set(COOKIE_NAME, revoked.token, domain="127.0.0.1", path="/codec")

@@ -95,10 +95,19 @@ async def test_only_an_operator_key_opens_the_console(client, services, tenant):
         foreign = await http.post("/console/signout", data={"csrf": csrf(home.text)},
                                   headers={"Origin": "https://evil.example"})
         assert foreign.status_code == 403
+        # The cookie with any Authorization header beside it still needs the token.
+        for authorization in ("Basic Zm9vOmJhcg==", "Digest username=x", f"Bearer {operator}"):
+            mixed = await http.post("/console/signout", data={"csrf": "0" * 64},
+                                    headers={"Authorization": authorization})
+            assert mixed.status_code == 403 and "reload the page" in mixed.text, authorization
+        assert (await http.get("/console")).status_code == 200  # still signed in
         assert (await http.post("/console/signout", data={"csrf": csrf(home.text)})).status_code == 303
         assert (await http.get("/console")).status_code == 401
-        # A script may send the key as a bearer token instead.
+        # A script may send the key as a bearer token instead; without the cookie it needs no form token.
         assert (await http.get("/console", headers={"Authorization": f"Bearer {operator}"})).status_code == 200
+        assert COOKIE not in http.cookies
+        scripted = await http.post("/console/signout", headers={"Authorization": f"Bearer {operator}"})
+        assert scripted.status_code == 303
         # A sign-in never sends the browser off the console.
         away = await http.post("/console/signin", data={"key": operator, "next": "//evil.example/console"})
         assert away.headers["location"] == "/console"
@@ -106,8 +115,14 @@ async def test_only_an_operator_key_opens_the_console(client, services, tenant):
         await revoke_operator_key(services.pool, operator.split(":")[1])
         revoked = await http.get("/console")
         assert revoked.status_code == 401 and "unknown or revoked" in revoked.text
-        # Behind a TLS proxy (on loopback, whose X-Forwarded-Proto uvicorn trusts) the cookie is Secure.
+        # X-Forwarded-Proto from a peer that is no trusted proxy is ignored: plain http, no Secure.
         other = (await create_operator_key(services.pool)).token
+        unproxied = await http.post("/console/signin", data={"key": other}, headers={"X-Forwarded-Proto": "https"})
+        assert "Secure" not in unproxied.headers["set-cookie"]
+    # Behind a trusted TLS proxy (AGENT_MEMORY_TRUSTED_PROXIES) the cookie is Secure.
+    behind_proxy = MemoryClient(dataclasses.replace(services, settings=services.settings.with_services(
+        trusted_proxies="127.0.0.1")), offline_providers().embedder, task_queue=client.task_queue)
+    async with console(behind_proxy) as http:
         proxied = await http.post("/console/signin", data={"key": other}, headers={"X-Forwarded-Proto": "https"})
         assert "Secure" in proxied.headers["set-cookie"]
 

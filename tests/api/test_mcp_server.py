@@ -306,3 +306,35 @@ async def test_remember_sent_again_without_ids_stores_each_turn_once(services, t
         stored = await cur.fetchall()
     assert [tuple(r) for r in stored] == [("user", "I moved to Bergen."), ("assistant", "Noted."), ("user", "yes"),
                                           ("assistant", "Anything else?"), ("user", "yes")]
+
+
+async def test_over_mcp_a_tool_call_is_its_claimants(client, services, tenant):
+    """A call claimed by one agent's key: the claim of its call key with another agent's key is
+    refused without its result, and that key cannot record it."""
+    from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+
+    from agent_memory.api.http.server import serving
+
+    def over_http(url: str, token: str) -> Client:
+        return Client(streamable_http_client(url, http_client=create_mcp_http_client(
+            headers={"Authorization": f"Bearer {token}"})))
+
+    claimant = (await create_key(services.pool, tenant, "write", agent_id="support-bot")).token
+    other = (await create_key(services.pool, tenant, "write", agent_id="billing-bot")).token
+    order = {"subject": "lin", "call_key": "order-9", "tool": "place_order", "request": {"sku": "B-12"}}
+    async with serving(client) as port:
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with over_http(url, claimant) as mcp:
+            claimed = payload(await mcp.call_tool("claim_tool_call", order))
+            assert claimed["state"] == "claimed"
+            payload(await mcp.call_tool("record_tool_call", {"subject": "lin", "call_key": "order-9",
+                                                             "attempt": claimed["attempt"],
+                                                             "result": {"order_id": "A-9"}}))
+        async with over_http(url, other) as mcp:
+            refused = tool_error(await mcp.call_tool("claim_tool_call", order))
+            assert "another agent's or app's call" in refused and "A-9" not in refused
+            assert "no claim" in tool_error(await mcp.call_tool("record_tool_call", {
+                "subject": "lin", "call_key": "order-9", "attempt": 1, "result": "forged"}))
+        async with over_http(url, claimant) as mcp:
+            again = payload(await mcp.call_tool("claim_tool_call", order))
+            assert (again["state"], again["result"]) == ("completed", {"order_id": "A-9"})

@@ -84,7 +84,7 @@ def fuzz(base_url: str, token: str) -> FuzzLog:
     """Every operation of the served document, each pass's cases sent and checked."""
     schema = schemathesis.openapi.from_url(f"{base_url}/v1/openapi.json", timeout=60)
     # Every case carries the real key: a generated or missing Authorization would be 401s, and enough of
-    # them from one address turn every later answer into the failure limiter's 429 (both are tested
+    # them from one address turn the later ones into the failure limiter's 429 (both are tested
     # on their own in test_http_api.py and test_api_edge.py).
     schema.config.generation.update(with_security_parameters=False)
     log = FuzzLog()

@@ -10,7 +10,8 @@ import pytest
 
 from agent_memory.api.http.auth import checked_operator_key
 from agent_memory.core.errors import Forbidden
-from agent_memory.security.api_keys import ApiKeyError, FailureLimiter, create_key
+from agent_memory.security.api_keys import ApiKeyError, create_key
+from agent_memory.security.failure_limits import FailureLimiter
 from agent_memory.security.operator_keys import list_operator_keys, revoke_operator_key, verify_operator_key
 from tests.cli.runner import run_cli
 

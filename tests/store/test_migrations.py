@@ -296,6 +296,32 @@ async def test_migration_028_counts_the_document_frequencies_of_the_index_it_fin
                            ("lin", "rome", 0, 1, 1), ("lin", "trip", 0, 2, 2)]
 
 
+async def test_migration_057_gives_each_claimed_tool_call_the_identity_of_its_key(services):
+    """An existing database migrates forward: a tool call claimed over HTTP or MCP is its key's
+    agent's, app's or, for a key limited to neither, the tenant's; one claimed in process has none."""
+    async with database_before(services.settings.database_admin_url, "057") as (conn, migrate_the_rest):
+        keys = [("k-agent", "support-bot", None), ("k-app", None, "crm"), ("k-both", "support-bot", "crm"),
+                ("k-none", None, None)]
+        for key_id, agent_id, app_id in keys:
+            await conn.execute("INSERT INTO api_keys (tenant_id, key_id, secret_sha256, scope, agent_id, app_id) "
+                               "VALUES ('t', %s, 'x', 'write', %s, %s)", (key_id, agent_id, app_id))
+        claims = [("c1", "api-key:k-agent"), ("c2", "mcp:k-app"), ("c3", "api-key:k-both"), ("c4", "mcp:k-none"),
+                  ("c5", None), ("c6", "api-key:k-unknown")]
+        for call_key, claimed_by in claims:
+            await conn.execute(
+                "INSERT INTO tool_calls (tenant_id, subject_id, call_key, tool, request_digest, status, attempt, "
+                "claimed_by, lease_expires_at, expires_at) VALUES ('t', 's', %s, 'send', 'd', 'completed', 1, %s, "
+                "now(), now() + interval '1 day')", (call_key, claimed_by))
+        await migrate_the_rest()
+        cur = await conn.execute("SELECT call_key, claimed_as FROM tool_calls ORDER BY call_key")
+        claimed_as = dict(await cur.fetchall())
+        cur = await conn.execute("SELECT relforcerowsecurity FROM pg_class WHERE relname IN ('tool_calls', 'api_keys')")
+        forced = [f for (f,) in await cur.fetchall()]
+    assert claimed_as == {"c1": "agent:support-bot", "c2": "app:crm", "c3": "agent:support-bot/app:crm",
+                          "c4": "tenant", "c5": None, "c6": None}
+    assert forced == [True, True]
+
+
 def statements(text: str) -> str:
     return "\n".join(line for line in text.split("\n") if not line.lstrip().startswith("--"))
 

@@ -8,11 +8,13 @@ under `/v1`.
   The tenant comes from the key, never from the URL or the body. Row-level security still
   applies underneath, because every call runs in the key's tenant. Scopes nest: `read`, then
   `write` (append, end a session), then `erase` (forget, restore, erasure).
-- **Errors:** RFC 9457 problem+json, `{type, title, status, detail, errors?}`. The detail names
+- **Errors:** RFC 9457 problem+json, `{type, title, status, detail, errors?}`; `type` is
+  `/v1/problems#<kind>`, served by the API (`problems.PROBLEM_TYPES`, docs/problems.md). The detail names
   the field and the fix; no traceback ever reaches a caller.
 - **Limits:** request bodies over 1 MB are refused with 413 before they are read. Failed
-  authentications are limited per client address and per key id (429 with `Retry-After`,
-  `FailureLimiter`). A connection must send a request's headers within the header timeout and
+  authentications are limited per client address and per key id, in Redis across the API's
+  processes (429 with `Retry-After`; agent_memory.security.failure_limits); a valid key is always
+  served. Forwarded client addresses count only from `AGENT_MEMORY_TRUSTED_PROXIES`. A connection must send a request's headers within the header timeout and
   may not stall a body longer than the body timeout (`EdgeH11Protocol`); an idle keep-alive
   connection is closed after uvicorn's keep-alive timeout.
 - **Degraded mode:** a dependency that is down (Postgres, Redis, Temporal) is answered 503

@@ -24,11 +24,19 @@ from agent_memory.api.codec_server import build_codec_router
 from agent_memory.api.console import build_console_router
 from agent_memory.api.http.auth import checked_operator_key
 from agent_memory.api.http.openapi import API_DESCRIPTION, document_problems
-from agent_memory.api.http.problems import internal_error, problem, too_many_failures, unavailable
+from agent_memory.api.http.problems import (
+    PROBLEMS_PATH,
+    internal_error,
+    problem,
+    problem_types_page,
+    too_many_failures,
+    unavailable,
+)
 from agent_memory.api.http.routes import categories, erasure, health, memory, review, sessions, tool_calls, webhooks
 from agent_memory.api.outages import dependency_down
 from agent_memory.core.errors import AgentMemoryError, InvalidInput, TooManyRequests, UserError, first_line
-from agent_memory.security.api_keys import FailureLimiter, TooManyFailuresError
+from agent_memory.security.api_keys import TooManyFailuresError
+from agent_memory.security.failure_limits import SharedFailureLimiter
 
 log = logging.getLogger(__name__)
 
@@ -41,12 +49,16 @@ def create_app(client: MemoryClient) -> FastAPI:
     app.openapi = document_problems(app)  # type: ignore[method-assign]
     app.state.client = client
     settings = client.services.settings
-    app.state.auth_failures = FailureLimiter(settings.auth_failure_burst, settings.auth_failure_window_seconds)
+    # Failed authentications, counted in Redis by every API process of the deployment (its task queue).
+    app.state.auth_failures = SharedFailureLimiter(client.services.redis, client.task_queue,
+                                                   settings.auth_failure_burst, settings.auth_failure_window_seconds)
     add_problem_handlers(app)
     app.include_router(build_console_router(checked_operator_key, dependency_down))  # /console: the memory console
     for resource in (health, sessions, memory, review, categories, tool_calls, erasure, webhooks):
         app.include_router(resource.router)
     app.include_router(build_codec_router(checked_operator_key))  # /codec: the Temporal UI's codec (agent_memory.api.codec_server)
+    # What each problem's `type` points at: a page of the problem types, one anchor each.
+    app.add_api_route(PROBLEMS_PATH, problem_types_page, methods=["GET"], include_in_schema=False)
     return app
 
 

@@ -1,6 +1,7 @@
-"""The keys a route needs, behind the failure limiter: a tenant's API key of a scope (`ReadKey`,
-`WriteKey`, `EraseKey`; scopes nest) or an operator key (`OperatorAccess`: the codec endpoint and
-the console). The limiter is the app's (`app.state.auth_failures`), shared with `/mcp`."""
+"""The keys a route needs: a tenant's API key of a scope (`ReadKey`, `WriteKey`, `EraseKey`; scopes
+nest) or an operator key (`OperatorAccess`: the codec endpoint and the console). A key is verified
+first; only a failure meets the failure limiter (agent_memory/security/failure_limits.py), the
+app's (`app.state.auth_failures`), shared with `/mcp`."""
 
 from __future__ import annotations
 
@@ -12,49 +13,40 @@ from fastapi.security import HTTPAuthorizationCredentials
 
 from agent_memory.api.client import MemoryClient
 from agent_memory.api.http.openapi import bearer_key
-from agent_memory.security.api_keys import (
-    ApiKey,
-    ApiKeyError,
-    FailureLimiter,
-    KeyScope,
-    limited_names,
-    verify_key,
-)
+from agent_memory.security.api_keys import ApiKey, ApiKeyError, KeyScope, verify_key
+from agent_memory.security.failure_limits import FailureLimiter, SharedFailureLimiter, limited_names
 from agent_memory.security.operator_keys import OperatorKey, verify_operator_key
 from agent_memory.store.db import enter_key_limits
 
+Limiter = FailureLimiter | SharedFailureLimiter
 
-async def checked_key(limiter: FailureLimiter, pool: Any, address: str | None, token: str | None,
+
+async def checked_key(limiter: Limiter, pool: Any, address: str | None, token: str | None,
                       needed: KeyScope) -> ApiKey:
-    """The key of a bearer token, behind the failure limiter: a client address or key id with
-    too many recent failures is refused (429) before anything is verified, and every failure
-    (no key, a malformed, unknown or revoked one, a wrong secret) is counted against both."""
-    names = limited_names(address, token)
-    limiter.check(names)
+    """The key of a bearer token. A valid key is served whatever the limiter holds; a failure (no
+    key, a malformed, unknown or revoked one, a wrong secret) is counted under the client address
+    and the key id, or refused with 429 when one of them is full (TooManyFailuresError)."""
     try:
         if token is None:
             raise ApiKeyError("no API key: send `Authorization: Bearer amk:...` (agent-memory keys create)")
         key = await verify_key(pool, token, needed)
     except ApiKeyError:
-        limiter.failed(names)
+        await limiter.count(limited_names(address, token))
         raise
     # The rest of the request reads and writes within the key's limits (an agent, an app), if any.
     enter_key_limits(key.agent_id, key.app_id)
     return key
 
 
-async def checked_operator_key(limiter: FailureLimiter, pool: Any, address: str | None,
-                               token: str | None) -> OperatorKey:
-    """An operator key, behind the same failure limiter as tenant keys."""
-    names = limited_names(address, token)
-    limiter.check(names)
+async def checked_operator_key(limiter: Limiter, pool: Any, address: str | None, token: str | None) -> OperatorKey:
+    """An operator key, verified and limited as tenant keys are."""
     try:
         if token is None:
             raise ApiKeyError("no operator key: send `Authorization: Bearer amo:...` "
                               "(agent-memory keys create-operator)")
         return await verify_operator_key(pool, token)
     except ApiKeyError:
-        limiter.failed(names)
+        await limiter.count(limited_names(address, token))
         raise
 
 

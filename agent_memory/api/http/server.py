@@ -21,7 +21,8 @@ from agent_memory.api.http.problems import problem, too_many_failures, unavailab
 from agent_memory.api.mcp_server import bearer_token, build_mcp_server
 from agent_memory.api.outages import dependency_down
 from agent_memory.core.errors import ServiceUnavailable
-from agent_memory.security.api_keys import ApiKeyError, FailureLimiter, TooManyFailuresError
+from agent_memory.security.api_keys import ApiKeyError, TooManyFailuresError
+from agent_memory.security.failure_limits import SharedFailureLimiter
 
 MCP_PATH = "/mcp"
 
@@ -32,11 +33,8 @@ class WithMcp:
     tool call checks its key's scope again. Every other path goes to the REST app. Lifespan events
     go to the MCP app, whose lifespan runs its session manager (serve with lifespan on)."""
 
-    def __init__(self, rest: ASGIApp, client: MemoryClient, host: str, limiter: FailureLimiter | None = None):
-        self.rest, self.pool = rest, client.services.pool
-        settings = client.services.settings
-        self.limiter = (limiter if limiter is not None
-                        else FailureLimiter(settings.auth_failure_burst, settings.auth_failure_window_seconds))
+    def __init__(self, rest: ASGIApp, client: MemoryClient, host: str, limiter: SharedFailureLimiter):
+        self.rest, self.pool, self.limiter = rest, client.services.pool, limiter
         self.mcp = build_mcp_server(client).streamable_http_app(streamable_http_path=MCP_PATH, host=host)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -81,14 +79,18 @@ def serve_app(client: MemoryClient, host: str = "127.0.0.1") -> ASGIApp:
 
 def uvicorn_config(client: MemoryClient, host: str, port: int) -> Any:
     """The uvicorn configuration `serve` and `up` run the API with: lifespan on, the h11
-    protocol with header and body timeouts (settings), uvicorn's 5 s keep-alive timeout."""
+    protocol with header and body timeouts (settings), uvicorn's 5 s keep-alive timeout.
+    `X-Forwarded-For` and `X-Forwarded-Proto` are read only from the trusted proxies
+    (`AGENT_MEMORY_TRUSTED_PROXIES`); with none, never: the client's address is the connection's,
+    which the failure limit counts under."""
     import uvicorn
 
     settings = client.services.settings
+    proxies = [entry.strip() for entry in (settings.trusted_proxies or "").split(",") if entry.strip()]
     return uvicorn.Config(serve_app(client, host), host=host, port=port, log_level="warning", lifespan="on",
                           http=edge_protocol(settings.http_header_timeout_seconds,
                                              settings.http_body_timeout_seconds),
-                          timeout_keep_alive=5)
+                          timeout_keep_alive=5, proxy_headers=bool(proxies), forwarded_allow_ips=proxies or None)
 
 
 def free_port(host: str = "127.0.0.1", wanted: int = 0) -> int:

@@ -1,5 +1,7 @@
 """The agent's side-effecting tool calls made once: claim a call key before the call (`write`),
-record its result after (`write`), read a call's record (`read`). See
+record its result after (`write`), read a call's record (`read`). A call is its claimant's: the
+agent or app its key is limited to (the tenant, for a key limited to neither); a key of another
+agent, app, or of the tenant gets 404 for it (and 409 for a claim of its call key). See
 agent_memory/memory/tool_calls.py for what each answer means."""
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from agent_memory.memory.tool_calls import (
     TOOL_NAME_MAX_CHARS,
     ToolCall,
 )
+from agent_memory.security.api_keys import key_identity
 
 router = APIRouter(tags=["tool-calls"])
 
@@ -55,29 +58,32 @@ class ToolCallRecord(BaseModel):
                          "`claimed` — make the call, then record it with the returned `attempt`; `in_flight` — "
                          "another attempt holds it until `lease_expires_at`, ask again later; `completed` — "
                          "the call was made, `result` is what it returned: do not make it again. A used key "
-                         f"with a different request is refused (409). {BODY_LIMIT}",
+                         "with a different request is refused (409), so is the call key of another agent, app or "
+                         f"key of the tenant: a call is its claimant's. {BODY_LIMIT}",
              responses=keyed(409, body=True))
 async def claim_tool_call(subject_id: SubjectId, call_key: CallKey, body: ToolCallClaim, api_key: WriteKey,
                           client: ClientDep) -> ToolCall:
     return await client.claim_tool_call(api_key.tenant_id, subject(subject_id), call_key, body.tool, body.request,
-                                        lease_seconds=body.lease_seconds, actor_id=f"api-key:{api_key.key_id}")
+                                        lease_seconds=body.lease_seconds, actor_id=f"api-key:{api_key.key_id}",
+                                        claimed_as=key_identity(api_key))
 
 
 @router.post("/v1/subjects/{subject_id}/tool-calls/{call_key}/result", summary="Record a tool call's result",
              description="Record what the claimed call returned (`write`), under the claim's `attempt`: an "
                          "attempt whose lease ran out and was taken over is refused (409), so is another "
                          "result for a recorded attempt; the same record again answers the same. 404 when "
-                         f"the key has no claim. {BODY_LIMIT}",
+                         f"the call key has no claim of this key's agent or app. {BODY_LIMIT}",
              responses=keyed(404, 409, body=True))
 async def record_tool_call(subject_id: SubjectId, call_key: CallKey, body: ToolCallRecord, api_key: WriteKey,
                            client: ClientDep) -> ToolCall:
     return await client.record_tool_call(api_key.tenant_id, subject(subject_id), call_key, attempt=body.attempt,
-                                         result=body.result, outcome=body.outcome)
+                                         result=body.result, outcome=body.outcome, claimed_as=key_identity(api_key))
 
 
 @router.get("/v1/subjects/{subject_id}/tool-calls/{call_key}", summary="A tool call's record",
             responses=keyed(404, 422))
 async def read_tool_call(subject_id: SubjectId, call_key: CallKey, api_key: ReadKey, client: ClientDep) -> ToolCall:
     """The call's state, attempt, lease and, once recorded, its result (`read`); 404 when the key
-    was never claimed or its record expired under the tenant's retention."""
-    return await client.tool_call(api_key.tenant_id, subject(subject_id), call_key)
+    was never claimed, its record expired under the tenant's retention, or a key of another agent
+    or app claimed it."""
+    return await client.tool_call(api_key.tenant_id, subject(subject_id), call_key, claimed_as=key_identity(api_key))
