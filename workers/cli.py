@@ -460,10 +460,17 @@ def run() -> None:
     loop and abort a finished command (SIGABRT, "PyGILState_Release ... finalizing") while Python
     finalizes (temporalio/sdk-python#300); every command has closed its services and stopped any
     server it started by the time main() returns, so only the output is left to flush."""
-    code = main()
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader stopped reading (`agent-memory facts --json | head`): the output is cut, as
+        # any command's is in a pipeline, without a traceback (Python's documented SIGPIPE recipe).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 1
     logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    with contextlib.suppress(BrokenPipeError):
+        sys.stderr.flush()
     os._exit(code)
 
 

@@ -32,6 +32,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, Field, JsonValue, ValidationError
 from pydantic_core import ErrorDetails
 
@@ -63,6 +64,7 @@ from agent_memory.core.models import (
     MESSAGE_ID_MAX_CHARS,
     METADATA_MAX_KEYS,
     SCOPE_DESCRIPTIONS,
+    FactRow,
     Message,
     MetadataValue,
     Session,
@@ -239,6 +241,33 @@ class MemoryMCPServer(MCPServer):
             raise ToolError(f"Error executing tool {name}: {describe_invalid(invalid, schema)}") from invalid
 
 
+# What an agent reads of a fact: the value, where it sits, when it held and was last confirmed, its
+# evidence and the version a correction names; the tenant and subject it asked for, and bookkeeping
+# (ids of intervals, provenance, the model's confidence), stay out of its context window.
+AGENT_FACT_FIELDS = ("memory_id", "namespace", "key", "value", "version", "valid_from", "last_confirmed_at",
+                     "evidence_message_ids")
+# Said only when they say something: an end, a status other than current, the review's marks, a
+# task-local session, the writer's metadata.
+AGENT_FACT_IF_SET = ("valid_to", "status", "stale_reasons", "task_session_id", "metadata")
+
+
+def agent_fact(fact: FactRow) -> dict[str, Any]:
+    """A fact as the `facts` tool answers it (AGENT_FACT_FIELDS, AGENT_FACT_IF_SET)."""
+    row = fact.model_dump(mode="json")
+    compact = {name: row[name] for name in AGENT_FACT_FIELDS}
+    compact.update({name: row[name] for name in AGENT_FACT_IF_SET
+                    if row[name] not in (None, [], {}) and not (name == "status" and row[name] == "active")})
+    return compact
+
+
+def compact_items(items: list[dict[str, Any]]) -> CallToolResult:
+    """A list as a tool's answer: the items as structured content, and as text one compact JSON
+    line each (the SDK would indent every item over several lines)."""
+    text = "\n".join(json.dumps(item, ensure_ascii=False, separators=(",", ":")) for item in items)
+    return CallToolResult(content=[TextContent(type="text", text=text)] if items else [],
+                          structured_content={"result": items})
+
+
 def _answers(tool: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
     @functools.wraps(tool)
     async def answered(*args: Any, **kwargs: Any) -> T:
@@ -399,11 +428,11 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
     async def facts(subject: SubjectId, ctx: Context, namespaces: Namespaces = None, since: Since = None,
                     until: Until = None, agent_id: AgentId = None, app_id: AppId = None,
                     run_id: RunId = None, categories: Categories = None,
-                    speaker: Speaker = None) -> list[dict[str, Any]]:
+                    speaker: Speaker = None) -> Annotated[CallToolResult, list[dict[str, Any]]]:
         tenant = (await need(ctx, "read")).tenant_id
         filters = memory_filter(namespaces=namespaces, since=since, until=until, agent_id=agent_id, app_id=app_id,
                                 run_id=run_id, categories=categories, speaker=speaker)
-        return [f.model_dump(mode="json") for f in await client.facts(tenant, subject, filters=filters)]
+        return compact_items([agent_fact(f) for f in await client.facts(tenant, subject, filters=filters)])
 
     @server.tool(description=(
         "The people, pets, places, organisations, events and things the person's sessions mention (needs "

@@ -49,6 +49,9 @@ async def list_(client: MemoryClient, services: Services, *, tenant: str, includ
     if json:
         print_json([e.model_dump(mode="json") for e in endpoints])
         return
+    if not endpoints:
+        print(f"no webhook endpoints in tenant {tenant}" + ("" if include_removed else " (--all: the removed too)")
+              + ": add one with agent-memory webhooks add --tenant T --url URL --event EVENT")
     for e in endpoints:
         print(f"{e.endpoint_id}  {e.url}  {','.join(e.events)}  created {e.created_at:%Y-%m-%d %H:%M}"
               + (f"  removed {e.disabled_at:%Y-%m-%d %H:%M}" if e.disabled_at else ""))
@@ -80,6 +83,8 @@ async def deliveries(client: MemoryClient, services: Services, *, tenant: str, s
     if json:
         print_json([d.model_dump(mode="json") for d in found])
         return
+    if not found:
+        print(f"no {status + ' ' if status else ''}webhook deliveries in tenant {tenant}")
     for d in found:
         answer = f"last {d.last_status_code or '-'} {d.last_error or ''}".rstrip()
         print(f"{d.delivery_id}  {d.event_type:<24} {d.status:<9} attempts {d.attempts}  {answer}  "

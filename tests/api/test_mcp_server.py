@@ -59,8 +59,15 @@ async def test_an_agent_remembers_ends_a_session_and_reads_memory_through_mcp(cl
             assert twice["inserted"] == 2  # without ids, every turn is a turn
             ended = payload(await mcp.call_tool("end_session", {"subject": "lin", "session": "m1"}))
             await client.consolidation_result(client.services.temporal.get_workflow_handle(ended["workflow_id"]))
-            facts = payload(await mcp.call_tool("facts", {"subject": "lin"}))
+            answered = await mcp.call_tool("facts", {"subject": "lin"})
+            facts = payload(answered)
             assert "Oslo" in {f["value"] for f in facts}
+            # What the agent reads: one compact line per fact, the same facts, no tenant or bookkeeping.
+            lines = answered.content[0].text.splitlines()
+            assert [json.loads(line) for line in lines] == facts
+            assert all(len(line) < 300 and "tenant_id" not in line and "fact_id" not in line for line in lines)
+            assert {f["memory_id"]: f["version"] for f in facts} == {
+                f.memory_id: f.version for f in await client.facts(tenant, "lin")}
             entities = payload(await mcp.call_tool("entities", {"subject": "lin"}))
             assert ("place", "Oslo") in {(e["entity_type"], e["name"]) for e in entities}
             assert entities == [e.model_dump(mode="json") for e in await client.entities(tenant, "lin")]

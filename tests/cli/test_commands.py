@@ -75,6 +75,14 @@ def test_bad_tenant_and_conflicting_resend_are_refused(services, tenant, tmp_pat
     assert out.returncode == 2 and "'c1:1'" in out.stderr and "different body" in out.stderr
 
 
+def test_empty_webhook_listings_say_so(services, tenant):
+    endpoints = run_cli(services, "webhooks", "list", "--tenant", tenant)
+    assert endpoints.returncode == 0 and endpoints.stdout.startswith(f"no webhook endpoints in tenant {tenant}")
+    assert "webhooks add" in endpoints.stdout
+    dead = run_cli(services, "webhooks", "deliveries", "--tenant", tenant, "--status", "dead")
+    assert dead.returncode == 0 and dead.stdout == f"no dead webhook deliveries in tenant {tenant}\n"
+
+
 def test_commands_without_a_running_stack_say_how_to_start_one(tmp_path):
     from workers.cli import build_parser
 
