@@ -40,6 +40,22 @@ IDENTIFIER_RULE = "1-64 characters of letters, digits, '_', '.', '-', starting w
 # check_identifier applies the rule itself.
 IDENTIFIER_SCHEMA_PATTERN = IDENTIFIER_PATTERN.pattern.replace("\\Z", "$")
 IDENTIFIER_MAX_CHARS = 64
+# Text shown to people (ids, names): no control characters (C0, DEL, C1), which would forge or
+# garble what an operator reads (printable_id applies it); the same rule as a JSON schema pattern.
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+PRINTABLE_SCHEMA_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]*$"
+# A name that is more than spaces, in printable characters.
+NAME_SCHEMA_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+# Stored text: PostgreSQL's text holds no NUL (storable_text); a reason or a word is also more
+# than spaces, and a word is on one line.
+STORABLE_SCHEMA_PATTERN = r"^[^\x00]*$"
+NOT_BLANK_SCHEMA_PATTERN = r"^[^\x00]*[^\s\x00][^\x00]*$"
+ONE_LINE_SCHEMA_PATTERN = r"^[^\n\r\t\x00]*[^\s\x00][^\n\r\t\x00]*$"
+
+
+def is_printable_name(value: str) -> bool:
+    """A name as NAME_SCHEMA_PATTERN describes it: printable, and more than spaces."""
+    return bool(value.strip()) and CONTROL_CHARACTERS.search(value) is None
 
 
 def check_identifier(field: str, value: str) -> str:
@@ -78,8 +94,8 @@ def check_metadata(field: str, value: dict[str, Any]) -> dict[str, Any]:
 
 def check_session_id(value: str) -> str:
     """The rule of Session.session_id, for a session named outside a Session."""
-    if not isinstance(value, str) or not 1 <= len(value) <= 200:
-        raise InvalidInput(f"session {str(value)[:40]!r} is invalid: use 1 to 200 characters")
+    if not isinstance(value, str) or not 1 <= len(value) <= SESSION_ID_MAX_CHARS:
+        raise InvalidInput(f"session {str(value)[:40]!r} is invalid: use 1 to {SESSION_ID_MAX_CHARS} characters")
     return printable_id("session_id", storable_text(value))
 
 
@@ -124,7 +140,11 @@ def _storable_offset(value: datetime) -> datetime:
     return value
 
 
-IsoDatetime = Annotated[datetime, BeforeValidator(_iso_time), AfterValidator(_storable_offset)]
+# RFC 3339 with the offsets above (Z, or ±00:00 to ±15:59); the documents state it as a pattern.
+ISO_DATETIME_SCHEMA_PATTERN = (r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?"
+                               r"([Zz]|[+-](0\d|1[0-5]):[0-5]\d)$")
+IsoDatetime = Annotated[datetime, BeforeValidator(_iso_time), AfterValidator(_storable_offset),
+                        Field(json_schema_extra={"pattern": ISO_DATETIME_SCHEMA_PATTERN})]
 
 
 # --- evidence -------------------------------------------------------------------------------
@@ -134,12 +154,25 @@ Role = Literal["user", "assistant", "system", "tool"]
 
 
 MESSAGE_ID_MAX_CHARS = 200
+SESSION_ID_MAX_CHARS = 200
+MAX_TURN_INDEX = 2**31 - 1  # a Postgres integer
 MESSAGE_CONTENT_MAX_CHARS = 100_000
 # A message's metadata: what the app knows about it besides its words (channel, app, ticket),
 # a few short scalar values, read back by filters (`agent_memory.memory.filters`).
 METADATA_MAX_KEYS = 16
 METADATA_VALUE_MAX_CHARS = 256
 MetadataValue = str | int | float | bool
+# Metadata as the documents state it: identifier keys, short scalar values (check_metadata applies it).
+Metadata = Annotated[
+    dict[str, MetadataValue],
+    Field(max_length=METADATA_MAX_KEYS, json_schema_extra={
+        "propertyNames": {"pattern": IDENTIFIER_SCHEMA_PATTERN},
+        "additionalProperties": {"anyOf": [
+            {"type": "string", "maxLength": METADATA_VALUE_MAX_CHARS, "pattern": STORABLE_SCHEMA_PATTERN},
+            {"type": "integer"}, {"type": "number"}, {"type": "boolean"}]}})]
+# An agent, app or run a message belongs to.
+ScopeIdentifier = Annotated[str, Field(json_schema_extra={"maxLength": IDENTIFIER_MAX_CHARS,
+                                                         "pattern": IDENTIFIER_SCHEMA_PATTERN})] | None
 # Who a message was exchanged with besides the subject: the agent, the app and the run (one
 # execution of an agent) it belongs to. Each is an identifier; recall, the context, the facts
 # listing and the export keep the memories citing a message of a given scope.
@@ -152,22 +185,27 @@ SCOPE_DESCRIPTIONS = {
 
 
 class Message(BaseModel):
-    message_id: str = Field(min_length=1, max_length=MESSAGE_ID_MAX_CHARS)
-    turn_index: int = Field(ge=0)
+    # The patterns document what the validators below apply, with their own messages.
+    message_id: str = Field(min_length=1, max_length=MESSAGE_ID_MAX_CHARS,
+                            json_schema_extra={"pattern": PRINTABLE_SCHEMA_PATTERN})
+    turn_index: int = Field(ge=0, json_schema_extra={"maximum": MAX_TURN_INDEX})
     role: Role
     # Bounded: an unbounded caption once poisoned a session's consolidation for good.
-    speaker: str | None = Field(default=None, max_length=200)
-    content: str = Field(max_length=MESSAGE_CONTENT_MAX_CHARS)
-    image_caption: str | None = Field(default=None, max_length=4_000)
-    created_at: IsoDatetime
-    metadata: dict[str, MetadataValue] = Field(
-        default_factory=dict, max_length=METADATA_MAX_KEYS,
+    speaker: Annotated[str, Field(json_schema_extra={"pattern": STORABLE_SCHEMA_PATTERN})] | None = Field(
+        default=None, max_length=200)
+    content: str = Field(max_length=MESSAGE_CONTENT_MAX_CHARS, json_schema_extra={"pattern": STORABLE_SCHEMA_PATTERN})
+    image_caption: Annotated[str, Field(json_schema_extra={"pattern": STORABLE_SCHEMA_PATTERN})] | None = Field(
+        default=None, max_length=4_000)
+    created_at: IsoDatetime = Field(description="when the message was written (not later than now, give or take "
+                                                "the clock skew allowed)")
+    metadata: Metadata = Field(
+        default_factory=dict,
         description=f"up to {METADATA_MAX_KEYS} keys ({IDENTIFIER_RULE}) with a string (at most "
                     f"{METADATA_VALUE_MAX_CHARS} characters), number or boolean each; a filter of recall and "
                     "context keeps the memories citing a message whose metadata holds its pairs")
-    agent_id: str | None = Field(default=None, description=f"{SCOPE_DESCRIPTIONS['agent_id']} ({IDENTIFIER_RULE})")
-    app_id: str | None = Field(default=None, description=f"{SCOPE_DESCRIPTIONS['app_id']} ({IDENTIFIER_RULE})")
-    run_id: str | None = Field(default=None, description=f"{SCOPE_DESCRIPTIONS['run_id']} ({IDENTIFIER_RULE})")
+    agent_id: ScopeIdentifier = Field(default=None, description=f"{SCOPE_DESCRIPTIONS['agent_id']} ({IDENTIFIER_RULE})")
+    app_id: ScopeIdentifier = Field(default=None, description=f"{SCOPE_DESCRIPTIONS['app_id']} ({IDENTIFIER_RULE})")
+    run_id: ScopeIdentifier = Field(default=None, description=f"{SCOPE_DESCRIPTIONS['run_id']} ({IDENTIFIER_RULE})")
     private: bool = Field(default=False, description=(
         "private to the message's agent (its agent_id, or the agent of a key limited to one): the session, its episode and notes are seen only "
         "by keys of that agent and tenant-wide keys, and it adds no facts, entities or relations to the shared "
@@ -218,7 +256,7 @@ class Message(BaseModel):
 
 
 class Session(BaseModel):
-    session_id: str = Field(min_length=1, max_length=200)
+    session_id: str = Field(min_length=1, max_length=SESSION_ID_MAX_CHARS)
     started_at: datetime | None = None
     messages: list[Message] = Field(min_length=1)
 
@@ -933,7 +971,6 @@ RederiveInput.model_rebuild()
 
 # --- storable evidence text (validated at the edge, so ingest names the line and nothing is half-written) ---
 
-MAX_TURN_INDEX = 2**31 - 1  # a Postgres integer
 _EARLIEST, _LATEST = datetime(1, 1, 2, tzinfo=UTC), datetime(9999, 12, 30, tzinfo=UTC)
 
 
@@ -970,13 +1007,12 @@ def storable_text(value: str | None) -> str | None:
     return value
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def printable_id(field: str, value: str) -> str:
     """An id is shown in logs, URLs and the Temporal UI: no control characters (newlines, tabs,
     escapes), which would forge or garble what an operator reads."""
-    if (m := _CONTROL.search(value)) is not None:
+    if (m := CONTROL_CHARACTERS.search(value)) is not None:
         raise InvalidInput(f"{field} contains the control character U+{ord(m.group(0)):04X}; use printable "
                            "characters only")
     return value

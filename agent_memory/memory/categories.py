@@ -144,6 +144,6 @@ async def categories_named(conn: psycopg.AsyncConnection, tenant_id: str, names:
         found = await cur.fetchall()
     missing = sorted(set(wanted) - {c.name for c in found})
     if missing:
-        raise InvalidInput(f"categories: no category {', '.join(map(repr, missing))} in this tenant: define it "
+        raise NotFound(f"categories: no category {', '.join(map(repr, missing))} in this tenant: define it "
                            "first (agent-memory categories set, or PUT /v1/categories/{name})")
     return found

@@ -22,6 +22,7 @@ from agent_memory.core.models import (
     MetadataValue,
     check_identifier,
     check_metadata,
+    is_printable_name,
     validated,
 )
 from agent_memory.memory.categories import CATEGORIES_MAX, categories_named
@@ -63,7 +64,7 @@ class MemoryFilter(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> MemoryFilter:
-        if self.speaker is not None and (not self.speaker.strip() or not self.speaker.isprintable()):
+        if self.speaker is not None and not is_printable_name(self.speaker):
             raise InvalidInput("speaker is invalid: give a speaker's name as the messages carry it, e.g. Mia")
         for name in self.namespaces or ():
             if not 1 <= len(name) <= NAMESPACE_MAX_CHARS:

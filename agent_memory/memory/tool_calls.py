@@ -31,7 +31,7 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, ConfigDict, JsonValue
 
 from agent_memory.core.errors import Conflict, InvalidInput, NotFound
-from agent_memory.core.models import check_identifier
+from agent_memory.core.models import check_identifier, is_printable_name
 from agent_memory.security.crypto import SubjectKey
 from agent_memory.security.keyring import KeyRing
 from agent_memory.store.scope import Mode, subject_scope
@@ -101,7 +101,7 @@ def _canonical(field: str, value: Any) -> str:
 
 
 def _check_tool(tool: str) -> str:
-    if not isinstance(tool, str) or not 1 <= len(tool) <= TOOL_NAME_MAX_CHARS or not tool.isprintable():
+    if not isinstance(tool, str) or not 1 <= len(tool) <= TOOL_NAME_MAX_CHARS or not is_printable_name(tool):
         raise InvalidInput(f"tool {str(tool)[:40]!r} is invalid: name the tool in 1 to {TOOL_NAME_MAX_CHARS} "
                            "printable characters")
     return tool

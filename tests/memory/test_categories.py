@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent_memory.core.errors import InvalidInput
+from agent_memory.core.errors import NotFound
 from agent_memory.memory.categories import Category, CategoryNotFoundError
 from agent_memory.memory.filters import memory_filter
 from agent_memory.security.api_keys import create_key
@@ -68,7 +68,7 @@ async def test_categories_narrow_recall_context_facts_and_export_on_every_surfac
     assert "s2:1" in cited and "s1:1" in cited and "s3:1" not in cited
     exported = await client.export(tenant, "lin", filters=memory_filter(categories=["outdoors"]))
     assert {e.session_id for e in exported.episodes} == {"s2"} and exported.facts == []
-    with pytest.raises(InvalidInput, match="categories: no category 'gardening'"):
+    with pytest.raises(NotFound, match="categories: no category 'gardening'"):
         await client.context(tenant, "lin", "x", filters=memory_filter(categories=["gardening"]))
 
     writer = (await create_key(services.pool, tenant, "write")).token
@@ -87,7 +87,7 @@ async def test_categories_narrow_recall_context_facts_and_export_on_every_surfac
                                    json={"query": "appointment", "categories": ["health"]})
         assert [e["session_id"] for e in answered.json()["episodes"]] == ["s3"], answered.text
         facts = await http.get("/v1/subjects/lin/facts", headers=bearer(reader), params={"category": "nope"})
-        assert facts.status_code == 422 and "no category 'nope'" in facts.text
+        assert facts.status_code == 404 and "no category 'nope'" in facts.text
         removed = await http.delete("/v1/categories/health", headers=bearer(writer))
         assert removed.status_code == 200
         again = await http.delete("/v1/categories/health", headers=bearer(writer))

@@ -12,18 +12,21 @@ from pydantic import BaseModel, ConfigDict, Field
 from agent_memory.api.http.auth import ReadKey, WriteKey
 from agent_memory.api.http.deps import ClientDep
 from agent_memory.api.http.openapi import BODY_LIMIT, IDENTIFIER_SCHEMA_PATTERN, keyed
-from agent_memory.core.models import IDENTIFIER_RULE
+from agent_memory.core.models import IDENTIFIER_RULE, ONE_LINE_SCHEMA_PATTERN
 from agent_memory.memory.categories import DESCRIPTION_MAX_CHARS, WORD_MAX_CHARS, WORDS_MAX, Category, category
 
 router = APIRouter(tags=["categories"])
 
 CategoryName = Annotated[str, Path(description=f"the category's name: {IDENTIFIER_RULE}",
                                    json_schema_extra={"pattern": IDENTIFIER_SCHEMA_PATTERN})]
-Term = Annotated[str, Field(min_length=1, max_length=WORD_MAX_CHARS)]
+Term = Annotated[str, Field(min_length=1, max_length=WORD_MAX_CHARS, json_schema_extra={"pattern": ONE_LINE_SCHEMA_PATTERN})]
 
 
 class CategoryDefinition(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # A category with neither words nor namespaces would hold nothing: the document says so.
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"anyOf": [
+        {"required": ["words"], "properties": {"words": {"minItems": 1}}},
+        {"required": ["namespaces"], "properties": {"namespaces": {"minItems": 1}}}]})
 
     description: str = Field(default="", max_length=DESCRIPTION_MAX_CHARS,
                              description="what the category is about, for people reading the list")

@@ -11,13 +11,22 @@ from agent_memory.api.http.auth import EraseKey
 from agent_memory.api.http.deps import ClientDep, subject
 from agent_memory.api.http.openapi import BODY_LIMIT, RequestId, SubjectId, keyed
 from agent_memory.api.limits import REASON_MAX_CHARS
+from agent_memory.core.models import (
+    IDENTIFIER_MAX_CHARS,
+    IDENTIFIER_RULE,
+    IDENTIFIER_SCHEMA_PATTERN,
+    NOT_BLANK_SCHEMA_PATTERN,
+)
 
 router = APIRouter(tags=["erasure"])
 
 
 class ErasureRequest(BaseModel):
-    reason: str = Field(min_length=1, max_length=REASON_MAX_CHARS)
-    request_id: str | None = None
+    reason: str = Field(min_length=1, max_length=REASON_MAX_CHARS, description="why the subject is erased (a ticket "
+                        "reference is best)", json_schema_extra={"pattern": NOT_BLANK_SCHEMA_PATTERN})
+    request_id: str | None = Field(default=None, description=f"the erasure request's id: {IDENTIFIER_RULE}",
+                                   json_schema_extra={"maxLength": IDENTIFIER_MAX_CHARS,
+                                                      "pattern": IDENTIFIER_SCHEMA_PATTERN})
     block_future_writes: bool = False
 
 

@@ -29,11 +29,15 @@ from agent_memory.api.limits import (
 )
 from agent_memory.core.models import (
     IDENTIFIER_MAX_CHARS,
+    IDENTIFIER_RULE,
     IDENTIFIER_SCHEMA_PATTERN,
-    METADATA_MAX_KEYS,
+    NAME_SCHEMA_PATTERN,
+    PRINTABLE_SCHEMA_PATTERN,
+    SESSION_ID_MAX_CHARS,
+    STORABLE_SCHEMA_PATTERN,
     FactRow,
     IsoDatetime,
-    MetadataValue,
+    Metadata,
     check_identifier,
 )
 from agent_memory.memory.categories import CATEGORIES_MAX
@@ -52,18 +56,19 @@ router = APIRouter(tags=["memory"])
 
 
 class QueryRequest(BaseModel):
-    query: str = Field(min_length=1, max_length=QUERY_MAX_CHARS)
+    query: str = Field(min_length=1, max_length=QUERY_MAX_CHARS, json_schema_extra={"pattern": STORABLE_SCHEMA_PATTERN})
     limit: int = Field(default=RECALL_LIMIT_DEFAULT, ge=RECALL_LIMIT_MIN, le=RECALL_LIMIT_MAX)
     budget: int | None = Field(default=None, ge=BUDGET_MIN_TOKENS, le=BUDGET_MAX_TOKENS)
     as_of: IsoDatetime | None = Field(default=None, description="read memory as it was at this ISO 8601 time")
     # The live session the context is read in: its task-local facts join the profile.
-    session_id: str | None = None
+    session_id: Annotated[str, Field(json_schema_extra={"pattern": PRINTABLE_SCHEMA_PATTERN})] | None = Field(
+        default=None, min_length=1, max_length=SESSION_ID_MAX_CHARS)
 
 
 ScopeField = Annotated[str | None, Field(min_length=1, max_length=IDENTIFIER_MAX_CHARS,
                                           pattern=IDENTIFIER_SCHEMA_PATTERN)]
 CategoryField = Annotated[str, Field(min_length=1, max_length=IDENTIFIER_MAX_CHARS, pattern=IDENTIFIER_SCHEMA_PATTERN)]
-CategoryQuery = Annotated[list[str] | None, Query(
+CategoryQuery = Annotated[list[CategoryField] | None, Query(
     description="only memories in these categories of the tenant (repeatable; GET /v1/categories)")]
 
 
@@ -73,25 +78,28 @@ AppQuery = Annotated[str | None, Query(min_length=1, max_length=IDENTIFIER_MAX_C
                                        description="only memories citing a message of this app")]
 RunQuery = Annotated[str | None, Query(min_length=1, max_length=IDENTIFIER_MAX_CHARS, pattern=IDENTIFIER_SCHEMA_PATTERN,
                                        description="only memories citing a message of this run")]
-SpeakerQuery = Annotated[str | None, Query(min_length=1, max_length=SPEAKER_MAX_CHARS, description=SPEAKER_FILTER)]
+SpeakerQuery = Annotated[str | None, Query(min_length=1, max_length=SPEAKER_MAX_CHARS, description=SPEAKER_FILTER,
+                                           json_schema_extra={"pattern": NAME_SCHEMA_PATTERN})]
+NamespaceField = Annotated[str, Field(min_length=1, max_length=NAMESPACE_MAX_CHARS)]
+NamespaceQuery = Annotated[list[NamespaceField] | None, Query(description="only these namespaces (repeatable)")]
 
 
 class FilteredQuery(QueryRequest):
     kinds: list[MemoryKind] | None = Field(default=None, min_length=1, description="only these kinds of memory")
-    namespaces: list[Annotated[str, Field(min_length=1, max_length=NAMESPACE_MAX_CHARS)]] | None = Field(
+    namespaces: list[NamespaceField] | None = Field(
         default=None, min_length=1, max_length=NAMESPACES_MAX, description="only facts in these namespaces")
     since: IsoDatetime | None = Field(default=None, description="only what became true or happened from then on")
     until: IsoDatetime | None = Field(default=None, description="only what became true or happened until then")
-    metadata: dict[str, MetadataValue] | None = Field(
-        default=None, min_length=1, max_length=METADATA_MAX_KEYS,
-        description="only memories citing a message whose metadata holds these pairs")
+    metadata: Metadata | None = Field(
+        default=None, min_length=1, description="only memories citing a message whose metadata holds these pairs")
     categories: list[CategoryField] | None = Field(
         default=None, min_length=1, max_length=CATEGORIES_MAX,
         description="only memories in one of these categories of the tenant (GET /v1/categories)")
     agent_id: ScopeField = Field(default=None, description="only memories citing a message of this agent")
     app_id: ScopeField = Field(default=None, description="only memories citing a message of this app")
     run_id: ScopeField = Field(default=None, description="only memories citing a message of this run")
-    speaker: str | None = Field(default=None, min_length=1, max_length=SPEAKER_MAX_CHARS, description=SPEAKER_FILTER)
+    speaker: Annotated[str, Field(json_schema_extra={"pattern": NAME_SCHEMA_PATTERN})] | None = Field(
+        default=None, min_length=1, max_length=SPEAKER_MAX_CHARS, description=SPEAKER_FILTER)
 
     @property
     def filters(self) -> MemoryFilter:
@@ -101,20 +109,24 @@ class FilteredQuery(QueryRequest):
 
 
 class PromptRequest(BaseModel):
-    session_id: str
-    input: str = Field(min_length=1, max_length=20000)
-    system: str | None = Field(default=None, max_length=20000)
+    session_id: str = Field(description=f"the session: {IDENTIFIER_RULE}", json_schema_extra={
+        "maxLength": IDENTIFIER_MAX_CHARS, "pattern": IDENTIFIER_SCHEMA_PATTERN})
+    input: str = Field(min_length=1, max_length=20000, json_schema_extra={"pattern": STORABLE_SCHEMA_PATTERN})
+    system: Annotated[str, Field(json_schema_extra={"pattern": STORABLE_SCHEMA_PATTERN})] | None = Field(
+        default=None, max_length=20000)
     budget: int | None = Field(default=None, ge=BUDGET_MIN_TOKENS, le=BUDGET_MAX_TOKENS)
 
 
 class ForgetRequest(BaseModel):
-    reason: str | None = Field(default=None, max_length=REASON_MAX_CHARS)
+    reason: Annotated[str, Field(json_schema_extra={"pattern": STORABLE_SCHEMA_PATTERN})] | None = Field(
+        default=None, max_length=REASON_MAX_CHARS)
 
 
 class FactWrite(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    value: str = Field(min_length=1, max_length=FACT_VALUE_MAX_CHARS, description="the right value")
+    value: str = Field(min_length=1, max_length=FACT_VALUE_MAX_CHARS, description="the right value",
+                       json_schema_extra={"pattern": STORABLE_SCHEMA_PATTERN})
     expected_version: int = Field(ge=0, description="the fact's `version` as a read returned it; 0 for a new fact")
     evidence_message_ids: list[str] = Field(min_length=1, max_length=EVIDENCE_MAX_IDS,
                                             description="ids of the subject's messages that say it")
@@ -125,8 +137,8 @@ class FactWrite(BaseModel):
     ttl_seconds: int | None = Field(default=None, ge=FACT_TTL_MIN_SECONDS, le=FACT_TTL_MAX_SECONDS,
                                     description="how long it holds from observed_at, in seconds (a minute to ten "
                                                 "years); instead of expires_at")
-    metadata: dict[str, MetadataValue] = Field(
-        default_factory=dict, max_length=METADATA_MAX_KEYS,
+    metadata: Metadata = Field(
+        default_factory=dict,
         description="what the agent or app knows about the fact besides its value (a source, a ticket): stored "
                     "on the version written, read back by the metadata filter")
 
@@ -134,10 +146,10 @@ class FactWrite(BaseModel):
 FactName = Annotated[str, Path(min_length=1, max_length=FACT_NAME_MAX_CHARS)]
 
 
-@router.get("/v1/subjects/{subject_id}/facts", summary="A subject's facts", responses=keyed(422))
+@router.get("/v1/subjects/{subject_id}/facts", summary="A subject's facts", responses=keyed(404, 422))
 async def facts(subject_id: SubjectId, api_key: ReadKey, client: ClientDep, as_of: IsoDatetime | None = None,
                 history: bool = False, candidates: bool = False,
-                namespace: Annotated[list[str] | None, Query(description="only these namespaces (repeatable)")] = None,
+                namespace: NamespaceQuery = None,
                 since: IsoDatetime | None = None, until: IsoDatetime | None = None, category: CategoryQuery = None,
                 agent_id: AgentQuery = None, app_id: AppQuery = None, run_id: RunQuery = None,
                 speaker: SpeakerQuery = None) -> list[FactRow]:
@@ -175,7 +187,7 @@ async def relations(subject_id: SubjectId, api_key: ReadKey, client: ClientDep,
              description="The memories most relevant to a query, as of now or `as_of` (`read`), narrowed to "
                          "`kinds` (fact, episode), fact `namespaces` and what became true or happened between "
                          f"`since` and `until`. {BODY_LIMIT}",
-             responses=keyed(body=True))
+             responses=keyed(404, body=True))
 async def recall(subject_id: SubjectId, body: FilteredQuery, api_key: ReadKey, client: ClientDep) -> dict[str, Any]:
     filters = body.filters
     found = await client.recall(api_key.tenant_id, subject(subject_id), body.query, limit=body.limit,
@@ -188,7 +200,7 @@ async def recall(subject_id: SubjectId, body: FilteredQuery, api_key: ReadKey, c
                          "(`read`); with `session_id`, that live session's task-local facts join the "
                          "profile; `kinds` (fact: the profile, episode: past sessions and notes), fact "
                          f"`namespaces`, `since` and `until` narrow it. {BODY_LIMIT}",
-             responses=keyed(body=True))
+             responses=keyed(404, body=True))
 async def context(subject_id: SubjectId, body: FilteredQuery, api_key: ReadKey, client: ClientDep) -> dict[str, Any]:
     filters = body.filters
     assembled = await client.context(api_key.tenant_id, subject(subject_id), body.query, as_of=body.as_of,
@@ -233,7 +245,7 @@ async def write_fact(subject_id: SubjectId, namespace: FactName, key: FactName, 
              description="Forget one memory at once: every read stops returning it; it can be restored "
                          f"within the grace period, then it is swept from every store (`write`); forgetting it "
                          f"again answers the same forget. {BODY_LIMIT}",
-             responses=keyed(404, body=True))
+             responses=keyed(404, 409, body=True))
 async def forget(subject_id: SubjectId, memory_id: MemoryId, body: ForgetRequest, api_key: WriteKey,
                  client: ClientDep) -> dict[str, Any]:
     done = await client.forget(api_key.tenant_id, subject(subject_id), memory_id, reason=body.reason,
@@ -251,10 +263,10 @@ async def restore(subject_id: SubjectId, memory_id: MemoryId, body: ForgetReques
     return done.model_dump(mode="json")
 
 
-@router.get("/v1/subjects/{subject_id}/export", summary="Export a subject's memory", responses=keyed(422))
+@router.get("/v1/subjects/{subject_id}/export", summary="Export a subject's memory", responses=keyed(404, 422))
 async def export(subject_id: SubjectId, api_key: ReadKey, client: ClientDep,
                  kind: Annotated[list[MemoryKind] | None, Query(description="only these kinds (repeatable)")] = None,
-                 namespace: Annotated[list[str] | None, Query(description="only these namespaces (repeatable)")] = None,
+                 namespace: NamespaceQuery = None,
                  since: IsoDatetime | None = None, until: IsoDatetime | None = None, category: CategoryQuery = None,
                  agent_id: AgentQuery = None, app_id: AppQuery = None, run_id: RunQuery = None,
                  speaker: SpeakerQuery = None) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from agent_memory.api.http.auth import ReadKey, WriteKey
 from agent_memory.api.http.deps import ClientDep, subject
 from agent_memory.api.http.openapi import BODY_LIMIT, IDENTIFIER_SCHEMA_PATTERN, SubjectId, keyed
-from agent_memory.core.models import IDENTIFIER_RULE
+from agent_memory.core.models import IDENTIFIER_RULE, NAME_SCHEMA_PATTERN
 from agent_memory.memory.tool_calls import (
     LEASE_DEFAULT_SECONDS,
     LEASE_MAX_SECONDS,
@@ -35,7 +35,8 @@ CallKey = Annotated[str, Path(description=f"the agent's key for one call, the sa
 class ToolCallClaim(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    tool: str = Field(min_length=1, max_length=TOOL_NAME_MAX_CHARS, description="the tool's name, e.g. send_email")
+    tool: str = Field(min_length=1, max_length=TOOL_NAME_MAX_CHARS, description="the tool's name, e.g. send_email",
+                      json_schema_extra={"pattern": NAME_SCHEMA_PATTERN})
     request: JsonValue = Field(description=f"the call's arguments as JSON (at most {TOOL_CALL_JSON_MAX_BYTES} "
                                            "bytes): a retry must send the same; only a keyed digest is kept")
     lease_seconds: int = Field(default=LEASE_DEFAULT_SECONDS, ge=LEASE_MIN_SECONDS, le=LEASE_MAX_SECONDS,

@@ -31,12 +31,20 @@ DeliveryId = Annotated[str, Path(description="the delivery's id, as listing deli
                                  json_schema_extra={"format": "uuid"})]
 
 
+# An absolute https URL with a host, an optional port (1-65535), no credentials, no spaces or
+# control characters: what check_webhook_url accepts.
+_PORT = r"(6553[0-5]|655[0-2]\d|65[0-4]\d{2}|6[0-4]\d{3}|[1-5]\d{4}|[1-9]\d{0,3})"
+WEBHOOK_URL_SCHEMA_PATTERN = (r"^https://[^\s/?#@:\[\]\x00-\x1f\x7f-\x9f]+(:" + _PORT + r")?"
+                              r"([/?#][^\s\x00-\x1f\x7f-\x9f]*)?$")
+
+
 class WebhookRegistration(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     url: str = Field(min_length=1, max_length=URL_MAX_CHARS,
                      description="the receiver's https:// URL (http:// only where the deployment allows it), "
-                                 "without credentials")
+                                 "without credentials",
+                     json_schema_extra={"format": "uri", "pattern": WEBHOOK_URL_SCHEMA_PATTERN})
     events: list[EventType] = Field(min_length=1, max_length=len(EVENT_TYPES),
                                     description=f"the event types to deliver: {', '.join(EVENT_TYPES)}")
 
