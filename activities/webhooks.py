@@ -11,8 +11,10 @@ open port from a closed one inside the deployment's network."""
 from __future__ import annotations
 
 import email.utils
+import ssl
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Literal, NoReturn
 
 import httpx
@@ -132,7 +134,7 @@ def retry_after(value: str | None, now: datetime | None = None) -> timedelta | N
 class WebhookActivities:
     def __init__(self, pool: AsyncConnectionPool, keyring: KeyRing, temporal: Client, *,
                  bounds: WebhookRetryBounds, timeout_seconds: float = 10.0, allow_private: bool = False,
-                 nameserver: str | None = None):
+                 nameserver: str | None = None, ca_file: Path | None = None):
         self.pool = pool
         self.keyring = keyring
         self.temporal = temporal
@@ -143,10 +145,12 @@ class WebhookActivities:
         self.resolver = Resolver(nameserver, timeout=min(timeout, 5.0))
         # No retries in the client: the workflow's retry policy owns them. No redirects followed, no
         # proxy or CA settings from the environment, no connection kept alive (each is made to an
-        # address checked for its own request).
+        # address checked for its own request). Certificates are verified against the public CAs
+        # (certifi), or the deployment's (AGENT_MEMORY_WEBHOOK_CA_FILE).
+        verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=str(ca_file)) if ca_file else True
         self.http = httpx.AsyncClient(timeout=httpx.Timeout(timeout), follow_redirects=False, trust_env=False,
-                                      transport=httpx.AsyncHTTPTransport(
-                                          retries=0, trust_env=False,
+                                      verify=verify, transport=httpx.AsyncHTTPTransport(
+                                          retries=0, trust_env=False, verify=verify,
                                           limits=httpx.Limits(max_keepalive_connections=0)))
 
     async def aclose(self) -> None:

@@ -12,6 +12,7 @@ import itertools
 import json
 import secrets
 import socket
+import ssl
 import threading
 import time
 import uuid
@@ -21,8 +22,13 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 from standardwebhooks import Webhook, WebhookVerificationError
 
 from agent_memory.api.client import MemoryClient
@@ -63,6 +69,7 @@ class Receiver:
 
     port: int = field(default_factory=free_port)
     host: str = "127.0.0.1"
+    tls: ssl.SSLContext | None = None  # serve https with this server context
     answer: Callable[[], tuple[int, dict[str, str]]] = lambda: (200, {})
     requests: list[Received] = field(default_factory=list)
     server: ThreadingHTTPServer | None = None
@@ -91,6 +98,8 @@ class Receiver:
                 pass
 
         self.server = ThreadingHTTPServer((self.host, self.port), Handler)
+        if self.tls is not None:
+            self.server.socket = self.tls.wrap_socket(self.server.socket, server_side=True)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def stop(self) -> None:
@@ -496,3 +505,63 @@ async def test_an_endpoint_with_a_legacy_secret_moves_to_standard_signatures_by_
             await client.rotate_webhook_secret(tenant, endpoint.endpoint_id, overlap_hours=169)
         with pytest.raises(NotFound, match="no webhook endpoint"):
             await client.rotate_webhook_secret(tenant, str(uuid.uuid4()))
+
+
+def tls_receiver_context(directory: Path, name: str) -> tuple[Path, ssl.SSLContext]:
+    """A certificate authority (its PEM file) and a server context whose certificate, issued by
+    it, names only `name`."""
+    now = datetime.now(UTC)
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "webhook test CA")])
+    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+          .serial_number(x509.random_serial_number()).not_valid_before(now - timedelta(minutes=5))
+          .not_valid_after(now + timedelta(hours=1))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+          .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                       content_commitment=False, key_encipherment=False, data_encipherment=False,
+                                       key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
+          .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+          .sign(ca_key, hashes.SHA256()))
+    leaf = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+            .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - timedelta(minutes=5)).not_valid_after(now + timedelta(hours=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+            .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    (directory / "ca.pem").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    (directory / "server.pem").write_bytes(leaf.public_bytes(serialization.Encoding.PEM))
+    (directory / "server.key").write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                                             serialization.PrivateFormat.PKCS8,
+                                                             serialization.NoEncryption()))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(directory / "server.pem", directory / "server.key")
+    return directory / "ca.pem", context
+
+
+async def test_an_https_delivery_to_a_checked_address_verifies_the_certificate_against_the_name(hooks, tenant,
+                                                                                              tmp_path):
+    # One receiver on 127.0.0.1 whose certificate names hooks.example; two names resolve to it.
+    ca_file, context = tls_receiver_context(tmp_path, "hooks.example")
+    receiver = Receiver(tls=context)
+    receiver.start()
+    dns_server = DnsServer().start()
+    dns_server.zone.update({"hooks.example": ["127.0.0.1"], "other.example": ["127.0.0.1"]})
+    try:
+        async with hooks(webhook_nameserver=dns_server.address, webhook_ca_file=ca_file,
+                         webhook_max_attempts=1) as client:
+            named = await client.add_webhook(tenant, f"https://hooks.example:{receiver.port}/h", ["memory.created"])
+            other = await client.add_webhook(tenant, f"https://other.example:{receiver.port}/h", ["memory.created"])
+            await told(client, tenant)
+            await live_write(client, tenant, "gate_code", "4711")
+            found = await wait_for(client, tenant, lambda f: len(f) == 2 and all(d.status != "pending" for d in f))
+        by_endpoint = {d.endpoint_id: d for d in found}
+        # Dialled at the address, verified as the name: the certificate's name passes, another fails.
+        assert by_endpoint[named.endpoint_id].status == "delivered"
+        assert (by_endpoint[other.endpoint_id].status, by_endpoint[other.endpoint_id].last_error) == (
+            "dead", "tls error")
+        assert [r.headers["host"] for r in receiver.requests] == [f"hooks.example:{receiver.port}"]
+        assert Webhook(named.secret).verify(receiver.requests[0].body, receiver.requests[0].headers)
+    finally:
+        receiver.stop()
+        dns_server.stop()
