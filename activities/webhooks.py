@@ -47,6 +47,7 @@ from agent_memory.security.webhook_targets import (
     checked_addresses,
     is_tls_failure,
     post_pinned,
+    url_host,
 )
 
 # A receiver's Retry-After is honoured up to this long (the retry bound still counts the attempt).
@@ -164,9 +165,11 @@ class WebhookActivities:
     @activity.defn(name=contract.DELIVER_WEBHOOK)
     @temporal_failures
     async def deliver_webhook(self, request: WebhookDeliveryInput) -> WebhookAttemptOutcome:
-        """POST the delivery once. 2xx: delivered. No answer, a timeout, 408, 429 or 5xx: a
-        retryable failure (after the receiver's Retry-After, if any). Any other answer, or a
-        removed endpoint: a permanent failure (the workflow dead-letters the delivery)."""
+        """POST the delivery once, to an address of its host checked now. 2xx: delivered. No
+        answer, a timeout, a name that resolves to nothing, 408, 429 or 5xx: a retryable failure
+        (after the receiver's Retry-After, if any). Any other answer, a host resolving to a
+        refused address, or a removed endpoint: a permanent failure (the workflow dead-letters
+        the delivery)."""
         tenant_id, delivery_id = request.tenant_id, request.delivery_id
         target = await delivery_target(self.pool, self.keyring, tenant_id, delivery_id)
         if target is None:
@@ -180,7 +183,7 @@ class WebhookActivities:
             raise ApplicationError("the webhook endpoint was removed", type=ErrorType.WEBHOOK_REJECTED,
                                    non_retryable=True)
         attempt = activity.info().attempt
-        host = httpx.URL(target.url).host
+        host = url_host(target.url)
         try:
             addresses = await checked_addresses(self.resolver, host, allow_private=self.allow_private)
         except RefusedAddress as refused:

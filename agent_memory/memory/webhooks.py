@@ -55,6 +55,7 @@ from agent_memory.security.webhook_targets import (
     UnresolvedName,
     checked_addresses,
     literal_address,
+    url_host,
 )
 from agent_memory.store.db import registered_tenants, tenant_transaction
 
@@ -180,7 +181,10 @@ async def check_webhook_target(url: str, resolver: Resolver, *, allow_private: b
     """The URL's host must be a public address, or a name resolving only to public addresses
     (any address, but metadata, multicast and unspecified ones, where the deployment allows
     private targets). A name that does not resolve now is accepted: every attempt checks again."""
-    host = urlsplit(url).hostname or ""
+    try:
+        host = url_host(url)
+    except ValueError:
+        raise InvalidInput("url is invalid: give the receiver's absolute https:// URL with a valid host") from None
     literal = literal_address(host)
     try:
         await checked_addresses(resolver, host, allow_private=allow_private)

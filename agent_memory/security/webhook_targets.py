@@ -156,6 +156,18 @@ class Resolver:
         return found
 
 
+def url_host(url: str) -> str:
+    """The URL's host as it is resolved and sent: ASCII (an international name in its IDNA
+    form), an IPv6 address without brackets. ValueError for a URL that has none."""
+    try:
+        host = httpx.URL(url).raw_host.decode("ascii")
+    except (httpx.InvalidURL, UnicodeError) as exc:
+        raise ValueError(f"{url[:80]!r} has no valid host") from exc
+    if not host:
+        raise ValueError(f"{url[:80]!r} has no host")
+    return host
+
+
 def split_nameserver(value: str) -> tuple[str, int]:
     """`192.0.2.53`, `192.0.2.53:5353`, `[2001:db8::53]:5353` → (address, port)."""
     match = re.fullmatch(r"\[([0-9A-Fa-f:.]+)\](?::(\d{1,5}))?|([0-9.]+)(?::(\d{1,5}))?|([0-9A-Fa-f:]+)", value)
@@ -187,7 +199,7 @@ async def post_pinned(http: httpx.AsyncClient, url: str, address: IPAddress, *, 
     against. The client keeps no connection alive, so no connection made for one name carries a
     request for another."""
     target = httpx.URL(url)
-    host = target.host
+    host = url_host(url)
     authority = (f"[{host}]" if ":" in host else host) + (f":{target.port}" if target.port is not None else "")
     extensions = {"sni_hostname": host} if target.scheme == "https" and literal_address(host) is None else {}
     return await http.post(target.copy_with(host=str(address)), content=content,
