@@ -1,13 +1,21 @@
 """Webhook activities: one POST of a delivery, its dead letter, the retry bounds a run uses, and
 the sweep of deliveries whose run was never started. Ids in, small figures out: the URL, the
-secret and the payload are read from PostgreSQL by the attempt."""
+secret and the payload are read from PostgreSQL by the attempt.
+
+An attempt resolves the endpoint's host once, checks every address (webhook_targets), and dials
+the checked address. The delivery records a class of failure for the tenant (`timeout`,
+`connection failed`, `tls error`, `http 503`, `refused: private address`, ...); the detail (the
+address, the exception) goes to the worker's log only, so an endpoint cannot be used to tell an
+open port from a closed one inside the deployment's network."""
 
 from __future__ import annotations
 
 import email.utils
+import ssl
 import time
 from datetime import UTC, datetime, timedelta
-from typing import Literal
+from pathlib import Path
+from typing import Literal, NoReturn
 
 import httpx
 from psycopg_pool import AsyncConnectionPool
@@ -32,10 +40,25 @@ from agent_memory.memory.webhooks import (
 )
 from agent_memory.security.keyring import KeyRing
 from agent_memory.security.webhook_signing import signed_headers
+from agent_memory.security.webhook_targets import (
+    RefusedAddress,
+    Resolver,
+    UnresolvedName,
+    checked_addresses,
+    is_tls_failure,
+    post_pinned,
+    url_host,
+)
 
 # A receiver's Retry-After is honoured up to this long (the retry bound still counts the attempt).
 MAX_RETRY_AFTER = timedelta(hours=1)
 RETRYABLE_STATUSES = frozenset({408, 429})
+# What a tenant is told of an attempt that got no answer.
+REFUSED_PRIVATE = "refused: private address"
+NAME_NOT_RESOLVED = "name not resolved"
+TIMEOUT = "timeout"
+TLS_ERROR = "tls error"
+CONNECTION_FAILED = "connection failed"
 
 
 class WebhookRetryBounds(BaseModel):
@@ -111,16 +134,25 @@ def retry_after(value: str | None, now: datetime | None = None) -> timedelta | N
 
 class WebhookActivities:
     def __init__(self, pool: AsyncConnectionPool, keyring: KeyRing, temporal: Client, *,
-                 bounds: WebhookRetryBounds, timeout_seconds: float = 10.0):
+                 bounds: WebhookRetryBounds, timeout_seconds: float = 10.0, allow_private: bool = False,
+                 nameserver: str | None = None, ca_file: Path | None = None):
         self.pool = pool
         self.keyring = keyring
         self.temporal = temporal
         self.bounds = bounds  # the deployment's (AGENT_MEMORY_WEBHOOK_*)
-        # No retries in the client: the workflow's retry policy owns them. No redirects followed.
+        self.allow_private = allow_private
         # Within the activity's start-to-close bound (contract.WEBHOOK_DELIVERY), with time to record the answer.
         timeout = min(timeout_seconds, contract.WEBHOOK_DELIVERY.start_to_close.total_seconds() - 5)
-        self.http = httpx.AsyncClient(timeout=httpx.Timeout(timeout), follow_redirects=False,
-                                      transport=httpx.AsyncHTTPTransport(retries=0))
+        self.resolver = Resolver(nameserver, timeout=min(timeout, 5.0))
+        # No retries in the client: the workflow's retry policy owns them. No redirects followed, no
+        # proxy or CA settings from the environment, no connection kept alive (each is made to an
+        # address checked for its own request). Certificates are verified against the public CAs
+        # (certifi), or the deployment's (AGENT_MEMORY_WEBHOOK_CA_FILE).
+        verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=str(ca_file)) if ca_file else True
+        self.http = httpx.AsyncClient(timeout=httpx.Timeout(timeout), follow_redirects=False, trust_env=False,
+                                      verify=verify, transport=httpx.AsyncHTTPTransport(
+                                          retries=0, trust_env=False, verify=verify,
+                                          limits=httpx.Limits(max_keepalive_connections=0)))
 
     async def aclose(self) -> None:
         await self.http.aclose()
@@ -133,9 +165,11 @@ class WebhookActivities:
     @activity.defn(name=contract.DELIVER_WEBHOOK)
     @temporal_failures
     async def deliver_webhook(self, request: WebhookDeliveryInput) -> WebhookAttemptOutcome:
-        """POST the delivery once. 2xx: delivered. No answer, a timeout, 408, 429 or 5xx: a
-        retryable failure (after the receiver's Retry-After, if any). Any other answer, or a
-        removed endpoint: a permanent failure (the workflow dead-letters the delivery)."""
+        """POST the delivery once, to an address of its host checked now. 2xx: delivered. No
+        answer, a timeout, a name that resolves to nothing, 408, 429 or 5xx: a retryable failure
+        (after the receiver's Retry-After, if any). Any other answer, a host resolving to a
+        refused address, or a removed endpoint: a permanent failure (the workflow dead-letters
+        the delivery)."""
         tenant_id, delivery_id = request.tenant_id, request.delivery_id
         target = await delivery_target(self.pool, self.keyring, tenant_id, delivery_id)
         if target is None:
@@ -148,26 +182,57 @@ class WebhookActivities:
                                  error="the endpoint was removed", delivered=False)
             raise ApplicationError("the webhook endpoint was removed", type=ErrorType.WEBHOOK_REJECTED,
                                    non_retryable=True)
-        headers = signed_headers(target.secret, delivery_id, target.body, now=time.time())
+        attempt = activity.info().attempt
+        host = url_host(target.url)
         try:
-            response = await self.http.post(target.url, content=target.body, headers=headers)
-        except httpx.HTTPError as exc:
-            error = f"no answer: {type(exc).__name__}" + (f": {exc}" if str(exc) else "")
-            await record_attempt(self.pool, tenant_id, delivery_id, status_code=None, error=error, delivered=False)
-            activity.logger.info("webhook delivery %s attempt %d: %s", delivery_id, activity.info().attempt, error)
-            raise ApplicationError(f"the webhook receiver gave {error}", type=ErrorType.WEBHOOK_RETRYABLE) from None
+            addresses = await checked_addresses(self.resolver, host, allow_private=self.allow_private)
+        except RefusedAddress as refused:
+            activity.logger.warning("webhook delivery %s of tenant %s refused: %s", delivery_id, tenant_id, refused)
+            await record_attempt(self.pool, tenant_id, delivery_id, status_code=None, error=REFUSED_PRIVATE,
+                                 delivered=False)
+            raise ApplicationError(f"the webhook delivery was {REFUSED_PRIVATE}", type=ErrorType.WEBHOOK_REJECTED,
+                                   non_retryable=True) from None
+        except UnresolvedName:
+            activity.logger.info("webhook delivery %s attempt %d: %s resolves to no address", delivery_id, attempt,
+                                 host)
+            await self._no_answer(tenant_id, delivery_id, NAME_NOT_RESOLVED)
+        headers = signed_headers(target.secrets, delivery_id, target.body, now=time.time())
+        response: httpx.Response | None = None
+        for address in addresses:
+            try:
+                response = await post_pinned(self.http, target.url, address, content=target.body, headers=headers)
+                break
+            except httpx.ConnectError as exc:
+                # Nothing was sent: the next address of the name, if any, is tried.
+                activity.logger.info("webhook delivery %s attempt %d: %s at %s: %r", delivery_id, attempt, host,
+                                     address, exc)
+                if address == addresses[-1]:
+                    await self._no_answer(tenant_id, delivery_id, TLS_ERROR if is_tls_failure(exc) else
+                                          CONNECTION_FAILED)
+            except httpx.HTTPError as exc:
+                activity.logger.info("webhook delivery %s attempt %d: %s at %s: %r", delivery_id, attempt, host,
+                                     address, exc)
+                await self._no_answer(tenant_id, delivery_id, TIMEOUT if isinstance(exc, httpx.TimeoutException)
+                                      else TLS_ERROR if is_tls_failure(exc) else CONNECTION_FAILED)
+        assert response is not None  # every address either answered or raised above
         code = response.status_code
         if 200 <= code < 300:
             await record_attempt(self.pool, tenant_id, delivery_id, status_code=code, error=None, delivered=True)
             return WebhookAttemptOutcome(status="delivered", status_code=code)
-        error = f"HTTP {code} {response.reason_phrase}".strip()
+        error = f"http {code}"
         await record_attempt(self.pool, tenant_id, delivery_id, status_code=code, error=error, delivered=False)
-        activity.logger.info("webhook delivery %s attempt %d: %s", delivery_id, activity.info().attempt, error)
+        activity.logger.info("webhook delivery %s attempt %d: %s %s", delivery_id, attempt, error,
+                             response.reason_phrase)
         if code in RETRYABLE_STATUSES or code >= 500:
             raise ApplicationError(f"the webhook receiver answered {error}", type=ErrorType.WEBHOOK_RETRYABLE,
                                    next_retry_delay=retry_after(response.headers.get("Retry-After")))
         raise ApplicationError(f"the webhook receiver refused the delivery: {error}", type=ErrorType.WEBHOOK_REJECTED,
                                non_retryable=True)
+
+    async def _no_answer(self, tenant_id: str, delivery_id: str, error: str) -> NoReturn:
+        """Record an attempt that got no answer, by its class, and fail it for a retry."""
+        await record_attempt(self.pool, tenant_id, delivery_id, status_code=None, error=error, delivered=False)
+        raise ApplicationError(f"the webhook receiver gave no answer: {error}", type=ErrorType.WEBHOOK_RETRYABLE)
 
     @activity.defn(name=contract.MARK_WEBHOOK_DEAD)
     @temporal_failures

@@ -39,7 +39,8 @@ LIBRARY = [
     "entities --tenant {tenant} --subject lin",
     "relations --tenant {tenant} --subject lin --history",
     # An endpoint nothing answers at: the forget's delivery is dead after its one attempt
-    # (AGENT_MEMORY_WEBHOOK_MAX_ATTEMPTS=1 below), ready for `webhooks redeliver`.
+    # (AGENT_MEMORY_WEBHOOK_MAX_ATTEMPTS=1 below), ready for `webhooks redeliver`. It is on this
+    # machine, so the stack allows private targets (AGENT_MEMORY_WEBHOOK_ALLOW_PRIVATE=1 below).
     "webhooks add --tenant {tenant} --url https://127.0.0.1:1/hooks --event memory.forgotten",
     "webhooks list --tenant {tenant}",
     "forget --tenant {tenant} --subject lin --memory-id {memory}",
@@ -75,6 +76,7 @@ LIBRARY = [
     "reembed --tenant {tenant}",
     "webhooks deliveries --tenant {tenant} --status dead",
     "webhooks redeliver --tenant {tenant} {delivery}",
+    "webhooks rotate-secret --tenant {tenant} {endpoint}",
     "webhooks remove --tenant {tenant} {endpoint}",
     "keys create --tenant {tenant}",
     "keys list --tenant {tenant}",
@@ -156,6 +158,7 @@ async def test_every_library_json_command_prints_json_only(tmp_path, monkeypatch
     monkeypatch.setenv("AGENT_MEMORY_HOME", str(home))
     monkeypatch.setenv("AGENT_MEMORY_TASK_QUEUE", queue)
     monkeypatch.setenv("AGENT_MEMORY_WEBHOOK_MAX_ATTEMPTS", "1")
+    monkeypatch.setenv("AGENT_MEMORY_WEBHOOK_ALLOW_PRIVATE", "1")
     # A versioned worker (made current below): `deployment` has a deployment to show.
     monkeypatch.setenv("AGENT_MEMORY_BUILD_ID", "json-1")
     sessions = tmp_path / "s.jsonl"

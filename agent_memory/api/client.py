@@ -120,6 +120,8 @@ from agent_memory.memory.tool_calls import (
 )
 from agent_memory.memory.tool_calls import Outcome as ToolCallOutcome
 from agent_memory.memory.webhooks import (
+    ROTATION_OVERLAP_DEFAULT,
+    ROTATION_OVERLAP_MAX,
     CreatedWebhookEndpoint,
     DeliveryStatus,
     WebhookDelivery,
@@ -131,6 +133,7 @@ from agent_memory.memory.webhooks import (
     read_delivery,
     redeliver,
     remove_endpoint,
+    rotate_secret,
 )
 from agent_memory.memory.write_policy import (
     Consent,
@@ -156,6 +159,7 @@ from agent_memory.recall.recall_policy import RecallPolicy, read_policy, reset_p
 from agent_memory.security.keyring import KeyRotationInput, RotationResult
 from agent_memory.security.leak_filter import drop_counts
 from agent_memory.security.operator_requests import register_operator_request
+from agent_memory.security.webhook_targets import Resolver
 from agent_memory.store.db import acting_as, fetch_one, tenant_transaction
 from agent_memory.store.inventory import ImportanceSpread, importance_spread
 from agent_memory.store.scope import Mode, SubjectErasedError, subject_scope
@@ -805,9 +809,25 @@ class MemoryClient:
     async def add_webhook(self, tenant_id: str, url: str, events: list[str]) -> CreatedWebhookEndpoint:
         """Register a webhook endpoint subscribed to `events` (memory.webhooks.EVENT_TYPES); the
         result carries its signing secret, shown this once. https:// only, unless the settings
-        allow http (AGENT_MEMORY_WEBHOOK_ALLOW_HTTP)."""
+        allow http (AGENT_MEMORY_WEBHOOK_ALLOW_HTTP); a public host only, unless they allow
+        private targets (AGENT_MEMORY_WEBHOOK_ALLOW_PRIVATE)."""
+        settings = self.services.settings
         return await add_endpoint(self.services.pool, self.services.keyring, tenant_id, url, events,
-                                  allow_http=self.services.settings.webhook_allow_http)
+                                  allow_http=settings.webhook_allow_http, allow_private=settings.webhook_allow_private,
+                                  resolver=Resolver(settings.webhook_nameserver))
+
+    async def rotate_webhook_secret(self, tenant_id: str, endpoint_id: str, *,
+                                    overlap_hours: float = ROTATION_OVERLAP_DEFAULT.total_seconds() / 3600
+                                    ) -> CreatedWebhookEndpoint:
+        """Give an endpoint a new signing secret, shown this once; the replaced one keeps signing
+        deliveries next to it for `overlap_hours` (at most 168; 0: not at all)."""
+        check_identifier("tenant", tenant_id)
+        if isinstance(overlap_hours, bool) or not isinstance(overlap_hours, int | float) \
+                or not 0 <= overlap_hours <= ROTATION_OVERLAP_MAX.total_seconds() / 3600:
+            raise InvalidInput("overlap_hours is invalid: give 0 to 168 hours for the replaced secret to keep "
+                               "signing deliveries")
+        return await rotate_secret(self.services.pool, self.services.keyring, tenant_id, endpoint_id,
+                                   overlap=timedelta(hours=overlap_hours))
 
     async def webhooks(self, tenant_id: str, *, include_removed: bool = False) -> list[WebhookEndpoint]:
         """The tenant's webhook endpoints (no secrets)."""

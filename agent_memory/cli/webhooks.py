@@ -1,4 +1,4 @@
-"""Webhooks: a tenant's endpoints (add, list, remove), its deliveries and their re-delivery."""
+"""Webhooks: a tenant's endpoints (add, list, remove, rotate-secret), its deliveries and their re-delivery."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ if TYPE_CHECKING:
     from agent_memory.api.services import Services
 
 # The event types (agent_memory.memory.webhooks.EVENT_TYPES), spelt out so `--help` imports nothing.
-EVENTS = ("consolidation.completed", "memory.created", "memory.updated", "memory.forgotten", "erasure.completed")
+EVENTS = ("consolidation.completed", "memory.created", "memory.updated", "memory.forgotten", "memory.stale",
+          "erasure.completed")
 
 
 @click.group("webhooks", cls=Group, dest="webhooks_command", help="a tenant's webhook endpoints (add, list, "
@@ -54,7 +55,28 @@ async def list_(client: MemoryClient, services: Services, *, tenant: str, includ
               + ": add one with agent-memory webhooks add --tenant T --url URL --event EVENT")
     for e in endpoints:
         print(f"{e.endpoint_id}  {e.url}  {','.join(e.events)}  created {e.created_at:%Y-%m-%d %H:%M}"
-              + (f"  removed {e.disabled_at:%Y-%m-%d %H:%M}" if e.disabled_at else ""))
+              + (f"  removed {e.disabled_at:%Y-%m-%d %H:%M}" if e.disabled_at else "")
+              + ("  legacy secret: rotate it" if e.secret_format == "legacy" else ""))
+
+
+@webhooks.command("rotate-secret", cls=Command, help="give an endpoint a new signing secret (printed once); the "
+                  "replaced one keeps signing deliveries during the overlap")
+@scoped(subject=False)
+@click.argument("endpoint_id", metavar="ENDPOINT_ID")
+@click.option("--overlap-hours", type=click.FloatRange(0, 168), default=24, show_default=True, metavar="HOURS",
+              help="how long the replaced secret keeps signing deliveries next to the new one (0: not at all)")
+@json_flag
+@with_client
+async def rotate_secret(client: MemoryClient, services: Services, *, tenant: str, endpoint_id: str,
+                        overlap_hours: float, json: bool) -> None:
+    rotated = await client.rotate_webhook_secret(tenant, endpoint_id, overlap_hours=overlap_hours)
+    if json:
+        print_json(rotated.model_dump(mode="json"))
+    else:
+        until = rotated.previous_secret_expires_at
+        print(f"webhook endpoint {rotated.endpoint_id}: new signing secret, shown once:\n{rotated.secret}\n"
+              + (f"the replaced secret signs deliveries too until {until:%Y-%m-%d %H:%M %Z}" if until
+                 else "the replaced secret signs nothing more"))
 
 
 @webhooks.command("remove", cls=Command, help="remove an endpoint: nothing more is delivered to it")

@@ -238,6 +238,18 @@ class Settings(BaseSettings):
     webhook_allow_http: Switch = _setting(
         "AGENT_MEMORY_WEBHOOK_ALLOW_HTTP", False, "`1`: webhook endpoints may be plain `http://` URLs (a development "
         "stack); otherwise only `https://` ([webhooks](api.md#webhooks))")
+    webhook_allow_private: Switch = _setting(
+        "AGENT_MEMORY_WEBHOOK_ALLOW_PRIVATE", False, "`1`: webhooks may reach loopback, private, link-local and "
+        "unique-local addresses (a development stack, or receivers inside the deployment's network); otherwise only "
+        "public internet addresses. Metadata, multicast and unspecified addresses are refused either way "
+        "([webhook targets](security.md#webhook-targets))")
+    webhook_nameserver: Annotated[str | None, Field(pattern=r"^(\[[0-9A-Fa-f:.]+\]|[0-9.]+)(:[0-9]{1,5})?$"), _Expect(
+        "a DNS server's address (IPv4, or IPv6 in brackets, with an optional port)", example="192.0.2.53:53")] = _setting(
+        "AGENT_MEMORY_WEBHOOK_NAMESERVER", None, "the DNS server that resolves webhook hosts (`address` or "
+        "`address:port`); unset: the system's resolver", shown_default="unset (the system's resolver)")
+    webhook_ca_file: Path | None = _setting(
+        "AGENT_MEMORY_WEBHOOK_CA_FILE", None, "a PEM file of the certificate authorities webhook receivers' "
+        "certificates are verified against, instead of the public ones (certifi)", shown_default="unset (certifi)")
     webhook_max_attempts: Count = _setting(
         "AGENT_MEMORY_WEBHOOK_MAX_ATTEMPTS", 8, "POSTs of one webhook delivery before it is dead-lettered")
     webhook_initial_retry_seconds: Seconds = _setting(
@@ -248,7 +260,7 @@ class Settings(BaseSettings):
     webhook_timeout_seconds: Seconds = _setting(
         "AGENT_MEMORY_WEBHOOK_TIMEOUT_SECONDS", 10.0, "how long one webhook POST may take (connect, send, answer; at most 25)")
 
-    @field_validator("home", "key_dir")
+    @field_validator("home", "key_dir", "webhook_ca_file")
     @classmethod
     def _absolute(cls, value: Path | None) -> Path | None:
         return value.expanduser().resolve() if value is not None else None

@@ -10,7 +10,8 @@ delivery's id from its endpoint and event: a retried transaction writes nothing 
 After the commit, the writer starts one WebhookDeliveryWorkflow per new delivery (workflow id
 `webhook-delivery-<delivery id>`, so a second start is a no-op); the idle-timer sweep starts any
 that a crash between the commit and the start left behind. The workflow POSTs the signed body
-(agent_memory/security/webhook_signing.py), retries with exponential backoff up to the
+(agent_memory/security/webhook_signing.py, the Standard Webhooks scheme) to a checked public
+address (agent_memory/security/webhook_targets.py), retries with exponential backoff up to the
 deployment's attempt bound, and dead-letters the delivery after it; an operator re-delivers a
 dead (or delivered) one, which starts a new run.
 
@@ -25,10 +26,9 @@ import hashlib
 import hmac
 import json
 import os
-import secrets
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Final, Literal
 from urllib.parse import urlsplit
 
@@ -48,6 +48,15 @@ from agent_memory.core.models import CommitOutcome, check_identifier
 from agent_memory.core.run_inputs import RunInput
 from agent_memory.memory.events import MemoryEvent, MemoryForgotten, MemoryMarkedStale, StaleMarkResolved
 from agent_memory.security.keyring import KeyRing
+from agent_memory.security.webhook_signing import new_secret
+from agent_memory.security.webhook_targets import (
+    RefusedAddress,
+    Resolver,
+    UnresolvedName,
+    checked_addresses,
+    literal_address,
+    url_host,
+)
 from agent_memory.store.db import registered_tenants, tenant_transaction
 
 CONSOLIDATION_COMPLETED: Final = "consolidation.completed"
@@ -61,6 +70,7 @@ EVENT_TYPES: Final = (CONSOLIDATION_COMPLETED, MEMORY_CREATED, MEMORY_UPDATED, M
 EventType = Literal["consolidation.completed", "memory.created", "memory.updated", "memory.forgotten",
                     "memory.stale", "erasure.completed"]
 DeliveryStatus = Literal["pending", "delivered", "dead"]
+SecretFormat = Literal["standard", "legacy"]
 
 URL_MAX_CHARS = 2048
 MAX_ENDPOINTS_PER_TENANT = 20
@@ -68,6 +78,9 @@ MAX_ENDPOINTS_PER_TENANT = 20
 WEBHOOK_DELIVERY_DAYS_DEFAULT = 30
 # Error texts kept on a delivery (a receiver's answer is not ours to store at length).
 ERROR_MAX_CHARS = 500
+# How long a rotated-out secret keeps signing deliveries next to the new one, by default and at most.
+ROTATION_OVERLAP_DEFAULT = timedelta(hours=24)
+ROTATION_OVERLAP_MAX = timedelta(days=7)
 _EVENT_NAMESPACE = uuid.UUID("5b7c2f0e-3f0a-4d5e-9a55-1c0f7e6a9d21")
 
 
@@ -82,10 +95,16 @@ class WebhookEndpoint(BaseModel):
     enabled: bool
     created_at: datetime
     disabled_at: datetime | None = None
+    # standard: whsec_ + base64, signed as Standard Webhooks specifies; legacy: signed with the
+    # legacy scheme until the secret is rotated (docs/security.md).
+    secret_format: SecretFormat = "standard"
+    secret_rotated_at: datetime | None = None
+    # Until then deliveries carry a signature under the replaced secret too.
+    previous_secret_expires_at: datetime | None = None
 
 
 class CreatedWebhookEndpoint(WebhookEndpoint):
-    """A new endpoint with its signing secret: shown this once, stored encrypted."""
+    """A new endpoint (or a rotated one) with its signing secret: shown this once, stored encrypted."""
 
     secret: str
 
@@ -123,7 +142,7 @@ class DeliveryTarget(BaseModel):
 
     status: DeliveryStatus
     url: str
-    secret: str
+    secrets: list[str]  # the current secret first, then one whose rotation overlap lasts
     enabled: bool
     body: bytes
 
@@ -156,6 +175,28 @@ def check_webhook_url(url: str, *, allow_http: bool) -> str:
     if port == 0:
         raise InvalidInput("url has port 0: give the receiver's port")
     return url
+
+
+async def check_webhook_target(url: str, resolver: Resolver, *, allow_private: bool) -> None:
+    """The URL's host must be a public address, or a name resolving only to public addresses
+    (any address, but metadata, multicast and unspecified ones, where the deployment allows
+    private targets). A name that does not resolve now is accepted: every attempt checks again."""
+    try:
+        host = url_host(url)
+    except ValueError:
+        raise InvalidInput("url is invalid: give the receiver's absolute https:// URL with a valid host") from None
+    literal = literal_address(host)
+    try:
+        await checked_addresses(resolver, host, allow_private=allow_private)
+    except UnresolvedName:
+        return
+    except RefusedAddress as refused:
+        where = f"is {refused.address}" if literal is not None else f"resolves to {refused.address}"
+        fix = ("give a public receiver" if refused.kind in ("metadata", "multicast", "unspecified") else
+               "give a receiver on the public internet, or, for a deployment whose receivers are on its own network, "
+               "set AGENT_MEMORY_WEBHOOK_ALLOW_PRIVATE=1")
+        raise InvalidInput(f"url is refused: its host {where}, a {refused.kind} address; webhooks reach only public "
+                           f"internet addresses: {fix}") from None
 
 
 def check_event_types(events: Sequence[str]) -> list[str]:
@@ -199,17 +240,20 @@ def open_secret(keyring: KeyRing, tenant_id: str, endpoint_id: uuid.UUID, cipher
 
 # --- endpoints --------------------------------------------------------------------------------------
 
-_ENDPOINT_COLUMNS = "endpoint_id::text, url, events, enabled, created_at, disabled_at"
+_ENDPOINT_COLUMNS = ("endpoint_id::text, url, events, enabled, created_at, disabled_at, secret_format, "
+                     "secret_rotated_at, CASE WHEN previous_secret_expires_at > now() THEN previous_secret_expires_at "
+                     "END AS previous_secret_expires_at")
 
 
 async def add_endpoint(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id: str, url: str, events: Sequence[str],
-                       *, allow_http: bool) -> CreatedWebhookEndpoint:
+                       *, allow_http: bool, allow_private: bool, resolver: Resolver) -> CreatedWebhookEndpoint:
     """Register an endpoint; its signing secret is generated here and returned this once."""
     check_identifier("tenant", tenant_id)
     check_webhook_url(url, allow_http=allow_http)
     subscribed = check_event_types(events)
+    await check_webhook_target(url, resolver, allow_private=allow_private)
     endpoint_id = uuid.uuid4()
-    secret = f"whsec_{secrets.token_urlsafe(32)}"
+    secret = new_secret()
     ciphertext, nonce = seal_secret(keyring, tenant_id, endpoint_id, secret)
     async with tenant_transaction(pool, tenant_id) as conn:
         # One tenant's registrations at a time, so the bound below holds under concurrent calls.
@@ -223,8 +267,8 @@ async def add_endpoint(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id: s
                            "have: remove one first")
         inserted = conn.cursor(row_factory=class_row(WebhookEndpoint))
         await inserted.execute(
-            "INSERT INTO webhook_endpoints (tenant_id, endpoint_id, url, events, secret_ciphertext, secret_nonce) "
-            f"VALUES (%s, %s, %s, %s, %s, %s) RETURNING {_ENDPOINT_COLUMNS}",
+            "INSERT INTO webhook_endpoints (tenant_id, endpoint_id, url, events, secret_ciphertext, secret_nonce, "
+            f"secret_format) VALUES (%s, %s, %s, %s, %s, %s, 'standard') RETURNING {_ENDPOINT_COLUMNS}",
             (tenant_id, endpoint_id, url, subscribed, ciphertext, nonce))
         created = await inserted.fetchone()
     assert created is not None  # the row just inserted
@@ -254,6 +298,37 @@ async def remove_endpoint(pool: AsyncConnectionPool, tenant_id: str, endpoint_id
         raise NotFound(f"no webhook endpoint {endpoint_id!r} in tenant {tenant_id!r}: list them with "
                        "`agent-memory webhooks list`")
     return removed
+
+
+async def rotate_secret(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id: str, endpoint_id: str, *,
+                        overlap: timedelta = ROTATION_OVERLAP_DEFAULT) -> CreatedWebhookEndpoint:
+    """Give the endpoint a new signing secret (standard form), returned this once. The replaced
+    secret keeps signing deliveries next to the new one for `overlap` (0: not at all), so the
+    receiver moves to the new secret within that time; a legacy secret's deliveries switch to
+    the standard scheme here (docs/security.md, "Migrating a legacy secret")."""
+    endpoint = check_uuid("endpoint_id", endpoint_id)
+    if not isinstance(overlap, timedelta) or not timedelta(0) <= overlap <= ROTATION_OVERLAP_MAX:
+        raise InvalidInput(f"overlap_hours is invalid: give 0 to {int(ROTATION_OVERLAP_MAX.total_seconds()) // 3600} "
+                           "hours for the replaced secret to keep signing deliveries")
+    secret = new_secret()
+    ciphertext, nonce = seal_secret(keyring, tenant_id, endpoint, secret)
+    keep = overlap > timedelta(0)
+    async with tenant_transaction(pool, tenant_id) as conn:
+        cur = conn.cursor(row_factory=class_row(WebhookEndpoint))
+        # The replaced secret's ciphertext moves as it is: it is bound to the same tenant and endpoint.
+        await cur.execute(
+            "UPDATE webhook_endpoints SET "
+            "previous_secret_ciphertext = CASE WHEN %(keep)s THEN secret_ciphertext END, "
+            "previous_secret_nonce = CASE WHEN %(keep)s THEN secret_nonce END, "
+            "previous_secret_expires_at = CASE WHEN %(keep)s THEN now() + %(overlap)s END, "
+            "secret_ciphertext = %(c)s, secret_nonce = %(n)s, secret_format = 'standard', secret_rotated_at = now() "
+            f"WHERE tenant_id = %(t)s AND endpoint_id = %(e)s AND enabled RETURNING {_ENDPOINT_COLUMNS}",
+            {"keep": keep, "overlap": overlap, "c": ciphertext, "n": nonce, "t": tenant_id, "e": endpoint})
+        rotated = await cur.fetchone()
+    if rotated is None:
+        raise NotFound(f"no webhook endpoint {endpoint_id!r} in tenant {tenant_id!r} (or it was removed): list them "
+                       "with `agent-memory webhooks list`")
+    return CreatedWebhookEndpoint(**rotated.model_dump(), secret=secret)
 
 
 # --- enqueueing, in the effect's transaction -----------------------------------------------------
@@ -403,15 +478,21 @@ async def delivery_target(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id
     async with tenant_transaction(pool, tenant_id) as conn:
         cur = await conn.execute(
             "SELECT d.status, d.event_type, d.event_id::text, d.created_at, d.payload, e.url, e.enabled, e.endpoint_id, "
-            "e.secret_ciphertext, e.secret_nonce FROM webhook_deliveries d JOIN webhook_endpoints e "
+            "e.secret_ciphertext, e.secret_nonce, e.previous_secret_ciphertext, e.previous_secret_nonce, "
+            # The replaced secret signs only while its rotation overlap lasts.
+            "e.previous_secret_expires_at > now() "
+            "FROM webhook_deliveries d JOIN webhook_endpoints e "
             "ON e.tenant_id = d.tenant_id AND e.endpoint_id = d.endpoint_id "
             "WHERE d.tenant_id = %s AND d.delivery_id = %s", (tenant_id, check_uuid("delivery_id", delivery_id)))
         row = await cur.fetchone()
     if row is None:
         return None
-    status, event_type, event, created_at, payload, url, enabled, endpoint_id, ciphertext, nonce = row
-    return DeliveryTarget(status=status, url=url, enabled=enabled,
-                          secret=open_secret(keyring, tenant_id, endpoint_id, bytes(ciphertext), bytes(nonce)),
+    (status, event_type, event, created_at, payload, url, enabled, endpoint_id, ciphertext, nonce,
+     previous_ciphertext, previous_nonce, overlapping) = row
+    secrets = [open_secret(keyring, tenant_id, endpoint_id, bytes(ciphertext), bytes(nonce))]
+    if overlapping:
+        secrets.append(open_secret(keyring, tenant_id, endpoint_id, bytes(previous_ciphertext), bytes(previous_nonce)))
+    return DeliveryTarget(status=status, url=url, enabled=enabled, secrets=secrets,
                           body=delivery_body(tenant_id, event_type, event, created_at, payload))
 
 

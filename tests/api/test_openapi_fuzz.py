@@ -62,7 +62,7 @@ OPERATIONS = {
     "POST /v1/subjects/{subject_id}/tool-calls/{call_key}/claim",
     "POST /v1/subjects/{subject_id}/tool-calls/{call_key}/result", "GET /v1/subjects/{subject_id}/tool-calls/{call_key}",
     "POST /v1/webhooks", "GET /v1/webhooks", "DELETE /v1/webhooks/{endpoint_id}", "GET /v1/webhooks/deliveries",
-    "POST /v1/webhooks/deliveries/{delivery_id}/redeliver",
+    "POST /v1/webhooks/deliveries/{delivery_id}/redeliver", "POST /v1/webhooks/{endpoint_id}/rotate-secret",
     "GET /v1/categories", "PUT /v1/categories/{name}", "DELETE /v1/categories/{name}",
     "GET /v1/stale-marks", "POST /v1/subjects/{subject_id}/stale-marks/{mark_id}/resolve",
 }

@@ -1,13 +1,16 @@
 """A tenant's webhooks over HTTP with an erase key: an endpoint registered (its secret shown
-once, never listed), a live write delivered to a local receiver and listed with its status, a
-delivery re-delivered, the endpoint removed; a write key is refused (403), no key is 401, an
-unknown delivery or endpoint 404, a bad URL or event type 422 naming the field, each as
-problem+json; another tenant's key sees nothing of them."""
+once, never listed), a live write delivered to a local receiver, verified by the Standard
+Webhooks library, and listed with its status, a delivery re-delivered, the secret rotated (both
+secrets sign during the overlap), the endpoint removed; a write key is refused (403), no key is
+401, an unknown delivery or endpoint 404, a bad URL (a metadata address among them), overlap or
+event type 422 naming the field, each as problem+json; another tenant's key sees nothing of them."""
 
 from __future__ import annotations
 
 import uuid
 from collections import Counter
+
+from standardwebhooks import Webhook
 
 from agent_memory.security.api_keys import create_key
 from agent_memory.security.webhook_signing import verify_webhook
@@ -47,6 +50,21 @@ async def test_webhooks_are_managed_and_redelivered_over_http(services, tenant, 
             assert receiver.accepted() == Counter({delivery.delivery_id: 2})  # sent again, the same id
             for request in receiver.requests:
                 verify_webhook(endpoint["secret"], request.headers, request.body)
+                assert Webhook(endpoint["secret"]).verify(request.body, request.headers)["type"] == "memory.created"
+
+            rotation = f"/v1/webhooks/{endpoint['endpoint_id']}/rotate-secret"
+            assert (await http.post(rotation, headers=writer)).status_code == 403
+            too_long = await http.post(f"{rotation}?overlap_hours=169", headers=eraser)
+            assert too_long.status_code == 422 and "overlap_hours" in too_long.json()["detail"]
+            rotated = await http.post(f"{rotation}?overlap_hours=2", headers=eraser)
+            assert rotated.status_code == 200, rotated.text
+            new = rotated.json()
+            assert new["secret"] != endpoint["secret"] and new["previous_secret_expires_at"] is not None
+            await live_write(client, tenant, "wifi", "orchid")
+            await wait_for(client, tenant, lambda f: len(f) == 2 and all(d.status == "delivered" for d in f))
+            overlap = receiver.requests[-1]
+            for secret in (endpoint["secret"], new["secret"]):
+                assert Webhook(secret).verify(overlap.body, overlap.headers)["type"] == "memory.created"
 
             # Refusals, each as problem+json naming the fix.
             assert (await http.post("/v1/webhooks", json={"url": receiver.url, "events": ["memory.created"]},
@@ -56,6 +74,10 @@ async def test_webhooks_are_managed_and_redelivered_over_http(services, tenant, 
                                                             "events": ["memory.created"]}, headers=eraser)
             assert bad_url.status_code == 422 and bad_url.headers["content-type"] == PROBLEM
             assert "url must not carry credentials" in bad_url.json()["detail"]
+            metadata = await http.post("/v1/webhooks", json={"url": "https://169.254.169.254/latest",
+                                                             "events": ["memory.created"]}, headers=eraser)
+            assert metadata.status_code == 422 and metadata.headers["content-type"] == PROBLEM
+            assert metadata.json()["detail"].startswith("url is refused: its host is 169.254.169.254, a metadata")
             bad_event = await http.post("/v1/webhooks", json={"url": receiver.url, "events": ["memory.deleted"]},
                                         headers=eraser)
             assert bad_event.status_code == 422 and bad_event.json()["detail"].startswith("events.0")
@@ -70,6 +92,7 @@ async def test_webhooks_are_managed_and_redelivered_over_http(services, tenant, 
             assert (await http.post(f"/v1/webhooks/deliveries/{delivery.delivery_id}/redeliver",
                                     headers=stranger)).status_code == 404
             assert (await http.delete(f"/v1/webhooks/{endpoint['endpoint_id']}", headers=stranger)).status_code == 404
+            assert (await http.post(rotation, headers=stranger)).status_code == 404
 
             removed = await http.delete(f"/v1/webhooks/{endpoint['endpoint_id']}", headers=eraser)
             assert removed.status_code == 200 and removed.json()["enabled"] is False

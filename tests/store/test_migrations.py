@@ -350,3 +350,22 @@ async def test_a_store_refuses_a_changed_migration_but_not_an_earlier_wording_of
         await conn.commit()
         with pytest.raises(ServiceUnavailable, match="changed after it was applied"):
             await apply_migrations(url)
+
+
+async def test_migration_058_marks_every_registered_webhook_secret_legacy(services):
+    """An endpoint the migration finds holds a legacy secret: it is marked so, and its deliveries
+    keep the legacy signature until a rotation; one inserted later defaults to the standard form."""
+    async with database_before(services.settings.database_admin_url, "058") as (conn, migrate_the_rest):
+        registered = uuid.uuid4()
+        await conn.execute("INSERT INTO webhook_endpoints (tenant_id, endpoint_id, url, events, secret_ciphertext, "
+                           "secret_nonce) VALUES ('t', %s, 'https://example.org/h', '{memory.created}', '\\x00', "
+                           "'\\x00')", (registered,))
+        await migrate_the_rest()
+        later = uuid.uuid4()
+        await conn.execute("INSERT INTO webhook_endpoints (tenant_id, endpoint_id, url, events, secret_ciphertext, "
+                           "secret_nonce) VALUES ('t', %s, 'https://example.org/h', '{memory.created}', '\\x00', "
+                           "'\\x00')", (later,))
+        cur = await conn.execute("SELECT endpoint_id, secret_format, secret_rotated_at, previous_secret_ciphertext, "
+                                 "previous_secret_expires_at FROM webhook_endpoints")
+        migrated = {row[0]: row[1:] for row in await cur.fetchall()}
+    assert migrated == {registered: ("legacy", None, None, None), later: ("standard", None, None, None)}

@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import secrets
 import socket
+import ssl
 import threading
 import time
 import uuid
@@ -20,18 +22,25 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from standardwebhooks import Webhook, WebhookVerificationError
 
 from agent_memory.api.client import MemoryClient
 from agent_memory.core import contract
 from agent_memory.core.errors import Conflict, InvalidInput, NotFound
 from agent_memory.lifecycle.idle_timers import IdleTimerSweepInput, IdleTimerSweepResult
 from agent_memory.lifecycle.retention import RetentionPolicy, apply_retention
-from agent_memory.memory.webhooks import WebhookDelivery, enqueue, event_id
+from agent_memory.memory.webhooks import WebhookDelivery, enqueue, event_id, seal_secret
 from agent_memory.providers.offline import offline_providers
-from agent_memory.security.webhook_signing import verify_webhook
+from agent_memory.security.webhook_signing import standard_secret, verify_webhook
 from agent_memory.store.db import tenant_transaction
+from tests.security.test_webhook_targets import DnsServer
 from tests.sessions import session
 from workers.worker import build_worker
 
@@ -59,13 +68,15 @@ class Receiver:
     status and headers of the next answer; until `start()` (and after `stop()`) the port is closed."""
 
     port: int = field(default_factory=free_port)
+    host: str = "127.0.0.1"
+    tls: ssl.SSLContext | None = None  # serve https with this server context
     answer: Callable[[], tuple[int, dict[str, str]]] = lambda: (200, {})
     requests: list[Received] = field(default_factory=list)
     server: ThreadingHTTPServer | None = None
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/hooks/memory"
+        return f"http://{self.host}:{self.port}/hooks/memory"
 
     def start(self) -> None:
         owner = self
@@ -74,7 +85,8 @@ class Receiver:
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 status, headers = owner.answer()
-                owner.requests.append(Received(time.monotonic(), dict(self.headers.items()), body, status))
+                owner.requests.append(Received(time.monotonic(), {k.lower(): v for k, v in self.headers.items()},
+                                               body, status))
                 self.send_response(status)
                 for name, value in headers.items():
                     self.send_header(name, value)
@@ -85,7 +97,9 @@ class Receiver:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self.server = ThreadingHTTPServer((self.host, self.port), Handler)
+        if self.tls is not None:
+            self.server.socket = self.tls.wrap_socket(self.server.socket, server_side=True)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def stop(self) -> None:
@@ -95,11 +109,11 @@ class Receiver:
             self.server = None
 
     def accepted(self) -> Counter[str]:
-        """Webhook-Id → how many times it was answered 2xx (a receiver that deduplicates by it)."""
-        return Counter(r.headers["Webhook-Id"] for r in self.requests if 200 <= r.status < 300)
+        """webhook-id → how many times it was answered 2xx (a receiver that deduplicates by it)."""
+        return Counter(r.headers["webhook-id"] for r in self.requests if 200 <= r.status < 300)
 
     def of(self, delivery_id: str) -> list[Received]:
-        return [r for r in self.requests if r.headers.get("Webhook-Id") == delivery_id]
+        return [r for r in self.requests if r.headers.get("webhook-id") == delivery_id]
 
 
 @pytest.fixture
@@ -111,10 +125,11 @@ def receiver():
 
 @asynccontextmanager
 async def webhook_stack(services, task_queue: str, **changes) -> AsyncIterator[MemoryClient]:
-    """A client and a worker on `task_queue`, under settings that allow the local receiver's
-    http:// and retry fast (`changes`: other settings)."""
+    """A client and a worker on `task_queue`, under settings that allow the local receiver (its
+    http:// and its loopback address) and retry fast (`changes`: other settings)."""
     settings = services.settings.with_services(**{
-        "webhook_allow_http": True, "webhook_max_attempts": 12, "webhook_initial_retry_seconds": 0.2,
+        "webhook_allow_http": True, "webhook_allow_private": True, "webhook_max_attempts": 12,
+        "webhook_initial_retry_seconds": 0.2,
         "webhook_max_retry_seconds": 1.0, **changes})
     ours = replace(services, settings=settings)
     async with build_worker(ours, task_queue=task_queue):
@@ -164,8 +179,10 @@ async def test_a_consolidation_is_delivered_signed_with_ids_and_no_message_text(
     bodies = {}
     for request in receiver.requests:
         body = verify_webhook(endpoint.secret, request.headers, request.body)
-        assert request.headers["Content-Type"] == "application/json"
-        bodies[request.headers["Webhook-Id"]] = body
+        # Any Standard Webhooks verifier accepts the delivery.
+        assert Webhook(endpoint.secret).verify(request.body, request.headers) == body
+        assert request.headers["content-type"] == "application/json"
+        bodies[request.headers["webhook-id"]] = body
         for text in (*SAID, "Kyoto", "cello", "Sony"):
             assert text not in request.body.decode(), text  # ids and counts only
     types = Counter(b["type"] for b in bodies.values())
@@ -187,7 +204,8 @@ async def test_a_receiver_outage_is_retried_with_backoff_and_each_event_is_deliv
         await live_write(client, tenant, "wifi", "orchid")
         # Down: the port is closed. Each delivery is tried again and again.
         down = await wait_for(client, tenant, lambda f: len(f) == 2 and all(d.attempts >= 2 for d in f))
-        assert all(d.status == "pending" and d.last_status_code is None and "no answer" in (d.last_error or "")
+        # The tenant is told the class of failure, not the socket's detail.
+        assert all(d.status == "pending" and d.last_status_code is None and d.last_error == "connection failed"
                    for d in down)
         # Up, but overloaded for its first three answers; then well.
         answers = iter([(503, {}), (503, {}), (503, {})])
@@ -210,7 +228,7 @@ async def test_a_receiver_down_past_the_bound_is_dead_until_an_operator_redelive
         await told(client, tenant)
         await live_write(client, tenant, "gate_code", "4711")
         [dead] = await wait_for(client, tenant, all_in("dead", 1))
-        assert dead.attempts == 3 and dead.dead_at is not None and "no answer" in (dead.last_error or "")
+        assert dead.attempts == 3 and dead.dead_at is not None and dead.last_error == "connection failed"
         assert [d.delivery_id for d in await client.webhook_deliveries(tenant, status="dead")] == [dead.delivery_id]
         assert receiver.requests == []
 
@@ -237,7 +255,7 @@ async def test_a_refusal_is_dead_at_once_and_a_retry_after_is_honoured(hooks, re
         await live_write(client, tenant, "gate_code", "4711")
         [refused] = await wait_for(client, tenant, all_in("dead", 1))
         assert (refused.attempts, refused.last_status_code) == (1, 400)
-        assert "400" in (refused.last_error or "") and len(receiver.requests) == 1
+        assert refused.last_error == "http 400" and len(receiver.requests) == 1
 
         answers = iter([(429, {"Retry-After": "1"})])
         receiver.answer = lambda: next(answers, (200, {}))
@@ -353,3 +371,197 @@ async def test_retention_deletes_old_delivered_and_dead_deliveries(hooks, receiv
     result = await apply_retention(services.pool, services.keyring)
     assert result.webhook_deliveries_expired >= 1
     assert [d.delivery_id for d in await client.webhook_deliveries(tenant)] == [recent.delivery_id]
+
+
+async def test_registration_refuses_every_non_public_address_naming_the_url(client, hooks, tenant):
+    assert client.services.settings.webhook_allow_private is False  # the session's: public targets only
+    cases = {"https://127.0.0.1/hooks": "loopback", "https://[::1]:8443/hooks": "loopback",
+             "https://localhost/hooks": "loopback", "https://2130706433/hooks": "loopback",
+             "https://10.0.0.8/hooks": "private", "https://192.168.0.1/hooks": "private",
+             "https://169.254.169.254/latest/meta-data": "metadata", "https://[fd00:ec2::254]/": "metadata",
+             "https://169.254.10.1/hooks": "link-local", "https://[fe80::1]/hooks": "link-local",
+             "https://[fd12:3456::1]/hooks": "unique-local", "https://224.0.0.9/hooks": "multicast",
+             "https://0.0.0.0/hooks": "unspecified", "https://[::]/hooks": "unspecified",
+             "https://240.0.0.1/hooks": "reserved", "https://[::ffff:127.0.0.1]/hooks": "loopback",
+             "https://[::ffff:169.254.169.254]/": "metadata", "https://100.64.0.1/hooks": "non-public"}
+    for url, kind in cases.items():
+        with pytest.raises(InvalidInput, match=rf"^url is refused: its host (is|resolves to) \S+, a {kind} address"):
+            await client.add_webhook(tenant, url, ["memory.created"])
+    assert await client.webhooks(tenant) == []
+    async with hooks() as allowed:  # a deployment whose receivers are on its own network
+        assert (await allowed.add_webhook(tenant, "https://10.0.0.8/hooks", ["memory.created"])).enabled
+        with pytest.raises(InvalidInput, match="a metadata address; webhooks reach only public internet addresses: "
+                                               "give a public receiver"):
+            await allowed.add_webhook(tenant, "https://169.254.169.254/", ["memory.created"])
+
+
+async def test_a_delivery_to_a_name_resolving_to_loopback_is_refused_when_it_connects(hooks, receiver, tenant):
+    receiver.start()
+    async with hooks() as allowed:  # registered while the deployment allowed private targets
+        await allowed.add_webhook(tenant, f"http://localhost:{receiver.port}/hooks", ["memory.created"])
+    async with hooks(webhook_allow_private=False) as client:
+        await told(client, tenant)
+        await live_write(client, tenant, "gate_code", "4711")
+        [refused] = await wait_for(client, tenant, all_in("dead", 1))
+    # Dead at once, without a request; the tenant sees the class, not the address or the port.
+    assert (refused.attempts, refused.last_status_code, refused.last_error) == (1, None, "refused: private address")
+    assert receiver.requests == []
+
+
+async def test_a_failed_connection_is_shown_to_the_tenant_as_its_class(hooks, receiver, tenant):
+    receiver.start()  # plain HTTP: an https:// URL to it fails in the TLS handshake
+    closed = free_port()
+    async with hooks(webhook_max_attempts=1) as client:
+        await client.add_webhook(tenant, f"https://127.0.0.1:{receiver.port}/hooks", ["memory.created"])
+        await client.add_webhook(tenant, f"http://127.0.0.1:{closed}/hooks", ["memory.created"])
+        await told(client, tenant)
+        await live_write(client, tenant, "gate_code", "4711")
+        found = await wait_for(client, tenant, all_in("dead", 2))
+    assert sorted(d.last_error or "" for d in found) == ["connection failed", "tls error"]
+    assert all(str(receiver.port) not in (d.last_error or "") and str(closed) not in (d.last_error or "")
+               for d in found)
+
+
+async def test_a_delivery_dials_the_address_it_checked_and_a_rebound_name_is_refused(hooks, tenant):
+    # Two receivers on one port: the checked address (127.0.0.1) and the one the name rebinds to
+    # (127.0.0.2). The name's first two answers (registration, the attempt's check) are the first.
+    checked, rebound = Receiver(), Receiver(host="127.0.0.2")
+    rebound.port = checked.port
+    checked.start()
+    rebound.start()
+    dns_server = DnsServer().start()
+    dns_server.zone.update({"hooks.example": ["127.0.0.1", "127.0.0.1", "127.0.0.2"],
+                            "rebind.example": ["93.184.215.14", "127.0.0.1"]})
+    try:
+        async with hooks(webhook_nameserver=dns_server.address) as client:
+            await client.add_webhook(tenant, f"http://hooks.example:{checked.port}/hooks", ["memory.created"])
+            await told(client, tenant)
+            await live_write(client, tenant, "gate_code", "4711")
+            await wait_for(client, tenant, all_in("delivered", 1))
+        assert [r.headers["host"] for r in checked.requests] == [f"hooks.example:{checked.port}"]
+        assert rebound.requests == [] and dns_server.queries["hooks.example"] == 2  # resolved once per attempt
+
+        # Public at registration, loopback when the attempt resolves it: refused, nothing sent.
+        other = f"{tenant}-r"
+        async with hooks(webhook_nameserver=dns_server.address, webhook_allow_private=False) as client:
+            await client.add_webhook(other, f"http://rebind.example:{checked.port}/hooks", ["memory.created"])
+            await told(client, other)
+            await live_write(client, other, "gate_code", "4711")
+            [refused] = await wait_for(client, other, all_in("dead", 1))
+        assert refused.last_error == "refused: private address" and len(checked.requests) == 1
+    finally:
+        checked.stop()
+        rebound.stop()
+        dns_server.stop()
+
+
+async def test_an_endpoint_with_a_legacy_secret_moves_to_standard_signatures_by_a_rotation(hooks, receiver, services,
+                                                                                           tenant):
+    receiver.start()
+    async with hooks() as client:
+        endpoint = await client.add_webhook(tenant, receiver.url, ["memory.created"])
+        assert endpoint.secret_format == "standard"
+        # An endpoint registered with a legacy secret (whsec_ + a URL-safe token), as migration 058
+        # marks every endpoint it finds.
+        legacy = f"whsec_{secrets.token_urlsafe(32)}"
+        ciphertext, nonce = seal_secret(services.keyring, tenant, uuid.UUID(endpoint.endpoint_id), legacy)
+        async with tenant_transaction(services.pool, tenant) as conn:
+            await conn.execute("UPDATE webhook_endpoints SET secret_ciphertext = %s, secret_nonce = %s, "
+                               "secret_format = 'legacy' WHERE endpoint_id = %s",
+                               (ciphertext, nonce, endpoint.endpoint_id))
+        [listed] = await client.webhooks(tenant)
+        assert listed.secret_format == "legacy"
+        await told(client, tenant)
+        await live_write(client, tenant, "gate_code", "4711")
+        await wait_for(client, tenant, all_in("delivered", 1))
+        # Its receiver keeps verifying the legacy scheme until the rotation.
+        [first] = receiver.requests
+        assert first.headers["webhook-signature"].startswith("v1=")
+        assert verify_webhook(legacy, first.headers, first.body)["type"] == "memory.created"
+
+        rotated = await client.rotate_webhook_secret(tenant, endpoint.endpoint_id, overlap_hours=1)
+        assert rotated.secret_format == "standard" and rotated.secret != legacy
+        assert rotated.previous_secret_expires_at is not None and rotated.secret_rotated_at is not None
+        await live_write(client, tenant, "wifi", "orchid")
+        await wait_for(client, tenant, all_in("delivered", 2))
+        # The overlap: a standard signature under the new secret and one under the legacy key bytes.
+        second = receiver.requests[1]
+        assert len(second.headers["webhook-signature"].split(" ")) == 2
+        assert Webhook(rotated.secret).verify(second.body, second.headers)["type"] == "memory.created"
+        assert Webhook(standard_secret(legacy)).verify(second.body, second.headers)
+        assert verify_webhook(legacy, second.headers, second.body)
+
+        # Rotated again without an overlap: the new secret alone signs.
+        final = await client.rotate_webhook_secret(tenant, endpoint.endpoint_id, overlap_hours=0)
+        assert final.previous_secret_expires_at is None
+        await live_write(client, tenant, "door", "blue")
+        await wait_for(client, tenant, all_in("delivered", 3))
+        third = receiver.requests[2]
+        assert Webhook(final.secret).verify(third.body, third.headers)
+        for old in (rotated.secret, standard_secret(legacy)):
+            with pytest.raises(WebhookVerificationError):
+                Webhook(old).verify(third.body, third.headers)
+        with pytest.raises(InvalidInput, match="overlap_hours"):
+            await client.rotate_webhook_secret(tenant, endpoint.endpoint_id, overlap_hours=169)
+        with pytest.raises(NotFound, match="no webhook endpoint"):
+            await client.rotate_webhook_secret(tenant, str(uuid.uuid4()))
+
+
+def tls_receiver_context(directory: Path, name: str) -> tuple[Path, ssl.SSLContext]:
+    """A certificate authority (its PEM file) and a server context whose certificate, issued by
+    it, names only `name`."""
+    now = datetime.now(UTC)
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "webhook test CA")])
+    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+          .serial_number(x509.random_serial_number()).not_valid_before(now - timedelta(minutes=5))
+          .not_valid_after(now + timedelta(hours=1))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+          .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                       content_commitment=False, key_encipherment=False, data_encipherment=False,
+                                       key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
+          .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+          .sign(ca_key, hashes.SHA256()))
+    leaf = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+            .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - timedelta(minutes=5)).not_valid_after(now + timedelta(hours=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+            .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    (directory / "ca.pem").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    (directory / "server.pem").write_bytes(leaf.public_bytes(serialization.Encoding.PEM))
+    (directory / "server.key").write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                                             serialization.PrivateFormat.PKCS8,
+                                                             serialization.NoEncryption()))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(directory / "server.pem", directory / "server.key")
+    return directory / "ca.pem", context
+
+
+async def test_an_https_delivery_to_a_checked_address_verifies_the_certificate_against_the_name(hooks, tenant,
+                                                                                              tmp_path):
+    # One receiver on 127.0.0.1 whose certificate names hooks.example; two names resolve to it.
+    ca_file, context = tls_receiver_context(tmp_path, "hooks.example")
+    receiver = Receiver(tls=context)
+    receiver.start()
+    dns_server = DnsServer().start()
+    dns_server.zone.update({"hooks.example": ["127.0.0.1"], "other.example": ["127.0.0.1"]})
+    try:
+        async with hooks(webhook_nameserver=dns_server.address, webhook_ca_file=ca_file,
+                         webhook_max_attempts=1) as client:
+            named = await client.add_webhook(tenant, f"https://hooks.example:{receiver.port}/h", ["memory.created"])
+            other = await client.add_webhook(tenant, f"https://other.example:{receiver.port}/h", ["memory.created"])
+            await told(client, tenant)
+            await live_write(client, tenant, "gate_code", "4711")
+            found = await wait_for(client, tenant, lambda f: len(f) == 2 and all(d.status != "pending" for d in f))
+        by_endpoint = {d.endpoint_id: d for d in found}
+        # Dialled at the address, verified as the name: the certificate's name passes, another fails.
+        assert by_endpoint[named.endpoint_id].status == "delivered"
+        assert (by_endpoint[other.endpoint_id].status, by_endpoint[other.endpoint_id].last_error) == (
+            "dead", "tls error")
+        assert [r.headers["host"] for r in receiver.requests] == [f"hooks.example:{receiver.port}"]
+        assert Webhook(named.secret).verify(receiver.requests[0].body, receiver.requests[0].headers)
+    finally:
+        receiver.stop()
+        dns_server.stop()

@@ -1,4 +1,5 @@
-"""The tenant's webhooks: register, list and remove endpoints, list deliveries, re-deliver one.
+"""The tenant's webhooks: register, list and remove endpoints, rotate an endpoint's signing
+secret, list deliveries, re-deliver one.
 Every route needs the `erase` scope, the tenant's administrative one: an endpoint receives the
 tenant's stream of memory changes, and an agent's `write` key must not redirect it. See
 agent_memory/memory/webhooks.py."""
@@ -27,7 +28,7 @@ router = APIRouter(tags=["webhooks"])
 EndpointId = Annotated[str, Path(description="the endpoint's id, as registering or listing it answers",
                                  json_schema_extra={"format": "uuid"})]
 DeliveryId = Annotated[str, Path(description="the delivery's id, as listing deliveries answers it (also the "
-                                             "`Webhook-Id` header the receiver got)",
+                                             "`webhook-id` header the receiver got)",
                                  json_schema_extra={"format": "uuid"})]
 
 
@@ -43,7 +44,8 @@ class WebhookRegistration(BaseModel):
 
     url: str = Field(min_length=1, max_length=URL_MAX_CHARS,
                      description="the receiver's https:// URL (http:// only where the deployment allows it), "
-                                 "without credentials",
+                                 "without credentials, on a public internet address (private, loopback and "
+                                 "link-local ones only where the deployment allows them)",
                      json_schema_extra={"format": "uri", "pattern": WEBHOOK_URL_SCHEMA_PATTERN})
     events: list[EventType] = Field(min_length=1, max_length=len(EVENT_TYPES),
                                     description=f"the event types to deliver: {', '.join(EVENT_TYPES)}")
@@ -51,9 +53,10 @@ class WebhookRegistration(BaseModel):
 
 @router.post("/v1/webhooks", summary="Register a webhook endpoint",
              description="Register a receiver for the tenant's events (`erase`). The answer carries the "
-                         "endpoint's signing `secret`, shown this once: keep it to verify each delivery's "
-                         "`Webhook-Signature`. 422 naming the field for a URL that is not https:// or carries "
-                         f"credentials, or an unknown event type; 409 when the tenant has 20 endpoints. {BODY_LIMIT}",
+                         "endpoint's signing `secret` (Standard Webhooks: `whsec_` + base64), shown this once: "
+                         "keep it to verify each delivery's `webhook-signature`. 422 naming the field for a URL "
+                         "that is not https://, carries credentials or is (or resolves to) a non-public address, "
+                         f"or an unknown event type; 409 when the tenant has 20 endpoints. {BODY_LIMIT}",
              responses=keyed(409, body=True))
 async def add_webhook(body: WebhookRegistration, api_key: EraseKey, client: ClientDep) -> CreatedWebhookEndpoint:
     return await client.add_webhook(api_key.tenant_id, body.url, list(body.events))
@@ -72,6 +75,21 @@ async def remove_webhook(endpoint_id: EndpointId, api_key: EraseKey, client: Cli
     """Disable the endpoint (`erase`): nothing more is delivered to it, and its pending deliveries
     are dead-lettered at their next attempt. 404 when the tenant has no such endpoint."""
     return await client.remove_webhook(api_key.tenant_id, endpoint_id)
+
+
+@router.post("/v1/webhooks/{endpoint_id}/rotate-secret", summary="Rotate a webhook endpoint's signing secret",
+             description="Give the endpoint a new signing secret (`erase`), shown this once in the answer's "
+                         "`secret`. For `overlap_hours` the replaced secret keeps signing each delivery next to "
+                         "the new one (`webhook-signature` lists both), so the receiver switches at a time of its "
+                         "choosing. An endpoint with a legacy secret (`secret_format` `legacy`) moves to the "
+                         "Standard Webhooks scheme here. 404 when the tenant has no such endpoint.",
+             responses=keyed(404, 422))
+async def rotate_webhook_secret(
+        endpoint_id: EndpointId, api_key: EraseKey, client: ClientDep,
+        overlap_hours: Annotated[float, Query(ge=0, le=168, description="hours the replaced secret keeps "
+                                                                         "signing deliveries (0: none)")] = 24,
+) -> CreatedWebhookEndpoint:
+    return await client.rotate_webhook_secret(api_key.tenant_id, endpoint_id, overlap_hours=overlap_hours)
 
 
 @router.get("/v1/webhooks/deliveries", summary="The tenant's webhook deliveries", responses=keyed(422))
