@@ -40,7 +40,7 @@ class LifecycleActivities:
     @activity.defn(name=contract.SWEEP_FORGOTTEN_MEMORIES)
     @temporal_failures
     async def sweep_forgotten_memories(self, request: MemorySweepInput) -> MemorySweepResult:
-        if request.grace_seconds is not None:  # a grace period of its own: an operator must have asked for it
+        if request.beyond_schedule():  # a grace period of its own: an operator must have asked for this very run
             await claim_for_this_run(self.pool, self.keyring, "memory-sweep")
         grace = self.forget_grace if request.grace_seconds is None else timedelta(seconds=request.grace_seconds)
         return await sweep_forgotten(self.pool, self.keyring, grace=grace, batch_size=request.batch_size,
