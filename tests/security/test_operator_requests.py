@@ -1,11 +1,11 @@
 """Single-use authorizations on the real embedded stack: every destructive run consumes its
 registration once.
 
-Each replay test plays the holder of the Temporal port: an operator's authorized run finishes,
-then its started event's input is copied from the history and started again under the same
-workflow id (reuse policy ALLOW_DUPLICATE) by a plain temporalio client that holds no key. The
-payload decodes (it is bound to that workflow id), and the run still fails at once,
-non-retryably, naming the run that consumed the authorization, with nothing destroyed."""
+Each replay test plays the holder of the Temporal port (tests/security/replays.py): an operator's
+authorized run finishes, then its input is copied from the history and started again under the
+same workflow id. The payload decodes (it is bound to that workflow id), and the run still fails
+at once, non-retryably, naming the run that consumed the authorization, with nothing destroyed.
+The re-derivation's and the re-embedding's replays are in their workflow tests."""
 
 from __future__ import annotations
 
@@ -14,10 +14,6 @@ import json
 import uuid
 
 import pytest
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
-from temporalio.common import RawValue, WorkflowIDReusePolicy
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.exceptions import ApplicationError
 
 from agent_memory.core import contract
 from agent_memory.core.models import RebuildInput
@@ -31,53 +27,13 @@ from agent_memory.security.operator_requests import (
 )
 from agent_memory.store.db import tenant_transaction
 from tests.cli.runner import run_cli
+from tests.security.replays import refusal, refused_as_consumed, replay
 from tests.sessions import session
-
-
-async def _refusal(handle: WorkflowHandle) -> ApplicationError:
-    """The failed run's activity error; fails the test when the run does not fail within the bound."""
-    try:
-        await asyncio.wait_for(handle.result(), timeout=60)
-    except WorkflowFailureError as exc:
-        cause = exc.cause
-        while cause is not None and not isinstance(cause, ApplicationError):
-            cause = cause.__cause__
-        assert isinstance(cause, ApplicationError), exc
-        return cause
-    pytest.fail(f"{handle.id} completed: a replayed run must fail")
-
-
-async def _replay(services, workflow_id: str, task_queue: str) -> tuple[str, WorkflowHandle]:
-    """The finished run's id, and a new run under its workflow id with its input copied from the
-    history, started by a client holding no key; the handle reads the new run's failure."""
-    outsider = await Client.connect(services.settings.temporal_address, data_converter=pydantic_data_converter)
-    finished = outsider.get_workflow_handle(workflow_id)
-    first_run = (await finished.describe()).run_id
-    started = None
-    async for event in finished.fetch_history_events():
-        if event.HasField("workflow_execution_started_event_attributes"):
-            started = event.workflow_execution_started_event_attributes
-            break
-    assert started is not None and first_run is not None
-    replayed = await outsider.start_workflow(
-        started.workflow_type.name, RawValue(started.input.payloads[0]), id=workflow_id, task_queue=task_queue,
-        id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE)
-    assert replayed.result_run_id != first_run
-    return first_run, services.temporal.get_workflow_handle(workflow_id, run_id=replayed.result_run_id)
 
 
 async def _registered_by(client, operator: str) -> OperatorAuthorization:
     [authorization] = [a for a in await client.authorizations(limit=10_000) if a.registered_by == operator]
     return authorization
-
-
-async def _refused_as_consumed(handle: WorkflowHandle, first_run: str) -> None:
-    refusal = await _refusal(handle)
-    assert refusal.type == contract.ErrorType.UNAUTHORIZED_REQUEST and refusal.non_retryable
-    assert f"consumed by run {first_run}" in refusal.message, refusal.message
-    assert handle.run_id in refusal.message
-    attempts = [e async for e in handle.fetch_history_events() if e.HasField("activity_task_started_event_attributes")]
-    assert [e.activity_task_started_event_attributes.attempt for e in attempts][-1:] == [1]  # failed at once
 
 
 async def test_a_sweep_replayed_under_its_own_id_sweeps_nothing_forgotten_since(
@@ -101,9 +57,9 @@ async def test_a_sweep_replayed_under_its_own_id_sweeps_nothing_forgotten_since(
         assert authorization.workflow_id is not None and authorization.claimed_by_run_id is not None
 
         await client.forget(tenant, "lin", rex.memory_id)
-        first_run, replayed = await _replay(services, authorization.workflow_id, task_queue)
+        first_run, replayed = await replay(services, authorization.workflow_id, task_queue)
         assert first_run == authorization.claimed_by_run_id
-        await _refused_as_consumed(replayed, first_run)
+        await refused_as_consumed(replayed, first_run)
     assert {f.state for f in await client.forgotten(tenant, "lin")
             if str(f.memory_id) == str(rex.memory_id)} == {"forgotten"}
     await client.restore(tenant, "lin", rex.memory_id)  # still inside its grace period: nothing was swept
@@ -126,8 +82,8 @@ async def test_a_forced_rotation_or_full_compaction_replayed_under_its_own_id_is
         authorization = await _registered_by(client, operator)
         assert authorization.kind == kind and authorization.workflow_id is not None
         keks = await list_keks(services.pool)
-        first_run, replayed = await _replay(services, authorization.workflow_id, task_queue)
-        await _refused_as_consumed(replayed, first_run)
+        first_run, replayed = await replay(services, authorization.workflow_id, task_queue)
+        await refused_as_consumed(replayed, first_run)
     assert await list_keks(services.pool) == keks  # no key-encryption key rotated or destroyed
 
 
@@ -142,8 +98,8 @@ async def test_a_forced_rebuild_replayed_under_its_own_id_is_refused_and_counted
         authorization = await _registered_by(client, operator)
         # Listed without the subject in clear: by its keyed digest.
         assert authorization.tenant_id == tenant and "/eve/" not in (authorization.workflow_id or "")
-        first_run, replayed = await _replay(services, handle.id, task_queue)
-        await _refused_as_consumed(replayed, first_run)
+        first_run, replayed = await replay(services, handle.id, task_queue)
+        await refused_as_consumed(replayed, first_run)
     counts = await client.erasure_counts(tenant)
     assert (counts.refused_claimed, counts.refused_expired, counts.refused_requests) == (1, 0, 0)
 
@@ -155,10 +111,10 @@ async def test_a_completed_erasure_replayed_under_its_own_id_is_refused(
         await client.consolidation_result(await client.end_session(tenant, "zoe", "z1"))
         handle = await client.erase(tenant, "zoe", "ticket 7", "req-7")
         receipt = await client.erasure_receipt(handle)
-        first_run, replayed = await _replay(services, handle.id, task_queue)
-        refusal = await _refusal(replayed)
-    assert refusal.type == contract.ErrorType.UNAUTHORIZED_REQUEST and refusal.non_retryable
-    assert "was completed at" in refusal.message and first_run in refusal.message, refusal.message
+        first_run, replayed = await replay(services, handle.id, task_queue)
+        refused = await refusal(replayed)
+    assert refused.type == contract.ErrorType.UNAUTHORIZED_REQUEST and refused.non_retryable
+    assert "was completed at" in refused.message and first_run in refused.message, refused.message
     status = await client.erasure_status(tenant, "req-7")
     assert status.receipt == receipt  # the receipt is the first run's, nothing acted again
     async with tenant_transaction(services.pool, tenant) as conn:
@@ -178,9 +134,9 @@ async def test_an_authorization_past_its_expiry_is_refused_unclaimed(client, ser
         late = await services.temporal.start_workflow(
             contract.REBUILD_WORKFLOW, RebuildInput(tenant_id=tenant, subject_id="ivy", request_id="late", force=True),
             id=workflow_id, task_queue=task_queue)
-        refusal = await _refusal(late)
-    assert refusal.type == contract.ErrorType.UNAUTHORIZED_REQUEST and refusal.non_retryable
-    assert "expired unclaimed" in refusal.message, refusal.message
+        refused = await refusal(late)
+    assert refused.type == contract.ErrorType.UNAUTHORIZED_REQUEST and refused.non_retryable
+    assert "expired unclaimed" in refused.message, refused.message
     expired = await _registered_by(client, "operator-key:late")
     assert (expired.state, expired.claimed_by_run_id, expired.refused_runs) == ("expired", None, 1)
     assert (await client.erasure_counts(tenant)).refused_expired == 1
