@@ -14,9 +14,12 @@ import json
 import uuid
 
 import pytest
+from temporalio.common import WorkflowIDReusePolicy
 
 from agent_memory.core import contract
+from agent_memory.core.hooks import install_fault_hook
 from agent_memory.core.models import RebuildInput
+from agent_memory.lifecycle.erasure_runs import start_erasure_workflow
 from agent_memory.security.keyring import list_keks
 from agent_memory.security.operator_requests import (
     AuthorizationClaimedError,
@@ -187,3 +190,44 @@ async def test_the_authorizations_command_lists_who_registered_and_which_run_cla
     shown = run_cli(services, "authorizations", "--limit", "10000")
     assert shown.returncode == 0 and f"claimed by run {newest['claimed_by_run_id']}" in shown.stdout
     assert f"registered by {local_operator()}" in shown.stdout
+
+
+async def test_an_erasure_whose_claiming_run_is_gone_is_finished_by_the_next_run_only(
+        client, services, tenant, running_worker, task_queue):
+    """A started erasure is an obligation: when its run is terminated midway, a new run under its
+    id (the re-drive Schedule's, the ledger's re-apply) takes the claim over and completes it;
+    after that, no other run acts on it."""
+    await client.append_messages(tenant, "max", session("m1", "2024-01-01T00:00:00Z", "I live in Graz."))
+
+    def stuck(point: str) -> None:
+        if point == "mid_erasure:working_memory":
+            raise RuntimeError("the store is unreachable")
+
+    install_fault_hook(stuck)
+    try:
+        async with running_worker():
+            first = await client.erase(tenant, "max", "ticket 9", "req-9")
+            for _ in range(300):
+                async with tenant_transaction(services.pool, tenant) as conn:
+                    cur = await conn.execute("SELECT claimed_by_run_id FROM erasure_requests WHERE tenant_id = %s",
+                                             (tenant,))
+                    [(claimant,)] = await cur.fetchall()
+                if claimant is not None:
+                    break
+                await asyncio.sleep(0.1)
+            assert claimant == first.result_run_id
+            await first.terminate("the run is gone")
+    finally:
+        install_fault_hook(None)
+    async with running_worker():
+        second = await start_erasure_workflow(services.temporal, task_queue, tenant, "max", "req-9",
+                                              reuse=WorkflowIDReusePolicy.ALLOW_DUPLICATE)
+        assert (await second.result()).residue_total == 0
+        first_run, replayed = await replay(services, second.id, task_queue)
+        refused = await refusal(replayed)
+    assert first_run == second.result_run_id != first.result_run_id
+    assert refused.type == contract.ErrorType.UNAUTHORIZED_REQUEST and first_run in refused.message
+    async with tenant_transaction(services.pool, tenant) as conn:
+        cur = await conn.execute("SELECT claimed_by_run_id, status FROM erasure_requests WHERE tenant_id = %s",
+                                 (tenant,))
+        assert await cur.fetchall() == [(first_run, "completed")]
