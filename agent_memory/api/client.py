@@ -162,6 +162,7 @@ from agent_memory.security.operator_requests import (
     local_operator,
     refused_operator_runs,
     register_operator_request,
+    starts_a_new_run,
 )
 from agent_memory.store.db import acting_as, fetch_one, tenant_transaction
 from agent_memory.store.inventory import ImportanceSpread, importance_spread
@@ -519,10 +520,15 @@ class MemoryClient:
         return await erasure_status(self.services.pool, self.services.keyring, tenant_id, request_id, subject_id)
 
     async def _register(self, kind: OperatorRequestKind, workflow_id: str, registered_by: str | None, *,
-                        tenant_id: str | None = None, subject_id: str | None = None) -> None:
+                        tenant_id: str | None = None, subject_id: str | None = None,
+                        attachable: bool = False) -> None:
         """Register the run's single-use authorization (agent_memory/security/operator_requests.py):
         `registered_by` names the caller (default: this process's OS account); it is listed with a
-        subject by its digest only."""
+        subject by its digest only. With `attachable` (a request id given again), nothing is
+        registered when the start will attach to the run already under this id (running, or
+        finished other than by failing): its consumed authorization stays consumed."""
+        if attachable and not await starts_a_new_run(self.services.temporal, workflow_id, failed_only=True):
+            return
         shown = workflow_id
         if tenant_id is not None and subject_id is not None:
             shown = workflow_id.replace(f"/{tenant_id}/{subject_id}/",
@@ -676,7 +682,8 @@ class MemoryClient:
         attributes = _scope_attributes(tenant_id, subject_id)
         workflow_id = contract.rebuild_workflow_id(tenant_id, subject_id, request_id)
         if force:
-            await self._register("rebuild", workflow_id, registered_by, tenant_id=tenant_id, subject_id=subject_id)
+            await self._register("rebuild", workflow_id, registered_by, tenant_id=tenant_id, subject_id=subject_id,
+                                 attachable=True)
         return await self._start_once(
             contract.REBUILD_WORKFLOW,
             RebuildInput(tenant_id=tenant_id, subject_id=subject_id, request_id=request_id, force=force,
@@ -711,7 +718,8 @@ class MemoryClient:
         attributes = _scope_attributes(tenant_id, subject_id)
         workflow_id = contract.rederive_workflow_id(tenant_id, subject_id, request_id)
         if not dry_run:
-            await self._register("rederive", workflow_id, registered_by, tenant_id=tenant_id, subject_id=subject_id)
+            await self._register("rederive", workflow_id, registered_by, tenant_id=tenant_id, subject_id=subject_id,
+                                 attachable=True)
         return await self._start_once(
             contract.REDERIVE_WORKFLOW,
             RederiveInput(tenant_id=tenant_id, subject_id=subject_id, request_id=request_id, dry_run=dry_run,

@@ -49,7 +49,11 @@ from agent_memory.projection.projector import memory_text
 from agent_memory.providers.base import Embedder
 from agent_memory.providers.policy import shielded_embed
 from agent_memory.security.keyring import KeyRing
-from agent_memory.security.operator_requests import DEFAULT_TTL_SECONDS, register_operator_request
+from agent_memory.security.operator_requests import (
+    DEFAULT_TTL_SECONDS,
+    register_operator_request,
+    starts_a_new_run,
+)
 from agent_memory.store.db import fetch_one, registered_tenants, tenant_transaction
 
 log = logging.getLogger(__name__)
@@ -319,8 +323,9 @@ async def start_reembedding(pool: AsyncConnectionPool, keyring: KeyRing, tempora
     if model is None:
         raise InvalidInput("this embedder does not name its model before a call: it cannot be a re-embedding target")
     workflow_id = contract.reembed_workflow_id(tenant_id, model)
-    await register_operator_request(pool, keyring, "reembedding", workflow_id, registered_by=registered_by,
-                                    ttl_seconds=ttl_seconds, tenant_id=tenant_id)
+    if await starts_a_new_run(temporal, workflow_id, failed_only=False):  # else: attached to the running one
+        await register_operator_request(pool, keyring, "reembedding", workflow_id, registered_by=registered_by,
+                                        ttl_seconds=ttl_seconds, tenant_id=tenant_id)
     return await temporal.start_workflow(
         contract.REEMBED_WORKFLOW,
         ReembedInput(tenant_id=tenant_id, target_model=model, target_dimensions=embedder.dimensions),

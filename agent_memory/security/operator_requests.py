@@ -18,7 +18,8 @@ run — a new run under the same workflow id, a copied input, a start after the 
 at once, non-retryably, with the claimant and its time or the expiry in the message. A run that
 continues as new is one run: the chain's first run id holds the claim (see
 activities/authorization.py). Registering the same run name again (a request id reused, a model
-changed back) renews the registration for the next run.
+changed back) renews the registration for the next run; asking again for a run that is running,
+or finished and attached to, registers nothing (`starts_a_new_run`).
 
 Runs a Schedule starts carry no authority: their input is the Schedule's bounded defaults
 (workers/schedules.py), which need no registration, and an input beyond those defaults is what
@@ -34,6 +35,8 @@ from typing import ClassVar, Literal
 
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
 
 from agent_memory.core.errors import Forbidden
 from agent_memory.security.keyring import KeyRing
@@ -86,6 +89,27 @@ def local_operator() -> str:
     except (KeyError, OSError):  # no passwd entry (a container's arbitrary uid)
         user = "unknown"
     return f"os-user:{user}@{socket.gethostname()}"
+
+
+# A closed run after which ALLOW_DUPLICATE_FAILED_ONLY starts a new one under the same id.
+_FAILED = {WorkflowExecutionStatus.FAILED, WorkflowExecutionStatus.TERMINATED, WorkflowExecutionStatus.CANCELED,
+           WorkflowExecutionStatus.TIMED_OUT}
+
+
+async def starts_a_new_run(temporal: Client, workflow_id: str, *, failed_only: bool) -> bool:
+    """Whether starting `workflow_id` now (conflict policy USE_EXISTING) makes a new run rather
+    than attaching to the one there: only then is a registration made (or renewed), so asking
+    again for a running or finished run never reopens its consumed authorization. A run that
+    closes in between is met by a new run refused as claimed, never by a reopened one."""
+    try:
+        status = (await temporal.get_workflow_handle(workflow_id).describe()).status
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return True
+        raise
+    if status == WorkflowExecutionStatus.RUNNING:
+        return False
+    return status in _FAILED if failed_only else True
 
 
 def _run_digest(keyring: KeyRing, kind: OperatorRequestKind, workflow_id: str) -> str:

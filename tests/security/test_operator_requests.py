@@ -101,8 +101,16 @@ async def test_a_forced_rebuild_replayed_under_its_own_id_is_refused_and_counted
         authorization = await _registered_by(client, operator)
         # Listed without the subject in clear: by its keyed digest.
         assert authorization.tenant_id == tenant and "/eve/" not in (authorization.workflow_id or "")
+        # Asked again for its request id, the operator's client attaches to the finished run and
+        # registers nothing: the consumed authorization is not reopened for a replay.
+        request_id = handle.id.rsplit("/", 1)[1]
+        again = await client.rebuild(tenant, "eve", force=True, request_id=request_id, registered_by="someone")
+        assert (await client.rebuild_result(again)).subjects_total == 1
+        assert (await _registered_by(client, operator)).claimed_by_run_id == authorization.claimed_by_run_id
         first_run, replayed = await replay(services, handle.id, task_queue)
         await refused_as_consumed(replayed, first_run)
+    after = await _registered_by(client, operator)
+    assert (after.state, after.claimed_by_run_id, after.refused_runs) == ("claimed", first_run, 1)
     counts = await client.erasure_counts(tenant)
     assert (counts.refused_claimed, counts.refused_expired, counts.refused_requests) == (1, 0, 0)
 
