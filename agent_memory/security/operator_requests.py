@@ -124,10 +124,10 @@ async def register_operator_request(pool: AsyncConnectionPool, keyring: KeyRing,
     the workflow id; `tenant_id` counts the run's refusals in that tenant's stats."""
     async with pool.connection() as conn:
         await conn.execute(
-            "INSERT INTO operator_requests (run_digest, kind, registered_by, shown_workflow_id, tenant_id, expires_at) "
+            "INSERT INTO operator_requests (run_digest, kind, registered_by, shown_workflow_id, run_tenant, expires_at) "
             "VALUES (%s, %s, %s, %s, %s, now() + %s) ON CONFLICT (run_digest) DO UPDATE SET "
             "registered_by = EXCLUDED.registered_by, shown_workflow_id = EXCLUDED.shown_workflow_id, "
-            "tenant_id = EXCLUDED.tenant_id, requested_at = now(), expires_at = EXCLUDED.expires_at, "
+            "run_tenant = EXCLUDED.run_tenant, requested_at = now(), expires_at = EXCLUDED.expires_at, "
             "claimed_by_run_id = NULL, claimed_at = NULL",
             (_run_digest(keyring, kind, workflow_id), kind, registered_by, shown_workflow_id or workflow_id,
              tenant_id, timedelta(seconds=ttl_seconds)))
@@ -149,7 +149,7 @@ async def claim_operator_request(pool: AsyncConnectionPool, keyring: KeyRing, ki
             return
         cur = await conn.execute(
             "UPDATE operator_requests SET refused_runs = refused_runs + 1, last_refused_at = now() "
-            "WHERE run_digest = %s AND kind = %s RETURNING claimed_by_run_id, claimed_at, expires_at, tenant_id",
+            "WHERE run_digest = %s AND kind = %s RETURNING claimed_by_run_id, claimed_at, expires_at, run_tenant",
             (digest, kind))
         row = await cur.fetchone()
     if row is None:
@@ -177,7 +177,7 @@ async def list_operator_requests(pool: AsyncConnectionPool, *, limit: int = 100)
     """The newest registrations first, with who registered them and which run claimed them."""
     async with pool.connection() as conn:
         cur = await conn.execute(
-            "SELECT kind, shown_workflow_id, tenant_id, registered_by, requested_at, expires_at, claimed_by_run_id, "
+            "SELECT kind, shown_workflow_id, run_tenant, registered_by, requested_at, expires_at, claimed_by_run_id, "
             "claimed_at, CASE WHEN claimed_by_run_id IS NOT NULL THEN 'claimed' WHEN expires_at <= now() "
             "THEN 'expired' ELSE 'unclaimed' END, refused_runs, last_refused_at FROM operator_requests "
             "ORDER BY requested_at DESC LIMIT %s", (limit,))

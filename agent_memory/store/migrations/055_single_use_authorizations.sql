@@ -4,12 +4,14 @@
 -- any other run is refused, under the same workflow id or not. The claim is one atomic UPDATE
 -- (agent_memory/security/operator_requests.py); a retried activity of the claiming run passes.
 -- shown_workflow_id is what `agent-memory authorizations` lists (a subject appears by its keyed
--- digest only, as everywhere an erasure may outlive it). Re-embedding is a registered kind too.
+-- digest only, as everywhere an erasure may outlive it); run_tenant, the tenant a rebuild,
+-- re-derivation or re-embedding names, counts its refused runs in that tenant's stats (the table
+-- stays cross-tenant, an operator's, without row-level security). Re-embedding is a registered kind too.
 -- Registrations made before this migration are treated as expired once their TTL has passed.
 ALTER TABLE public.operator_requests
     ADD COLUMN registered_by     text,
     ADD COLUMN shown_workflow_id text,
-    ADD COLUMN tenant_id         text,
+    ADD COLUMN run_tenant        text,
     ADD COLUMN expires_at        timestamptz,
     ADD COLUMN claimed_by_run_id text,
     ADD COLUMN claimed_at        timestamptz,
@@ -25,7 +27,7 @@ ALTER TABLE public.operator_requests ADD CONSTRAINT operator_requests_claim_chec
 CREATE INDEX operator_requests_requested_at ON public.operator_requests (requested_at DESC);
 -- A new registration of the same run name (a re-run of a request id, a model changed back)
 -- renews the row; the runtime role updates only what a registration, a claim and a refusal write.
-GRANT UPDATE (registered_by, shown_workflow_id, tenant_id, requested_at, expires_at, claimed_by_run_id, claimed_at,
+GRANT UPDATE (registered_by, shown_workflow_id, run_tenant, requested_at, expires_at, claimed_by_run_id, claimed_at,
               refused_runs, last_refused_at) ON public.operator_requests TO agent_memory_app;
 
 -- An erasure request is claimed the same way by the run that begins it: once the erasure is
