@@ -50,13 +50,16 @@ class ErasureActivities:
     @activity.defn(name=contract.BEGIN_ERASURE)
     @temporal_failures
     async def begin_erasure(self, request: ErasureInput) -> erasure.ErasureStarted:
-        # The run executing this activity is the one the registered request must name.
+        # The run executing this activity is the one the registered request must name, and the
+        # one that claims it.
+        info = activity.info()
         try:
             return await erasure.begin_erasure(self.pool, self.keyring, request.tenant_id, request.subject_id,
-                                               request.request_id, workflow_id=activity.info().workflow_id or "")
+                                               request.request_id, workflow_id=info.workflow_id or "",
+                                               run_id=info.workflow_run_id or "")
         except UnauthorizedRequestError as exc:
             activity.logger.warning("erasure refused: %s", exc)
-            await add_counts_if_known(self.pool, request.tenant_id, {"refused:request": 1})
+            await add_counts_if_known(self.pool, request.tenant_id, {exc.counter: 1})
             raise
 
     @activity.defn(name=contract.ERASE_STORE)

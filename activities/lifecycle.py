@@ -9,6 +9,7 @@ from psycopg_pool import AsyncConnectionPool
 from temporalio import activity
 from temporalio.client import Client
 
+from activities.authorization import claim_for_this_run
 from activities.errors import temporal_failures
 from activities.heartbeat import progress
 from agent_memory.core import contract
@@ -17,7 +18,6 @@ from agent_memory.lifecycle.idle_timers import IdleTimerSweepInput, IdleTimerSwe
 from agent_memory.lifecycle.retention import RetentionInput, RetentionResult, apply_retention
 from agent_memory.lifecycle.sweeper import MemorySweepInput, MemorySweepResult, sweep_forgotten
 from agent_memory.security.keyring import KeyRing
-from agent_memory.security.operator_requests import check_operator_request
 
 
 class LifecycleActivities:
@@ -40,8 +40,8 @@ class LifecycleActivities:
     @activity.defn(name=contract.SWEEP_FORGOTTEN_MEMORIES)
     @temporal_failures
     async def sweep_forgotten_memories(self, request: MemorySweepInput) -> MemorySweepResult:
-        if request.grace_seconds is not None:  # a grace period of its own: an operator must have asked for it
-            await check_operator_request(self.pool, self.keyring, "memory-sweep", activity.info().workflow_id or "")
+        if request.beyond_schedule():  # a grace period of its own: an operator must have asked for this very run
+            await claim_for_this_run(self.pool, self.keyring, "memory-sweep")
         grace = self.forget_grace if request.grace_seconds is None else timedelta(seconds=request.grace_seconds)
         return await sweep_forgotten(self.pool, self.keyring, grace=grace, batch_size=request.batch_size,
                                      progress=lambda r: progress().update(step="sweep", done=r.swept))

@@ -7,6 +7,7 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
+from activities.authorization import claim_for_this_run
 from activities.errors import temporal_failures
 from agent_memory.core import contract
 from agent_memory.core.models import RebuildSubjectInput, SubjectList, SubjectListInput, SubjectRebuild
@@ -16,7 +17,6 @@ from agent_memory.projection import rebuild
 from agent_memory.projection.projector import projection_lag, wake_projector
 from agent_memory.providers.base import Embedder
 from agent_memory.security.keyring import KeyRing
-from agent_memory.security.operator_requests import check_operator_request
 
 
 class RebuildActivities:
@@ -39,7 +39,7 @@ class RebuildActivities:
     @temporal_failures
     async def rebuild_subject(self, step: RebuildSubjectInput) -> SubjectRebuild:
         if step.force:  # rewrites even equal projections: an operator must have asked for this run
-            await check_operator_request(self.pool, self.keyring, "rebuild", activity.info().workflow_id or "")
+            await claim_for_this_run(self.pool, self.keyring, "rebuild", chain=self.temporal, chained=True)
         try:
             entry = await rebuild.rebuild_subject(self.pool, self.keyring, step.tenant_id, step.subject_id,
                                                   force=step.force, recorder=self.recorder, embedder=self.embedder,

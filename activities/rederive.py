@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from psycopg_pool import AsyncConnectionPool
 from temporalio import activity
+from temporalio.client import Client
 
+from activities.authorization import claim_for_this_run
 from activities.errors import temporal_failures
 from agent_memory.core import contract
 from agent_memory.core.hooks import fault_point
@@ -24,12 +26,14 @@ from agent_memory.memory.operations import OperationRecorder
 from agent_memory.projection.rebuild import list_subjects
 from agent_memory.providers.base import FactExtractor
 from agent_memory.security.keyring import KeyRing
-from agent_memory.security.operator_requests import check_operator_request
 
 
 class RederiveActivities:
-    def __init__(self, pool: AsyncConnectionPool, keyring: KeyRing, extractor: FactExtractor):
-        """`extractor`: the worker's current extractor, whose version decides which sessions are due."""
+    def __init__(self, pool: AsyncConnectionPool, keyring: KeyRing, extractor: FactExtractor,
+                 temporal: Client | None = None):
+        """`extractor`: the worker's current extractor, whose version decides which sessions are due.
+        `temporal`: asked for the first run of a continued re-derivation, which holds its claim."""
+        self.temporal = temporal
         self.pool = pool
         self.keyring = keyring
         self.extractor = extractor
@@ -56,7 +60,7 @@ class RederiveActivities:
         """One session's differences, recorded under the request; applied as events unless a dry
         run, and then only for a run an authorized caller registered (operator_requests)."""
         if not step.dry_run:
-            await check_operator_request(self.pool, self.keyring, "rederive", activity.info().workflow_id or "")
+            await claim_for_this_run(self.pool, self.keyring, "rederive", chain=self.temporal, chained=True)
         extraction = await self.recorder.load(step.tenant_id, step.subject_id, step.extraction_operation_id,
                                               ExtractionResult)
         operation_id, record, reused = await rederive.rederive_session(

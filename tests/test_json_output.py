@@ -90,6 +90,7 @@ LIBRARY = [
     "sweep",
     "redrive-erasures",
     "compact",
+    "authorizations",  # after `keys rotate`: its forced rotation's, claimed
     "schedules list",
     "deployment set-current --build-id json-1",
     "deployment set-ramping --delete",

@@ -58,6 +58,7 @@ async def run_worker_until_signal(services: Services, announce: str, providers: 
 
     from agent_memory.projection.reembedding import embedder_model, start_needed_reembeddings
     from agent_memory.providers.openai.compat import providers_for
+    from agent_memory.security.operator_requests import local_operator
     from workers.heap import freeze_startup_heap
     from workers.run_log import log_closed_runs
     from workers.schedules import ensure_schedules
@@ -95,8 +96,9 @@ async def run_worker_until_signal(services: Services, announce: str, providers: 
                                keys_rotatable=services.keyring.provider.rotatable)
         # A changed embedding model re-embeds every tenant's memories; recall reads the old
         # model's vectors until each tenant's switch.
-        reembedding = await start_needed_reembeddings(services.pool, services.temporal,
-                                                      services.settings.task_queue, providers.embedder)
+        reembedding = await start_needed_reembeddings(
+            services.pool, services.keyring, services.temporal, services.settings.task_queue, providers.embedder,
+            registered_by=f"worker:{local_operator()}", ttl_seconds=services.settings.operator_request_ttl_seconds)
         if reembedding:
             print(f"re-embedding {len(reembedding)} tenant(s) under {embedder_model(providers.embedder)} "
                   "(agent-memory reembed --tenant T shows progress)", flush=True)

@@ -1,5 +1,15 @@
 """The Temporal Schedules of a deployment, created (or left as they are) when a worker starts,
-so an operator finds every periodic job, its last runs and its next one in the UI's Schedules tab."""
+so an operator finds every periodic job, its last runs and its next one in the UI's Schedules tab.
+
+Scheduled runs authorize by carrying no authority. A Schedule's action input is its workflow's
+bounded default (`RunInput.beyond_schedule()` is False: no forced rotation, no compaction of every
+table, no grace period of its own), which an activity runs without a registration; anything
+beyond those defaults needs an operator request claimed by the one run that uses it
+(agent_memory/security/operator_requests.py). A Schedule definition whose input went beyond is
+refused when the module loads. So whoever copies a scheduled run's input (or writes one) and
+starts it under any id gets what the Schedule's next tick would do anyway: a sweep after the
+deployment's grace period, a rotation only when a key was shredded, a compaction of pending
+tickets; never more. Nothing of a Schedule's input needs to be kept secret or single-use."""
 
 from __future__ import annotations
 
@@ -22,6 +32,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from agent_memory.core import contract
 from agent_memory.core.projection_models import ProjectionSweepInput
+from agent_memory.core.run_inputs import RunInput
 from agent_memory.core.run_metadata import run_summary
 from agent_memory.lifecycle.compaction import CompactionInput
 from agent_memory.lifecycle.erasure_runs import ErasureRedriveInput
@@ -43,9 +54,14 @@ REVIEW_SCHEDULE = contract.REVIEW_SCHEDULE_ID
 class ScheduleDefinition:
     schedule_id: str
     workflow: str
-    argument: BaseModel
+    argument: RunInput
     every: timedelta
     note: str
+
+    def __post_init__(self) -> None:
+        if self.argument.beyond_schedule():
+            raise ValueError(f"Schedule {self.schedule_id}: its input asks for more than a Schedule may "
+                             "(an operator request authorizes that, per run): keep the bounded defaults")
 
 
 SCHEDULES = (

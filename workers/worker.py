@@ -103,8 +103,8 @@ def build_worker(services: Services, *, task_queue: str | None = None,
     lifecycle = LifecycleActivities(services.pool, services.keyring, services.temporal, queue,
                                     forget_grace=timedelta(seconds=services.settings.forget_grace_seconds),
                                     idle_timeout=timedelta(seconds=services.settings.idle_timeout_seconds))
-    reembedding = ReembeddingActivities(services.pool, providers.embedder)
-    rederive = RederiveActivities(services.pool, services.keyring, providers.extractor)
+    reembedding = ReembeddingActivities(services.pool, services.keyring, providers.embedder, services.temporal)
+    rederive = RederiveActivities(services.pool, services.keyring, providers.extractor, services.temporal)
     review = ReviewActivities(services.pool, services.keyring, services.temporal, queue)
     webhooks = WebhookActivities(services.pool, services.keyring, services.temporal,
                                  bounds=WebhookRetryBounds.from_settings(services.settings),

@@ -158,7 +158,15 @@ from agent_memory.recall.recall import RecallResult, recall
 from agent_memory.recall.recall_policy import RecallPolicy, read_policy, reset_policy, write_policy
 from agent_memory.security.keyring import KeyRotationInput, RotationResult
 from agent_memory.security.leak_filter import drop_counts
-from agent_memory.security.operator_requests import register_operator_request
+from agent_memory.security.operator_requests import (
+    OperatorAuthorization,
+    OperatorRequestKind,
+    list_operator_requests,
+    local_operator,
+    refused_operator_runs,
+    register_operator_request,
+    starts_a_new_run,
+)
 from agent_memory.security.webhook_targets import Resolver
 from agent_memory.store.db import acting_as, fetch_one, tenant_transaction
 from agent_memory.store.inventory import ImportanceSpread, importance_spread
@@ -515,21 +523,42 @@ class MemoryClient:
         check_identifier("request id", request_id)
         return await erasure_status(self.services.pool, self.services.keyring, tenant_id, request_id, subject_id)
 
-    async def rotate_keys(self, *, force: bool = True) -> RotationResult:
-        """Run a key rotation now, as a workflow (the daily Schedule runs the same one)."""
+    async def _register(self, kind: OperatorRequestKind, workflow_id: str, registered_by: str | None, *,
+                        tenant_id: str | None = None, subject_id: str | None = None,
+                        attachable: bool = False) -> None:
+        """Register the run's single-use authorization (agent_memory/security/operator_requests.py):
+        `registered_by` names the caller (default: this process's OS account); it is listed with a
+        subject by its digest only. With `attachable` (a request id given again), nothing is
+        registered when the start will attach to the run already under this id (running, or
+        finished other than by failing): its consumed authorization stays consumed."""
+        if attachable and not await starts_a_new_run(self.services.temporal, workflow_id, failed_only=True):
+            return
+        shown = workflow_id
+        if tenant_id is not None and subject_id is not None:
+            shown = workflow_id.replace(f"/{tenant_id}/{subject_id}/",
+                                        f"/{tenant_id}/{self.services.keyring.subject_digest(tenant_id, subject_id)[:16]}/", 1)
+        await register_operator_request(self.services.pool, self.services.keyring, kind, workflow_id,
+                                        registered_by=registered_by or local_operator(),
+                                        ttl_seconds=self.services.settings.operator_request_ttl_seconds,
+                                        shown_workflow_id=shown, tenant_id=tenant_id)
+
+    async def rotate_keys(self, *, force: bool = True, registered_by: str | None = None) -> RotationResult:
+        """Run a key rotation now, as a workflow (the daily Schedule runs the same one); a forced
+        one on a single-use authorization registered by `registered_by`."""
         workflow_id = contract.manual_key_rotation_workflow_id(uuid.uuid4().hex[:12])
         if force:
-            await register_operator_request(self.services.pool, self.services.keyring, "key-rotation", workflow_id)
+            await self._register("key-rotation", workflow_id, registered_by)
         handle = await self.services.temporal.start_workflow(
             contract.KEY_ROTATION_WORKFLOW, KeyRotationInput(force=force), id=workflow_id,
             task_queue=self.task_queue, result_type=RotationResult)
         return await handle.result()
 
-    async def compact(self, *, force: bool = False) -> CompactionResult:
-        """Run physical compaction now, as a workflow (the hourly Schedule runs the same one)."""
+    async def compact(self, *, force: bool = False, registered_by: str | None = None) -> CompactionResult:
+        """Run physical compaction now, as a workflow (the hourly Schedule runs the same one); a
+        forced one on a single-use authorization registered by `registered_by`."""
         workflow_id = contract.manual_compaction_workflow_id(uuid.uuid4().hex[:12])
         if force:
-            await register_operator_request(self.services.pool, self.services.keyring, "compaction", workflow_id)
+            await self._register("compaction", workflow_id, registered_by)
         handle = await self.services.temporal.start_workflow(
             contract.PHYSICAL_COMPACTION_WORKFLOW, CompactionInput(force=force), id=workflow_id,
             task_queue=self.task_queue, result_type=CompactionResult)
@@ -613,23 +642,29 @@ class MemoryClient:
     async def forgotten(self, tenant_id: str, subject_id: str) -> list[ForgottenMemory]:
         return await list_forgotten(self.services.pool, self.services.keyring, tenant_id, subject_id)
 
-    async def sweep(self, *, grace_seconds: float | None = None, retention: bool = True) -> MemorySweepResult:
+    async def sweep(self, *, grace_seconds: float | None = None, retention: bool = True,
+                    registered_by: str | None = None) -> MemorySweepResult:
         """Run the memory sweep now, as a workflow (the hourly Schedule runs the same one):
         retention first (unless `retention=False`), then the sweeper; `grace_seconds` overrides
-        the worker's grace period for this run."""
+        the worker's grace period for this run, on a single-use authorization registered by
+        `registered_by`."""
         workflow_id = contract.manual_memory_sweep_workflow_id(uuid.uuid4().hex[:12])
         if grace_seconds is not None:
-            await register_operator_request(self.services.pool, self.services.keyring, "memory-sweep", workflow_id)
+            await self._register("memory-sweep", workflow_id, registered_by)
         handle = await self.services.temporal.start_workflow(
             contract.MEMORY_SWEEP_WORKFLOW, MemorySweepInput(grace_seconds=grace_seconds, retention=retention),
             id=workflow_id, task_queue=self.task_queue, result_type=MemorySweepResult)
         return await handle.result()
 
-    async def reembed(self, tenant_id: str) -> WorkflowHandle:
+    async def reembed(self, tenant_id: str, *, registered_by: str | None = None) -> WorkflowHandle:
         """Start (or attach to) the tenant's re-embedding under this client's embedder model
-        (workers start it by themselves when their model changed)."""
+        (workers start it by themselves when their model changed), on a single-use authorization
+        registered by `registered_by`."""
         check_identifier("tenant", tenant_id)
-        return await start_reembedding(self.services.temporal, self.task_queue, tenant_id, self.embedder)
+        return await start_reembedding(self.services.pool, self.services.keyring, self.services.temporal,
+                                       self.task_queue, tenant_id, self.embedder,
+                                       registered_by=registered_by or local_operator(),
+                                       ttl_seconds=self.services.settings.operator_request_ttl_seconds)
 
     async def reembed_progress(self, handle: WorkflowHandle) -> ReembedProgress | None:
         """The running re-embedding's progress (its `progress` query), or its result once done."""
@@ -648,7 +683,7 @@ class MemoryClient:
 
     async def rebuild(self, tenant_id: str, subject_id: str | None = None, *, force: bool = False,
                       request_id: str | None = None, subjects_per_run: int = 200,
-                      listed_max: int = 200) -> WorkflowHandle:
+                      listed_max: int = 200, registered_by: str | None = None) -> WorkflowHandle:
         """Rebuild the projections of one subject (or every subject of the tenant) from the event
         log and compare digests; workflow id rebuild/{tenant}/{subject or '*'}/{request}."""
         check_identifier("tenant", tenant_id)
@@ -659,7 +694,8 @@ class MemoryClient:
         attributes = _scope_attributes(tenant_id, subject_id)
         workflow_id = contract.rebuild_workflow_id(tenant_id, subject_id, request_id)
         if force:
-            await register_operator_request(self.services.pool, self.services.keyring, "rebuild", workflow_id)
+            await self._register("rebuild", workflow_id, registered_by, tenant_id=tenant_id, subject_id=subject_id,
+                                 attachable=True)
         return await self._start_once(
             contract.REBUILD_WORKFLOW,
             RebuildInput(tenant_id=tenant_id, subject_id=subject_id, request_id=request_id, force=force,
@@ -679,7 +715,7 @@ class MemoryClient:
 
     async def rederive(self, tenant_id: str, subject_id: str | None = None, *, dry_run: bool = True,
                        all_sessions: bool = False, request_id: str | None = None,
-                       subjects_per_run: int = 100) -> WorkflowHandle:
+                       subjects_per_run: int = 100, registered_by: str | None = None) -> WorkflowHandle:
         """Re-derive stored memory under the workers' current extractor: the sessions of one
         subject (or of every subject of the tenant) whose facts an older extractor wrote (every
         consolidated session with `all_sessions`) are extracted again and compared with the
@@ -694,7 +730,8 @@ class MemoryClient:
         attributes = _scope_attributes(tenant_id, subject_id)
         workflow_id = contract.rederive_workflow_id(tenant_id, subject_id, request_id)
         if not dry_run:
-            await register_operator_request(self.services.pool, self.services.keyring, "rederive", workflow_id)
+            await self._register("rederive", workflow_id, registered_by, tenant_id=tenant_id, subject_id=subject_id,
+                                 attachable=True)
         return await self._start_once(
             contract.REDERIVE_WORKFLOW,
             RederiveInput(tenant_id=tenant_id, subject_id=subject_id, request_id=request_id, dry_run=dry_run,
@@ -1011,6 +1048,16 @@ class MemoryClient:
         """Erasure requests still started, stuck (over an hour), and re-driven by the Schedule."""
         check_identifier("tenant", tenant_id)
         return await erasure_counts(self.services.pool, tenant_id)
+
+    async def authorizations(self, *, limit: int = 100) -> list[OperatorAuthorization]:
+        """The single-use authorizations of destructive runs, newest first: who registered each,
+        which run claimed it and when, and whether it is unclaimed, claimed or expired."""
+        return await list_operator_requests(self.services.pool, limit=limit)
+
+    async def refused_operator_runs(self) -> int:
+        """Runs refused across the deployment because another run had consumed their operator
+        request or it had expired (a rotation, a compaction, a sweep name no tenant)."""
+        return await refused_operator_runs(self.services.pool)
 
     async def lifecycle_counts(self, tenant_id: str) -> LifecycleCounts:
         """Forgotten memories in their grace period, swept ones, and swept ones whose residue

@@ -28,7 +28,7 @@ def library_commands() -> list[click.Command]:
             runs.stats, runs.projection, keys.keys, webhooks.webhooks, erasure.erasure, erasure.forget, erasure.restore,
             erasure.export,
             erasure.forgotten, review.review, runs.sweep, runs.reembed, erasure.redrive_erasures, runs.compact,
-            runs.register_search_attributes]
+            runs.authorizations,            runs.register_search_attributes]
 
 
 def build_cli(*extensions: Iterable[click.Command], description: str = DESCRIPTION,

@@ -1,5 +1,5 @@
 """Runs, stats and the operator's maintenance commands: runs, rebuild, rederive, stats, projection,
-sweep, reembed, compact, register-search-attributes."""
+sweep, reembed, compact, authorizations, register-search-attributes."""
 
 from __future__ import annotations
 
@@ -129,6 +129,7 @@ async def stats(client: MemoryClient, services: Services, *, tenant: str, json: 
     gated = await client.gated_sessions(tenant)
     importance = await client.importance_spread(tenant)
     marks = await client.stale_mark_counts(tenant)
+    refused_operator_runs = await client.refused_operator_runs()
     if json:
         print_json({"tenant_id": tenant, "leak_filter_drops": drops, "reads": reads,
                     "lifecycle": lifecycle.model_dump(mode="json"),
@@ -136,7 +137,7 @@ async def stats(client: MemoryClient, services: Services, *, tenant: str, json: 
                     "sessions_without_episode": gated,
                     "projection": lag.model_dump(mode="json", exclude={"tenant_id", "subject_id"}),
                     "episode_importance": importance.model_dump(mode="json"),
-                    "review": marks.model_dump(mode="json")})
+                    "review": marks.model_dump(mode="json"), "refused_operator_runs": refused_operator_runs})
         return
     print(f"context reads: {reads['context_reads']} ({reads['context_items']} items served); "
           f"recall reads: {reads['recall_reads']} ({reads['recall_items']} items)")
@@ -153,7 +154,10 @@ async def stats(client: MemoryClient, services: Services, *, tenant: str, json: 
     print(f"erasures: {erasures.started} started ({erasures.stuck} over an hour), {erasures.redriven} "
           f"re-driven ({erasures.redrives} re-drives)")
     print(f"refused starts: {erasures.refused_requests} unregistered destructive requests, "
-          f"{erasures.refused_payloads} Temporal payloads not written for their run")
+          f"{erasures.refused_claimed} runs of an authorization another run consumed, "
+          f"{erasures.refused_expired} of an expired one, "
+          f"{erasures.refused_payloads} Temporal payloads not written for their run; "
+          f"{refused_operator_runs} refused runs of operator requests in the deployment")
     print(format_importance(importance))
 
 
@@ -229,6 +233,27 @@ async def compact(client: MemoryClient, services: Services, *, all: bool, json: 
         print(f"  {t.table:<20} {t.seconds:>8.2f} s  {t.size_before_bytes:>12,} → {t.size_after_bytes:,} bytes")
     print(f"{compaction.compaction_id}: {compaction.tickets} erasure tickets, {len(compaction.tables)} tables, "
           f"redis {compaction.redis or 'untouched'}, {compaction.elapsed_seconds:.2f} s")
+
+
+@click.command("authorizations", cls=Command, help="the single-use authorizations of destructive runs, newest "
+               "first: kind, workflow id, who registered it and when, which run claimed it and when, state")
+@click.option("--limit", type=click.IntRange(1, 10_000), default=100, show_default=True, metavar="N",
+              help="list at most N")
+@json_flag
+@with_client
+async def authorizations(client: MemoryClient, services: Services, *, limit: int, json: bool) -> None:
+    listed = await client.authorizations(limit=limit)
+    if json:
+        print_json([a.model_dump(mode="json") for a in listed])
+        return
+    if not listed:
+        print("no operator request is registered")
+    for a in listed:
+        claim = (f"claimed by run {a.claimed_by_run_id} at {a.claimed_at:%Y-%m-%d %H:%M:%S}"
+                 if a.claimed_at is not None else f"expires {a.expires_at:%Y-%m-%d %H:%M:%S}")
+        refused = f"; {a.refused_runs} other run(s) refused" if a.refused_runs else ""
+        print(f"{a.state:<9} {a.kind:<12} {a.workflow_id or '-'}  registered by {a.registered_by or '-'} at "
+              f"{a.registered_at:%Y-%m-%d %H:%M:%S}; {claim}{refused}")
 
 
 @click.command("register-search-attributes", cls=Command,

@@ -13,3 +13,10 @@ from pydantic import BaseModel, ConfigDict
 
 class RunInput(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    def beyond_schedule(self) -> bool:
+        """Whether this input asks for more than the Schedule that runs the workflow does (a
+        forced rotation, a compaction of every table, a grace period of its own): such a run acts
+        only on an operator request it claims (agent_memory/security/operator_requests.py). A
+        Schedule's own input never is (workers/schedules.py refuses one that would be)."""
+        return False

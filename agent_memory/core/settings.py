@@ -191,6 +191,11 @@ class Settings(BaseSettings):
     forget_grace_seconds: Seconds = _setting(
         "AGENT_MEMORY_FORGET_GRACE_SECONDS", 24 * 3600.0, "how long a forgotten memory can be restored before the "
         "sweeper removes it; see [lifecycle.md](lifecycle.md)")
+    operator_request_ttl_seconds: Seconds = _setting(
+        "AGENT_MEMORY_OPERATOR_REQUEST_TTL_SECONDS", 900.0, "how long an operator's registration of a destructive "
+        "run (a forced rotation, `compact --all`, `sweep --grace-seconds`, `rebuild --force`, `rederive`, "
+        "`reembed`) waits for its run to claim it; unclaimed after that, it is refused "
+        "([security.md](security.md#single-use-authorizations))")
     future_tolerance_seconds: Seconds = _setting(
         "AGENT_MEMORY_FUTURE_TOLERANCE_SECONDS", 300.0, "how far ahead of the server's clock a message may be dated "
         "(clock skew between writers); later ones are refused")

@@ -51,6 +51,9 @@ class CompactionInput(RunInput):
     # True: compact every erasure table even with no pending ticket (an operator's choice).
     force: bool = False
 
+    def beyond_schedule(self) -> bool:
+        return self.force  # the Schedule compacts the tables of pending tickets only
+
 
 class TableCompaction(BaseModel):
     table: str

@@ -25,7 +25,7 @@ from agent_memory.lifecycle.compaction import ERASURE_TABLES, request_compaction
 from agent_memory.memory.webhooks import enqueue_erasure_completed
 from agent_memory.security.crypto import decrypt_reason
 from agent_memory.security.keyring import KeyRing
-from agent_memory.security.operator_requests import UnauthorizedRequestError
+from agent_memory.security.operator_requests import AuthorizationClaimedError, UnauthorizedRequestError
 from agent_memory.store.access import forget_pending, pending_residue
 from agent_memory.store.db import fetch_one, tenant_transaction
 from agent_memory.store.redis_keys import delete_subject_keys, registry_key, subject_keys
@@ -124,15 +124,38 @@ async def _check_authorized(conn: psycopg.AsyncConnection, keyring: KeyRing, ten
                                        f"({workflow_id!r}): refused")
 
 
+async def _claim_for_run(conn: psycopg.AsyncConnection, tenant_id: str, request_id: str, run_id: str) -> None:
+    """The run that begins the erasure claims its request (single use, like an operator request:
+    agent_memory/security/operator_requests.py). Its own retries pass; a run of a request still
+    `started` takes it over (the re-drive Schedule and the ledger's re-apply finish an erasure
+    whose run is gone, which the obligation requires); a completed request acts for no other run."""
+    cur = await conn.execute(
+        "UPDATE erasure_requests SET claimed_by_run_id = %(run)s, "
+        "claimed_at = CASE WHEN claimed_by_run_id = %(run)s THEN claimed_at ELSE now() END "
+        "WHERE tenant_id = %(t)s AND request_id = %(r)s AND (claimed_by_run_id = %(run)s OR status <> 'completed') "
+        "RETURNING 1", {"run": run_id, "t": tenant_id, "r": request_id})
+    if await cur.fetchone() is not None:
+        return
+    cur = await conn.execute("SELECT claimed_by_run_id, claimed_at, completed_at FROM erasure_requests "
+                             "WHERE tenant_id = %s AND request_id = %s", (tenant_id, request_id))
+    claimant, claimed_at, completed_at = await fetch_one(cur)
+    by = f"run {claimant} (claimed {claimed_at:%Y-%m-%d %H:%M:%S %Z})" if claimant else "an earlier run"
+    raise AuthorizationClaimedError(
+        f"erasure request {request_id!r} was completed at {completed_at:%Y-%m-%d %H:%M:%S %Z} by {by}; run {run_id} "
+        "is refused: a completed erasure acts once (`agent-memory erasure status` shows its receipt)")
+
+
 async def begin_erasure(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id: str, subject_id: str,
-                        request_id: str, *, workflow_id: str) -> ErasureStarted:
-    """Check the request and write the tombstone (exclusive subject lock: in-flight writers
-    finish first, later ones see the tombstone). A request nobody registered for this run, or
-    a clash, is raised before the tombstone and leaves nothing behind."""
+                        request_id: str, *, workflow_id: str, run_id: str) -> ErasureStarted:
+    """Check the request, claim it for this run and write the tombstone (exclusive subject lock:
+    in-flight writers finish first, later ones see the tombstone). A request nobody registered
+    for this run, one another run completed, or a clash, is raised before the tombstone and
+    leaves nothing behind."""
     digest = keyring.subject_digest(tenant_id, subject_id)
     async with subject_scope(pool, keyring, tenant_id, subject_id, Mode.EXCLUSIVE) as scope:
         conn = scope.conn  # already tombstoned (scope.erased): a repeat, answered from the request below
         await _check_authorized(conn, keyring, tenant_id, subject_id, request_id, workflow_id)
+        await _claim_for_run(conn, tenant_id, request_id, run_id)
         await conn.execute(
             "INSERT INTO tombstones (tenant_id, subject_id, subject_digest, request_id) VALUES (%s, %s, %s, %s) "
             "ON CONFLICT (tenant_id, subject_digest) DO NOTHING", (tenant_id, subject_id, digest, request_id))

@@ -60,6 +60,10 @@ class ErasureCounts(BaseModel):
     # requests with no matching registration, and Temporal payloads not written for their run.
     refused_requests: int = 0
     refused_payloads: int = 0
+    # Runs refused because their single-use authorization (an erasure request, or an operator
+    # request naming this tenant) was consumed by another run, or expired unclaimed.
+    refused_claimed: int = 0
+    refused_expired: int = 0
 
 
 async def start_erasure_workflow(temporal: Client, task_queue: str, tenant_id: str, subject_id: str,
@@ -129,6 +133,8 @@ async def erasure_counts(pool: AsyncConnectionPool, tenant_id: str) -> ErasureCo
             "count(*) FILTER (WHERE redrive_count > 0), coalesce(sum(redrive_count), 0) "
             "FROM erasure_requests WHERE tenant_id = %s", (tenant_id,))
         started, stuck, redriven, redrives = await fetch_one(cur)
-    refused = await read_counts(pool, tenant_id, ["refused:request", "refused:payload"])
+    refused = await read_counts(pool, tenant_id,
+                                ["refused:request", "refused:payload", "refused:claimed", "refused:expired"])
     return ErasureCounts(started=started, stuck=stuck, redriven=redriven, redrives=int(redrives),
-                         refused_requests=refused["refused:request"], refused_payloads=refused["refused:payload"])
+                         refused_requests=refused["refused:request"], refused_payloads=refused["refused:payload"],
+                         refused_claimed=refused["refused:claimed"], refused_expired=refused["refused:expired"])

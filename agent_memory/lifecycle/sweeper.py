@@ -50,6 +50,9 @@ class MemorySweepInput(RunInput):
     retention: bool = True
     retention_limit_per_tenant: int = Field(default=1000, ge=1)
 
+    def beyond_schedule(self) -> bool:
+        return self.grace_seconds is not None  # the Schedule sweeps after the deployment's grace period
+
 
 class MemorySweepResult(BaseModel):
     tenants: int = 0

@@ -18,7 +18,8 @@ memory must be embedded again under the new one:
 
 `workflows/reembedding.py` runs these steps as a workflow. Its progress is a query. Workers
 start it for every tenant whose vectors are of another model (`reembedding_needed`), and so
-does `agent-memory reembed`.
+does `agent-memory reembed`; either registers the run first, as every run that deletes data
+must (agent_memory/security/operator_requests.py).
 """
 
 from __future__ import annotations
@@ -47,6 +48,12 @@ from agent_memory.memory.operations import record_succeeded, recorded_result, re
 from agent_memory.projection.projector import memory_text
 from agent_memory.providers.base import Embedder
 from agent_memory.providers.policy import shielded_embed
+from agent_memory.security.keyring import KeyRing
+from agent_memory.security.operator_requests import (
+    DEFAULT_TTL_SECONDS,
+    register_operator_request,
+    starts_a_new_run,
+)
 from agent_memory.store.db import fetch_one, registered_tenants, tenant_transaction
 
 log = logging.getLogger(__name__)
@@ -306,15 +313,23 @@ async def reembedding_needed(pool: AsyncConnectionPool, tenant_id: str, target_m
         return await cur.fetchone() is not None
 
 
-async def start_reembedding(temporal: Client, task_queue: str, tenant_id: str, embedder: Embedder) -> WorkflowHandle:
-    """Start (or attach to) the tenant's re-embedding to the embedder's model."""
+async def start_reembedding(pool: AsyncConnectionPool, keyring: KeyRing, temporal: Client, task_queue: str,
+                            tenant_id: str, embedder: Embedder, *, registered_by: str,
+                            ttl_seconds: float = DEFAULT_TTL_SECONDS) -> WorkflowHandle:
+    """Start (or attach to) the tenant's re-embedding to the embedder's model, registered first
+    by `registered_by` (its switch deletes the old model's vectors: the run's single-use
+    authorization, agent_memory/security/operator_requests.py)."""
     model = embedder_model(embedder)
     if model is None:
         raise InvalidInput("this embedder does not name its model before a call: it cannot be a re-embedding target")
+    workflow_id = contract.reembed_workflow_id(tenant_id, model)
+    if await starts_a_new_run(temporal, workflow_id, failed_only=False):  # else: attached to the running one
+        await register_operator_request(pool, keyring, "reembedding", workflow_id, registered_by=registered_by,
+                                        ttl_seconds=ttl_seconds, tenant_id=tenant_id)
     return await temporal.start_workflow(
         contract.REEMBED_WORKFLOW,
         ReembedInput(tenant_id=tenant_id, target_model=model, target_dimensions=embedder.dimensions),
-        id=contract.reembed_workflow_id(tenant_id, model), task_queue=task_queue,
+        id=workflow_id, task_queue=task_queue,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         # A model can come back (A → B → A): each change is a new run under the model's id.
         id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
@@ -322,16 +337,19 @@ async def start_reembedding(temporal: Client, task_queue: str, tenant_id: str, e
         result_type=ReembedProgress)
 
 
-async def start_needed_reembeddings(pool: AsyncConnectionPool, temporal: Client, task_queue: str,
-                                    embedder: Embedder) -> list[str]:
+async def start_needed_reembeddings(pool: AsyncConnectionPool, keyring: KeyRing, temporal: Client, task_queue: str,
+                                    embedder: Embedder, *, registered_by: str,
+                                    ttl_seconds: float = DEFAULT_TTL_SECONDS) -> list[str]:
     """At worker start: every tenant whose recall reads another model than the worker's embedder
-    gets its re-embedding started (a running one is attached to). Returns those tenants."""
+    gets its re-embedding registered (by `registered_by`, the worker) and started (a running one
+    is attached to). Returns those tenants."""
     model = embedder_model(embedder)
     if model is None:
         return []
     started = []
     for tenant_id in await registered_tenants(pool):
         if await reembedding_needed(pool, tenant_id, model):
-            await start_reembedding(temporal, task_queue, tenant_id, embedder)
+            await start_reembedding(pool, keyring, temporal, task_queue, tenant_id, embedder,
+                                    registered_by=registered_by, ttl_seconds=ttl_seconds)
             started.append(tenant_id)
     return started

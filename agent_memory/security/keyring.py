@@ -53,6 +53,9 @@ class KeyRotationInput(RunInput):
     # False: rotate only when a subject key was shredded since the last rotation (the Schedule).
     force: bool = False
 
+    def beyond_schedule(self) -> bool:
+        return self.force
+
 
 class RotationResult(BaseModel):
     new_kek_id: str

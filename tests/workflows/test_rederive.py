@@ -37,6 +37,7 @@ from agent_memory.providers.offline.extractor import RuleFactExtractor
 from agent_memory.store.db import tenant_transaction
 from tests.cli.runner import run_cli
 from tests.providers.openai_server import FakeOpenAIServer
+from tests.security.replays import refused_as_consumed, replay
 from tests.sessions import session
 from tests.workflows.test_consolidation_openai import bundle_for, route
 
@@ -272,6 +273,10 @@ async def test_a_session_step_retried_after_its_commit_appends_nothing_twice(cli
     finally:
         install_fault_hook(None)
     assert len(reached) == 3  # d-1 twice (failed, then retried), d-2 once
+    # The retried step claimed the run's operator request again, as the run that holds it.
+    [authorization] = [a for a in await client.authorizations(limit=10_000)
+                       if a.kind == "rederive" and a.tenant_id == tenant]
+    assert authorization.state == "claimed" and authorization.refused_runs == 0
     totals = report.result.totals
     # The retried step reports d-1's recorded differences (compared again, d-1 would now find none).
     assert (totals.sessions, totals.changed, totals.added, totals.events_appended) == (2, 2, 1, 3)
@@ -329,3 +334,30 @@ async def test_with_a_model_a_spent_token_budget_parks_the_rederivation_until_it
     assert (report.result.totals.sessions, report.result.totals.changed) == (2, 1)
     [home] = [f for f in await client.facts(tenant, SUBJECT) if f.key == "home_city"]
     assert home.value == "Hangzhou" and home.extracted_by == report.result.extractor
+
+
+async def test_a_rederivation_replayed_under_its_own_id_rewrites_nothing_consolidated_since(
+        client, services, tenant, task_queue, running_worker):
+    """A tenant-wide re-derivation that wrote, copied from its history and started again under its
+    workflow id once another subject's sessions are due: refused at that subject's first write,
+    which stays as the older extractor wrote it."""
+    async with running_worker(providers=_older()):
+        await _consolidate(client, tenant, FIRST)
+    async with running_worker():
+        run = await client.rederive(tenant, dry_run=False, registered_by="operator-key:rederive")
+        assert (await client.rederive_result(run)).result.totals.events_appended >= 2
+    async with running_worker(providers=_older()):
+        await client.append_messages(tenant, "kai", FIRST)
+        await client.consolidation_result(await client.end_session(tenant, "kai", FIRST.session_id))
+    before = await _events(services, tenant)
+    kai = _current(await client.facts(tenant, "kai"))
+    async with running_worker():
+        first_run, replayed = await replay(services, run.id, task_queue)
+        await refused_as_consumed(replayed, first_run)
+    assert await _events(services, tenant) == before
+    assert _current(await client.facts(tenant, "kai")) == kai and kai["location/home_city"][0] == "Hangzou"
+    [authorization] = [a for a in await client.authorizations(limit=10_000)
+                       if a.registered_by == "operator-key:rederive"]
+    assert (authorization.kind, authorization.claimed_by_run_id, authorization.refused_runs) == (
+        "rederive", first_run, 1)
+    assert (await client.erasure_counts(tenant)).refused_claimed == 1

@@ -1,7 +1,7 @@
 """Re-embedding after an embedding-model change, on the real dev server and Postgres:
 recall reads the old model's vectors until every memory has its vector under the new one, then
 switches; the old vectors go; a width other than 384 is stored; a batch retried after its
-embedder call makes no second call."""
+embedder call makes no second call; a finished re-embedding replayed under its id does nothing."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from agent_memory.projection.reembedding import (
 from agent_memory.providers.hashing import HashingEmbedder
 from agent_memory.providers.offline import OfflineProviders, offline_providers
 from agent_memory.store.db import tenant_transaction
+from tests.security.replays import refused_as_consumed, replay
 from tests.sessions import session
 
 SUBJECT = "ana"
@@ -127,3 +128,27 @@ async def test_a_tenant_already_on_the_model_has_nothing_to_do(services, tenant,
         assert not await reembedding_needed(services.pool, tenant, embedder.model)
         progress = await (await client.reembed(tenant)).result()
     assert progress.state == "nothing to do"
+
+
+async def test_a_reembedding_replayed_under_its_own_id_is_refused_before_it_begins(
+        services, tenant, task_queue, running_worker):
+    """The switch deletes the old model's vectors: a finished re-embedding copied from its history
+    and started again under its workflow id is refused at `begin`, and the vectors stay."""
+    old, new = HashingEmbedder(), NarrowHashingEmbedder()
+    before = MemoryClient(services, old, task_queue=task_queue)
+    async with running_worker(providers=providers_with(old)):
+        await before.append_messages(tenant, SUBJECT, SESSIONS[1])
+        await before.consolidation_result(await before.end_session(tenant, SUBJECT, "r2"))
+        await before.wait_for_projection(tenant, SUBJECT)
+    after = MemoryClient(services, new, task_queue=task_queue)
+    async with running_worker(providers=providers_with(new)):
+        handle = await after.reembed(tenant, registered_by="operator-key:reembed")
+        assert (await handle.result()).state == "switched"
+        vectors = await vector_models(services, tenant)
+        first_run, replayed = await replay(services, handle.id, task_queue)
+        await refused_as_consumed(replayed, first_run)
+    assert await vector_models(services, tenant) == vectors
+    [authorization] = [a for a in await after.authorizations(limit=10_000)
+                       if a.registered_by == "operator-key:reembed"]
+    assert (authorization.kind, authorization.tenant_id, authorization.claimed_by_run_id) == (
+        "reembedding", tenant, first_run)

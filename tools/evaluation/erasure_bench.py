@@ -119,7 +119,7 @@ async def _erase(services: Services, subject: str) -> None:
     request_id = f"bench-{subject}"
     await register_erasure_request(services.pool, services.keyring, TENANT, subject, request_id, "benchmark")
     await begin_erasure(services.pool, services.keyring, TENANT, subject, request_id,
-                        workflow_id=contract.erasure_workflow_id(TENANT, subject, request_id))
+                        workflow_id=contract.erasure_workflow_id(TENANT, subject, request_id), run_id="erasure-bench")
     for store in STORES:
         await erase_store(services.pool, services.redis, services.keyring, TENANT, subject, request_id, store)
     await shred_subject_key(services.pool, TENANT, subject, request_id)

@@ -87,7 +87,8 @@ async def _reembed(services: Services, tenant: str, target: Embedder) -> tuple[R
     queue = f"bench-reembed-{uuid.uuid4().hex[:8]}"
     async with build_worker(services, task_queue=queue, providers=_providers(target)):
         started = time.perf_counter()
-        handle = await start_reembedding(services.temporal, queue, tenant, target)
+        handle = await start_reembedding(services.pool, services.keyring, services.temporal, queue, tenant, target,
+                                         registered_by="reembed-bench")
         progress: ReembedProgress = await handle.result()
         return progress, time.perf_counter() - started
 
