@@ -59,7 +59,7 @@ class ApiKey(BaseModel):
 
 
 def key_identity(key: ApiKey) -> str:
-    """Whom a key acts as, where what it claims is its own (a tool call: migration 057): the agent
+    """Whom a key acts as, where what it claims is its own (a tool call: migration 056): the agent
     and app it is limited to, so that every key of that agent (a rotated one, a read key) is the
     same claimant; a key limited to neither acts as the tenant, as all such keys do."""
     if key.agent_id is not None and key.app_id is not None:

@@ -296,10 +296,10 @@ async def test_migration_028_counts_the_document_frequencies_of_the_index_it_fin
                            ("lin", "rome", 0, 1, 1), ("lin", "trip", 0, 2, 2)]
 
 
-async def test_migration_057_gives_each_claimed_tool_call_the_identity_of_its_key(services):
+async def test_migration_056_gives_each_claimed_tool_call_the_identity_of_its_key(services):
     """An existing database migrates forward: a tool call claimed over HTTP or MCP is its key's
     agent's, app's or, for a key limited to neither, the tenant's; one claimed in process has none."""
-    async with database_before(services.settings.database_admin_url, "057") as (conn, migrate_the_rest):
+    async with database_before(services.settings.database_admin_url, "056") as (conn, migrate_the_rest):
         keys = [("k-agent", "support-bot", None), ("k-app", None, "crm"), ("k-both", "support-bot", "crm"),
                 ("k-none", None, None)]
         for key_id, agent_id, app_id in keys:
@@ -352,10 +352,10 @@ async def test_a_store_refuses_a_changed_migration_but_not_an_earlier_wording_of
             await apply_migrations(url)
 
 
-async def test_migration_058_marks_every_registered_webhook_secret_legacy(services):
+async def test_migration_057_marks_every_registered_webhook_secret_legacy(services):
     """An endpoint the migration finds holds a legacy secret: it is marked so, and its deliveries
     keep the legacy signature until a rotation; one inserted later defaults to the standard form."""
-    async with database_before(services.settings.database_admin_url, "058") as (conn, migrate_the_rest):
+    async with database_before(services.settings.database_admin_url, "057") as (conn, migrate_the_rest):
         registered = uuid.uuid4()
         await conn.execute("INSERT INTO webhook_endpoints (tenant_id, endpoint_id, url, events, secret_ciphertext, "
                            "secret_nonce) VALUES ('t', %s, 'https://example.org/h', '{memory.created}', '\\x00', "

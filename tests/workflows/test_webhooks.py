@@ -461,7 +461,7 @@ async def test_an_endpoint_with_a_legacy_secret_moves_to_standard_signatures_by_
     async with hooks() as client:
         endpoint = await client.add_webhook(tenant, receiver.url, ["memory.created"])
         assert endpoint.secret_format == "standard"
-        # An endpoint registered with a legacy secret (whsec_ + a URL-safe token), as migration 058
+        # An endpoint registered with a legacy secret (whsec_ + a URL-safe token), as migration 057
         # marks every endpoint it finds.
         legacy = f"whsec_{secrets.token_urlsafe(32)}"
         ciphertext, nonce = seal_secret(services.keyring, tenant, uuid.UUID(endpoint.endpoint_id), legacy)
