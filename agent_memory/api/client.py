@@ -62,7 +62,13 @@ from agent_memory.core.projection_models import ProjectionLag
 from agent_memory.core.run_metadata import RunPayloads, public_memo_text, read_run_payloads
 from agent_memory.core.settings import Settings
 from agent_memory.lifecycle.compaction import CompactionInput, CompactionResult
-from agent_memory.lifecycle.erasure import check_reason, erasure_status, register_erasure_request
+from agent_memory.lifecycle.erasure import (
+    check_reason,
+    erasure_reason,
+    erasure_status,
+    register_erasure_request,
+    with_reason,
+)
 from agent_memory.lifecycle.erasure_ledger import ReapplyResult, reapply_erasures
 from agent_memory.lifecycle.erasure_runs import (
     ErasureCounts,
@@ -503,7 +509,11 @@ class MemoryClient:
         return result, receipts
 
     async def erasure_receipt(self, handle: WorkflowHandle) -> ErasureReceipt:
-        return await handle.result()
+        """The erasure's receipt, with the reason given with the request (kept out of workflow
+        history, read back from the request)."""
+        receipt: ErasureReceipt = await handle.result()
+        reason = await erasure_reason(self.services.pool, self.services.keyring, receipt.tenant_id, receipt.request_id)
+        return with_reason(receipt, reason)
 
     async def erasure_status(self, tenant_id: str, request_id: str, subject_id: str | None = None) -> ErasureStatus:
         """The request now: receipt, whether the shred is irreversible yet, whether compacted."""
