@@ -305,7 +305,7 @@ async def erasure_reason(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id:
         return None
     reason_ct, reason_nonce, reason_kek, legacy_reason = row
     if reason_ct is None:
-        return legacy_reason
+        return str(legacy_reason) if legacy_reason is not None else None
     return decrypt_reason(keyring.kek(reason_kek), tenant_id, request_id, bytes(reason_ct), bytes(reason_nonce))
 
 
