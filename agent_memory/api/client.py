@@ -98,6 +98,13 @@ from agent_memory.lifecycle.review import (
     tenant_mark_counts,
     tenant_marks,
 )
+from agent_memory.lifecycle.schedules import (
+    BLOCKS_COMPACTION,
+    BLOCKS_IRREVERSIBILITY,
+    SchedulesHealth,
+    check_schedules,
+    schedules_health,
+)
 from agent_memory.lifecycle.sweeper import LifecycleCounts, MemorySweepInput, MemorySweepResult, lifecycle_counts
 from agent_memory.memory.categories import (
     Category,
@@ -516,10 +523,30 @@ class MemoryClient:
         return with_reason(receipt, reason)
 
     async def erasure_status(self, tenant_id: str, request_id: str, subject_id: str | None = None) -> ErasureStatus:
-        """The request now: receipt, whether the shred is irreversible yet, whether compacted."""
+        """The request now: receipt, whether the shred is irreversible yet, whether compacted, and
+        the Schedules not as designed that hold either back."""
         check_identifier("tenant", tenant_id)
         check_identifier("request id", request_id)
-        return await erasure_status(self.services.pool, self.services.keyring, tenant_id, request_id, subject_id)
+        status = await erasure_status(self.services.pool, self.services.keyring, tenant_id, request_id, subject_id)
+        waits_on = {BLOCKS_IRREVERSIBILITY: not status.shred_irreversible, BLOCKS_COMPACTION: not status.compacted}
+        if not any(waits_on.values()):
+            return status
+        health = await self.schedules_health()
+        held = {}
+        for schedule_id, waiting in waits_on.items():
+            if waiting and schedule_id in health.degraded:
+                what = ("the shred stays reversible (the KEK that wrapped the key is not destroyed)"
+                        if schedule_id == BLOCKS_IRREVERSIBILITY else "the erased residue stays on disk")
+                state = ("paused" if schedule_id in health.paused else "missing" if schedule_id in health.missing
+                         else "altered")
+                held[schedule_id] = f"{state}: {what} until it is restored (agent-memory schedules ensure)"
+        return status.model_copy(update={"held_back_by": held})
+
+    async def schedules_health(self) -> SchedulesHealth:
+        """The deployment's Schedules that are paused, altered or missing (nothing is changed)."""
+        checks = await check_schedules(self.services.temporal, self.task_queue,
+                                       keys_rotatable=self.services.keyring.provider.rotatable)
+        return schedules_health(checks)
 
     async def rotate_keys(self, *, force: bool = True) -> RotationResult:
         """Run a key rotation now, as a workflow (the daily Schedule runs the same one)."""

@@ -129,6 +129,10 @@ async def stats(client: MemoryClient, services: Services, *, tenant: str, json: 
     gated = await client.gated_sessions(tenant)
     importance = await client.importance_spread(tenant)
     marks = await client.stale_mark_counts(tenant)
+    schedules = await client.schedules_health()
+    schedules_json = {"not_as_designed": schedules.count, "names": schedules.degraded, "paused": schedules.paused,
+                      "drifted": schedules.drifted, "missing": schedules.missing,
+                      "expected_absent": schedules.expected_absent}
     if json:
         print_json({"tenant_id": tenant, "leak_filter_drops": drops, "reads": reads,
                     "lifecycle": lifecycle.model_dump(mode="json"),
@@ -136,7 +140,7 @@ async def stats(client: MemoryClient, services: Services, *, tenant: str, json: 
                     "sessions_without_episode": gated,
                     "projection": lag.model_dump(mode="json", exclude={"tenant_id", "subject_id"}),
                     "episode_importance": importance.model_dump(mode="json"),
-                    "review": marks.model_dump(mode="json")})
+                    "review": marks.model_dump(mode="json"), "schedules": schedules_json})
         return
     print(f"context reads: {reads['context_reads']} ({reads['context_items']} items served); "
           f"recall reads: {reads['recall_reads']} ({reads['recall_items']} items)")
@@ -155,6 +159,11 @@ async def stats(client: MemoryClient, services: Services, *, tenant: str, json: 
     print(f"refused starts: {erasures.refused_requests} unregistered destructive requests, "
           f"{erasures.refused_payloads} Temporal payloads not written for their run")
     print(format_importance(importance))
+    print(f"Schedules not as designed: {schedules.count}" + "".join(
+        f"\n  {kind}: {', '.join(names)}" for kind, names in (("paused", schedules.paused),
+                                                             ("altered", schedules.drifted),
+                                                             ("missing", schedules.missing)) if names)
+          + (" (agent-memory schedules ensure restores them)" if schedules.count else ""))
 
 
 @click.group("projection", cls=Group, dest="projection_command",
