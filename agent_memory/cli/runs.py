@@ -113,7 +113,7 @@ async def rederive(client: MemoryClient, services: Services, *, tenant: str, sub
 
 
 @click.command("stats", cls=Command, help="operator counters of a tenant (leak-filter drops, projection lag, "
-               "episode importance, sessions without an episode, review marks)")
+               "episode importance, sessions without an episode, review marks) and the deployment's Schedules not as designed")
 @scoped(subject=False)
 @json_flag
 @with_client
