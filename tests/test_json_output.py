@@ -88,6 +88,7 @@ LIBRARY = [
     "sweep",
     "redrive-erasures",
     "compact",
+    "schedules ensure",
     "schedules list",
     "deployment set-current --build-id json-1",
     "deployment set-ramping --delete",
