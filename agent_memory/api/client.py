@@ -531,7 +531,11 @@ class MemoryClient:
         waits_on = {BLOCKS_IRREVERSIBILITY: not status.shred_irreversible, BLOCKS_COMPACTION: not status.compacted}
         if not any(waits_on.values()):
             return status
-        health = await self.schedules_health()
+        try:
+            health = await self.schedules_health()
+        except (TemporalError, OSError) as exc:  # the status is the database's; Temporal may be down
+            log.warning("erasure status without the Schedules' check (Temporal did not answer): %s", exc)
+            return status
         held = {}
         for schedule_id, waiting in waits_on.items():
             if waiting and schedule_id in health.degraded:
