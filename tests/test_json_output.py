@@ -91,6 +91,7 @@ LIBRARY = [
     "redrive-erasures",
     "compact",
     "authorizations",  # after `keys rotate`: its forced rotation's, claimed
+    "schedules ensure",
     "schedules list",
     "deployment set-current --build-id json-1",
     "deployment set-ramping --delete",

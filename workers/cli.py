@@ -61,7 +61,7 @@ async def run_worker_until_signal(services: Services, announce: str, providers: 
     from agent_memory.security.operator_requests import local_operator
     from workers.heap import freeze_startup_heap
     from workers.run_log import log_closed_runs
-    from workers.schedules import ensure_schedules
+    from workers.schedules import ensure_schedules, keep_schedules
     from workers.supervisor import PART_STOP_SECONDS, ServerSupervisor, ShutdownGuard, serve_api, supervise_task
     from workers.worker import build_worker
 
@@ -91,9 +91,13 @@ async def run_worker_until_signal(services: Services, announce: str, providers: 
         tasks = [asyncio.create_task(supervise_task("worker", run_worker, stop))]
         if stack is not None:
             tasks.append(asyncio.create_task(ServerSupervisor(stack).watch(stop)))
-        # Key rotation and compaction run as Schedules, visible in the UI's Schedules tab.
-        await ensure_schedules(services.temporal, services.settings.task_queue,
-                               keys_rotatable=services.keyring.provider.rotatable)
+        # Key rotation, compaction, the sweeps and the review run as Schedules, visible in the UI's
+        # Schedules tab: created or restored as designed now (a pause, an edited interval or action
+        # is logged and undone), and checked again every hour while the worker runs.
+        keys_rotatable = services.keyring.provider.rotatable
+        await ensure_schedules(services.temporal, services.settings.task_queue, keys_rotatable=keys_rotatable)
+        tasks.append(asyncio.create_task(keep_schedules(services.temporal, services.settings.task_queue, stop,
+                                                        keys_rotatable=keys_rotatable, at_once=False)))
         # A changed embedding model re-embeds every tenant's memories; recall reads the old
         # model's vectors until each tenant's switch.
         reembedding = await start_needed_reembeddings(
@@ -273,16 +277,24 @@ def schedules() -> None:
     pass
 
 
-@schedules.command("ensure", cls=Command, help="create the missing ones (idempotent; an operator's pause or "
-                   "interval is kept); workers do it at start too")
+@schedules.command("ensure", cls=Command, help="put every Schedule back as designed: create the missing, unpause "
+                   "the paused, restore an edited interval, action or policy; says what it changed (workers do it "
+                   "at start and hourly)")
+@json_flag
 @with_settings
-async def schedules_ensure(settings: Settings) -> int:
+async def schedules_ensure(settings: Settings, *, json: bool) -> int:
     from workers.schedules import ensure_schedules
 
     async with running_stack(settings) as services:
-        created = await ensure_schedules(services.temporal, services.settings.task_queue,
-                                         keys_rotatable=services.keyring.provider.rotatable)
-    print(f"created {len(created)}: {', '.join(created)}" if created else "every Schedule exists")
+        report = await ensure_schedules(services.temporal, services.settings.task_queue,
+                                        keys_rotatable=services.keyring.provider.rotatable)
+    if json:
+        print(_json.dumps([r.model_dump(mode="json") for r in report], indent=2))
+        return 0
+    for r in report:
+        detail = (f" ({', '.join(r.updated)})" if r.updated else "") + (f": {r.reason}" if r.reason else "")
+        paused = f"; it was paused: {r.found_note}" if r.found_note else ""
+        print(f"{r.schedule_id:<34} {r.outcome}{detail}{paused}")
     return 0
 
 

@@ -1,6 +1,8 @@
 """The idle timer of a session: when no message arrives for the idle timeout (10 minutes by
 default), the session is treated as ended and its consolidation starts — the same workflow id
-the session-end hook uses, so whichever comes first wins and the other attaches."""
+the session-end hook uses, so whichever comes first wins and the other attaches. An `end` signal
+closes the timer the same way: whoever sent it (the hook, or any client), the consolidation of
+the messages still pending exists when the timer closes."""
 
 from __future__ import annotations
 
@@ -37,7 +39,8 @@ class SessionIdleWorkflow:
 
     @workflow.signal(name=contract.SIGNAL_END)
     def end(self) -> None:
-        """The session-end hook fired: consolidation is already under way."""
+        """The session ended: the timer stops waiting and makes sure the consolidation exists
+        (the hook starts it too; whichever start comes first wins, the other attaches)."""
         self._ended = True
 
     @workflow.run
@@ -50,7 +53,9 @@ class SessionIdleWorkflow:
             except TimeoutError:
                 break
             if self._ended:
-                return SessionIdleResult(outcome="ended by the session-end hook")
+                if not workflow.patched("end-signal-ensures-consolidation"):
+                    return SessionIdleResult(outcome="ended by the session-end hook")
+                break
             if self._touches >= MAX_TOUCHES_PER_RUN:
                 workflow.continue_as_new(request)
         if workflow.patched("consolidation-id-names-the-subject"):
@@ -70,9 +75,12 @@ class SessionIdleWorkflow:
             with contextlib.suppress(TimeoutError):
                 await workflow.wait_condition(lambda: self._ended, timeout=remaining)
             if self._ended:
-                return SessionIdleResult(outcome="ended by the session-end hook")
+                if not workflow.patched("end-signal-ensures-consolidation"):
+                    return SessionIdleResult(outcome="ended by the session-end hook")
+                break
             pending = await workflow.execute_activity_method(
                 ConsolidationActivities.count_unconsolidated, check, **contract.IDLE_CHECK.options())
+        why = "ended" if self._ended else "idle"
         if pending.count == 0:
             return SessionIdleResult(outcome="nothing new to consolidate", consolidation_workflow_id=consolidation_id)
         try:
@@ -91,4 +99,4 @@ class SessionIdleWorkflow:
                     SearchAttributePair(SESSION_ID, request.session_id)]))
         except WorkflowAlreadyStartedError:
             return SessionIdleResult(outcome="consolidation already started", consolidation_workflow_id=consolidation_id)
-        return SessionIdleResult(outcome="idle: consolidation started", consolidation_workflow_id=consolidation_id)
+        return SessionIdleResult(outcome=f"{why}: consolidation started", consolidation_workflow_id=consolidation_id)

@@ -62,7 +62,13 @@ from agent_memory.core.projection_models import ProjectionLag
 from agent_memory.core.run_metadata import RunPayloads, public_memo_text, read_run_payloads
 from agent_memory.core.settings import Settings
 from agent_memory.lifecycle.compaction import CompactionInput, CompactionResult
-from agent_memory.lifecycle.erasure import check_reason, erasure_status, register_erasure_request
+from agent_memory.lifecycle.erasure import (
+    check_reason,
+    erasure_reason,
+    erasure_status,
+    register_erasure_request,
+    with_reason,
+)
 from agent_memory.lifecycle.erasure_ledger import ReapplyResult, reapply_erasures
 from agent_memory.lifecycle.erasure_runs import (
     ErasureCounts,
@@ -91,6 +97,13 @@ from agent_memory.lifecycle.review import (
     resolve_mark,
     tenant_mark_counts,
     tenant_marks,
+)
+from agent_memory.lifecycle.schedules import (
+    BLOCKS_COMPACTION,
+    BLOCKS_IRREVERSIBILITY,
+    SchedulesHealth,
+    check_schedules,
+    schedules_health,
 )
 from agent_memory.lifecycle.sweeper import LifecycleCounts, MemorySweepInput, MemorySweepResult, lifecycle_counts
 from agent_memory.memory.categories import (
@@ -515,13 +528,41 @@ class MemoryClient:
         return result, receipts
 
     async def erasure_receipt(self, handle: WorkflowHandle) -> ErasureReceipt:
-        return await handle.result()
+        """The erasure's receipt, with the reason given with the request (kept out of workflow
+        history, read back from the request)."""
+        receipt: ErasureReceipt = await handle.result()
+        reason = await erasure_reason(self.services.pool, self.services.keyring, receipt.tenant_id, receipt.request_id)
+        return with_reason(receipt, reason)
 
     async def erasure_status(self, tenant_id: str, request_id: str, subject_id: str | None = None) -> ErasureStatus:
-        """The request now: receipt, whether the shred is irreversible yet, whether compacted."""
+        """The request now: receipt, whether the shred is irreversible yet, whether compacted, and
+        the Schedules not as designed that hold either back."""
         check_identifier("tenant", tenant_id)
         check_identifier("request id", request_id)
-        return await erasure_status(self.services.pool, self.services.keyring, tenant_id, request_id, subject_id)
+        status = await erasure_status(self.services.pool, self.services.keyring, tenant_id, request_id, subject_id)
+        waits_on = {BLOCKS_IRREVERSIBILITY: not status.shred_irreversible, BLOCKS_COMPACTION: not status.compacted}
+        if not any(waits_on.values()):
+            return status
+        try:
+            health = await self.schedules_health()
+        except (TemporalError, OSError) as exc:  # the status is the database's; Temporal may be down
+            log.warning("erasure status without the Schedules' check (Temporal did not answer): %s", exc)
+            return status
+        held = {}
+        for schedule_id, waiting in waits_on.items():
+            if waiting and schedule_id in health.degraded:
+                what = ("the shred stays reversible (the KEK that wrapped the key is not destroyed)"
+                        if schedule_id == BLOCKS_IRREVERSIBILITY else "the erased residue stays on disk")
+                state = ("paused" if schedule_id in health.paused else "missing" if schedule_id in health.missing
+                         else "altered")
+                held[schedule_id] = f"{state}: {what} until it is restored (agent-memory schedules ensure)"
+        return status.model_copy(update={"held_back_by": held})
+
+    async def schedules_health(self) -> SchedulesHealth:
+        """The deployment's Schedules that are paused, altered or missing (nothing is changed)."""
+        checks = await check_schedules(self.services.temporal, self.task_queue,
+                                       keys_rotatable=self.services.keyring.provider.rotatable)
+        return schedules_health(checks)
 
     async def _register(self, kind: OperatorRequestKind, workflow_id: str, registered_by: str | None, *,
                         tenant_id: str | None = None, subject_id: str | None = None,

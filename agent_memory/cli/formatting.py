@@ -125,6 +125,7 @@ def format_erasure_status(status: ErasureStatus) -> str:
     lines.append("  compacted: " + (f"yes, {status.compacted_at:%Y-%m-%d %H:%M:%S} ({status.compaction_id})"
                                     if status.compacted and status.compacted_at else
                                     "not yet (the hourly compaction Schedule, or agent-memory compact)"))
+    lines.extend(f"  held back by Schedule {schedule_id}: {why}" for schedule_id, why in status.held_back_by.items())
     return "\n".join(lines)
 
 

@@ -3,7 +3,7 @@ sweep, reembed, compact, authorizations, register-search-attributes."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -113,7 +113,7 @@ async def rederive(client: MemoryClient, services: Services, *, tenant: str, sub
 
 
 @click.command("stats", cls=Command, help="operator counters of a tenant (leak-filter drops, projection lag, "
-               "episode importance, sessions without an episode, review marks)")
+               "episode importance, sessions without an episode, review marks) and the deployment's Schedules not as designed")
 @scoped(subject=False)
 @json_flag
 @with_client
@@ -130,6 +130,16 @@ async def stats(client: MemoryClient, services: Services, *, tenant: str, json: 
     importance = await client.importance_spread(tenant)
     marks = await client.stale_mark_counts(tenant)
     refused_operator_runs = await client.refused_operator_runs()
+    from temporalio.exceptions import TemporalError
+
+    try:
+        schedules = await client.schedules_health()
+    except (TemporalError, OSError) as exc:  # the counters are the database's: they print while Temporal is down
+        unchecked = f"not checked: Temporal did not answer ({exc})"
+        schedules = None
+    schedules_json: dict[str, Any] = {"error": unchecked} if schedules is None else {
+        "not_as_designed": schedules.count, "names": schedules.degraded, "paused": schedules.paused,
+        "drifted": schedules.drifted, "missing": schedules.missing, "expected_absent": schedules.expected_absent}
     if json:
         print_json({"tenant_id": tenant, "leak_filter_drops": drops, "reads": reads,
                     "lifecycle": lifecycle.model_dump(mode="json"),
@@ -137,7 +147,8 @@ async def stats(client: MemoryClient, services: Services, *, tenant: str, json: 
                     "sessions_without_episode": gated,
                     "projection": lag.model_dump(mode="json", exclude={"tenant_id", "subject_id"}),
                     "episode_importance": importance.model_dump(mode="json"),
-                    "review": marks.model_dump(mode="json"), "refused_operator_runs": refused_operator_runs})
+                    "review": marks.model_dump(mode="json"), "refused_operator_runs": refused_operator_runs,
+                    "schedules": schedules_json})
         return
     print(f"context reads: {reads['context_reads']} ({reads['context_items']} items served); "
           f"recall reads: {reads['recall_reads']} ({reads['recall_items']} items)")
@@ -159,6 +170,14 @@ async def stats(client: MemoryClient, services: Services, *, tenant: str, json: 
           f"{erasures.refused_payloads} Temporal payloads not written for their run; "
           f"{refused_operator_runs} refused runs of operator requests in the deployment")
     print(format_importance(importance))
+    if schedules is None:
+        print(f"Schedules: {unchecked}")
+        return
+    print(f"Schedules not as designed: {schedules.count}" + "".join(
+        f"\n  {kind}: {', '.join(names)}" for kind, names in (("paused", schedules.paused),
+                                                             ("altered", schedules.drifted),
+                                                             ("missing", schedules.missing)) if names)
+          + (" (agent-memory schedules ensure restores them)" if schedules.count else ""))
 
 
 @click.group("projection", cls=Group, dest="projection_command",

@@ -733,6 +733,10 @@ class ErasureStatus(BaseModel):
     compacted: bool
     compacted_at: datetime | None
     compaction_id: str | None
+    # The Schedules this request still waits on (key rotation before the shred is irreversible,
+    # compaction before the residue leaves the disk) that are paused, altered or missing, each
+    # with what it holds back: until restored (agent-memory schedules ensure), nothing moves.
+    held_back_by: dict[str, str] = Field(default_factory=dict)
 
 
 class ErasureProgress(BaseModel):

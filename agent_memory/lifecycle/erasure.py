@@ -311,6 +311,27 @@ async def complete_erasure(pool: AsyncConnectionPool, keyring: KeyRing, tenant_i
     return receipt
 
 
+def with_reason(receipt: ErasureReceipt, reason: str | None) -> ErasureReceipt:
+    """The receipt with the request's reason: the stored receipt and the workflow's result leave it
+    out (workflow history carries ids only), the request keeps it encrypted."""
+    return receipt if reason is None or receipt.reason is not None else receipt.model_copy(update={"reason": reason})
+
+
+async def erasure_reason(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id: str, request_id: str) -> str | None:
+    """The reason given with the request, decrypted (None for a request without one)."""
+    async with tenant_transaction(pool, tenant_id) as conn:
+        cur = await conn.execute(
+            "SELECT reason_ciphertext, reason_nonce, reason_kek_id, reason FROM erasure_requests "
+            "WHERE tenant_id = %s AND request_id = %s", (tenant_id, request_id))
+        row = await cur.fetchone()
+    if row is None:
+        return None
+    reason_ct, reason_nonce, reason_kek, legacy_reason = row
+    if reason_ct is None:
+        return str(legacy_reason) if legacy_reason is not None else None
+    return decrypt_reason(keyring.kek(reason_kek), tenant_id, request_id, bytes(reason_ct), bytes(reason_nonce))
+
+
 async def erasure_status(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id: str, request_id: str,
                          subject_id: str | None = None) -> ErasureStatus:
     """The request as it stands now: the receipt, whether the shred has become irreversible
@@ -337,7 +358,8 @@ async def erasure_status(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id:
                        f"{subject_id!r}: check the subject, or leave it out")
     return ErasureStatus(
         request_id=request_id, tenant_id=tenant_id, status=status, reason=reason, requested_at=requested_at,
-        completed_at=completed_at, receipt=ErasureReceipt.model_validate(receipt) if status == "completed" else None,
+        completed_at=completed_at,
+        receipt=with_reason(ErasureReceipt.model_validate(receipt), reason) if status == "completed" else None,
         key_wrapped_by=shred_kek, shred_irreversible=kek_state == "destroyed",
         shred_irreversible_at=destroyed_at, shred_irreversible_by_rotation=destroyed_by,
         compacted=compacted_at is not None, compacted_at=compacted_at, compaction_id=compaction_id)

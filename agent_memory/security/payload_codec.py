@@ -25,6 +25,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Self
 
@@ -62,9 +63,13 @@ PAYLOAD_REJECTED = "PayloadRejected"
 INPUT_REJECTED = "InputRejected"
 # A Schedule encodes its action's input for the id prefix it is given; Temporal appends "-" and
 # the scheduled time to name each run. Only the ids the product's Schedules use qualify
-# (contract.scheduled_workflow_id: "agent-memory/<schedule>/run").
+# (contract.scheduled_workflow_id: "agent-memory/<schedule>/run"). Temporal also hands each run
+# the result of the Schedule's previous run (its "last completion result"), encoded for that run:
+# the runs of one Schedule read each other's payloads, never another Schedule's or workflow's.
 SCHEDULE_ID_PREFIX = "agent-memory/"
 SCHEDULED_ID_SUFFIX = "/run"
+_SCHEDULED_PLACE = re.compile(re.escape(SCHEDULE_ID_PREFIX) + r"[^/]+" + re.escape(SCHEDULED_ID_SUFFIX)
+                              + r"(?:-[^/]+)?")
 
 log = logging.getLogger(__name__)
 
@@ -86,12 +91,20 @@ def _bound_aad(key_id: bytes, bound_to: bytes) -> bytes:
     return b"agent-memory-payload-v2\x1f" + key_id + b"\x1f" + bound_to
 
 
+def _schedule_of(workflow_id: str) -> str | None:
+    """"agent-memory/<schedule>/run" for that id prefix and each of its runs (".../run-<time>")."""
+    if _SCHEDULED_PLACE.fullmatch(workflow_id) is None:
+        return None
+    return workflow_id[:workflow_id.rindex(SCHEDULED_ID_SUFFIX) + len(SCHEDULED_ID_SUFFIX)]
+
+
 def _place_matches(bound_to: str, expected: str) -> bool:
     if bound_to == expected:
         return True
-    # A Schedule's run: encoded for "agent-memory/<schedule>/run", runs as ".../run-<time>".
-    return (bound_to.startswith(SCHEDULE_ID_PREFIX) and bound_to.endswith(SCHEDULED_ID_SUFFIX)
-            and expected.startswith(bound_to + "-"))
+    # A Schedule's run reads its Schedule's input (encoded for "agent-memory/<schedule>/run") and
+    # the previous run's result (encoded for ".../run-<earlier time>"); it runs as ".../run-<time>".
+    schedule = _schedule_of(bound_to)
+    return schedule is not None and expected != schedule and _schedule_of(expected) == schedule
 
 
 def rejected(reason: str) -> Payload:

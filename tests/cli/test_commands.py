@@ -35,10 +35,14 @@ async def test_ingest_end_session_facts_and_erase_from_the_cli(services, tenant,
         assert "/namespaces/default/workflows/consolidate%2F" in ended.stdout
         facts = run_cli(services, "facts", "--tenant", tenant, "--subject", "kim", "--json")
         assert [(f["key"], f["value"]) for f in json.loads(facts.stdout)] == [("home_city", "Kyoto")]
-        erased = await asyncio.to_thread(run_cli, services, "erase", "--tenant", tenant, "--subject", "kim", "--reason", "test", "--json",
-                         task_queue=task_queue)
+        erased = await asyncio.to_thread(run_cli, services, "erase", "--tenant", tenant, "--subject", "kim", "--reason",
+                                         "ticket 4712", "--json", task_queue=task_queue)
         assert erased.returncode == 0, erased.stderr
-        assert json.loads(erased.stdout)["residue_total"] == 0
+        receipt = json.loads(erased.stdout)
+        assert receipt["residue_total"] == 0 and receipt["reason"] == "ticket 4712"
+        status = run_cli(services, "erasure", "status", "--tenant", tenant, "--request-id", receipt["request_id"],
+                         "--json")
+        assert json.loads(status.stdout)["receipt"]["reason"] == "ticket 4712"
 
 
 @pytest.mark.parametrize("lines, expected", [

@@ -89,6 +89,21 @@ async def test_a_schedules_input_decodes_in_its_runs_only(tmp_path):
         await _decode(converter, _at("erase/acme/lin/run-x"), other, ErasureInput)
 
 
+async def test_a_scheduled_run_reads_the_previous_runs_result_and_nothing_outside_its_schedule(tmp_path):
+    converter = encrypted_data_converter(FileKeyProvider(tmp_path).payload_keys())
+    previous = await _encode(converter, _at("agent-memory/review/run-2026-12-02T00:00:00Z"), ERASE)
+    # Temporal hands each run of a Schedule the result of the one before it.
+    assert await _decode(converter, _at("agent-memory/review/run-2026-12-03T00:00:00Z"), previous,
+                         ErasureInput) == ERASE
+    for elsewhere in ("agent-memory/key-rotation/run-2026-12-03T00:00:00Z",  # another Schedule's run
+                      "agent-memory/review/run",  # not a run of the Schedule
+                      "review/acme/manual-1",  # a run started by hand
+                      "agent-memory/review/run-x/y"):
+        with pytest.raises(ApplicationError) as refused:
+            await _decode(converter, _at(elsewhere), previous, ErasureInput)
+        assert refused.value.type == PAYLOAD_REJECTED and "copied from another run" in str(refused.value)
+
+
 async def test_an_activity_outside_any_workflow_is_refused(tmp_path):
     converter = encrypted_data_converter(FileKeyProvider(tmp_path).payload_keys())
     payload = await _encode(converter, _at("erase/acme/lin/r1"), ERASE)

@@ -141,7 +141,7 @@ async def test_a_copied_wrapped_key_decrypts_until_the_rotation_and_never_after(
                                       event_aad(tenant, subject, event_id, memory_id, version, event_type)))
 
         receipt = await client.erasure_receipt(await client.erase(tenant, subject, reason="ticket 4711"))
-        assert receipt.key_shredded and receipt.key_wrapped_by == kek_id
+        assert receipt.key_shredded and receipt.key_wrapped_by == kek_id and receipt.reason == "ticket 4711"
         status = await client.erasure_status(tenant, receipt.request_id, subject)
         # Honest before the rotation: the copy still decrypts, and the status says so.
         assert not status.shred_irreversible and status.shred_irreversible_at is None

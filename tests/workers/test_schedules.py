@@ -1,29 +1,74 @@
-"""The Schedules' inputs carry no authority: each is its workflow's bounded default, which runs
-without an operator request, and a definition asking for more is refused (workers/schedules.py)."""
+"""A worker keeps the Schedules as designed: when it starts, and on its periodic check while it
+runs, a Schedule paused from a plain Temporal client is unpaused and the restoration logged."""
 
 from __future__ import annotations
 
+import asyncio
+import copy
+import logging
+import signal
 from datetime import timedelta
 
-import pytest
+from temporalio.client import Client
 
-from agent_memory.core import contract
-from agent_memory.lifecycle.compaction import CompactionInput
-from agent_memory.lifecycle.sweeper import MemorySweepInput
-from agent_memory.security.keyring import KeyRotationInput
-from workers.schedules import MEMORY_SWEEP_SCHEDULE, SCHEDULES, ScheduleDefinition
+from agent_memory.providers.offline import offline_providers
+from workers.cli import run_worker_until_signal
+from workers.schedules import COMPACTION_SCHEDULE, ERASURE_REDRIVE_SCHEDULE, ensure_schedules, keep_schedules
+from workers.supervisor import ShutdownGuard
 
-
-def test_every_schedule_runs_its_workflows_bounded_default():
-    assert SCHEDULES
-    for definition in SCHEDULES:
-        assert not definition.argument.beyond_schedule(), definition.schedule_id
-        assert definition.argument == type(definition.argument)(), definition.schedule_id
+LOGGER = "agent_memory.lifecycle.schedules"
 
 
-@pytest.mark.parametrize("argument", [KeyRotationInput(force=True), CompactionInput(force=True),
-                                      MemorySweepInput(grace_seconds=0), MemorySweepInput(grace_seconds=86400)])
-def test_an_input_beyond_the_schedule_needs_a_registration_and_no_schedule_may_carry_it(argument):
-    assert argument.beyond_schedule()
-    with pytest.raises(ValueError, match="asks for more than a Schedule may"):
-        ScheduleDefinition(MEMORY_SWEEP_SCHEDULE, contract.MEMORY_SWEEP_WORKFLOW, argument, timedelta(hours=1), "")
+async def _plain(services) -> Client:
+    return await Client.connect(services.settings.temporal_address or "",
+                                namespace=services.settings.temporal_namespace)
+
+
+async def _paused(client: Client, schedule_id: str) -> bool:
+    return (await client.get_schedule_handle(schedule_id).describe()).schedule.state.paused
+
+
+async def _until_unpaused(client: Client, schedule_id: str, timeout: float = 60) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while await _paused(client, schedule_id):
+        assert loop.time() < deadline, f"{schedule_id} is still paused"
+        await asyncio.sleep(0.2)
+
+
+async def test_a_starting_worker_restores_a_paused_schedule_and_logs_it(services, task_queue, caplog):
+    own = copy.copy(services)  # the worker on this test's task queue
+    own.settings = services.settings.model_copy(update={"task_queue": task_queue})
+    await ensure_schedules(services.temporal, task_queue)
+    plain = await _plain(services)
+    await plain.get_schedule_handle(ERASURE_REDRIVE_SCHEDULE).pause(note="paused by hand")
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    guard = ShutdownGuard(None)
+    running = asyncio.create_task(run_worker_until_signal(own, "worker up", offline_providers(), guard=guard))
+    try:
+        await _until_unpaused(plain, ERASURE_REDRIVE_SCHEDULE)
+    finally:
+        guard.stop.set()
+        await asyncio.wait_for(running, timeout=60)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+    restored = [r.getMessage() for r in caplog.records if r.name == LOGGER]
+    assert f"Schedule {ERASURE_REDRIVE_SCHEDULE} restored as designed: unpaused" in restored
+
+
+async def test_a_running_worker_restores_a_schedule_paused_since_its_last_check(services, task_queue, caplog):
+    await ensure_schedules(services.temporal, task_queue)
+    plain = await _plain(services)
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    stop = asyncio.Event()
+    keeping = asyncio.create_task(keep_schedules(services.temporal, task_queue, stop, every=timedelta(seconds=0.5),
+                                                 at_once=False))
+    try:
+        await plain.get_schedule_handle(COMPACTION_SCHEDULE).pause(note="paused by hand")
+        await _until_unpaused(plain, COMPACTION_SCHEDULE)
+    finally:
+        stop.set()
+        await asyncio.wait_for(keeping, timeout=30)
+    assert f"Schedule {COMPACTION_SCHEDULE} restored as designed: unpaused" in [
+        r.getMessage() for r in caplog.records if r.name == LOGGER]

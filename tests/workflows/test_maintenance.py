@@ -27,11 +27,16 @@ async def test_schedules_are_created_once_and_a_triggered_run_completes(services
                         REVIEW_SCHEDULE):  # a fresh start
         with contextlib.suppress(Exception):  # not there yet
             await temporal.get_schedule_handle(schedule_id).delete()
-    assert await ensure_schedules(temporal, task_queue, keys_rotatable=False) == [
-        COMPACTION_SCHEDULE, PROJECTION_SWEEP_SCHEDULE, MEMORY_SWEEP_SCHEDULE, ERASURE_REDRIVE_SCHEDULE,
-        IDLE_TIMER_SWEEP_SCHEDULE, REVIEW_SCHEDULE]
-    assert await ensure_schedules(temporal, task_queue) == [KEY_ROTATION_SCHEDULE]
-    assert await ensure_schedules(temporal, task_queue) == []  # idempotent: an operator's edits survive
+    first = await ensure_schedules(temporal, task_queue, keys_rotatable=False)
+    assert [(r.schedule_id, r.outcome) for r in first] == [
+        (KEY_ROTATION_SCHEDULE, "absent as declared"), (COMPACTION_SCHEDULE, "created"),
+        (PROJECTION_SWEEP_SCHEDULE, "created"), (MEMORY_SWEEP_SCHEDULE, "created"),
+        (ERASURE_REDRIVE_SCHEDULE, "created"), (IDLE_TIMER_SWEEP_SCHEDULE, "created"), (REVIEW_SCHEDULE, "created")]
+    assert "environment" in (first[0].reason or "")
+    assert [r.schedule_id for r in await ensure_schedules(temporal, task_queue)
+            if r.outcome == "created"] == [KEY_ROTATION_SCHEDULE]
+    # Idempotent: Schedules as designed are left unchanged.
+    assert {r.outcome for r in await ensure_schedules(temporal, task_queue)} == {"unchanged"}
 
     rotation = await temporal.get_schedule_handle(KEY_ROTATION_SCHEDULE).describe()
     assert rotation.schedule.spec.intervals[0].every == timedelta(days=1)

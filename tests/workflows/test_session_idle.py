@@ -6,7 +6,10 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
+from temporalio.client import Client
+
 from agent_memory.api.client import MemoryClient, idle_workflow_id
+from agent_memory.core import contract
 from agent_memory.providers.offline import offline_providers
 from tests.sessions import session
 
@@ -34,15 +37,41 @@ async def test_an_idle_session_is_consolidated_without_its_end_hook(services, te
     assert sorted(f.key for f in await client.facts(tenant, "lin")) == ["home_city", "jazz"]
 
 
-async def test_the_end_hook_stops_the_idle_timer(services, tenant, task_queue, running_worker):
+async def test_the_end_hook_stops_the_idle_timer_and_one_consolidation_runs(services, tenant, task_queue,
+                                                                             running_worker):
     client = MemoryClient(services, offline_providers().embedder, task_queue=task_queue,
                           idle_timeout=timedelta(minutes=10))
     async with running_worker():
         await client.append_messages(tenant, "ana", session("s2", "2024-01-01T09:00:00Z", "I live in Rome."))
-        await client.consolidation_result(await client.end_session(tenant, "ana", "s2"))
+        hook = await client.end_session(tenant, "ana", "s2")
+        await client.consolidation_result(hook)
         idle = services.temporal.get_workflow_handle(idle_workflow_id(tenant, "ana", "s2"))
         outcome = await asyncio.wait_for(idle.result(), timeout=30)
-    assert outcome["outcome"] == "ended by the session-end hook"
+        # The hook and the timer both make sure of the consolidation: whichever starts it, one run.
+        assert outcome["outcome"] in ("consolidation already started", "nothing new to consolidate",
+                                      "ended: consolidation started")
+        assert outcome["consolidation_workflow_id"] == hook.id
+        runs = [r async for r in services.temporal.list_workflows(f"WorkflowId = '{hook.id}'")]
+    assert len(runs) == 1
+
+
+async def test_an_end_signal_from_a_plain_client_starts_the_consolidation(services, tenant, task_queue,
+                                                                          running_worker):
+    """An `end` signal sent by anyone (here a Temporal client without the product's converter)
+    closes the timer with the session consolidated, as an idle timeout does."""
+    client = MemoryClient(services, offline_providers().embedder, task_queue=task_queue,
+                          idle_timeout=timedelta(minutes=10))
+    plain = await Client.connect(services.settings.temporal_address or "",
+                                 namespace=services.settings.temporal_namespace)
+    async with running_worker():
+        await client.append_messages(tenant, "eva", session("s4", "2024-01-01T09:00:00Z", "I live in Lyon."))
+        await plain.get_workflow_handle(idle_workflow_id(tenant, "eva", "s4")).signal(contract.SIGNAL_END)
+        idle = services.temporal.get_workflow_handle(idle_workflow_id(tenant, "eva", "s4"))
+        outcome = await asyncio.wait_for(idle.result(), timeout=30)
+        assert outcome["outcome"] == "ended: consolidation started"
+        consolidation = services.temporal.get_workflow_handle(outcome["consolidation_workflow_id"])
+        assert (await asyncio.wait_for(consolidation.result(), timeout=60))["facts_written"] == 1
+    assert [f.key for f in await client.facts(tenant, "eva")] == ["home_city"]
 
 
 async def test_appends_signal_the_timer_once_per_window_and_idle_counts_from_the_newest_message(

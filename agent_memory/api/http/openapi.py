@@ -26,7 +26,7 @@ API_DESCRIPTION = f"""Long-term memory for AI agents: the hooks an agent runtime
 messages, end a session) and the reads it makes (facts, recall, context, prompt, export), forgetting
 a memory and erasing a subject.
 
-**Keys.** Every route but `GET /v1/health` needs `Authorization: Bearer amk:...`, an API key from
+**Keys.** Every route but `GET /v1/health` and `GET /v1/ready` needs `Authorization: Bearer amk:...`, an API key from
 `agent-memory keys create`. The tenant comes from the key. Scopes nest: `read`, then `write`, then `erase`.
 
 **Errors** are RFC 9457 `application/problem+json` documents (`Problem`): the detail is one line
