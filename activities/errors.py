@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, TypeVar
 
 import psycopg
-from temporalio.exceptions import ApplicationError
+from temporalio import activity
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from activities.heartbeat import heartbeating
+from agent_memory.api.outages import dependency_down
 from agent_memory.core.contract import ErrorType
+from agent_memory.core.errors import first_line
 from agent_memory.lifecycle.erasure import ErasureRequestConflictError
 from agent_memory.memory.events import VersionConflictError
 from agent_memory.memory.operations import OperationMismatchError, RecordNotFoundError, SubjectErasedError
@@ -21,6 +25,8 @@ from agent_memory.security.crypto import KeyUnavailableError, RotationUnsupporte
 from agent_memory.security.operator_requests import UnauthorizedRequestError
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 # Permanent: retrying cannot help. The workflow decides what to do with each type.
 PERMANENT: dict[type[Exception], ErrorType] = {
@@ -62,5 +68,17 @@ def temporal_failures(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitabl
         except ProviderRetryableError as exc:  # the retry policy retries, after the server's hint if any
             delay = timedelta(seconds=min(exc.retry_after, 300)) if exc.retry_after else None
             raise ApplicationError(str(exc), type=ErrorType.PROVIDER_RETRYABLE, next_retry_delay=delay) from exc
+        except Exception as exc:
+            dependency = dependency_down(exc)
+            if dependency is None:
+                raise
+            # An outage (a restarted PostgreSQL's dead connections, a Redis that stalls): one line
+            # in the worker's log, no traceback; the retry policy runs the step again.
+            reason = f"{dependency} is unavailable: {first_line(exc, type(exc).__name__)}"
+            step = (f"{activity.info().activity_type} (attempt {activity.info().attempt} of "
+                    f"{activity.info().workflow_id})" if activity.in_activity() else fn.__name__)
+            log.warning("%s: %s; retried", step, reason)
+            raise ApplicationError(reason, type=ErrorType.DEPENDENCY_UNAVAILABLE,
+                                   category=ApplicationErrorCategory.BENIGN) from None
 
     return wrapper

@@ -23,6 +23,7 @@ from agent_memory.api.client import MemoryClient
 from agent_memory.api.codec_server import build_codec_router
 from agent_memory.api.console import build_console_router
 from agent_memory.api.http.auth import checked_operator_key
+from agent_memory.api.http.deadline import DependencyDeadline
 from agent_memory.api.http.openapi import API_DESCRIPTION, document_problems
 from agent_memory.api.http.problems import internal_error, problem, too_many_failures, unavailable
 from agent_memory.api.http.routes import categories, erasure, health, memory, review, sessions, tool_calls, webhooks
@@ -43,6 +44,8 @@ def create_app(client: MemoryClient) -> FastAPI:
     settings = client.services.settings
     app.state.auth_failures = FailureLimiter(settings.auth_failure_burst, settings.auth_failure_window_seconds)
     add_problem_handlers(app)
+    # A stalled dependency is answered 503 naming it within its deadline (agent_memory/api/http/deadline.py).
+    app.add_middleware(DependencyDeadline, deadline=settings.dependency_deadline_seconds)
     app.include_router(build_console_router(checked_operator_key, dependency_down))  # /console: the memory console
     for resource in (health, sessions, memory, review, categories, tool_calls, erasure, webhooks):
         app.include_router(resource.router)
