@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import logging
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -25,8 +24,6 @@ from agent_memory.security.crypto import KeyUnavailableError, RotationUnsupporte
 from agent_memory.security.operator_requests import UnauthorizedRequestError
 
 T = TypeVar("T")
-
-log = logging.getLogger(__name__)
 
 # Permanent: retrying cannot help. The workflow decides what to do with each type.
 PERMANENT: dict[type[Exception], ErrorType] = {
@@ -75,9 +72,8 @@ def temporal_failures(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitabl
             # An outage (a restarted PostgreSQL's dead connections, a Redis that stalls): one line
             # in the worker's log, no traceback; the retry policy runs the step again.
             reason = f"{dependency} is unavailable: {first_line(exc, type(exc).__name__)}"
-            step = (f"{activity.info().activity_type} (attempt {activity.info().attempt} of "
-                    f"{activity.info().workflow_id})" if activity.in_activity() else fn.__name__)
-            log.warning("%s: %s; retried", step, reason)
+            # activity.logger adds the step, its attempt and its run.
+            activity.logger.warning("%s; retried", reason)
             raise ApplicationError(reason, type=ErrorType.DEPENDENCY_UNAVAILABLE,
                                    category=ApplicationErrorCategory.BENIGN) from None
 

@@ -42,7 +42,7 @@ PASSES = [("valid", POSITIVE, 20, False), ("invalid", NEGATIVE, 15, False), ("se
 # Every operation the document states, each fuzzed: a new one must be added here, so none goes
 # unfuzzed unnoticed. /mcp and the operator surfaces (/console, /codec) are not in the document.
 OPERATIONS = {
-    "GET /v1/health", "POST /v1/subjects/{subject_id}/sessions/{session_id}/messages",
+    "GET /v1/health", "GET /v1/ready", "POST /v1/subjects/{subject_id}/sessions/{session_id}/messages",
     "POST /v1/subjects/{subject_id}/sessions/{session_id}/end", "GET /v1/runs/{workflow_id}",
     "GET /v1/subjects/{subject_id}/facts", "GET /v1/subjects/{subject_id}/entities",
     "GET /v1/subjects/{subject_id}/relations", "POST /v1/subjects/{subject_id}/recall",
@@ -58,10 +58,10 @@ OPERATIONS = {
     "GET /v1/categories", "PUT /v1/categories/{name}", "DELETE /v1/categories/{name}",
     "GET /v1/stale-marks", "POST /v1/subjects/{subject_id}/stale-marks/{mark_id}/resolve",
 }
-# Operations with no invalid input to send, so no "invalid" pass: health and the categories'
-# listing take no input, and any string is a workflow id to look up (slashes included; an unknown
+# Operations with no invalid input to send, so no "invalid" pass: health, readiness and the
+# categories' listing take no input, and any string is a workflow id to look up (slashes included; an unknown
 # one is 404).
-NO_INVALID_INPUT = {"GET /v1/health", "GET /v1/categories", "GET /v1/runs/{workflow_id}"}
+NO_INVALID_INPUT = {"GET /v1/health", "GET /v1/ready", "GET /v1/categories", "GET /v1/runs/{workflow_id}"}
 
 
 @dataclass
