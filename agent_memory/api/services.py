@@ -166,9 +166,10 @@ class RpcDeadlineInterceptor(client.Interceptor):
 def payload_converter(settings: Settings, provider: KeyProvider, *,
                       on_rejected: RejectionSink | None = None) -> DataConverter:
     """The strict pydantic converter with every payload encrypted under the deployment's payload key
-    and bound to its workflow."""
+    and bound to its workflow; a payload under a key rotated since (another process's `keys
+    rotate-payload`) reloads the provider's keys."""
     return encrypted_data_converter(provider.payload_keys(), accept_legacy=settings.accept_plaintext_payloads,
-                                    on_rejected=on_rejected)
+                                    on_rejected=on_rejected, reload=provider.payload_keys)
 
 
 def rejection_counter(pool: AsyncConnectionPool) -> RejectionSink:
