@@ -297,3 +297,23 @@ async def test_a_stalled_dependency_is_a_503_naming_it_within_a_bound_and_readin
         again, seconds = await timed(http.get("/v1/subjects/lin/facts"))
         assert again.status_code == 200 and seconds < STALLED_ANSWER_SECONDS, (again.text, seconds)
     assert (await http.get("/v1/ready", headers=operator)).status_code == 200
+
+
+async def test_the_first_consolidation_after_a_postgres_restart_completes_promptly_without_a_traceback(api, caplog):
+    stack, services, client, tenant, http = api
+    async with build_worker(services, task_queue=client.task_queue):
+        sent = await http.post("/v1/subjects/lin/sessions/w1/messages",
+                               json={"messages": messages("w1", "I live in Bergen.")})
+        assert sent.status_code == 200, sent.text
+        await stop(stack, "postgres")  # every connection of the worker's pool dies with it
+        await start(stack, "postgres")
+        with caplog.at_level("WARNING"):
+            began = time.monotonic()
+            ended = await http.post("/v1/subjects/lin/sessions/w1/end")
+            assert ended.status_code == 200, ended.text
+            assert await consolidated(client, tenant, "lin", "w1", 60)
+            took = time.monotonic() - began
+    assert took < services.settings.pool_timeout_seconds + 10, took  # no pool wait, no failed attempt
+    tracebacks = [r.getMessage() for r in caplog.records if r.exc_info and r.name.startswith(("temporalio", "activities"))]
+    assert tracebacks == []
+    assert "Bergen" in {f.value for f in await client.facts(tenant, "lin")}
