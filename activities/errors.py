@@ -8,10 +8,13 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 import psycopg
-from temporalio.exceptions import ApplicationError
+from temporalio import activity
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from activities.heartbeat import heartbeating
+from agent_memory.api.outages import dependency_down
 from agent_memory.core.contract import ErrorType
+from agent_memory.core.errors import first_line
 from agent_memory.lifecycle.erasure import ErasureRequestConflictError
 from agent_memory.memory.events import VersionConflictError
 from agent_memory.memory.operations import OperationMismatchError, RecordNotFoundError, SubjectErasedError
@@ -62,5 +65,16 @@ def temporal_failures(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitabl
         except ProviderRetryableError as exc:  # the retry policy retries, after the server's hint if any
             delay = timedelta(seconds=min(exc.retry_after, 300)) if exc.retry_after else None
             raise ApplicationError(str(exc), type=ErrorType.PROVIDER_RETRYABLE, next_retry_delay=delay) from exc
+        except Exception as exc:
+            dependency = dependency_down(exc)
+            if dependency is None:
+                raise
+            # An outage (a restarted PostgreSQL's dead connections, a Redis that stalls): one line
+            # in the worker's log, no traceback; the retry policy runs the step again.
+            reason = f"{dependency} is unavailable: {first_line(exc, type(exc).__name__)}"
+            # activity.logger adds the step, its attempt and its run.
+            activity.logger.warning("%s; retried", reason)
+            raise ApplicationError(reason, type=ErrorType.DEPENDENCY_UNAVAILABLE,
+                                   category=ApplicationErrorCategory.BENIGN) from None
 
     return wrapper

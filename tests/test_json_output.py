@@ -96,7 +96,7 @@ LIBRARY = [
     "deployment set-current --build-id json-1",
     "deployment set-ramping --delete",
     "deployment describe",
-    "keys rotate-payload",  # last: the processes running encode under the old key until restarted
+    "keys rotate-payload",  # last: the running processes switch to the new key at its first payload
 ]
 
 # The demo (agent-memory) and the tools (agent-memory-tools), each on a private stack of its own (a

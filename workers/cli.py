@@ -87,10 +87,10 @@ async def run_worker_until_signal(services: Services, announce: str, providers: 
         if not stop.is_set():
             raise ServiceUnavailable("the worker stopped polling")
 
-    try:
-        tasks = [asyncio.create_task(supervise_task("worker", run_worker, stop))]
-        if stack is not None:
-            tasks.append(asyncio.create_task(ServerSupervisor(stack).watch(stop)))
+    tasks: list[asyncio.Task[Any]] = []
+
+    async def start_up() -> None:
+        nonlocal announce
         # Key rotation, compaction, the sweeps and the review run as Schedules, visible in the UI's
         # Schedules tab: created or restored as designed now (a pause, an edited interval or action
         # is logged and undone), and checked again every hour while the worker runs.
@@ -130,7 +130,22 @@ async def run_worker_until_signal(services: Services, announce: str, providers: 
         print(announce, flush=True)
         # One line per workflow that closes on the queue (what the UI lists), while it runs.
         tasks.append(asyncio.create_task(log_closed_runs(services.temporal, services.settings.task_queue, stop)))
-        await stop.wait()
+
+    try:
+        tasks.append(asyncio.create_task(supervise_task("worker", run_worker, stop)))
+        if stack is not None:
+            tasks.append(asyncio.create_task(ServerSupervisor(stack).watch(stop)))
+        # A Ctrl-C while these start is not held up by them: what they wait on is cancelled.
+        starting = asyncio.ensure_future(start_up())
+        stopping = asyncio.ensure_future(stop.wait())
+        await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        if not starting.done():
+            starting.cancel()
+            await asyncio.gather(starting, return_exceptions=True)
+        else:
+            starting.result()  # a start-up that failed
+            await stop.wait()
         print("stopping…", flush=True)
     finally:
         # The guard's handlers stay installed while everything stops: a second Ctrl-C forces. (Taking
@@ -164,6 +179,9 @@ def _cancelled_at_exit(guard: ShutdownGuard) -> Iterator[ShutdownGuard]:
                    "machine); the banner prints them")
 @with_settings
 async def up(settings: Settings, *, api_port: int, local_model: bool, free_ports: bool) -> int:
+    import asyncio
+    import signal
+
     from workers.embedded import EmbeddedStack, Ports
     from workers.runtime import open_stack
     from workers.supervisor import ShutdownGuard, home_lock
@@ -185,7 +203,23 @@ async def up(settings: Settings, *, api_port: int, local_model: bool, free_ports
         stack = EmbeddedStack(settings.home, Ports.free() if free_ports else Ports(), adopt=True,
                               ui_codec_endpoint=codec)
         guard = local.enter_context(_cancelled_at_exit(ShutdownGuard(stack)))
-        async with open_stack(settings, start=True, stack=stack) as services:
+        # Ctrl-C (or SIGTERM) from here on, start-up included: the first stops what has started, a
+        # second kills every server of the home at once (ShutdownGuard).
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, guard.on_signal)
+        async with contextlib.AsyncExitStack() as opened:
+            starting = asyncio.ensure_future(opened.enter_async_context(open_stack(settings, start=True, stack=stack)))
+            stopping = asyncio.ensure_future(guard.stop.wait())
+            await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+            if not starting.done():  # interrupted while starting: stop what started, no further
+                print("stopping before start-up finished…", flush=True)
+                stack.closing = True  # the servers' start (in a thread) gives up at its next step
+                starting.cancel()
+                await asyncio.gather(starting, return_exceptions=True)  # open_stack stops what it started
+                return 130
+            services = starting.result()
             s = services.settings
             assert s.database_url and s.redis_url  # start=True: the embedded stack filled them in
             for name in stack.adopted:

@@ -21,6 +21,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -96,12 +97,18 @@ class ServerExitedError(ServiceUnavailable):
         self.port_in_use = port_in_use
 
 
+class StartCancelledError(ServiceUnavailable):
+    """The stack was told to stop (Ctrl-C) while it was starting its servers."""
+
+
 def wait_for_port(port: int, name: str, log_file: Path, timeout: float = 90.0,
-                  process: subprocess.Popen | None = None) -> None:
+                  process: subprocess.Popen | None = None, cancelled: Callable[[], bool] = lambda: False) -> None:
     """Until the server listens on `port`; with its `process`, a server that exits first is
-    reported at once instead of after the timeout."""
+    reported at once instead of after the timeout; StartCancelledError as soon as `cancelled()`."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if cancelled():
+            raise StartCancelledError(f"stopped while {name} was starting")
         if port_open(port):
             return
         if process is not None and process.poll() is not None:
@@ -228,6 +235,11 @@ class EmbeddedStack:
     # cached migrated template (workers/cluster_template.py) rather than initdb and every migration,
     # and its Temporal dev server, whose history goes with the home, is killed, not drained.
     scratch: bool = False
+    # Held while start() runs: stop() waits for a start it interrupted (closing) to give up
+    # before it stops what that start had started. Servers spawned and not yet recorded (waiting
+    # for their port) are in `spawning`, for kill_all.
+    _starting: threading.RLock = field(default_factory=threading.RLock, repr=False)
+    spawning: dict[str, subprocess.Popen] = field(default_factory=dict, repr=False)
 
     @property
     def run_dir(self) -> Path:
@@ -256,19 +268,31 @@ class EmbeddedStack:
         for name in ("secrets.json", "master.key", "temporal.db", "temporal.db-wal", "temporal.db-shm",
                      "redis/dump.rdb", *(f"logs/{n}.log" for n in ("temporal", "redis", "postgres"))):
             _narrow(self.home / name)  # written by an older version, maybe wider
+        with self._starting:
+            return self._start(settings, only)
+
+    def _cancel_point(self) -> None:
+        if self.closing:
+            raise StartCancelledError("stopped while the embedded stack was starting")
+
+    def _start(self, settings: Settings, only: tuple[str, ...]) -> Settings:
         configured = {"postgres": settings.database_url, "redis": settings.redis_url,
                       "temporal": settings.temporal_address}
         # Before anything starts: one error naming every missing package, not a half-started stack.
         require_servers([name for name in only if not configured[name] and self._state(name) is None])
         changes: dict = {}
         if "postgres" in only and not settings.database_url:
+            self._cancel_point()
             admin_url, app_url = self._start_postgres()
             changes.update(database_url=app_url, database_admin_url=admin_url)
         if "redis" in only and not settings.redis_url:
+            self._cancel_point()
             changes["redis_url"] = self._start_redis()
         if "temporal" in only and not settings.temporal_address:
+            self._cancel_point()
             address, ui = self._start_temporal()
             changes.update(temporal_address=address, ui_url=settings.ui_url or ui)
+        self._cancel_point()
         resolved = settings.with_services(**changes)
         pids = [state["pid"] for name in only if not configured[name] and (state := self._state(name))]
         if set(only) == {"postgres", "redis", "temporal"} and pids:  # an embedded stack: programs may connect to it
@@ -286,8 +310,13 @@ class EmbeddedStack:
         return self.start(settings)
 
     def stop(self) -> None:
-        """Stop, in reverse order, the services this instance started (not the reused ones)."""
+        """Stop, in reverse order, the services this instance started (not the reused ones). A
+        start under way (another thread) gives up at its next step, and is waited for first."""
         self.closing = True
+        with self._starting:
+            self._stop_started()
+
+    def _stop_started(self) -> None:
         if self.started:
             remove_connection(self.home)
         for name in reversed(self.started):
@@ -378,6 +407,7 @@ class EmbeddedStack:
             postmaster = int((self.home / "postgres" / "postmaster.pid").read_text().split()[0])
             if b"postgres" in Path(f"/proc/{postmaster}/cmdline").read_bytes():  # not a reused pid
                 pids.append((None, postmaster))
+        pids += [(None, proc.pid) for proc in list(self.spawning.values())]
         for path, pid in pids:
             if pid and pid_alive(pid):
                 with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -407,15 +437,22 @@ class EmbeddedStack:
         times); configured ports are an error at once."""
         for attempt in range(3):
             proc = self._spawn(name, argv())
+            self.spawning[name] = proc
             try:
-                wait_for_port(getattr(self.ports, port_fields[0]), label, self.log_dir / f"{name}.log", process=proc)
+                wait_for_port(getattr(self.ports, port_fields[0]), label, self.log_dir / f"{name}.log", process=proc,
+                              cancelled=lambda: self.closing)
                 return proc
+            except StartCancelledError:
+                _end_process_group(proc)
+                raise
             except ServerExitedError as exc:
                 if not (exc.port_in_use and self.ports.picked and attempt < 2):
                     raise
                 log.warning("a port picked for %s was taken before it bound it; picking others: %s", label, exc)
                 repicked: dict[str, Any] = {f: free_port() for f in port_fields}
                 self.ports = replace(self.ports, **repicked)
+            finally:
+                self.spawning.pop(name, None)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _terminate(self, name: str, grace: float = 8.0) -> None:
@@ -583,6 +620,7 @@ class EmbeddedStack:
                     copied_password = copy_template(data, postgres_system_user(), build_template)
                 else:
                     self._initdb(data, pw["postgres"])
+            self._cancel_point()  # the cluster exists; its server is not started yet
             if port_open(port):
                 raise ServiceUnavailable(f"port {port} is taken by another process; set DATABASE_URL to use it, or stop it")
             log_file = self.postgres_log
@@ -621,6 +659,18 @@ class EmbeddedStack:
         if res.returncode != 0:
             self._terminate("postgres")
         (self.run_dir / "postgres.json").unlink(missing_ok=True)
+
+
+def _end_process_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
+    """End a server spawned in a session of its own: SIGTERM to its group, SIGKILL after `grace`."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def postgres_system_user() -> tuple[int, int] | None:

@@ -7,8 +7,10 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 from types import TracebackType
+from typing import Any
 
-from temporalio.worker import Worker
+from temporalio import activity
+from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.consolidation import ConsolidationActivities
@@ -22,10 +24,12 @@ from activities.reembedding import ReembeddingActivities
 from activities.review import ReviewActivities
 from activities.webhooks import WebhookActivities, WebhookRetryBounds
 from agent_memory.api.services import Services
+from agent_memory.core import contract
 from agent_memory.core.contract import model_task_queue
 from agent_memory.core.projection_models import ProjectionPolicy
 from agent_memory.providers.offline import OfflineProviders
 from agent_memory.providers.openai.compat import ProviderBundle, providers_for
+from agent_memory.store.db import long_statements
 from workers.deployment import deployment_config, deployment_version, workflow_runners
 from workflows.consolidation import ConsolidationWorkflow
 from workflows.erasure import ErasureWorkflow
@@ -48,6 +52,29 @@ WORKFLOWS = [ConsolidationWorkflow, ErasureWorkflow, RebuildWorkflow, SessionIdl
              PhysicalCompactionWorkflow, ProjectorWorkflow, ProjectionSweepWorkflow, MemorySweepWorkflow,
              ErasureRedriveWorkflow, ReembedWorkflow, IdleTimerSweepWorkflow, WebhookDeliveryWorkflow, RederiveWorkflow,
              ReviewWorkflow]
+
+
+# The long operator jobs' steps: their statements (a large subject's erasure, rebuild or
+# re-embedding) run with store.db.LONG_STATEMENT_SECONDS as statement_timeout, not the pool's.
+LONG_STATEMENT_ACTIVITIES = frozenset({
+    contract.BEGIN_ERASURE, contract.ERASE_STORE, contract.SHRED_SUBJECT_KEY, contract.VERIFY_ERASURE,
+    contract.COMPLETE_ERASURE, contract.LIST_SUBJECTS_TO_REBUILD, contract.REBUILD_SUBJECT,
+    contract.BEGIN_REEMBEDDING, contract.REEMBED_BATCH, contract.SWITCH_EMBEDDING_MODEL, contract.REDERIVE_SESSION})
+
+
+class _LongStatementsInbound(ActivityInboundInterceptor):
+    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+        if activity.info().activity_type not in LONG_STATEMENT_ACTIVITIES:
+            return await super().execute_activity(input)
+        with long_statements():
+            return await super().execute_activity(input)
+
+
+class LongStatements(Interceptor):
+    """The long operator jobs' steps run with a statement_timeout of their own (LONG_STATEMENT_ACTIVITIES)."""
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        return _LongStatementsInbound(next)
 
 
 class Workers:
@@ -118,6 +145,7 @@ def build_worker(services: Services, *, task_queue: str | None = None,
         services.temporal,
         task_queue=queue,
         workflows=WORKFLOWS,
+        interceptors=[LongStatements()],
         deployment_config=deployment_config(version),
         workflow_runner=sandboxed,
         unsandboxed_workflow_runner=unsandboxed,

@@ -34,6 +34,8 @@ def dependency_down(exc: BaseException) -> str | None:
 
 def _connection_lost(sqlstate: str | None) -> bool:
     """A psycopg error of a server that cannot be reached (no SQLSTATE: the client's own), a
-    connection exception (08), or a server shutting down or starting (57P01-57P03), not one a
-    live server answered (a serialization failure, a statement timeout)."""
-    return sqlstate is None or sqlstate.startswith("08") or sqlstate in ("57P01", "57P02", "57P03")
+    connection exception (08), a server shutting down or starting (57P01-57P03), or a deadline
+    the server enforced (57014 statement_timeout, 55P03 lock_timeout: it is too slow or blocked
+    to answer in time); not one a live server answered about the statement itself (a
+    serialization failure, a constraint)."""
+    return sqlstate is None or sqlstate.startswith("08") or sqlstate in ("57P01", "57P02", "57P03", "57014", "55P03")

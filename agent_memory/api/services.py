@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+from temporalio import client
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
@@ -22,6 +25,7 @@ from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, Tele
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from agent_memory.core import contract
+from agent_memory.core.deadlines import waiting_on
 from agent_memory.core.errors import InvalidInput, ServiceUnavailable, first_line
 from agent_memory.core.run_metadata import RunMetadataInterceptor
 from agent_memory.core.settings import TEMPORAL_ALIASES, Settings, variable
@@ -30,7 +34,13 @@ from agent_memory.security.keyring import KeyRing
 from agent_memory.security.payload_codec import RejectionSink, encrypted_data_converter
 from agent_memory.store.access import AccessRecorder
 from agent_memory.store.counters import add_counts_if_known
-from agent_memory.store.db import apply_migrations, open_pool, pending_migrations, set_app_role_password
+from agent_memory.store.db import (
+    DatabaseDeadlines,
+    apply_migrations,
+    open_pool,
+    pending_migrations,
+    set_app_role_password,
+)
 
 
 def _retrying() -> AsyncRetrying:
@@ -90,16 +100,76 @@ def temporal_connect_options(settings: Settings,
     connection."""
     config: dict[str, Any] = dict(temporal_profile(settings).to_client_connect_config())
     config.pop("target_host", None)
-    # Every start (and a workflow's child starts) gets its summary and details in clear.
-    return {**config, "data_converter": data_converter, "interceptors": [RunMetadataInterceptor()]}
+    # Every start (and a workflow's child starts) gets its summary and details in clear, and every
+    # call that is no long poll a deadline.
+    interceptors: list[Any] = [RunMetadataInterceptor()]
+    if settings.temporal_rpc_timeout_seconds:
+        interceptors.append(RpcDeadlineInterceptor(timedelta(seconds=settings.temporal_rpc_timeout_seconds)))
+    return {**config, "data_converter": data_converter, "interceptors": interceptors}
+
+
+class _DeadlineOutbound(client.OutboundInterceptor):
+    def __init__(self, next: client.OutboundInterceptor, timeout: timedelta) -> None:
+        super().__init__(next)
+        self.timeout = timeout
+
+    def _bounded(self, input: Any) -> Any:
+        if input.rpc_timeout is None:
+            input.rpc_timeout = self.timeout
+        return input
+
+    async def start_workflow(self, input: client.StartWorkflowInput) -> client.WorkflowHandle[Any, Any]:
+        with waiting_on("temporal"):
+            return await super().start_workflow(self._bounded(input))
+
+    async def signal_workflow(self, input: client.SignalWorkflowInput) -> None:
+        with waiting_on("temporal"):
+            await super().signal_workflow(self._bounded(input))
+
+    async def describe_workflow(self, input: client.DescribeWorkflowInput) -> client.WorkflowExecutionDescription:
+        with waiting_on("temporal"):
+            return await super().describe_workflow(self._bounded(input))
+
+    async def query_workflow(self, input: client.QueryWorkflowInput) -> Any:
+        with waiting_on("temporal"):
+            return await super().query_workflow(self._bounded(input))
+
+    async def cancel_workflow(self, input: client.CancelWorkflowInput) -> None:
+        with waiting_on("temporal"):
+            await super().cancel_workflow(self._bounded(input))
+
+    async def terminate_workflow(self, input: client.TerminateWorkflowInput) -> None:
+        with waiting_on("temporal"):
+            await super().terminate_workflow(self._bounded(input))
+
+    async def count_workflows(self, input: client.CountWorkflowsInput) -> client.WorkflowExecutionCount:
+        with waiting_on("temporal"):
+            return await super().count_workflows(self._bounded(input))
+
+    def list_workflows(self, input: client.ListWorkflowsInput) -> client.WorkflowExecutionAsyncIterator:
+        return super().list_workflows(self._bounded(input))
+
+
+class RpcDeadlineInterceptor(client.Interceptor):
+    """A deadline on each call to Temporal that is no long poll (starts, signals, descriptions,
+    queries, cancels, listings; not a wait for a result or an update): a Temporal that stalls
+    fails the call with DEADLINE_EXCEEDED, which the HTTP API answers 503 naming Temporal. A call
+    that gives its own `rpc_timeout` keeps it."""
+
+    def __init__(self, timeout: timedelta) -> None:
+        self.timeout = timeout
+
+    def intercept_client(self, next: client.OutboundInterceptor) -> client.OutboundInterceptor:
+        return _DeadlineOutbound(next, self.timeout)
 
 
 def payload_converter(settings: Settings, provider: KeyProvider, *,
                       on_rejected: RejectionSink | None = None) -> DataConverter:
     """The strict pydantic converter with every payload encrypted under the deployment's payload key
-    and bound to its workflow."""
+    and bound to its workflow; a payload under a key rotated since (another process's `keys
+    rotate-payload`) reloads the provider's keys."""
     return encrypted_data_converter(provider.payload_keys(), accept_legacy=settings.accept_plaintext_payloads,
-                                    on_rejected=on_rejected)
+                                    on_rejected=on_rejected, reload=provider.payload_keys)
 
 
 def rejection_counter(pool: AsyncConnectionPool) -> RejectionSink:
@@ -148,12 +218,19 @@ async def connect_temporal(settings: Settings, data_converter: DataConverter) ->
     raise AssertionError("unreachable")
 
 
+def database_deadlines(settings: Settings) -> DatabaseDeadlines:
+    return DatabaseDeadlines(statement_seconds=settings.postgres_statement_timeout_seconds,
+                             lock_seconds=settings.postgres_lock_timeout_seconds,
+                             connect_seconds=settings.postgres_connect_timeout_seconds,
+                             pool_wait_seconds=settings.pool_timeout_seconds)
+
+
 async def connect_pool(settings: Settings, *, max_size: int = 8) -> AsyncConnectionPool:
     if not settings.database_url:
         raise ServiceUnavailable("DATABASE_URL is not set and no embedded PostgreSQL was started")
     async for attempt in _retrying():
         with attempt:
-            return await open_pool(settings.database_url, max_size=max_size)
+            return await open_pool(settings.database_url, max_size=max_size, deadlines=database_deadlines(settings))
     raise AssertionError("unreachable")
 
 
@@ -183,17 +260,47 @@ async def check_schema(settings: Settings) -> None:
                                  f"applied: {', '.join(pending)}): run `agent-memory migrate`")
 
 
+class BoundedRetry(Retry):
+    """Redis's retry with backoff, given up `budget` seconds after the first attempt: a command
+    that meets a restarting Redis is retried until it is back, and one that meets a Redis that
+    stalls fails within a few timeouts instead of one per attempt."""
+
+    def __init__(self, backoff: ExponentialBackoff, retries: int, budget: float) -> None:
+        super().__init__(backoff, retries)
+        self.budget = budget
+
+    async def call_with_retry(self, do: Any, fail: Any, is_retryable: Any = None,
+                              with_failure_count: bool = False) -> Any:
+        started = time.monotonic()
+
+        def in_budget(error: Exception) -> bool:
+            return time.monotonic() - started < self.budget and (is_retryable is None or is_retryable(error))
+
+        return await super().call_with_retry(do, fail, in_budget, with_failure_count)
+
+
+class TrackedRedis(Redis):
+    """A Redis client whose every command counts as a wait on Redis for the request that sends it
+    (agent_memory.core.deadlines)."""
+
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        with waiting_on("redis"):
+            return await super().execute_command(*args, **options)
+
+
 def connect_redis(settings: Settings) -> Redis:
     """A client whose pooled connections survive a Redis restart: a command that meets a dead
-    connection (or none yet) reconnects and is retried with backoff (up to ~3 s), an idle
-    connection is checked before use, and connecting or reading gives up after 5 s (then the
-    HTTP API answers 503)."""
+    connection (or none yet) reconnects and is retried with backoff, an idle connection is
+    checked before use, and connecting or each answer gives up after AGENT_MEMORY_REDIS_TIMEOUT_SECONDS,
+    a command's retries after twice that (then the HTTP API answers 503 naming Redis)."""
     if not settings.redis_url:
         raise ServiceUnavailable("REDIS_URL is not set and no embedded Redis was started")
-    return Redis.from_url(settings.redis_url, decode_responses=True,
-                          retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), 6),
+    timeout = settings.redis_timeout_seconds or None
+    return TrackedRedis.from_url(settings.redis_url, decode_responses=True,
+                          retry=BoundedRetry(ExponentialBackoff(cap=1.0, base=0.05), 6,
+                                             budget=2 * (timeout or 3.0)),
                           retry_on_error=[RedisConnectionError, RedisTimeoutError, ConnectionResetError],
-                          health_check_interval=5, socket_connect_timeout=5, socket_timeout=5)
+                          health_check_interval=5, socket_connect_timeout=timeout, socket_timeout=timeout)
 
 
 @dataclass

@@ -39,8 +39,8 @@ async def rotate(client: MemoryClient, services: Services, *, if_needed: bool, j
               f"shreds now irreversible) in {rotation.elapsed_seconds:.2f} s")
 
 
-@keys.command("rotate-payload", cls=Command, help="a new Temporal payload key (restart every process to encode "
-              "under it); retired keys decode older histories until destroyed")
+@keys.command("rotate-payload", cls=Command, help="a new Temporal payload key (each process of the key directory "
+              "picks it up at the first payload under it); retired keys decode older histories until destroyed")
 @click.option("--destroy-retired-after-days", type=float, metavar="DAYS",
               help="also destroy each retired payload key replaced more than DAYS ago; DAYS must cover the "
                    "namespace's retention plus the longest run, or older histories become unreadable")
@@ -59,8 +59,9 @@ async def rotate_payload(client: MemoryClient, services: Services, *, destroy_re
     if json:
         print_json({"active_payload_key": active, "destroyed": destroyed, "retired_kept": retired_kept})
     else:
-        print(f"active payload key {active}: restart the worker, the API and every client to encode under it; "
-              f"{retired_kept} retired key(s) kept to read older histories; destroyed {', '.join(destroyed) or 'none'}")
+        print(f"active payload key {active}: new processes encode under it, and running ones (the worker, the API) "
+              f"load it at the first payload under it; {retired_kept} retired key(s) kept to read older histories; "
+              f"destroyed {', '.join(destroyed) or 'none'}")
 
 
 @keys.command("status", cls=Command, help="every KEK: state, shredded keys it still covers")

@@ -306,6 +306,8 @@ class ErrorType(StrEnum):
     PROVIDER_RETRYABLE = "ProviderRetryable"
     # A webhook receiver that is down, slow, or answers 408, 429 or 5xx: retried within the bound.
     WEBHOOK_RETRYABLE = "WebhookRetryable"
+    # PostgreSQL, Redis or Temporal down, restarting or too slow to answer: retried.
+    DEPENDENCY_UNAVAILABLE = "DependencyUnavailable"
 
 
 # --- Activity option presets ------------------------------------------------------------------

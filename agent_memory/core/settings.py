@@ -213,6 +213,31 @@ class Settings(BaseSettings):
         "is closed")
     http_body_timeout_seconds: Seconds = _setting(
         "AGENT_MEMORY_HTTP_BODY_TIMEOUT_SECONDS", 30.0, "a connection that stalls longer between body chunks is closed")
+    # Deadlines of every call to a dependency: a server that stalls (neither answers nor refuses)
+    # is answered 503 naming it, not waited on.
+    dependency_deadline_seconds: Seconds = _setting(
+        "AGENT_MEMORY_DEPENDENCY_DEADLINE_SECONDS", 6.0, "how long an HTTP request waits on one call to PostgreSQL, "
+        "Redis or Temporal before it is answered `503` naming it (the call may still complete)")
+    postgres_statement_timeout_seconds: Seconds = _setting(
+        "AGENT_MEMORY_POSTGRES_STATEMENT_TIMEOUT_SECONDS", 30.0, "PostgreSQL's `statement_timeout` of the pooled "
+        "connections (erasure, rebuild and re-embedding set a longer one for their own statements; 0: none)")
+    postgres_lock_timeout_seconds: Seconds = _setting(
+        "AGENT_MEMORY_POSTGRES_LOCK_TIMEOUT_SECONDS", 10.0, "PostgreSQL's `lock_timeout` of the pooled connections "
+        "(0: none)")
+    postgres_connect_timeout_seconds: Seconds = _setting(
+        "AGENT_MEMORY_POSTGRES_CONNECT_TIMEOUT_SECONDS", 5.0, "how long opening a PostgreSQL connection may take")
+    pool_timeout_seconds: Seconds = _setting(
+        "AGENT_MEMORY_POOL_TIMEOUT_SECONDS", 4.0, "how long a caller waits for a pooled PostgreSQL connection before "
+        "PostgreSQL is reported unavailable")
+    redis_timeout_seconds: Seconds = _setting(
+        "AGENT_MEMORY_REDIS_TIMEOUT_SECONDS", 2.0, "how long connecting to Redis, or one of its answers, may take; "
+        "a command is retried within about three times that")
+    temporal_rpc_timeout_seconds: Seconds = _setting(
+        "AGENT_MEMORY_TEMPORAL_RPC_TIMEOUT_SECONDS", 5.0, "the deadline of each call to Temporal that is not a long "
+        "poll (starts, signals, queries, descriptions, listings)")
+    readiness_timeout_seconds: Seconds = _setting(
+        "AGENT_MEMORY_READINESS_TIMEOUT_SECONDS", 2.0, "how long `GET /v1/ready` waits on each dependency (they "
+        "are checked at once)")
     idle_timeout_seconds: Seconds = _setting(
         "AGENT_MEMORY_IDLE_TIMEOUT_SECONDS", 600.0, "the idle time after which the idle-timer sweep arms a session's "
         "lost timer")

@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import re
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Self
 
@@ -111,16 +112,52 @@ def rejected(reason: str) -> Payload:
     return Payload(metadata={"encoding": REJECTED_ENCODING.encode()}, data=reason.encode())
 
 
-class EncryptionCodec(PayloadCodec, WithSerializationContext):
-    """AES-GCM under the active payload key; decodes under any retained one (rotation)."""
+# A payload naming a key this process does not hold reloads the keys from their source at most
+# this often (a forged key id must not turn every payload into a read of the key directory).
+RELOAD_SECONDS = 1.0
 
-    def __init__(self, keys: Sequence[bytes], *, accept_legacy: bool = False,
-                 on_rejected: RejectionSink | None = None, context: SerializationContext | None = None):
+
+class _PayloadKeys:
+    """The payload keys a process holds, shared by every context of its codec; reloaded from their
+    source (`reload`) when a payload names a key not held yet: a key rotated by another process
+    (`agent-memory keys rotate-payload`) is picked up without a restart, and encodes from then on."""
+
+    def __init__(self, keys: Sequence[bytes], reload: Callable[[], Sequence[bytes]] | None) -> None:
+        self._reload_from = reload
+        self._reloaded_at = -RELOAD_SECONDS
+        self._use(keys)
+
+    def _use(self, keys: Sequence[bytes]) -> None:
         if not keys:
             raise InvalidInput("at least one payload key is needed")
-        self._keys = list(keys)
-        self._aeads = {payload_key_id(key).encode(): AESGCM(key) for key in self._keys}
-        self._active_id = payload_key_id(self._keys[0]).encode()
+        self.aeads = {payload_key_id(key).encode(): AESGCM(key) for key in keys}
+        self.active_id = payload_key_id(keys[0]).encode()
+
+    def find(self, key_id: bytes) -> AESGCM | None:
+        aead = self.aeads.get(key_id)
+        if aead is not None or self._reload_from is None or time.monotonic() - self._reloaded_at < RELOAD_SECONDS:
+            return aead
+        self._reloaded_at = time.monotonic()
+        try:
+            keys = list(self._reload_from())
+        except Exception as exc:  # an unreadable key source: keep the keys held
+            log.warning("the payload keys could not be reloaded: %s", exc)
+            return None
+        if keys:
+            if payload_key_id(keys[0]).encode() != self.active_id:
+                log.info("payload key %s is active now (rotated)", payload_key_id(keys[0]))
+            self._use(keys)
+        return self.aeads.get(key_id)
+
+
+class EncryptionCodec(PayloadCodec, WithSerializationContext):
+    """AES-GCM under the active payload key; decodes under any retained one (rotation). With
+    `reload` (the key provider's payload_keys), a payload under a key not held yet reloads them."""
+
+    def __init__(self, keys: Sequence[bytes], *, accept_legacy: bool = False,
+                 on_rejected: RejectionSink | None = None, context: SerializationContext | None = None,
+                 reload: Callable[[], Sequence[bytes]] | None = None):
+        self._keyset = _PayloadKeys(keys, reload)
         # Only to drain runs started before payloads were encrypted or bound, during an upgrade.
         self._accept_legacy = accept_legacy
         self._on_rejected = on_rejected
@@ -135,7 +172,9 @@ class EncryptionCodec(PayloadCodec, WithSerializationContext):
 
     async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
         out = []
-        metadata = {"encoding": ENCODING, KEY_ID_FIELD: self._active_id}
+        active_id = self._keyset.active_id
+        aead = self._keyset.aeads[active_id]
+        metadata = {"encoding": ENCODING, KEY_ID_FIELD: active_id}
         bound_to = (self._expected or "").encode()
         if bound_to:
             metadata[BOUND_TO_FIELD] = bound_to
@@ -144,8 +183,7 @@ class EncryptionCodec(PayloadCodec, WithSerializationContext):
                 out.append(payload)  # a PublicText of ours: ids and counts, for the UI's run list
                 continue
             nonce = os.urandom(12)
-            sealed = self._aeads[self._active_id].encrypt(nonce, payload.SerializeToString(),
-                                                          _bound_aad(self._active_id, bound_to))
+            sealed = aead.encrypt(nonce, payload.SerializeToString(), _bound_aad(active_id, bound_to))
             out.append(Payload(metadata=metadata, data=nonce + sealed))
         return out
 
@@ -182,7 +220,7 @@ class EncryptionCodec(PayloadCodec, WithSerializationContext):
             raise PayloadRejectedError("the payload is not encrypted by this deployment (a workflow started "
                                        "without the payload key?)")
         key_id = payload.metadata.get(KEY_ID_FIELD, b"")
-        aead = self._aeads.get(key_id)
+        aead = self._keyset.find(key_id)
         if aead is None:
             raise PayloadRejectedError(f"the payload is encrypted under payload key {key_id.decode(errors='replace')!r},"
                                        " which this deployment does not hold (retired, or another deployment's)")
@@ -309,9 +347,11 @@ class ContextCachingDataConverter(DataConverter):
 
 
 def encrypted_data_converter(keys: Sequence[bytes], *, accept_legacy: bool = False,
-                             on_rejected: RejectionSink | None = None) -> DataConverter:
+                             on_rejected: RejectionSink | None = None,
+                             reload: Callable[[], Sequence[bytes]] | None = None) -> DataConverter:
     """The strict pydantic converter with every payload encrypted and bound to its workflow.
-    `keys`: the active payload key first, then the retired ones still needed to read histories."""
+    `keys`: the active payload key first, then the retired ones still needed to read histories;
+    `reload`: where to read them again when a payload names a key not held (a rotation)."""
     return dataclasses.replace(ContextCachingDataConverter(payload_converter_class=StrictPayloadConverter),
                                payload_codec=EncryptionCodec(keys, accept_legacy=accept_legacy,
-                                                             on_rejected=on_rejected))
+                                                             on_rejected=on_rejected, reload=reload))

@@ -5,19 +5,22 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import math
 import secrets
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from importlib import resources
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 from pgvector.psycopg import register_vector_async
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool
 
+from agent_memory.core.deadlines import waiting_on
 from agent_memory.core.errors import InvalidInput, ServiceUnavailable
 from agent_memory.core.models import check_identifier
 
@@ -36,23 +39,75 @@ async def _configure(conn: psycopg.AsyncConnection) -> None:
 
 
 POOL_RECONNECT_SECONDS = 8.0
-POOL_TIMEOUT_SECONDS = 15.0
 
 
-async def open_pool(database_url: str, *, min_size: int = 1, max_size: int = 8) -> AsyncConnectionPool:
+@dataclass(frozen=True)
+class DatabaseDeadlines:
+    """How long the pool's work may take: each statement and lock wait (PostgreSQL's own
+    `statement_timeout` and `lock_timeout`, 0: none), opening a connection, and a caller's wait
+    for a pooled connection."""
+
+    statement_seconds: float = 30.0
+    lock_seconds: float = 10.0
+    connect_seconds: float = 5.0
+    pool_wait_seconds: float = 4.0
+
+    def connection_kwargs(self, database_url: str) -> dict[str, object]:
+        """psycopg connection arguments: the timeouts as server options (options the URL gives
+        come after, so they win), a connect timeout, and TCP keepalives, so a connection to a
+        host that vanished is found dead within a minute rather than the kernel's two hours."""
+        ours = (f"-c statement_timeout={round(self.statement_seconds * 1000)} "
+                f"-c lock_timeout={round(self.lock_seconds * 1000)}")
+        given = conninfo_to_dict(database_url).get("options")
+        return {"options": f"{ours} {given}" if given else ours,
+                "connect_timeout": max(2, math.ceil(self.connect_seconds)),  # libpq's least
+                "keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10, "keepalives_count": 3}
+
+
+class TrackedConnection(psycopg.AsyncConnection):
+    """A connection whose every round trip (a statement, a fetch, a commit) counts as a wait on
+    PostgreSQL for the request that makes it (agent_memory.core.deadlines)."""
+
+    async def wait(self, gen: Any, interval: float = 0.1, timeout: float | None = None) -> Any:
+        with waiting_on("postgres"):
+            return await super().wait(gen, interval, timeout)
+
+
+async def open_pool(database_url: str, *, min_size: int = 1, max_size: int = 8,
+                    deadlines: DatabaseDeadlines | None = None) -> AsyncConnectionPool:
     # check: a connection is tested as it is lent, so one that died with a restarted server is
     # replaced then, and no caller sees its error. timeout: how long a caller waits for a
     # connection (Postgres down: then PoolTimeout, an HTTP 503). reconnect_timeout: the pool's
     # reconnection backoff doubles without a cap, so after a long outage its next attempt could
     # come longer after the server's return than a caller waits; a chain of attempts gives up
     # after a few seconds instead, and the next caller starts a new one at once.
-    pool = AsyncConnectionPool(
+    deadlines = deadlines or DatabaseDeadlines()
+    pool: AsyncConnectionPool = AsyncConnectionPool(
         database_url, min_size=min_size, max_size=max_size, configure=_configure, open=False,
-        kwargs={"autocommit": False}, check=AsyncConnectionPool.check_connection, timeout=POOL_TIMEOUT_SECONDS,
+        connection_class=TrackedConnection,
+        kwargs={"autocommit": False, **deadlines.connection_kwargs(database_url)},
+        check=AsyncConnectionPool.check_connection, timeout=deadlines.pool_wait_seconds,
         reconnect_timeout=POOL_RECONNECT_SECONDS,
     )
     await pool.open(wait=True, timeout=30)
     return pool
+
+
+# The statement_timeout of the long operator jobs' transactions (an erasure, a rebuild, a
+# re-embedding batch of a large subject), in place of the pool's.
+LONG_STATEMENT_SECONDS = 30 * 60.0
+_statement_seconds: ContextVar[float | None] = ContextVar("agent_memory_statement_seconds", default=None)
+
+
+@contextmanager
+def long_statements(seconds: float = LONG_STATEMENT_SECONDS) -> Iterator[None]:
+    """Every tenant transaction of the block runs with `statement_timeout` `seconds` (0: none)
+    instead of the pool's."""
+    token = _statement_seconds.set(seconds)
+    try:
+        yield
+    finally:
+        _statement_seconds.reset(token)
 
 
 @dataclass(frozen=True)
@@ -116,6 +171,8 @@ async def tenant_transaction(pool: AsyncConnectionPool, tenant_id: str) -> Async
         async with conn.transaction():
             await conn.execute("SELECT set_config('app.tenant_id', %s, true), set_config('app.agent_id', %s, true)",
                                (tenant_id, _key_limits.get().agent_id or ""))
+            if (seconds := _statement_seconds.get()) is not None:
+                await conn.execute("SELECT set_config('statement_timeout', %s, true)", (f"{round(seconds * 1000)}",))
             yield conn
 
 

@@ -1,14 +1,21 @@
-"""The HTTP API while a dependency is down, on a stack of this module's own (stopping the
-session's would disturb other tests): each outage is answered 503 problem+json naming the
-dependency, the first calls after its restart all succeed, and an append made while Temporal
-is down is kept and its session consolidated once Temporal is back, without anyone ending it."""
+"""The HTTP API while a dependency is down or stalls, on a stack of this module's own (stopping
+the session's would disturb other tests): each outage, and each server that stops answering
+without refusing (SIGSTOP), is answered 503 problem+json naming the dependency within a bound,
+readiness names it to an operator, the first calls after its restart all succeed, and an append
+made while Temporal is down is kept and its session consolidated once Temporal is back, without
+anyone ending it."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import signal
 import time
 import uuid
+from collections.abc import AsyncIterator
 from datetime import timedelta
+from pathlib import Path
 
 import httpx
 import pytest
@@ -23,6 +30,7 @@ from agent_memory.core.settings import Settings
 from agent_memory.lifecycle.idle_timers import IdleTimerSweepInput, IdleTimerSweepResult
 from agent_memory.providers.offline import offline_providers
 from agent_memory.security.api_keys import create_key
+from agent_memory.security.operator_keys import create_operator_key
 from workers.embedded import EmbeddedStack, Ports
 from workers.worker import build_worker
 
@@ -164,8 +172,9 @@ async def test_temporal_down_appends_are_kept_and_their_sessions_consolidated_on
 
 @pytest.mark.parametrize("dependency", ["postgres", "redis"])
 async def test_a_restart_between_two_calls_is_not_seen_by_the_calls_after_it(api, dependency):
-    """Every pooled connection died with the old server: none of them reaches a caller."""
-    stack, _, _, _, http = api
+    """Every pooled connection died with the old server: none of them reaches a caller, and none
+    makes it wait for the pool (each is tested as it is lent and replaced at once)."""
+    stack, services, _, _, http = api
     before = "/v1/subjects/lin/sessions/q1/messages"
     for i in range(8):  # several pooled connections of each kind
         sent = await http.post(before, json={"messages": messages("q1", *[f"note {j}" for j in range(i + 1)])})
@@ -173,6 +182,138 @@ async def test_a_restart_between_two_calls_is_not_seen_by_the_calls_after_it(api
     await stop(stack, dependency)
     await start(stack, dependency)
     after = "/v1/subjects/lin/sessions/q2/messages"
-    answers = [await http.post(after, json={"messages": messages("q2", *[f"note {j}" for j in range(i + 1)])})
+    answers = [await timed(http.post(after, json={"messages": messages("q2", *[f"note {j}" for j in range(i + 1)])}))
                for i in range(5)]
-    assert [a.status_code for a in answers] == [200] * 5, [a.text for a in answers]
+    assert [a.status_code for a, _ in answers] == [200] * 5, [a.text for a, _ in answers]
+    assert max(seconds for _, seconds in answers) < services.settings.pool_timeout_seconds, answers
+
+
+# A stalled server's 503 comes within the dependency deadline plus the middleware's check; this
+# bound leaves room for a loaded machine.
+STALLED_ANSWER_SECONDS = 10.0
+
+
+def process_tree(pid: int) -> list[int]:
+    """`pid` and its descendants (PostgreSQL's backends are the postmaster's children)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rpartition(")")[2].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    tree, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        tree.append(current)
+        todo += children.get(current, [])
+    return tree
+
+
+@contextlib.asynccontextmanager
+async def stalled(stack: EmbeddedStack, name: str) -> AsyncIterator[None]:
+    """Server `name` (every process of it) stopped with SIGSTOP for the block: it accepts
+    connections but answers nothing. Continued whatever the block does."""
+    pid = stack.server_pid(name)
+    assert pid is not None
+    stopped = process_tree(pid)
+    try:
+        for each in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(each, signal.SIGSTOP)
+        yield
+    finally:
+        for each in reversed(stopped):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(each, signal.SIGCONT)
+
+
+async def timed(request) -> tuple[httpx.Response, float]:
+    started = time.monotonic()
+    answer = await request
+    return answer, time.monotonic() - started
+
+
+@pytest.fixture
+async def operator(own_stack) -> dict[str, str]:
+    _, services = own_stack
+    token = (await create_operator_key(services.pool, "readiness")).token
+    return {"Authorization": f"Bearer {token}"}
+
+
+async def readiness(http: httpx.AsyncClient, operator: dict[str, str]) -> tuple[httpx.Response, httpx.Response]:
+    """/v1/ready as an operator and as anyone (no key)."""
+    return (await http.get("/v1/ready", headers=operator),
+            await http.get("/v1/ready", headers={"Authorization": ""}))
+
+
+async def test_readiness_says_ready_and_only_an_operator_learns_each_dependency(api, operator):
+    _, _, _, _, http = api
+    as_operator, as_anyone = await readiness(http, operator)
+    assert as_operator.status_code == 200, as_operator.text
+    assert as_operator.json() == {"status": "ready",
+                                  "dependencies": {"postgres": "ok", "redis": "ok", "temporal": "ok"}}
+    assert as_anyone.status_code == 200 and as_anyone.json() == {"status": "ready"}
+    assert (await http.get("/v1/ready", headers={"Authorization": "Bearer amo:x:y"})).json() == {"status": "ready"}
+    assert (await http.get("/v1/health")).json() == {"status": "ok"}
+
+
+@pytest.mark.parametrize(("dependency", "route"), [
+    ("postgres", ("GET", "/v1/subjects/lin/facts")),
+    ("redis", ("POST", "/v1/subjects/lin/sessions/s1/messages")),
+    ("temporal", ("POST", "/v1/subjects/lin/sessions/s2/end")),
+])
+async def test_a_stalled_dependency_is_a_503_naming_it_within_a_bound_and_readiness_names_it(
+        api, operator, dependency, route):
+    stack, _, _, _, http = api
+    method, path = route
+
+    def call() -> asyncio.Future:
+        body = {"messages": messages("s1", "I live in Oslo.")} if path.endswith("/messages") else None
+        return asyncio.ensure_future(http.request(method, path, json=body))
+
+    if dependency == "temporal":  # a session to end
+        sent = await http.post("/v1/subjects/lin/sessions/s2/messages", json={"messages": messages("s2", "Hi.")})
+        assert sent.status_code == 200, sent.text
+    assert (await readiness(http, operator))[0].status_code == 200  # the operator key is known
+    async with stalled(stack, dependency):
+        answer, seconds = await timed(call())
+        assert_unavailable(answer, dependency)
+        assert seconds < STALLED_ANSWER_SECONDS, seconds
+        as_operator, checked = await timed(http.get("/v1/ready", headers=operator))
+        as_anyone = await http.get("/v1/ready", headers={"Authorization": ""})
+        assert checked < STALLED_ANSWER_SECONDS, checked
+        assert as_operator.status_code == 503 and as_operator.headers["content-type"] == "application/problem+json"
+        states = as_operator.json()["dependencies"]
+        assert states[dependency].startswith("degraded"), states
+        assert {name: state for name, state in states.items() if name != dependency} == {
+            name: "ok" for name in ("postgres", "redis", "temporal") if name != dependency}
+        assert as_anyone.status_code == 503
+        assert "dependencies" not in as_anyone.json() and dependency not in as_anyone.text
+    # Continued: the next requests succeed promptly, whatever the abandoned calls still do.
+    if dependency != "temporal":
+        again, seconds = await timed(call())
+        assert again.status_code == 200, again.text
+        assert seconds < STALLED_ANSWER_SECONDS, seconds
+    else:
+        again, seconds = await timed(http.get("/v1/subjects/lin/facts"))
+        assert again.status_code == 200 and seconds < STALLED_ANSWER_SECONDS, (again.text, seconds)
+    assert (await http.get("/v1/ready", headers=operator)).status_code == 200
+
+
+async def test_the_first_consolidation_after_a_postgres_restart_completes_promptly_without_a_traceback(api, caplog):
+    stack, services, client, tenant, http = api
+    async with build_worker(services, task_queue=client.task_queue):
+        sent = await http.post("/v1/subjects/lin/sessions/w1/messages",
+                               json={"messages": messages("w1", "I live in Bergen.")})
+        assert sent.status_code == 200, sent.text
+        await stop(stack, "postgres")  # every connection of the worker's pool dies with it
+        await start(stack, "postgres")
+        with caplog.at_level("WARNING"):
+            began = time.monotonic()
+            ended = await http.post("/v1/subjects/lin/sessions/w1/end")
+            assert ended.status_code == 200, ended.text
+            assert await consolidated(client, tenant, "lin", "w1", 60)
+            took = time.monotonic() - began
+    assert took < services.settings.pool_timeout_seconds + 10, took  # no pool wait, no failed attempt
+    tracebacks = [r.getMessage() for r in caplog.records if r.exc_info and r.name.startswith(("temporalio", "activities"))]
+    assert tracebacks == []
+    assert "Bergen" in {f.value for f in await client.facts(tenant, "lin")}

@@ -19,7 +19,9 @@ async def test_the_openapi_document_states_the_key_scheme_and_the_problems(clien
     assert "amk:" in spec["components"]["securitySchemes"]["ApiKey"]["bearerFormat"]
     assert "1,000,000 bytes" in spec["info"]["description"]
     operations = {(method, path): op for path, ops in spec["paths"].items() for method, op in ops.items()}
+    # Liveness and readiness need no key (an operator key adds readiness's detail, read from the header).
     assert "security" not in operations["get", "/v1/health"] and "security" not in operations["get", "/v1/ready"]
+    assert "503" in operations["get", "/v1/ready"]["responses"]
     for (method, path), op in operations.items():
         assert op["summary"] and op.get("description"), (method, path)
         # The key travels in the security scheme, not as a header parameter of its own.

@@ -45,6 +45,20 @@ async def test_ingest_end_session_facts_and_erase_from_the_cli(services, tenant,
         assert json.loads(status.stdout)["receipt"]["reason"] == "ticket 4712"
 
 
+async def test_a_payload_key_rotated_by_the_cli_is_used_by_the_running_worker_without_a_restart(
+        services, tenant, tmp_path, running_worker, task_queue):
+    file = write_lines(tmp_path / "s.jsonl", GOOD)
+    assert run_cli(services, "ingest", file, "--tenant", tenant, "--subject", "rot").returncode == 0
+    async with running_worker():  # its payload keys loaded before the rotation
+        rotated = run_cli(services, "keys", "rotate-payload", "--json")
+        assert rotated.returncode == 0, rotated.stderr
+        # The erasure's input is encoded under the new key by the CLI; the worker reads it.
+        erased = await asyncio.to_thread(run_cli, services, "erase", "--tenant", tenant, "--subject", "rot",
+                                         "--reason", "rotation", "--json", task_queue=task_queue)
+        assert erased.returncode == 0, erased.stderr
+        assert json.loads(erased.stdout)["residue_total"] == 0
+
+
 @pytest.mark.parametrize("lines, expected", [
     ([GOOD, "{not json"], "line 2: not valid JSON"),
     ([{"session_id": "x", "messages": [{"turn_index": 0, "role": "user", "content": "hi",

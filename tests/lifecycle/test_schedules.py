@@ -32,6 +32,7 @@ from agent_memory.lifecycle.schedules import (
 )
 from agent_memory.lifecycle.sweeper import MemorySweepInput
 from agent_memory.security.keyring import KeyRotationInput
+from agent_memory.security.operator_keys import create_operator_key
 from tests.api.test_http_api import api
 from tests.cli.runner import run_cli
 
@@ -70,10 +71,14 @@ async def test_a_schedule_paused_from_a_plain_client_is_reported_then_restored(s
     text = await asyncio.to_thread(run_cli, services, "stats", "--tenant", tenant, task_queue=task_queue)
     assert f"Schedules not as designed: 2\n  paused: {KEY_ROTATION_SCHEDULE}, {COMPACTION_SCHEDULE}" in text.stdout
 
-    # readiness: degraded, naming them.
+    # readiness: degraded, naming them, to an operator; anyone else learns only that it is up.
+    operator = {"Authorization": f"Bearer {(await create_operator_key(services.pool)).token}"}
     async with api(client) as http:
-        ready = (await http.get("/v1/ready")).json()
-    assert ready["status"] == "degraded" and ready["paused"] == [KEY_ROTATION_SCHEDULE, COMPACTION_SCHEDULE]
+        ready = (await http.get("/v1/ready", headers=operator)).json()
+        anonymous = await http.get("/v1/ready")
+    assert ready["status"] == "degraded" and ready["schedules"]["paused"] == [KEY_ROTATION_SCHEDULE,
+                                                                              COMPACTION_SCHEDULE]
+    assert anonymous.status_code == 200 and anonymous.json() == {"status": "ready"}
 
     # An erasure waits on both: its status says what each paused Schedule holds back.
     handle = await client.erase(tenant, "nobody", "ticket 99", block_future_writes=True)
@@ -94,7 +99,8 @@ async def test_a_schedule_paused_from_a_plain_client_is_reported_then_restored(s
         "unchanged"}
     assert not (await plain.get_schedule_handle(COMPACTION_SCHEDULE).describe()).schedule.state.paused
     async with api(client) as http:
-        assert (await http.get("/v1/ready")).json()["status"] == "ready"
+        restored = (await http.get("/v1/ready", headers=operator)).json()
+    assert restored["status"] == "ready" and restored["schedules"] == {"paused": [], "altered": [], "missing": []}
     assert (await client.erasure_status(tenant, request_id)).held_back_by == {}
 
 

@@ -156,3 +156,22 @@ async def test_a_rotated_payload_key_encodes_new_payloads_and_reads_old_ones_unt
     with pytest.raises(ApplicationError, match="does not hold"):
         await _decode(pruned, _at("erase/acme/lin/r1"), old, ErasureInput)
     assert all((p.stat().st_mode & 0o777) == 0o600 for p in tmp_path.glob("payload*.key"))
+
+
+async def test_a_converter_with_its_key_source_reads_a_key_rotated_by_another_process_and_encodes_under_it(tmp_path):
+    provider = FileKeyProvider(tmp_path)
+    running = encrypted_data_converter(provider.payload_keys(), reload=provider.payload_keys)
+    before = await _encode(running, _at("erase/acme/lin/r1"), ERASE)
+    FileKeyProvider(tmp_path).rotate_payload_key()  # another process: the CLI
+    started_after = encrypted_data_converter(FileKeyProvider(tmp_path).payload_keys())
+    new = await _encode(started_after, _at("erase/acme/lin/r1"), ERASE)
+    assert new.metadata["encryption-key-id"] != before.metadata["encryption-key-id"]
+    assert await _decode(running, _at("erase/acme/lin/r1"), new, ErasureInput) == ERASE
+    assert (await _encode(running, _at("erase/acme/lin/r1"), ERASE)).metadata["encryption-key-id"] == \
+        new.metadata["encryption-key-id"]
+    assert await _decode(running, _at("erase/acme/lin/r1"), before, ErasureInput) == ERASE  # the old key is kept
+    # A key no source holds stays refused.
+    other = await _encode(encrypted_data_converter(FileKeyProvider(tmp_path / "elsewhere").payload_keys()),
+                          _at("erase/acme/lin/r1"), ERASE)
+    with pytest.raises(ApplicationError, match="does not hold"):
+        await _decode(running, _at("erase/acme/lin/r1"), other, ErasureInput)

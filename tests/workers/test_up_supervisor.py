@@ -1,6 +1,7 @@
 """`agent-memory up` as a supervisor, run as a user runs it (a subprocess on its own home and free
 ports): a killed server comes back, said once; one `up` per home; Ctrl-C ends within a bound even
-with PostgreSQL down; a killed `up`'s servers are adopted by the next one; each run printed once."""
+with PostgreSQL down, and at any moment of the start-up stops every server started so far; a
+killed `up`'s servers are adopted by the next one; each run printed once."""
 
 from __future__ import annotations
 
@@ -99,6 +100,27 @@ def _kill_leftovers(home: Path) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
+def _home_processes(home: Path) -> list[str]:
+    """The command lines of the processes (servers, initdb) that run on files under `home`."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(home) in argv and "pytest" not in argv:
+            found.append(f"{cmdline.parent.name}: {argv}")
+    return found
+
+
+def _until_started(home: Path, server: str, timeout: float = 120) -> None:
+    """Until `up` has recorded `server` as started (its state file)."""
+    deadline = time.monotonic() + timeout
+    while not (home / "run" / f"{server}.json").exists():
+        assert time.monotonic() < deadline, f"{server} not started within {timeout} s"
+        time.sleep(0.05)
+
+
 def _hold_port(port: int) -> socket.socket:
     """Listen on `port` as soon as the server that had it is gone."""
     deadline = time.monotonic() + 5
@@ -189,6 +211,45 @@ def test_a_killed_server_comes_back_one_up_per_home_and_ctrl_c_is_bounded(tmp_pa
         _until_gone(pids.values())
         assert not [name for name, pid in pids.items() if pid_alive(pid)], up.output()
         assert not list((home / "run").glob("*.json"))
+    finally:
+        if up.proc.poll() is None:
+            up.proc.kill()
+        _kill_leftovers(home)
+
+
+# Ctrl-C during start-up: what started is stopped in order (PostgreSQL's fast shutdown, Temporal's
+# drain), generously bounded for a loaded machine; a second Ctrl-C kills at once.
+STARTUP_STOP_BOUND_SECONDS = 20.0
+FORCED_STOP_BOUND_SECONDS = 8.0
+
+
+@pytest.mark.stack
+@pytest.mark.parametrize(("started", "interrupts"), [
+    ("postgres", 1),  # Redis and Temporal, the migrations and the worker still to come
+    ("temporal", 1),  # the migrations, the connections, the worker and the API still to come
+    ("postgres", 2),
+])
+def test_ctrl_c_during_start_up_stops_every_server_started_so_far(tmp_path, started, interrupts):
+    home = tmp_path / "home"
+    up = Up(home, ready=False)
+    try:
+        _until_started(home, started)
+        began = time.monotonic()
+        up.proc.send_signal(signal.SIGINT)
+        if interrupts == 2:
+            time.sleep(0.3)
+            up.proc.send_signal(signal.SIGINT)
+        up.proc.wait(timeout=STOP_BOUND_SECONDS + 30)
+        took = time.monotonic() - began
+        bound = STARTUP_STOP_BOUND_SECONDS if interrupts == 1 else FORCED_STOP_BOUND_SECONDS
+        assert took < bound, (took, up.output())
+        assert up.proc.returncode == (130 if interrupts == 1 else 1), up.output()
+        assert up.count("Ctrl-C stops everything.") == 0, up.output()  # it never finished starting
+        deadline = time.monotonic() + 10  # a killed server's last moments
+        while _home_processes(home) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _home_processes(home) == [], up.output()
+        assert not list((home / "run").glob("*.json")), up.output()
     finally:
         if up.proc.poll() is None:
             up.proc.kill()

@@ -17,8 +17,8 @@ under `/v1`.
   served. Forwarded client addresses count only from `AGENT_MEMORY_TRUSTED_PROXIES`. A connection must send a request's headers within the header timeout and
   may not stall a body longer than the body timeout (`EdgeH11Protocol`); an idle keep-alive
   connection is closed after uvicorn's keep-alive timeout.
-- **Degraded mode:** a dependency that is down (Postgres, Redis, Temporal) is answered 503
-  problem+json naming it, with `Retry-After`; any other failure is a 500 problem+json with an
+- **Degraded mode:** a dependency that is down or stalls (Postgres, Redis, Temporal) is answered
+  503 problem+json naming it, with `Retry-After`, within the dependency deadline; any other failure is a 500 problem+json with an
   `error_id`, under which the server's log holds the traceback (agent_memory.core.errors).
 - **MCP:** `/mcp` serves the MCP tools over streamable HTTP behind the same keys (`WithMcp`).
 
@@ -26,7 +26,8 @@ Modules: `app` (the FastAPI app: error handlers and routers), `problems` (proble
 `openapi` (what the OpenAPI document states: the key scheme, each operation's problems, id rules),
 `auth` (the key dependencies behind the failure limiter), `deps` (the client and the subject of a
 route), `routes/` (a router per resource: health, sessions, memory, erasure), `edge` (the body
-limit and the connection's read timeouts), `server` (`/mcp`, uvicorn, serving in a loop).
+limit and the connection's read timeouts), `deadline` (a stalled dependency answered 503 within its
+deadline), `server` (`/mcp`, uvicorn, serving in a loop).
 """
 
 from agent_memory.api.http.app import create_app

@@ -23,6 +23,7 @@ from agent_memory.api.client import MemoryClient
 from agent_memory.api.codec_server import build_codec_router
 from agent_memory.api.console import build_console_router
 from agent_memory.api.http.auth import checked_operator_key
+from agent_memory.api.http.deadline import DependencyDeadline
 from agent_memory.api.http.openapi import API_DESCRIPTION, document_problems
 from agent_memory.api.http.problems import (
     PROBLEMS_PATH,
@@ -53,6 +54,8 @@ def create_app(client: MemoryClient) -> FastAPI:
     app.state.auth_failures = SharedFailureLimiter(client.services.redis, client.task_queue,
                                                    settings.auth_failure_burst, settings.auth_failure_window_seconds)
     add_problem_handlers(app)
+    # A stalled dependency is answered 503 naming it within its deadline (agent_memory/api/http/deadline.py).
+    app.add_middleware(DependencyDeadline, deadline=settings.dependency_deadline_seconds)
     app.include_router(build_console_router(checked_operator_key, dependency_down))  # /console: the memory console
     for resource in (health, sessions, memory, review, categories, tool_calls, erasure, webhooks):
         app.include_router(resource.router)

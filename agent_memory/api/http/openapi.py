@@ -26,7 +26,7 @@ API_DESCRIPTION = f"""Long-term memory for AI agents: the hooks an agent runtime
 messages, end a session) and the reads it makes (facts, recall, context, prompt, export), forgetting
 a memory and erasing a subject.
 
-**Keys.** Every route but `GET /v1/health` and `GET /v1/ready` needs `Authorization: Bearer amk:...`, an API key from
+**Keys.** Every route but `GET /v1/health` (liveness) and `GET /v1/ready` (readiness) needs `Authorization: Bearer amk:...`, an API key from
 `agent-memory keys create`. The tenant comes from the key. Scopes nest: `read`, then `write`, then `erase`.
 
 **Errors** are RFC 9457 `application/problem+json` documents (`Problem`): the detail is one line
@@ -55,6 +55,8 @@ class Problem(BaseModel):
     detail: str = Field(description="one line naming the field and the fix")
     errors: list[ProblemField] | None = Field(default=None, description="every invalid field (422)")
     dependency: str | None = Field(default=None, description="the dependency that is down (503)")
+    dependencies: dict[str, str] | None = Field(
+        default=None, description="`GET /v1/ready` with an operator key: each dependency's state, `ok` or why not")
     error_id: str | None = Field(default=None, description="the server log's id of the failure (500)")
 
 
