@@ -28,6 +28,7 @@ from agent_memory.api.services import Services, migrate
 from agent_memory.core import contract
 from agent_memory.core.settings import Settings
 from agent_memory.lifecycle.idle_timers import IdleTimerSweepInput, IdleTimerSweepResult
+from agent_memory.lifecycle.schedules import KEY_ROTATION_SCHEDULE, ensure_schedules
 from agent_memory.providers.offline import offline_providers
 from agent_memory.security.api_keys import create_key
 from agent_memory.security.operator_keys import create_operator_key
@@ -246,11 +247,20 @@ async def readiness(http: httpx.AsyncClient, operator: dict[str, str]) -> tuple[
 
 
 async def test_readiness_says_ready_and_only_an_operator_learns_each_dependency(api, operator):
-    _, _, _, _, http = api
+    _, services, client, _, http = api
+    # No worker has created this queue's Schedules yet: the server serves, and an operator learns
+    # that the guarantees they carry are not kept.
+    as_operator, as_anyone = await readiness(http, operator)
+    assert as_operator.status_code == 200 and as_operator.json()["status"] == "degraded", as_operator.text
+    assert KEY_ROTATION_SCHEDULE in as_operator.json()["schedules"]["missing"]
+    assert as_anyone.status_code == 200 and as_anyone.json() == {"status": "ready"}
+    await ensure_schedules(services.temporal, client.task_queue,
+                           keys_rotatable=services.keyring.provider.rotatable)
     as_operator, as_anyone = await readiness(http, operator)
     assert as_operator.status_code == 200, as_operator.text
     assert as_operator.json() == {"status": "ready",
-                                  "dependencies": {"postgres": "ok", "redis": "ok", "temporal": "ok"}}
+                                  "dependencies": {"postgres": "ok", "redis": "ok", "temporal": "ok"},
+                                  "schedules": {"paused": [], "altered": [], "missing": []}}
     assert as_anyone.status_code == 200 and as_anyone.json() == {"status": "ready"}
     assert (await http.get("/v1/ready", headers={"Authorization": "Bearer amo:x:y"})).json() == {"status": "ready"}
     assert (await http.get("/v1/health")).json() == {"status": "ok"}

@@ -77,6 +77,10 @@ async def test_errors_name_the_field_and_the_body_is_limited(client, services, t
                                                   "content": "hi", "created_at": "2024-05-01T09:00:00Z"}]})
         assert bad.status_code == 422 and bad.headers["content-type"] == "application/problem+json"
         assert bad.json()["detail"].startswith("messages.0.turn_index") and bad.json()["errors"]
+        one_position = await http.post("/v1/subjects/lin/sessions/h1/messages", headers=bearer(writer), json={
+            "messages": [MESSAGES[0], {**MESSAGES[1], "turn_index": 0}]})
+        assert one_position.status_code == 422, one_position.text
+        assert "messages[1].turn_index: position 0 is also given to message 'h1:1'" in one_position.json()["detail"]
         bad_subject = await http.get("/v1/subjects/no%20spaces/facts", headers=bearer(writer))
         assert bad_subject.status_code == 422 and "subject" in bad_subject.json()["detail"]
         huge = await http.post("/v1/subjects/lin/sessions/h1/messages",

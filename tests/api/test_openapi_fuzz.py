@@ -134,9 +134,13 @@ def broken_cross_field_rule(body: Any, query: Any) -> str | None:
     and a JSON schema cannot: such a request is refused with 422 by design, so the positive passes
     set it aside."""
     body = {**(query if isinstance(query, dict) else {}), **(body if isinstance(body, dict) else {})}
-    for message in body.get("messages") or []:
-        if isinstance(message, dict) and message.get("private") and message.get("agent_id") is None:
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    for message in messages:
+        if message.get("private") and message.get("agent_id") is None:
             return "a private message names its agent"
+    holders: dict[Any, Any] = {}
+    if any(holders.setdefault(m.get("turn_index"), m.get("message_id")) != m.get("message_id") for m in messages):
+        return "each message of a session has its own turn_index"
     since, until = body.get("since"), body.get("until")
     if isinstance(since, str) and isinstance(until, str) and \
             datetime.fromisoformat(since) > datetime.fromisoformat(until):

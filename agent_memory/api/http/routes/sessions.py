@@ -16,7 +16,7 @@ from agent_memory.api.http.openapi import BODY_LIMIT, SessionId, SubjectId, Work
 from agent_memory.api.limits import APPEND_MESSAGES_MAX
 from agent_memory.core import contract
 from agent_memory.core.errors import Forbidden, NotFound
-from agent_memory.core.models import IsoDatetime, Session, check_identifier
+from agent_memory.core.models import IsoDatetime, Session, check_identifier, validated
 from agent_memory.core.models import Message as ChatMessage
 from agent_memory.security.api_keys import allows
 
@@ -25,7 +25,8 @@ router = APIRouter(tags=["sessions"])
 
 class AppendRequest(BaseModel):
     started_at: IsoDatetime | None = Field(default=None, description="when the session started, an ISO 8601 time")
-    messages: list[ChatMessage] = Field(min_length=1, max_length=APPEND_MESSAGES_MAX)
+    messages: list[ChatMessage] = Field(min_length=1, max_length=APPEND_MESSAGES_MAX, description=(
+        "the messages, each at its own turn_index (the same message may be sent twice)"))
     expected_parent: str | None = Field(default=None, description="the last message id you saw ('' for none)")
 
 
@@ -48,7 +49,8 @@ class RunStatus(BaseModel):
 async def append(subject_id: SubjectId, session_id: SessionId, body: AppendRequest, api_key: WriteKey,
                  client: ClientDep) -> dict[str, Any]:
     check_identifier("session", session_id)
-    session = Session(session_id=session_id, started_at=body.started_at, messages=body.messages)
+    session = validated(Session, {"session_id": session_id, "started_at": body.started_at,
+                                  "messages": body.messages})
     result = await client.append_messages(api_key.tenant_id, subject(subject_id), session,
                                           expected_parent=body.expected_parent)
     return result.model_dump(mode="json")
