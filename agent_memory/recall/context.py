@@ -36,12 +36,12 @@ import math
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Literal
 
 import psycopg
 from psycopg.rows import class_row
 from psycopg_pool import AsyncConnectionPool
-from pydantic import BaseModel, Field, PrivateAttr, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, Field, PrivateAttr
 
 from agent_memory.core.fact_text import fact_line, fact_line_parts
 from agent_memory.core.models import FactRow
@@ -139,14 +139,10 @@ class ItemExplanation(BaseModel):
     profile: ProfileRank | None = None
 
 
-def _without_unasked(handler: SerializerFunctionWrapHandler, model: BaseModel, *names: str) -> dict[str, Any]:
-    """The model's fields without those of `names` that are None: an unexplained read is serialised
-    exactly as one that cannot explain."""
-    data = handler(model)
-    for name in names:
-        if data.get(name) is None:
-            data.pop(name, None)
-    return data
+def _unasked(value: object) -> bool:
+    """An explanation nobody asked for is left out of the serialised item: an unexplained read
+    serialises exactly as one that cannot explain."""
+    return value is None
 
 
 class ContextItem(BaseModel):
@@ -166,13 +162,9 @@ class ContextItem(BaseModel):
     # profile: (before, object, after, since) of a fact that may share its line with the facts said
     # with it (agent_memory.recall.context.render_block); None when it reads alone
     _shared_line: tuple[str, str, str, str] | None = PrivateAttr(default=None)
-    explanation: ItemExplanation | None = Field(default=None, description="the terms of its score, when asked "
-                                                                          "to explain; absent otherwise")
-
-    # No return annotation: the serialised schema stays the model's (an annotation would replace it).
-    @model_serializer(mode="wrap")
-    def _serialise(self, handler: SerializerFunctionWrapHandler):
-        return _without_unasked(handler, self, "explanation")
+    explanation: ItemExplanation | None = Field(default=None, exclude_if=_unasked,
+                                                description="the terms of its score, when asked to explain; absent "
+                                                            "otherwise")
 
     @property
     def line(self) -> str:
@@ -200,13 +192,8 @@ class AssembledContext(BaseModel):
     policy: RecallPolicy | None = None
     leak_filter_dropped: int = 0  # packed items the leak filter removed (agent_memory.security.leak_filter)
     below_budget: list[ContextItem] | None = Field(
-        default=None, description=f"when asked to explain: per tier, up to {BELOW_BUDGET_SHOWN} candidates that were "
+        default=None, exclude_if=_unasked, description=f"when asked to explain: per tier, up to {BELOW_BUDGET_SHOWN} candidates that were "
                                   "not admitted, best first, each readable by the key and clean of the leak filter")
-
-    # No return annotation: the serialised schema stays the model's (an annotation would replace it).
-    @model_serializer(mode="wrap")
-    def _serialise(self, handler: SerializerFunctionWrapHandler):
-        return _without_unasked(handler, self, "below_budget")
 
     @property
     def profile_items(self) -> list[ContextItem]:

@@ -13,11 +13,11 @@ that orders a fact the review marked after the others.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
 from psycopg.rows import class_row
 from psycopg_pool import AsyncConnectionPool
-from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, Field
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from agent_memory.core.errors import InvalidInput
@@ -100,16 +100,8 @@ class RecallResult(BaseModel):
     stale_hits_dropped: int  # vector hits whose row was gone, replaced or tombstoned
     leak_filter_dropped: int = 0  # facts and episodes the leak filter removed (agent_memory.security.leak_filter)
     explanations: list[RecallExplanation] | None = Field(
-        default=None, description="when asked to explain: one per fact, then per episode, in the result's order; "
-                                  "absent otherwise")
-
-    # No return annotation: the serialised schema stays the model's (an annotation would replace it).
-    @model_serializer(mode="wrap")
-    def _serialise(self, handler: SerializerFunctionWrapHandler):
-        data: dict[str, Any] = handler(self)
-        if data.get("explanations") is None:
-            data.pop("explanations", None)
-        return data
+        default=None, exclude_if=lambda value: value is None,
+        description="when asked to explain: one per fact, then per episode, in the result's order; absent otherwise")
 
 
 async def recall(pool: AsyncConnectionPool, keyring: KeyRing, embedder: Embedder, tenant_id: str, subject_id: str,
