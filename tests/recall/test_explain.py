@@ -14,7 +14,7 @@ from agent_memory.core.models import Session
 from agent_memory.recall.context import LEXICAL_WEIGHT, RRF_K, VECTOR_WEIGHT, AssembledContext
 from agent_memory.recall.recall_policy import DEFAULT_POLICY, STALE_WEIGHT
 from agent_memory.store.db import acting_as, tenant_transaction
-from tests.sessions import session
+from tests.sessions import commit_notes, session
 
 SUBJECT = "lin"
 QUERY = "canoe at the lake"
@@ -164,3 +164,22 @@ async def test_an_explained_recall_ranks_each_fact_and_episode(client, services,
     for x, episode in zip(episodes, recalled.episodes, strict=True):
         assert x.similarity == episode.score and x.vector_rank >= x.rank and x.staleness_term == 1.0
     assert all(x.similarity is None and x.staleness_term == 1.0 for x in why if x.kind == "fact")
+
+
+async def test_below_budget_passes_the_leak_filter(client, services, tenant):
+    """A note naming another subject of the tenant, which its messages never name, is dropped by
+    the leak filter when packed, and never listed below the budget either."""
+    other = "kai-7fd2"
+    said = ("I lent the canoe to a friend at the lake.", "The canoe at the lake needs new oars.",
+            "We launched the canoe at the lake at dawn.", "The lake was calm, the canoe fast.")
+    await commit_notes(client, services, tenant, other, session("kai", "2024-04-01T09:00:00Z", "Hello."), AS_OF)
+    await commit_notes(client, services, tenant, SUBJECT, session("leaky", "2024-04-05T09:00:00Z", *said), AS_OF,
+                       notes=[said[0].replace("a friend", other), *said[1:]])
+
+    roomy = await client.context(tenant, SUBJECT, QUERY, policy=STEADY, as_of=AS_OF, explain=True)
+    assert roomy.leak_filter_dropped == 1  # the note is a candidate, and packed, the filter drops it
+    for budget in (80, 120, 200):
+        small = await client.context(tenant, SUBJECT, QUERY, policy=STEADY.scaled(budget), as_of=AS_OF, explain=True)
+        shown = [*small.items, *small.below_budget]
+        assert not [i for i in shown if other in i.content], budget
+        assert not {i.memory_id for i in small.items} & {i.memory_id for i in small.below_budget}
