@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from agent_memory.api.client import MemoryClient
     from agent_memory.api.services import Services
 
-def explain_flag(f):
+def explain_flag(f: Callable[..., Any]) -> Callable[..., Any]:
     """`--explain`: why each memory is there (its routes' ranks and the terms of its score)."""
     return click.option("--explain", is_flag=True, help="also why each memory is there: its routes' ranks and the "
                         "terms of its score, and (context) the best candidates that did not fit")(f)
