@@ -192,8 +192,9 @@ class AssembledContext(BaseModel):
     policy: RecallPolicy | None = None
     leak_filter_dropped: int = 0  # packed items the leak filter removed (agent_memory.security.leak_filter)
     below_budget: list[ContextItem] | None = Field(
-        default=None, exclude_if=_unasked, description=f"when asked to explain: per tier, up to {BELOW_BUDGET_SHOWN} candidates that were "
-                                  "not admitted, best first, each readable by the key and clean of the leak filter")
+        default=None, exclude_if=_unasked,
+        description=f"when asked to explain: per tier, up to {BELOW_BUDGET_SHOWN} candidates that were not admitted, "
+                    "best first, each readable by the key and clean of the leak filter; absent otherwise")
 
     @property
     def profile_items(self) -> list[ContextItem]:
@@ -231,6 +232,7 @@ class _Trace:
     access: dict[str, float] = field(default_factory=dict)  # memory id: access factor
     neighbours: dict[str, tuple[str, int]] = field(default_factory=dict)  # memory id: (anchor, step)
     skipped: dict[str, NotAdmitted] = field(default_factory=dict)  # the last packing's left-out candidates
+
 
 _WORD = re.compile(r"\w+")
 _SENTENCE = re.compile(r"(?<=[.!?。！？])\s*|\s(?=\[photo:)")
