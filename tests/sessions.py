@@ -29,13 +29,16 @@ def session(session_id: str, start: str, *lines: str | tuple[str, str]) -> Sessi
     return Session(session_id=session_id, started_at=t0, messages=messages)
 
 
-async def commit_notes(client, services, tenant: str, subject: str, s: Session, happened_at: datetime) -> None:
+async def commit_notes(client, services, tenant: str, subject: str, s: Session, happened_at: datetime,
+                       notes: list[str] | None = None) -> None:
     """Append the session and commit a consolidation of it without a worker: a note per message
-    (no facts, no summary, importance 5), as the consolidation's commit writes them."""
+    (no facts, no summary, importance 5), as the consolidation's commit writes them; `notes`, the
+    notes' words when they are not the messages' (a summarizer's wording)."""
     await client.append_messages(tenant, subject, s)
+    texts = notes or [m.content for m in s.messages]
     summary = SummaryResult(sentences=[], token_count=0, observations=[
-        Observation(text=f"Lin: {m.content}", source_message_ids=[m.message_id], happened_at=m.created_at)
-        for m in s.messages])
+        Observation(text=f"Lin: {text}", source_message_ids=[m.message_id], happened_at=m.created_at)
+        for m, text in zip(s.messages, texts, strict=True)])
     request = {"session": s.session_id}
     await commit_consolidation(
         services.pool, services.keyring, tenant_id=tenant, subject_id=subject, session_id=s.session_id,

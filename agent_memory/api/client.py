@@ -1009,12 +1009,14 @@ class MemoryClient:
 
     async def context(self, tenant_id: str, subject_id: str, query: str, *, as_of: datetime | None = None,
                       token_budget: int | None = None, policy: RecallPolicy | None = None,
-                      session_id: str | None = None, filters: MemoryFilter = NO_FILTER) -> AssembledContext:
+                      session_id: str | None = None, filters: MemoryFilter = NO_FILTER,
+                      explain: bool = False) -> AssembledContext:
         """What goes into the prompt's memory: the profile (current facts) and the episodes and
         notes most relevant to the query, each citing its evidence, within the tenant's recall
         policy (or `policy`), its tiers scaled to `token_budget` when given. Task-local facts are
         in it only when it is read in their session (`session_id`). `filters` narrows it (kinds,
-        fact namespaces, a time range)."""
+        fact namespaces, a time range). `explain` gives each item the terms of its score
+        (`explanation`) and lists the candidates below the budget (`below_budget`)."""
         check_identifier("tenant", tenant_id)
         check_identifier("subject", subject_id)
         if session_id is not None:
@@ -1022,7 +1024,8 @@ class MemoryClient:
         query_text("query", query)
         context = await assemble_context(self.services.pool, self.services.keyring, self.embedder, tenant_id,
                                          subject_id, query, as_of=as_of, token_budget=token_budget, policy=policy,
-                                         session_id=session_id, redis=self.services.redis, filters=filters)
+                                         session_id=session_id, redis=self.services.redis, filters=filters,
+                                         explain=explain)
         self.services.access.record(tenant_id, subject_id, (i.memory_id for i in context.items))
         return context
 
@@ -1074,13 +1077,15 @@ class MemoryClient:
         return await read_counts(self.services.pool, tenant_id)
 
     async def recall(self, tenant_id: str, subject_id: str, query: str, *, limit: int = 5,
-                     as_of: datetime | None = None, filters: MemoryFilter = NO_FILTER) -> RecallResult:
-        """Facts and the nearest episodes, narrowed by `filters` (kinds, namespaces, time range)."""
+                     as_of: datetime | None = None, filters: MemoryFilter = NO_FILTER,
+                     explain: bool = False) -> RecallResult:
+        """Facts and the nearest episodes, narrowed by `filters` (kinds, namespaces, time range);
+        `explain` adds why each is there and in its place (`explanations`)."""
         check_identifier("tenant", tenant_id)
         check_identifier("subject", subject_id)
         query_text("query", query)
         found = await recall(self.services.pool, self.services.keyring, self.embedder, tenant_id, subject_id, query,
-                             limit=limit, as_of=as_of, redis=self.services.redis, filters=filters)
+                             limit=limit, as_of=as_of, redis=self.services.redis, filters=filters, explain=explain)
         self.services.access.record(tenant_id, subject_id,
                                     [*(f.memory_id for f in found.facts), *(e.memory_id for e in found.episodes)])
         return found

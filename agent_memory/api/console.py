@@ -15,6 +15,9 @@ Schedules' latest runs. Every item links to its run in the Temporal UI (AGENT_ME
   form carries a token derived from the key (CSRF); a cross-site request carries no cookie
   (SameSite=Strict) and no token, and a foreign Origin is refused.
 - **Reads:** agent_memory.api.console_data, tenant by tenant as the application role (RLS).
+  "Why this item" (a subject's `/explain`): the operator types a query and sees the context it
+  would get, each item with the terms of its score and the best candidates below the budget;
+  posted like an action (the typed query stays out of URLs and access logs), it records no access.
 - **Pages:** server-rendered HTML, every value escaped; no script; a CSP allows the one inline
   stylesheet only. Errors are pages too: 401 sign-in, 403, 404, 422 naming the field, 429, and
   503 naming the dependency that is down.
@@ -557,9 +560,37 @@ def build_console_router(check_operator: OperatorCheck, outage: OutageOf) -> API
                     + _table(["memory", "kind", "what it held", "forgotten", "by", "restorable until", ""], forgotten,
                              "No memory is forgotten.")
                     + "</section><h2>Episodes</h2><section>"
-                    + _table(["session", "summary", "importance", "happened"], episodes, "No episode.") + "</section>")
+                    + _table(["session", "summary", "importance", "happened"], episodes, "No episode.") + "</section>"
+                    + f'<h2 id="explain">Why this item</h2><section>{_explain_form(page, tenant, subject)}</section>')
             return page.render(f"Subject {subject}", crumbs, body)
         return await signed_in(request, checks, render)
+
+    @router.get("/t/{tenant}/s/{subject}/explain")
+    async def explain_form(request: Request, tenant: str, subject: str) -> Response:
+        async def render(page: Page) -> Response:
+            check_identifier("tenant", tenant)
+            check_identifier("subject", subject)
+            return page.render(f"Why this item · {subject}", _explain_crumbs(tenant, subject),
+                               f"<h1>Why this item <span class=\"muted\">— {esc(subject)}</span></h1>"
+                               f"<section>{_explain_form(page, tenant, subject)}</section>")
+        return await signed_in(request, checks, render)
+
+    @router.post("/t/{tenant}/s/{subject}/explain")
+    async def explain(request: Request, tenant: str, subject: str) -> Response:
+        async def render(page: Page) -> Response:
+            form = request.state.form
+            query, budget_field = form.get("query", ""), form.get("budget", "").strip()
+            try:
+                budget = int(budget_field) if budget_field else None
+            except ValueError:
+                raise InvalidInput(f"budget {budget_field!r} is not a number: give tokens, e.g. 400, or leave it "
+                                   "empty") from None
+            assembled = await data.explained_context(page.client, tenant, subject, query, budget)
+            body = (f"<h1>Why this item <span class=\"muted\">— {esc(subject)}</span></h1>"
+                    f"<section>{_explain_form(page, tenant, subject, query, budget_field)}</section>"
+                    + _explanation_tables(tenant, subject, assembled))
+            return page.render(f"Why this item · {subject}", _explain_crumbs(tenant, subject), body)
+        return await signed_in(request, checks, render, action=True)
 
     @router.get("/t/{tenant}/s/{subject}/facts")
     async def facts_page(request: Request, tenant: str, subject: str, as_of: str | None = None,
@@ -675,6 +706,73 @@ def build_console_router(check_operator: OperatorCheck, outage: OutageOf) -> API
         return await signed_in(request, checks, act, action=True)
 
     return router
+
+
+def _explain_crumbs(tenant: str, subject: str) -> list[tuple[str, str | None]]:
+    return [("tenants", PREFIX), (tenant, _path("t", tenant)), (subject, _path("t", tenant, "s", subject)),
+            ("why this item", None)]
+
+
+def _explain_form(page: Page, tenant: str, subject: str, query: str = "", budget: str = "") -> str:
+    return (f'<form method="post" action="{esc(_path("t", tenant, "s", subject, "explain"))}">'
+            f'<input type="hidden" name="csrf" value="{esc(page.csrf)}">'
+            '<label for="query">Query </label><input id="query" type="text" name="query" required '
+            f'maxlength="4000" size="60" placeholder="what an agent would ask" value="{esc(query)}"> '
+            '<label for="budget">budget </label><input id="budget" type="text" name="budget" inputmode="numeric" '
+            f'size="6" placeholder="policy" value="{esc(budget)}"> <button>Explain the context</button></form>'
+            '<p class="muted">The context this query gets, each item with the terms of its score, and the best '
+            "candidates that did not fit. Nothing is recorded as read.</p>")
+
+
+def _num(value: float | None, digits: int = 3) -> str:
+    return '<span class="muted">–</span>' if value is None else f"{value:.{digits}f}"
+
+
+def _route(x: Any, name: str) -> str:
+    hit = x.routes.get(name)
+    if hit is None:
+        return '<span class="muted">–</span>'
+    extra = (f" · bm25 {hit.bm25:.2f}" if hit.bm25 is not None else "") + (
+        f" · sim {hit.similarity:.3f}" if hit.similarity is not None else "")
+    return f"#{hit.rank} <span class=\"muted\">({hit.score:.4f}{extra})</span>"
+
+
+def _explanation_tables(tenant: str, subject: str, assembled: Any) -> str:
+    """The context's items, then the candidates below the budget, each with its explanation."""
+    def rows(items: list[Any]) -> list[str]:
+        out = []
+        for item in items:
+            x = item.explanation
+            if x is None:
+                continue
+            state = _pill("in", "ok") if x.admitted else _pill(f"out: {x.not_admitted}", "warn")
+            if x.profile is not None:
+                p = x.profile
+                why = (f"profile rank {p.rank} of {p.of}; shares {esc(', '.join(p.shared_terms)) or 'no query word'}"
+                       + ("; task-local, read in its session" if p.task_local else ""))
+                terms = f'<td colspan="4">{why}</td><td colspan="5" class="muted">confidence {p.confidence:.2f}</td>'
+            else:
+                neighbour = (f'<br><span class="muted">next in time to {esc(x.neighbour_of[:8])}, step '
+                             f"{x.neighbour_step}</span>" if x.neighbour_of else "")
+                terms = (f"<td>{_route(x, 'lexical')}</td><td>{_route(x, 'vector')}</td><td>{_route(x, 'entity')}</td>"
+                         f"<td>{_num(x.fused, 4)}</td><td>{_num(x.relevance)}{neighbour}</td><td>{_num(x.time_decay)}</td>"
+                         f"<td>{_num(x.importance_term, 2)}</td><td>{_num(x.access_term)}</td>"
+                         f"<td>{_num(x.staleness_term, 2)}</td>")
+            link = _path("t", tenant, "s", subject, "m", item.memory_id)
+            out.append(f"<tr><td>{state}</td><td>{esc(x.tier)} · {esc(item.kind)}</td>"
+                       f'<td class="message"><a href="{esc(link)}">{esc(item.text)}</a></td>'
+                       f"<td><b>{x.score:.4f}</b></td>{terms}</tr>")
+        return out
+
+    headers = ["", "tier · kind", "item", "score", "lexical", "vector", "entity", "fused", "relevance", "time decay",
+               "importance", "access", "staleness"]
+    return ("<h2>In the context</h2><section>"
+            + _table(headers, rows(assembled.items), "Nothing in memory matches: the context is empty.")
+            + f'<p class="muted">{len(assembled.items)} items, ~{assembled.tokens} of {assembled.budget} tokens. An '
+            "episodic item's score is relevance × time decay × importance × staleness × access; a route's figure "
+            "in brackets is its share of the fused score.</p></section>"
+            "<h2>Below the budget</h2><section>"
+            + _table(headers, rows(assembled.below_budget or []), "Every candidate fit.") + "</section>")
 
 
 def _local(path: str) -> bool:

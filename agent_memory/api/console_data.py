@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 from psycopg.rows import class_row
@@ -20,15 +20,20 @@ from pydantic import BaseModel
 from temporalio.client import Client, ScheduleActionExecutionStartWorkflow
 from temporalio.service import RPCError, RPCStatusCode
 
+from agent_memory.api.limits import BUDGET_MAX_TOKENS, BUDGET_MIN_TOKENS, QUERY_MAX_CHARS
 from agent_memory.core import contract
 from agent_memory.core.errors import InvalidInput, NotFound
-from agent_memory.core.models import FactRow, check_identifier
+from agent_memory.core.models import FactRow, check_identifier, storable_text
 from agent_memory.lifecycle.forgetting import ForgottenMemory
 from agent_memory.memory.events import LIFECYCLE_EVENTS, read_subject_events
 from agent_memory.memory.memory_store import read_facts, subject_key
+from agent_memory.recall.context import AssembledContext, assemble_context
 from agent_memory.security.keyring import KeyRing
 from agent_memory.store.db import registered_tenants, tenant_transaction
 from agent_memory.store.scope import Mode, SubjectScope, subject_scope
+
+if TYPE_CHECKING:
+    from agent_memory.api.client import MemoryClient
 
 RowT = TypeVar("RowT", bound=BaseModel)
 # Rows a page lists at most (the newest first); the page says when there are more.
@@ -379,3 +384,26 @@ async def _rows(conn: psycopg.AsyncConnection, model: type[RowT], query: str, pa
     async with conn.cursor(row_factory=class_row(model)) as cur:
         await cur.execute(query, params)
         return await cur.fetchall()
+
+
+async def explained_context(client: MemoryClient, tenant_id: str, subject_id: str, query: str,
+                            budget: int | None) -> AssembledContext:
+    """The context `query` would get, every item explained and the candidates below the budget
+    listed (agent_memory.recall.context). An operator's look records no access: the subject's
+    access statistics, which weigh in its ranking, count what agents read."""
+    check_identifier("tenant", tenant_id)
+    check_identifier("subject", subject_id)
+    if not query.strip():
+        raise InvalidInput("query is empty: type what an agent would ask, e.g. \"where does she live?\"")
+    if len(query) > QUERY_MAX_CHARS:
+        raise InvalidInput(f"query: over {QUERY_MAX_CHARS:,} characters; type a shorter question")
+    if budget is not None and not BUDGET_MIN_TOKENS <= budget <= BUDGET_MAX_TOKENS:
+        raise InvalidInput(f"budget {budget} is out of range: give {BUDGET_MIN_TOKENS} to {BUDGET_MAX_TOKENS} "
+                           "tokens, or leave it empty for the tenant's policy")
+    try:
+        query = storable_text(query)
+    except InvalidInput as exc:
+        raise InvalidInput(f"query {exc}") from None
+    services = client.services
+    return await assemble_context(services.pool, services.keyring, client.embedder, tenant_id, subject_id, query,
+                                  token_budget=budget, redis=services.redis, explain=True)

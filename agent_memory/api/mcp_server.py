@@ -111,6 +111,10 @@ SessionId = Annotated[str, Field(
 Query = Annotated[str, Field(description="what to look for: the user's message or a question about the person",
                              min_length=1, max_length=QUERY_MAX_CHARS)]
 
+Explain = Annotated[bool, Field(description=(
+    "also why each memory is there and in its place: its routes' ranks and scores and the terms of its score "
+    "(context: each item's `explanation`, and `below_budget`, the best candidates that did not fit; recall: "
+    "`explanations`)"))]
 MemoryId = Annotated[str, Field(description="the memory's id, as `facts`, `recall` or `context` return it",
                                 min_length=1, max_length=MEMORY_ID_MAX_CHARS)]
 Namespaces = Annotated[list[Annotated[str, Field(min_length=1, max_length=NAMESPACE_MAX_CHARS)]] | None, Field(
@@ -407,15 +411,18 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
                 min_length=1, max_length=IDENTIFIER_MAX_CHARS, pattern=IDENTIFIER_SCHEMA_PATTERN)] = None,
             kinds: Kinds = None, namespaces: Namespaces = None, since: Since = None, until: Until = None,
             metadata: MetadataFilter = None, agent_id: AgentId = None, app_id: AppId = None, run_id: RunId = None,
-            categories: Categories = None, speaker: Speaker = None,
+            categories: Categories = None, speaker: Speaker = None, explain: Explain = False,
     ) -> dict[str, Any]:
         tenant = (await need(ctx, "read")).tenant_id
         filters = memory_filter(kinds=kinds, namespaces=namespaces, since=since, until=until, metadata=metadata,
                                 agent_id=agent_id, app_id=app_id, run_id=run_id, categories=categories,
                                 speaker=speaker)
         assembled = await client.context(tenant, subject, query, token_budget=budget, session_id=session,
-                                         filters=filters)
-        return {"text": assembled.text, "items": [i.model_dump(mode="json") for i in assembled.items]}
+                                         filters=filters, explain=explain)
+        answer: dict[str, Any] = {"text": assembled.text, "items": [i.model_dump(mode="json") for i in assembled.items]}
+        if assembled.below_budget is not None:
+            answer["below_budget"] = [i.model_dump(mode="json") for i in assembled.below_budget]
+        return answer
 
     @server.tool(description=(
         "The facts known about the person now (needs a read key): each with its value, since when it "
@@ -465,12 +472,14 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
                 ge=RECALL_LIMIT_MIN, le=RECALL_LIMIT_MAX)] = RECALL_LIMIT_DEFAULT,
             kinds: Kinds = None, namespaces: Namespaces = None, since: Since = None, until: Until = None,
             metadata: MetadataFilter = None, agent_id: AgentId = None, app_id: AppId = None,
-            run_id: RunId = None, categories: Categories = None, speaker: Speaker = None) -> dict[str, Any]:
+            run_id: RunId = None, categories: Categories = None, speaker: Speaker = None,
+            explain: Explain = False) -> dict[str, Any]:
         tenant = (await need(ctx, "read")).tenant_id
         filters = memory_filter(kinds=kinds, namespaces=namespaces, since=since, until=until, metadata=metadata,
                                 agent_id=agent_id, app_id=app_id, run_id=run_id, categories=categories,
                                 speaker=speaker)
-        return (await client.recall(tenant, subject, query, limit=limit, filters=filters)).model_dump(mode="json")
+        return (await client.recall(tenant, subject, query, limit=limit, filters=filters,
+                                    explain=explain)).model_dump(mode="json")
 
     @server.tool(description=(
         "Correct a fact about the person (needs a write key): the new value replaces the current one "

@@ -138,6 +138,39 @@ def format_context(assembled) -> str:
     return "\n".join(lines)
 
 
+def _num(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def format_explanations(assembled) -> str:
+    """Why each item is in the context, and the best candidates that are not: a row per item with
+    its routes' ranks (lexical, vector, entity), relevance and the factors of its score."""
+    header = (f"{'in':<13} {'tier':<8} {'kind':<11} {'score':>7} {'lex':>4} {'vec':>4} {'sim':>6} {'ent':>4} "
+              f"{'relev':>6} {'decay':>6} {'imp':>5} {'access':>6} {'stale':>5}  memory")
+    rows = [header]
+    for item in [*assembled.items, *(assembled.below_budget or [])]:
+        x = item.explanation
+        if x is None:
+            continue
+        vector = x.routes.get("vector")
+        ranks = [str(hit.rank) if (hit := x.routes.get(r)) is not None else "-" for r in ("lexical", "vector", "entity")]
+        if x.profile is not None:  # a fact: its profile rank and the query words it shares stand for the routes
+            ranks = [f"p{x.profile.rank}", "-", "-"]
+        admitted = "yes" if x.admitted else f"no:{x.not_admitted}"
+        rows.append(f"{admitted:<13} {x.tier:<8} {item.kind:<11} {x.score:>7.3f} {ranks[0]:>4} {ranks[1]:>4} "
+                    f"{_num(vector.similarity if vector else None):>6} {ranks[2]:>4} {_num(x.relevance):>6} "
+                    f"{_num(x.time_decay):>6} {_num(x.importance_term, 2):>5} {_num(x.access_term):>6} "
+                    f"{x.staleness_term:>5.2f}  {item.memory_id}")
+    return "\n".join(rows)
+
+
+def format_recall_explanations(recalled) -> str:
+    rows = [f"{'kind':<8} {'rank':>4} {'vec':>4} {'sim':>6} {'stale':>5}  memory"]
+    rows += [f"{x.kind:<8} {x.rank:>4} {x.vector_rank or '-':>4} {_num(x.similarity):>6} {x.staleness_term:>5.2f}  "
+             f"{x.memory_id}" for x in recalled.explanations or []]
+    return "\n".join(rows)
+
+
 def format_prompt(built: BuiltPrompt) -> str:
     lines = []
     for block in built.blocks:

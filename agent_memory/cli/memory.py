@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -27,6 +28,12 @@ from agent_memory.cli.core import (
 if TYPE_CHECKING:
     from agent_memory.api.client import MemoryClient
     from agent_memory.api.services import Services
+
+def explain_flag(f: Callable[..., Any]) -> Callable[..., Any]:
+    """`--explain`: why each memory is there (its routes' ranks and the terms of its score)."""
+    return click.option("--explain", is_flag=True, help="also why each memory is there: its routes' ranks and the "
+                        "terms of its score, and (context) the best candidates that did not fit")(f)
+
 
 INGEST_HELP = (
     "Append sessions from a JSON Lines file: one session per line, "
@@ -76,13 +83,15 @@ async def end_session(client: MemoryClient, services: Services, *, tenant: str, 
 @click.option("--limit", type=POSITIVE, default=5, metavar="LIMIT", help="episodes at most (default 5)")
 @click.option("--as-of", type=TIME, metavar="AS_OF")
 @speaker_option
+@explain_flag
 @json_flag
 @with_client
 async def recall(client: MemoryClient, services: Services, *, tenant: str, subject: str, query: str, limit: int,
-                 as_of: datetime | None, speaker: str | None, json: bool) -> None:
-    from agent_memory.cli.formatting import format_fact
+                 as_of: datetime | None, speaker: str | None, explain: bool, json: bool) -> None:
+    from agent_memory.cli.formatting import format_fact, format_recall_explanations
 
-    recalled = await client.recall(tenant, subject, query, limit=limit, as_of=as_of, filters=speaker_filter(speaker))
+    recalled = await client.recall(tenant, subject, query, limit=limit, as_of=as_of, filters=speaker_filter(speaker),
+                                   explain=explain)
     if json:
         print_json(recalled.model_dump(mode="json"))
         return
@@ -92,6 +101,9 @@ async def recall(client: MemoryClient, services: Services, *, tenant: str, subje
     print("episodes:")
     for ep in recalled.episodes:
         print(f"  [{ep.score:.3f}] {ep.happened_at.date()} importance {ep.importance}: {ep.summary}")
+    if explain:
+        print("why:")
+        print(format_recall_explanations(recalled))
 
 
 @click.command("context", cls=Command, help="the prompt context for a query: cited items within a token budget")
@@ -103,19 +115,22 @@ async def recall(client: MemoryClient, services: Services, *, tenant: str, subje
 @click.option("--preset", type=Choice(PRESET_NAMES), metavar="{" + ",".join(PRESET_NAMES) + "}",
               help="read under this recall policy preset instead of the tenant's policy")
 @speaker_option
+@explain_flag
 @json_flag
 @with_client
 async def context(client: MemoryClient, services: Services, *, tenant: str, subject: str, query: str,
                   budget: int | None, as_of: datetime | None, preset: str | None, speaker: str | None,
-                  json: bool) -> None:
+                  explain: bool, json: bool) -> None:
     from agent_memory.cli import formatting
 
     assembled = await client.context(tenant, subject, query, as_of=as_of, token_budget=formatting.budget(budget),
-                                     policy=preset_policy(preset), filters=speaker_filter(speaker))
+                                     policy=preset_policy(preset), filters=speaker_filter(speaker), explain=explain)
     if json:
         print_json(assembled.model_dump(mode="json"))
     else:
         print(formatting.format_context(assembled))
+        if explain:
+            print(formatting.format_explanations(assembled))
 
 
 @click.command("prompt", cls=Command, help="the prompt for a user input in a live session: system, profile, "

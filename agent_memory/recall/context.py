@@ -11,6 +11,13 @@
   sequence also brings in the notes next in time to the best hits (agent_memory.recall.sequence).
   It gets its own budget plus what the profile left.
 
+Asked to explain (`explain=True`), every item carries an ItemExplanation: the routes that found it
+with their ranks and scores, the fused score and each factor of its final score (relevance, time
+decay, importance, access, staleness), or for a fact the reasons of its rank; and the context lists
+`below_budget`, the best candidates of each tier that were not admitted, read through the same key
+limits and leak filter as the admitted ones. Without it nothing of this is computed and the
+response has neither key.
+
 The four routes (profile read, lexical, vector, entities) run in parallel, each on its own
 connection. A hit is only a pointer: each episodic route re-reads its candidates from their relational
 rows (same version, valid at the as-of time, inside the window) in its own transaction, so one
@@ -27,13 +34,14 @@ import asyncio
 import functools
 import math
 import re
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 import psycopg
 from psycopg.rows import class_row
 from psycopg_pool import AsyncConnectionPool
-from pydantic import BaseModel, PrivateAttr
+from pydantic import BaseModel, Field, PrivateAttr
 
 from agent_memory.core.fact_text import fact_line, fact_line_parts
 from agent_memory.core.models import FactRow
@@ -51,7 +59,7 @@ from agent_memory.recall.recall_policy import STALE_WEIGHT, RecallPolicy, read_p
 from agent_memory.recall.sequence import ANCHORS, STEP_DECAY, Direction, neighbour_notes, sequence_direction
 from agent_memory.recall.vector_search import nearest
 from agent_memory.security.keyring import KeyRing
-from agent_memory.security.leak_filter import filter_context
+from agent_memory.security.leak_filter import context_item_text, filter_context, filter_items
 from agent_memory.store.access import read_access
 from agent_memory.store.db import tenant_transaction
 from agent_memory.store.lexical import bm25_search
@@ -77,9 +85,64 @@ PROFILE_HEADER = "What you know about the user (current facts; [message ids] cit
 EPISODIC_HEADER = "Relevant past conversations and notes ([message ids] cite the evidence):"
 CITED_SHOWN = 3  # message ids shown after an item; the rest are counted
 MESSAGE_OVERHEAD = 4  # tokens a chat message costs beyond its content (role, separators); a block is one
+BELOW_BUDGET_SHOWN = 5  # per tier: the candidates an explained context lists after its admitted items
 
 Tier = Literal["profile", "episodic"]
 Kind = Literal["fact", "episode", "observation"]
+
+Route = Literal["lexical", "vector", "entity"]
+NotAdmitted = Literal["budget", "repeats", "max_episodes"]
+
+
+class RouteHit(BaseModel):
+    """Where one route ranked an item and what that rank added to its fused score."""
+
+    rank: int = Field(description="1 for the route's best candidate")
+    score: float = Field(description="the route's share of the fused score: weight / (RRF_K + rank)")
+    bm25: float | None = Field(default=None, description="lexical: the BM25 score of the match")
+    similarity: float | None = Field(default=None, description="vector: cosine similarity to the query")
+
+
+class ProfileRank(BaseModel):
+    """Why a fact ranks where it does in the profile: facts sharing words with the query first,
+    then by kind (PROFILE_ORDER), confidence and recency; its score is the facts after it, plus one."""
+
+    rank: int = Field(description="1 for the first fact of the profile, before the stale ones are moved down")
+    of: int = Field(description="the facts the profile ranked")
+    shared_terms: list[str] = Field(description="the query's words (stemmed) the fact's namespace, key or value share")
+    namespace_order: int | None = Field(description="the namespace's place in PROFILE_ORDER; None: after them")
+    confidence: float
+    task_local: bool = Field(description="a task-local fact, in the context because it is read in its session")
+
+
+class ItemExplanation(BaseModel):
+    """The terms of an item's score: an episodic item's score is relevance × time_decay ×
+    importance_term × staleness_term × access_term; a fact's is its profile rank's weight ×
+    staleness_term."""
+
+    tier: Tier
+    admitted: bool = Field(description="in the context; false for an item of below_budget")
+    not_admitted: NotAdmitted | None = Field(
+        default=None, description="why a candidate is not in the context: budget (did not fit), repeats (cites "
+                                  "only messages the items before it cite), max_episodes (enough summaries)")
+    score: float = Field(description="the final score: the item's `score`")
+    routes: dict[Route, RouteHit] = Field(default_factory=dict, description="the episodic routes that found it")
+    fused: float | None = Field(default=None, description="the weighted reciprocal-rank sum of its routes' scores")
+    relevance: float | None = Field(default=None, description="the fused score normalised to [0, 1] (or, for a "
+                                                              "note next in time to a hit, its anchor's, stepped down)")
+    neighbour_of: str | None = Field(default=None, description="a note brought in as next in time to this memory")
+    neighbour_step: int | None = None
+    time_decay: float | None = Field(default=None, description="exp(-age in days / tau_days)")
+    importance_term: float | None = Field(default=None, description="base + slope · importance")
+    access_term: float | None = Field(default=None, description="1 + access_weight · activation; 1: never recalled")
+    staleness_term: float = Field(default=1.0, description="STALE_WEIGHT for a memory the review marked, else 1")
+    profile: ProfileRank | None = None
+
+
+def _unasked(value: object) -> bool:
+    """An explanation nobody asked for is left out of the serialised item: an unexplained read
+    serialises exactly as one that cannot explain."""
+    return value is None
 
 
 class ContextItem(BaseModel):
@@ -99,6 +162,9 @@ class ContextItem(BaseModel):
     # profile: (before, object, after, since) of a fact that may share its line with the facts said
     # with it (agent_memory.recall.context.render_block); None when it reads alone
     _shared_line: tuple[str, str, str, str] | None = PrivateAttr(default=None)
+    explanation: ItemExplanation | None = Field(default=None, exclude_if=_unasked,
+                                                description="the terms of its score, when asked to explain; absent "
+                                                            "otherwise")
 
     @property
     def line(self) -> str:
@@ -125,6 +191,10 @@ class AssembledContext(BaseModel):
     as_of: datetime | None = None
     policy: RecallPolicy | None = None
     leak_filter_dropped: int = 0  # packed items the leak filter removed (agent_memory.security.leak_filter)
+    below_budget: list[ContextItem] | None = Field(
+        default=None, exclude_if=_unasked,
+        description=f"when asked to explain: per tier, up to {BELOW_BUDGET_SHOWN} candidates that were not admitted, "
+                    "best first, each readable by the key and clean of the leak filter; absent otherwise")
 
     @property
     def profile_items(self) -> list[ContextItem]:
@@ -149,7 +219,20 @@ class _NoteRow(BaseModel):
 
 
 Pointer = tuple[str, str, int]  # (memory_id, kind, version)
-_Route = tuple[list[Pointer], dict[Pointer, _NoteRow]]  # a route's ranked hits and their re-read rows
+# A route's ranked hits, their re-read rows and the route's own scores of them (BM25; minus the
+# cosine distance; none for the entity route, which ranks by link).
+_Route = tuple[list[Pointer], dict[Pointer, _NoteRow], dict[Pointer, float]]
+
+
+@dataclass
+class _Trace:
+    """What the episodic scoring did to each item, kept only when the context is explained."""
+
+    stale: set[str] = field(default_factory=set)  # memory ids weighted STALE_WEIGHT
+    access: dict[str, float] = field(default_factory=dict)  # memory id: access factor
+    neighbours: dict[str, tuple[str, int]] = field(default_factory=dict)  # memory id: (anchor, step)
+    skipped: dict[str, NotAdmitted] = field(default_factory=dict)  # the last packing's left-out candidates
+
 
 _WORD = re.compile(r"\w+")
 _SENTENCE = re.compile(r"(?<=[.!?。！？])\s*|\s(?=\[photo:)")
@@ -256,7 +339,7 @@ def in_task(fact: FactRow, session_id: str | None) -> bool:
 
 
 def profile_items(facts: list[FactRow], query: str, policy: RecallPolicy,
-                  session_id: str | None = None) -> list[ContextItem]:
+                  session_id: str | None = None, *, explain: bool = False) -> list[ContextItem]:
     query_terms = _match_terms(query)
     kept = sorted((f for f in facts if f.confidence > policy.profile_min_confidence and in_task(f, session_id)),
                   key=lambda f: _profile_rank(f, query_terms))
@@ -264,6 +347,7 @@ def profile_items(facts: list[FactRow], query: str, policy: RecallPolicy,
     weighted = sorted(((float(len(kept) - n) * (STALE_WEIGHT if f.stale_reasons else 1.0), f)
                        for n, f in enumerate(kept)), key=lambda pair: -pair[0])
     scores = {f.memory_id: score for score, f in weighted}
+    ranks = {f.memory_id: n for n, f in enumerate(kept, start=1)} if explain else {}
     items = []
     for f in _said_together_adjacent([f for _, f in weighted]):
         before, named, after = fact_line_parts(f.namespace, f.key, f.value)
@@ -273,8 +357,50 @@ def profile_items(facts: list[FactRow], query: str, policy: RecallPolicy,
                            score=scores[f.memory_id], happened_at=f.valid_from, last_confirmed_at=f.last_confirmed_at)
         if named:
             item._shared_line = (before, named, after, since)
+        if explain:
+            item.explanation = _fact_explanation(f, ranks[f.memory_id], len(kept), query_terms, item.score)
         items.append(item)
     return items
+
+
+def _fact_explanation(fact: FactRow, rank: int, of: int, query_terms: set[str], score: float) -> ItemExplanation:
+    order = PROFILE_ORDER.index(fact.namespace) if fact.namespace in PROFILE_ORDER else None
+    shared = sorted(_match_terms(f"{fact.namespace} {fact.key} {fact.value}") & query_terms)
+    return ItemExplanation(tier="profile", admitted=False, score=score,
+                           staleness_term=STALE_WEIGHT if fact.stale_reasons else 1.0,
+                           profile=ProfileRank(rank=rank, of=of, shared_terms=shared, namespace_order=order,
+                                               confidence=fact.confidence, task_local=fact.permanence == "task_local"))
+
+
+def _explain_episodic(items: list[ContextItem], routes: dict[Route, tuple[float, list[Pointer], dict[Pointer, float]]],
+                      fused: dict[Pointer, float], trace: _Trace, as_of: datetime | None,
+                      policy: RecallPolicy) -> None:
+    """Set each episodic item's explanation from the routes' ranks and the scoring's trace; the
+    product of its terms, in the order the scoring applies them, is its score."""
+    scored_at = as_of or datetime.now(UTC)
+    hits: dict[str, dict[Route, RouteHit]] = {}
+    fused_by_id: dict[str, float] = {}
+    for name, (weight, ranked, scores) in routes.items():
+        for rank, pointer in enumerate(ranked, start=1):
+            if pointer[0] in hits and name in hits[pointer[0]]:
+                continue
+            raw = scores.get(pointer)
+            hits.setdefault(pointer[0], {})[name] = RouteHit(
+                rank=rank, score=weight / (RRF_K + rank), bm25=raw if name == "lexical" else None,
+                similarity=1.0 + raw if name == "vector" and raw is not None else None)
+    for pointer, value in fused.items():
+        fused_by_id.setdefault(pointer[0], value)
+    for item in items:
+        importance = item.importance or DEFAULT_IMPORTANCE
+        age_days = max(0.0, (scored_at - item.happened_at).total_seconds() / 86400) if item.happened_at else 0.0
+        decay, weight = math.exp(-age_days / policy.tau_days), policy.importance_factor(importance)
+        stale = STALE_WEIGHT if item.memory_id in trace.stale else 1.0
+        access = trace.access.get(item.memory_id, 1.0)
+        anchor, step = trace.neighbours.get(item.memory_id, (None, None))
+        item.explanation = ItemExplanation(
+            tier="episodic", admitted=False, score=item.score, routes=hits.get(item.memory_id, {}),
+            fused=fused_by_id.get(item.memory_id), relevance=item.relevance, neighbour_of=anchor, neighbour_step=step,
+            time_decay=decay, importance_term=weight, access_term=access, staleness_term=stale)
 
 
 def _said_together_adjacent(facts: list[FactRow]) -> list[FactRow]:
@@ -332,10 +458,14 @@ def _profile_lines(items: list[ContextItem]) -> list[list[ContextItem]]:
     return lines
 
 
-def pack_tiers(items: list[ContextItem], policy: RecallPolicy) -> list[ContextItem]:
+def pack_tiers(items: list[ContextItem], policy: RecallPolicy,
+               skipped: dict[str, NotAdmitted] | None = None) -> list[ContextItem]:
     """The profile greedily within its budget (header included), then the episodic items by
     score within theirs plus what the profile left, at most `max_episodes` summaries; an
-    episodic item citing nothing the episodic items before it do not already cite is skipped."""
+    episodic item citing nothing the episodic items before it do not already cite is skipped.
+    `skipped`, when given, is set to why each item left out was."""
+    if skipped is not None:
+        skipped.clear()
     chosen: list[ContextItem] = []
     profile = [i for i in items if i.tier == "profile"]
     used = 0
@@ -348,12 +478,16 @@ def pack_tiers(items: list[ContextItem], policy: RecallPolicy) -> list[ContextIt
                 chosen.append(item)
                 line.append(item)
                 used += cost
+            elif skipped is not None:
+                skipped[item.memory_id] = "budget"
             continue
         cost = _cost(item)
         if header + used + cost <= policy.profile_tokens:
             chosen.append(item)
             line = [item]
             used += cost
+        elif skipped is not None:
+            skipped[item.memory_id] = "budget"
     profile_used = header + used if used else 0
     allowance = min(policy.episodic_tokens + policy.profile_tokens - profile_used, policy.total_tokens - profile_used)
     used, episodes = block_tokens(EPISODIC_HEADER), 0
@@ -361,8 +495,12 @@ def pack_tiers(items: list[ContextItem], policy: RecallPolicy) -> list[ContextIt
     cited: set[str] = set()
     for item in (i for i in items if i.tier == "episodic"):
         if item.cited_message_ids and set(item.cited_message_ids) <= cited:
+            if skipped is not None:
+                skipped[item.memory_id] = "repeats"
             continue  # says nothing the context does not already hold
         if item.kind == "episode" and episodes >= policy.max_episodes:
+            if skipped is not None:
+                skipped[item.memory_id] = "max_episodes"
             continue
         cost = _cost(item)
         if used + cost <= allowance:
@@ -370,6 +508,8 @@ def pack_tiers(items: list[ContextItem], policy: RecallPolicy) -> list[ContextIt
             cited.update(item.cited_message_ids)
             used += cost
             episodes += item.kind == "episode"
+        elif skipped is not None:
+            skipped[item.memory_id] = "budget"
     return chosen
 
 
@@ -396,7 +536,7 @@ async def _scored_route(conn: psycopg.AsyncConnection, tenant_id: str, subject_i
     rows = await _read_candidates(conn, tenant_id, subject_id, list(scores), as_of, since)
     ranked = sorted(rows, key=lambda p: (-scores[p], _tie_order(rows[p].happened_at, rows[p].session_id,
                                                                 rows[p].source_message_ids, rows[p].kind), p[0]))
-    return ranked, rows
+    return ranked, rows, scores
 
 
 async def _lexical_route(pool: AsyncConnectionPool, tenant_id: str, subject_id: str, query: str,
@@ -424,7 +564,7 @@ async def _entity_route(pool: AsyncConnectionPool, tenant_id: str, subject_id: s
     async with tenant_transaction(pool, tenant_id) as conn:
         pointers = await entity_hits(conn, tenant_id, subject_id, query, CANDIDATES)
         rows = await _read_candidates(conn, tenant_id, subject_id, pointers, as_of, since)
-        return [p for p in pointers if p in rows], rows
+        return [p for p in pointers if p in rows], rows, {}
 
 
 async def _profile_route(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id: str, subject_id: str,
@@ -519,7 +659,8 @@ def _ranked(items: list[ContextItem]) -> list[ContextItem]:
 
 async def _with_neighbours(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, query: str,
                            episodic: list[ContextItem], direction: Direction, as_of: datetime | None,
-                           since: datetime | None, policy: RecallPolicy) -> list[ContextItem]:
+                           since: datetime | None, policy: RecallPolicy,
+                           trace: _Trace | None = None) -> list[ContextItem]:
     """The ranked items plus the notes next in time to the best-ranked notes
     (agent_memory.recall.sequence), each a step below its anchor; an item already present keeps
     the higher of its two scores."""
@@ -534,11 +675,14 @@ async def _with_neighbours(conn: psycopg.AsyncConnection, tenant_id: str, subjec
         item = _note_item(_NoteRow(kind="observation", **row), query_terms, relevance, scored_at, policy)
         if item.memory_id not in by_id or by_id[item.memory_id].score < item.score:
             by_id[item.memory_id] = item
+            if trace is not None:  # scored afresh: its anchor's relevance, not down-weighted
+                trace.neighbours[item.memory_id] = (anchor_id, step)
+                trace.stale.discard(item.memory_id)
     return _ranked(list(by_id.values()))
 
 
 async def _with_access(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, episodic: list[ContextItem],
-                       as_of: datetime | None, policy: RecallPolicy) -> list[ContextItem]:
+                       as_of: datetime | None, policy: RecallPolicy, trace: _Trace | None = None) -> list[ContextItem]:
     """The items' scores times their access factor (agent_memory.recall.recall_policy), re-ranked:
     one read of the flushed access rows of the candidates, in the read's last transaction. A
     memory never recalled keeps its score."""
@@ -546,13 +690,17 @@ async def _with_access(conn: psycopg.AsyncConnection, tenant_id: str, subject_id
     if not stats:
         return episodic
     scored_at = as_of or datetime.now(UTC)
-    boosted = [i.model_copy(update={"score": i.score * policy.access_factor(a.count, a.first_at, a.last_at, scored_at)})
-               if (a := stats.get(i.memory_id)) is not None else i for i in episodic]
+    factors = {i.memory_id: policy.access_factor(a.count, a.first_at, a.last_at, scored_at)
+               for i in episodic if (a := stats.get(i.memory_id)) is not None}
+    if trace is not None:
+        trace.access.update(factors)
+    boosted = [i.model_copy(update={"score": i.score * factors[i.memory_id]}) if i.memory_id in factors else i
+               for i in episodic]
     return _ranked(boosted)
 
 
 async def _down_weight_marked(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str,
-                              items: list[ContextItem]) -> list[ContextItem]:
+                              items: list[ContextItem], trace: _Trace | None = None) -> list[ContextItem]:
     """Notes the review marked as near-duplicates (mark in force) weigh STALE_WEIGHT of their score."""
     notes = [i.memory_id for i in items if i.kind == "observation"]
     if not notes:
@@ -563,8 +711,38 @@ async def _down_weight_marked(conn: psycopg.AsyncConnection, tenant_id: str, sub
     marked = {row[0] for row in await cur.fetchall()}
     if not marked:
         return items
+    if trace is not None:
+        trace.stale.update(marked)
     return _ranked([i.model_copy(update={"score": i.score * STALE_WEIGHT}) if i.memory_id in marked else i
                     for i in items])
+
+
+async def _below_budget(pool: AsyncConnectionPool, redis, tenant_id: str, subject_id: str,
+                        candidates: list[ContextItem], chosen: list[ContextItem], trace: _Trace, leaked: set[str],
+                        conn: psycopg.AsyncConnection) -> list[ContextItem]:
+    """Per tier, the first BELOW_BUDGET_SHOWN candidates left out, in the order packing met them;
+    the chosen items' explanations marked admitted. Each passes the leak filter here as the
+    admitted ones did (its drops are not counted: they would not have been shown); what the key
+    may not read was never a candidate."""
+    admitted = {i.memory_id for i in chosen}
+    for item in chosen:
+        if item.explanation is not None:
+            item.explanation.admitted = True
+    below: list[ContextItem] = []
+    for tier in ("profile", "episodic"):
+        left = [i for i in candidates if i.tier == tier and i.memory_id not in admitted and i.memory_id not in leaked]
+        kept: list[ContextItem] = []
+        while left and len(kept) < BELOW_BUDGET_SHOWN:
+            batch, left = left[:BELOW_BUDGET_SHOWN], left[BELOW_BUDGET_SHOWN:]
+            clean, _ = await filter_items(pool, redis, tenant_id, subject_id, batch, text_of=context_item_text,
+                                          cited_of=lambda i: i.cited_message_ids, id_of=lambda i: i.memory_id,
+                                          conn=conn, count=False)
+            kept.extend(clean)
+        for item in kept[:BELOW_BUDGET_SHOWN]:
+            if item.explanation is not None:
+                item.explanation.not_admitted = trace.skipped.get(item.memory_id, "budget")
+            below.append(item)
+    return below
 
 
 async def load_policy(pool: AsyncConnectionPool, tenant_id: str) -> RecallPolicy:
@@ -576,18 +754,19 @@ async def assemble_context(pool: AsyncConnectionPool, keyring: KeyRing, embedder
                            subject_id: str, query: str, *, as_of: datetime | None = None,
                            token_budget: int | None = None, policy: RecallPolicy | None = None,
                            session_id: str | None = None, redis=None, parallel: bool = True,
-                           filters: MemoryFilter = NO_FILTER) -> AssembledContext:
+                           filters: MemoryFilter = NO_FILTER, explain: bool = False) -> AssembledContext:
     """The context for `query`: the tenant's recall policy (or `policy`), its tiers scaled to
     `token_budget` when one is given; read in `session_id`, it includes that session's task-local
     facts. `filters` narrows it: `fact` the profile, `episode` the past sessions and notes, fact
     namespaces, and a time range on when a fact became true or an episode or note happened.
-    `parallel=False` runs the four routes one after another (the recall benchmark's comparison)."""
+    `parallel=False` runs the four routes one after another (the recall benchmark's comparison).
+    `explain` gives every item its ItemExplanation and lists the candidates below the budget."""
     filters = filters.within_key_limits()
     policy = policy or await load_policy(pool, tenant_id)
     if token_budget is not None:
         policy = policy.scaled(token_budget)
     empty = AssembledContext(query=query, items=[], text="", tokens=0, budget=policy.total_tokens, as_of=as_of,
-                             policy=policy, profile_budget=policy.profile_tokens)
+                             policy=policy, profile_budget=policy.profile_tokens, below_budget=[] if explain else None)
     since = None
     if policy.window_days is not None:
         since = (as_of or datetime.now(UTC)) - timedelta(days=policy.window_days)
@@ -599,7 +778,8 @@ async def assemble_context(pool: AsyncConnectionPool, keyring: KeyRing, embedder
         facts, *ranked = await asyncio.gather(profile_route, *routes)
     else:
         facts, ranked = await profile_route, [await route for route in routes]
-    (lexical, lexical_rows), (vector, vector_rows), (linked, linked_rows) = ranked
+    (lexical, lexical_rows, lexical_scores), (vector, vector_rows, vector_scores), (linked, linked_rows, _) = ranked
+    trace = _Trace() if explain else None
     if facts is None:  # erased: nothing may reach a prompt
         return empty
     # After every read: an erasure commits its tombstone before it deletes anything, so a route
@@ -611,16 +791,16 @@ async def assemble_context(pool: AsyncConnectionPool, keyring: KeyRing, embedder
         # The entity list counts only when the question names an entity: without one, relevance is
         # the two index routes' alone.
         weights = LEXICAL_WEIGHT + VECTOR_WEIGHT + (ENTITY_WEIGHT if linked else 0.0)
-        relevance = normalise(fuse((LEXICAL_WEIGHT, lexical), (VECTOR_WEIGHT, vector), (ENTITY_WEIGHT, linked)),
-                              weights)
+        fused = fuse((LEXICAL_WEIGHT, lexical), (VECTOR_WEIGHT, vector), (ENTITY_WEIGHT, linked))
+        relevance = normalise(fused, weights)
         episodic = _ranked(_episodic_items(query, relevance, {**lexical_rows, **vector_rows, **linked_rows},
                                            as_of, policy))
-        episodic = await _down_weight_marked(scope.conn, tenant_id, subject_id, episodic)
+        episodic = await _down_weight_marked(scope.conn, tenant_id, subject_id, episodic, trace)
         if (direction := sequence_direction(query)) is not None:
             episodic = await _with_neighbours(scope.conn, tenant_id, subject_id, query, episodic, direction, as_of,
-                                              since, policy)
+                                              since, policy, trace)
         if policy.access_weight > 0 and episodic:
-            episodic = await _with_access(scope.conn, tenant_id, subject_id, episodic, as_of, policy)
+            episodic = await _with_access(scope.conn, tenant_id, subject_id, episodic, as_of, policy, trace)
         if filters != NO_FILTER:
             facts = [f for f in facts if filters.fact_matches(f)]
             episodic = [i for i in episodic if filters.wants("episode")
@@ -631,10 +811,19 @@ async def assemble_context(pool: AsyncConnectionPool, keyring: KeyRing, embedder
                                          lambda f: f.metadata)
             episodic = await matching_items(scope.conn, tenant_id, subject_id, filters, episodic,
                                             lambda i: i.cited_message_ids, lambda i: i.content)
-        candidates = profile_items(facts, query, policy, session_id) + episodic
+        if trace is not None:
+            _explain_episodic(episodic, {"lexical": (LEXICAL_WEIGHT, lexical, lexical_scores),
+                                         "vector": (VECTOR_WEIGHT, vector, vector_scores),
+                                         "entity": (ENTITY_WEIGHT, linked, {})}, fused, trace, as_of, policy)
+        candidates = profile_items(facts, query, policy, session_id, explain=explain) + episodic
         # pack, then the leak filter's last check (re-packing without what it dropped)
+        skipped = trace.skipped if trace is not None else None
         chosen, leaks = await filter_context(pool, redis, tenant_id, subject_id, candidates,
-                                             lambda xs: pack_tiers(xs, policy), conn=scope.conn)
+                                             lambda xs: pack_tiers(xs, policy, skipped), conn=scope.conn)
+        below = None
+        if trace is not None:
+            below = await _below_budget(pool, redis, tenant_id, subject_id, candidates, chosen, trace,
+                                        set(leaks.dropped_ids), scope.conn)
         await count_read(pool, tenant_id, items=len(chosen), leak_filter_dropped=leaks.dropped, conn=scope.conn)
     profile = [i for i in chosen if i.tier == "profile"]
     recalled = [i for i in chosen if i.tier == "episodic"]
@@ -647,4 +836,4 @@ async def assemble_context(pool: AsyncConnectionPool, keyring: KeyRing, embedder
         episodic_tokens=block_tokens(episodic_text), profile_budget=policy.profile_tokens,
         episodic_budget=min(policy.episodic_tokens + policy.profile_tokens - profile_tokens,
                             policy.total_tokens - profile_tokens),
-        as_of=as_of, policy=policy, leak_filter_dropped=leaks.dropped)
+        as_of=as_of, policy=policy, leak_filter_dropped=leaks.dropped, below_budget=below)

@@ -4,15 +4,20 @@ A vector hit is only a pointer: it reaches the caller only after the relational 
 is re-read in the same transaction with the same version. Facts and episodes are read in one
 READ `subject_scope`: it checks the tombstone (by keyed digest or clear id) once and holds the
 shared subject lock, so no tombstone can appear while the hits are re-read.
+
+Asked to explain, the result lists a RecallExplanation per fact and episode: its rank in the
+result, an episode's rank among the vector hits and its cosine similarity, and the staleness term
+that orders a fact the review marked after the others.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from psycopg.rows import class_row
 from psycopg_pool import AsyncConnectionPool
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from agent_memory.core.errors import InvalidInput
@@ -74,6 +79,18 @@ class _EpisodeRow(BaseModel):
     source_message_ids: list[str]
 
 
+class RecallExplanation(BaseModel):
+    """Why a fact or an episode is in a recall, and in its place."""
+
+    memory_id: str
+    kind: Literal["fact", "episode"]
+    rank: int = Field(description="its place among the recalled memories of its kind, 1 first")
+    vector_rank: int | None = Field(default=None, description="episode: its rank among the vector search's hits")
+    similarity: float | None = Field(default=None, description="episode: cosine similarity to the query (its score)")
+    staleness_term: float = Field(description="fact: STALE_WEIGHT for a fact the review marked (ordered after "
+                                              "the others), else 1")
+
+
 class RecallResult(BaseModel):
     tenant_id: str
     subject_id: str
@@ -82,14 +99,17 @@ class RecallResult(BaseModel):
     episodes: list[RecalledEpisode]
     stale_hits_dropped: int  # vector hits whose row was gone, replaced or tombstoned
     leak_filter_dropped: int = 0  # facts and episodes the leak filter removed (agent_memory.security.leak_filter)
+    explanations: list[RecallExplanation] | None = Field(
+        default=None, exclude_if=lambda value: value is None,
+        description="when asked to explain: one per fact, then per episode, in the result's order; absent otherwise")
 
 
 async def recall(pool: AsyncConnectionPool, keyring: KeyRing, embedder: Embedder, tenant_id: str, subject_id: str,
                  query: str, *, limit: int = 5, as_of: datetime | None = None, redis=None,
-                 filters: MemoryFilter = NO_FILTER) -> RecallResult:
+                 filters: MemoryFilter = NO_FILTER, explain: bool = False) -> RecallResult:
     """The subject's current facts and the episodes nearest the query, narrowed by `filters`
     (kinds, fact namespaces, categories, a time range, cited messages' metadata and scope) and by
-    the limits of the request's key."""
+    the limits of the request's key; `explain` adds each one's RecallExplanation."""
     filters = filters.within_key_limits()
     if not query.strip():
         raise InvalidInput("query is empty: ask something, e.g. \"where does she live?\"")
@@ -104,7 +124,7 @@ async def recall(pool: AsyncConnectionPool, keyring: KeyRing, embedder: Embedder
     async with subject_scope(pool, keyring, tenant_id, subject_id, Mode.READ) as scope:
         if scope.erased:  # nothing of an erased subject is recalled, even while its erasure runs
             return RecallResult(tenant_id=tenant_id, subject_id=subject_id, query=query, facts=[], episodes=[],
-                                stale_hits_dropped=0)
+                                stale_hits_dropped=0, explanations=[] if explain else None)
         conn = scope.conn
         # Facts the review marked (stale_reasons) come after the others: STALE_WEIGHT of their weight.
         facts = sorted((f for f in await read_facts(scope, as_of=as_of) if filters.fact_matches(f)),
@@ -125,8 +145,9 @@ async def recall(pool: AsyncConnectionPool, keyring: KeyRing, embedder: Embedder
         hits = [_VectorHit(memory_id=m, version=v, score=1 - distance) for m, _, v, distance in
                 await nearest(conn, tenant_id, subject_id, embedded.model, embedding, ("episode",), candidates)
                 ] if any(embedding) and filters.wants("episode") else []
+        vector_ranks: dict[str, int] = {}
         async with conn.cursor(row_factory=class_row(_EpisodeRow)) as cur:
-            for hit in hits:
+            for vector_rank, hit in enumerate(hits, start=1):
                 await cur.execute(
                     """
                     SELECT e.session_id, e.summary, e.importance, e.happened_at, e.source_message_ids
@@ -142,6 +163,7 @@ async def recall(pool: AsyncConnectionPool, keyring: KeyRing, embedder: Embedder
                         categories is not None and not any(c.holds_text(row.summary) for c in categories)):
                     continue
                 episodes.append(RecalledEpisode(memory_id=hit.memory_id, score=hit.score, **row.model_dump()))
+                vector_ranks[hit.memory_id] = vector_rank
                 if len(episodes) == limit:
                     break
         # Last check, in the read's transaction: nothing that names another subject or tenant
@@ -155,5 +177,14 @@ async def recall(pool: AsyncConnectionPool, keyring: KeyRing, embedder: Embedder
                                                      id_of=lambda e: e.memory_id, conn=conn)
         await count_read(pool, tenant_id, kind="recall", items=len(facts) + len(episodes),
                          leak_filter_dropped=fact_leaks.dropped + episode_leaks.dropped, conn=conn)
+    explanations = None
+    if explain:
+        explanations = [RecallExplanation(memory_id=f.memory_id, kind="fact", rank=n,
+                                          staleness_term=STALE_WEIGHT if f.stale_reasons else 1.0)
+                        for n, f in enumerate(facts, start=1)]
+        explanations += [RecallExplanation(memory_id=e.memory_id, kind="episode", rank=n,
+                                           vector_rank=vector_ranks[e.memory_id], similarity=e.score,
+                                           staleness_term=1.0) for n, e in enumerate(episodes, start=1)]
     return RecallResult(tenant_id=tenant_id, subject_id=subject_id, query=query, facts=facts, episodes=episodes,
-                        stale_hits_dropped=dropped, leak_filter_dropped=fact_leaks.dropped + episode_leaks.dropped)
+                        stale_hits_dropped=dropped, leak_filter_dropped=fact_leaks.dropped + episode_leaks.dropped,
+                        explanations=explanations)

@@ -216,8 +216,9 @@ async def _evidence_for(conn: psycopg.AsyncConnection, tenant_id: str, subject_i
 async def filter_items(pool: AsyncConnectionPool, redis: Redis | None, tenant_id: str, subject_id: str,
                        items: Sequence[T], *, text_of: Callable[[T], str], cited_of: Callable[[T], list[str]],
                        id_of: Callable[[T], str], conn: psycopg.AsyncConnection | None = None,
-                       ) -> tuple[list[T], LeakReport]:
-    """Keep the items that mention nothing foreign to the subject; count and log the drops.
+                       count: bool = True) -> tuple[list[T], LeakReport]:
+    """Keep the items that mention nothing foreign to the subject; count (unless `count` is
+    false: items that would not have been shown) and log the drops.
     Without `redis`, other tenants' ids are not recognised (their registry is in Redis). The
     lookups run on `conn` when the caller holds a tenant transaction (the drops are counted in a
     transaction of their own, as they happen)."""
@@ -284,7 +285,7 @@ async def filter_items(pool: AsyncConnectionPool, redis: Redis | None, tenant_id
         else:
             report.add(reason, id_of(item))
             log.warning("leak filter dropped memory %s of tenant %s: %s", id_of(item), tenant_id, reason)
-    if report.dropped:
+    if report.dropped and count:
         await count_drops(pool, tenant_id, report)
     return kept, report
 

@@ -1,6 +1,7 @@
 """The memory console in a real headless browser: Chromium from the OS packages, driven by
 Playwright. An operator signs in and walks tenant → subject → facts → a fact's evidence; the
-message with markup shows as text and runs nothing. A screenshot of every page is saved
+message with markup shows as text and runs nothing, and so does a query typed into the subject's
+"Why this item" form. A screenshot of every page is saved
 (AGENT_MEMORY_SCREENSHOTS: a directory; default the test's temporary one).
 
 Chromium must be installed (`apt-get install chromium`): the test fails, never skips, without it."""
@@ -102,6 +103,17 @@ async def test_an_operator_walks_from_a_tenant_to_a_facts_evidence(client, servi
             await page.goto(f"http://127.0.0.1:{port}/console/t/{tenant}/s/{SUBJECT}/sessions/s1")
             assert SCRIPT in await page.locator("table").inner_text()  # shown as text
             await shot(page, "7-session")
+
+            # Why this item: the operator types a query on the subject's page and sees its context explained.
+            await page.goto(f"http://127.0.0.1:{port}/console/t/{tenant}/s/{SUBJECT}")
+            await page.fill("#query", f"favourite snippet {SCRIPT}")
+            async with page.expect_navigation():
+                await page.click("button:has-text('Explain the context')")
+            await page.wait_for_url(f"**/console/t/{tenant}/s/{SUBJECT}/explain")
+            await shot(page, "9-explain")
+            explained = await page.locator("h2:has-text('In the context') + section").inner_text()
+            assert "snippet" in explained and "#1" in explained and "bm25" in explained and "sim " in explained
+            assert await page.locator("#query").input_value() == f"favourite snippet {SCRIPT}"
         finally:
             await browser.close()
     assert dialogs == []  # the message's script never ran

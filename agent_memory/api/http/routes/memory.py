@@ -100,6 +100,11 @@ class FilteredQuery(QueryRequest):
     run_id: ScopeField = Field(default=None, description="only memories citing a message of this run")
     speaker: Annotated[str, Field(json_schema_extra={"pattern": NAME_SCHEMA_PATTERN})] | None = Field(
         default=None, min_length=1, max_length=SPEAKER_MAX_CHARS, description=SPEAKER_FILTER)
+    explain: bool = Field(default=False, description=(
+        "also why each memory is there: recall adds `explanations` (rank, vector rank and similarity, staleness "
+        "term); context adds each item's `explanation` (its routes' ranks and scores, the fused score, relevance, "
+        "time decay, importance, access and staleness terms) and `below_budget`, the best candidates that did "
+        "not fit. Without it neither key is in the response"))
 
     @property
     def filters(self) -> MemoryFilter:
@@ -191,7 +196,7 @@ async def relations(subject_id: SubjectId, api_key: ReadKey, client: ClientDep,
 async def recall(subject_id: SubjectId, body: FilteredQuery, api_key: ReadKey, client: ClientDep) -> dict[str, Any]:
     filters = body.filters
     found = await client.recall(api_key.tenant_id, subject(subject_id), body.query, limit=body.limit,
-                                as_of=body.as_of, filters=filters)
+                                as_of=body.as_of, filters=filters, explain=body.explain)
     return found.model_dump(mode="json")
 
 
@@ -204,7 +209,8 @@ async def recall(subject_id: SubjectId, body: FilteredQuery, api_key: ReadKey, c
 async def context(subject_id: SubjectId, body: FilteredQuery, api_key: ReadKey, client: ClientDep) -> dict[str, Any]:
     filters = body.filters
     assembled = await client.context(api_key.tenant_id, subject(subject_id), body.query, as_of=body.as_of,
-                                     token_budget=body.budget, session_id=body.session_id, filters=filters)
+                                     token_budget=body.budget, session_id=body.session_id, filters=filters,
+                                     explain=body.explain)
     return {**assembled.model_dump(mode="json"), "text": assembled.text}
 
 
