@@ -29,7 +29,9 @@ def _terms(text: str) -> set[str]:
 
 def _salience(text: str, doc_freq: Counter[str], role: str) -> float:
     terms = _terms(text)
-    score = sum(math.log1p(doc_freq[t]) for t in terms) / math.sqrt(max(1, len(terms)))
+    # Summed in a fixed order: a set iterates in a per-process order and float addition is not
+    # associative, so a near tie would otherwise break differently in another worker.
+    score = sum(math.log1p(doc_freq[t]) for t in sorted(terms)) / math.sqrt(max(1, len(terms)))
     if re.search(r"\b(?:I|I'm|I've|my|me)\b|我", text):
         score += 1.0
     score += 0.5 * min(3, len(re.findall(r"(?<=\s)[A-Z][a-z]+", text)))  # capitalised, not sentence-initial

@@ -400,6 +400,23 @@ def test_summary_truncates_an_overlong_sentence_at_a_word_boundary():
     assert result.token_count <= 12 and result.sentences[0].text in chinese.content
 
 
+def test_summary_is_identical_across_processes():
+    """Salience sums per-term weights; summed in a fixed order, ties break the same way in every worker."""
+    texts = [f"I visited {a}, {b} and {c} with my sister in May." for a, b, c in
+             (("Lisbon", "Porto", "Braga"), ("Porto", "Braga", "Faro"), ("Faro", "Evora", "Lisbon"),
+              ("Braga", "Evora", "Sintra"))] * 4
+    code = ("import asyncio, json; from datetime import datetime, timezone; "
+            "from agent_memory.core.models import Message; "
+            "from agent_memory.providers.offline import ExtractiveSummarizer; "
+            f"ms = [Message(message_id=f'm{{i}}', turn_index=i, role='user', content=t, "
+            f"created_at=datetime(2024, 5, 8, tzinfo=timezone.utc)) for i, t in enumerate({texts!r})]; "
+            "r = asyncio.run(ExtractiveSummarizer().summarize(ms, token_cap=60)); "
+            "print(json.dumps([[s.text, s.source_message_ids] for s in r.sentences]))")
+    outputs = {subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
+                              env={"PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)}).stdout for seed in ("1", "2", "3")}
+    assert len(outputs) == 1 and json.loads(outputs.pop())
+
+
 def test_summary_of_empty_messages_is_empty():
     result = summarize([msg("  ", "m1"), msg("", "m2")], 160)
     assert result.sentences == [] and result.token_count == 0
