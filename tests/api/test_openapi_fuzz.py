@@ -138,6 +138,8 @@ def broken_cross_field_rule(body: Any, query: Any) -> str | None:
     for message in messages:
         if message.get("private") and message.get("agent_id") is None:
             return "a private message names its agent"
+    if len({(bool(m.get("private")), m.get("agent_id") if m.get("private") else None) for m in messages}) > 1:
+        return "every message of a session is private to the same agent, or none is"
     holders: dict[Any, Any] = {}
     if any(holders.setdefault(m.get("turn_index"), m.get("message_id")) != m.get("message_id") for m in messages):
         return "each message of a session has its own turn_index"
