@@ -227,8 +227,9 @@ class Settings(BaseSettings):
     postgres_connect_timeout_seconds: Seconds = _setting(
         "AGENT_MEMORY_POSTGRES_CONNECT_TIMEOUT_SECONDS", 5.0, "how long opening a PostgreSQL connection may take")
     pool_timeout_seconds: Seconds = _setting(
-        "AGENT_MEMORY_POOL_TIMEOUT_SECONDS", 4.0, "how long a caller waits for a pooled PostgreSQL connection before "
-        "PostgreSQL is reported unavailable")
+        "AGENT_MEMORY_POOL_TIMEOUT_SECONDS", 15.0, "how long a caller waits for a pooled PostgreSQL connection before "
+        "PostgreSQL is reported unavailable (a step that waits longer is retried, and a model's answer not yet "
+        "recorded would be asked for again; an HTTP request answers 503 after its own deadline anyway)")
     redis_timeout_seconds: Seconds = _setting(
         "AGENT_MEMORY_REDIS_TIMEOUT_SECONDS", 2.0, "how long connecting to Redis, or one of its answers, may take; "
         "a command is retried within about three times that")

@@ -27,6 +27,8 @@ from typing import Final
 
 import httpx
 
+from agent_memory.core.errors import AgentMemoryError
+
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 # Instance metadata and host services of the major clouds: never a webhook receiver.
@@ -46,7 +48,7 @@ ALWAYS_REFUSED: Final = frozenset({"metadata", "multicast", "unspecified"})
 _NUMERIC_HOST: Final = re.compile(r"[0-9a-fA-FxX.]+")
 
 
-class RefusedAddress(Exception):
+class RefusedAddress(AgentMemoryError):
     """A webhook host that is, or resolves to, an address deliveries may not reach."""
 
     def __init__(self, host: str, address: IPAddress, kind: str):
@@ -54,7 +56,7 @@ class RefusedAddress(Exception):
         self.host, self.address, self.kind = host, address, kind
 
 
-class UnresolvedName(Exception):
+class UnresolvedName(AgentMemoryError):
     """A webhook host whose name resolves to no address."""
 
 

@@ -50,7 +50,7 @@ class DatabaseDeadlines:
     statement_seconds: float = 30.0
     lock_seconds: float = 10.0
     connect_seconds: float = 5.0
-    pool_wait_seconds: float = 4.0
+    pool_wait_seconds: float = 15.0
 
     def connection_kwargs(self, database_url: str) -> dict[str, object]:
         """psycopg connection arguments: the timeouts as server options (options the URL gives

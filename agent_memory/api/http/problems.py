@@ -64,6 +64,9 @@ PROBLEM_TYPES: tuple[ProblemType, ...] = (
     ProblemType("service-unavailable", 503, "Service unavailable",
                 "A service the server needs (a key provider, the embedded stack) is unavailable: retry after "
                 "`Retry-After` seconds."),
+    ProblemType("not-ready", 503, "Not ready",
+                "Readiness (`GET /v1/ready`): a dependency does not answer in time; an operator key learns "
+                "which (`dependencies`)."),
     ProblemType("http-error", 0, "HTTP error", "Another HTTP status, as its detail says."),
 )
 _TYPE_OF_TITLE = {kind.title: f"{PROBLEMS_PATH}#{kind.anchor}" for kind in PROBLEM_TYPES}
