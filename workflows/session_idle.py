@@ -24,6 +24,13 @@ with workflow.unsafe.imports_passed_through():
 MAX_TOUCHES_PER_RUN = 1000
 
 
+def _legacy_timer(request: SessionIdleInput) -> bool:
+    """A timer started before session ids were scoped per subject: the session-end hook that ends it
+    attaches to (or starts) the consolidation under the old id itself (client.end_session), so the
+    timer starts none (a second one under the new id would consolidate the session twice)."""
+    return workflow.info().workflow_id == contract.legacy_idle_workflow_id(request.tenant_id, request.session_id)
+
+
 @workflow.defn(name=contract.SESSION_IDLE_WORKFLOW, versioning_behavior=VersioningBehavior.AUTO_UPGRADE)
 class SessionIdleWorkflow:
     def __init__(self) -> None:
@@ -53,7 +60,7 @@ class SessionIdleWorkflow:
             except TimeoutError:
                 break
             if self._ended:
-                if not workflow.patched("end-signal-ensures-consolidation"):
+                if not workflow.patched("end-signal-ensures-consolidation") or _legacy_timer(request):
                     return SessionIdleResult(outcome="ended by the session-end hook")
                 break
             if self._touches >= MAX_TOUCHES_PER_RUN:
@@ -75,7 +82,7 @@ class SessionIdleWorkflow:
             with contextlib.suppress(TimeoutError):
                 await workflow.wait_condition(lambda: self._ended, timeout=remaining)
             if self._ended:
-                if not workflow.patched("end-signal-ensures-consolidation"):
+                if not workflow.patched("end-signal-ensures-consolidation") or _legacy_timer(request):
                     return SessionIdleResult(outcome="ended by the session-end hook")
                 break
             pending = await workflow.execute_activity_method(
