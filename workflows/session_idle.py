@@ -24,18 +24,12 @@ with workflow.unsafe.imports_passed_through():
 MAX_TOUCHES_PER_RUN = 1000
 
 
-def _legacy_timer(request: SessionIdleInput) -> bool:
-    """A timer started before session ids were scoped per subject: the session-end hook that ends it
-    attaches to (or starts) the consolidation under the old id itself (client.end_session), so the
-    timer starts none (a second one under the new id would consolidate the session twice)."""
-    return workflow.info().workflow_id == contract.legacy_idle_workflow_id(request.tenant_id, request.session_id)
-
-
 @workflow.defn(name=contract.SESSION_IDLE_WORKFLOW, versioning_behavior=VersioningBehavior.AUTO_UPGRADE)
 class SessionIdleWorkflow:
     def __init__(self) -> None:
         self._touched = False
         self._ended = False
+        self._ended_by_hook = False
         self._touches = 0
 
     @workflow.signal(name=contract.SIGNAL_TOUCH)
@@ -45,10 +39,12 @@ class SessionIdleWorkflow:
         self._touches += 1
 
     @workflow.signal(name=contract.SIGNAL_END)
-    def end(self) -> None:
-        """The session ended: the timer stops waiting and makes sure the consolidation exists
-        (the hook starts it too; whichever start comes first wins, the other attaches)."""
+    def end(self, by_hook: bool = False) -> None:
+        """The session ended: the timer stops waiting and makes sure the consolidation exists.
+        The session-end hook says it sent the signal (`by_hook`): it started or attached to the
+        consolidation itself (a run under an old id included), so the timer leaves it to the hook."""
         self._ended = True
+        self._ended_by_hook = by_hook
 
     @workflow.run
     async def run(self, request: SessionIdleInput) -> SessionIdleResult:
@@ -60,7 +56,7 @@ class SessionIdleWorkflow:
             except TimeoutError:
                 break
             if self._ended:
-                if not workflow.patched("end-signal-ensures-consolidation") or _legacy_timer(request):
+                if not workflow.patched("end-signal-ensures-consolidation") or self._ended_by_hook:
                     return SessionIdleResult(outcome="ended by the session-end hook")
                 break
             if self._touches >= MAX_TOUCHES_PER_RUN:
@@ -82,7 +78,7 @@ class SessionIdleWorkflow:
             with contextlib.suppress(TimeoutError):
                 await workflow.wait_condition(lambda: self._ended, timeout=remaining)
             if self._ended:
-                if not workflow.patched("end-signal-ensures-consolidation") or _legacy_timer(request):
+                if not workflow.patched("end-signal-ensures-consolidation") or self._ended_by_hook:
                     return SessionIdleResult(outcome="ended by the session-end hook")
                 break
             pending = await workflow.execute_activity_method(

@@ -429,7 +429,7 @@ class MemoryClient:
         subject's, have nothing left to do: the hook consolidates."""
         async def end(idle: WorkflowHandle) -> None:
             try:
-                await idle.signal(contract.SIGNAL_END)
+                await idle.signal(contract.SIGNAL_END, True)  # by the hook: it consolidates
             except RPCError as exc:
                 if exc.status != RPCStatusCode.NOT_FOUND:
                     raise
