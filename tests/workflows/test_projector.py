@@ -294,9 +294,10 @@ async def test_histories_of_the_new_path_replay(client, services, tenant, runnin
     """The consolidation's patched path (wake the projector, no project_vectors) and a projector
     that failed, slept on its timer and finished replay deterministically; the old path is
     tests/histories/consolidation.json (tests/workflows/test_replay.py)."""
-    # Two failures: the run's own batch takes one, the projector's first batch the other (so it
-    # sleeps on its retry timer whenever it starts).
-    embedder = ScriptedEmbedder(failures=2)
+    # Three failures: the run's own batch takes one (two when a loaded machine has its step retried
+    # before it gives the rows to the projector), the projector's first batch the next (so it sleeps
+    # on its retry timer whenever it starts).
+    embedder = ScriptedEmbedder(failures=3)
     async with running_worker(providers=providers_with(embedder), projection_policy=FAST):
         handle, _ = await consolidate(client, tenant, "lin")
         await client.wait_for_projection(tenant, "lin", timeout=60)
