@@ -95,6 +95,9 @@ ERASURES = _gauge("erasures", "Erasure requests by state (running, completed, fa
                   ("tenant", "state"))
 ERASURE_OLDEST_OPEN_SECONDS = _gauge("erasure_oldest_open_seconds", "Age of the oldest erasure not "
                                      "yet completed (0 when none is open).")
+ERASURE_DEADLINE_SECONDS = _gauge("erasure_deadline_seconds", "How long an erasure may stay open before "
+                                  "it counts as stuck (AGENT_MEMORY_ERASURE_DEADLINE_SECONDS); alerts compare "
+                                  "against it.")
 ERASURE_DURATION = _histogram("erasure_duration_seconds", "Time from an erasure's registration to its "
                               "receipt.", buckets=LONG_SECONDS_BUCKETS)
 ERASURE_RESIDUE = _counter("erasure_residue_found", "Residue rows found by erasure verification scans.")
