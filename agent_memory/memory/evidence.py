@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
@@ -87,9 +88,7 @@ async def last_message_id(pool: AsyncConnectionPool, tenant_id: str, subject_id:
     """The session's last message in turn order (what load_session lists last): the parent to pass
     as expected_parent; None when the session has no message."""
     async with tenant_transaction(pool, tenant_id) as conn:
-        cur = await conn.execute(LAST_MESSAGE_SQL, (tenant_id, subject_id, session_id))
-        row = await cur.fetchone()
-    return None if row is None else row[0]
+        return await _last_stored_message(conn, tenant_id, subject_id, session_id)
 
 
 def working_memory_key(tenant_id: str, subject_id: str, session_id: str) -> str:
@@ -123,105 +122,173 @@ async def append_messages(pool: AsyncConnectionPool, redis: Redis | None, tenant
     check_identifier("subject", subject_id)
     session = as_writing_agent(session)
     private_to = session_private_to(session)
-    inserted: list[Message] = []
-    duplicates = 0
     async with tenant_transaction(pool, tenant_id) as conn:
-        await enter_subject(conn, tenant_id, subject_id, subject_digest, Mode.WRITE)
-        await conn.execute("SELECT pg_advisory_xact_lock(%s)",
-                           (session_lock_key(tenant_id, subject_id, session.session_id),))
-        # Session ids are per subject (migration 021): another subject's "s1" is another session.
-        # A session's privacy is set by its first append and never changes (migration 046).
-        cur = await conn.execute(
-            "INSERT INTO sessions (tenant_id, session_id, subject_id, started_at, private_to) "
-            "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (tenant_id, subject_id, session_id) DO NOTHING",
-            (tenant_id, session.session_id, subject_id, session.started_at, private_to))
-        if cur.rowcount == 0:
-            cur = await conn.execute("SELECT private_to FROM sessions WHERE tenant_id = %s AND subject_id = %s "
-                                     "AND session_id = %s", (tenant_id, subject_id, session.session_id))
-            if (held := (await fetch_one(cur))[0]) != private_to:
-                raise SessionScopeConflictError(
-                    f"messages[0].private: session {session.session_id!r} is "
-                    + (f"private to agent {held!r}" if held else "shared")
-                    + "; every message of a session is private to the same agent or none is: send these "
-                    + "messages in a session of their own")
-        cur = await conn.execute(LAST_MESSAGE_SQL, (tenant_id, subject_id, session.session_id))
-        row = await cur.fetchone()
-        parent = None if row is None else row[0]
+        await _lock_session(conn, tenant_id, subject_id, subject_digest, session.session_id)
+        await _open_session(conn, tenant_id, subject_id, session, private_to)
+        parent = await _last_stored_message(conn, tenant_id, subject_id, session.session_id)
         last_turn, taken = await _positions(conn, tenant_id, subject_id, session)
-        # One statement for the whole call (not a round trip per message): new ids are returned,
-        # the others are re-sends, checked against the stored body below.
         digests = [content_digest(m) for m in session.messages]
-        cur = await conn.execute(
-            """
-            INSERT INTO messages (tenant_id, session_id, message_id, subject_id, turn_index, role, speaker,
-                                  content, image_caption, created_at, content_sha256, metadata, agent_id, app_id,
-                                  run_id, private_to)
-            SELECT %(t)s, %(s)s, m.message_id, %(u)s, m.turn_index, m.role, m.speaker, m.content, m.image_caption,
-                   m.created_at::timestamptz, m.digest, m.metadata::jsonb, m.agent_id, m.app_id, m.run_id, %(private)s
-              FROM unnest(%(ids)s::text[], %(turns)s::int[], %(roles)s::text[], %(speakers)s::text[],
-                          %(contents)s::text[], %(captions)s::text[], %(created)s::text[], %(digests)s::text[],
-                          %(metadata)s::text[], %(agents)s::text[], %(apps)s::text[], %(runs)s::text[])
-                   WITH ORDINALITY AS m(message_id, turn_index, role, speaker, content, image_caption, created_at,
-                                        digest, metadata, agent_id, app_id, run_id, position)
-             ORDER BY m.position
-            ON CONFLICT (tenant_id, subject_id, session_id, message_id) DO NOTHING
-            RETURNING message_id
-            """,
-            {"t": tenant_id, "s": session.session_id, "u": subject_id,
-             "ids": [m.message_id for m in session.messages], "turns": [m.turn_index for m in session.messages],
-             "roles": [m.role for m in session.messages], "speakers": [m.speaker for m in session.messages],
-             "contents": [m.content for m in session.messages],
-             "captions": [m.image_caption for m in session.messages],
-             # As text, each with its own offset: an array of datetimes is dumped with one type, so a
-             # session mixing times with and without an offset would lose the offsets.
-             "created": [m.created_at.isoformat() for m in session.messages], "digests": digests,
-             "metadata": [json.dumps(m.metadata) for m in session.messages],
-             "agents": [m.agent_id for m in session.messages], "apps": [m.app_id for m in session.messages],
-             "runs": [m.run_id for m in session.messages], "private": private_to})
-        new_ids = {row[0] for row in await cur.fetchall()}
-        resent: list[tuple[Message, str]] = []
-        misplaced: list[tuple[int, Message, str]] = []
-        for index, (message, digest) in enumerate(zip(session.messages, digests, strict=True)):
-            if message.message_id in new_ids:  # its first occurrence in the call was inserted
-                new_ids.discard(message.message_id)
-                if (holder := taken.get(message.turn_index)) is not None:
-                    misplaced.append((index, message, holder))
-                inserted.append(message)
-            else:
-                resent.append((message, digest))
-        if resent:
-            cur = await conn.execute(
-                "SELECT message_id, content_sha256 FROM messages WHERE tenant_id = %s AND subject_id = %s "
-                "AND session_id = %s AND message_id = ANY(%s)",
-                (tenant_id, subject_id, session.session_id, [m.message_id for m, _ in resent]))
-            stored = dict(await cur.fetchall())
-            for message, digest in resent:
-                if stored.get(message.message_id) != digest:
-                    raise MessageConflictError(
-                        f"message {message.message_id!r} of session {session.session_id!r} was already stored with "
-                        "a different body; messages are append-only evidence, send the change under a new message "
-                        "id")
-                duplicates += 1
-        if inserted and expected_parent is not None and (expected_parent or None) != parent:
-            raise AppendConflictError(tenant_id, session.session_id, expected_parent, parent)  # rolls back
-        if misplaced:
-            index, message, holder = misplaced[0]
-            raise TurnConflictError(  # rolls back
-                f"messages[{index}].turn_index: position {message.turn_index} of session {session.session_id!r} "
-                f"is held by message {holder!r}; give message {message.message_id!r} a free position (after "
-                f"{last_turn}, the session's last)")
-        cur = await conn.execute(LAST_MESSAGE_SQL, (tenant_id, subject_id, session.session_id))
-        last = (await fetch_one(cur))[0]
-        if redis is not None and inserted:
+        new_ids = await _insert_messages(conn, tenant_id, subject_id, session, digests, private_to)
+        outcome = _sort_by_insertion(session, digests, new_ids, taken)
+        # Refusals roll the whole call back: a changed body, a moved-on session, a taken position.
+        duplicates = await _check_resent_bodies(conn, tenant_id, subject_id, session.session_id, outcome.resent)
+        if outcome.inserted:
+            _check_expected_parent(tenant_id, session.session_id, expected_parent, parent)
+        _check_free_positions(session.session_id, outcome.misplaced, last_turn)
+        last = await _last_stored_message(conn, tenant_id, subject_id, session.session_id)
+        if redis is not None and outcome.inserted:
             # Still holding the shared subject lock: an erasure (exclusive lock) either waits for
             # this push and then deletes it, or came first and this call was refused.
             await register_tenant(redis, tenant_id)
-            await push_working_memory(redis, tenant_id, subject_id, session.session_id, inserted)
+            await push_working_memory(redis, tenant_id, subject_id, session.session_id, outcome.inserted)
+    return AppendResult(session_id=session.session_id, inserted=len(outcome.inserted), duplicates=duplicates,
+                        last_message_id=last, skipped_turns=_skipped_turns(last_turn, outcome.inserted))
+
+
+async def _lock_session(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, subject_digest: str,
+                        session_id: str) -> None:
+    """Enter the subject's scope for writing and take the session's append lock (to the end of
+    the transaction)."""
+    await enter_subject(conn, tenant_id, subject_id, subject_digest, Mode.WRITE)
+    await conn.execute("SELECT pg_advisory_xact_lock(%s)", (session_lock_key(tenant_id, subject_id, session_id),))
+
+
+async def _open_session(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, session: Session,
+                        private_to: str | None) -> None:
+    """Create the session on its first append; a later append must keep its privacy
+    (SessionScopeConflictError)."""
+    # Session ids are per subject (migration 021): another subject's "s1" is another session.
+    # A session's privacy is set by its first append and never changes (migration 046).
+    cur = await conn.execute(
+        "INSERT INTO sessions (tenant_id, session_id, subject_id, started_at, private_to) "
+        "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (tenant_id, subject_id, session_id) DO NOTHING",
+        (tenant_id, session.session_id, subject_id, session.started_at, private_to))
+    if cur.rowcount:
+        return
+    cur = await conn.execute("SELECT private_to FROM sessions WHERE tenant_id = %s AND subject_id = %s "
+                             "AND session_id = %s", (tenant_id, subject_id, session.session_id))
+    if (held := (await fetch_one(cur))[0]) != private_to:
+        raise SessionScopeConflictError(
+            f"messages[0].private: session {session.session_id!r} is "
+            + (f"private to agent {held!r}" if held else "shared")
+            + "; every message of a session is private to the same agent or none is: send these "
+            + "messages in a session of their own")
+
+
+async def _last_stored_message(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str,
+                               session_id: str) -> str | None:
+    """The id of the session's last stored message in turn order (None: it has none)."""
+    cur = await conn.execute(LAST_MESSAGE_SQL, (tenant_id, subject_id, session_id))
+    row = await cur.fetchone()
+    return None if row is None else row[0]
+
+
+async def _insert_messages(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, session: Session,
+                           digests: list[str], private_to: str | None) -> set[str]:
+    """Insert the call's messages whose ids the session does not hold yet; the ids inserted."""
+    # One statement for the whole call (not a round trip per message): new ids are returned,
+    # the others are re-sends, checked against the stored body afterwards.
+    messages = session.messages
+    cur = await conn.execute(
+        """
+        INSERT INTO messages (tenant_id, session_id, message_id, subject_id, turn_index, role, speaker,
+                              content, image_caption, created_at, content_sha256, metadata, agent_id, app_id,
+                              run_id, private_to)
+        SELECT %(t)s, %(s)s, m.message_id, %(u)s, m.turn_index, m.role, m.speaker, m.content, m.image_caption,
+               m.created_at::timestamptz, m.digest, m.metadata::jsonb, m.agent_id, m.app_id, m.run_id, %(private)s
+          FROM unnest(%(ids)s::text[], %(turns)s::int[], %(roles)s::text[], %(speakers)s::text[],
+                      %(contents)s::text[], %(captions)s::text[], %(created)s::text[], %(digests)s::text[],
+                      %(metadata)s::text[], %(agents)s::text[], %(apps)s::text[], %(runs)s::text[])
+               WITH ORDINALITY AS m(message_id, turn_index, role, speaker, content, image_caption, created_at,
+                                    digest, metadata, agent_id, app_id, run_id, position)
+         ORDER BY m.position
+        ON CONFLICT (tenant_id, subject_id, session_id, message_id) DO NOTHING
+        RETURNING message_id
+        """,
+        {"t": tenant_id, "s": session.session_id, "u": subject_id,
+         "ids": [m.message_id for m in messages], "turns": [m.turn_index for m in messages],
+         "roles": [m.role for m in messages], "speakers": [m.speaker for m in messages],
+         "contents": [m.content for m in messages], "captions": [m.image_caption for m in messages],
+         # As text, each with its own offset: an array of datetimes is dumped with one type, so a
+         # session mixing times with and without an offset would lose the offsets.
+         "created": [m.created_at.isoformat() for m in messages], "digests": digests,
+         "metadata": [json.dumps(m.metadata) for m in messages],
+         "agents": [m.agent_id for m in messages], "apps": [m.app_id for m in messages],
+         "runs": [m.run_id for m in messages], "private": private_to})
+    return {row[0] for row in await cur.fetchall()}
+
+
+@dataclass(frozen=True)
+class _InsertOutcome:
+    """The call's messages by what the insert did with them."""
+
+    inserted: list[Message]
+    resent: list[tuple[Message, str]]  # with the body's digest
+    # Inserted at a position another stored message holds: (index in the call, message, holder).
+    misplaced: list[tuple[int, Message, str]]
+
+
+def _sort_by_insertion(session: Session, digests: list[str], new_ids: set[str],
+                       taken: dict[int, str]) -> _InsertOutcome:
+    """Sort the call's messages into inserted (and of those, misplaced) and re-sent ones."""
+    outcome = _InsertOutcome(inserted=[], resent=[], misplaced=[])
+    first_occurrences = set(new_ids)
+    for index, (message, digest) in enumerate(zip(session.messages, digests, strict=True)):
+        if message.message_id in first_occurrences:  # its first occurrence in the call was inserted
+            first_occurrences.discard(message.message_id)
+            if (holder := taken.get(message.turn_index)) is not None:
+                outcome.misplaced.append((index, message, holder))
+            outcome.inserted.append(message)
+        else:
+            outcome.resent.append((message, digest))
+    return outcome
+
+
+async def _check_resent_bodies(conn: psycopg.AsyncConnection, tenant_id: str, subject_id: str, session_id: str,
+                               resent: list[tuple[Message, str]]) -> int:
+    """The number of re-sent messages, each stored already with the same body; a different body
+    raises MessageConflictError."""
+    if not resent:
+        return 0
+    cur = await conn.execute(
+        "SELECT message_id, content_sha256 FROM messages WHERE tenant_id = %s AND subject_id = %s "
+        "AND session_id = %s AND message_id = ANY(%s)",
+        (tenant_id, subject_id, session_id, [m.message_id for m, _ in resent]))
+    stored: dict[str, str] = dict(await cur.fetchall())
+    for message, digest in resent:
+        if stored.get(message.message_id) != digest:
+            raise MessageConflictError(
+                f"message {message.message_id!r} of session {session_id!r} was already stored with "
+                "a different body; messages are append-only evidence, send the change under a new message "
+                "id")
+    return len(resent)
+
+
+def _check_expected_parent(tenant_id: str, session_id: str, expected_parent: str | None,
+                           parent: str | None) -> None:
+    """Refuse new messages when the session's last stored message is not the caller's expected
+    parent (AppendConflictError; None: no check)."""
+    if expected_parent is not None and (expected_parent or None) != parent:
+        raise AppendConflictError(tenant_id, session_id, expected_parent, parent)
+
+
+def _check_free_positions(session_id: str, misplaced: list[tuple[int, Message, str]], last_turn: int) -> None:
+    """Refuse a new message at a position another stored message holds (TurnConflictError)."""
+    if misplaced:
+        index, message, holder = misplaced[0]
+        raise TurnConflictError(
+            f"messages[{index}].turn_index: position {message.turn_index} of session {session_id!r} "
+            f"is held by message {holder!r}; give message {message.message_id!r} a free position (after "
+            f"{last_turn}, the session's last)")
+
+
+def _skipped_turns(last_turn: int, inserted: list[Message]) -> list[int]:
+    """The positions the new messages passed over after the session's last one (the first
+    SKIPPED_TURNS_SHOWN)."""
     new_turns = {m.turn_index for m in inserted}
     # Lazily: a position may be up to 2**31 - 1, and only the first few passed over are listed.
     passed_over = (t for t in range(last_turn + 1, max(new_turns, default=-1)) if t not in new_turns)
-    return AppendResult(session_id=session.session_id, inserted=len(inserted), duplicates=duplicates,
-                        last_message_id=last, skipped_turns=list(itertools.islice(passed_over, SKIPPED_TURNS_SHOWN)))
+    return list(itertools.islice(passed_over, SKIPPED_TURNS_SHOWN))
 
 
 def as_writing_agent(session: Session) -> Session:
