@@ -130,12 +130,8 @@ async def _fact_created(t: _Target, p: FactCreated | CandidateHeld) -> None:
 
 @_handles(FactSuperseded)
 async def _fact_superseded(t: _Target, p: FactSuperseded) -> None:
-    # least() ignores NULL: an open interval closes at the new observation; a temporary fact
-    # that already ended keeps its earlier end.
-    await t.conn.execute(sql.SQL(
-        "UPDATE {} SET valid_to = least(valid_to, %s), superseded_at = now(), status = 'closed', "
-        "close_reason = %s WHERE tenant_id = %s AND memory_id = %s AND status = 'active'").format(
-        sql.Identifier(t.tables.facts)), (t.event.occurred_at, p.reason, t.tenant_id, t.event.memory_id))
+    # The current interval closes at the new observation, and the new value opens there.
+    await _close_active_fact(t, p.reason)
     await _insert_fact(t, p)
     await _set_memory_version(t)
 
@@ -147,10 +143,7 @@ async def _fact_ended(t: _Target, p: FactEnded) -> None:
         await _void_active_fact(t, p.reason)
     else:
         # Closed like a supersession, but nothing opens: the key has no current value after it.
-        await t.conn.execute(sql.SQL(
-            "UPDATE {} SET valid_to = least(valid_to, %s), superseded_at = now(), status = 'closed', "
-            "close_reason = %s WHERE tenant_id = %s AND memory_id = %s AND status = 'active'").format(
-            sql.Identifier(t.tables.facts)), (t.event.occurred_at, p.reason, t.tenant_id, t.event.memory_id))
+        await _close_active_fact(t, p.reason)
     await _set_memory_version(t)
 
 
@@ -375,6 +368,16 @@ async def _insert_fact(t: _Target, p: FactCreated | FactSuperseded | FactCorrect
     if not candidate:  # a held candidate is recalled only by vector, never by keyword
         await _index(t, "fact", fact_text(p.namespace, p.key, p.value), happened_at=valid_from)
     await _outbox(t, "fact")
+
+
+async def _close_active_fact(t: _Target, reason: str) -> None:
+    """Close the memory's active interval at the event's time."""
+    # least() ignores NULL: an open interval closes at the event; a temporary fact that already
+    # ended keeps its earlier end.
+    await t.conn.execute(sql.SQL(
+        "UPDATE {} SET valid_to = least(valid_to, %s), superseded_at = now(), status = 'closed', "
+        "close_reason = %s WHERE tenant_id = %s AND memory_id = %s AND status = 'active'").format(
+        sql.Identifier(t.tables.facts)), (t.event.occurred_at, reason, t.tenant_id, t.event.memory_id))
 
 
 async def _void_active_fact(t: _Target, reason: str) -> None:
