@@ -199,7 +199,7 @@ async def test_a_subject_page_by_page_with_as_of_evidence_and_actions(client, se
 
 
 def html_escaped(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("'", "&#x27;")
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("'", "&#39;")
 
 
 async def test_erasure_receipts_name_the_subject_by_digest(client, services, tenant, running_worker):
