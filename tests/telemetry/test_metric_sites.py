@@ -31,7 +31,7 @@ from agent_memory.providers.openai.compat import OpenAICompatibleConfig, OpenAIC
 from agent_memory.security.api_keys import ApiKeyError, TooManyFailuresError, create_key
 from agent_memory.security.failure_limits import FailureLimiter
 from agent_memory.security.operator_requests import UnauthorizedRequestError, claim_operator_request
-from agent_memory.telemetry.metrics import MODEL_CALLS, REGISTRY, tenant_label
+from agent_memory.telemetry.metrics import MODEL_CALLS, READ_DURATION, REGISTRY, tenant_label
 from agent_memory.telemetry.record import attempt_bucket, count, timed
 from tests.providers.openai_server import FakeOpenAIServer, Reply, embeddings, error_body
 from tests.sessions import commit_notes, session
@@ -45,9 +45,6 @@ def value(name: str, **labels: str) -> float:
 
 class Rises:
     """How much samples rose while the block ran: `with Rises() as rose: ...; rose("x_total", a="b")`."""
-
-    def __init__(self) -> None:
-        self._before: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
 
     def __enter__(self) -> Rises:
         self._snapshot = {(s.name, tuple(sorted(s.labels.items()))): s.value
@@ -76,8 +73,6 @@ def test_a_metric_a_site_gets_wrong_is_logged_and_never_fails_the_operation(capl
 
 
 async def test_a_timed_block_is_observed_only_when_it_succeeds():
-    from agent_memory.telemetry.metrics import READ_DURATION
-
     with Rises() as rose:
         with timed(READ_DURATION, route="recall"):
             await asyncio.sleep(0.01)
@@ -181,7 +176,7 @@ async def test_an_unavailable_dependency_is_counted_by_surface_alike():
 
 async def test_a_refused_temporal_payload_is_a_refused_workflow_input():
     with Rises() as rose:
-        await rejection_counter(None)("maintenance-compaction", "not ours")  # type: ignore[arg-type]
+        await rejection_counter(None)("maintenance-compaction", "not ours")  # names no tenant: no database
     assert rose("refused_workflow_inputs_total", reason="payload") == 1
 
 
