@@ -66,10 +66,13 @@ from agent_memory.memory.token_budget import token_budget_state
 from agent_memory.memory.write_policy import read_write_policy
 from agent_memory.projection.projector import project_vectors
 from agent_memory.providers.base import Embedder, FactExtractor, ImportanceScorer, Summarizer, runs_in_worker
+from agent_memory.providers.metering import metered
 from agent_memory.providers.notes import write_observations
 from agent_memory.providers.policy import ProviderShield, restored
 from agent_memory.security.keyring import KeyRing
 from agent_memory.store.scope import Mode, SubjectErasedError, subject_scope
+from agent_memory.telemetry.metrics import CONSOLIDATIONS
+from agent_memory.telemetry.record import count_for_tenant
 
 
 def messages_digest(messages: list[Message]) -> str:
@@ -100,6 +103,12 @@ def _permanent(err: WorkflowFailureError) -> ApplicationError:
     if cause is None:
         return ApplicationError(f"the consolidation run failed: {err.cause}", non_retryable=True)
     return ApplicationError(cause.message, type=cause.type, non_retryable=True)
+
+
+def consolidation_outcome(summary: SummaryResult, commit: CommitOutcome) -> str:
+    """A committed consolidation's outcome as the metrics count it: `no_substance` when the
+    substance gate kept the session from an episode and no fact was written, else `committed`."""
+    return "no_substance" if summary.gated is not None and commit.facts_written == 0 else "committed"
 
 
 R = TypeVar("R", bound=BaseModel)
@@ -174,8 +183,8 @@ class ConsolidationActivities:
             # A remote model sees the tenant's identifiers as placeholders (and no fact of an
             # excluded namespace); the values are put back in what it extracted.
             redactor = shield.redactor()
-            found = await self.extractor.extract(redactor.messages(messages),
-                                                 current_facts=shield.known_facts(known, redactor))
+            found = await metered(step.tenant_id, self.extractor, "extract", self.extractor.extract(
+                redactor.messages(messages), current_facts=shield.known_facts(known, redactor)))
             # One vocabulary whatever the provider: normalised before it is recorded, so the plan
             # and the commit only ever see canonical keys.
             result = canonical_extraction(restored(found, redactor))
@@ -195,7 +204,8 @@ class ConsolidationActivities:
 
         async def score(messages: list[Message]) -> ImportanceResult:
             redactor = shield.redactor()
-            return restored(await self.scorer.score(redactor.messages(messages)), redactor)
+            return restored(await metered(step.tenant_id, self.scorer, "importance",
+                                          self.scorer.score(redactor.messages(messages))), redactor)
 
         return await self._provider_step(step, "importance", self.scorer, ImportanceResult, score)
 
@@ -206,7 +216,8 @@ class ConsolidationActivities:
 
         async def summarize(messages: list[Message]) -> SummaryResult:
             redactor = shield.redactor()
-            summary = restored(await self.summarizer.summarize(redactor.messages(messages)), redactor)
+            summary = restored(await metered(step.tenant_id, self.summarizer, "summarize",
+                                             self.summarizer.summarize(redactor.messages(messages))), redactor)
             # Notes are a deterministic rewrite of the messages, not a model's output: a provider
             # that writes none (a remote model's summary) still gets them, recorded with its result.
             if not summary.observations:
@@ -266,6 +277,12 @@ class ConsolidationActivities:
         load = self.recorder.load
         messages, _ = await self._session(StepInput(tenant_id=step.tenant_id, subject_id=step.subject_id,
                                                     session_id=step.session_id, through=step.through))
+        summary = await load(step.tenant_id, step.subject_id, step.summary_operation_id, SummaryResult)
+
+        def committed(done: CommitOutcome) -> None:
+            # Once per run: after this attempt's transaction, never for a retry that found it recorded.
+            count_for_tenant(CONSOLIDATIONS, step.tenant_id, outcome=consolidation_outcome(summary, done))
+
         outcome = await commit_consolidation(
             self.pool, self.keyring, tenant_id=step.tenant_id, subject_id=step.subject_id,
             session_id=step.session_id, key=CommitKey.for_request(step.session_id, step.model_dump()),
@@ -273,9 +290,8 @@ class ConsolidationActivities:
             extraction=await load(step.tenant_id, step.subject_id, step.extraction_operation_id, ExtractionResult),
             plan=await load(step.tenant_id, step.subject_id, step.plan_operation_id, ConflictPlan),
             importance=await load(step.tenant_id, step.subject_id, step.importance_operation_id, ImportanceResult),
-            summary=await load(step.tenant_id, step.subject_id, step.summary_operation_id, SummaryResult),
-            happened_at=max(m.created_at for m in messages), through=step.through,
-            written_at={m.message_id: m.created_at for m in messages})
+            summary=summary, happened_at=max(m.created_at for m in messages), through=step.through,
+            written_at={m.message_id: m.created_at for m in messages}, committed=committed)
         fault_point("after_commit")
         if self.temporal is not None:
             await start_webhook_deliveries(self.pool, self.temporal, activity.info().task_queue, step.tenant_id)

@@ -19,7 +19,7 @@ from agent_memory.core.run_inputs import RunInput
 from agent_memory.lifecycle import erasure
 from agent_memory.lifecycle.erasure_ledger import LedgerEntry, append_erasure
 from agent_memory.security.keyring import KeyRing
-from agent_memory.security.operator_requests import UnauthorizedRequestError
+from agent_memory.security.operator_requests import UnauthorizedRequestError, count_refusal
 from agent_memory.store.counters import add_counts_if_known
 
 
@@ -59,6 +59,7 @@ class ErasureActivities:
                                                run_id=info.workflow_run_id or "")
         except UnauthorizedRequestError as exc:
             activity.logger.warning("erasure refused: %s", exc)
+            count_refusal(exc.reason)
             await add_counts_if_known(self.pool, request.tenant_id, {exc.counter: 1})
             raise
 

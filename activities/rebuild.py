@@ -17,6 +17,8 @@ from agent_memory.projection import rebuild
 from agent_memory.projection.projector import projection_lag, wake_projector
 from agent_memory.providers.base import Embedder
 from agent_memory.security.keyring import KeyRing
+from agent_memory.telemetry.metrics import REBUILD_DIGEST_MISMATCHES, REBUILDS
+from agent_memory.telemetry.record import count
 
 
 class RebuildActivities:
@@ -45,7 +47,12 @@ class RebuildActivities:
                                                   force=step.force, recorder=self.recorder, embedder=self.embedder,
                                                   request_id=step.request_id)
         except EventLogError as exc:  # a corrupt log does not heal by retrying
+            count(REBUILDS, outcome="failed")
             raise ApplicationError(str(exc), type=contract.ErrorType.EVENT_LOG_UNREADABLE, non_retryable=True) from exc
+        if not entry.skipped_erased:  # an erased subject is not rebuilt, only reported
+            count(REBUILDS, outcome="equal" if entry.equal else "mismatch")
+            if not entry.equal:
+                count(REBUILD_DIGEST_MISMATCHES)
         # A repaired subject may have outbox rows due again (items that lost their vector): its
         # projector embeds them. Decided on the outbox, not on `repaired`, so a retried activity
         # (the rebuild then finds nothing to repair) still wakes it.

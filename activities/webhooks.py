@@ -49,6 +49,8 @@ from agent_memory.security.webhook_targets import (
     post_pinned,
     url_host,
 )
+from agent_memory.telemetry.metrics import WEBHOOK_DELIVERIES
+from agent_memory.telemetry.record import attempt_bucket, count_for_tenant
 
 # A receiver's Retry-After is honoured up to this long (the retry bound still counts the attempt).
 MAX_RETRY_AFTER = timedelta(hours=1)
@@ -59,6 +61,7 @@ NAME_NOT_RESOLVED = "name not resolved"
 TIMEOUT = "timeout"
 TLS_ERROR = "tls error"
 CONNECTION_FAILED = "connection failed"
+DeliveryOutcome = Literal["delivered", "failed", "refused"]
 
 
 class WebhookRetryBounds(BaseModel):
@@ -178,8 +181,8 @@ class WebhookActivities:
         if target.status != "pending":
             return WebhookAttemptOutcome(status=target.status)
         if not target.enabled:
-            await record_attempt(self.pool, tenant_id, delivery_id, status_code=None,
-                                 error="the endpoint was removed", delivered=False)
+            await self._attempted(tenant_id, delivery_id, "refused", status_code=None,
+                                  error="the endpoint was removed")
             raise ApplicationError("the webhook endpoint was removed", type=ErrorType.WEBHOOK_REJECTED,
                                    non_retryable=True)
         attempt = activity.info().attempt
@@ -188,8 +191,7 @@ class WebhookActivities:
             addresses = await checked_addresses(self.resolver, host, allow_private=self.allow_private)
         except RefusedAddress as refused:
             activity.logger.warning("webhook delivery %s of tenant %s refused: %s", delivery_id, tenant_id, refused)
-            await record_attempt(self.pool, tenant_id, delivery_id, status_code=None, error=REFUSED_PRIVATE,
-                                 delivered=False)
+            await self._attempted(tenant_id, delivery_id, "refused", status_code=None, error=REFUSED_PRIVATE)
             raise ApplicationError(f"the webhook delivery was {REFUSED_PRIVATE}", type=ErrorType.WEBHOOK_REJECTED,
                                    non_retryable=True) from None
         except UnresolvedName:
@@ -217,13 +219,15 @@ class WebhookActivities:
         assert response is not None  # every address either answered or raised above
         code = response.status_code
         if 200 <= code < 300:
-            await record_attempt(self.pool, tenant_id, delivery_id, status_code=code, error=None, delivered=True)
+            await self._attempted(tenant_id, delivery_id, "delivered", status_code=code, error=None)
             return WebhookAttemptOutcome(status="delivered", status_code=code)
         error = f"http {code}"
-        await record_attempt(self.pool, tenant_id, delivery_id, status_code=code, error=error, delivered=False)
+        retryable = code in RETRYABLE_STATUSES or code >= 500
+        await self._attempted(tenant_id, delivery_id, "failed" if retryable else "refused", status_code=code,
+                              error=error)
         activity.logger.info("webhook delivery %s attempt %d: %s %s", delivery_id, attempt, error,
                              response.reason_phrase)
-        if code in RETRYABLE_STATUSES or code >= 500:
+        if retryable:
             raise ApplicationError(f"the webhook receiver answered {error}", type=ErrorType.WEBHOOK_RETRYABLE,
                                    next_retry_delay=retry_after(response.headers.get("Retry-After")))
         raise ApplicationError(f"the webhook receiver refused the delivery: {error}", type=ErrorType.WEBHOOK_REJECTED,
@@ -231,8 +235,18 @@ class WebhookActivities:
 
     async def _no_answer(self, tenant_id: str, delivery_id: str, error: str) -> NoReturn:
         """Record an attempt that got no answer, by its class, and fail it for a retry."""
-        await record_attempt(self.pool, tenant_id, delivery_id, status_code=None, error=error, delivered=False)
+        await self._attempted(tenant_id, delivery_id, "failed", status_code=None, error=error)
         raise ApplicationError(f"the webhook receiver gave no answer: {error}", type=ErrorType.WEBHOOK_RETRYABLE)
+
+    async def _attempted(self, tenant_id: str, delivery_id: str, outcome: DeliveryOutcome, *,
+                         status_code: int | None, error: str | None) -> None:
+        """Record an attempt and count it (agent_memory_webhook_deliveries_total) by its outcome:
+        delivered (2xx), failed (retried: no answer, 408, 429, 5xx) or refused (given up on),
+        and by its number among the delivery's attempts, bucketed."""
+        attempts = await record_attempt(self.pool, tenant_id, delivery_id, status_code=status_code, error=error,
+                                        delivered=outcome == "delivered")
+        count_for_tenant(WEBHOOK_DELIVERIES, tenant_id, outcome=outcome,
+                         attempt=attempt_bucket(attempts if attempts is not None else activity.info().attempt))
 
     @activity.defn(name=contract.MARK_WEBHOOK_DEAD)
     @temporal_failures

@@ -31,6 +31,7 @@ from agent_memory.providers.offline import OfflineProviders
 from agent_memory.providers.openai.compat import ProviderBundle, providers_for
 from agent_memory.store.db import long_statements
 from workers.deployment import deployment_config, deployment_version, workflow_runners
+from workers.run_metrics import RunOutcomes
 from workflows.consolidation import ConsolidationWorkflow
 from workflows.erasure import ErasureWorkflow
 from workflows.lifecycle import ErasureRedriveWorkflow, IdleTimerSweepWorkflow, MemorySweepWorkflow
@@ -145,7 +146,7 @@ def build_worker(services: Services, *, task_queue: str | None = None,
         services.temporal,
         task_queue=queue,
         workflows=WORKFLOWS,
-        interceptors=[LongStatements()],
+        interceptors=[LongStatements(), RunOutcomes()],
         deployment_config=deployment_config(version),
         workflow_runner=sandboxed,
         unsandboxed_workflow_runner=unsandboxed,

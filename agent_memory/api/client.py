@@ -184,6 +184,8 @@ from agent_memory.security.webhook_targets import Resolver
 from agent_memory.store.db import acting_as, fetch_one, tenant_transaction
 from agent_memory.store.inventory import ImportanceSpread, importance_spread
 from agent_memory.store.scope import Mode, SubjectErasedError, subject_scope
+from agent_memory.telemetry.metrics import READ_DURATION
+from agent_memory.telemetry.record import timed
 
 log = logging.getLogger(__name__)
 
@@ -1022,10 +1024,11 @@ class MemoryClient:
         if session_id is not None:
             check_session_id(session_id)
         query_text("query", query)
-        context = await assemble_context(self.services.pool, self.services.keyring, self.embedder, tenant_id,
-                                         subject_id, query, as_of=as_of, token_budget=token_budget, policy=policy,
-                                         session_id=session_id, redis=self.services.redis, filters=filters,
-                                         explain=explain)
+        with timed(READ_DURATION, route="context"):
+            context = await assemble_context(self.services.pool, self.services.keyring, self.embedder, tenant_id,
+                                             subject_id, query, as_of=as_of, token_budget=token_budget,
+                                             policy=policy, session_id=session_id, redis=self.services.redis,
+                                             filters=filters, explain=explain)
         self.services.access.record(tenant_id, subject_id, (i.memory_id for i in context.items))
         return context
 
@@ -1038,9 +1041,11 @@ class MemoryClient:
         per subject: another subject's session of the same id is not this one."""
         query_text("input", user_input)
         query_text("system", system)
-        built = await build_prompt(self.services.pool, self.services.keyring, self.services.redis, self.embedder,
-                                   tenant_id, subject_id, session_id, user_input, system=system, as_of=as_of,
-                                   token_budget=token_budget, policy=policy, summarizer=self.summarizer)
+        with timed(READ_DURATION, route="prompt"):
+            built = await build_prompt(self.services.pool, self.services.keyring, self.services.redis,
+                                       self.embedder, tenant_id, subject_id, session_id, user_input, system=system,
+                                       as_of=as_of, token_budget=token_budget, policy=policy,
+                                       summarizer=self.summarizer)
         self.services.access.record(tenant_id, subject_id, built.cited_item_ids)
         return built
 
@@ -1084,8 +1089,10 @@ class MemoryClient:
         check_identifier("tenant", tenant_id)
         check_identifier("subject", subject_id)
         query_text("query", query)
-        found = await recall(self.services.pool, self.services.keyring, self.embedder, tenant_id, subject_id, query,
-                             limit=limit, as_of=as_of, redis=self.services.redis, filters=filters, explain=explain)
+        with timed(READ_DURATION, route="recall"):
+            found = await recall(self.services.pool, self.services.keyring, self.embedder, tenant_id, subject_id,
+                                 query, limit=limit, as_of=as_of, redis=self.services.redis, filters=filters,
+                                 explain=explain)
         self.services.access.record(tenant_id, subject_id,
                                     [*(f.memory_id for f in found.facts), *(e.memory_id for e in found.episodes)])
         return found

@@ -53,9 +53,9 @@ from agent_memory.api.limits import (
     RECALL_LIMIT_MAX,
     RECALL_LIMIT_MIN,
 )
-from agent_memory.api.outages import dependency_down
+from agent_memory.api.outages import SERVICE, count_unavailable, dependency_down
 from agent_memory.api.user_errors import USER_ERRORS
-from agent_memory.core.errors import ServiceUnavailable, new_error_id
+from agent_memory.core.errors import Forbidden, ServiceUnavailable, new_error_id
 from agent_memory.core.models import (
     IDENTIFIER_MAX_CHARS,
     IDENTIFIER_RULE,
@@ -86,8 +86,10 @@ from agent_memory.memory.tool_calls import (
     LEASE_MIN_SECONDS,
     TOOL_NAME_MAX_CHARS,
 )
-from agent_memory.security.api_keys import ApiKey, KeyScope, audited_actor, key_identity, verify_key
+from agent_memory.security.api_keys import ApiKey, ApiKeyError, KeyScope, audited_actor, key_identity, verify_key
 from agent_memory.store.db import enter_key_limits, tenant_transaction
+from agent_memory.telemetry.metrics import AUTH_FAILURES
+from agent_memory.telemetry.record import count
 
 T = TypeVar("T")
 
@@ -285,10 +287,12 @@ def _answers(tool: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
             raise ToolError(str(exc)) from None
         except ServiceUnavailable as exc:
             log.warning("tool %s: a service is unavailable: %s", tool.__name__, exc)
+            count_unavailable(SERVICE)
             raise ToolError("a service the memory server needs is unavailable: retry later") from None
         except Exception as exc:
             if (dependency := dependency_down(exc)) is not None:  # an outage: say which, no traceback
                 log.warning("tool %s: %s is unavailable: %s", tool.__name__, dependency, exc)
+                count_unavailable(dependency)
                 raise ToolError(f"{dependency} is unavailable to the memory server: retry in a few "
                                 "seconds") from None
             # A bug: its traceback in the server's log under an id the caller sees.
@@ -323,9 +327,17 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
     async def need(ctx: Context, scope: KeyScope) -> ApiKey:
         presented = token if token is not None else bearer_token(ctx.headers)
         if presented is None:
+            count(AUTH_FAILURES, reason="missing")
             raise ToolError("no API key: send `Authorization: Bearer amk:...` (agent-memory keys create)")
         # Checked on every call: a key revoked (or narrowed) while the server runs stops at once.
-        key = await verify_key(client.services.pool, presented, scope)
+        try:
+            key = await verify_key(client.services.pool, presented, scope)
+        except ApiKeyError as exc:
+            count(AUTH_FAILURES, reason=exc.reason)
+            raise
+        except Forbidden:
+            count(AUTH_FAILURES, reason="scope")
+            raise
         enter_key_limits(key.agent_id, key.app_id)  # the rest of the call acts within the key's limits
         return key
 

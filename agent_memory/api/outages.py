@@ -1,6 +1,6 @@
 """Which dependency an error is the outage of: PostgreSQL, Redis or Temporal. Every surface
 (HTTP, MCP, the console) answers an outage as "unavailable, retry", naming the dependency,
-and any other failure as an error."""
+and any other failure as an error. Each such answer is counted (`count_unavailable`)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,9 @@ from psycopg_pool import PoolTimeout
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from temporalio.service import RPCError, RPCStatusCode
+
+from agent_memory.telemetry.metrics import UNAVAILABLE_RESPONSES
+from agent_memory.telemetry.record import count
 
 # Temporal answers these while its server cannot be reached (or is shutting down).
 TEMPORAL_DOWN = (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED)
@@ -30,6 +33,17 @@ def dependency_down(exc: BaseException) -> str | None:
             return "temporal"
         current = current.__cause__ or current.__context__
     return None
+
+
+# The dependency label of an answer to a ServiceUnavailable: a service named only in its message
+# (a key provider, a schema behind the code, a server not set up).
+SERVICE = "service"
+
+
+def count_unavailable(dependency: str) -> None:
+    """One "unavailable, retry" answer (HTTP 503, the MCP tool's and the console's equivalent),
+    by the dependency that is down: postgres, redis, temporal, or `SERVICE`."""
+    count(UNAVAILABLE_RESPONSES, dependency=dependency)
 
 
 def _connection_lost(sqlstate: str | None) -> bool:

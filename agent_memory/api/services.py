@@ -31,6 +31,7 @@ from agent_memory.core.run_metadata import RunMetadataInterceptor
 from agent_memory.core.settings import TEMPORAL_ALIASES, Settings, variable
 from agent_memory.security.crypto import KeyProvider, key_provider_for
 from agent_memory.security.keyring import KeyRing
+from agent_memory.security.operator_requests import count_refusal
 from agent_memory.security.payload_codec import RejectionSink, encrypted_data_converter
 from agent_memory.store.access import AccessRecorder
 from agent_memory.store.counters import add_counts_if_known
@@ -175,9 +176,10 @@ def payload_converter(settings: Settings, provider: KeyProvider, *,
 def rejection_counter(pool: AsyncConnectionPool) -> RejectionSink:
     """Counts each refused Temporal payload in `agent-memory stats` (`refused:payload`) of the
     tenant its workflow id names, when that tenant exists (a forged id naming no tenant is only
-    logged)."""
+    logged), and in agent_memory_refused_workflow_inputs_total{reason="payload"} in any case."""
 
     async def count(workflow_id: str, reason: str) -> None:
+        count_refusal("payload")
         tenant_id = contract.workflow_id_tenant(workflow_id)
         if tenant_id is not None:
             await add_counts_if_known(pool, tenant_id, {"refused:payload": 1})

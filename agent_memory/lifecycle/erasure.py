@@ -30,6 +30,9 @@ from agent_memory.store.access import forget_pending, pending_residue
 from agent_memory.store.db import fetch_one, tenant_transaction
 from agent_memory.store.redis_keys import delete_subject_keys, registry_key, subject_keys
 from agent_memory.store.scope import Mode, subject_scope
+from agent_memory.telemetry.metrics import ERASURE_DURATION, ERASURE_RESIDUE
+from agent_memory.telemetry.record import count as count_metric
+from agent_memory.telemetry.record import observe
 
 # From the table registry (agent_memory/core/tables.py), in its order: derived projections first,
 # evidence last, so a crash midway leaves nothing derived without its source. Each entry: store
@@ -270,6 +273,7 @@ async def scan_residue(pool: AsyncConnectionPool, redis: Redis, tenant_id: str, 
         cur = await conn.execute("SELECT count(*) FROM memory_events e WHERE e.tenant_id = %s AND e.subject_id = %s",
                                  (tenant_id, subject_id))
         residue["event_metadata"] = (await fetch_one(cur))[0]
+    count_metric(ERASURE_RESIDUE, sum(residue.values()))
     return residue
 
 
@@ -308,6 +312,8 @@ async def complete_erasure(pool: AsyncConnectionPool, keyring: KeyRing, tenant_i
             "request_id": request_id, "completed_at": receipt.completed_at.isoformat(),
             "residue_total": receipt.residue_total, "key_shredded": receipt.key_shredded,
             "removed": receipt.removed})
+    # Committed: registration to receipt, once per erasure (a repeat returned the receipt above).
+    observe(ERASURE_DURATION, (receipt.completed_at - requested_at).total_seconds())
     return receipt
 
 

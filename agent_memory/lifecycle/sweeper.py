@@ -34,6 +34,8 @@ from agent_memory.security.keyring import KeyRing
 from agent_memory.store.access import delete_memory_access
 from agent_memory.store.db import registered_tenants, tenant_transaction
 from agent_memory.store.scope import Mode, SubjectErasedError, subject_scope
+from agent_memory.telemetry.metrics import SWEPT_MEMORIES
+from agent_memory.telemetry.record import count_for_tenant
 
 # Recorded provider results of a session that may quote what the session said.
 SESSION_RESULT_KINDS = ["extract", "plan", "importance", "summary", "rederive", "rederive-dry"]
@@ -96,6 +98,7 @@ async def sweep_forgotten(pool: AsyncConnectionPool, keyring: KeyRing, *, grace:
                 if swept is not None:
                     swept_any = True
                     result.swept += 1
+                    count_for_tenant(SWEPT_MEMORIES, tenant_id)
                     residue = await _residue(pool, tenant_id, subject_id, memory_id, *swept)
                     result.residue_found += residue > 0
                 if progress is not None:

@@ -361,11 +361,14 @@ async def commit_events(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_i
                         decide: Callable[[psycopg.AsyncConnection, SubjectKey], AsyncIterator[MemoryEvent]],
                         outcome: Callable[[list[MemoryEvent]], CommitOutcome],
                         completed: Callable[[psycopg.AsyncConnection, CommitOutcome, list[MemoryEvent]],
-                                            Awaitable[Any]] | None = None) -> CommitOutcome:
+                                            Awaitable[Any]] | None = None,
+                        committed: Callable[[CommitOutcome], None] | None = None) -> CommitOutcome:
     """The write path's one transaction, for every writer: the subject's write scope, the
     recorded outcome of this operation if there is one (a retry returns it), else the events
     `decide` yields, each recorded (appended + applied) before the next is decided, `completed`
-    (what else the commit writes about itself) and the operation's own record."""
+    (what else the commit writes about itself) and the operation's own record. `committed` is
+    called with the outcome once this call's transaction has committed (never for a retry that
+    found the outcome recorded)."""
     req_hash = request_hash(request)
     async with subject_scope(pool, keyring, tenant_id, subject_id, Mode.WRITE) as scope:
         done = await recorded_result(scope.conn, tenant_id, key, req_hash, CommitOutcome)
@@ -381,6 +384,8 @@ async def commit_events(pool: AsyncConnectionPool, keyring: KeyRing, *, tenant_i
             await completed(scope.conn, result, recorded)
         await record_succeeded(scope.conn, tenant_id=tenant_id, subject_id=subject_id, key=key, req_hash=req_hash,
                                result=result)
+    if committed is not None:
+        committed(result)
     return result
 
 
@@ -388,10 +393,11 @@ async def commit_consolidation(pool: AsyncConnectionPool, keyring: KeyRing, *, t
                                session_id: str, key: CommitKey, request: dict[str, Any], extraction: ExtractionResult,
                                plan: ConflictPlan, importance: ImportanceResult, summary: SummaryResult,
                                happened_at: datetime, through: datetime | None = None,
-                               written_at: Mapping[str, datetime] | None = None) -> CommitOutcome:
+                               written_at: Mapping[str, datetime] | None = None,
+                               committed: Callable[[CommitOutcome], None] | None = None) -> CommitOutcome:
     """A consolidation's commit: its facts' events as planned, then the session's episode,
     observations, the entities it mentions and the edges between them it states (commit_events:
-    one transaction, recorded once)."""
+    one transaction, recorded once; `committed` as there)."""
     operation_id = key.operation_id
     withheld: dict[str, int] = {}
 
@@ -431,7 +437,7 @@ async def commit_consolidation(pool: AsyncConnectionPool, keyring: KeyRing, *, t
                                decide=decide,
                                outcome=lambda recorded: _outcome(operation_id, session_id, through, recorded,
                                                                  dict(withheld)),
-                               completed=completed)
+                               completed=completed, committed=committed)
 
 
 async def list_facts(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id: str, subject_id: str, *,

@@ -497,16 +497,19 @@ async def delivery_target(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id
 
 
 async def record_attempt(pool: AsyncConnectionPool, tenant_id: str, delivery_id: str, *, status_code: int | None,
-                         error: str | None, delivered: bool) -> None:
-    """One POST made: its answer (or why there was none); a 2xx marks the delivery delivered."""
+                         error: str | None, delivered: bool) -> int | None:
+    """One POST made: its answer (or why there was none); a 2xx marks the delivery delivered.
+    Returns the delivery's attempts with this one (None: it was no longer pending)."""
     async with tenant_transaction(pool, tenant_id) as conn:
-        await conn.execute(
+        cur = await conn.execute(
             "UPDATE webhook_deliveries SET attempts = attempts + 1, last_status_code = %(code)s, "
             "last_error = %(error)s, status = CASE WHEN %(ok)s THEN 'delivered' ELSE status END, "
             "delivered_at = CASE WHEN %(ok)s THEN now() ELSE delivered_at END "
-            "WHERE tenant_id = %(t)s AND delivery_id = %(d)s AND status = 'pending'",
+            "WHERE tenant_id = %(t)s AND delivery_id = %(d)s AND status = 'pending' RETURNING attempts",
             {"code": status_code, "error": error[:ERROR_MAX_CHARS] if error else None, "ok": delivered,
              "t": tenant_id, "d": check_uuid("delivery_id", delivery_id)})
+        row = await cur.fetchone()
+    return None if row is None else int(row[0])
 
 
 async def mark_dead(pool: AsyncConnectionPool, tenant_id: str, delivery_id: str, error: str | None) -> int | None:

@@ -46,6 +46,7 @@ from agent_memory.memory.operations import OperationRecorder, SubjectErasedError
 from agent_memory.projection.projector import memory_text
 from agent_memory.projection.reembedding import embedder_model
 from agent_memory.providers.base import Embedder
+from agent_memory.providers.metering import metered
 from agent_memory.security.keyring import KeyRing
 from agent_memory.store.db import fetch_one, tenant_transaction
 from agent_memory.store.scope import Mode, SubjectScope, is_subject_digest, subject_scope
@@ -404,9 +405,13 @@ async def embed_missing(pool: AsyncConnectionPool, keyring: KeyRing, recorder: O
         key = EmbedKey.for_text(item.memory_id, item.version, embedder, item.text)
         _, reused = await recorder.run(tenant_id=tenant_id, subject_id=subject_id, key=key,
                                        request=key.request(item.text), result_type=EmbeddingResult,
-                                       call=partial(embedder.embed, [item.text]))
+                                       call=partial(_embed, tenant_id, embedder, item.text))
         embedded += not reused
     return embedded
+
+
+async def _embed(tenant_id: str, embedder: Embedder, text: str) -> EmbeddingResult:
+    return await metered(tenant_id, embedder, "embed", embedder.embed([text]))
 
 
 async def rebuild_subject(pool: AsyncConnectionPool, keyring: KeyRing, tenant_id: str, subject_id: str, *,

@@ -38,6 +38,7 @@ from agent_memory.core.models import (
     SummaryResult,
 )
 from agent_memory.providers.base import Embedder, runs_in_worker
+from agent_memory.providers.metering import metered
 from agent_memory.store.db import tenant_transaction
 
 RedactKind = Literal["email", "phone", "card", "iban"]
@@ -322,9 +323,9 @@ async def shielded_embed(pool: AsyncConnectionPool, tenant_id: str, embedder: Em
     remote (a vector needs no restoring; the counts are recorded on the result)."""
     shield = await ProviderShield.for_provider(pool, tenant_id, embedder)
     if not shield.remote:
-        return await embedder.embed(texts)
+        return await metered(tenant_id, embedder, "embed", embedder.embed(texts))
     redactor = shield.redactor()
-    return restored(await embedder.embed(redactor.texts(texts)), redactor)
+    return restored(await metered(tenant_id, embedder, "embed", embedder.embed(redactor.texts(texts))), redactor)
 
 
 async def text_for_embedder(pool: AsyncConnectionPool, tenant_id: str, embedder: Embedder, text: str) -> str:

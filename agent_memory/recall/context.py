@@ -64,6 +64,8 @@ from agent_memory.store.access import read_access
 from agent_memory.store.db import tenant_transaction
 from agent_memory.store.lexical import bm25_search
 from agent_memory.store.scope import Mode, subject_scope
+from agent_memory.telemetry.metrics import CONTEXT_ITEMS, CONTEXT_TOKENS
+from agent_memory.telemetry.record import observe
 
 DEFAULT_TOKEN_BUDGET = 1200
 CANDIDATES = 150
@@ -551,7 +553,8 @@ async def _vector_route(pool: AsyncConnectionPool, embedder: Embedder, tenant_id
                         query: str, as_of: datetime | None, since: datetime | None) -> _Route:
     # The tenant's active model (the old one while a re-embedding runs), not always the configured one.
     query_embedder = await reading_embedder(pool, tenant_id, embedder)
-    embedded = await embed_query(query_embedder, await text_for_embedder(pool, tenant_id, query_embedder, query))
+    embedded = await embed_query(query_embedder, await text_for_embedder(pool, tenant_id, query_embedder, query),
+                                 tenant_id)
     async with tenant_transaction(pool, tenant_id) as conn:
         hits = await nearest(conn, tenant_id, subject_id, embedded.model, embedded.vectors[0],
                              ("episode", "observation"), CANDIDATES)
@@ -830,8 +833,11 @@ async def assemble_context(pool: AsyncConnectionPool, keyring: KeyRing, embedder
     profile_text, episodic_text = render_block(PROFILE_HEADER, profile), render_block(EPISODIC_HEADER, recalled)
     profile_tokens = block_tokens(profile_text)
     text = "\n".join(i.text for i in chosen)
+    tokens = estimate_tokens(text)
+    observe(CONTEXT_ITEMS, len(chosen))
+    observe(CONTEXT_TOKENS, tokens)
     return AssembledContext(
-        query=query, items=chosen, text=text, tokens=estimate_tokens(text), budget=policy.total_tokens,
+        query=query, items=chosen, text=text, tokens=tokens, budget=policy.total_tokens,
         profile_text=profile_text, episodic_text=episodic_text, profile_tokens=profile_tokens,
         episodic_tokens=block_tokens(episodic_text), profile_budget=policy.profile_tokens,
         episodic_budget=min(policy.episodic_tokens + policy.profile_tokens - profile_tokens,

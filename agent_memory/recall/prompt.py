@@ -24,6 +24,7 @@ from agent_memory.core.errors import InvalidInput
 from agent_memory.core.models import Message, check_identifier, check_session_id
 from agent_memory.memory.evidence import WORKING_MEMORY_TTL_SECONDS, recent_messages
 from agent_memory.providers.base import Embedder, Summarizer, estimate_tokens
+from agent_memory.providers.metering import metered
 from agent_memory.providers.offline import ExtractiveSummarizer
 from agent_memory.recall.context import MESSAGE_OVERHEAD, AssembledContext, assemble_context, truncate_tokens
 from agent_memory.recall.recall_policy import RecallPolicy
@@ -146,7 +147,8 @@ async def running_summary(redis: Redis | None, summarizer: Summarizer, tenant_id
             if entry.get("through") == through and entry.get("cap") == token_cap:
                 return str(entry["text"])
     try:
-        text = (await summarizer.summarize(older, token_cap=token_cap)).text
+        text = (await metered(tenant_id, summarizer, "summarize",
+                              summarizer.summarize(older, token_cap=token_cap))).text
     except Exception as exc:  # any provider failure: the offline summary stands in
         log.warning("running summary by %s failed (%s); using the extractive summary",
                     type(summarizer).__name__, type(exc).__name__)

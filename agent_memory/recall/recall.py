@@ -29,6 +29,7 @@ from agent_memory.memory.memory_store import read_facts
 from agent_memory.projection.reembedding import reading_embedder
 from agent_memory.providers.base import Embedder
 from agent_memory.providers.errors import ProviderRetryableError
+from agent_memory.providers.metering import metered
 from agent_memory.providers.policy import text_for_embedder
 from agent_memory.recall.read_metrics import count_read
 from agent_memory.recall.recall_policy import STALE_WEIGHT
@@ -38,9 +39,10 @@ from agent_memory.security.leak_filter import filter_items
 from agent_memory.store.scope import Mode, subject_scope
 
 
-async def embed_query(embedder: Embedder, text: str) -> EmbeddingResult:
+async def embed_query(embedder: Embedder, text: str, tenant_id: str | None = None) -> EmbeddingResult:
     """Query embedding on the read path: outside workflows, so tenacity owns the retries,
-    waiting as long as the server asked (Retry-After) when it did."""
+    waiting as long as the server asked (Retry-After) when it did. Each call is counted for
+    `tenant_id` (agent_memory.providers.metering)."""
     def wait(state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
         hinted = getattr(exc, "retry_after", None)
@@ -51,7 +53,8 @@ async def embed_query(embedder: Embedder, text: str) -> EmbeddingResult:
         with attempt:
             # An embedder that embeds queries differently from passages (e5) says so.
             query_embed = getattr(embedder, "embed_query", None)
-            return await query_embed(text) if query_embed is not None else await embedder.embed([text])
+            return await metered(tenant_id, embedder, "query",
+                                 query_embed(text) if query_embed is not None else embedder.embed([text]))
     raise AssertionError("unreachable")
 
 
@@ -117,7 +120,8 @@ async def recall(pool: AsyncConnectionPool, keyring: KeyRing, embedder: Embedder
         raise InvalidInput(f"limit {limit} is below 1: ask for at least one episode, e.g. --limit 5")
     # The tenant's active model (the old one while a re-embedding runs), not always the configured one.
     query_embedder = await reading_embedder(pool, tenant_id, embedder)
-    embedded = await embed_query(query_embedder, await text_for_embedder(pool, tenant_id, query_embedder, query))
+    embedded = await embed_query(query_embedder, await text_for_embedder(pool, tenant_id, query_embedder, query),
+                                 tenant_id)
     embedding = embedded.vectors[0]
     episodes: list[RecalledEpisode] = []
     dropped = 0

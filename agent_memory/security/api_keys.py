@@ -29,8 +29,19 @@ PREFIX = "amk"
 OPERATOR_PREFIX = "amo"  # agent_memory/security/operator_keys.py
 
 
+# Why a credential was refused, as the metrics count it (agent_memory_auth_failures_total): none
+# sent, not of the key's form, unknown or revoked (one answer: a caller is not told which), a valid
+# key without the scope, or a refusal of the failure limiter.
+AuthFailureReason = Literal["missing", "malformed", "unknown", "scope", "limited"]
+
+
 class ApiKeyError(Unauthorized):
-    """The key is malformed, unknown, revoked, or lacks the scope (the message says which)."""
+    """The key is missing, malformed, unknown or revoked (the message says which; `reason` as the
+    metrics count it)."""
+
+    def __init__(self, message: str, reason: AuthFailureReason = "unknown"):
+        super().__init__(message)
+        self.reason: AuthFailureReason = reason
 
 
 class TooManyFailuresError(TooManyRequests):
@@ -150,7 +161,7 @@ async def verify_key(pool: AsyncConnectionPool, token: str, needed: KeyScope) ->
     parts = token.split(":")
     if len(parts) != 4 or parts[0] != PREFIX or not IDENTIFIER_PATTERN.match(parts[1]):
         raise ApiKeyError("the API key is malformed: send `Authorization: Bearer amk:...` as `agent-memory keys "
-                          "create` printed it")
+                          "create` printed it", "malformed")
     _, tenant_id, key_id, secret = parts
     async with tenant_transaction(pool, tenant_id) as conn:
         cur = await conn.execute("SELECT secret_sha256, scope, name, created_at, last_used_at, revoked_at, agent_id, "

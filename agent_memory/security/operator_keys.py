@@ -71,7 +71,7 @@ async def verify_operator_key(pool: AsyncConnectionPool, token: str) -> Operator
     parts = token.split(":")
     if len(parts) != 3 or parts[0] != PREFIX or len(parts[1]) > 64:
         raise ApiKeyError("the operator key is malformed: send it as `agent-memory keys create-operator` printed "
-                          "it (amo:...)")
+                          "it (amo:...)", "malformed")
     _, key_id, secret = parts
     async with pool.connection() as conn:
         cur = await conn.execute("SELECT secret_sha256, name, created_at, last_used_at, revoked_at "

@@ -41,6 +41,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from agent_memory.core.errors import Forbidden
 from agent_memory.security.keyring import KeyRing
 from agent_memory.store.counters import add_counts_if_known
+from agent_memory.telemetry.metrics import REFUSED_WORKFLOW_INPUTS
+from agent_memory.telemetry.record import count
 
 OperatorRequestKind = Literal["key-rotation", "compaction", "memory-sweep", "rebuild", "rederive", "reembedding"]
 DEFAULT_TTL_SECONDS = 900.0  # AGENT_MEMORY_OPERATOR_REQUEST_TTL_SECONDS
@@ -51,18 +53,21 @@ class UnauthorizedRequestError(Forbidden):
     """A destructive run whose request no authorized caller registered for it."""
 
     counter: ClassVar[str] = "refused:request"  # in the tenant's `agent-memory stats`
+    reason: ClassVar[str] = "unregistered"  # agent_memory_refused_workflow_inputs_total{reason}
 
 
 class AuthorizationClaimedError(UnauthorizedRequestError):
     """The run's authorization was consumed by another run (a replay under the same id)."""
 
     counter = "refused:claimed"
+    reason = "claimed"
 
 
 class AuthorizationExpiredError(UnauthorizedRequestError):
     """The run's authorization expired before any run claimed it."""
 
     counter = "refused:expired"
+    reason = "expired"
 
 
 class OperatorAuthorization(BaseModel):
@@ -153,6 +158,7 @@ async def claim_operator_request(pool: AsyncConnectionPool, keyring: KeyRing, ki
             (digest, kind))
         row = await cur.fetchone()
     if row is None:
+        count_refusal(UnauthorizedRequestError.reason)
         raise UnauthorizedRequestError(
             f"no operator request is registered for this {kind} run ({workflow_id!r}): a run that does more than its "
             "Schedule acts only when started by agent-memory's own client, which registers it first")
@@ -168,9 +174,17 @@ async def claim_operator_request(pool: AsyncConnectionPool, keyring: KeyRing, ki
             f"the operator request of this {kind} run ({workflow_id!r}) expired unclaimed at "
             f"{expires_at:%Y-%m-%d %H:%M:%S %Z}; run {run_id} is refused: start it again with agent-memory, "
             "which registers a new one (AGENT_MEMORY_OPERATOR_REQUEST_TTL_SECONDS sets how long one waits)")
+    count_refusal(error.reason)
     if tenant_id is not None:
         await add_counts_if_known(pool, tenant_id, {error.counter: 1})
     raise error
+
+
+def count_refusal(reason: str) -> None:
+    """One destructive run refused for its input (agent_memory_refused_workflow_inputs_total), by
+    reason: unregistered, claimed, expired (an UnauthorizedRequestError's `reason`), or payload
+    (a Temporal payload the codec refused)."""
+    count(REFUSED_WORKFLOW_INPUTS, reason=reason)
 
 
 async def list_operator_requests(pool: AsyncConnectionPool, *, limit: int = 100) -> list[OperatorAuthorization]:

@@ -67,15 +67,17 @@ COUNT_BUCKETS = (0, 1, 2, 5, 10, 20, 50, 100)
 TOKEN_BUCKETS = (0, 100, 250, 500, 1000, 2000, 4000, 8000, 16000)
 
 # --- consolidation and models (worker) -------------------------------------------------------
-CONSOLIDATIONS = _counter("consolidations", "Consolidation runs finished, by outcome "
-                          "(committed, no_substance, failed).", ("tenant", "outcome"))
+CONSOLIDATIONS = _counter("consolidations", "Consolidation runs finished, by outcome (committed; "
+                          "no_substance: the substance gate kept the session from an episode and no fact "
+                          "was written; failed).", ("tenant", "outcome"))
 MODEL_CALLS = _counter("model_calls", "Model calls made by the providers, by purpose "
-                       "(extract, summarize, importance, embed) and outcome (ok, error).",
-                       ("tenant", "model", "purpose", "outcome"))
+                       "(extract, importance, summarize, embed, query: a read's query embedding) and "
+                       "outcome (ok, error).", ("tenant", "model", "purpose", "outcome"))
 MODEL_TOKENS = _counter("model_tokens", "Model tokens consumed, by direction (input, output).",
                         ("tenant", "model", "direction"))
 MODEL_COST = _counter("model_cost_usd", "Estimated model cost in US dollars.", ("tenant", "model"))
-RATE_LIMIT_WAITS = _counter("rate_limit_waits", "Model calls that waited for the tenant's rate limit.", ("tenant",))
+RATE_LIMIT_WAITS = _counter("rate_limit_waits", "Model calls the model answered as rate limited (HTTP 429): "
+                            "each waits and is retried.", ("tenant",))
 PARKED_RUNS = _gauge("parked_runs", "Consolidation runs parked waiting on a permanent failure.", ("tenant",))
 
 # --- projection (worker) ----------------------------------------------------------------------
@@ -85,10 +87,10 @@ PROJECTION_LAG_SECONDS = _gauge("projection_lag_seconds", "Age of the oldest unp
                                 ("tenant",))
 OUTBOX_DEPTH = _gauge("outbox_depth", "Outbox rows waiting to be projected.", ("tenant",))
 DEAD_LETTERS = _gauge("dead_letters", "Outbox rows that exhausted their attempts.", ("tenant",))
-REBUILDS = _counter("rebuilds", "Projection rebuilds finished, by outcome (equal, mismatch, failed).",
+REBUILDS = _counter("rebuilds", "Subject projections rebuilt, by outcome (equal, mismatch, failed).",
                     ("outcome",))
-REBUILD_DIGEST_MISMATCHES = _counter("rebuild_digest_mismatches", "Rebuilds whose digest differed from "
-                                     "the live projection's.")
+REBUILD_DIGEST_MISMATCHES = _counter("rebuild_digest_mismatches", "Subject rebuilds whose digest differed "
+                                     "from the live projection's.")
 
 # --- forgetting and erasure (worker) ----------------------------------------------------------
 ERASURES = _gauge("erasures", "Erasure requests by state (running, completed, failed, stuck).",
@@ -118,9 +120,10 @@ CONTEXT_TOKENS = _histogram("context_tokens", "Tokens per assembled context.", b
 
 # --- trust and availability (API and worker) ---------------------------------------------------
 AUTH_FAILURES = _counter("auth_failures", "Requests refused for their credential, by reason "
-                         "(missing, unknown, revoked, scope, limited).", ("reason",))
+                         "(missing, malformed, unknown: unknown or revoked, scope, limited).", ("reason",))
 UNAVAILABLE_RESPONSES = _counter("unavailable_responses", "503 answers, by the dependency that was "
-                                 "down (postgres, temporal, redis, model).", ("dependency",))
+                                 "down (postgres, temporal, redis, service: another the answer names).",
+                                 ("dependency",))
 REFUSED_WORKFLOW_INPUTS = _counter("refused_workflow_inputs", "Destructive runs refused for their input, "
                                    "by reason (unregistered, claimed, expired, payload).", ("reason",))
 

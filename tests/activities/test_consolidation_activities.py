@@ -16,6 +16,7 @@ from agent_memory.memory.memory_store import list_facts
 from agent_memory.memory.operations import OperationRecorder
 from agent_memory.providers.offline import RuleFactExtractor, offline_providers
 from agent_memory.store.db import tenant_transaction
+from agent_memory.telemetry.metrics import REGISTRY, tenant_label
 from tests.sessions import session
 
 
@@ -97,6 +98,9 @@ async def test_commit_is_idempotent_and_guards_versions(client, services, tenant
                            plan_operation_id=plan.operation_id, importance_operation_id=importance.operation_id,
                            summary_operation_id=summary.operation_id)
 
+    committed = {"name": "agent_memory_consolidations_total", "labels": {"tenant": tenant_label(tenant),
+                                                                          "outcome": "committed"}}
+    before = REGISTRY.get_sample_value(**committed) or 0.0
     first = await env.run(acts.commit_consolidation, await commit_input("a"))
     events = await _events(services, tenant)
     replayed = await env.run(acts.commit_consolidation, await commit_input("a"))
@@ -104,6 +108,8 @@ async def test_commit_is_idempotent_and_guards_versions(client, services, tenant
     # Hangzhou, once
     assert first.entities_noted == 2 and first.relations_noted == 1
     assert replayed == first and await _events(services, tenant) == events == 6
+    # Counted once: the retried commit found its outcome recorded.
+    assert REGISTRY.get_sample_value(**committed) == before + 1
 
     # Two sessions planned against the same version: the second commit must not overwrite.
     plan_b, plan_c = await commit_input("b"), await commit_input("c")

@@ -35,6 +35,7 @@ from agent_memory.memory.memory_store import (
 )
 from agent_memory.projection.rebuild import projection_digest, rebuild_subject
 from agent_memory.store.db import tenant_transaction
+from agent_memory.telemetry.metrics import REGISTRY, tenant_label
 from tests.cli.runner import run_cli
 from tests.sessions import session
 from workers.schedules import MEMORY_SWEEP_SCHEDULE, ensure_schedules
@@ -183,7 +184,10 @@ async def test_the_sweeper_removes_a_forgotten_memory_from_every_store_and_nothi
             await client.forget(tenant, SUBJECT, memory_id)
         kept = await client.sweep(grace_seconds=3600)  # nothing is an hour old: nothing goes
         assert {f.state for f in await client.forgotten(tenant, SUBJECT)} == {"forgotten"}
+        swept_sample = ("agent_memory_swept_memories_total", {"tenant": tenant_label(tenant)})
+        before = REGISTRY.get_sample_value(*swept_sample) or 0.0
         swept = await client.sweep(grace_seconds=0)
+        assert REGISTRY.get_sample_value(*swept_sample) == before + 2  # this tenant's two
     assert swept.swept >= 2 and swept.residue_found == 0 and swept.events_deleted >= 3
     assert kept.swept == 0 or kept.tenants >= 1
     tombstones = {str(f.memory_id): f for f in await client.forgotten(tenant, SUBJECT)}

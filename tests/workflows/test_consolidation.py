@@ -11,6 +11,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from agent_memory.core import contract
 from agent_memory.core.models import ConsolidationInput, ConsolidationResult
 from agent_memory.store.db import tenant_transaction
+from agent_memory.telemetry.metrics import REGISTRY, tenant_label
 from tests.sessions import session
 from tests.workflows.history_steps import LOCAL, history_steps
 from tests.workflows.remote_providers import remote_model_providers
@@ -155,6 +156,11 @@ async def test_runs_lists_workflows_with_the_ui_visibility_query(client, tenant,
 
 
 async def test_a_failed_run_and_a_resumed_session_are_consolidated_again(client, tenant, running_worker):
+    def runs(outcome: str) -> float:
+        return REGISTRY.get_sample_value("agent_memory_consolidations_total",
+                                         {"tenant": tenant_label(tenant), "outcome": outcome}) or 0.0
+
+    before = {outcome: runs(outcome) for outcome in ("committed", "no_substance", "failed")}
     async with running_worker():
         # The hook fired before the messages were stored: refused at once, nothing started…
         with pytest.raises(LookupError, match="no session 's-late'"):
@@ -187,6 +193,9 @@ async def test_a_failed_run_and_a_resumed_session_are_consolidated_again(client,
         assert (await resumed.describe()).run_id not in (done_run, failed_run)
     history = [(f.value, f.interval_version) for f in await client.facts(tenant, "eve", history=True)]
     assert history == [("Lima", 1), ("Quito", 2)]
+    # The operator's counters: the failed run, then the two that committed (each with its fact).
+    assert {outcome: runs(outcome) - n for outcome, n in before.items()} == {
+        "committed": 2, "no_substance": 0, "failed": 1}
 
 
 def test_the_model_queue_is_configured_by_settings():

@@ -9,6 +9,7 @@ from agent_memory.core.models import ConsolidationInput, ConsolidationResult
 from agent_memory.memory.evidence import recent_messages
 from agent_memory.memory.operations import SubjectErasedError
 from agent_memory.store.db import tenant_transaction
+from agent_memory.telemetry.metrics import REGISTRY
 from tests.sessions import session
 from workflows.erasure import ErasureWorkflow
 
@@ -27,6 +28,7 @@ async def test_erasure_removes_everything_and_returns_the_same_receipt(client, s
             await client.consolidation_result(await client.end_session(tenant, subj, s.session_id))
         assert len(await recent_messages(services.redis, tenant, subject, "z1")) == 4
 
+        erasures = REGISTRY.get_sample_value("agent_memory_erasure_duration_seconds_count") or 0.0
         handle = await client.erase(tenant, subject, reason="GDPR art. 17 request #1")
         receipt = await client.erasure_receipt(handle)
         assert handle.id == f"erase/{tenant}/{subject}/{receipt.request_id}"
@@ -35,6 +37,8 @@ async def test_erasure_removes_everything_and_returns_the_same_receipt(client, s
 
         again = await client.erasure_receipt(await client.erase(tenant, subject, reason="GDPR art. 17 request #1"))
         assert again == receipt
+        # Timed once, registration to receipt: the repeat is answered with the same receipt.
+        assert REGISTRY.get_sample_value("agent_memory_erasure_duration_seconds_count") == erasures + 1
 
     assert receipt.residue_total == 0 and receipt.key_shredded
     assert receipt.removed["messages"] == 4 and receipt.removed["sessions"] == 1

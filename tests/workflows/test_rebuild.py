@@ -11,6 +11,7 @@ import psycopg
 
 from agent_memory.projection.rebuild import projection_digest
 from agent_memory.store.db import tenant_transaction
+from agent_memory.telemetry.metrics import REGISTRY
 from tests.cli.runner import run_cli
 from tests.sessions import session
 from workflows.rebuild import RebuildWorkflow
@@ -60,6 +61,13 @@ async def test_rebuild_proves_equality_repairs_corruption_and_is_stable(client, 
                                "AND kind = 'embed'", tenant)
         digest = await projection_digest(services.pool, tenant, subject)
 
+        def rebuilds() -> list[float]:
+            return [REGISTRY.get_sample_value(name, labels) or 0.0 for name, labels in (
+                ("agent_memory_rebuilds_total", {"outcome": "equal"}),
+                ("agent_memory_rebuilds_total", {"outcome": "mismatch"}),
+                ("agent_memory_rebuild_digest_mismatches_total", {}))]
+
+        counted = rebuilds()
         started = time.monotonic()
         handle = await client.rebuild(tenant)  # every subject of the tenant
         first = await client.rebuild_result(handle)
@@ -109,6 +117,8 @@ async def test_rebuild_proves_equality_repairs_corruption_and_is_stable(client, 
         assert await projection_digest(services.pool, tenant, subject) == digest
         recalled = await client.recall(tenant, subject, "where does Lin live now, Shanghai?")
         assert {f.value for f in recalled.facts} >= {"Shanghai", "peanuts"}
+        # The operator's counters: three equal rebuilds of the subject, one mismatch (repaired).
+        assert [now - then for now, then in zip(rebuilds(), counted, strict=True)] == [3, 1, 1]
     print(f"\nrebuild: {entry.rows} rows from {entry.events} events in {entry.elapsed_ms} ms "
           f"(workflow {elapsed:.2f} s)")
 

@@ -9,6 +9,7 @@ import json
 
 from agent_memory.memory.substance import gate_reason, small_talk_sentence
 from agent_memory.store.db import tenant_transaction
+from agent_memory.telemetry.metrics import REGISTRY, tenant_label
 from tests.cli.runner import run_cli
 from tests.providers.openai_server import FakeOpenAIServer
 from tests.sessions import session
@@ -57,6 +58,11 @@ def test_small_talk_is_judged_sentence_by_sentence():
 
 
 async def test_gated_sessions_commit_their_facts_and_no_episode(client, services, tenant, running_worker):
+    def counted(name: str, **labels: str) -> float:
+        return REGISTRY.get_sample_value(f"agent_memory_{name}", {"tenant": tenant_label(tenant), **labels}) or 0.0
+
+    summaries_before = counted("model_calls_total", model="extractive-summarizer", purpose="summarize", outcome="ok")
+    runs_before = {o: counted("consolidations_total", outcome=o) for o in ("committed", "no_substance")}
     async with running_worker():
         short = await _consolidate(client, tenant, "lin", SHORT)
         chat = await _consolidate(client, tenant, "lin", SMALL_TALK)
@@ -94,6 +100,12 @@ async def test_gated_sessions_commit_their_facts_and_no_episode(client, services
     assert stats["sessions_without_episode"] == {"total": 3, "too_short": 1, "small_talk": 2}
     text = (await asyncio.to_thread(run_cli, services, "stats", "--tenant", tenant)).stdout
     assert "sessions without an episode (substance gate): 3 (1 too short, 2 small talk)" in text
+    # The operator's counters: a run of nothing but small talk is one of no substance (the short
+    # session wrote its fact); one summary made, by the normal session's run.
+    assert {o: counted("consolidations_total", outcome=o) - n for o, n in runs_before.items()} == {
+        "committed": 2, "no_substance": 3}
+    assert counted("model_calls_total", model="extractive-summarizer", purpose="summarize", outcome="ok") == (
+        summaries_before + 1)
 
 
 async def test_a_gated_session_makes_no_summary_call_to_a_model(client, services, tenant, running_worker):

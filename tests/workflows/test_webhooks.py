@@ -40,6 +40,7 @@ from agent_memory.memory.webhooks import WebhookDelivery, enqueue, event_id, sea
 from agent_memory.providers.offline import offline_providers
 from agent_memory.security.webhook_signing import standard_secret, verify_webhook
 from agent_memory.store.db import tenant_transaction
+from agent_memory.telemetry.metrics import REGISTRY, tenant_label
 from tests.security.test_webhook_targets import DnsServer
 from tests.sessions import session
 from workers.worker import build_worker
@@ -247,6 +248,12 @@ async def test_a_receiver_down_past_the_bound_is_dead_until_an_operator_redelive
 
 
 async def test_a_refusal_is_dead_at_once_and_a_retry_after_is_honoured(hooks, receiver, tenant):
+    def attempts(outcome: str, attempt: str) -> float:
+        return REGISTRY.get_sample_value("agent_memory_webhook_deliveries_total", {
+            "tenant": tenant_label(tenant), "outcome": outcome, "attempt": attempt}) or 0.0
+
+    counted = [("refused", "1"), ("failed", "1"), ("delivered", "2")]
+    before = [attempts(*c) for c in counted]
     receiver.answer = lambda: (400, {})
     receiver.start()
     async with hooks() as client:
@@ -265,6 +272,8 @@ async def test_a_refusal_is_dead_at_once_and_a_retry_after_is_honoured(hooks, re
     assert (throttled.attempts, throttled.last_status_code) == (2, 200)
     first, second = receiver.of(throttled.delivery_id)
     assert first.status == 429 and second.at - first.at >= 0.9  # the receiver's 1 s, not the 0.2 s backoff
+    # The operator's counter: the refusal, the 429 (a failed first attempt), the delivery at the second.
+    assert [attempts(*c) - n for c, n in zip(counted, before, strict=True)] == [1, 1, 1]
 
 
 async def test_the_sweep_starts_a_delivery_whose_run_never_started(hooks, receiver, services, tenant, task_queue):

@@ -20,6 +20,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from agent_memory.api.client import MemoryClient, visibility_query
 from agent_memory.api.console.data import PAGE_ROWS
+from agent_memory.api.outages import SERVICE, count_unavailable
 from agent_memory.api.user_errors import user_error_status
 from agent_memory.core import contract
 from agent_memory.core.errors import InvalidInput, ServiceUnavailable, first_line, new_error_id
@@ -214,6 +215,7 @@ def failure_page(request: Request, exc: Exception, outage: OutageOf) -> HTMLResp
     dependency = outage(exc)
     if dependency is not None:
         log.warning("%s %s: %s is unavailable: %s", request.method, request.url.path, dependency, exc)
+        count_unavailable(dependency)
         name = {"postgres": "Postgres", "redis": "Redis", "temporal": "Temporal"}.get(dependency, dependency)
         return error_page(503, "Dependency unavailable",
                           f"{name} is unavailable (down or restarting): reload in {RETRY_AFTER_SECONDS} s",
@@ -224,6 +226,7 @@ def failure_page(request: Request, exc: Exception, outage: OutageOf) -> HTMLResp
         return error_page(status, title, first_line(exc, title))
     if isinstance(exc, ServiceUnavailable):
         log.warning("%s %s: a service is unavailable: %s", request.method, request.url.path, exc)
+        count_unavailable(SERVICE)
         return error_page(503, "Service unavailable", f"a service the console needs is unavailable: reload in "
                           f"{RETRY_AFTER_SECONDS} s", {"Retry-After": str(RETRY_AFTER_SECONDS)})
     error_id = new_error_id()

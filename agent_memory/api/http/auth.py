@@ -13,10 +13,13 @@ from fastapi.security import HTTPAuthorizationCredentials
 
 from agent_memory.api.client import MemoryClient
 from agent_memory.api.http.openapi import bearer_key
-from agent_memory.security.api_keys import ApiKey, ApiKeyError, KeyScope, verify_key
+from agent_memory.core.errors import Forbidden
+from agent_memory.security.api_keys import ApiKey, ApiKeyError, KeyScope, TooManyFailuresError, verify_key
 from agent_memory.security.failure_limits import FailureLimiter, SharedFailureLimiter, limited_names
 from agent_memory.security.operator_keys import OperatorKey, verify_operator_key
 from agent_memory.store.db import enter_key_limits
+from agent_memory.telemetry.metrics import AUTH_FAILURES
+from agent_memory.telemetry.record import count
 
 Limiter = FailureLimiter | SharedFailureLimiter
 
@@ -28,10 +31,13 @@ async def checked_key(limiter: Limiter, pool: Any, address: str | None, token: s
     and the key id, or refused with 429 when one of them is full (TooManyFailuresError)."""
     try:
         if token is None:
-            raise ApiKeyError("no API key: send `Authorization: Bearer amk:...` (agent-memory keys create)")
+            raise ApiKeyError("no API key: send `Authorization: Bearer amk:...` (agent-memory keys create)", "missing")
         key = await verify_key(pool, token, needed)
-    except ApiKeyError:
-        await limiter.count(limited_names(address, token))
+    except ApiKeyError as exc:
+        await _charged(limiter, address, token, exc)
+        raise
+    except Forbidden:
+        count(AUTH_FAILURES, reason="scope")
         raise
     # The rest of the request reads and writes within the key's limits (an agent, an app), if any.
     enter_key_limits(key.agent_id, key.app_id)
@@ -43,11 +49,22 @@ async def checked_operator_key(limiter: Limiter, pool: Any, address: str | None,
     try:
         if token is None:
             raise ApiKeyError("no operator key: send `Authorization: Bearer amo:...` "
-                              "(agent-memory keys create-operator)")
+                              "(agent-memory keys create-operator)", "missing")
         return await verify_operator_key(pool, token)
-    except ApiKeyError:
-        await limiter.count(limited_names(address, token))
+    except ApiKeyError as exc:
+        await _charged(limiter, address, token, exc)
         raise
+
+
+async def _charged(limiter: Limiter, address: str | None, token: str | None, exc: ApiKeyError) -> None:
+    """A refused credential charged to the limiter and counted (agent_memory_auth_failures_total):
+    by its reason, or as `limited` when the limiter refuses the caller (429) instead."""
+    try:
+        await limiter.count(limited_names(address, token))
+    except TooManyFailuresError:
+        count(AUTH_FAILURES, reason="limited")
+        raise
+    count(AUTH_FAILURES, reason=exc.reason)
 
 
 def _key(needed: KeyScope) -> Callable[..., Awaitable[ApiKey]]:

@@ -16,6 +16,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import HTMLResponse, JSONResponse
 
+from agent_memory.api.outages import SERVICE, count_unavailable
 from agent_memory.core.errors import ServiceUnavailable, new_error_id
 from agent_memory.security.api_keys import TooManyFailuresError
 
@@ -99,6 +100,7 @@ def problem(status: int, title: str, detail: str, *, headers: dict[str, str] | N
 
 
 def unavailable(dependency: str) -> JSONResponse:
+    count_unavailable(dependency)
     return problem(503, "Dependency unavailable",
                    f"{dependency} is unavailable (down or restarting): retry after {DEPENDENCY_RETRY_AFTER_SECONDS} s",
                    dependency=dependency, headers={"Retry-After": str(DEPENDENCY_RETRY_AFTER_SECONDS)})
@@ -110,6 +112,7 @@ def internal_error(request: Request, exc: BaseException) -> JSONResponse:
     random error id, which the answer carries; the answer never carries the traceback."""
     if isinstance(exc, ServiceUnavailable):
         log.warning("%s %s: a service is unavailable: %s", request.method, request.url.path, exc)
+        count_unavailable(SERVICE)
         return problem(503, "Service unavailable", "a service this server needs is unavailable: retry after "
                        f"{DEPENDENCY_RETRY_AFTER_SECONDS} s", headers={"Retry-After": str(DEPENDENCY_RETRY_AFTER_SECONDS)})
     error_id = new_error_id()

@@ -478,6 +478,11 @@ class _OpenAICompatibleBase:
         self._owns_client = client is None
         self.name = f"{PROVIDER_PREFIX}-{self.task}"
 
+    @property
+    def model_label(self) -> str:
+        """The model this provider calls, as its results' `provider` names it (the metrics' label)."""
+        return f"{PROVIDER_PREFIX}:{self.config.chat_model}"
+
     async def aclose(self) -> None:
         if self._owns_client:
             await self._client.close()
@@ -954,6 +959,10 @@ class OpenAICompatibleEmbedder(_OpenAICompatibleBase):
     @property
     def model(self) -> str:
         return f"{self.config.embedding_model}-{self.dimensions}"
+
+    @property
+    def model_label(self) -> str:
+        return f"{PROVIDER_PREFIX}:{self.config.embedding_model}"
 
     async def embed(self, texts: list[str]) -> EmbeddingResult:
         cfg = self.config
