@@ -168,12 +168,16 @@ def test_services_exist(compose_services, setup_service):
     assert setup_service[1].get("build") == compose_services["worker"].get("build")
 
 
+# The OpenTelemetry SDK's own variables, which agent_memory/telemetry/tracing.py leaves to it.
+OTEL_VARIABLES = {"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_SERVICE_NAME"}
+
+
 @pytest.mark.parametrize("name", ["worker", "migrate", "temporal-setup", "api"])
 def test_agent_memory_services_set_only_settings_env_vars(compose_services, name):
     service = compose_services[name]
     env = environment(service)
     assert env, f"{name} sets no environment"
-    unknown = sorted(set(env) - set(ENV_VARS))
+    unknown = sorted(set(env) - set(ENV_VARS) - OTEL_VARIABLES)
     assert not unknown, f"{name} sets variables agent_memory.core.settings does not read: {unknown}"
     # env_file would smuggle in variables this test cannot see.
     assert "env_file" not in service
@@ -377,9 +381,11 @@ def test_every_published_port_is_loopback_only(compose_services):
             host_ip = port.get("host_ip") if isinstance(port, dict) else str(port).split(":")[0]
             assert host_ip == "127.0.0.1", f"{name} publishes {port} beyond this host"
             published.setdefault(name, []).append(str(port))
-    # Temporal (mutual TLS), its UI (no login: a proxy goes in front) and the API (API keys): no more.
+    # Temporal (mutual TLS), its UI (no login: a proxy goes in front) and the API (API keys); with
+    # the `observability` profile Prometheus, Grafana (its admin password) and Jaeger's UI: no more.
     assert published == {"temporal": ["127.0.0.1:7233:7233"], "temporal-ui": ["127.0.0.1:8233:8080"],
-                         "api": ["127.0.0.1:8765:8765"]}
+                         "api": ["127.0.0.1:8765:8765"], "prometheus": ["127.0.0.1:9090:9090"],
+                         "grafana": ["127.0.0.1:3000:3000"], "jaeger": ["127.0.0.1:16686:16686"]}
 
 
 SECRET_NAME = re.compile(r"PASSWORD|PWD|(^|_)KEY$|SECRET|TOKEN")
@@ -579,3 +585,145 @@ def test_the_certificates_program_runs_with_the_compose_arguments(compose_servic
         for path in [tmp_path / name, *(tmp_path / name).iterdir()]:
             assert (path.stat().st_uid, path.stat().st_gid) == owner
             assert path.stat().st_mode & 0o777 == (0o700 if path.is_dir() else 0o600)
+
+
+# --- the `observability` profile: Prometheus, Grafana, the OpenTelemetry collector, Jaeger ---------
+
+PROFILE = "observability"
+PROFILE_SERVICES = {"prometheus", "grafana", "otel-collector", "jaeger"}
+
+
+def bind_mounts(service: dict) -> dict[str, Path]:
+    """target -> the repository path of a service's bind mounts (`./...:target[:ro]`)."""
+    mounts = {}
+    for volume in service.get("volumes") or []:
+        source, target = str(volume).split(":")[:2]
+        if source.startswith("."):
+            mounts[target] = (ROOT / source).resolve()
+    return mounts
+
+
+def mounted_file(service: dict, path: str) -> Path:
+    """The repository file a path inside a service's container is, through its bind mounts."""
+    for target, source in bind_mounts(service).items():
+        if path == target:
+            return source
+        if path.startswith(target.rstrip("/") + "/"):
+            return source / path[len(target.rstrip("/")) + 1:]
+    raise AssertionError(f"{path} is not in a bind mount of the service")
+
+
+def secret_paths(compose: dict, service: dict) -> dict[str, Path]:
+    """/run/secrets/NAME -> the repository file of each secret a service is given."""
+    return {f"/run/secrets/{name}": (ROOT / compose["secrets"][name]["file"]).resolve()
+            for name in service.get("secrets") or []}
+
+
+def flag(command: list[str], name: str) -> str:
+    values = [part.split("=", 1)[1] for part in command if part.startswith(f"{name}=")]
+    assert len(values) == 1, f"{name} is not given once in {command}"
+    return values[0]
+
+
+def test_the_observability_services_start_only_with_their_profile(compose_services):
+    in_profile = {name for name, service in compose_services.items() if service.get("profiles")}
+    assert in_profile == PROFILE_SERVICES
+    for name in PROFILE_SERVICES:
+        assert compose_services[name]["profiles"] == [PROFILE], name
+        assert ":" in compose_services[name]["image"] and not compose_services[name]["image"].endswith(":latest")
+    # The default services never wait for one of the profile's: `docker compose up` runs without it.
+    for name, service in compose_services.items():
+        if name not in PROFILE_SERVICES:
+            assert not set(service.get("depends_on") or {}) & PROFILE_SERVICES, name
+    assert compose_services["prometheus"]["image"].startswith("prom/prometheus:")
+    assert compose_services["grafana"]["image"].startswith("grafana/grafana:")
+    assert compose_services["otel-collector"]["image"].startswith("otel/opentelemetry-collector-contrib:")
+
+
+def test_the_profile_mounts_files_of_the_repository(compose, compose_services):
+    for name in PROFILE_SERVICES:
+        for target, source in bind_mounts(compose_services[name]).items():
+            assert source.exists() and source.is_relative_to(ROOT), f"{name} mounts {source}, which does not exist"
+            assert next(v for v in compose_services[name]["volumes"] if str(v).split(":")[1] == target).endswith(":ro"), \
+                f"{name} mounts {target} writable"
+    # The secrets' files are the operator's to create, in a folder whose every file but its
+    # .gitignore git ignores.
+    secrets = ROOT / "deploy" / "secrets"
+    ignore = [line for line in (secrets / ".gitignore").read_text(encoding="utf-8").splitlines()
+              if line and not line.startswith("#")]
+    assert ignore == ["*", "!.gitignore"], ignore
+    for secret in compose["secrets"].values():
+        assert (ROOT / secret["file"]).resolve().parent == secrets
+
+
+def test_prometheus_scrapes_the_api_and_every_worker_and_loads_the_alert_rules(compose, compose_services, worker):
+    prometheus = compose_services["prometheus"]
+    command = argv(prometheus["command"])
+    config_file = mounted_file(prometheus, flag(command, "--config.file"))
+    assert config_file == ROOT / "deploy" / "prometheus" / "prometheus.yml"
+    config = yaml.safe_load(config_file.read_text(encoding="utf-8"))
+    rules = [mounted_file(prometheus, path) for path in config["rule_files"]]
+    assert rules == [ROOT / "deploy" / "prometheus" / "alerts.yml"]
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+
+    # The API's /metrics with an operator key, from a secret file Prometheus is given.
+    api = jobs["agent-memory-api"]
+    assert api["metrics_path"] == "/metrics"
+    assert api["static_configs"] == [{"targets": ["api:8765"]}]
+    assert argv(compose_services["api"]["command"])[-2:] == ["--port", "8765"]
+    assert api["authorization"]["type"] == "Bearer"
+    assert api["authorization"]["credentials_file"] in secret_paths(compose, prometheus)
+
+    # Each worker replica's metrics port, on all its interfaces of the compose network, never published.
+    settings = Settings.from_env({k: interpolate(v) for k, v in environment(worker).items()})
+    workers = jobs["agent-memory-worker"]
+    assert workers["dns_sd_configs"] == [{"names": ["worker"], "type": "A", "port": settings.metrics_port,
+                                          "refresh_interval": "30s"}]
+    assert settings.metrics_host == "0.0.0.0" and "ports" not in worker
+
+
+def test_grafana_provisions_the_prometheus_source_and_the_dashboards(compose, compose_services):
+    grafana = compose_services["grafana"]
+    env = environment(grafana)
+    assert env["GF_SECURITY_ADMIN_PASSWORD__FILE"] in secret_paths(compose, grafana), "Grafana's admin password"
+    assert mounted_file(grafana, env["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]).is_file()
+    provisioning = mounted_file(grafana, "/etc/grafana/provisioning")
+    sources = yaml.safe_load((provisioning / "datasources" / "datasources.yml").read_text(encoding="utf-8"))
+    prometheus = next(source for source in sources["datasources"] if source["type"] == "prometheus")
+    assert prometheus["url"] == "http://prometheus:9090" and prometheus["isDefault"]
+    assert "127.0.0.1:9090:9090" in compose_services["prometheus"]["ports"]
+    providers = yaml.safe_load((provisioning / "dashboards" / "dashboards.yml").read_text(encoding="utf-8"))
+    (provider,) = providers["providers"]
+    folder = mounted_file(grafana, provider["options"]["path"])
+    dashboards = sorted(folder.glob("*.json"))
+    assert dashboards, f"no dashboard in {folder}"
+    for dashboard in dashboards:
+        panels = json.loads(dashboard.read_text(encoding="utf-8"))["panels"]
+        # Every panel's queries go to the provisioned Prometheus.
+        for panel in panels:
+            if panel["type"] != "row":
+                assert panel["datasource"]["uid"] == prometheus["uid"], panel["title"]
+
+
+def test_traces_go_to_the_collector_only_when_asked(compose_services, worker):
+    collector = compose_services["otel-collector"]
+    config = yaml.safe_load(mounted_file(collector, flag(argv(collector["command"]), "--config"))
+                            .read_text(encoding="utf-8"))
+    # OTLP over HTTP (the product's exporter), on the port the top of docker-compose.yml names.
+    endpoint = config["receivers"]["otlp"]["protocols"]["http"]["endpoint"]
+    assert endpoint == "0.0.0.0:4318" and "grpc" not in config["receivers"]["otlp"]["protocols"]
+    header = COMPOSE_FILE.read_text(encoding="utf-8").split("\nname:", 1)[0]
+    assert "OTEL_EXPORTER_OTLP_ENDPOINT=http://otel-collector:4318 docker compose --profile observability up" in header
+    # The traces pipeline exports to a service of the profile.
+    (pipeline,) = config["service"]["pipelines"].values()
+    assert pipeline["receivers"] == ["otlp"]
+    for exporter in pipeline["exporters"]:
+        host = config["exporters"][exporter]["endpoint"].split(":")[0]
+        assert host in PROFILE_SERVICES, exporter
+    # The app services read the endpoint from the operator's environment: unset, it is empty and
+    # no trace leaves them (tracing.py turns tracing on only for a non-empty endpoint).
+    for name in ("worker", "api"):
+        env = environment(compose_services[name])
+        assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "${OTEL_EXPORTER_OTLP_ENDPOINT:-}", name
+        assert interpolate(env["OTEL_EXPORTER_OTLP_ENDPOINT"]) == ""
+        assert env["OTEL_SERVICE_NAME"] == f"agent-memory-{name}"
