@@ -99,7 +99,7 @@ LIBRARY = [
     "keys rotate-payload",  # last: the running processes switch to the new key at its first payload
 ]
 
-# The demo (agent-memory) and the tools (agent-memory-tools), each on a private stack of its own (a
+# The demo (agent-memory) and the tools (`python -m tools.cli`), each on a private stack of its own (a
 # subprocess), with small inputs.
 TOOLING = [
     "demo",
@@ -204,7 +204,7 @@ async def test_every_library_json_command_prints_json_only(tmp_path, monkeypatch
 @pytest.fixture(scope="module")
 def tooling_data(tmp_path_factory) -> dict[str, str]:
     data = tmp_path_factory.mktemp("json-data")
-    samples = ROOT / "agent_memory" / "samples"
+    samples = ROOT / "tools" / "evaluation" / "data"
     for _key, source in (("probes", "probes.jsonl"), ("recall_probes", "recall-probes-dev.jsonl")):
         lines = (samples / source).read_text().splitlines()[:2]
         (data / source).write_text("\n".join(lines) + "\n")

@@ -29,7 +29,7 @@ ALLOWED = {
     "activities": {"agent_memory"},
     "workflows": {"agent_memory", "activities"},
     "workers": {"agent_memory", "activities", "workflows"},
-    # Benchmarks, evaluations and chaos (`agent-memory-tools`): no product package imports them.
+    # Benchmarks, evaluations and chaos (`python -m tools.cli`): no product package imports them.
     "tools": {"agent_memory", "activities", "workflows", "workers"},
 }
 # The library's own layers, bottom up: each subpackage of agent_memory imports only those before it.

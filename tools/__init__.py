@@ -1,1 +1,1 @@
-"""Benchmarks, evaluations and the chaos campaign (`agent-memory-tools`): imported by no product module."""
+"""Benchmarks, evaluations and the chaos campaign (`python -m tools.cli`): imported by no product module."""

@@ -8,7 +8,7 @@
 - Checks: `projection_digest` (content only: no tenant, subject, memory ids or recording
   times, so two tenants fed the same input compare equal), `duplicate_counts`, `lost_sessions`,
   `provider_calls`.
-- `run_campaign()` / `agent-memory-tools chaos --kills N --seed S`: random kills on a private stack.
+- `run_campaign()` / `python -m tools.cli chaos --kills N --seed S`: random kills on a private stack.
 """
 
 from __future__ import annotations
@@ -720,7 +720,7 @@ async def run_campaign(services, *, kills: int, seed: int, work_dir: Path, remot
 
 
 async def chaos_command(args, settings: Settings) -> int:
-    """`agent-memory-tools chaos`: on its own embedded stack (free ports, a temporary home removed
+    """`python -m tools.cli chaos`: on its own embedded stack (free ports, a temporary home removed
     afterwards), never on a running `agent-memory up` or configured services."""
     from workers.runtime import scratch_stack
 

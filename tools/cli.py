@@ -1,5 +1,5 @@
-"""`agent-memory-tools`: benchmarks, evaluations and the chaos campaign, each on a private embedded
-stack; they print figures. Same frame as `agent-memory` (agent_memory/cli/core.py): one-line usage
+"""`python -m tools.cli`: benchmarks, evaluations and the chaos campaign, each on a private embedded
+stack; they print figures. Run from a checkout: the tools are not part of the installed package. Same frame as `agent-memory` (agent_memory/cli/core.py): one-line usage
 errors naming the command's help, exit 2 for bad input, 1 for a failing service."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from agent_memory.core.errors import InvalidInput
 if TYPE_CHECKING:
     from agent_memory.core.settings import Settings
 
-PROG = "agent-memory-tools"
+PROG = "python -m tools.cli"
 PRESET_METAVAR = "{" + ",".join(PRESET_NAMES) + "}"
 EMBEDDER_METAVAR = "{" + ",".join(EMBEDDERS) + "}"
 PATH = click.Path(path_type=Path)
@@ -288,7 +288,7 @@ async def chaos(args: Namespace, settings: Settings) -> int:
 
 
 def build_parser() -> RootGroup:
-    group = RootGroup(PROG, help="`agent-memory-tools`: benchmarks, evaluations and the chaos campaign, each on a "
+    group = RootGroup(PROG, help="Benchmarks, evaluations and the chaos campaign, each on a "
                                  "private embedded stack.")
     for command in (eval_, bench, chaos):
         group.add_command(command)
@@ -301,7 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run() -> None:
-    """The process entry point (`agent-memory-tools`, `python -m tools.cli`), exiting as
+    """The process entry point (`python -m tools.cli` in a checkout), exiting as
     `agent-memory` does (workers/cli.py run: no interpreter teardown under the Temporal runtime)."""
     code = main()
     logging.shutdown()

@@ -1,7 +1,7 @@
 """The `agent-memory` console script: the library's commands (agent_memory/cli/) plus the ones that
 run processes — the embedded stack (`up`), a worker, migrations, the demo and the servers. Library
 commands use the configured services or, when none are configured, a stack `agent-memory up` runs
-under AGENT_MEMORY_HOME. Benchmarks, evaluations and the chaos campaign are `agent-memory-tools`."""
+under AGENT_MEMORY_HOME. Benchmarks, evaluations and the chaos campaign are `python -m tools.cli`, run from a checkout."""
 
 from __future__ import annotations
 

@@ -113,8 +113,9 @@ def adopt_password(port: int, template_password: str, password: str) -> None:
     import psycopg
     from psycopg import sql
 
-    from agent_memory.store.db import scram_sha256_verifier
+    from agent_memory.store.db import scram_verifier
 
     url = f"postgresql://postgres:{template_password}@127.0.0.1:{port}/postgres"
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(sql.SQL("ALTER ROLE postgres PASSWORD {}").format(sql.Literal(scram_sha256_verifier(password))))
+        verifier = scram_verifier(conn, "postgres", password)
+        conn.execute(sql.SQL("ALTER ROLE postgres PASSWORD {}").format(sql.Literal(verifier)))

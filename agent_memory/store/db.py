@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import hmac
 import math
-import secrets
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
@@ -21,7 +18,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool
 
 from agent_memory.core.deadlines import waiting_on
-from agent_memory.core.errors import InvalidInput, ServiceUnavailable
+from agent_memory.core.errors import ServiceUnavailable
 from agent_memory.core.models import check_identifier
 
 APP_ROLE = "agent_memory_app"
@@ -277,33 +274,20 @@ async def pending_migrations(database_url: str) -> list[str]:
     return [name for name, _ in migration_files() if name not in applied]
 
 
-SCRAM_ITERATIONS = 4096
-
-
-def scram_sha256_verifier(password: str, *, salt: bytes | None = None, iterations: int = SCRAM_ITERATIONS) -> str:
-    """The SCRAM-SHA-256 verifier PostgreSQL stores for `password` (RFC 5802, RFC 7677):
-    `SCRAM-SHA-256$<iterations>:<salt>$<StoredKey>:<ServerKey>`, all base64. The server stores a
-    password given in this form as it is, so the plaintext never reaches it (nor its logs)."""
-    if not (password.isascii() and password.isprintable()):
-        # PostgreSQL SASLpreps other passwords first; the generated ones are URL-safe ASCII.
-        raise InvalidInput("the password must be printable ASCII to be hashed client-side")
-    salt = secrets.token_bytes(16) if salt is None else salt
-    salted = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, iterations)
-    stored_key = hashlib.sha256(hmac.digest(salted, b"Client Key", "sha256")).digest()
-    server_key = hmac.digest(salted, b"Server Key", "sha256")
-
-    def b64(data: bytes) -> str:
-        return base64.b64encode(data).decode()
-
-    return f"SCRAM-SHA-256${iterations}:{b64(salt)}${b64(stored_key)}:{b64(server_key)}"
+def scram_verifier(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any], role: str, password: str) -> str:
+    """The SCRAM-SHA-256 verifier PostgreSQL stores for `role`'s `password`, computed by libpq on
+    this side of `conn` (PQencryptPasswordConn: a fresh salt, the server's iteration count). The
+    server stores a password given in this form as it is, so the plaintext never reaches it (nor
+    its logs)."""
+    return conn.pgconn.encrypt_password(password.encode(), role.encode(), b"scram-sha-256").decode()
 
 
 async def set_app_role_password(admin_url: str, password: str) -> str:
     """Let the application role log in (embedded stack; production provisions it itself).
 
-    Sends only a SCRAM verifier computed here, never the plaintext; returns the verifier."""
-    verifier = scram_sha256_verifier(password)
+    Sends only a SCRAM verifier, never the plaintext; returns the verifier."""
     async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as conn:
+        verifier = scram_verifier(conn, APP_ROLE, password)
         await conn.execute(
             sql.SQL("ALTER ROLE {} WITH LOGIN PASSWORD {}").format(sql.Identifier(APP_ROLE), sql.Literal(verifier))
         )

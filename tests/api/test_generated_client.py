@@ -1,6 +1,6 @@
 """A client generated from the served OpenAPI document with openapi-python-client runs the
 quickstart against the real server: append a session, end it, follow the run to its end, read the
-facts and a tool call's record, and read a refused call's problem — all through typed models the
+facts, the cited context and a tool call's record, and read a refused call's problem — all through typed models the
 generator made from the document, with no warning from it."""
 
 from __future__ import annotations
@@ -39,8 +39,10 @@ async def test_a_client_generated_from_the_document_runs_the_quickstart(client, 
         assert "warning" not in report.lower(), report  # every schema understood
         monkeypatch.syspath_prepend(str(tmp_path))
         generated = importlib.import_module("memory_api")
-        append, end, run, facts, claim_tool_call = (importlib.import_module(f"memory_api.api.{name}") for name in (
-            "sessions.append", "sessions.end", "sessions.run", "memory.facts", "tool_calls.claim_tool_call"))
+        append, end, run, facts, context, claim_tool_call = (
+            importlib.import_module(f"memory_api.api.{name}") for name in (
+                "sessions.append", "sessions.end", "sessions.run", "memory.facts", "memory.context",
+                "tool_calls.claim_tool_call"))
         models = importlib.import_module("memory_api.models")
 
         api = generated.AuthenticatedClient(base_url=base, token=key)
@@ -49,6 +51,9 @@ async def test_a_client_generated_from_the_document_runs_the_quickstart(client, 
             created_at=datetime(2024, 5, 1, 9, tzinfo=UTC))])
         appended = await append.asyncio_detailed(subject_id="lin", session_id="gen-1", client=api, body=body)
         assert appended.status_code == 200, appended.content
+        assert isinstance(appended.parsed, models.AppendResult)
+        assert (appended.parsed.inserted, appended.parsed.duplicates, appended.parsed.last_message_id) == (
+            1, 0, "gen-1:1")
         ended = await end.asyncio(subject_id="lin", session_id="gen-1", client=api)
         assert isinstance(ended, models.EndedSession) and ended.workflow_id.startswith("consolidate/")
         for _ in range(300):
@@ -64,6 +69,10 @@ async def test_a_client_generated_from_the_document_runs_the_quickstart(client, 
         [oslo] = [fact for fact in listed if fact.value == "Oslo"]
         assert isinstance(oslo, models.FactRow) and oslo.last_confirmed_at == datetime(2024, 5, 1, 9, tzinfo=UTC)
         assert oslo.extracted_by.startswith("rule-extractor/")
+        cited = await context.asyncio(subject_id="lin", client=api, body=models.FilteredQuery(query="where?"))
+        assert isinstance(cited, models.AssembledContext) and "Oslo" in cited.text
+        [item] = [i for i in cited.items if i.memory_id == oslo.memory_id]
+        assert isinstance(item, models.ContextItem) and item.cited_message_ids == ["gen-1:1"]
 
         claim = models.ToolCallClaim(tool="send_email", request={"to": "lin@example.org"})
         claimed = await claim_tool_call.asyncio(subject_id="lin", call_key="welcome-1", client=api, body=claim)

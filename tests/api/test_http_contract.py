@@ -1,6 +1,6 @@
 """The HTTP API keeps the contract its OpenAPI document states, through a real HTTP client against a
 real uvicorn server on the session's stack: the bearer key scheme on the operations that need a
-key, every error documented as problem+json, `Allow` on a 405, and errors that name the field,
+key, every answer a declared model and every error documented as problem+json, `Allow` on a 405, and errors that name the field,
 the body as a whole included."""
 
 from __future__ import annotations
@@ -29,6 +29,9 @@ async def test_the_openapi_document_states_the_key_scheme_and_the_problems(clien
         for status, response in op["responses"].items():
             if status != "200":
                 assert response["content"] == {"application/problem+json": {"schema": PROBLEM_REF}}, (path, status)
+        # A JSON answer is a declared model (or a list of one), never a free-form object.
+        if answer := op["responses"]["200"].get("content", {}).get("application/json", {}).get("schema"):
+            assert "$ref" in answer or "$ref" in answer.get("items", {}), (method, path, answer)
         if path not in ("/v1/health", "/v1/ready"):
             assert op["security"] == [{"ApiKey": []}], (method, path)
             assert {"401", "403", "429", "503"} <= set(op["responses"]), (method, path)

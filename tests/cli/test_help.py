@@ -1,4 +1,4 @@
-"""The speed of `agent-memory --help`: the help (of the program, of a command, of `agent-memory-tools`)
+"""The speed of `agent-memory --help`: the help (of the program, of a command, of `python -m tools.cli`)
 loads click and the CLI package, none of the library, the SDKs or the rule extractor."""
 
 from __future__ import annotations
@@ -46,11 +46,11 @@ def test_the_help_constants_match_the_models():
     assert tuple(WritePolicy.model_fields) == policies.WRITE_POLICY_FIELDS
 
 
-@pytest.mark.parametrize("script", ["agent-memory", "agent-memory-tools"])
-def test_the_installed_scripts_help_imports_none_of_the_library(script):
-    """The console script itself, as a user runs it (`-X importtime` lists every module it imported)."""
-    path = Path(sys.executable).parent / script
-    done = subprocess.run([sys.executable, "-X", "importtime", str(path), "--help"], cwd=ROOT, capture_output=True,
+@pytest.mark.parametrize("command", [[str(Path(sys.executable).parent / "agent-memory")], ["-m", "tools.cli"]])
+def test_the_commands_help_imports_none_of_the_library(command):
+    """The installed console script and the checkout's tools, as a user runs them (`-X importtime` lists
+    every module it imported)."""
+    done = subprocess.run([sys.executable, "-X", "importtime", *command, "--help"], cwd=ROOT, capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.startswith("usage: "), done
     imported = [line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")]

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
-from importlib import resources
-from pathlib import Path
 
 import pytest
 from temporalio.testing import ActivityEnvironment
@@ -17,10 +15,10 @@ from agent_memory.core.models import CommitInput, ConflictPlanInput, ExtractedFa
 from agent_memory.core.vocabulary import DEFAULT_TEMPORARY_DAYS, canonical_extraction, canonical_fact
 from agent_memory.providers.offline import RuleFactExtractor, offline_providers
 from tests.sessions import session
-from tools.evaluation.probes import case_sessions, load_probes
+from tools.evaluation.probes import DATA, case_sessions, load_probes
 
 T0 = datetime(2024, 5, 8, 10, 0, tzinfo=UTC)
-SAMPLES = Path(str(resources.files("agent_memory") / "samples"))
+SAMPLES = DATA
 
 
 def said(namespace: str, key: str, value: str, **fields) -> ExtractedFact:

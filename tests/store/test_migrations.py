@@ -23,7 +23,7 @@ from agent_memory.store.db import (
     EARLIER_DIGESTS,
     apply_migrations,
     migration_files,
-    scram_sha256_verifier,
+    scram_verifier,
     set_app_role_password,
 )
 from tests.databases import database_before, with_database
@@ -40,16 +40,22 @@ def cli(env_extra: dict[str, str], *args: str) -> subprocess.CompletedProcess:
 
 
 
-def test_scram_verifier_matches_rfc_7677():
+def rfc_verifier(password: str, salt: bytes, iterations: int) -> str:
+    """The SCRAM-SHA-256 verifier of RFC 5802 and RFC 7677, computed here as the reference:
+    `SCRAM-SHA-256$<iterations>:<salt>$<StoredKey>:<ServerKey>`, all base64."""
+    salted = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, iterations)
+    stored_key = hashlib.sha256(hmac.digest(salted, b"Client Key", "sha256")).digest()
+    server_key = hmac.digest(salted, b"Server Key", "sha256")
+    b64 = (base64.b64encode(part).decode() for part in (salt, stored_key, server_key))
+    return "SCRAM-SHA-256${}:{}${}:{}".format(iterations, *b64)
+
+
+def test_the_reference_verifier_matches_rfc_7677():
     # RFC 7677 section 3: user "user", password "pencil"; the server's signature and the client's
-    # proof of that exchange must follow from the StoredKey and ServerKey computed here.
-    salt = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
-    verifier = scram_sha256_verifier("pencil", salt=salt)
-    method, _, rest = verifier.partition("$")
-    params, _, keys = rest.partition("$")
-    iterations, b64_salt = params.split(":")
+    # proof of that exchange must follow from the StoredKey and ServerKey of the reference.
+    verifier = rfc_verifier("pencil", base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ=="), 4096)
+    keys = verifier.rpartition("$")[2]
     stored_key, server_key = (base64.b64decode(k) for k in keys.split(":"))
-    assert (method, iterations, b64_salt) == ("SCRAM-SHA-256", "4096", "W22ZaJ0SNY7soEsUEjb6gQ==")
     nonce = "rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0"
     auth_message = (f"n=user,r=rOprNGfwEbeRWgbNEkqO,r={nonce},s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096,"
                     f"c=biws,r={nonce}").encode()
@@ -58,9 +64,20 @@ def test_scram_verifier_matches_rfc_7677():
     proof = base64.b64decode("dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=")
     client_key = bytes(a ^ b for a, b in zip(proof, hmac.digest(stored_key, auth_message, "sha256"), strict=True))
     assert hashlib.sha256(client_key).digest() == stored_key
-    # A fresh 16-byte salt each time.
-    one, two = scram_sha256_verifier("pencil"), scram_sha256_verifier("pencil")
-    assert one != two and len(base64.b64decode(one.split("$")[1].split(":")[1])) == 16
+
+
+async def test_the_scram_verifier_is_the_rfcs_with_a_fresh_salt(services):
+    """libpq's verifier (the one sent to the server) is the RFC's for its own salt and iteration
+    count, a fresh 16-byte salt each time; SASLprep leaves an ASCII password as it is."""
+    async with await psycopg.AsyncConnection.connect(services.settings.database_admin_url) as conn:
+        one, two = (scram_verifier(conn, APP_ROLE, "pencil") for _ in range(2))
+    for verifier in (one, two):
+        method, _, rest = verifier.partition("$")
+        iterations, b64_salt = rest.partition("$")[0].split(":")
+        assert (method, iterations) == ("SCRAM-SHA-256", "4096")
+        assert len(base64.b64decode(b64_salt)) == 16
+        assert verifier == rfc_verifier("pencil", base64.b64decode(b64_salt), int(iterations))
+    assert one != two
 
 
 async def test_the_app_password_reaches_postgres_only_as_a_verifier(services):

@@ -1,4 +1,4 @@
-"""`agent-memory-tools` (tools/cli.py): its own console script, usage errors and many-valued options."""
+"""`python -m tools.cli` (tools/cli.py): run from a checkout, never installed; usage errors and many-valued options."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from agent_memory.core.settings import ENV_VARS
 
 ROOT = Path(__file__).resolve().parents[2]
 def run_tools(*args: str, home: Path) -> subprocess.CompletedProcess:
-    """`agent-memory-tools ARGS` in process with no services configured (parsing needs none)."""
+    """`python -m tools.cli ARGS` in process with no services configured (parsing needs none)."""
     from tests.cli.runner import invoke
     from tools.cli import build_parser
 
@@ -20,18 +20,19 @@ def run_tools(*args: str, home: Path) -> subprocess.CompletedProcess:
 
 def test_a_mistyped_option_of_a_tool_names_that_tools_help(tmp_path):
     out = run_tools("bench", "recall", "--querys", "5", home=tmp_path)
-    help_of = "agent-memory-tools bench recall"
+    help_of = "python -m tools.cli bench recall"
     assert out.returncode == 2 and out.stdout == "", out
     assert out.stderr == f"{help_of}: error: unrecognized arguments: --querys 5 (see {help_of} -h)\n", out.stderr
 
 
-def test_the_tools_are_their_own_console_script_and_the_product_has_none_of_them():
+def test_the_tools_are_no_installed_script_and_the_product_has_none_of_them():
     import tomllib
 
     from workers.cli import build_parser
 
     with open(ROOT / "pyproject.toml", "rb") as f:
-        assert tomllib.load(f)["project"]["scripts"]["agent-memory-tools"] == "tools.cli:run"
+        scripts = tomllib.load(f)["project"]["scripts"]
+    assert scripts == {"agent-memory": "workers.cli:run"}
     assert not {"bench", "eval", "chaos"} & set(build_parser().commands)
 
 

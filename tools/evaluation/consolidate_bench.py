@@ -1,4 +1,4 @@
-"""`agent-memory-tools bench consolidate`: what orchestration costs, Temporal against a direct pipeline.
+"""`python -m tools.cli bench consolidate`: what orchestration costs, Temporal against a direct pipeline.
 
 On a private embedded stack, in one run, the same synthetic sessions (one subject each, their
 messages stored beforehand and not timed) are consolidated two ways with `--concurrency` in

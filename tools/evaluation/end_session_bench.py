@@ -1,4 +1,4 @@
-"""`agent-memory-tools bench end-session`: the session-end hook's latency in a tenant holding N rows,
+"""`python -m tools.cli bench end-session`: the session-end hook's latency in a tenant holding N rows,
 beside a fresh tenant, in one run.
 
 The hook checks the caller's session (owner, erasure), ends its idle timer, counts the messages no

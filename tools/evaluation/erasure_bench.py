@@ -1,4 +1,4 @@
-"""`agent-memory-tools bench erasure`: what physical compaction and key rotation cost, measured.
+"""`python -m tools.cli bench erasure`: what physical compaction and key rotation cost, measured.
 
 Builds a synthetic memory store on a private embedded stack with the product's own write path
 (append_messages + commit_consolidation: messages, sessions, events, observations, episodes,

@@ -1,4 +1,4 @@
-"""`agent-memory-tools bench http`: the HTTP API under a bounded local load, as figures, not a test.
+"""`python -m tools.cli bench http`: the HTTP API under a bounded local load, as figures, not a test.
 
 On a private embedded stack, a uvicorn server runs the API, and N concurrent clients (httpx, one
 connection each) call it for D seconds per route:

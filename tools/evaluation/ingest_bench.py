@@ -1,4 +1,4 @@
-"""`agent-memory-tools bench ingest`: messages/s through `client.append_messages`, on a private stack.
+"""`python -m tools.cli bench ingest`: messages/s through `client.append_messages`, on a private stack.
 
 Three ways, each on its own subjects and sessions, in one run:
 

@@ -1,4 +1,4 @@
-"""`agent-memory-tools bench lexical`: BM25 search latency at growing memory counts of one subject,
+"""`python -m tools.cli bench lexical`: BM25 search latency at growing memory counts of one subject,
 the indexed search (agent_memory.store.lexical: the postings of migration 026) beside the full scan of
 every item's tsvector it replaced, in one run, with the plan each one got.
 

@@ -1,4 +1,4 @@
-"""`agent-memory-tools eval locomo`: how much of a LoCoMo question's evidence reaches the assembled
+"""`python -m tools.cli eval locomo`: how much of a LoCoMo question's evidence reaches the assembled
 context, against a BM25 baseline over the raw messages packed into the same token budget.
 
 The top half is pure (data loading, tokenization, metrics, the BM25 baseline, the table); the

@@ -10,7 +10,6 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
-from importlib import resources
 from pathlib import Path
 from typing import TypeVar
 
@@ -23,6 +22,9 @@ from agent_memory.core.models import Message, Role, Session
 from agent_memory.memory.memory_store import list_facts
 from agent_memory.memory.relations import list_relations
 from agent_memory.store.db import tenant_transaction
+
+# The evaluation sets (see data/PHRASING.md): read from the checkout, never part of the product's package.
+DATA = Path(__file__).resolve().parent / "data"
 
 
 class ProbeCase(BaseModel):
@@ -90,10 +92,10 @@ class ProbeReport(BaseModel):
 
 
 def read_case_file(path: Path | None, bundled: str) -> tuple[str, str]:
-    """(name, text) of a case file: `path`, or the bundled sample `bundled`. A file that cannot be
+    """(name, text) of a case file: `path`, or the bundled set `bundled` (in DATA). A file that cannot be
     read raises InvalidInput in one line naming it."""
     if path is None:
-        return bundled, (resources.files("agent_memory") / "samples" / bundled).read_text(encoding="utf-8")
+        return bundled, (DATA / bundled).read_text(encoding="utf-8")
     name = str(path)
     try:
         return name, Path(path).read_text(encoding="utf-8")

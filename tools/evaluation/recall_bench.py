@@ -1,4 +1,4 @@
-"""`agent-memory-tools bench recall`: context and prompt assembly latency at 1k, 10k and 50k memories of
+"""`python -m tools.cli bench recall`: context and prompt assembly latency at 1k, 10k and 50k memories of
 one subject, measured side by side in one run.
 
 The store is built with the product's own write path (append_messages + commit_consolidation:

@@ -1,4 +1,4 @@
-"""`agent-memory-tools bench reembed`: what an embedding-model change costs and what it keeps.
+"""`python -m tools.cli bench reembed`: what an embedding-model change costs and what it keeps.
 
 On a private embedded stack, in one run:
 

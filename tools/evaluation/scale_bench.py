@@ -1,4 +1,4 @@
-"""`agent-memory-tools bench scale`: consolidation throughput with 1, 2, 4… worker processes against
+"""`python -m tools.cli bench scale`: consolidation throughput with 1, 2, 4… worker processes against
 one Temporal and one PostgreSQL, a provider's rate limit, and fairness between tenants.
 
 On a private embedded stack, each phase on a task queue of its own with that many worker

@@ -1,4 +1,4 @@
-"""`agent-memory-tools bench storage`: bytes per message and per memory on the real schema.
+"""`python -m tools.cli bench storage`: bytes per message and per memory on the real schema.
 
 On a private embedded stack, `--sessions` synthetic sessions (10 messages each, one subject each:
 the `bench consolidate` sessions) are stored and consolidated by the consolidation's own activity

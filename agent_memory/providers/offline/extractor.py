@@ -41,7 +41,7 @@ Where each part lives, in this package:
   themselves ("my sister Mia", "I moved to Lisbon", 我在腾讯上班), kept only between entities of the
   same result (agent_memory.core.relations).
 
-Keys follow the vocabulary in docs/recall.md ("What gets written") and agent_memory/samples/PHRASING.md:
+Keys follow the vocabulary in docs/recall.md ("What gets written") and tools/evaluation/data/PHRASING.md:
 `preference/<object>` = like|dislike, `pet/<name>` = species, `relationship/status`,
 `budget/<canonical purpose>`.
 

@@ -231,18 +231,17 @@ def local_server(tmp_path_factory):
 
 @pytest.mark.stack
 @pytest.mark.timeout(3600)
-def test_the_installed_command_prints_one_json_document(locomo_dir, local_server, tmp_path):
-    """`agent-memory-tools eval locomo --answer-model ... --json` as a user runs it, on its own
+def test_the_command_prints_one_json_document(locomo_dir, local_server, tmp_path):
+    """`python -m tools.cli eval locomo --answer-model ... --json` as a user runs it, on its own
     private stack, end to end against the local model: stdout is the JSON document and nothing
     else, with every column's figures for each category and overall."""
     url = local_server.base_url
-    script = Path(sys.executable).parent / "agent-memory-tools"
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_MEMORY_")}
     env["AGENT_MEMORY_HOME"] = str(tmp_path / "home")
-    done = subprocess.run([str(script), "eval", "locomo", "--data", str(locomo_dir), "--limit-conversations", "1",
+    done = subprocess.run([sys.executable, "-m", "tools.cli", "eval", "locomo", "--data", str(locomo_dir), "--limit-conversations", "1",
                            "--limit", "3", "--answer-model", url, "--judge-model", url,
                            "--answer-window", str(local_server.context_tokens // local_server.parallel), "--json"],
-                          capture_output=True, text=True, timeout=1800, env=env)
+                          cwd=Path(__file__).resolve().parents[3], capture_output=True, text=True, timeout=1800, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     answers = json.loads(done.stdout)["answers"]
     # conv-a's questions: single-hop and multi-hop

@@ -1,4 +1,4 @@
-"""`agent-memory-tools bench consolidate` at a tiny size: the report's shape (not its speed), and that
+"""`python -m tools.cli bench consolidate` at a tiny size: the report's shape (not its speed), and that
 both paths did the same work on the real stack."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`agent-memory-tools bench erase` / `bench erasure` at a tiny size: the report's shape (not its
+"""`python -m tools.cli bench erase` / `bench erasure` at a tiny size: the report's shape (not its
 speed), and that the erased subject left nothing behind."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The HTTP benchmark at a tiny load (its figures are printed by `agent-memory-tools bench http`)."""
+"""The HTTP benchmark at a tiny load (its figures are printed by `python -m tools.cli bench http`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`agent-memory-tools bench ingest` at a tiny size: the report's shape (not its speed)."""
+"""`python -m tools.cli bench ingest` at a tiny size: the report's shape (not its speed)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The phrasing corpus (agent_memory/samples/phrasing-{dev,test}.jsonl, see PHRASING.md): both halves
+"""The phrasing corpus (tools/evaluation/data/phrasing-{dev,test}.jsonl, see PHRASING.md): both halves
 parse, meet the corpus's counts, cover every category in both halves, and are the split the
 documented procedure produces. No score threshold: the scores are the baseline to beat."""
 
@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import random
 from collections import Counter, defaultdict
-from importlib import resources
-from pathlib import Path
 
 import pytest
 
-from tools.evaluation.probes import ProbeCase, load_probes
+from tools.evaluation.probes import DATA, ProbeCase, load_probes
 
-SAMPLES = Path(str(resources.files("agent_memory") / "samples"))
+SAMPLES = DATA
 CATEGORIES = {
     "subject", "residence", "move-back", "amount-change", "employer-change", "job-title", "diet-change",
     "relationship", "name-casual", "pet-name", "pet-death", "preference-stop", "correction", "trip-implicit",

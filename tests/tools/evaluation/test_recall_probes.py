@@ -1,5 +1,5 @@
 """The recall probe set through the real workflows and the built prompt, and the recall benchmark
-at a small size (the benchmark's figures are printed by `agent-memory-tools bench recall`, not tested)."""
+at a small size (the benchmark's figures are printed by `python -m tools.cli bench recall`, not tested)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The re-embedding benchmark at a small size (its figures are printed by `agent-memory-tools bench
+"""The re-embedding benchmark at a small size (its figures are printed by `python -m tools.cli bench
 reembed`, not tested): every memory ends under the target model and the report says so."""
 
 from __future__ import annotations

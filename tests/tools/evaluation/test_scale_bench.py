@@ -1,4 +1,4 @@
-"""`agent-memory-tools bench scale` at a tiny size: the report's shape (not its speed), worker
+"""`python -m tools.cli bench scale` at a tiny size: the report's shape (not its speed), worker
 processes of their own consolidating every session, a provider's rate limit held with its 429s
 absorbed, and the fairness phase."""
 

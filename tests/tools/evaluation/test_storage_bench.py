@@ -1,4 +1,4 @@
-"""`agent-memory-tools bench storage` at a tiny size: the report's shape (not its figures), on the
+"""`python -m tools.cli bench storage` at a tiny size: the report's shape (not its figures), on the
 real schema and the consolidation's own write path, and the copies that make a large store."""
 
 from __future__ import annotations

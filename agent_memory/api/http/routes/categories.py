@@ -22,6 +22,10 @@ CategoryName = Annotated[str, Path(description=f"the category's name: {IDENTIFIE
 Term = Annotated[str, Field(min_length=1, max_length=WORD_MAX_CHARS, json_schema_extra={"pattern": ONE_LINE_SCHEMA_PATTERN})]
 
 
+class RemovedCategory(BaseModel):
+    removed: str = Field(description="the removed category's name")
+
+
 class CategoryDefinition(BaseModel):
     # A category with neither words nor namespaces would hold nothing: the document says so.
     model_config = ConfigDict(extra="forbid", json_schema_extra={"anyOf": [
@@ -54,7 +58,7 @@ async def put_category(name: CategoryName, body: CategoryDefinition, api_key: Wr
 
 
 @router.delete("/v1/categories/{name}", summary="Remove a category of memory", responses=keyed(404, 422))
-async def remove_category(name: CategoryName, api_key: WriteKey, client: ClientDep) -> dict[str, str]:
+async def remove_category(name: CategoryName, api_key: WriteKey, client: ClientDep) -> RemovedCategory:
     """Remove the category (`write`); the memories stay as they are. 404 when the tenant has none of that name."""
     await client.remove_category(api_key.tenant_id, name)
-    return {"removed": name}
+    return RemovedCategory(removed=name)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
@@ -16,6 +14,7 @@ from agent_memory.core.models import (
     IDENTIFIER_RULE,
     IDENTIFIER_SCHEMA_PATTERN,
     NOT_BLANK_SCHEMA_PATTERN,
+    ErasureStatus,
 )
 
 router = APIRouter(tags=["erasure"])
@@ -47,7 +46,7 @@ async def erase(subject_id: SubjectId, body: ErasureRequest, api_key: EraseKey, 
 
 
 @router.get("/v1/erasures/{request_id}", summary="An erasure's status and receipt", responses=keyed(404, 422))
-async def erasure(request_id: RequestId, api_key: EraseKey, client: ClientDep) -> dict[str, Any]:
+async def erasure(request_id: RequestId, api_key: EraseKey, client: ClientDep) -> ErasureStatus:
     """An erasure request of the key's tenant (`erase`): its receipt, whether the shred is
     irreversible yet, and whether it was compacted."""
-    return (await client.erasure_status(api_key.tenant_id, request_id)).model_dump(mode="json")
+    return await client.erasure_status(api_key.tenant_id, request_id)

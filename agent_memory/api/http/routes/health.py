@@ -55,10 +55,16 @@ class Readiness(BaseModel):
         default=None, description="with an operator key, when Temporal answers: the Schedules not as designed")
 
 
+class Liveness(BaseModel):
+    """The server answers."""
+
+    status: Literal["ok"]
+
+
 @router.get("/v1/health", summary="The server answers (liveness)", responses=problems())
-async def health() -> dict[str, str]:
+async def health() -> Liveness:
     """`{"status": "ok"}` while the server answers; it needs no key and checks no dependency."""
-    return {"status": "ok"}
+    return Liveness(status="ok")
 
 
 @router.get("/v1/ready", summary="The server's dependencies answer (readiness)", response_model=Readiness,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from agent_memory.api.http.auth import ReadKey, WriteKey
 from agent_memory.api.http.deps import ClientDep, subject
@@ -35,12 +35,16 @@ from agent_memory.core.models import (
     PRINTABLE_SCHEMA_PATTERN,
     SESSION_ID_MAX_CHARS,
     STORABLE_SCHEMA_PATTERN,
+    CommitOutcome,
     FactRow,
     IsoDatetime,
     Metadata,
     check_identifier,
 )
+from agent_memory.lifecycle.export import SubjectExport
+from agent_memory.lifecycle.forgetting import ForgetResult, RestoreResult
 from agent_memory.memory.categories import CATEGORIES_MAX
+from agent_memory.memory.entities import EntityView
 from agent_memory.memory.filters import (
     NAMESPACE_MAX_CHARS,
     NAMESPACES_MAX,
@@ -50,6 +54,10 @@ from agent_memory.memory.filters import (
     MemoryKind,
     memory_filter,
 )
+from agent_memory.memory.relations import RelationView
+from agent_memory.recall.context import AssembledContext
+from agent_memory.recall.prompt import BuiltPrompt, ChatMessage
+from agent_memory.recall.recall import RecallResult
 from agent_memory.security.api_keys import audited_actor
 
 router = APIRouter(tags=["memory"])
@@ -151,6 +159,15 @@ class FactWrite(BaseModel):
 FactName = Annotated[str, Path(min_length=1, max_length=FACT_NAME_MAX_CHARS)]
 
 
+class PromptAnswer(BuiltPrompt):
+    """A built prompt as the API answers it: its blocks, and their messages in one list."""
+
+    @computed_field(description="every block's messages in order: what an OpenAI-style chat API takes")  # type: ignore[prop-decorator]
+    @property
+    def messages(self) -> list[ChatMessage]:
+        return super().messages
+
+
 @router.get("/v1/subjects/{subject_id}/facts", summary="A subject's facts", responses=keyed(404, 422))
 async def facts(subject_id: SubjectId, api_key: ReadKey, client: ClientDep, as_of: IsoDatetime | None = None,
                 history: bool = False, candidates: bool = False,
@@ -171,21 +188,19 @@ async def facts(subject_id: SubjectId, api_key: ReadKey, client: ClientDep, as_o
 
 
 @router.get("/v1/subjects/{subject_id}/entities", summary="A subject's entities", responses=keyed(422))
-async def entities(subject_id: SubjectId, api_key: ReadKey, client: ClientDep) -> list[dict[str, Any]]:
+async def entities(subject_id: SubjectId, api_key: ReadKey, client: ClientDep) -> list[EntityView]:
     """The people, pets, places, organisations, events and things the subject's sessions mention
     (`read`), each with its names and the messages that mention it, the first mentioned first."""
-    rows = await client.entities(api_key.tenant_id, subject(subject_id))
-    return [r.model_dump(mode="json") for r in rows]
+    return await client.entities(api_key.tenant_id, subject(subject_id))
 
 
 @router.get("/v1/subjects/{subject_id}/relations", summary="A subject's relations between entities",
             responses=keyed(422))
 async def relations(subject_id: SubjectId, api_key: ReadKey, client: ClientDep,
-                    history: bool = False) -> list[dict[str, Any]]:
+                    history: bool = False) -> list[RelationView]:
     """The edges between the subject's entities that hold now (`read`), by the entities' names, each
     with its evidence; with `history` every interval, the ended ones with their `valid_to`."""
-    rows = await client.relations(api_key.tenant_id, subject(subject_id), history=history)
-    return [r.model_dump(mode="json") for r in rows]
+    return await client.relations(api_key.tenant_id, subject(subject_id), history=history)
 
 
 @router.post("/v1/subjects/{subject_id}/recall", summary="Recall memory for a query",
@@ -193,11 +208,9 @@ async def relations(subject_id: SubjectId, api_key: ReadKey, client: ClientDep,
                          "`kinds` (fact, episode), fact `namespaces` and what became true or happened between "
                          f"`since` and `until`. {BODY_LIMIT}",
              responses=keyed(404, body=True))
-async def recall(subject_id: SubjectId, body: FilteredQuery, api_key: ReadKey, client: ClientDep) -> dict[str, Any]:
-    filters = body.filters
-    found = await client.recall(api_key.tenant_id, subject(subject_id), body.query, limit=body.limit,
-                                as_of=body.as_of, filters=filters, explain=body.explain)
-    return found.model_dump(mode="json")
+async def recall(subject_id: SubjectId, body: FilteredQuery, api_key: ReadKey, client: ClientDep) -> RecallResult:
+    return await client.recall(api_key.tenant_id, subject(subject_id), body.query, limit=body.limit,
+                               as_of=body.as_of, filters=body.filters, explain=body.explain)
 
 
 @router.post("/v1/subjects/{subject_id}/context", summary="The cited context for a query",
@@ -206,26 +219,25 @@ async def recall(subject_id: SubjectId, body: FilteredQuery, api_key: ReadKey, c
                          "profile; `kinds` (fact: the profile, episode: past sessions and notes), fact "
                          f"`namespaces`, `since` and `until` narrow it. {BODY_LIMIT}",
              responses=keyed(404, body=True))
-async def context(subject_id: SubjectId, body: FilteredQuery, api_key: ReadKey, client: ClientDep) -> dict[str, Any]:
-    filters = body.filters
-    assembled = await client.context(api_key.tenant_id, subject(subject_id), body.query, as_of=body.as_of,
-                                     token_budget=body.budget, session_id=body.session_id, filters=filters,
-                                     explain=body.explain)
-    return {**assembled.model_dump(mode="json"), "text": assembled.text}
+async def context(subject_id: SubjectId, body: FilteredQuery, api_key: ReadKey,
+                  client: ClientDep) -> AssembledContext:
+    return await client.context(api_key.tenant_id, subject(subject_id), body.query, as_of=body.as_of,
+                                token_budget=body.budget, session_id=body.session_id, filters=body.filters,
+                                explain=body.explain)
 
 
 @router.post("/v1/subjects/{subject_id}/prompt", summary="Build a prompt",
              description="A prompt for the next turn of a session: its blocks and its chat messages, the "
                          f"subject's memory within a token budget (`read`). {BODY_LIMIT}",
              responses=keyed(body=True))
-async def prompt(subject_id: SubjectId, body: PromptRequest, api_key: ReadKey, client: ClientDep) -> dict[str, Any]:
+async def prompt(subject_id: SubjectId, body: PromptRequest, api_key: ReadKey, client: ClientDep) -> PromptAnswer:
     check_identifier("session", body.session_id)
     kwargs: dict[str, Any] = {"token_budget": body.budget}
     if body.system is not None:
         kwargs["system"] = body.system
     built = await client.build_prompt(api_key.tenant_id, subject(subject_id), body.session_id, body.input,
                                       **kwargs)
-    return {**built.model_dump(mode="json"), "messages": built.chat_messages()}
+    return PromptAnswer.model_validate(built, from_attributes=True)
 
 
 @router.put("/v1/subjects/{subject_id}/facts/{namespace}/{key}", summary="Correct or add a fact",
@@ -237,14 +249,13 @@ async def prompt(subject_id: SubjectId, body: PromptRequest, api_key: ReadKey, c
                         f"write policy and the subject's consents (403 when it withholds the fact). {BODY_LIMIT}",
             responses=keyed(409, body=True))
 async def write_fact(subject_id: SubjectId, namespace: FactName, key: FactName, body: FactWrite,
-                     api_key: WriteKey, client: ClientDep) -> dict[str, Any]:
-    outcome = await client.write_fact(api_key.tenant_id, subject(subject_id), namespace, key, body.value,
+                     api_key: WriteKey, client: ClientDep) -> CommitOutcome:
+    return await client.write_fact(api_key.tenant_id, subject(subject_id), namespace, key, body.value,
                                       expected_version=body.expected_version,
                                       evidence_message_ids=body.evidence_message_ids, observed_at=body.observed_at,
                                       expires_at=body.expires_at, ttl_seconds=body.ttl_seconds,
                                       actor=audited_actor(api_key), actor_id=f"api-key:{api_key.key_id}",
                                       metadata=body.metadata)
-    return outcome.model_dump(mode="json")
 
 
 @router.post("/v1/subjects/{subject_id}/memories/{memory_id}/forget", summary="Forget a memory",
@@ -253,20 +264,18 @@ async def write_fact(subject_id: SubjectId, namespace: FactName, key: FactName, 
                          f"again answers the same forget. {BODY_LIMIT}",
              responses=keyed(404, 409, body=True))
 async def forget(subject_id: SubjectId, memory_id: MemoryId, body: ForgetRequest, api_key: WriteKey,
-                 client: ClientDep) -> dict[str, Any]:
-    done = await client.forget(api_key.tenant_id, subject(subject_id), memory_id, reason=body.reason,
+                 client: ClientDep) -> ForgetResult:
+    return await client.forget(api_key.tenant_id, subject(subject_id), memory_id, reason=body.reason,
                                actor=audited_actor(api_key), actor_id=f"api-key:{api_key.key_id}")
-    return done.model_dump(mode="json")
 
 
 @router.post("/v1/subjects/{subject_id}/memories/{memory_id}/restore", summary="Restore a forgotten memory",
              description=f"Undo a forget within the grace period (`write`). {BODY_LIMIT}",
              responses=keyed(404, 409, body=True))
 async def restore(subject_id: SubjectId, memory_id: MemoryId, body: ForgetRequest, api_key: WriteKey,
-                  client: ClientDep) -> dict[str, Any]:
-    done = await client.restore(api_key.tenant_id, subject(subject_id), memory_id, reason=body.reason,
+                  client: ClientDep) -> RestoreResult:
+    return await client.restore(api_key.tenant_id, subject(subject_id), memory_id, reason=body.reason,
                                 actor=audited_actor(api_key), actor_id=f"api-key:{api_key.key_id}")
-    return done.model_dump(mode="json")
 
 
 @router.get("/v1/subjects/{subject_id}/export", summary="Export a subject's memory", responses=keyed(404, 422))
@@ -275,11 +284,11 @@ async def export(subject_id: SubjectId, api_key: ReadKey, client: ClientDep,
                  namespace: NamespaceQuery = None,
                  since: IsoDatetime | None = None, until: IsoDatetime | None = None, category: CategoryQuery = None,
                  agent_id: AgentQuery = None, app_id: AppQuery = None, run_id: RunQuery = None,
-                 speaker: SpeakerQuery = None) -> dict[str, Any]:
+                 speaker: SpeakerQuery = None) -> SubjectExport:
     """Everything the tenant holds about the subject (`read`): the right of access. `kind`
     (fact, episode: episodes and notes), `namespace` (both repeatable), `since`, `until` and the
     scope (`agent_id`, `app_id`, `run_id` of the cited messages) narrow its facts, episodes and
     notes; entities, relations and tool calls stay whole."""
     filters = memory_filter(kinds=kind, namespaces=namespace, categories=category, since=since, until=until,
                             agent_id=agent_id, app_id=app_id, run_id=run_id, speaker=speaker)
-    return (await client.export(api_key.tenant_id, subject(subject_id), filters=filters)).model_dump(mode="json")
+    return await client.export(api_key.tenant_id, subject(subject_id), filters=filters)

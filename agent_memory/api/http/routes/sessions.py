@@ -18,6 +18,7 @@ from agent_memory.core import contract
 from agent_memory.core.errors import Forbidden, NotFound
 from agent_memory.core.models import IsoDatetime, Session, check_identifier, validated
 from agent_memory.core.models import Message as ChatMessage
+from agent_memory.memory.evidence import AppendResult
 from agent_memory.security.api_keys import allows
 
 router = APIRouter(tags=["sessions"])
@@ -47,13 +48,12 @@ class RunStatus(BaseModel):
                          f"{BODY_LIMIT}",
              responses=keyed(409, body=True))
 async def append(subject_id: SubjectId, session_id: SessionId, body: AppendRequest, api_key: WriteKey,
-                 client: ClientDep) -> dict[str, Any]:
+                 client: ClientDep) -> AppendResult:
     check_identifier("session", session_id)
     session = validated(Session, {"session_id": session_id, "started_at": body.started_at,
                                   "messages": body.messages})
-    result = await client.append_messages(api_key.tenant_id, subject(subject_id), session,
-                                          expected_parent=body.expected_parent)
-    return result.model_dump(mode="json")
+    return await client.append_messages(api_key.tenant_id, subject(subject_id), session,
+                                        expected_parent=body.expected_parent)
 
 
 @router.post("/v1/subjects/{subject_id}/sessions/{session_id}/end", summary="End a session",
