@@ -21,7 +21,8 @@ from tests.test_layering import all_imports, top
 
 ROOT = Path(__file__).resolve().parent.parent
 PRODUCT = ("agent_memory", "activities", "workflows", "workers")
-# What the product reads at run time besides its modules: the migrations and the demo's sessions.
+# What the product reads at run time besides its modules: the migrations, the demo's sessions and the
+# console's templates and stylesheet.
 PRODUCT_DATA = {f"agent_memory/store/migrations/{p.name}" for p in (ROOT / "agent_memory/store/migrations").glob("*.sql")
                 } | {"agent_memory/samples/demo_sessions.jsonl"} | {
     p.relative_to(ROOT).as_posix() for pattern in ("templates/*.html", "static/*.css")
