@@ -92,11 +92,13 @@ async def run_worker_until_signal(services: Services, announce: str, providers: 
 
     async def start_up() -> None:
         nonlocal announce, metrics_server
-        # The gauges (outbox depth, projection lag, erasures, backlog, ...), sampled off the hot path.
-        from workers.metrics import MetricsSampler
+        # The gauges (outbox depth, projection lag, erasures, backlog, ...), sampled off the hot path
+        # when the process serves metrics (the API's /metrics, or the metrics port).
+        if api_port is not None or services.settings.metrics_port is not None:
+            from workers.metrics import MetricsSampler
 
-        sampler = MetricsSampler(services, interval=services.settings.metrics_sample_seconds)
-        tasks.append(asyncio.create_task(sampler.run(stop)))
+            sampler = MetricsSampler(services, interval=services.settings.metrics_sample_seconds)
+            tasks.append(asyncio.create_task(sampler.run(stop)))
         if services.settings.metrics_port is not None:
             from agent_memory.api.services import runtime_metrics_address
             from agent_memory.telemetry.exposition import MetricsServer

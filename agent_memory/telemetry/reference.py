@@ -23,7 +23,7 @@ def families() -> list[tuple[str, str, tuple[str, ...], str]]:
     found = []
     for collector in vars(metrics).values():
         if isinstance(collector, MetricWrapperBase):
-            family = collector.describe()[0]
+            family = next(iter(collector.describe()))
             name = f"{family.name}_total" if family.type == "counter" else family.name
             labels: tuple[str, ...] = tuple(collector._labelnames)  # the declared labels (no public accessor)
             found.append((name, family.type, labels, family.documentation))

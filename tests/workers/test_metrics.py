@@ -107,7 +107,9 @@ class Prometheus:
 
 
 def test_prometheus_scrapes_the_product_s_and_the_sdk_s_metrics_from_up(up, tmp_path):
-    url = re.search(r"http://\S+/metrics", up.wait_for("  metrics   http://")).group(0)  # type: ignore[union-attr]
+    found = re.search(r"http://\S+/metrics", up.wait_for("  metrics   http://"))
+    assert found is not None
+    url = found.group(0)
     api = url.removesuffix("/metrics")
     operator = cli(up.home, "keys", "create-operator", "--name", "prometheus")["token"]
     writer = cli(up.home, "keys", "create", "--tenant", TENANT)["token"]
