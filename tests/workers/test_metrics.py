@@ -2,7 +2,9 @@
 (Debian's /usr/bin/prometheus) scrapes the API's `/metrics` with an operator key, and after a
 consolidation its query API answers with the Temporal SDK's own counters (the consolidation's
 workflow completed) and the gauges the worker samples (the database pool, the outbox of the
-tenant). `/metrics` refuses a request without a key (401) and a tenant's key (403)."""
+tenant). `/metrics` refuses a request without a key (401) and a tenant's key (403). A worker-only
+process (`agent-memory worker`) on the same stack serves the same on its metrics port
+(AGENT_MEMORY_METRICS_PORT), keyless on loopback."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import pytest
 
 from agent_memory.api.http.server import free_port
 from agent_memory.core.settings import ENV_VARS
+from agent_memory.core.stack_connection import read_connection
 from tests.workers.test_up_supervisor import ROOT, Up, _kill_leftovers
 
 pytestmark = [pytest.mark.stack, pytest.mark.minutes(2)]
@@ -33,19 +36,24 @@ MESSAGES = [{"message_id": "m1", "turn_index": 0, "role": "user", "content": "I 
              "created_at": "2024-05-01T09:01:00Z"}]
 
 
+def _env(home: Path, **settings: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
+    env.update(AGENT_MEMORY_HOME=str(home), **settings)
+    return env
+
+
 def cli(home: Path, *args: str) -> Any:
     """An `agent-memory ... --json` command on the stack `up` runs under `home`; its JSON."""
-    env = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
-    env["AGENT_MEMORY_HOME"] = str(home)
-    done = subprocess.run([sys.executable, "-m", "workers.cli", *args, "--json"], cwd=ROOT, env=env,
+    done = subprocess.run([sys.executable, "-m", "workers.cli", *args, "--json"], cwd=ROOT, env=_env(home),
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
 
-@pytest.fixture
-def up(tmp_path: Path) -> Iterator[Up]:
-    home = tmp_path / "home"
+@pytest.fixture(scope="module")
+def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
+    """One `up` for the module's tests (its start takes the better part of a minute)."""
+    home = tmp_path_factory.mktemp("metrics") / "home"
     running = Up(home, settings={"AGENT_MEMORY_METRICS_SAMPLE_SECONDS": "1"})
     try:
         yield running
@@ -159,3 +167,33 @@ def test_prometheus_scrapes_the_product_s_and_the_sdk_s_metrics_from_up(up, tmp_
         assert prometheus.value("agent_memory_erasure_deadline_seconds") == 3600
     finally:
         prometheus.stop()
+
+
+def test_a_worker_only_process_serves_its_metrics_on_its_port(up, tmp_path):
+    connection = read_connection(up.home)
+    assert connection is not None
+    port = free_port("127.0.0.1")
+    log = tmp_path / "worker.log"
+    with open(log, "w") as out:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "workers.cli", "worker"], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+            env=_env(up.home, TEMPORAL_ADDRESS=connection["temporal_address"],
+                     DATABASE_URL=connection["database_url"], REDIS_URL=connection["redis_url"],
+                     AGENT_MEMORY_TASK_QUEUE=up.task_queue, AGENT_MEMORY_METRICS_PORT=str(port),
+                     AGENT_MEMORY_METRICS_SAMPLE_SECONDS="1"))
+    try:
+        deadline = time.monotonic() + 120
+        while f"metrics   http://127.0.0.1:{port}/metrics" not in log.read_text():
+            assert worker.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.5)
+        while True:  # the first sample, and the worker's pollers, within seconds of its start
+            page = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10)
+            assert page.status_code == 200 and page.headers["content-type"].startswith("text/plain")
+            if 'agent_memory_db_pool_connections{state="idle"}' in page.text and "temporal_num_pollers" in page.text:
+                break
+            assert time.monotonic() < deadline, page.text[-3000:]
+            time.sleep(0.5)
+        assert f'task_queue="{up.task_queue}"' in page.text  # the SDK's series of the worker's task queue
+    finally:
+        worker.terminate()
+        worker.wait(timeout=60)
