@@ -88,9 +88,26 @@ async def run_worker_until_signal(services: Services, announce: str, providers: 
             raise ServiceUnavailable("the worker stopped polling")
 
     tasks: list[asyncio.Task[Any]] = []
+    metrics_server = None
 
     async def start_up() -> None:
-        nonlocal announce
+        nonlocal announce, metrics_server
+        # The gauges (outbox depth, projection lag, erasures, backlog, ...), sampled off the hot path
+        # when the process serves metrics (the API's /metrics, or the metrics port).
+        if api_port is not None or services.settings.metrics_port is not None:
+            from workers.metrics import MetricsSampler
+
+            sampler = MetricsSampler(services, interval=services.settings.metrics_sample_seconds)
+            tasks.append(asyncio.create_task(sampler.run(stop)))
+        if services.settings.metrics_port is not None:
+            from agent_memory.api.services import runtime_metrics_address
+            from agent_memory.telemetry.exposition import MetricsServer
+
+            metrics_server = MetricsServer(services.settings.metrics_host, services.settings.metrics_port,
+                                           runtime_metrics_address())
+            line = f"  metrics   {metrics_server.url} (Prometheus)"
+            announce = (announce.replace("Ctrl-C", f"{line}\nCtrl-C", 1) if "Ctrl-C" in announce
+                        else f"{announce}\n{line}")
         # Key rotation, compaction, the sweeps and the review run as Schedules, visible in the UI's
         # Schedules tab: created or restored as designed now (a pause, an edited interval or action
         # is logged and undone), and checked again every hour while the worker runs.
@@ -125,7 +142,9 @@ async def run_worker_until_signal(services: Services, announce: str, providers: 
             if not api_started.is_set():
                 raise ServiceUnavailable(f"the HTTP API did not start on 127.0.0.1:{port}")
             announce = announce.replace("Ctrl-C", f"  HTTP API  http://127.0.0.1:{port}/v1, MCP http://127.0.0.1:{port}"
-                                                  "/mcp (keys: agent-memory keys create --tenant T)\nCtrl-C", 1)
+                                                  "/mcp (keys: agent-memory keys create --tenant T)\n"
+                                                  f"  metrics   http://127.0.0.1:{port}/metrics (Prometheus; an operator "
+                                                  "key: agent-memory keys create-operator)\nCtrl-C", 1)
         freeze_startup_heap()
         print(announce, flush=True)
         # One line per workflow that closes on the queue (what the UI lists), while it runs.
@@ -155,8 +174,22 @@ async def run_worker_until_signal(services: Services, announce: str, providers: 
         for task in pending:  # e.g. the run log waiting on a Temporal that is down
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
+        if metrics_server is not None:
+            await asyncio.to_thread(metrics_server.close)
         if own_guard:
             guard.cancel()
+
+
+def start_metrics(settings: Settings, *, sdk: bool) -> None:
+    """At a process's start, before it connects: the metrics settings applied, and with `sdk` the
+    Temporal SDK's own metrics exported for the process's metrics page (docs/operations.md#metrics)."""
+    from agent_memory.telemetry.exposition import configure_process_metrics
+
+    configure_process_metrics(settings)
+    if sdk:
+        from agent_memory.api.services import serve_runtime_metrics
+
+        serve_runtime_metrics()
 
 
 @contextlib.contextmanager
@@ -188,6 +221,7 @@ async def up(settings: Settings, *, api_port: int, local_model: bool, free_ports
 
     # One `up` per home: a second one exits at once naming the first.
     with home_lock(settings.home), contextlib.ExitStack() as local:
+        start_metrics(settings, sdk=True)
         providers, model_line = None, ""
         if local_model:  # first: a missing model or compiler fails before the stack starts
             from agent_memory.providers.openai.compat import openai_providers
@@ -252,6 +286,7 @@ async def worker(settings: Settings) -> int:
     if not (settings.temporal_address and settings.database_url and settings.redis_url):
         raise InvalidInput("the worker runs against configured services: set TEMPORAL_ADDRESS, DATABASE_URL and "
                            "REDIS_URL (or use `agent-memory up` for the embedded stack)")
+    start_metrics(settings, sdk=settings.metrics_port is not None)
     async with open_stack(settings, start=False) as services:
         await run_worker_until_signal(services, f"worker polling task queue {settings.task_queue}"
                                                 f"{_version_note(settings)}")
@@ -293,12 +328,14 @@ async def serve(settings: Settings, *, host: str, port: int) -> int:
     from agent_memory.providers.openai.compat import providers_for
     from workers.heap import freeze_startup_heap
 
+    start_metrics(settings, sdk=True)
     async with running_stack(settings) as services:
         client = MemoryClient(services, providers_for(services.settings).embedder)
         # Its own uvicorn loop (signals, graceful shutdown), unlike `up`'s background server.
         server = uvicorn.Server(uvicorn_config(client, host, port))
         print(f"agent-memory HTTP API on http://{host}:{port}/v1 (OpenAPI /v1/openapi.json), MCP over "
-              f"streamable HTTP on http://{host}:{port}/mcp; keys: agent-memory keys create --tenant T",
+              f"streamable HTTP on http://{host}:{port}/mcp; keys: agent-memory keys create --tenant T; metrics "
+              f"(Prometheus, an operator key) on http://{host}:{port}/metrics",
               flush=True)
         freeze_startup_heap()
         await server.serve()

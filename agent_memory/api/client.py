@@ -1098,9 +1098,11 @@ class MemoryClient:
         return found
 
     async def erasure_counts(self, tenant_id: str) -> ErasureCounts:
-        """Erasure requests still started, stuck (over an hour), and re-driven by the Schedule."""
+        """Erasure requests still started, stuck (open past AGENT_MEMORY_ERASURE_DEADLINE_SECONDS),
+        completed, and re-driven by the Schedule."""
         check_identifier("tenant", tenant_id)
-        return await erasure_counts(self.services.pool, tenant_id)
+        return await erasure_counts(self.services.pool, tenant_id,
+                                    stuck_after_seconds=self.services.settings.erasure_deadline_seconds)
 
     async def authorizations(self, *, limit: int = 100) -> list[OperatorAuthorization]:
         """The single-use authorizations of destructive runs, newest first: who registered each,

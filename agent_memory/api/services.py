@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import socket
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -21,7 +22,14 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
 from temporalio.envconfig import ClientConfigProfile, ClientConfigTLS
-from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
+from temporalio.runtime import (
+    LogForwardingConfig,
+    LoggingConfig,
+    PrometheusConfig,
+    Runtime,
+    TelemetryConfig,
+    TelemetryFilter,
+)
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from agent_memory.core import contract
@@ -188,6 +196,26 @@ def rejection_counter(pool: AsyncConnectionPool) -> RejectionSink:
 
 
 _temporal_runtime: Runtime | None = None
+_runtime_metrics_address: str | None = None
+
+
+def serve_runtime_metrics() -> str | None:
+    """Have the process's Temporal runtime export the SDK's own metrics (workflow and activity
+    completions, task latencies, pollers, slots) on a free loopback port, which the process's
+    metrics page reads (agent_memory.telemetry.exposition); returns its `host:port`. Called by the
+    processes that serve metrics (`up`, `serve`, a worker) before they connect; None when the
+    runtime was made already without it."""
+    global _runtime_metrics_address
+    if _temporal_runtime is None and _runtime_metrics_address is None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            _runtime_metrics_address = f"127.0.0.1:{probe.getsockname()[1]}"
+    return _runtime_metrics_address
+
+
+def runtime_metrics_address() -> str | None:
+    """Where the runtime's SDK metrics are served (`host:port`), when they are."""
+    return _runtime_metrics_address
 
 
 def temporal_runtime() -> Runtime:
@@ -195,12 +223,17 @@ def temporal_runtime() -> Runtime:
     "Failing workflow task" or "workflow task duration exceeded"; errors of other crates) go to
     the Python logger `temporalio.core` — so to stderr or the process's log file, as plain text —
     instead of to stdout with terminal colour codes, where they would break a command's output
-    (the JSON of --json). It is also the default runtime, for anything that connects without it."""
+    (the JSON of --json). It is also the default runtime, for anything that connects without it.
+    After `serve_runtime_metrics`, it also exports the SDK's metrics in Prometheus' conventions
+    (counters end in `_total`, durations in seconds)."""
     global _temporal_runtime
     if _temporal_runtime is None:
+        metrics = (PrometheusConfig(bind_address=_runtime_metrics_address, counters_total_suffix=True,
+                                    durations_as_seconds=True) if _runtime_metrics_address else None)
         _temporal_runtime = Runtime(telemetry=TelemetryConfig(logging=LoggingConfig(
             filter=TelemetryFilter(core_level="WARN", other_level="ERROR"),
-            forwarding=LogForwardingConfig(logger=logging.getLogger("temporalio.core"), append_target_to_name=False))))
+            forwarding=LogForwardingConfig(logger=logging.getLogger("temporalio.core"), append_target_to_name=False)),
+            metrics=metrics))
         Runtime.set_default(_temporal_runtime, error_if_already_set=False)
     return _temporal_runtime
 

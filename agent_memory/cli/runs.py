@@ -162,7 +162,9 @@ async def stats(client: MemoryClient, services: Services, *, tenant: str, json: 
     print("write gate withheld: " + (", ".join(f"{n} {reason}" for reason, n in withheld.items()) or "nothing"))
     print(f"sessions without an episode (substance gate): {gated['total']} ({gated['too_short']} too short, "
           f"{gated['small_talk']} small talk)")
-    print(f"erasures: {erasures.started} started ({erasures.stuck} over an hour), {erasures.redriven} "
+    deadline = services.settings.erasure_deadline_seconds
+    print(f"erasures: {erasures.started} started ({erasures.stuck} over "
+          f"{'an hour' if deadline == 3600 else f'{deadline:g} s'}), {erasures.completed} completed, {erasures.redriven} "
           f"re-driven ({erasures.redrives} re-drives)")
     print(f"refused starts: {erasures.refused_requests} unregistered destructive requests, "
           f"{erasures.refused_claimed} runs of an authorization another run consumed, "

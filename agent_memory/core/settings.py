@@ -290,6 +290,24 @@ class Settings(BaseSettings):
         "AGENT_MEMORY_WEBHOOK_MAX_RETRY_SECONDS", 600.0, "the longest wait between two attempts of a webhook delivery")
     webhook_timeout_seconds: Seconds = _setting(
         "AGENT_MEMORY_WEBHOOK_TIMEOUT_SECONDS", 10.0, "how long one webhook POST may take (connect, send, answer; at most 25)")
+    # Metrics (docs/operations.md#metrics): the API serves them at /metrics; a worker-only process on a port.
+    metrics_port: Annotated[int | None, Field(ge=0, le=65535), _Expect("a port number", example="9464")] = _setting(
+        "AGENT_MEMORY_METRICS_PORT", None, "the port `agent-memory worker` serves its Prometheus metrics on "
+        "(`/metrics`, no key: bind it where only Prometheus reaches); `up` and `serve` serve them at the API's "
+        "`/metrics` (an operator key)", shown_default="unset (a worker serves no metrics)")
+    metrics_host: str = _setting("AGENT_MEMORY_METRICS_HOST", "127.0.0.1",
+                                 "the address the worker's metrics port binds to")
+    metrics_tenant_cap: Annotated[int, Field(ge=0), _Expect("a whole number of tenants")] = _setting(
+        "AGENT_MEMORY_METRICS_TENANT_CAP", 50, "tenants named in a metric's `tenant` label per process; the others "
+        "count under `other`")
+    metrics_tenant_labels: Switch = _setting(
+        "AGENT_MEMORY_METRICS_TENANT_LABELS", True, "`0`: no metric names a tenant (every `tenant` label is `all`)")
+    metrics_sample_seconds: Annotated[float, Field(gt=0, allow_inf_nan=False), _Expect("a number of seconds > 0")] = _setting(
+        "AGENT_MEMORY_METRICS_SAMPLE_SECONDS", 15.0, "how often a worker samples the gauges (outbox depth, "
+        "projection lag, erasures, task queue backlog, ...)")
+    erasure_deadline_seconds: Seconds = _setting(
+        "AGENT_MEMORY_ERASURE_DEADLINE_SECONDS", 3600.0, "how long an erasure may stay open before it counts as "
+        "stuck (`stats`, the `agent_memory_erasures{state=\"stuck\"}` gauge; alerts compare against it)")
 
     @field_validator("home", "key_dir", "webhook_ca_file")
     @classmethod

@@ -52,10 +52,13 @@ class ErasureRedriveResult(BaseModel):
 class ErasureCounts(BaseModel):
     """What `agent-memory stats` shows of erasures, per tenant."""
 
-    started: int
-    stuck: int  # started over an hour ago
+    started: int  # still open: registered, no receipt yet
+    stuck: int  # open longer than the erasure deadline (AGENT_MEMORY_ERASURE_DEADLINE_SECONDS, an hour)
     redriven: int  # requests re-driven at least once
     redrives: int
+    completed: int = 0  # closed with a receipt
+    failed: int = 0  # still open after a run that ended without completing (re-driven at least once)
+    oldest_open_age_seconds: float | None = None  # the oldest open request's age; None: none is open
     # Starts refused because no authorized caller registered them (counters.py): destructive
     # requests with no matching registration, and Temporal payloads not written for their run.
     refused_requests: int = 0
@@ -125,16 +128,21 @@ async def redrive_stuck_erasures(pool: AsyncConnectionPool, temporal: Client, ta
     return result
 
 
-async def erasure_counts(pool: AsyncConnectionPool, tenant_id: str) -> ErasureCounts:
+async def erasure_counts(pool: AsyncConnectionPool, tenant_id: str, *,
+                         stuck_after_seconds: float = 3600.0) -> ErasureCounts:
     async with tenant_transaction(pool, tenant_id) as conn:
         cur = await conn.execute(
             "SELECT count(*) FILTER (WHERE status = 'started'), "
-            "count(*) FILTER (WHERE status = 'started' AND requested_at < now() - interval '1 hour'), "
-            "count(*) FILTER (WHERE redrive_count > 0), coalesce(sum(redrive_count), 0) "
-            "FROM erasure_requests WHERE tenant_id = %s", (tenant_id,))
-        started, stuck, redriven, redrives = await fetch_one(cur)
+            "count(*) FILTER (WHERE status = 'started' AND requested_at < now() - make_interval(secs => %s)), "
+            "count(*) FILTER (WHERE redrive_count > 0), coalesce(sum(redrive_count), 0), "
+            "count(*) FILTER (WHERE status = 'completed'), "
+            "count(*) FILTER (WHERE status = 'started' AND redrive_count > 0), "
+            "extract(epoch FROM now() - min(requested_at) FILTER (WHERE status = 'started')) "
+            "FROM erasure_requests WHERE tenant_id = %s", (stuck_after_seconds, tenant_id))
+        started, stuck, redriven, redrives, completed, failed, oldest = await fetch_one(cur)
     refused = await read_counts(pool, tenant_id,
                                 ["refused:request", "refused:payload", "refused:claimed", "refused:expired"])
-    return ErasureCounts(started=started, stuck=stuck, redriven=redriven, redrives=int(redrives),
+    return ErasureCounts(started=started, stuck=stuck, redriven=redriven, redrives=int(redrives), completed=completed,
+                         failed=failed, oldest_open_age_seconds=float(oldest) if oldest is not None else None,
                          refused_requests=refused["refused:request"], refused_payloads=refused["refused:payload"],
                          refused_claimed=refused["refused:claimed"], refused_expired=refused["refused:expired"])

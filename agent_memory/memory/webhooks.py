@@ -546,6 +546,15 @@ async def list_deliveries(pool: AsyncConnectionPool, tenant_id: str, *, status: 
         return await cur.fetchall()
 
 
+async def dead_delivery_count(pool: AsyncConnectionPool, tenant_id: str) -> int:
+    """The tenant's deliveries given up on (`webhooks deliveries --status dead` lists them)."""
+    async with tenant_transaction(pool, tenant_id) as conn:
+        cur = await conn.execute("SELECT count(*) FROM webhook_deliveries WHERE tenant_id = %s AND status = 'dead'",
+                                 (tenant_id,))
+        row = await cur.fetchone()
+    return int(row[0]) if row else 0
+
+
 async def read_delivery(pool: AsyncConnectionPool, tenant_id: str, delivery_id: str) -> WebhookDelivery:
     delivery = check_uuid("delivery_id", delivery_id)
     async with tenant_transaction(pool, tenant_id) as conn:

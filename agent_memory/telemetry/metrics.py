@@ -78,7 +78,7 @@ MODEL_TOKENS = _counter("model_tokens", "Model tokens consumed, by direction (in
 MODEL_COST = _counter("model_cost_usd", "Estimated model cost in US dollars.", ("tenant", "model"))
 RATE_LIMIT_WAITS = _counter("rate_limit_waits", "Model calls the model answered as rate limited (HTTP 429): "
                             "each waits and is retried.", ("tenant",))
-PARKED_RUNS = _gauge("parked_runs", "Consolidation runs parked waiting on a permanent failure.", ("tenant",))
+PARKED_RUNS = _gauge("parked_runs", "Consolidation runs parked on their tenant's token budget.", ("tenant",))
 
 # --- projection (worker) ----------------------------------------------------------------------
 PROJECTION_LAG_EVENTS = _gauge("projection_lag_events", "Memory events not yet applied to the vector "

@@ -48,7 +48,7 @@ SEEDED_SUBJECT = "fuzzed"
 # Valid inputs reach the handlers; invalid ones the validation and error paths.
 PASSES = [("valid", POSITIVE, 20, False), ("invalid", NEGATIVE, 15, False), ("seeded subject", POSITIVE, 10, True)]
 # Every operation the document states, each fuzzed: a new one must be added here, so none goes
-# unfuzzed unnoticed. /mcp and the operator surfaces (/console, /codec) are not in the document.
+# unfuzzed unnoticed. /mcp and the operator surfaces (/console, /codec, /metrics) are not in the document.
 OPERATIONS = {
     "GET /v1/health", "GET /v1/ready", "POST /v1/subjects/{subject_id}/sessions/{session_id}/messages",
     "POST /v1/subjects/{subject_id}/sessions/{session_id}/end", "GET /v1/runs/{workflow_id}",

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from agent_memory.core.models import ConflictPlan, ExtractedFact, ExtractionResult, ImportanceResult, SummaryResult
 from agent_memory.core.operation_keys import CommitKey
 from agent_memory.lifecycle.erasure import register_erasure_request
-from agent_memory.lifecycle.erasure_runs import start_erasure_workflow
+from agent_memory.lifecycle.erasure_runs import erasure_counts, start_erasure_workflow
 from agent_memory.lifecycle.retention import DEFAULT_RETENTION, RetentionPolicy
 from agent_memory.memory.conflicts import decide
 from agent_memory.memory.memory_store import (
@@ -107,7 +107,10 @@ async def test_a_stuck_erasure_is_redriven_and_a_running_one_left_alone(client, 
             await conn.execute("UPDATE erasure_requests SET requested_at = now() - interval '2 hours' "
                                "WHERE tenant_id = %s", (tenant,))
         stats = await client.erasure_counts(tenant)
-        assert (stats.started, stats.stuck, stats.redriven) == (2, 2, 0)
+        assert (stats.started, stats.stuck, stats.redriven, stats.completed) == (2, 2, 0, 0)
+        assert stats.oldest_open_age_seconds is not None and stats.oldest_open_age_seconds >= 7200
+        # Stuck means open past the erasure deadline (AGENT_MEMORY_ERASURE_DEADLINE_SECONDS).
+        assert (await erasure_counts(services.pool, tenant, stuck_after_seconds=3 * 3600)).stuck == 0
 
         result = await client.redrive_erasures(stuck_after_seconds=3600)
         assert result.redriven >= 1 and result.still_running >= 1 and result.failed == 0
@@ -118,7 +121,9 @@ async def test_a_stuck_erasure_is_redriven_and_a_running_one_left_alone(client, 
     status = await client.erasure_status(tenant, "req-lost")
     assert status.status == "completed"
     stats = await client.erasure_counts(tenant)
-    assert (stats.started, stats.redriven, stats.redrives) == (1, 1, 1)
+    assert (stats.started, stats.redriven, stats.redrives, stats.completed) == (1, 1, 1, 1)
+    # The request left running was never re-driven: open, and no run of it ended without completing.
+    assert stats.failed == 0
     assert await client.facts(tenant, SUBJECT) == []
 
 

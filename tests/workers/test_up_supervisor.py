@@ -37,10 +37,10 @@ STOP_BOUND_SECONDS = SHUTDOWN_SECONDS + 5
 class Up:
     """A running `agent-memory up`; its stdout lines collected as they come."""
 
-    def __init__(self, home: Path, *, ready: bool = True) -> None:
+    def __init__(self, home: Path, *, ready: bool = True, settings: dict[str, str] | None = None) -> None:
         self.home = home
         env = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
-        env.update(AGENT_MEMORY_HOME=str(home), AGENT_MEMORY_TASK_QUEUE=f"up-{uuid.uuid4().hex[:8]}")
+        env.update(AGENT_MEMORY_HOME=str(home), AGENT_MEMORY_TASK_QUEUE=f"up-{uuid.uuid4().hex[:8]}", **(settings or {}))
         self.task_queue = env["AGENT_MEMORY_TASK_QUEUE"]
         self.stderr = home.parent / f"up-{uuid.uuid4().hex[:6]}.stderr"
         with open(self.stderr, "w") as err:

@@ -1,6 +1,6 @@
 """The FastAPI app of `/v1`: every error as problem+json (a user error's status, a dependency that
 is down as 503, a bug as 500 with an error id), the routers of each resource, the memory console
-(`/console`) and the Temporal UI's codec endpoint (`/codec`)."""
+(`/console`), the Temporal UI's codec endpoint (`/codec`) and the metrics (`/metrics`)."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ from agent_memory.api.http.problems import (
     unavailable,
 )
 from agent_memory.api.http.routes import categories, erasure, health, memory, review, sessions, tool_calls, webhooks
+from agent_memory.api.http.routes.metrics import router as metrics_router
 from agent_memory.api.outages import dependency_down
 from agent_memory.core.errors import AgentMemoryError, InvalidInput, TooManyRequests, UserError, first_line
 from agent_memory.security.api_keys import TooManyFailuresError
@@ -60,6 +61,7 @@ def create_app(client: MemoryClient) -> FastAPI:
     for resource in (health, sessions, memory, review, categories, tool_calls, erasure, webhooks):
         app.include_router(resource.router)
     app.include_router(build_codec_router(checked_operator_key))  # /codec: the Temporal UI's codec (agent_memory.api.codec_server)
+    app.include_router(metrics_router)  # /metrics: Prometheus' scrape target, an operator key (routes/metrics.py)
     # What each problem's `type` points at: a page of the problem types, one anchor each.
     app.add_api_route(PROBLEMS_PATH, problem_types_page, methods=["GET"], include_in_schema=False)
     return app

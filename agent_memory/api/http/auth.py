@@ -90,5 +90,5 @@ async def _operator_key(request: Request, authorization: Annotated[str | None, H
 ReadKey = Annotated[ApiKey, Depends(_key("read"))]
 WriteKey = Annotated[ApiKey, Depends(_key("write"))]
 EraseKey = Annotated[ApiKey, Depends(_key("erase"))]
-# The operator-facing surfaces (codec endpoint, console): an operator key, not a tenant's.
+# The operator-facing surfaces (codec endpoint, console, metrics): an operator key, not a tenant's.
 OperatorAccess = Annotated[OperatorKey, Depends(_operator_key)]
