@@ -144,6 +144,8 @@ def test_prometheus_scrapes_the_product_s_and_the_sdk_s_metrics_from_up(up, tmp_
             assert time.monotonic() < deadline, "the consolidation did not finish"
             time.sleep(0.5)
         assert status == "completed"
+        context = http.post("/v1/subjects/lin/context", json={"query": "where do I live?"})
+        assert context.status_code == 200, context.text
 
     prometheus = Prometheus(tmp_path / "prometheus", url.removeprefix("http://").removesuffix("/metrics"), operator)
     try:
@@ -152,6 +154,13 @@ def test_prometheus_scrapes_the_product_s_and_the_sdk_s_metrics_from_up(up, tmp_
         completed = prometheus.value(f'sum(temporal_workflow_completed_total{{workflow_type="ConsolidationWorkflow",'
                                      f'task_queue="{up.task_queue}"}})')
         assert completed >= 1
+        # The product's counters at their sites: the one committed consolidation, its model calls
+        # (the offline providers count as models too), the context read and its size.
+        assert prometheus.value(f'agent_memory_consolidations_total{{tenant="{TENANT}",outcome="committed"}}') == 1
+        assert prometheus.value(f'sum(agent_memory_model_calls_total{{tenant="{TENANT}",purpose="extract",'
+                                f'outcome="ok"}})') == 1
+        assert prometheus.value('agent_memory_read_duration_seconds_count{route="context"}') == 1
+        assert prometheus.value("agent_memory_context_items_count") >= 1
         # The sampled gauges: the pool's connections, the tenant's outbox and lag (projected by now,
         # or about to be), no erasure, no Schedule paused.
         in_use = prometheus.value('agent_memory_db_pool_connections{state="in_use"}')
