@@ -42,7 +42,6 @@ OTEL_EXTRA = "pip install 'agent-memory[otel]'"
 DEFAULT_SERVICE_NAME = "agent-memory"
 
 _lock = threading.Lock()
-_configured = False
 _on = False
 # The key of the workflow ids' digests: derived from the identifier key once the keys are read
 # (set_digest_key); until then a random one, so digests join within the process only.
@@ -70,15 +69,14 @@ def tracing_requested(environ: Mapping[str, str] | None = None) -> bool:
 
 
 def configure_tracing(environ: Mapping[str, str] | None = None) -> bool:
-    """Set up the process's tracer provider once, when the variables ask for traces; whether
-    tracing is on. Raises ServiceUnavailable naming the `otel` extra when it is asked for but
+    """Set up the process's tracer provider, once, when the variables ask for traces (asked again
+    at each call until they do); whether tracing is on. Raises ServiceUnavailable naming the `otel` extra when it is asked for but
     not installed."""
-    global _configured, _on
+    global _on
     with _lock:
-        if _configured:
-            return _on
+        if _on:
+            return True
         if not tracing_requested(environ):
-            _configured = True
             return False
         try:
             from opentelemetry import trace
@@ -99,12 +97,22 @@ def configure_tracing(environ: Mapping[str, str] | None = None) -> bool:
         trace.set_tracer_provider(provider)
         # Outgoing HTTP (webhook deliveries, model calls): a client span each, the context sent on.
         HTTPXClientInstrumentor().instrument()
-        _configured = _on = True
+        _on = True
         return True
 
 
 def tracing_on() -> bool:
     return _on
+
+
+def flush_traces(timeout_seconds: float = 30.0) -> bool:
+    """Export the spans still queued (blocking); whether all went."""
+    if not _on:
+        return True
+    from opentelemetry import trace
+
+    provider = trace.get_tracer_provider()
+    return bool(getattr(provider, "force_flush", lambda _: True)(int(timeout_seconds * 1000)))
 
 
 def set_digest_key(key: bytes) -> None:
