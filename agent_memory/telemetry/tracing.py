@@ -210,7 +210,10 @@ def scrub_attributes(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
 def scrub_name(name: str, attributes: Mapping[str, Any] | None) -> str:
     """A name with a path keeps it only as the route template (`POST /v1/subjects/{subject_id}/…`);
     any other path in a name leaves its first word (the method). Names without one (`RunActivity:
-    commit_consolidation`, `SELECT`) are static."""
+    commit_consolidation`, `SELECT`) are static; a statement with no words (the pool's check of a
+    connection) is named by its database system."""
+    if not name:
+        return str((attributes or {}).get("db.system", "span"))
     if "/" not in name:
         return name
     route = (attributes or {}).get("http.route")
