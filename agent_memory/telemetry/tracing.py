@@ -70,8 +70,8 @@ def tracing_requested(environ: Mapping[str, str] | None = None) -> bool:
 
 def configure_tracing(environ: Mapping[str, str] | None = None) -> bool:
     """Set up the process's tracer provider, once, when the variables ask for traces (asked again
-    at each call until they do); whether tracing is on. Raises ServiceUnavailable naming the `otel` extra when it is asked for but
-    not installed."""
+    at each call until they do); whether tracing is on. Raises ServiceUnavailable naming the
+    `otel` extra when traces are asked for and a package of it is missing."""
     global _on
     with _lock:
         if _on:
@@ -81,6 +81,7 @@ def configure_tracing(environ: Mapping[str, str] | None = None) -> bool:
         try:
             from opentelemetry import trace
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+            from opentelemetry.instrumentation import fastapi, psycopg  # noqa: F401  (used later; here: installed)
             from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
             from opentelemetry.sdk.resources import SERVICE_NAME, Resource
             from opentelemetry.sdk.trace import TracerProvider
@@ -210,10 +211,9 @@ def scrub_attributes(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
 def scrub_name(name: str, attributes: Mapping[str, Any] | None) -> str:
     """A name with a path keeps it only as the route template (`POST /v1/subjects/{subject_id}/…`);
     any other path in a name leaves its first word (the method). Names without one (`RunActivity:
-    commit_consolidation`, `SELECT`) are static; a statement with no words (the pool's check of a
-    connection) is named by its database system."""
+    commit_consolidation`, `SELECT`) are static."""
     if not name:
-        return str((attributes or {}).get("db.system", "span"))
+        return "span"
     if "/" not in name:
         return name
     route = (attributes or {}).get("http.route")
@@ -248,6 +248,9 @@ class ScrubbingSpanProcessor:
         self.exporting.on_start(span, parent_context=parent_context)
 
     def on_end(self, span: ReadableSpan) -> None:
+        attributes = span.attributes or {}
+        if "db.system" in attributes and not str(attributes.get("db.statement", "")).strip():
+            return  # the pool's check of a connection as it is lent (an empty statement): not worth a span
         self.exporting.on_end(scrub_span(span))
 
     def _on_ending(self, span: Span) -> None:

@@ -132,7 +132,7 @@ def test_the_scrubber_leaves_route_templates_digests_and_placeholders(exported):
     with tracer.start_as_current_span("POST", kind=SpanKind.CLIENT, attributes={
             "url.full": "https://hooks.example:8443/t/acme/lin-wei?token=s3cr3t", "http.request.method": "POST"}):
         pass
-    server, unmatched, start, select, check, webhook = memory.get_finished_spans()
+    server, unmatched, start, select, webhook = memory.get_finished_spans()  # not the pool's empty check
 
     assert server.name == f"POST {route}"
     assert dict(server.attributes) == {"http.route": route, "http.method": "POST", "http.status_code": 200,
@@ -150,7 +150,6 @@ def test_the_scrubber_leaves_route_templates_digests_and_placeholders(exported):
     assert select.attributes["db.statement"] == ("SELECT * FROM facts WHERE subject_id = '?' AND note = '?' "
                                                  "AND n = %s")
     assert "db.statement.parameters" not in select.attributes
-    assert check.name == "postgresql"
     assert webhook.attributes["url.full"] == "https://hooks.example:8443"
     for span in memory.get_finished_spans():
         _assert_private(span.name, dict(span.attributes), ("lin-wei", "4711", "s3cr3t", "secret"))
