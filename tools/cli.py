@@ -169,9 +169,15 @@ async def bench_lexical(args: Namespace, settings: Settings) -> int:
               help="simulated latency added to every provider call (default 0)")
 @click.option("--embedder", type=Choice(EMBEDDERS), default=None, metavar=EMBEDDER_METAVAR,
               help="the offline embedder (default: the configured offline one, e5-small)")
+@click.option("--telemetry", is_flag=True, help="compare Temporal with tracing off and on (exported by OTLP to a "
+              "local receiver) instead of Temporal and the direct pipeline")
 @json_flag
 @with_args
 async def bench_consolidate(args: Namespace, settings: Settings) -> int:
+    if args.telemetry:
+        from tools.evaluation.tracing_bench import tracing_bench_command
+
+        return await tracing_bench_command(args, settings)
     from tools.evaluation.consolidate_bench import consolidate_bench_command
 
     return await consolidate_bench_command(args, settings)

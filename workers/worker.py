@@ -30,6 +30,7 @@ from agent_memory.core.projection_models import ProjectionPolicy
 from agent_memory.providers.offline import OfflineProviders
 from agent_memory.providers.openai.compat import ProviderBundle, providers_for
 from agent_memory.store.db import long_statements
+from agent_memory.telemetry.tracing import sandbox_passthrough
 from workers.deployment import deployment_config, deployment_version, workflow_runners
 from workers.run_metrics import RunOutcomes
 from workflows.consolidation import ConsolidationWorkflow
@@ -141,7 +142,8 @@ def build_worker(services: Services, *, task_queue: str | None = None,
                                  nameserver=services.settings.webhook_nameserver,
                                  ca_file=services.settings.webhook_ca_file)
     sandboxed, unsandboxed = workflow_runners(version, SandboxedWorkflowRunner(
-        restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)))
+        restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES,
+                                                                          *sandbox_passthrough())))
     main = Worker(
         services.temporal,
         task_queue=queue,

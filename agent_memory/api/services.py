@@ -37,7 +37,7 @@ from agent_memory.core.deadlines import waiting_on
 from agent_memory.core.errors import InvalidInput, ServiceUnavailable, first_line
 from agent_memory.core.run_metadata import RunMetadataInterceptor
 from agent_memory.core.settings import TEMPORAL_ALIASES, Settings, variable
-from agent_memory.security.crypto import KeyProvider, key_provider_for
+from agent_memory.security.crypto import KeyProvider, key_provider_for, trace_digest_key
 from agent_memory.security.keyring import KeyRing
 from agent_memory.security.operator_requests import count_refusal
 from agent_memory.security.payload_codec import RejectionSink, encrypted_data_converter
@@ -50,6 +50,7 @@ from agent_memory.store.db import (
     pending_migrations,
     set_app_role_password,
 )
+from agent_memory.telemetry import tracing
 
 
 def _retrying() -> AsyncRetrying:
@@ -110,10 +111,13 @@ def temporal_connect_options(settings: Settings,
     config: dict[str, Any] = dict(temporal_profile(settings).to_client_connect_config())
     config.pop("target_host", None)
     # Every start (and a workflow's child starts) gets its summary and details in clear, and every
-    # call that is no long poll a deadline.
+    # call that is no long poll a deadline; with tracing on, every call and run a span (workers
+    # made from the client trace their workflows and activities too).
     interceptors: list[Any] = [RunMetadataInterceptor()]
     if settings.temporal_rpc_timeout_seconds:
         interceptors.append(RpcDeadlineInterceptor(timedelta(seconds=settings.temporal_rpc_timeout_seconds)))
+    tracing.configure_tracing()
+    interceptors += tracing.temporal_interceptors()
     return {**config, "data_converter": data_converter, "interceptors": interceptors}
 
 
@@ -353,6 +357,7 @@ class Services:
 
     @classmethod
     async def open(cls, settings: Settings) -> Services:
+        tracing.configure_tracing()  # before the pool: its connections trace their statements
         pool = await connect_pool(settings)
         redis = connect_redis(settings)
         await redis.ping()
@@ -367,6 +372,8 @@ class Services:
             await redis.aclose()
             await pool.close()
             raise
+        if tracing.tracing_on():
+            tracing.set_digest_key(trace_digest_key(keyring.identifier_key()))
         return cls(settings=settings, pool=pool, redis=redis, temporal=temporal, keyring=keyring)
 
     async def close(self) -> None:

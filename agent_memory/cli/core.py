@@ -23,6 +23,7 @@ import click
 from click.parser import _OptionParser, _ParsingState
 
 from agent_memory.core.errors import AgentMemoryError, ServiceUnavailable
+from agent_memory.telemetry.tracing import add_trace_context
 
 if TYPE_CHECKING:
     from agent_memory.api.services import Services
@@ -210,7 +211,10 @@ class RootGroup(Group):
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, **extra: Any) -> Any:
-        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+        # To stderr; a line written in a span ends with its trace and span ids (telemetry.tracing).
+        handler = logging.StreamHandler()
+        add_trace_context([handler])
+        logging.basicConfig(level=logging.WARNING, handlers=[handler])
         try:
             code = super().main(args, prog_name or self.name, complete_var, standalone_mode=False, **extra)
         except click.UsageError as exc:

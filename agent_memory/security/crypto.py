@@ -256,6 +256,13 @@ def identifier_check_value(identifier_key: bytes) -> str:
     return hmac.new(identifier_key, b"agent-memory identifier key check", hashlib.sha256).hexdigest()
 
 
+def trace_digest_key(identifier_key: bytes) -> bytes:
+    """The key of the workflow ids' digests in exported traces (telemetry.tracing): derived from
+    the identifier key, so every process of a deployment writes the same digest for a run, and
+    a digest in a trace matches no digest of the database."""
+    return hmac.new(identifier_key, b"agent-memory trace workflow ids", hashlib.sha256).digest()
+
+
 def kek_check_value(kek: bytes) -> tuple[bytes, bytes]:
     nonce = os.urandom(12)
     return nonce, AESGCM(kek).encrypt(nonce, _CHECK_PLAINTEXT, b"kek-check")

@@ -20,6 +20,7 @@ from psycopg_pool import AsyncConnectionPool
 from agent_memory.core.deadlines import waiting_on
 from agent_memory.core.errors import ServiceUnavailable
 from agent_memory.core.models import check_identifier
+from agent_memory.telemetry import tracing
 
 APP_ROLE = "agent_memory_app"
 # Arbitrary constant: serialises concurrent migrators across processes.
@@ -33,6 +34,7 @@ async def _configure(conn: psycopg.AsyncConnection) -> None:
     # every execution is planned with its own parameters instead.
     await conn.execute("SET plan_cache_mode = force_custom_plan")
     await conn.commit()
+    tracing.instrument_connection(conn)  # with tracing on, a span per statement (no parameters)
 
 
 POOL_RECONNECT_SECONDS = 8.0

@@ -39,6 +39,7 @@ from agent_memory.api.outages import dependency_down
 from agent_memory.core.errors import AgentMemoryError, InvalidInput, TooManyRequests, UserError, first_line
 from agent_memory.security.api_keys import TooManyFailuresError
 from agent_memory.security.failure_limits import SharedFailureLimiter
+from agent_memory.telemetry.tracing import instrument_app
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,7 @@ def create_app(client: MemoryClient) -> FastAPI:
     app.include_router(metrics_router)  # /metrics: Prometheus' scrape target, an operator key (routes/metrics.py)
     # What each problem's `type` points at: a page of the problem types, one anchor each.
     app.add_api_route(PROBLEMS_PATH, problem_types_page, methods=["GET"], include_in_schema=False)
+    instrument_app(app)  # with tracing on, a span per request named by its route template
     return app
 
 
