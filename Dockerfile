@@ -22,7 +22,9 @@ WORKDIR /src
 # .dockerignore admits only the packaging metadata and the packages.
 COPY . .
 # The library and the worker only: the embedded servers (the `[embedded]` extra) are for development.
-RUN pip install .
+# With the OpenTelemetry extra: traces are exported once OTEL_EXPORTER_OTLP_ENDPOINT is set (compose's
+# `observability` profile), and nothing of it is started while it is not.
+RUN pip install '.[otel]'
 
 # --- runtime ------------------------------------------------------------------------------------
 FROM python:3.11-slim

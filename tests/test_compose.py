@@ -252,7 +252,7 @@ def test_dockerfile_entrypoint_is_agent_memory():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     assert "agent-memory" in project["project"]["scripts"]
     # The project itself is installed (in some stage).
-    assert any(kw == "RUN" and re.search(r"\bpip install\b.*\s\.(\s|$)", args + " ")
+    assert any(kw == "RUN" and re.search(r"\bpip install\b.*\s'?\.(\[[a-z,-]+\])?'?(\s|$)", args + " ")
                for kw, args in dockerfile_instructions())
     users = [args for kw, args in stage if kw == "USER"]
     assert users, "the runtime image runs as root"
