@@ -81,11 +81,17 @@ def test_the_only_installed_command_is_the_products(wheel):
 
 def test_every_third_party_module_the_product_imports_is_a_declared_dependency(wheel):
     metadata = Parser().parsestr(_metadata(wheel, "METADATA"))
-    declared = {canonical(re.match(r"[A-Za-z0-9._-]+", r)[0]) for r in metadata.get_all("Requires-Dist", [])
-                if "extra ==" not in r}
+    requirements = metadata.get_all("Requires-Dist", [])
+    declared = {canonical(re.match(r"[A-Za-z0-9._-]+", r)[0]) for r in requirements if "extra ==" not in r}
+    # An optional feature's extra (OpenTelemetry's): imported only inside the functions that turn it on.
+    optional = {canonical(re.match(r"[A-Za-z0-9._-]+", r)[0]) for r in requirements if 'extra == "otel"' in r}
     providers = packages_distributions()
-    imported = {top(i.target) for i in all_imports(ROOT, PRODUCT)} - set(PRODUCT) - set(sys.stdlib_module_names)
+    imports = [i for i in all_imports(ROOT, PRODUCT) if top(i.target) not in set(PRODUCT) | sys.stdlib_module_names]
+    imported = {top(i.target) for i in imports}
     assert "httpx" in imported and "h11" in imported
     undeclared = {module: providers.get(module) for module in imported
                   if not {canonical(d) for d in providers.get(module, [])} & declared}
-    assert undeclared == {}
+    extra_only = {module for module in undeclared if {canonical(d) for d in providers[module]} & optional}
+    assert "opentelemetry" in extra_only
+    assert not [f"{i.module}:{i.line}" for i in imports if top(i.target) in extra_only and i.top_level and not i.type_only]
+    assert {module: where for module, where in undeclared.items() if module not in extra_only} == {}
