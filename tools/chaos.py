@@ -52,7 +52,7 @@ from agent_memory.store.db import fetch_one, tenant_transaction
 from tools.faults import FAULTS_ENV, STATE_ENV, hits
 
 if TYPE_CHECKING:
-    from agent_memory.providers.openai.compat import ProviderBundle
+    from agent_memory.providers.openai.bundle import ProviderBundle
 
 PROVIDER_LOG_ENV = "AGENT_MEMORY_PROVIDER_LOG"
 # "remote": the logged providers say they are not in the worker, so the consolidation runs its
@@ -138,7 +138,7 @@ class LoggedEmbedder(_Logged):
 
 def logged_providers(log_path: str | os.PathLike) -> ProviderBundle:
     from agent_memory.providers.offline import offline_providers
-    from agent_memory.providers.openai.compat import ProviderBundle
+    from agent_memory.providers.openai.bundle import ProviderBundle
 
     p, log = offline_providers(), str(log_path)
     return ProviderBundle(LoggedExtractor(p.extractor, "extract", log), LoggedScorer(p.scorer, "importance", log),

@@ -57,7 +57,7 @@ async def run_worker_until_signal(services: Services, announce: str, providers: 
     import signal
 
     from agent_memory.projection.reembedding import embedder_model, start_needed_reembeddings
-    from agent_memory.providers.openai.compat import providers_for
+    from agent_memory.providers.factory import providers_for
     from agent_memory.security.operator_requests import local_operator
     from workers.heap import freeze_startup_heap
     from workers.run_log import log_closed_runs
@@ -224,7 +224,7 @@ async def up(settings: Settings, *, api_port: int, local_model: bool, free_ports
         start_metrics(settings, sdk=True)
         providers, model_line = None, ""
         if local_model:  # first: a missing model or compiler fails before the stack starts
-            from agent_memory.providers.openai.compat import openai_providers
+            from agent_memory.providers.openai.bundle import openai_providers
             from workers.local_model import local_model as start_local_model
             from workers.local_model import local_model_config
 
@@ -299,7 +299,7 @@ async def worker(settings: Settings) -> int:
 async def mcp(settings: Settings) -> int:
     from agent_memory.api.client import MemoryClient
     from agent_memory.api.mcp_server import build_mcp_server
-    from agent_memory.providers.openai.compat import providers_for
+    from agent_memory.providers.factory import providers_for
     from agent_memory.security.api_keys import verify_key
     from workers.heap import freeze_startup_heap
 
@@ -325,7 +325,7 @@ async def serve(settings: Settings, *, host: str, port: int) -> int:
 
     from agent_memory.api.client import MemoryClient
     from agent_memory.api.http.server import uvicorn_config
-    from agent_memory.providers.openai.compat import providers_for
+    from agent_memory.providers.factory import providers_for
     from workers.heap import freeze_startup_heap
 
     start_metrics(settings, sdk=True)

@@ -14,7 +14,7 @@ from agent_memory.cli.formatting import format_context, format_fact, format_prom
 from agent_memory.core.models import ConsolidationResult, ErasureReceipt, FactRow, Message, Session
 from agent_memory.core.projection_models import ProjectionLag
 from agent_memory.memory.ingest import parse_session_line
-from agent_memory.providers.openai.compat import providers_for
+from agent_memory.providers.factory import providers_for
 from agent_memory.recall.context import AssembledContext
 from agent_memory.recall.prompt import BuiltPrompt
 from agent_memory.recall.recall import RecallResult

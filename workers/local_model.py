@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent_memory.core.errors import ServiceUnavailable
-from agent_memory.providers.openai.compat import OpenAICompatibleConfig
+from agent_memory.providers.openai.config import OpenAICompatibleConfig
 from workers.cache import cache_root, private_dir
 
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"

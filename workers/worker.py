@@ -27,8 +27,9 @@ from agent_memory.api.services import Services
 from agent_memory.core import contract
 from agent_memory.core.contract import model_task_queue
 from agent_memory.core.projection_models import ProjectionPolicy
+from agent_memory.providers.factory import providers_for
 from agent_memory.providers.offline import OfflineProviders
-from agent_memory.providers.openai.compat import ProviderBundle, providers_for
+from agent_memory.providers.openai.bundle import ProviderBundle
 from agent_memory.store.db import long_statements
 from agent_memory.telemetry.tracing import sandbox_passthrough
 from workers.deployment import deployment_config, deployment_version, workflow_runners

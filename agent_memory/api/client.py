@@ -162,7 +162,7 @@ from agent_memory.projection.projector import projection_lag, requeue_dead_lette
 from agent_memory.projection.rebuild import rebuild_reports
 from agent_memory.projection.reembedding import ReembedProgress, start_reembedding
 from agent_memory.providers.base import Embedder, Summarizer
-from agent_memory.providers.openai.compat import providers_for
+from agent_memory.providers.factory import providers_for
 from agent_memory.providers.policy import ProviderPolicy, read_provider_policy, write_provider_policy
 from agent_memory.recall.context import AssembledContext, assemble_context
 from agent_memory.recall.prompt import DEFAULT_SYSTEM, BuiltPrompt, build_prompt

@@ -480,7 +480,7 @@ def with_client(fn: Callable[..., Awaitable[Any]]) -> Callable[..., int]:
 
         async def body(settings: Settings) -> int | None:
             from agent_memory.api.client import MemoryClient
-            from agent_memory.providers.openai.compat import providers_for
+            from agent_memory.providers.factory import providers_for
 
             async with opener(settings) as services:
                 providers = providers_for(services.settings)

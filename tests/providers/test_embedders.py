@@ -13,8 +13,8 @@ from agent_memory.core.settings import Settings
 from agent_memory.providers.base import EMBEDDING_DIMENSIONS
 from agent_memory.providers.e5 import E5SmallEmbedder
 from agent_memory.providers.embedders import OFFLINE_DEFAULT, local_embedder
+from agent_memory.providers.factory import providers_for
 from agent_memory.providers.hashing import HashingEmbedder
-from agent_memory.providers.openai.compat import providers_for
 from agent_memory.recall.recall import embed_query
 
 

@@ -25,15 +25,10 @@ from agent_memory.core.models import (
 from agent_memory.core.relations import SUBJECT
 from agent_memory.providers.base import EMBEDDING_DIMENSIONS, estimate_tokens
 from agent_memory.providers.errors import ProviderOutputInvalid
-from agent_memory.providers.openai.compat import (
-    ExtractionOut,
-    ImportanceOut,
-    OpenAICompatibleConfig,
-    SummaryOut,
-    _validate,
-    extract_json,
-    openai_providers,
-)
+from agent_memory.providers.openai.bundle import openai_providers
+from agent_memory.providers.openai.config import OpenAICompatibleConfig
+from agent_memory.providers.openai.parsing import extract_json, validated
+from agent_memory.providers.openai.responses import ExtractionOut, ImportanceOut, SummaryOut
 from tests.providers.openai_server import FakeOpenAIServer, chat_completion, embeddings
 from tests.sessions import session
 
@@ -179,7 +174,7 @@ TASK_OF = {ExtractionOut: "extract", ImportanceOut: "score", SummaryOut: "summar
 def test_response_validation_returns_the_model_or_provider_output_invalid(data, model):
     payload = data.draw(task_payloads(TASK_OF[model]))
     try:
-        out = _validate("raw", payload, model)
+        out = validated("raw", payload, model)
     except ProviderOutputInvalid as err:
         event(f"{model.__name__}: invalid")
         assert err.raw_text == "raw" and err.errors
@@ -376,9 +371,10 @@ async def test_the_worker_keeps_consolidating_after_a_poisoned_output(client, se
 
 @pytest.mark.parametrize("value", ["Lis\u0000bon", "\ud800"], ids=["nul", "lone-surrogate"])
 def test_a_value_postgres_cannot_store_is_invalid_output_not_a_failed_write(value):
-    from agent_memory.providers.openai.compat import SummaryOut, _validate
+    from agent_memory.providers.openai.parsing import validated
+    from agent_memory.providers.openai.responses import SummaryOut
 
     payload = {"sentences": [{"text": f"Lin lives in {value}.", "source_message_ids": ["m1"]}]}
     with pytest.raises(ProviderOutputInvalid) as err:
-        _validate("raw", payload, SummaryOut)
+        validated("raw", payload, SummaryOut)
     assert "cannot be stored" in " ".join(err.value.errors) or "surrogate" in " ".join(err.value.errors)

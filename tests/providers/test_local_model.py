@@ -24,7 +24,8 @@ import pytest
 from activities.consolidation import facts_digest
 from agent_memory.core.models import ExtractionResult
 from agent_memory.providers.base import EMBEDDING_DIMENSIONS
-from agent_memory.providers.openai.compat import OpenAICompatibleConfig, ProviderBundle, openai_providers
+from agent_memory.providers.openai.bundle import ProviderBundle, openai_providers
+from agent_memory.providers.openai.config import OpenAICompatibleConfig
 from agent_memory.providers.policy import ProviderPolicy, iban_valid, luhn_valid
 from agent_memory.store.db import tenant_transaction
 from tests.sessions import session

@@ -14,15 +14,11 @@ from pydantic import BaseModel
 from agent_memory.core.models import ExtractedEntity, KnownFact, Message
 from agent_memory.providers.base import EMBEDDING_DIMENSIONS, estimate_tokens
 from agent_memory.providers.errors import ProviderOutputInvalid
-from agent_memory.providers.openai.compat import (
-    CHUNK_FILL,
-    ExtractionOut,
-    ImportanceOut,
-    OpenAICompatibleConfig,
-    SummaryOut,
-    openai_providers,
-    strict_json_schema,
-)
+from agent_memory.providers.openai.bundle import openai_providers
+from agent_memory.providers.openai.chat import CHUNK_FILL
+from agent_memory.providers.openai.config import OpenAICompatibleConfig
+from agent_memory.providers.openai.responses import ExtractionOut, ImportanceOut, SummaryOut
+from agent_memory.providers.openai.schema import strict_json_schema
 from tests.providers.openai_server import FakeOpenAIServer, chat_completion, embeddings
 
 T0 = datetime(2024, 5, 8, 10, 0, tzinfo=UTC)

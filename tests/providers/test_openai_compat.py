@@ -21,20 +21,15 @@ from agent_memory.providers.errors import (
     ProviderRetryableError,
     parse_retry_after,
 )
+from agent_memory.providers.factory import providers_for
 from agent_memory.providers.offline import OfflineProviders
-from agent_memory.providers.openai.compat import (
-    MAX_TIMEOUT_SECONDS,
-    ExtractionOut,
-    OpenAICompatibleConfig,
-    ProviderBundle,
-    TokenPrices,
-    estimate_cost,
-    extract_json,
-    openai_providers,
-    providers_for,
-    strict_json_schema,
-)
+from agent_memory.providers.openai.bundle import ProviderBundle, openai_providers
+from agent_memory.providers.openai.config import MAX_TIMEOUT_SECONDS, OpenAICompatibleConfig
+from agent_memory.providers.openai.parsing import extract_json
 from agent_memory.providers.openai.prompts import MAX_PROMPT_FACTS, render_current_facts
+from agent_memory.providers.openai.responses import ExtractionOut
+from agent_memory.providers.openai.schema import strict_json_schema
+from agent_memory.providers.openai.usage import TokenPrices, estimate_cost
 from tests.providers.openai_server import FakeOpenAIServer, Reply, chat_completion, embeddings, error_body
 
 CHAT = "/v1/chat/completions"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 from agent_memory.core.models import ENTITY_ALIASES_MAX, ENTITY_NAME_MAX, ExtractedEntity, Message
-from agent_memory.providers.openai.compat import openai_providers
+from agent_memory.providers.openai.bundle import openai_providers
 from agent_memory.providers.policy import REDACT_KINDS, Redactor, restored
 from tests.providers.openai_server import FakeOpenAIServer, chat_completion
 from tests.providers.test_openai_compat import config_for, msg

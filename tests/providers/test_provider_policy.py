@@ -14,7 +14,8 @@ import pytest
 
 from agent_memory.api.client import MemoryClient
 from agent_memory.providers.base import EMBEDDING_DIMENSIONS
-from agent_memory.providers.openai.compat import OpenAICompatibleConfig, openai_providers
+from agent_memory.providers.openai.bundle import openai_providers
+from agent_memory.providers.openai.config import OpenAICompatibleConfig
 from agent_memory.providers.policy import (
     REDACT_KINDS,
     ProviderPolicy,

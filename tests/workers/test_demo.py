@@ -4,7 +4,7 @@ the UI link dies with the stack it started."""
 from __future__ import annotations
 
 from agent_memory.api.client import MemoryClient
-from agent_memory.providers.openai.compat import providers_for
+from agent_memory.providers.factory import providers_for
 from workers.demo import DEMO_TENANT, explore_commands, run_demo
 
 

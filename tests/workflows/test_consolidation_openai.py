@@ -8,7 +8,8 @@ import time
 
 from agent_memory.core import contract
 from agent_memory.providers.base import EMBEDDING_DIMENSIONS
-from agent_memory.providers.openai.compat import OpenAICompatibleConfig, openai_providers
+from agent_memory.providers.openai.bundle import openai_providers
+from agent_memory.providers.openai.config import OpenAICompatibleConfig
 from agent_memory.store.db import tenant_transaction
 from tests.providers.openai_server import FakeOpenAIServer, Reply, chat_completion, embeddings, error_body
 from tests.sessions import session

@@ -27,7 +27,7 @@ from agent_memory.api.http.server import serving
 from agent_memory.api.services import Services
 from agent_memory.core.errors import InvalidInput
 from agent_memory.core.settings import Settings
-from agent_memory.providers.openai.compat import providers_for
+from agent_memory.providers.factory import providers_for
 from agent_memory.security.api_keys import create_key
 from workers.worker import build_worker
 

@@ -504,7 +504,7 @@ async def run_locomo_eval(services, data_dir: Path | str, *, budget: int = 1200,
     `compare`), score it and the BM25 baseline; with `answers`, answer and judge each question of
     categories 1-4 from that context, from none and from the whole conversation."""
     from agent_memory.api.client import MemoryClient
-    from agent_memory.providers.openai.compat import providers_for
+    from agent_memory.providers.factory import providers_for
     from agent_memory.recall.context import assemble_context
     from workers.worker import build_worker
 

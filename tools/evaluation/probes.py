@@ -266,7 +266,7 @@ def _end(name: str) -> str:
 
 async def run_probes(services, *, task_queue: str | None = None, concurrency: int = 8,
                      cases: list[ProbeCase] | None = None) -> ProbeReport:
-    from agent_memory.providers.openai.compat import providers_for
+    from agent_memory.providers.factory import providers_for
     from workers.worker import build_worker
 
     queue = task_queue or f"probes-{uuid.uuid4().hex[:8]}"

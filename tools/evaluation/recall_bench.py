@@ -63,7 +63,7 @@ from agent_memory.memory.memory_store import commit_consolidation
 from agent_memory.projection.projector import OutboxProjector
 from agent_memory.providers.base import Embedder
 from agent_memory.providers.embedders import local_embedder
-from agent_memory.providers.openai.compat import providers_for
+from agent_memory.providers.factory import providers_for
 from agent_memory.recall.context import assemble_context
 from agent_memory.recall.prompt import build_prompt
 from agent_memory.recall.recall_policy import DEFAULT_POLICY

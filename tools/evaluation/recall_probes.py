@@ -150,7 +150,7 @@ async def _run_case(client: MemoryClient, tenant: str, case: RecallProbe, policy
 
 async def run_recall_probes(services, cases: list[RecallProbe], *, split: str, preset: PresetName,
                             task_queue: str | None = None, concurrency: int = 6) -> RecallProbeReport:
-    from agent_memory.providers.openai.compat import providers_for
+    from agent_memory.providers.factory import providers_for
     from workers.worker import build_worker
 
     queue = task_queue or f"recall-probes-{uuid.uuid4().hex[:8]}"
