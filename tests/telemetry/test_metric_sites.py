@@ -27,7 +27,8 @@ from agent_memory.lifecycle.erasure import scan_residue
 from agent_memory.providers.errors import ProviderRetryableError
 from agent_memory.providers.metering import metered, model_label
 from agent_memory.providers.offline import ExtractiveSummarizer, offline_providers
-from agent_memory.providers.openai.compat import OpenAICompatibleConfig, OpenAICompatibleEmbedder
+from agent_memory.providers.openai.config import OpenAICompatibleConfig
+from agent_memory.providers.openai.embedder import OpenAICompatibleEmbedder
 from agent_memory.security.api_keys import ApiKeyError, TooManyFailuresError, create_key
 from agent_memory.security.failure_limits import FailureLimiter
 from agent_memory.security.operator_requests import UnauthorizedRequestError, claim_operator_request
