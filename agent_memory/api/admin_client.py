@@ -135,7 +135,10 @@ from agent_memory.providers.base import Embedder
 from agent_memory.providers.openai.compat import providers_for
 from agent_memory.providers.policy import ProviderPolicy, read_provider_policy, write_provider_policy
 from agent_memory.recall.read_metrics import read_counts
-from agent_memory.recall.recall_policy import RecallPolicy, read_policy, reset_policy, write_policy
+from agent_memory.recall.recall_policy import RecallPolicy
+from agent_memory.recall.recall_policy import read_policy as read_recall_policy
+from agent_memory.recall.recall_policy import reset_policy as reset_recall_policy
+from agent_memory.recall.recall_policy import write_policy as write_recall_policy
 from agent_memory.security.keyring import KeyRotationInput, RotationResult
 from agent_memory.security.leak_filter import drop_counts
 from agent_memory.security.operator_requests import (
@@ -228,7 +231,8 @@ class ServicesClient:
     @asynccontextmanager
     async def connect(cls, settings: Settings | None = None, *,
                       task_queue: str | None = None) -> AsyncIterator[Self]:
-        """`async with MemoryClient.connect() as client:` — `open()`, closed at the end."""
+        """`async with MemoryClient.connect() as client:` (or `AdminClient.connect()`) — `open()`,
+        closed at the end."""
         client = await cls.open(settings, task_queue=task_queue)
         try:
             yield client
@@ -572,6 +576,52 @@ class AdminClient(ServicesClient):
         await self._start_webhook_deliveries(tenant_id)
         return outcome
 
+    # The tenant's policies, each read and set by its own name (None: back to its default).
+
+    async def get_recall_policy(self, tenant_id: str) -> RecallPolicy:
+        """The tenant's recall policy (the shipped default when none was set)."""
+        check_identifier("tenant", tenant_id)
+        async with tenant_transaction(self.services.pool, tenant_id) as conn:
+            return await read_recall_policy(conn, tenant_id)
+
+    async def set_recall_policy(self, tenant_id: str, policy: RecallPolicy | None) -> RecallPolicy:
+        """Set the tenant's recall policy; None returns the tenant to the shipped default."""
+        check_identifier("tenant", tenant_id)
+        async with tenant_transaction(self.services.pool, tenant_id) as conn:
+            if policy is None:
+                await reset_recall_policy(conn, tenant_id)
+            else:
+                await write_recall_policy(conn, tenant_id, policy)
+            return await read_recall_policy(conn, tenant_id)
+
+    async def get_retention_policy(self, tenant_id: str) -> RetentionPolicy:
+        """The tenant's retention policy (the defaults when none was set)."""
+        check_identifier("tenant", tenant_id)
+        async with tenant_transaction(self.services.pool, tenant_id) as conn:
+            return await read_retention(conn, tenant_id)
+
+    async def set_retention_policy(self, tenant_id: str, policy: RetentionPolicy | None) -> RetentionPolicy:
+        """Set the tenant's retention policy (None: the defaults); the hourly memory sweep applies it."""
+        check_identifier("tenant", tenant_id)
+        async with tenant_transaction(self.services.pool, tenant_id) as conn:
+            await write_retention(conn, tenant_id, policy)
+            return await read_retention(conn, tenant_id)
+
+    async def get_write_policy(self, tenant_id: str) -> WritePolicy:
+        """The tenant's write gate: namespaces stored, those needing consent, keys needing
+        confirmation (the defaults when none was set)."""
+        check_identifier("tenant", tenant_id)
+        async with tenant_transaction(self.services.pool, tenant_id) as conn:
+            return await read_write_policy(conn, tenant_id)
+
+    async def set_write_policy(self, tenant_id: str, policy: WritePolicy | None) -> WritePolicy:
+        """Set which namespaces are stored, which need consent, which keys need confirmation
+        (None: the defaults). The next commit of any session applies it."""
+        check_identifier("tenant", tenant_id)
+        async with tenant_transaction(self.services.pool, tenant_id) as conn:
+            await write_write_policy(conn, tenant_id, policy)
+            return await read_write_policy(conn, tenant_id)
+
     async def get_provider_policy(self, tenant_id: str) -> ProviderPolicy:
         """What a remote model may see of the tenant's data (default: every identifier kind redacted)."""
         check_identifier("tenant", tenant_id)
@@ -585,18 +635,25 @@ class AdminClient(ServicesClient):
             await write_provider_policy(conn, tenant_id, policy)
             return await read_provider_policy(conn, tenant_id)
 
-    async def get_write_policy(self, tenant_id: str) -> WritePolicy:
+    async def get_token_budget(self, tenant_id: str) -> TokenBudgetState:
+        """The tenant's daily model-token budget in force (its own, else the deployment's
+        AGENT_MEMORY_DAILY_TOKEN_BUDGET) and the tokens its model calls spent today (UTC)."""
         check_identifier("tenant", tenant_id)
-        async with tenant_transaction(self.services.pool, tenant_id) as conn:
-            return await read_write_policy(conn, tenant_id)
+        return await token_budget_state(self.services.pool, tenant_id, self.services.settings.daily_token_budget or None)
 
-    async def set_write_policy(self, tenant_id: str, policy: WritePolicy | None) -> WritePolicy:
-        """Set which namespaces are stored, which need consent, which keys need confirmation
-        (None: the defaults). The next commit of any session applies it."""
+    async def set_token_budget(self, tenant_id: str, daily_tokens: int | str | None, *,
+                               reset: bool = False) -> TokenBudgetState:
+        """Set the tenant's daily model-token budget (None or "unlimited": no budget), or with
+        `reset` drop it (the deployment's default applies). A budget below 1 or not a whole number
+        is refused (InvalidInput naming daily_tokens). Consolidations and re-derivations parked on
+        the budget are signalled to check it again at once (a run the signal misses checks again within
+        workflows.token_budget.BUDGET_RECHECK anyway)."""
         check_identifier("tenant", tenant_id)
+        tokens = None if reset else check_daily_tokens(daily_tokens)
         async with tenant_transaction(self.services.pool, tenant_id) as conn:
-            await write_write_policy(conn, tenant_id, policy)
-            return await read_write_policy(conn, tenant_id)
+            await write_token_budget(conn, tenant_id, tokens, reset=reset)
+        await self._signal_parked(tenant_id)
+        return await self.get_token_budget(tenant_id)
 
     async def grant_consent(self, tenant_id: str, subject_id: str, namespace: str, consent_id: str) -> None:
         await grant_consent(self.services.pool, self.services.keyring, tenant_id, subject_id, namespace, consent_id)
@@ -709,33 +766,6 @@ class AdminClient(ServicesClient):
         async with subject_scope(self.services.pool, self.services.keyring, tenant_id, subject_id, Mode.READ) as scope:
             return scope.erased
 
-    async def get_recall_policy(self, tenant_id: str) -> RecallPolicy:
-        """The tenant's recall policy (the shipped default when none was set)."""
-        async with tenant_transaction(self.services.pool, tenant_id) as conn:
-            return await read_policy(conn, tenant_id)
-
-    async def set_recall_policy(self, tenant_id: str, policy: RecallPolicy | None) -> RecallPolicy:
-        """Set the tenant's recall policy; None returns the tenant to the shipped default."""
-        async with tenant_transaction(self.services.pool, tenant_id) as conn:
-            if policy is None:
-                await reset_policy(conn, tenant_id)
-            else:
-                await write_policy(conn, tenant_id, policy)
-            return await read_policy(conn, tenant_id)
-
-    async def get_retention_policy(self, tenant_id: str) -> RetentionPolicy:
-        """The tenant's retention policy (the defaults when none was set)."""
-        check_identifier("tenant", tenant_id)
-        async with tenant_transaction(self.services.pool, tenant_id) as conn:
-            return await read_retention(conn, tenant_id)
-
-    async def set_retention_policy(self, tenant_id: str, policy: RetentionPolicy | None) -> RetentionPolicy:
-        """Set the tenant's retention policy (None: the defaults); the hourly memory sweep applies it."""
-        check_identifier("tenant", tenant_id)
-        async with tenant_transaction(self.services.pool, tenant_id) as conn:
-            await write_retention(conn, tenant_id, policy)
-            return await read_retention(conn, tenant_id)
-
     async def read_counts(self, tenant_id: str) -> dict[str, int]:
         """The tenant's memory-read counters (agent_memory.recall.read_metrics)."""
         check_identifier("tenant", tenant_id)
@@ -821,26 +851,6 @@ class AdminClient(ServicesClient):
                                    started_at=wf.start_time, closed_at=wf.close_time, state=state,
                                    **payloads.model_dump()))
         return runs
-
-    async def get_token_budget(self, tenant_id: str) -> TokenBudgetState:
-        """The tenant's daily model-token budget in force (its own, else the deployment's
-        AGENT_MEMORY_DAILY_TOKEN_BUDGET) and the tokens its model calls spent today (UTC)."""
-        check_identifier("tenant", tenant_id)
-        return await token_budget_state(self.services.pool, tenant_id, self.services.settings.daily_token_budget or None)
-
-    async def set_token_budget(self, tenant_id: str, daily_tokens: int | str | None, *,
-                               reset: bool = False) -> TokenBudgetState:
-        """Set the tenant's daily model-token budget (None or "unlimited": no budget), or with
-        `reset` drop it (the deployment's default applies). A budget below 1 or not a whole number
-        is refused (InvalidInput naming daily_tokens). Consolidations and re-derivations parked on
-        the budget are signalled to check it again at once (a run the signal misses checks again within
-        workflows.token_budget.BUDGET_RECHECK anyway)."""
-        check_identifier("tenant", tenant_id)
-        tokens = None if reset else check_daily_tokens(daily_tokens)
-        async with tenant_transaction(self.services.pool, tenant_id) as conn:
-            await write_token_budget(conn, tenant_id, tokens, reset=reset)
-        await self._signal_parked(tenant_id)
-        return await self.get_token_budget(tenant_id)
 
     async def parked_consolidations(self, tenant_id: str, subject_id: str | None = None) -> list[ParkedRun]:
         """The tenant's (or subject's) running consolidations parked on its token budget, from
