@@ -11,11 +11,12 @@ import contextlib
 import hashlib
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
-from typing import Literal, Self
+from typing import Literal, Self, TypeVar
 
+import psycopg
 from pydantic import BaseModel
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 from temporalio.common import (
@@ -164,6 +165,19 @@ def _scope_attributes(tenant_id: str, subject_id: str | None) -> list[SearchAttr
     if subject_id is not None:
         attributes.append(SearchAttributePair(SUBJECT_ID, subject_id))
     return attributes
+
+
+PolicyT = TypeVar("PolicyT", bound=BaseModel)
+# How a tenant policy is read, and stored (None: back to its default), inside a tenant transaction.
+PolicyRead = Callable[[psycopg.AsyncConnection, str], Awaitable[PolicyT]]
+PolicyWrite = Callable[[psycopg.AsyncConnection, str, PolicyT | None], Awaitable[None]]
+
+
+async def _write_recall_policy(conn: psycopg.AsyncConnection, tenant_id: str, policy: RecallPolicy | None) -> None:
+    if policy is None:
+        await reset_recall_policy(conn, tenant_id)
+    else:
+        await write_recall_policy(conn, tenant_id, policy)
 
 
 class RunSummary(RunPayloads):
@@ -578,62 +592,52 @@ class AdminClient(ServicesClient):
 
     # The tenant's policies, each read and set by its own name (None: back to its default).
 
-    async def get_recall_policy(self, tenant_id: str) -> RecallPolicy:
-        """The tenant's recall policy (the shipped default when none was set)."""
+    async def _read_policy(self, tenant_id: str, read: PolicyRead[PolicyT]) -> PolicyT:
         check_identifier("tenant", tenant_id)
         async with tenant_transaction(self.services.pool, tenant_id) as conn:
-            return await read_recall_policy(conn, tenant_id)
+            return await read(conn, tenant_id)
+
+    async def _store_policy(self, tenant_id: str, policy: PolicyT | None, write: PolicyWrite[PolicyT],
+                            read: PolicyRead[PolicyT]) -> PolicyT:
+        """Store the policy (None: the default) and read back the one in force, in one transaction."""
+        check_identifier("tenant", tenant_id)
+        async with tenant_transaction(self.services.pool, tenant_id) as conn:
+            await write(conn, tenant_id, policy)
+            return await read(conn, tenant_id)
+
+    async def get_recall_policy(self, tenant_id: str) -> RecallPolicy:
+        """The tenant's recall policy (the shipped default when none was set)."""
+        return await self._read_policy(tenant_id, read_recall_policy)
 
     async def set_recall_policy(self, tenant_id: str, policy: RecallPolicy | None) -> RecallPolicy:
         """Set the tenant's recall policy; None returns the tenant to the shipped default."""
-        check_identifier("tenant", tenant_id)
-        async with tenant_transaction(self.services.pool, tenant_id) as conn:
-            if policy is None:
-                await reset_recall_policy(conn, tenant_id)
-            else:
-                await write_recall_policy(conn, tenant_id, policy)
-            return await read_recall_policy(conn, tenant_id)
+        return await self._store_policy(tenant_id, policy, _write_recall_policy, read_recall_policy)
 
     async def get_retention_policy(self, tenant_id: str) -> RetentionPolicy:
         """The tenant's retention policy (the defaults when none was set)."""
-        check_identifier("tenant", tenant_id)
-        async with tenant_transaction(self.services.pool, tenant_id) as conn:
-            return await read_retention(conn, tenant_id)
+        return await self._read_policy(tenant_id, read_retention)
 
     async def set_retention_policy(self, tenant_id: str, policy: RetentionPolicy | None) -> RetentionPolicy:
         """Set the tenant's retention policy (None: the defaults); the hourly memory sweep applies it."""
-        check_identifier("tenant", tenant_id)
-        async with tenant_transaction(self.services.pool, tenant_id) as conn:
-            await write_retention(conn, tenant_id, policy)
-            return await read_retention(conn, tenant_id)
+        return await self._store_policy(tenant_id, policy, write_retention, read_retention)
 
     async def get_write_policy(self, tenant_id: str) -> WritePolicy:
         """The tenant's write gate: namespaces stored, those needing consent, keys needing
         confirmation (the defaults when none was set)."""
-        check_identifier("tenant", tenant_id)
-        async with tenant_transaction(self.services.pool, tenant_id) as conn:
-            return await read_write_policy(conn, tenant_id)
+        return await self._read_policy(tenant_id, read_write_policy)
 
     async def set_write_policy(self, tenant_id: str, policy: WritePolicy | None) -> WritePolicy:
         """Set which namespaces are stored, which need consent, which keys need confirmation
         (None: the defaults). The next commit of any session applies it."""
-        check_identifier("tenant", tenant_id)
-        async with tenant_transaction(self.services.pool, tenant_id) as conn:
-            await write_write_policy(conn, tenant_id, policy)
-            return await read_write_policy(conn, tenant_id)
+        return await self._store_policy(tenant_id, policy, write_write_policy, read_write_policy)
 
     async def get_provider_policy(self, tenant_id: str) -> ProviderPolicy:
         """What a remote model may see of the tenant's data (default: every identifier kind redacted)."""
-        check_identifier("tenant", tenant_id)
-        async with tenant_transaction(self.services.pool, tenant_id) as conn:
-            return await read_provider_policy(conn, tenant_id)
+        return await self._read_policy(tenant_id, read_provider_policy)
 
     async def set_provider_policy(self, tenant_id: str, policy: ProviderPolicy | None) -> ProviderPolicy:
         """Store the tenant's provider data policy (None: back to the default)."""
-        check_identifier("tenant", tenant_id)
-        async with tenant_transaction(self.services.pool, tenant_id) as conn:
-            await write_provider_policy(conn, tenant_id, policy)
-            return await read_provider_policy(conn, tenant_id)
+        return await self._store_policy(tenant_id, policy, write_provider_policy, read_provider_policy)
 
     async def get_token_budget(self, tenant_id: str) -> TokenBudgetState:
         """The tenant's daily model-token budget in force (its own, else the deployment's
