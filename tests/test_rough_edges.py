@@ -29,7 +29,7 @@ async def test_a_query_without_features_recalls_no_nan_scores(services, tenant, 
     async with running_worker(providers=OfflineProviders(p.extractor, p.scorer, p.summarizer, HashingEmbedder())):
         await client.append_messages(tenant, "kim", session("n1", "2024-03-01T09:00:00Z", "I live in Oslo."))
         await client.consolidation_result(await client.end_session(tenant, "kim", "n1"))
-        await client.wait_for_projection(tenant, "kim")
+        await client.admin.wait_for_projection(tenant, "kim")
     recalled = await client.recall(tenant, "kim", "?!?")
     assert all(not math.isnan(e.score) for e in recalled.episodes) and recalled.facts
 
@@ -40,7 +40,7 @@ async def test_facts_says_when_there_are_none_and_when_the_subject_was_erased(cl
     assert unknown.returncode == 0 and f"no facts for subject nobody (tenant {tenant})" in unknown.stdout
     async with running_worker():
         await client.append_messages(tenant, "kim", session("e1", "2024-03-01T09:00:00Z", "I live in Oslo."))
-        await client.erasure_receipt(await client.erase(tenant, "kim", reason="test"))
+        await client.admin.erasure_receipt(await client.admin.erase(tenant, "kim", reason="test"))
         erased = await asyncio.to_thread(run_cli, services, "facts", "--tenant", tenant, "--subject", "kim")
     assert erased.returncode == 0 and f"subject kim of tenant {tenant} was erased" in erased.stdout
     as_json = run_cli(services, "facts", "--tenant", tenant, "--subject", "kim", "--json")
@@ -89,7 +89,7 @@ async def test_end_session_checks_the_session_and_its_owner_before_any_signal(cl
         again = await asyncio.to_thread(run_cli, services, "end-session", "--tenant", tenant, "--subject", "kim",
                                         "--session", "o1", "--wait", task_queue=task_queue)
         assert again.returncode == 2 and "Oslo" not in again.stdout + again.stderr
-        await client.erasure_receipt(await client.erase(tenant, "lin", reason="test"))
+        await client.admin.erasure_receipt(await client.admin.erase(tenant, "lin", reason="test"))
         erased = await asyncio.to_thread(run_cli, services, "end-session", "--tenant", tenant, "--subject", "lin",
                                          "--session", "o1", "--wait", task_queue=task_queue)
     assert erased.returncode == 2 and "was erased" in erased.stderr
@@ -133,13 +133,13 @@ async def test_erasing_a_subject_with_no_data_needs_an_explicit_block(client, se
     mistyped = run_cli(services, "erase", "--tenant", tenant, "--subject", "kimm", "--reason", "typo")
     assert mistyped.returncode == 2 and "has no data" in mistyped.stderr and "--block-future-writes" in mistyped.stderr
     async with running_worker():
-        blocked = await client.erasure_receipt(await client.erase(tenant, "kimm", "never store this id",
+        blocked = await client.admin.erasure_receipt(await client.admin.erase(tenant, "kimm", "never store this id",
                                                                   block_future_writes=True))
         assert not blocked.data_found and blocked.residue_total == 0
         with pytest.raises(SubjectErasedError):
             await client.append_messages(tenant, "kimm", session("b1", "2024-03-01T09:00:00Z", "hello"))
         await client.append_messages(tenant, "kim", session("b2", "2024-03-01T09:00:00Z", "I live in Oslo."))
-        real = await client.erasure_receipt(await client.erase(tenant, "kim", "art. 17"))
+        real = await client.admin.erasure_receipt(await client.admin.erase(tenant, "kim", "art. 17"))
     assert real.data_found and real.model_dump()["data_found"] is True
 
 
@@ -153,7 +153,7 @@ async def test_subjects_and_sessions_list_what_exists_with_counts(client, servic
         await client.consolidation_result(await client.end_session(tenant, "lin", "l1"))
         await client.append_messages(tenant, "lin", session("l2", "2024-03-02T09:00:00Z", "I like tea."))
         await client.append_messages(tenant, "kim", session("k1", "2024-03-01T09:00:00Z", "I live in Rome."))
-        await client.erasure_receipt(await client.erase(tenant, "kim", reason="test"))
+        await client.admin.erasure_receipt(await client.admin.erase(tenant, "kim", reason="test"))
     out = run_cli(services, "subjects", "--tenant", tenant, "--json")
     assert out.returncode == 0, out.stderr
     listed = json.loads(out.stdout)
@@ -192,5 +192,5 @@ async def test_stats_counters_are_durable_rows_in_postgres(client, services, ten
                                  "AND counter IN ('reads:recall', 'reads:context') GROUP BY counter", (tenant,))
         rows = dict(await cur.fetchall())
     assert rows == {"reads:recall": 5, "reads:context": 1}
-    assert (await client.read_counts(tenant))["recall_reads"] == 5
+    assert (await client.admin.read_counts(tenant))["recall_reads"] == 5
     assert not [key async for key in services.redis.scan_iter(match="am:metrics:*")]

@@ -535,7 +535,7 @@ async def run_scenario(services, supervisor: WorkerSupervisor, tenant_id: str, *
             outcome.workflows_failed += 1
             outcome.errors.append(f"{s.session_id}: {exc!r}")
     # The outbox is embedded by the runs themselves or by the subject's projector after them.
-    await client.wait_for_projection(tenant_id, SUBJECT, timeout=timeout)
+    await client.admin.wait_for_projection(tenant_id, SUBJECT, timeout=timeout)
     supervisor.active.discard(projector_workflow_id(tenant_id, SUBJECT))
     outcome.contents = await projection_contents(services.pool, tenant_id, SUBJECT)
     outcome.digest = await projection_digest(services.pool, tenant_id, SUBJECT)
@@ -543,7 +543,7 @@ async def run_scenario(services, supervisor: WorkerSupervisor, tenant_id: str, *
     outcome.lost = await lost_sessions(services.pool, tenant_id, SUBJECT)
     if erase:
         try:
-            receipt = await supervisor.result(await client.erase(tenant_id, SUBJECT, ERASURE_REASON), timeout)
+            receipt = await supervisor.result(await client.admin.erase(tenant_id, SUBJECT, ERASURE_REASON), timeout)
             outcome.receipt = comparable(receipt)
             # The projector records one `embed-batch/...` operation per provider call, and how
             # the due rows fall into batches depends on timing (a crash, a loaded machine): the

@@ -8,7 +8,8 @@ from importlib import resources
 
 from pydantic import BaseModel
 
-from agent_memory.api.client import MemoryClient, RunSummary
+from agent_memory.api.admin_client import RunSummary
+from agent_memory.api.client import MemoryClient
 from agent_memory.api.services import Services
 from agent_memory.cli.formatting import format_context, format_fact, format_prompt
 from agent_memory.core.models import ConsolidationResult, ErasureReceipt, FactRow, Message, Session
@@ -125,7 +126,7 @@ async def run_demo(services: Services, *, stack_started: bool = False, task_queu
             consolidations.append(await client.consolidation_result(handle))
         # The vectors recall uses: embedded by the run (an embedder in the worker) or by the
         # subject's projector after it (a remote one, or rows left over): waited for either way.
-        projection = await client.wait_for_projection(DEMO_TENANT, subject, timeout=120)
+        projection = await client.admin.wait_for_projection(DEMO_TENANT, subject, timeout=120)
         history = await client.facts(DEMO_TENANT, subject, history=True)
         current = await client.facts(DEMO_TENANT, subject)
         recalled = await client.recall(DEMO_TENANT, subject, DEMO_QUERY)
@@ -133,13 +134,13 @@ async def run_demo(services: Services, *, stack_started: bool = False, task_queu
         live = live_session(run_id)
         await client.append_messages(DEMO_TENANT, subject, live)  # the conversation going on now
         prompt = await client.build_prompt(DEMO_TENANT, subject, live.session_id, LIVE_INPUT, token_budget=600)
-        runs = await client.runs(DEMO_TENANT, subject)
+        runs = await client.admin.runs(DEMO_TENANT, subject)
         copy = sessions[0].model_copy(update={"session_id": f"{sessions[0].session_id}-copy", "messages": [
             m.model_copy(update={"message_id": f"{m.message_id}-copy"}) for m in sessions[0].messages]})
         await client.append_messages(DEMO_TENANT, erased_subject, copy)
         await client.consolidation_result(await client.end_session(DEMO_TENANT, erased_subject, copy.session_id))
-        receipt = await client.erasure_receipt(
-            await client.erase(DEMO_TENANT, erased_subject, reason="demo: user asked to be forgotten"))
+        receipt = await client.admin.erasure_receipt(
+            await client.admin.erase(DEMO_TENANT, erased_subject, reason="demo: user asked to be forgotten"))
         after = await client.facts(DEMO_TENANT, erased_subject, history=True)
     return DemoReport(tenant_id=DEMO_TENANT, subject_id=subject, erased_subject_id=erased_subject,
                       ui_url=services.settings.ui_url or "", stack_started=stack_started,

@@ -29,7 +29,7 @@ with workflow.unsafe.imports_passed_through():
 # .subjects_per_run), so history stays small. Each subject's report is written to the
 # rebuild_reports table by its activity; the workflow carries only counts and a cursor (the last
 # subject done), so a forced rebuild of any number of subjects stays far below the 2 MB payload
-# limit. The client reads the reports for the result (MemoryClient.rebuild_result).
+# limit. The client reads the reports for the result (AdminClient.rebuild_result).
 
 
 @workflow.defn(name=contract.REBUILD_WORKFLOW, versioning_behavior=VersioningBehavior.AUTO_UPGRADE)

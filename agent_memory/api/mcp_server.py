@@ -564,7 +564,7 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
     async def stale_marks(subject: SubjectId, ctx: Context) -> list[dict[str, Any]]:
         tenant = (await need(ctx, "read")).tenant_id
         check_identifier("subject", subject)
-        return [m.model_dump(mode="json") for m in await client.stale_marks(tenant, subject_id=subject)]
+        return [m.model_dump(mode="json") for m in await client.admin.stale_marks(tenant, subject_id=subject)]
 
     @server.tool(description=(
         "Resolve a mark of `stale_marks` (needs a write key): `keep` when the person says it still holds (the "
@@ -578,7 +578,7 @@ def build_mcp_server(client: MemoryClient, token: str | None = None) -> MCPServe
             ctx: Context, reason: Reason = None) -> dict[str, Any]:
         holder = await need(ctx, "write")
         check_identifier("subject", subject)
-        done = await client.resolve_stale_mark(holder.tenant_id, subject, mark_id, resolution,
+        done = await client.admin.resolve_stale_mark(holder.tenant_id, subject, mark_id, resolution,
                                                actor=audited_actor(holder), actor_id=f"mcp:{holder.key_id}",
                                                reason=reason)
         return done.model_dump(mode="json")

@@ -33,7 +33,7 @@ async def set_(client: MemoryClient, services: Services, *, tenant: str, name: s
                namespaces: tuple[str, ...], description: str, json: bool) -> None:
     from agent_memory.memory.categories import category
 
-    defined = await client.put_category(tenant, category(name=name, description=description, words=list(words),
+    defined = await client.admin.put_category(tenant, category(name=name, description=description, words=list(words),
                                                          namespaces=list(namespaces)))
     if json:
         print_json(defined.model_dump(mode="json"))
@@ -47,7 +47,7 @@ async def set_(client: MemoryClient, services: Services, *, tenant: str, name: s
 @json_flag
 @with_client
 async def list_(client: MemoryClient, services: Services, *, tenant: str, json: bool) -> None:
-    found = await client.categories(tenant)
+    found = await client.admin.categories(tenant)
     if json:
         print_json([c.model_dump(mode="json") for c in found])
         return
@@ -62,7 +62,7 @@ async def list_(client: MemoryClient, services: Services, *, tenant: str, json: 
 @json_flag
 @with_client
 async def remove(client: MemoryClient, services: Services, *, tenant: str, name: str, json: bool) -> None:
-    await client.remove_category(tenant, name)
+    await client.admin.remove_category(tenant, name)
     if json:
         print_json({"removed": name})
     else:

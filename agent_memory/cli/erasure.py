@@ -39,12 +39,12 @@ async def erase(client: MemoryClient, services: Services, *, tenant: str, subjec
                 request_id: str | None, wait: bool, block_future_writes: bool, json: bool) -> None:
     from agent_memory.cli.progress import Progress, wait_with_progress
 
-    handle = await client.erase(tenant, subject, reason, request_id, block_future_writes=block_future_writes)
+    handle = await client.admin.erase(tenant, subject, reason, request_id, block_future_writes=block_future_writes)
     if not json:
         print(f"workflow {handle.id}\n{services.settings.workflow_url(handle.id)}")
     if wait or json:
         receipt = await wait_with_progress(
-            handle, lambda: client.erasure_receipt(handle), Progress("erase stores", None, enabled=not json),
+            handle, lambda: client.admin.erasure_receipt(handle), Progress("erase stores", None, enabled=not json),
             lambda p: (len(p.get("stores_done", [])), None, p.get("step", "")))
         print_json(receipt.model_dump(mode="json"))
 
@@ -66,7 +66,7 @@ async def erasure_status(client: MemoryClient, services: Services, *, tenant: st
                          subject: str | None, json: bool) -> None:
     from agent_memory.cli.formatting import format_erasure_status
 
-    status = await client.erasure_status(tenant, request_id, subject)
+    status = await client.admin.erasure_status(tenant, request_id, subject)
     if json:
         print_json(status.model_dump(mode="json"))
     else:
@@ -79,7 +79,7 @@ async def erasure_status(client: MemoryClient, services: Services, *, tenant: st
 @json_flag
 @with_client
 async def erasure_reapply(client: MemoryClient, services: Services, *, json: bool) -> None:
-    reapplied, receipts = await client.reapply_erasures(wait=True)
+    reapplied, receipts = await client.admin.reapply_erasures(wait=True)
     if json:
         print_json({**reapplied.model_dump(mode="json"), "receipts": [r.model_dump(mode="json") for r in receipts]})
         return
@@ -145,7 +145,7 @@ async def export(client: MemoryClient, services: Services, *, tenant: str, subje
 
     if out is not None:
         check_private_target(out, force=force)
-    document = (await client.export(tenant, subject, filters=speaker_filter(speaker))).model_dump_json(indent=2)
+    document = (await client.admin.export(tenant, subject, filters=speaker_filter(speaker))).model_dump_json(indent=2)
     if out is None:
         print(document)
     else:
@@ -158,7 +158,7 @@ async def export(client: MemoryClient, services: Services, *, tenant: str, subje
 @json_flag
 @with_client
 async def forgotten(client: MemoryClient, services: Services, *, tenant: str, subject: str, json: bool) -> None:
-    items = await client.forgotten(tenant, subject)
+    items = await client.admin.forgotten(tenant, subject)
     if json:
         print_json([i.model_dump(mode="json") for i in items])
         return
@@ -166,7 +166,7 @@ async def forgotten(client: MemoryClient, services: Services, *, tenant: str, su
         print(f"no forgotten memories of subject {subject} (tenant {tenant})")
     for item in items:
         state = (f"swept {item.swept_at:%Y-%m-%d %H:%M:%S}, residue {item.residue}" if item.state == "swept"
-                 else f"restorable until {item.forgotten_at + client.forget_grace:%Y-%m-%d %H:%M:%S %Z}")
+                 else f"restorable until {item.forgotten_at + client.admin.forget_grace:%Y-%m-%d %H:%M:%S %Z}")
         print(f"{item.memory_id}  {item.memory_kind:<11} forgotten {item.forgotten_at:%Y-%m-%d %H:%M:%S} "
               f"by {item.actor}{'/' + item.actor_id if item.actor_id else ''}; {state}")
 
@@ -178,7 +178,7 @@ async def forgotten(client: MemoryClient, services: Services, *, tenant: str, su
 @with_client
 async def redrive_erasures(client: MemoryClient, services: Services, *, stuck_after_seconds: float,
                            json: bool) -> None:
-    redriven = await client.redrive_erasures(stuck_after_seconds=stuck_after_seconds)
+    redriven = await client.admin.redrive_erasures(stuck_after_seconds=stuck_after_seconds)
     if json:
         print_json(redriven.model_dump(mode="json"))
     else:

@@ -26,7 +26,7 @@ def keys() -> None:
 @json_flag
 @with_client
 async def rotate(client: MemoryClient, services: Services, *, if_needed: bool, json: bool) -> None:
-    rotation = await client.rotate_keys(force=not if_needed)
+    rotation = await client.admin.rotate_keys(force=not if_needed)
     if json:
         print_json(rotation.model_dump(mode="json"))
     elif not rotation.rotated:

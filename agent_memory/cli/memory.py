@@ -53,7 +53,7 @@ async def ingest(client: MemoryClient, services: Services, *, tenant: str, subje
     from agent_memory.cli.progress import Progress
     from agent_memory.memory.ingest import read_sessions
 
-    sessions = read_sessions(file, future_tolerance=client.future_tolerance)
+    sessions = read_sessions(file, future_tolerance=client.admin.future_tolerance)
     with Progress("ingest sessions", len(sessions)) as bar:
         for session in sessions:
             result = await client.append_messages(tenant, subject, session)
@@ -177,7 +177,7 @@ async def facts(client: MemoryClient, services: Services, *, tenant: str, subjec
     from agent_memory.cli.formatting import format_fact
 
     if confirm:
-        confirmed = await client.confirm_fact(tenant, subject, confirm)
+        confirmed = await client.admin.confirm_fact(tenant, subject, confirm)
         if json:
             print_json(confirmed.model_dump(mode="json"))
         else:
@@ -194,7 +194,7 @@ async def facts(client: MemoryClient, services: Services, *, tenant: str, subjec
     for fact in rows:
         print(format_fact(fact))
     if not rows:
-        erased = await client.subject_erased(tenant, subject)
+        erased = await client.admin.subject_erased(tenant, subject)
         print(f"subject {subject} of tenant {tenant} was erased: nothing is kept" if erased
               else f"no facts for subject {subject} (tenant {tenant})")
 

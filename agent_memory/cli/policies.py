@@ -63,7 +63,7 @@ def _print_recall_policy(current: Any, json: bool) -> None:
 @json_flag
 @with_client
 async def policy_show(client: MemoryClient, services: Services, *, tenant: str, json: bool) -> None:
-    _print_recall_policy(await client.recall_policy(tenant), json)
+    _print_recall_policy(await client.admin.get_recall_policy(tenant), json)
 
 
 @policy.command("set", cls=Command, help="set the policy: a preset, then FIELD=VALUE changes (fields: "
@@ -78,15 +78,15 @@ async def policy_set(client: MemoryClient, services: Services, *, tenant: str, p
                      changes: tuple[str, ...], json: bool) -> None:
     from agent_memory.cli.formatting import with_changes
 
-    base = preset_policy(preset) or await client.recall_policy(tenant)
-    _print_recall_policy(await client.set_recall_policy(tenant, with_changes(base, list(changes))), json)
+    base = preset_policy(preset) or await client.admin.get_recall_policy(tenant)
+    _print_recall_policy(await client.admin.set_recall_policy(tenant, with_changes(base, list(changes))), json)
 
 
 @policy.command("reset", cls=Command, help="back to the shipped default")
 @scoped(subject=False)
 @with_client
 async def policy_reset(client: MemoryClient, services: Services, *, tenant: str) -> None:
-    _print_recall_policy(await client.set_recall_policy(tenant, None), False)
+    _print_recall_policy(await client.admin.set_recall_policy(tenant, None), False)
 
 
 def _print_retention(kept: Any, json: bool) -> None:
@@ -105,7 +105,7 @@ def _print_retention(kept: Any, json: bool) -> None:
 @json_flag
 @with_client
 async def retention_show(client: MemoryClient, services: Services, *, tenant: str, json: bool) -> None:
-    _print_retention(await client.retention_policy(tenant), json)
+    _print_retention(await client.admin.get_retention_policy(tenant), json)
 
 
 @retention.command("set", cls=Command, help="change it: FIELD=DAYS or FIELD=none (keep until forgotten), "
@@ -119,15 +119,15 @@ async def retention_set(client: MemoryClient, services: Services, *, tenant: str
                         json: bool) -> None:
     from agent_memory.cli.formatting import with_changes
 
-    changed = with_changes(await client.retention_policy(tenant), list(changes))
-    _print_retention(await client.set_retention_policy(tenant, changed), json)
+    changed = with_changes(await client.admin.get_retention_policy(tenant), list(changes))
+    _print_retention(await client.admin.set_retention_policy(tenant, changed), json)
 
 
 @retention.command("reset", cls=Command, help="back to the defaults")
 @scoped(subject=False)
 @with_client
 async def retention_reset(client: MemoryClient, services: Services, *, tenant: str) -> None:
-    _print_retention(await client.set_retention_policy(tenant, None), False)
+    _print_retention(await client.admin.set_retention_policy(tenant, None), False)
 
 
 def _print_write_policy(gate: Any, json: bool) -> None:
@@ -143,7 +143,7 @@ def _print_write_policy(gate: Any, json: bool) -> None:
 @json_flag
 @with_client
 async def write_policy_show(client: MemoryClient, services: Services, *, tenant: str, json: bool) -> None:
-    _print_write_policy(await client.write_policy(tenant), json)
+    _print_write_policy(await client.admin.get_write_policy(tenant), json)
 
 
 @write_policy.command("set", cls=Command, help="change it: FIELD=a,b,c or FIELD=none; fields: "
@@ -156,15 +156,15 @@ async def write_policy_set(client: MemoryClient, services: Services, *, tenant: 
                            json: bool) -> None:
     from agent_memory.cli.formatting import with_changes
 
-    changed = with_changes(await client.write_policy(tenant), list(changes))
-    _print_write_policy(await client.set_write_policy(tenant, changed), json)
+    changed = with_changes(await client.admin.get_write_policy(tenant), list(changes))
+    _print_write_policy(await client.admin.set_write_policy(tenant, changed), json)
 
 
 @write_policy.command("reset", cls=Command, help="back to the defaults")
 @scoped(subject=False)
 @with_client
 async def write_policy_reset(client: MemoryClient, services: Services, *, tenant: str) -> None:
-    _print_write_policy(await client.set_write_policy(tenant, None), False)
+    _print_write_policy(await client.admin.set_write_policy(tenant, None), False)
 
 
 def _print_provider_policy(shown: Any, json: bool) -> None:
@@ -180,7 +180,7 @@ def _print_provider_policy(shown: Any, json: bool) -> None:
 @json_flag
 @with_client
 async def provider_policy_show(client: MemoryClient, services: Services, *, tenant: str, json: bool) -> None:
-    _print_provider_policy(await client.provider_policy(tenant), json)
+    _print_provider_policy(await client.admin.get_provider_policy(tenant), json)
 
 
 @provider_policy.command("set", cls=Command, help="change it; an option left out keeps its value")
@@ -195,16 +195,16 @@ async def provider_policy_set(client: MemoryClient, services: Services, *, tenan
                               exclude_namespace: tuple[str, ...], json: bool) -> None:
     from agent_memory.cli.formatting import changed_provider_policy
 
-    changed = changed_provider_policy(await client.provider_policy(tenant), redact,
+    changed = changed_provider_policy(await client.admin.get_provider_policy(tenant), redact,
                                       list(exclude_namespace) if exclude_namespace else None)
-    _print_provider_policy(await client.set_provider_policy(tenant, changed), json)
+    _print_provider_policy(await client.admin.set_provider_policy(tenant, changed), json)
 
 
 @provider_policy.command("reset", cls=Command, help="back to the default: every kind redacted")
 @scoped(subject=False)
 @with_client
 async def provider_policy_reset(client: MemoryClient, services: Services, *, tenant: str) -> None:
-    _print_provider_policy(await client.set_provider_policy(tenant, None), False)
+    _print_provider_policy(await client.admin.set_provider_policy(tenant, None), False)
 
 
 def _print_token_budget(state: Any, json: bool) -> None:
@@ -222,7 +222,7 @@ def _print_token_budget(state: Any, json: bool) -> None:
 @json_flag
 @with_client
 async def token_budget_show(client: MemoryClient, services: Services, *, tenant: str, json: bool) -> None:
-    _print_token_budget(await client.token_budget(tenant), json)
+    _print_token_budget(await client.admin.get_token_budget(tenant), json)
 
 
 @token_budget.command("set", cls=Command, help="set the tenant's budget: input and output tokens of its model "
@@ -234,14 +234,14 @@ async def token_budget_show(client: MemoryClient, services: Services, *, tenant:
 @with_client
 async def token_budget_set(client: MemoryClient, services: Services, *, tenant: str, daily_tokens: str,
                            json: bool) -> None:
-    _print_token_budget(await client.set_token_budget(tenant, daily_tokens), json)
+    _print_token_budget(await client.admin.set_token_budget(tenant, daily_tokens), json)
 
 
 @token_budget.command("reset", cls=Command, help="back to the default (AGENT_MEMORY_DAILY_TOKEN_BUDGET)")
 @scoped(subject=False)
 @with_client
 async def token_budget_reset(client: MemoryClient, services: Services, *, tenant: str) -> None:
-    _print_token_budget(await client.set_token_budget(tenant, None, reset=True), False)
+    _print_token_budget(await client.admin.set_token_budget(tenant, None, reset=True), False)
 
 
 @consent.command("grant", cls=Command, help="record the subject's consent")
@@ -252,7 +252,7 @@ async def token_budget_reset(client: MemoryClient, services: Services, *, tenant
 @with_client
 async def consent_grant(client: MemoryClient, services: Services, *, tenant: str, subject: str, namespace: str,
                         consent_id: str) -> None:
-    await client.grant_consent(tenant, subject, namespace, consent_id)
+    await client.admin.grant_consent(tenant, subject, namespace, consent_id)
     print(f"consent {consent_id} to storing {namespace!r} recorded for {subject}")
 
 
@@ -262,7 +262,7 @@ async def consent_grant(client: MemoryClient, services: Services, *, tenant: str
 @with_client
 async def consent_revoke(client: MemoryClient, services: Services, *, tenant: str, subject: str,
                          namespace: str) -> None:
-    revoked = await client.revoke_consent(tenant, subject, namespace)
+    revoked = await client.admin.revoke_consent(tenant, subject, namespace)
     print(f"consent to storing {namespace!r} revoked" if revoked
           else f"no active consent to storing {namespace!r} for {subject}")
 
@@ -272,7 +272,7 @@ async def consent_revoke(client: MemoryClient, services: Services, *, tenant: st
 @json_flag
 @with_client
 async def consent_list(client: MemoryClient, services: Services, *, tenant: str, subject: str, json: bool) -> None:
-    consents = await client.consents(tenant, subject)
+    consents = await client.admin.consents(tenant, subject)
     if json:
         print_json([c.model_dump(mode="json") for c in consents])
         return

@@ -21,7 +21,7 @@ review = Group("review", dest="review_command", help="what the daily review mark
 @json_flag
 @with_client
 async def review_run(client: MemoryClient, services: Services, *, tenant: str, json: bool) -> None:
-    done = await client.review(tenant)
+    done = await client.admin.review(tenant)
     if json:
         print_json(done.model_dump(mode="json"))
         return
@@ -37,7 +37,7 @@ async def review_run(client: MemoryClient, services: Services, *, tenant: str, j
 @with_client
 async def review_list(client: MemoryClient, services: Services, *, tenant: str, subject: str | None,
                       include_resolved: bool, json: bool) -> None:
-    marks = await client.stale_marks(tenant, subject_id=subject, include_resolved=include_resolved)
+    marks = await client.admin.stale_marks(tenant, subject_id=subject, include_resolved=include_resolved)
     if json:
         print_json([m.model_dump(mode="json") for m in marks])
         return
@@ -62,7 +62,7 @@ async def review_list(client: MemoryClient, services: Services, *, tenant: str, 
 @with_client
 async def review_resolve(client: MemoryClient, services: Services, *, tenant: str, subject: str, mark_id: str,
                          resolution: str, actor_id: str | None, reason: str | None, json: bool) -> None:
-    done = await client.resolve_stale_mark(tenant, subject, mark_id, "keep" if resolution == "keep" else "forget",
+    done = await client.admin.resolve_stale_mark(tenant, subject, mark_id, "keep" if resolution == "keep" else "forget",
                                            actor_id=actor_id, reason=reason)
     if json:
         print_json(done.model_dump(mode="json"))

@@ -35,7 +35,7 @@ async def runs(client: MemoryClient, services: Services, *, tenant: str, subject
                json: bool) -> None:
     from agent_memory.cli.formatting import format_run_payloads
 
-    listed = await client.runs(tenant, subject, parked=parked)
+    listed = await client.admin.runs(tenant, subject, parked=parked)
     if json:
         print_json([r.model_dump(mode="json") for r in listed])
         return
@@ -59,13 +59,13 @@ async def rebuild(client: MemoryClient, services: Services, *, tenant: str, subj
                   request_id: str | None, wait: bool, json: bool) -> None:
     from agent_memory.cli.progress import Progress, wait_with_progress
 
-    handle = await client.rebuild(tenant, subject, force=force, request_id=request_id)
+    handle = await client.admin.rebuild(tenant, subject, force=force, request_id=request_id)
     if not json:
         print(f"workflow {handle.id}\n{services.settings.workflow_url(handle.id)}")
     if not (wait or json):
         return
     rebuilt = await wait_with_progress(
-        handle, lambda: client.rebuild_result(handle), Progress("rebuild subjects", None, enabled=not json),
+        handle, lambda: client.admin.rebuild_result(handle), Progress("rebuild subjects", None, enabled=not json),
         lambda p: (p.get("subjects_done", 0), p.get("subjects_total") or None, p.get("step", "")))
     if json:
         print_json(rebuilt.model_dump(mode="json"))
@@ -99,12 +99,12 @@ async def rederive(client: MemoryClient, services: Services, *, tenant: str, sub
     from agent_memory.cli.formatting import format_rederive
     from agent_memory.cli.progress import Progress, wait_with_progress
 
-    handle = await client.rederive(tenant, subject, dry_run=dry_run, all_sessions=all_sessions,
+    handle = await client.admin.rederive(tenant, subject, dry_run=dry_run, all_sessions=all_sessions,
                                    request_id=request_id)
     if not json:
         print(f"workflow {handle.id}\n{services.settings.workflow_url(handle.id)}", file=sys.stderr)
     report = await wait_with_progress(
-        handle, lambda: client.rederive_result(handle), Progress("rederive sessions", None, enabled=not json),
+        handle, lambda: client.admin.rederive_result(handle), Progress("rederive sessions", None, enabled=not json),
         lambda p: (p.get("sessions_done", 0), p.get("sessions_total") or None, p.get("step", "")))
     if json:
         print_json(report.model_dump(mode="json"))
@@ -120,20 +120,20 @@ async def rederive(client: MemoryClient, services: Services, *, tenant: str, sub
 async def stats(client: MemoryClient, services: Services, *, tenant: str, json: bool) -> None:
     from agent_memory.cli.formatting import format_importance, format_projection_lag
 
-    drops = await client.leak_filter_drops(tenant)
-    lag = await client.projection_lag(tenant)
-    reads = await client.read_counts(tenant)
-    lifecycle = await client.lifecycle_counts(tenant)
-    erasures = await client.erasure_counts(tenant)
-    withheld = await client.withheld_counts(tenant)
-    gated = await client.gated_sessions(tenant)
-    importance = await client.importance_spread(tenant)
-    marks = await client.stale_mark_counts(tenant)
-    refused_operator_runs = await client.refused_operator_runs()
+    drops = await client.admin.leak_filter_drops(tenant)
+    lag = await client.admin.projection_lag(tenant)
+    reads = await client.admin.read_counts(tenant)
+    lifecycle = await client.admin.lifecycle_counts(tenant)
+    erasures = await client.admin.erasure_counts(tenant)
+    withheld = await client.admin.withheld_counts(tenant)
+    gated = await client.admin.gated_sessions(tenant)
+    importance = await client.admin.importance_spread(tenant)
+    marks = await client.admin.stale_mark_counts(tenant)
+    refused_operator_runs = await client.admin.refused_operator_runs()
     from temporalio.exceptions import TemporalError
 
     try:
-        schedules = await client.schedules_health()
+        schedules = await client.admin.schedules_health()
     except (TemporalError, OSError) as exc:  # the counters are the database's: they print while Temporal is down
         unchecked = f"not checked: Temporal did not answer ({exc})"
         schedules = None
@@ -196,7 +196,7 @@ def projection() -> None:
 @with_client
 async def retry_dead_letters(client: MemoryClient, services: Services, *, tenant: str, subject: str | None,
                              json: bool) -> None:
-    woken = await client.retry_dead_letters(tenant, subject)
+    woken = await client.admin.retry_dead_letters(tenant, subject)
     if json:
         print_json({"tenant_id": tenant, "subjects_woken": woken})
     else:
@@ -212,7 +212,7 @@ async def retry_dead_letters(client: MemoryClient, services: Services, *, tenant
 @with_client
 async def sweep(client: MemoryClient, services: Services, *, grace_seconds: float | None, no_retention: bool,
                 json: bool) -> None:
-    swept = await client.sweep(grace_seconds=grace_seconds, retention=not no_retention)
+    swept = await client.admin.sweep(grace_seconds=grace_seconds, retention=not no_retention)
     if json:
         print_json(swept.model_dump(mode="json"))
         return
@@ -230,8 +230,8 @@ async def sweep(client: MemoryClient, services: Services, *, grace_seconds: floa
 @json_flag
 @with_client
 async def reembed(client: MemoryClient, services: Services, *, tenant: str, wait: bool, json: bool) -> None:
-    handle = await client.reembed(tenant)
-    progress = await handle.result() if wait else await client.reembed_progress(handle)
+    handle = await client.admin.reembed(tenant)
+    progress = await handle.result() if wait else await client.admin.reembed_progress(handle)
     if json:
         print_json({"workflow_id": handle.id, "progress": progress.model_dump(mode="json") if progress else None})
         return
@@ -246,7 +246,7 @@ async def reembed(client: MemoryClient, services: Services, *, tenant: str, wait
 @json_flag
 @with_client
 async def compact(client: MemoryClient, services: Services, *, all: bool, json: bool) -> None:
-    compaction = await client.compact(force=all)
+    compaction = await client.admin.compact(force=all)
     if json:
         print_json(compaction.model_dump(mode="json"))
         return
@@ -263,7 +263,7 @@ async def compact(client: MemoryClient, services: Services, *, all: bool, json: 
 @json_flag
 @with_client
 async def authorizations(client: MemoryClient, services: Services, *, limit: int, json: bool) -> None:
-    listed = await client.authorizations(limit=limit)
+    listed = await client.admin.authorizations(limit=limit)
     if json:
         print_json([a.model_dump(mode="json") for a in listed])
         return

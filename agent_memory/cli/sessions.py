@@ -52,7 +52,7 @@ async def sessions(client: MemoryClient, services: Services, *, tenant: str, sub
         print_json([row.model_dump(mode="json") for row in held])
         return
     if not held:
-        erased = await client.subject_erased(tenant, subject)
+        erased = await client.admin.subject_erased(tenant, subject)
         print(f"subject {subject} of tenant {tenant} was erased: nothing is kept" if erased
               else f"no sessions for subject {subject} (tenant {tenant})")
     for session_row in held:

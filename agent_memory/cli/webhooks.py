@@ -32,7 +32,7 @@ def webhooks() -> None:
 @with_client
 async def add(client: MemoryClient, services: Services, *, tenant: str, url: str, events: tuple[str, ...],
               json: bool) -> None:
-    created = await client.add_webhook(tenant, url, list(events))
+    created = await client.admin.add_webhook(tenant, url, list(events))
     if json:
         print_json(created.model_dump(mode="json"))
     else:
@@ -46,7 +46,7 @@ async def add(client: MemoryClient, services: Services, *, tenant: str, url: str
 @json_flag
 @with_client
 async def list_(client: MemoryClient, services: Services, *, tenant: str, include_removed: bool, json: bool) -> None:
-    endpoints = await client.webhooks(tenant, include_removed=include_removed)
+    endpoints = await client.admin.webhooks(tenant, include_removed=include_removed)
     if json:
         print_json([e.model_dump(mode="json") for e in endpoints])
         return
@@ -69,7 +69,7 @@ async def list_(client: MemoryClient, services: Services, *, tenant: str, includ
 @with_client
 async def rotate_secret(client: MemoryClient, services: Services, *, tenant: str, endpoint_id: str,
                         overlap_hours: float, json: bool) -> None:
-    rotated = await client.rotate_webhook_secret(tenant, endpoint_id, overlap_hours=overlap_hours)
+    rotated = await client.admin.rotate_webhook_secret(tenant, endpoint_id, overlap_hours=overlap_hours)
     if json:
         print_json(rotated.model_dump(mode="json"))
     else:
@@ -85,7 +85,7 @@ async def rotate_secret(client: MemoryClient, services: Services, *, tenant: str
 @json_flag
 @with_client
 async def remove(client: MemoryClient, services: Services, *, tenant: str, endpoint_id: str, json: bool) -> None:
-    removed = await client.remove_webhook(tenant, endpoint_id)
+    removed = await client.admin.remove_webhook(tenant, endpoint_id)
     if json:
         print_json(removed.model_dump(mode="json"))
     else:
@@ -101,7 +101,7 @@ async def remove(client: MemoryClient, services: Services, *, tenant: str, endpo
 @with_client
 async def deliveries(client: MemoryClient, services: Services, *, tenant: str, status: str | None, limit: int,
                      json: bool) -> None:
-    found = await client.webhook_deliveries(tenant, status=status, limit=limit)  # type: ignore[arg-type]
+    found = await client.admin.webhook_deliveries(tenant, status=status, limit=limit)  # type: ignore[arg-type]
     if json:
         print_json([d.model_dump(mode="json") for d in found])
         return
@@ -119,7 +119,7 @@ async def deliveries(client: MemoryClient, services: Services, *, tenant: str, s
 @json_flag
 @with_client
 async def redeliver(client: MemoryClient, services: Services, *, tenant: str, delivery_id: str, json: bool) -> None:
-    delivery = await client.redeliver_webhook(tenant, delivery_id)
+    delivery = await client.admin.redeliver_webhook(tenant, delivery_id)
     if json:
         print_json(delivery.model_dump(mode="json"))
     else:

@@ -57,7 +57,7 @@ SIGNAL_WAKE: Final = "wake"
 PROGRESS_QUERY: Final = "progress"
 STEPS_OUTCOME_QUERY: Final = "steps_outcome"
 # Signal of ConsolidationWorkflow: the tenant's token budget changed; a run parked on it checks
-# again now (sent by MemoryClient.set_token_budget to the tenant's running consolidations).
+# again now (sent by AdminClient.set_token_budget to the tenant's running consolidations).
 SIGNAL_BUDGET_CHANGED: Final = "budget_changed"
 # A parked consolidation's memo (written in clear: what `agent-memory runs`, the console and the
 # Temporal UI show of it): RUN_STATE_MEMO -> PARKED_TOKEN_BUDGET while it waits, then

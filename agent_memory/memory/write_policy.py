@@ -10,7 +10,7 @@ A tenant's write policy (`agent-memory write-policy show|set|reset`) says:
   `consent_id`.
 - `confirm_keys`: keys (`namespace/key` globs) whose value never changes silently: billing and
   delivery addresses, payment details. A new value of such a key waits in the candidate area
-  until it is confirmed (`agent-memory facts --confirm`, `client.confirm_fact`). A key's first
+  until it is confirmed (`agent-memory facts --confirm`, `client.admin.confirm_fact`). A key's first
   value is stored as usual.
 - `corroborate_keys`: keys (`namespace/key` globs) whose value, first or new, is taken only once
   it is said twice: a statement said in one message waits in the candidate area until a later

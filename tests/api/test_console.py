@@ -39,7 +39,7 @@ def session(session_id: str, day: str, *texts: str) -> Session:
 async def seed(client: MemoryClient, tenant: str) -> None:
     """Two consolidated sessions of one subject: a home city, then a new one held for confirmation
     (the tenant confirms home cities), and a message with markup."""
-    await client.set_write_policy(tenant, WritePolicy(confirm_keys=["location/home_city"]))
+    await client.admin.set_write_policy(tenant, WritePolicy(confirm_keys=["location/home_city"]))
     for s in (session("s1", "05-01", "I live in Oslo.", f"My favourite snippet is {SCRIPT}"),
               session("s2", "06-01", "I live in Bergen.")):
         await client.append_messages(tenant, SUBJECT, s)
@@ -207,8 +207,8 @@ async def test_erasure_receipts_name_the_subject_by_digest(client, services, ten
     erased = f"erasee-{uuid.uuid4().hex[:8]}"
     async with running_worker():
         await client.append_messages(tenant, erased, session("e1", "05-02", "I live in Lima."))
-        handle = await client.erase(tenant, erased, "art. 17 request", "req-console-1")
-        receipt = await client.erasure_receipt(handle)
+        handle = await client.admin.erase(tenant, erased, "art. 17 request", "req-console-1")
+        receipt = await client.admin.erasure_receipt(handle)
     async with console(client) as http:
         await sign_in(http, operator)
         page = await http.get(f"/console/t/{tenant}")

@@ -44,7 +44,7 @@ async def test_an_operator_walks_from_a_tenant_to_a_facts_evidence(client, servi
     async with running_worker():
         await seed(client, tenant)
         await client.append_messages(tenant, "noor", session("n1", "05-03", "I live in Cairo."))
-        await client.erasure_receipt(await client.erase(tenant, "noor", "ticket 4411", "req-4411"))
+        await client.admin.erasure_receipt(await client.admin.erase(tenant, "noor", "ticket 4411", "req-4411"))
     dialogs: list[str] = []
 
     async def shot(page: Page, name: str) -> None:

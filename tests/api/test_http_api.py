@@ -123,7 +123,7 @@ async def test_a_key_of_one_tenant_reaches_nothing_of_another(client, services, 
         assert "Oslo" in {f["value"] for f in (await http.get("/v1/subjects/lin/facts", headers=bearer(owner))).json()}
         erase = await http.post("/v1/subjects/lin/erasure", headers=bearer(owner), json={"reason": "art. 17"})
         assert erase.status_code == 200
-        receipt = await client.erasure_receipt(client.services.temporal.get_workflow_handle(
+        receipt = await client.admin.erasure_receipt(client.services.temporal.get_workflow_handle(
             erase.json()["workflow_id"], result_type=ErasureReceipt))
         # A read key of the same tenant does not see an erasure's result.
         hidden = await http.get(f"/v1/runs/{erase.json()['workflow_id']}", headers=bearer(reader))

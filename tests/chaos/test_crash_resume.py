@@ -263,7 +263,7 @@ async def test_a_workflow_survives_a_restart_of(service, own_stack, reference):
         second = await asyncio.wait_for(client.consolidation_result(handle), 90)
         third = await asyncio.wait_for(client.consolidation_result(await client.end_session(tenant, SUBJECT, "s3")),
                                        60)
-        await client.wait_for_projection(tenant, SUBJECT, timeout=60)  # vectors follow the commits
+        await client.admin.wait_for_projection(tenant, SUBJECT, timeout=60)  # vectors follow the commits
     assert second.session_id == "s2" and third.episode_written
     await services.pool.check()  # drop connections that died with the old Postgres
     assert set((await duplicate_counts(services.pool, tenant, SUBJECT)).values()) == {0}

@@ -193,7 +193,7 @@ async def test_a_bug_behind_a_console_page_is_a_500_page_with_an_error_id_in_the
     async def failing(*_args, **_kwargs):
         raise failure
 
-    monkeypatch.setattr(client, "projection_lag", failing)  # the tenant page reads it
+    monkeypatch.setattr(client.admin, "projection_lag", failing)  # the tenant page reads it
     async with serving(client) as port, httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
         for failure in BUGS:
             caplog.clear()

@@ -97,17 +97,17 @@ async def main(only: set[str] | None = None) -> None:
                     "s1", "2024-03-01T09:00:00Z", "My name is Lin.", "I live in Hangzhou.", "我不吃辣。"))
                 handle = await client.end_session("acme", "lin", "s1")
                 await handle.result()
-                await client.wait_for_projection("acme", "lin", timeout=120)
+                await client.admin.wait_for_projection("acme", "lin", timeout=120)
                 if keep(CURRENT["consolidation"]):
                     await _write(handle, CURRENT["consolidation"], codec)
                 if keep(CURRENT["projector"]):
                     await _write(services.temporal.get_workflow_handle("projector/acme/lin"), CURRENT["projector"],
                                  codec)
-                rebuild = await client.rebuild("acme", request_id="recorded")  # every subject: rebuild/acme/*/recorded
+                rebuild = await client.admin.rebuild("acme", request_id="recorded")  # every subject: rebuild/acme/*/recorded
                 await rebuild.result()
                 if keep(CURRENT["rebuild"]):
                     await _write(rebuild, CURRENT["rebuild"], codec)
-                erase = await client.erase("acme", "lin", reason="recorded history")
+                erase = await client.admin.erase("acme", "lin", reason="recorded history")
                 await erase.result()
                 if keep(CURRENT["erasure"]):
                     await _write(erase, CURRENT["erasure"], codec)

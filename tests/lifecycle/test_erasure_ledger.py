@@ -81,7 +81,7 @@ async def test_an_erasure_is_reapplied_to_a_database_restored_from_before_it(cli
         # The backup, taken before the erasure.
         assert services.settings.database_admin_url
         await asyncio.to_thread(pg, "pg_dump", "-Fc", "-f", dump, services.settings.database_admin_url)
-        receipt = await client.erasure_receipt(await client.erase(tenant, "ana", "ticket 42", request_id="gdpr-42"))
+        receipt = await client.admin.erasure_receipt(await client.admin.erase(tenant, "ana", "ticket 42", request_id="gdpr-42"))
     assert receipt.residue_total == 0
     # The ledger has the erasure, by digest only, in a private file.
     path = ledger_path(services.settings.home)
@@ -96,18 +96,18 @@ async def test_an_erasure_is_reapplied_to_a_database_restored_from_before_it(cli
         assert await messages_of(copy.pool, tenant, "ana") == 3 and await again.facts(tenant, "ana")
         worker = build_worker(copy, task_queue=task_queue)
         async with worker:
-            result, receipts = await again.reapply_erasures(wait=True)
+            result, receipts = await again.admin.reapply_erasures(wait=True)
         assert [(r.request_id, r.action) for r in result.reapplied if r.tenant_id == tenant] == [("gdpr-42", "started")]
         assert [r.residue_total for r in receipts] == [0]
         # Gone again, with zero residue in every store, and refused as an erased subject.
         residue = await scan_residue(copy.pool, copy.redis, tenant, "ana")
         assert sum(residue.values()) == 0, residue
         assert await messages_of(copy.pool, tenant, "ana") == 0
-        assert await again.subject_erased(tenant, "ana") and await again.facts(tenant, "ana") == []
-        status = await again.erasure_status(tenant, "gdpr-42", "ana")
+        assert await again.admin.subject_erased(tenant, "ana") and await again.facts(tenant, "ana") == []
+        status = await again.admin.erasure_status(tenant, "gdpr-42", "ana")
         assert status.status == "completed"
         # Nothing is missing any more: a second run (the worker's start) re-applies nothing.
-        result, _ = await again.reapply_erasures()
+        result, _ = await again.admin.reapply_erasures()
         assert not [r for r in result.reapplied if r.tenant_id == tenant]
     # The ledger still holds the erasure once.
     assert [e.request_id for e in read_ledger(services.settings.home, services.keyring)
@@ -125,13 +125,13 @@ async def test_an_erased_subject_with_nothing_left_in_the_restore_gets_its_tombs
     await asyncio.to_thread(pg, "pg_dump", "-Fc", "-f", dump, services.settings.database_admin_url)
     async with running_worker():  # the subject's data and erasure both come after the backup
         await client.append_messages(tenant, "bo", S)
-        await client.erasure_receipt(await client.erase(tenant, "bo", "ticket 7", request_id="gdpr-7"))
+        await client.admin.erasure_receipt(await client.admin.erase(tenant, "bo", "ticket 7", request_id="gdpr-7"))
     async with restored(services, dump) as copy:
         again = MemoryClient(copy, offline_providers().embedder, task_queue=task_queue)
-        assert not await again.subject_erased(tenant, "bo")
+        assert not await again.admin.subject_erased(tenant, "bo")
         await reapply_ledger_erasures(copy)  # what the worker does at start
-        assert await again.subject_erased(tenant, "bo")  # a later write for the id is refused, as before the restore
-        result, _ = await again.reapply_erasures()
+        assert await again.admin.subject_erased(tenant, "bo")  # a later write for the id is refused, as before the restore
+        result, _ = await again.admin.reapply_erasures()
         assert not [r for r in result.reapplied if r.tenant_id == tenant]
 
 

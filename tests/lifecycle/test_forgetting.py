@@ -48,7 +48,7 @@ async def consolidate(client, tenant: str, *sessions, wait_projection: bool = Tr
         await client.append_messages(tenant, SUBJECT, s)
         await client.consolidation_result(await client.end_session(tenant, SUBJECT, s.session_id))
     if wait_projection:
-        await client.wait_for_projection(tenant, SUBJECT)
+        await client.admin.wait_for_projection(tenant, SUBJECT)
 
 
 async def rows_of(services, tenant: str, memory_id: str) -> dict[str, int]:
@@ -138,7 +138,7 @@ async def test_a_forgotten_fact_leaves_every_read_at_once_and_a_restore_brings_i
 
         restored = await client.restore(tenant, SUBJECT, oslo.memory_id, reason="asked by mistake")
         assert restored.version == forgotten.version + 1 and restored.events_reapplied >= 1
-        await client.wait_for_projection(tenant, SUBJECT)
+        await client.admin.wait_for_projection(tenant, SUBJECT)
     back = await home_fact(client, tenant)
     assert (back.value, back.valid_from, back.evidence_message_ids) == (oslo.value, oslo.valid_from,
                                                                         oslo.evidence_message_ids)
@@ -161,7 +161,7 @@ async def test_a_forget_while_the_vector_is_pending_never_gets_a_vector(client, 
                           wait_projection=False)
         lima = await home_fact(client, tenant)
         await client.forget(tenant, SUBJECT, lima.memory_id)
-        await client.wait_for_projection(tenant, SUBJECT)
+        await client.admin.wait_for_projection(tenant, SUBJECT)
         await asyncio.sleep(0.5)  # a projector batch that read the row before the forget has finished
     assert (await rows_of(services, tenant, lima.memory_id))["memory_vectors"] == 0
 
@@ -182,15 +182,15 @@ async def test_the_sweeper_removes_a_forgotten_memory_from_every_store_and_nothi
         rex = [f for f in await client.facts(tenant, SUBJECT) if f.memory_id != oslo.memory_id]
         for memory_id in (oslo.memory_id, episode.memory_id):
             await client.forget(tenant, SUBJECT, memory_id)
-        kept = await client.sweep(grace_seconds=3600)  # nothing is an hour old: nothing goes
-        assert {f.state for f in await client.forgotten(tenant, SUBJECT)} == {"forgotten"}
+        kept = await client.admin.sweep(grace_seconds=3600)  # nothing is an hour old: nothing goes
+        assert {f.state for f in await client.admin.forgotten(tenant, SUBJECT)} == {"forgotten"}
         swept_sample = ("agent_memory_swept_memories_total", {"tenant": tenant_label(tenant)})
         before = REGISTRY.get_sample_value(*swept_sample) or 0.0
-        swept = await client.sweep(grace_seconds=0)
+        swept = await client.admin.sweep(grace_seconds=0)
         assert REGISTRY.get_sample_value(*swept_sample) == before + 2  # this tenant's two
     assert swept.swept >= 2 and swept.residue_found == 0 and swept.events_deleted >= 3
     assert kept.swept == 0 or kept.tenants >= 1
-    tombstones = {str(f.memory_id): f for f in await client.forgotten(tenant, SUBJECT)}
+    tombstones = {str(f.memory_id): f for f in await client.admin.forgotten(tenant, SUBJECT)}
     assert {t.state for t in tombstones.values()} == {"swept"} and set(tombstones) == {oslo.memory_id,
                                                                                        episode.memory_id}
     assert all(t.residue == 0 for t in tombstones.values())
@@ -200,7 +200,7 @@ async def test_the_sweeper_removes_a_forgotten_memory_from_every_store_and_nothi
         cur = await conn.execute("SELECT kind FROM operations WHERE tenant_id = %s AND session_id = 'w1' "
                                  "AND kind IN ('extract', 'summary', 'plan', 'importance')", (tenant,))
         assert await cur.fetchall() == []
-    counts = await client.lifecycle_counts(tenant)
+    counts = await client.admin.lifecycle_counts(tenant)
     assert (counts.forgotten_in_grace, counts.swept, counts.swept_with_residue) == (0, 2, 0)
     # The rest of the subject is as it was.
     assert [f.memory_id for f in await client.facts(tenant, SUBJECT)] == [f.memory_id for f in rex]
@@ -247,7 +247,7 @@ async def test_an_erasure_removes_the_subjects_forgotten_memories_too(client, se
     async with running_worker():
         await consolidate(client, tenant, session("e1", "2024-03-01T09:00:00Z", "I live in Porto."))
         await client.forget(tenant, SUBJECT, (await home_fact(client, tenant)).memory_id)
-        receipt = await client.erasure_receipt(await client.erase(tenant, SUBJECT, reason="test"))
+        receipt = await client.admin.erasure_receipt(await client.admin.erase(tenant, SUBJECT, reason="test"))
     assert receipt.residue_total == 0
     async with tenant_transaction(services.pool, tenant) as conn:
         cur = await conn.execute("SELECT count(*) FROM forgotten_memories WHERE tenant_id = %s", (tenant,))
@@ -354,8 +354,8 @@ async def test_an_export_holds_every_interval_its_evidence_and_what_is_forgotten
     assert forgotten_fact.memory_id not in {f["memory_id"] for f in document["facts"]}
     # An erased subject exports as erased, with its receipt and nothing else.
     async with running_worker():
-        await client.erasure_receipt(await client.erase(tenant, SUBJECT, reason="art. 17", request_id="r-export"))
-    erased = await client.export(tenant, SUBJECT)
+        await client.admin.erasure_receipt(await client.admin.erase(tenant, SUBJECT, reason="art. 17", request_id="r-export"))
+    erased = await client.admin.export(tenant, SUBJECT)
     assert erased.erased and erased.facts == [] and erased.cited_messages == [] and erased.forgotten == []
     [request] = erased.erasure_requests
     assert request.request_id == "r-export" and request.receipt is not None and request.receipt.residue_total == 0
@@ -405,8 +405,8 @@ async def test_a_forged_tombstone_opens_no_event_and_a_fact_takes_its_candidates
     assert {f.value for f in await client.facts(tenant, SUBJECT, candidates=True)} == {"Oslo", "Bergen"}
     await client.forget(tenant, SUBJECT, oslo.memory_id)
     assert await client.facts(tenant, SUBJECT, candidates=True, history=True) == []
-    assert {f.state for f in await client.forgotten(tenant, SUBJECT)} == {"forgotten"}
-    assert len(await client.forgotten(tenant, SUBJECT)) == 2
+    assert {f.state for f in await client.admin.forgotten(tenant, SUBJECT)} == {"forgotten"}
+    assert len(await client.admin.forgotten(tenant, SUBJECT)) == 2
     # A re-run of the old session brings back neither the fact nor its candidate.
     again = await commit_written_out(services, tenant, "f2-rerun", weak)
     assert again.events_appended == 0 and again.withheld == {"forgotten": 1}
@@ -417,13 +417,13 @@ async def test_a_restore_after_a_second_life_keeps_the_first_tombstone(client, s
     oslo = await home_fact(client, tenant)
     await client.forget(tenant, SUBJECT, oslo.memory_id)
     async with running_worker():
-        await client.sweep(grace_seconds=0, retention=False)
-    [first] = await client.forgotten(tenant, SUBJECT)
+        await client.admin.sweep(grace_seconds=0, retention=False)
+    [first] = await client.admin.forgotten(tenant, SUBJECT)
     await commit_written_out(services, tenant, "g9", said("Bergen", datetime.now(UTC), "g1:1"))  # a second life
     await client.forget(tenant, SUBJECT, oslo.memory_id)
     await client.restore(tenant, SUBJECT, oslo.memory_id)
     assert (await home_fact(client, tenant)).value == "Bergen"
-    [kept] = await client.forgotten(tenant, SUBJECT)
+    [kept] = await client.admin.forgotten(tenant, SUBJECT)
     assert (kept.state, kept.version, kept.forgotten_at) == ("swept", first.version, first.forgotten_at)
     rerun = await commit_written_out(services, tenant, "g1-rerun", said("Oslo", datetime(2024, 3, 1, 9, tzinfo=UTC),
                                                                         "g1:1"))

@@ -59,7 +59,7 @@ async def test_retention_forgets_what_the_policy_expires_and_the_sweep_removes_i
                           "Can you suggest a few easy pieces for beginners?")):
             await client.append_messages(tenant, SUBJECT, s)
             await client.consolidation_result(await client.end_session(tenant, SUBJECT, s.session_id))
-        await client.wait_for_projection(tenant, SUBJECT)
+        await client.admin.wait_for_projection(tenant, SUBJECT)
         old_day = datetime(2023, 2, 1, 9, tzinfo=UTC)
         await commit_facts(services, tenant, "facts",
                            ExtractedFact(namespace="work", key="employer", value="Acme", claim_type="inference",
@@ -67,31 +67,31 @@ async def test_retention_forgets_what_the_policy_expires_and_the_sweep_removes_i
                            ExtractedFact(namespace="travel", key="current_trip", value="Rome", claim_type="explicit",
                                          confidence=0.9, evidence_message_ids=["old:2"], observed_at=old_day,
                                          valid_until=datetime(2023, 2, 10, tzinfo=UTC)))
-        assert await client.retention_policy(tenant) == DEFAULT_RETENTION
-        policy = await client.set_retention_policy(tenant, RetentionPolicy(episode_days=365, note_days=365))
+        assert await client.admin.get_retention_policy(tenant) == DEFAULT_RETENTION
+        policy = await client.admin.set_retention_policy(tenant, RetentionPolicy(episode_days=365, note_days=365))
         assert policy.candidate_days == 90 and policy.temporary_fact_days == 30
         before = await client.context(tenant, SUBJECT, "sister wedding speech rings")
         assert {i.session_id for i in before.items if i.tier == "episodic"} == {"old", "new"}
 
-        swept = await client.sweep(grace_seconds=3600)  # retention forgets; nothing is past the grace yet
+        swept = await client.admin.sweep(grace_seconds=3600)  # retention forgets; nothing is past the grace yet
         assert swept.retention_forgotten.get("episode", 0) >= 1 and swept.retention_forgotten.get("note", 0) >= 1
         assert swept.retention_forgotten.get("candidate", 0) >= 1
         assert swept.retention_forgotten.get("temporary_fact", 0) >= 1
-        forgotten = await client.forgotten(tenant, SUBJECT)
+        forgotten = await client.admin.forgotten(tenant, SUBJECT)
         assert forgotten and {f.actor for f in forgotten} == {"retention"} and {f.state for f in forgotten} == {
             "forgotten"}
         after = await client.context(tenant, SUBJECT, "sister wedding speech rings")
         assert {i.session_id for i in after.items if i.tier == "episodic"} == {"new"}  # the old session is gone
         assert not [f for f in await client.facts(tenant, SUBJECT, candidates=True, history=True)
                     if f.key in ("employer", "current_trip")]
-        await client.sweep(grace_seconds=3600)  # a second run forgets nothing more of the subject
-        assert {f.memory_id for f in await client.forgotten(tenant, SUBJECT)} == {f.memory_id for f in forgotten}
+        await client.admin.sweep(grace_seconds=3600)  # a second run forgets nothing more of the subject
+        assert {f.memory_id for f in await client.admin.forgotten(tenant, SUBJECT)} == {f.memory_id for f in forgotten}
 
-        done = await client.sweep(grace_seconds=0, retention=False)
+        done = await client.admin.sweep(grace_seconds=0, retention=False)
     assert done.residue_found == 0
-    states = {f.state for f in await client.forgotten(tenant, SUBJECT)}
+    states = {f.state for f in await client.admin.forgotten(tenant, SUBJECT)}
     assert states == {"swept"}
-    counts = await client.lifecycle_counts(tenant)
+    counts = await client.admin.lifecycle_counts(tenant)
     assert counts.swept == len(forgotten) and counts.forgotten_in_grace == 0 and counts.swept_with_residue == 0
 
 
@@ -106,21 +106,21 @@ async def test_a_stuck_erasure_is_redriven_and_a_running_one_left_alone(client, 
         async with tenant_transaction(services.pool, tenant) as conn:
             await conn.execute("UPDATE erasure_requests SET requested_at = now() - interval '2 hours' "
                                "WHERE tenant_id = %s", (tenant,))
-        stats = await client.erasure_counts(tenant)
+        stats = await client.admin.erasure_counts(tenant)
         assert (stats.started, stats.stuck, stats.redriven, stats.completed) == (2, 2, 0, 0)
         assert stats.oldest_open_age_seconds is not None and stats.oldest_open_age_seconds >= 7200
         # Stuck means open past the erasure deadline (AGENT_MEMORY_ERASURE_DEADLINE_SECONDS).
         assert (await erasure_counts(services.pool, tenant, stuck_after_seconds=3 * 3600)).stuck == 0
 
-        result = await client.redrive_erasures(stuck_after_seconds=3600)
+        result = await client.admin.redrive_erasures(stuck_after_seconds=3600)
         assert result.redriven >= 1 and result.still_running >= 1 and result.failed == 0
         receipt = await services.temporal.get_workflow_handle(
             f"erase/{tenant}/{SUBJECT}/req-lost").result()
         assert receipt["residue_total"] == 0
         await slow.terminate("test over")
-    status = await client.erasure_status(tenant, "req-lost")
+    status = await client.admin.erasure_status(tenant, "req-lost")
     assert status.status == "completed"
-    stats = await client.erasure_counts(tenant)
+    stats = await client.admin.erasure_counts(tenant)
     assert (stats.started, stats.redriven, stats.redrives, stats.completed) == (1, 1, 1, 1)
     # The request left running was never re-driven: open, and no run of it ended without completing.
     assert stats.failed == 0

@@ -55,7 +55,7 @@ async def test_the_review_marks_reports_and_resolves_stale_memory(services, tena
     receiver.start()
     try:
         async with webhook_stack(services, task_queue) as client, api(client) as http:
-            endpoint = await client.add_webhook(tenant, receiver.url, ["memory.stale"])
+            endpoint = await client.admin.add_webhook(tenant, receiver.url, ["memory.stale"])
             said = session("r-1", "2024-03-01T09:00:00Z", "I live in Hangzhou.", "I'm allergic to peanuts.")
             await client.append_messages(tenant, SUBJECT, said)
             done = await client.consolidation_result(await client.end_session(tenant, SUBJECT, "r-1"))
@@ -66,11 +66,11 @@ async def test_the_review_marks_reports_and_resolves_stale_memory(services, tena
                                     evidence_message_ids=["r-1:1"], observed_at=LONG_AGO, actor="agent")
             await client.write_fact(tenant, SUBJECT, "work", "employer", "Acme", expected_version=0,
                                     evidence_message_ids=["r-1:1"], observed_at=LONG_AGO, actor="agent")
-            await client.wait_for_projection(tenant, SUBJECT)
+            await client.admin.wait_for_projection(tenant, SUBJECT)
 
             reviewed = await _review(client, task_queue, tenant)
             assert reviewed.marked.get("stale") == 3, reviewed
-            marks = {m.memory_id: m for m in await client.stale_marks(tenant)}
+            marks = {m.memory_id: m for m in await client.admin.stale_marks(tenant)}
             trip, employer = await _fact(client, tenant, "trip_city"), await _fact(client, tenant, "employer")
             assert set(marks) == {home.memory_id, trip.memory_id, employer.memory_id}
             assert all(m.reason == "stale" and m.in_force for m in marks.values())
@@ -127,7 +127,7 @@ async def test_the_review_marks_reports_and_resolves_stale_memory(services, tena
                                        json={"value": "Naples", "expected_version": trip.version,
                                              "evidence_message_ids": ["r-1:1"]})
             assert corrected.status_code == 200, corrected.text
-            [trip_mark] = [m for m in await client.stale_marks(tenant, include_resolved=True)
+            [trip_mark] = [m for m in await client.admin.stale_marks(tenant, include_resolved=True)
                            if m.memory_id == trip.memory_id]
             assert (trip_mark.state, trip_mark.resolution) == ("resolved", "correct")
 
@@ -137,14 +137,14 @@ async def test_the_review_marks_reports_and_resolves_stale_memory(services, tena
             assert forgot.returncode == 0, forgot.stderr
             assert json.loads(forgot.stdout)["forgotten"] is True
             assert not [f for f in await client.facts(tenant, SUBJECT) if f.key == "employer"]
-            assert await client.stale_marks(tenant) == []
-            counts = await client.stale_mark_counts(tenant)
+            assert await client.admin.stale_marks(tenant) == []
+            counts = await client.admin.stale_mark_counts(tenant)
             assert counts.in_force == {} and counts.resolved == 3
 
             # The log reproduces the marks; the same data reviewed again marks nothing.
-            await client.wait_for_projection(tenant, SUBJECT)
+            await client.admin.wait_for_projection(tenant, SUBJECT)
             digest = await projection_digest(services.pool, tenant, SUBJECT)
-            [entry] = (await client.rebuild_result(await client.rebuild(tenant, SUBJECT))).subjects
+            [entry] = (await client.admin.rebuild_result(await client.admin.rebuild(tenant, SUBJECT))).subjects
             assert entry.equal and not entry.repaired and entry.rebuilt_digest == digest
             # The marks are part of the digest: one changed behind the log's back is found and put back.
             async with await psycopg.AsyncConnection.connect(services.settings.database_admin_url) as conn:
@@ -154,7 +154,7 @@ async def test_the_review_marks_reports_and_resolves_stale_memory(services, tena
                 assert cur.rowcount == 1
                 await conn.commit()
             assert await projection_digest(services.pool, tenant, SUBJECT) != digest
-            [repaired] = (await client.rebuild_result(await client.rebuild(tenant, SUBJECT))).subjects
+            [repaired] = (await client.admin.rebuild_result(await client.admin.rebuild(tenant, SUBJECT))).subjects
             assert repaired.repaired and repaired.tables_differing == ["stale_marks"]
             assert await projection_digest(services.pool, tenant, SUBJECT) == digest
             assert (await _review(client, task_queue, tenant)).marked == {}
@@ -174,18 +174,18 @@ async def test_contradicting_candidates_duplicate_notes_and_expiring_candidates_
             assert (await client.consolidation_result(await client.end_session(tenant, SUBJECT, s.session_id))
                     ).refused_reason is None
         # A later, different home held as a candidate (it needs saying twice): it contradicts Oslo.
-        await client.set_write_policy(tenant, WritePolicy(corroborate_keys=["location/*"]))
+        await client.admin.set_write_policy(tenant, WritePolicy(corroborate_keys=["location/*"]))
         later = session("d-3", "2024-05-01T09:00:00Z", "I live in Bergen.")
         await client.append_messages(tenant, SUBJECT, later)
         assert (await client.consolidation_result(await client.end_session(tenant, SUBJECT, "d-3"))
                 ).refused_reason is None
-        await client.wait_for_projection(tenant, SUBJECT)
+        await client.admin.wait_for_projection(tenant, SUBJECT)
         facts = await client.facts(tenant, SUBJECT, candidates=True)
         [oslo] = [f for f in facts if f.key == "home_city" and f.status == "active"]
         [bergen] = [f for f in facts if f.key == "home_city" and f.status == "candidate"]
 
         reviewed = await _review(client, task_queue, tenant)
-        marks = await client.stale_marks(tenant, subject_id=SUBJECT)
+        marks = await client.admin.stale_marks(tenant, subject_id=SUBJECT)
         by_reason = {(m.reason, m.memory_id): m for m in marks}
         contradicted = by_reason[("contradicted", oslo.memory_id)]
         assert contradicted.related_memory_ids == [bergen.memory_id] and contradicted.fact_id == oslo.fact_id
@@ -230,10 +230,10 @@ async def test_contradicting_candidates_duplicate_notes_and_expiring_candidates_
             done = payload(await mcp.call_tool("resolve_mark", {"subject": SUBJECT, "mark_id": duplicate.mark_id,
                                                                 "resolution": "forget"}))
             assert done["forgotten"] is True and done["mark"]["mark_id"] == duplicate.mark_id
-        assert duplicate.mark_id not in {m.mark_id for m in await client.stale_marks(tenant)}
+        assert duplicate.mark_id not in {m.mark_id for m in await client.admin.stale_marks(tenant)}
 
         # Kept, the contradiction stays resolved on the next review of the same candidates.
-        await client.resolve_stale_mark(tenant, SUBJECT, contradicted.mark_id, "keep")
+        await client.admin.resolve_stale_mark(tenant, SUBJECT, contradicted.mark_id, "keep")
         assert (await _review(client, task_queue, tenant)).marked == {}
         assert ("contradicted", oslo.memory_id) not in {(m.reason, m.memory_id)
-                                                         for m in await client.stale_marks(tenant)}
+                                                         for m in await client.admin.stale_marks(tenant)}

@@ -81,9 +81,9 @@ async def test_a_schedule_paused_from_a_plain_client_is_reported_then_restored(s
     assert anonymous.status_code == 200 and anonymous.json() == {"status": "ready"}
 
     # An erasure waits on both: its status says what each paused Schedule holds back.
-    handle = await client.erase(tenant, "nobody", "ticket 99", block_future_writes=True)
+    handle = await client.admin.erase(tenant, "nobody", "ticket 99", block_future_writes=True)
     request_id = handle.id.rsplit("/", 1)[-1]
-    status = await client.erasure_status(tenant, request_id)
+    status = await client.admin.erasure_status(tenant, request_id)
     assert set(status.held_back_by) == {KEY_ROTATION_SCHEDULE, COMPACTION_SCHEDULE}
     assert "shred stays reversible" in status.held_back_by[KEY_ROTATION_SCHEDULE]
     assert status.held_back_by[COMPACTION_SCHEDULE].startswith("paused: the erased residue stays on disk")
@@ -101,7 +101,7 @@ async def test_a_schedule_paused_from_a_plain_client_is_reported_then_restored(s
     async with api(client) as http:
         restored = (await http.get("/v1/ready", headers=operator)).json()
     assert restored["status"] == "ready" and restored["schedules"] == {"paused": [], "altered": [], "missing": []}
-    assert (await client.erasure_status(tenant, request_id)).held_back_by == {}
+    assert (await client.admin.erasure_status(tenant, request_id)).held_back_by == {}
 
 
 async def test_a_drifted_schedule_is_restored_with_what_changed(services, client, task_queue, plain, designed):
@@ -114,7 +114,7 @@ async def test_a_drifted_schedule_is_restored_with_what_changed(services, client
     await plain.get_schedule_handle(MEMORY_SWEEP_SCHEDULE).update(drift)
     [sweep] = [c for c in await check_schedules(services.temporal, task_queue) if c.schedule_id == MEMORY_SWEEP_SCHEDULE]
     assert sweep.drift == ["spec", "policies"]
-    assert (await client.schedules_health()).drifted == [MEMORY_SWEEP_SCHEDULE]
+    assert (await client.admin.schedules_health()).drifted == [MEMORY_SWEEP_SCHEDULE]
 
     report = {r.schedule_id: r for r in await ensure_schedules(services.temporal, task_queue)}
     assert report[MEMORY_SWEEP_SCHEDULE].outcome == "updated"
@@ -122,7 +122,7 @@ async def test_a_drifted_schedule_is_restored_with_what_changed(services, client
     described = await plain.get_schedule_handle(MEMORY_SWEEP_SCHEDULE).describe()
     assert described.schedule.spec.intervals[0].every == timedelta(hours=1)
     assert described.schedule.policy.overlap == ScheduleOverlapPolicy.SKIP
-    assert (await client.schedules_health()).count == 0
+    assert (await client.admin.schedules_health()).count == 0
 
 
 async def test_a_schedule_sent_to_another_queue_or_deleted_is_restored(services, task_queue, plain, designed):

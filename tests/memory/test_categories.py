@@ -54,9 +54,9 @@ async def test_categories_narrow_recall_context_facts_and_export_on_every_surfac
             await client.append_messages(tenant, "lin", s)
             await client.consolidation_result(await client.end_session(tenant, "lin", s.session_id))
     for category in (OUTDOORS, HOME):
-        await client.put_category(tenant, category)
-    assert [c.name for c in await client.categories(tenant)] == ["home", "outdoors"]
-    assert await client.categories(tenant + "-b") == []  # another tenant's list is its own
+        await client.admin.put_category(tenant, category)
+    assert [c.name for c in await client.admin.categories(tenant)] == ["home", "outdoors"]
+    assert await client.admin.categories(tenant + "-b") == []  # another tenant's list is its own
 
     homes = await client.facts(tenant, "lin", filters=memory_filter(categories=["home"]))
     assert homes and all(f.namespace == "location" for f in homes)
@@ -66,7 +66,7 @@ async def test_categories_narrow_recall_context_facts_and_export_on_every_surfac
                                    filters=memory_filter(categories=["outdoors", "home"]))
     cited = {m for i in context.items for m in i.cited_message_ids}
     assert "s2:1" in cited and "s1:1" in cited and "s3:1" not in cited
-    exported = await client.export(tenant, "lin", filters=memory_filter(categories=["outdoors"]))
+    exported = await client.admin.export(tenant, "lin", filters=memory_filter(categories=["outdoors"]))
     assert {e.session_id for e in exported.episodes} == {"s2"} and exported.facts == []
     with pytest.raises(NotFound, match="categories: no category 'gardening'"):
         await client.context(tenant, "lin", "x", filters=memory_filter(categories=["gardening"]))
@@ -93,7 +93,7 @@ async def test_categories_narrow_recall_context_facts_and_export_on_every_surfac
         again = await http.delete("/v1/categories/health", headers=bearer(writer))
         assert again.status_code == 404 and again.headers["content-type"] == "application/problem+json"
     with pytest.raises(CategoryNotFoundError):
-        await client.remove_category(tenant, "health")
+        await client.admin.remove_category(tenant, "health")
 
 
 async def test_categories_narrow_the_mcp_reads(client, services, tenant, task_queue):
@@ -105,7 +105,7 @@ async def test_categories_narrow_the_mcp_reads(client, services, tenant, task_qu
     for namespace, key, value in (("location", "home_city", "Bergen"), ("work", "employer", "Equinor")):
         await client.write_fact(tenant, "lin", namespace, key, value, expected_version=0,
                                 evidence_message_ids=["s1:1"])
-    await client.put_category(tenant, HOME)
+    await client.admin.put_category(tenant, HOME)
     reader = (await create_key(services.pool, tenant, "read")).token
     async with Client(server(services, task_queue, reader)) as mcp:
         listed = payload(await mcp.call_tool("facts", {"subject": "lin", "categories": ["home"]}))

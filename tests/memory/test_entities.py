@@ -146,7 +146,7 @@ async def test_entities_are_resolved_across_sessions_rebuilt_forgotten_restored_
     assert (await rebuild_subject(services.pool, services.keyring, tenant, subject)).equal
 
     async with running_worker():
-        receipt = await client.erasure_receipt(await client.erase(tenant, subject, reason="user request"))
+        receipt = await client.admin.erasure_receipt(await client.admin.erase(tenant, subject, reason="user request"))
     assert receipt.residue_total == 0 and receipt.key_shredded
     assert receipt.removed["facts"] >= 0 and receipt.removed["entities"] == 2
     assert receipt.removed["entity_mentions"] == len(all_ids) + 1

@@ -90,20 +90,20 @@ async def test_the_memory_sweep_forgets_an_expired_fact_under_the_retention_of_t
 
     # The default keeps a temporary fact 30 days past its end: ended yesterday, it stays.
     await apply_retention(services.pool, services.keyring)
-    assert await client.forgotten(tenant, SUBJECT) == []
+    assert await client.admin.forgotten(tenant, SUBJECT) == []
 
     # A tenant that keeps nothing past its end: the sweep's retention step forgets it.
-    await client.set_retention_policy(tenant, RetentionPolicy(temporary_fact_days=0))
+    await client.admin.set_retention_policy(tenant, RetentionPolicy(temporary_fact_days=0))
     retained = await apply_retention(services.pool, services.keyring)
     assert retained.forgotten.get("temporary_fact", 0) >= 1
-    [forgotten] = await client.forgotten(tenant, SUBJECT)
+    [forgotten] = await client.admin.forgotten(tenant, SUBJECT)
     assert (str(forgotten.memory_id), forgotten.actor, forgotten.state) == (gate.memory_id, "retention", "forgotten")
     assert [f.key for f in await client.facts(tenant, SUBJECT, history=True)] == ["hotel"]
 
     # Past the grace period the sweep removes it from every store.
     swept = await sweep_forgotten(services.pool, services.keyring, grace=timedelta(0))
     assert swept.residue_found == 0
-    assert [f.state for f in await client.forgotten(tenant, SUBJECT)] == ["swept"]
+    assert [f.state for f in await client.admin.forgotten(tenant, SUBJECT)] == ["swept"]
     async with tenant_transaction(services.pool, tenant) as conn:
         cur = await conn.execute(
             "SELECT (SELECT count(*) FROM facts WHERE tenant_id = %(t)s AND memory_id = %(m)s)"

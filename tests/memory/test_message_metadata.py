@@ -85,13 +85,13 @@ async def test_metadata_is_stored_exported_and_narrows_recall_context_and_facts(
             "query": "sailing", "metadata": {"bad key": 1}})
         assert refused.status_code == 422 and "metadata" in refused.text
 
-    exported = await client.export(tenant, "lin")
+    exported = await client.admin.export(tenant, "lin")
     metadata = {m.message_id: m.metadata for m in exported.cited_messages}
     assert {"e1:1", "c1:1"} <= set(metadata)
     assert all(value == ({"channel": "email", "ticket": 4711} if mid.startswith("e1:") else {"channel": "chat"})
                for mid, value in metadata.items()), metadata
     async with running_worker():
-        receipt = await client.erasure_receipt(await client.erase(tenant, "lin", reason="user request"))
+        receipt = await client.admin.erasure_receipt(await client.admin.erase(tenant, "lin", reason="user request"))
     assert receipt.residue_total == 0
     async with tenant_transaction(services.pool, tenant) as conn:
         cur = await conn.execute("SELECT count(*) FROM messages WHERE tenant_id = %s AND metadata <> '{}'", (tenant,))
@@ -114,7 +114,7 @@ async def test_a_written_fact_carries_its_own_metadata_through_filters_export_an
     assert await client.facts(tenant, "lin", filters=memory_filter(metadata={"source": "web"})) == []
     found = await client.recall(tenant, "lin", "where", filters=memory_filter(metadata={"ticket": 88}))
     assert [f.value for f in found.facts] == ["Tromsø"]
-    assert [f.metadata for f in (await client.export(tenant, "lin")).facts] == [{"source": "crm", "ticket": 88}]
+    assert [f.metadata for f in (await client.admin.export(tenant, "lin")).facts] == [{"source": "crm", "ticket": 88}]
     assert (await rebuild_subject(services.pool, services.keyring, tenant, "lin")).equal
 
     writer = (await create_key(services.pool, tenant, "write")).token

@@ -92,13 +92,13 @@ async def test_scopes_are_stored_exported_and_narrow_recall_context_facts_and_ex
             refused = await request
             assert refused.status_code == 422 and where in refused.text, refused.text
 
-    exported_all = await client.export(tenant, "lin")
+    exported_all = await client.admin.export(tenant, "lin")
     scopes = {m.message_id: (m.agent_id, m.app_id, m.run_id) for m in exported_all.cited_messages}
     assert {"s1:1", "t1:1"} <= set(scopes)
     assert all(scope == (("support", "helpdesk", "ticket-4711") if mid.startswith("s1:") else ("travel", "helpdesk", None))
                for mid, scope in scopes.items()), scopes
     async with running_worker():
-        receipt = await client.erasure_receipt(await client.erase(tenant, "lin", reason="user request"))
+        receipt = await client.admin.erasure_receipt(await client.admin.erase(tenant, "lin", reason="user request"))
     assert receipt.residue_total == 0
     async with tenant_transaction(services.pool, tenant) as conn:
         cur = await conn.execute("SELECT count(*) FROM messages WHERE tenant_id = %s AND agent_id IS NOT NULL",

@@ -209,7 +209,7 @@ async def test_relations_are_held_over_time_rebuilt_forgotten_with_their_entitie
         assert await current_edges(conn, tenant, subject, list(ids.values())) == []
 
     async with running_worker():
-        receipt = await client.erasure_receipt(await client.erase(tenant, subject, reason="user request"))
+        receipt = await client.admin.erasure_receipt(await client.admin.erase(tenant, subject, reason="user request"))
     assert receipt.residue_total == 0 and receipt.key_shredded
     assert receipt.removed["relations"] == 6
     for table in ("relations", "entities"):

@@ -49,7 +49,7 @@ async def test_the_holders_profile_holds_only_theirs_and_the_speaker_filter_read
             await client.append_messages(tenant, "lin", s)
             results.append(await client.consolidation_result(await client.end_session(tenant, "lin", s.session_id)))
     assert results[0].withheld == {ANOTHER_SPEAKER: 1}  # Mia's allergy: no edge holds it
-    assert (await client.withheld_counts(tenant))[ANOTHER_SPEAKER] == 1
+    assert (await client.admin.withheld_counts(tenant))[ANOTHER_SPEAKER] == 1
 
     # The profile is Lin's: nothing Mia said is a fact of the subject.
     facts = await client.facts(tenant, "lin")
@@ -80,7 +80,7 @@ async def test_the_holders_profile_holds_only_theirs_and_the_speaker_filter_read
     lins = await client.recall(tenant, "lin", "sailing Berlin vegetarian", filters=memory_filter(speaker="Lin"))
     assert {f.key for f in lins.facts} == {"home_city", "restriction", "max"}
     assert {e.session_id for e in lins.episodes} == {"seat1", "solo1"}
-    exported = await client.export(tenant, "lin", filters=mia)
+    exported = await client.admin.export(tenant, "lin", filters=mia)
     assert exported.facts == [] and {e.session_id for e in exported.episodes} == {"seat1"}
     assert await client.facts(tenant, "lin", filters=memory_filter(speaker="Nobody")) == []
     with pytest.raises(InvalidInput, match="speaker"):

@@ -100,9 +100,9 @@ async def test_records_are_tenant_isolated_and_their_results_encrypted(client, s
     with pytest.raises(NotFound):
         await client.tool_call(f"{tenant}-other", SUBJECT, "refund-8")
     # The subject's export (the right of access) carries the record with its result.
-    exported = (await client.export(tenant, SUBJECT)).tool_calls
+    exported = (await client.admin.export(tenant, SUBJECT)).tool_calls
     assert [(c.call_key, c.state, c.result) for c in exported] == [("refund-8", "completed", SENT)]
-    assert (await client.export(f"{tenant}-other", SUBJECT)).tool_calls == []
+    assert (await client.admin.export(f"{tenant}-other", SUBJECT)).tool_calls == []
     async with tenant_transaction(services.pool, tenant) as conn:
         cur = await conn.execute("SELECT t::text FROM tool_calls t WHERE tenant_id = %s", (tenant,))
         (stored,), = await cur.fetchall()
@@ -111,7 +111,7 @@ async def test_records_are_tenant_isolated_and_their_results_encrypted(client, s
 
 
 async def test_retention_sweeps_expired_records_and_the_key_starts_over(client, services, tenant):
-    await client.set_retention_policy(tenant, RetentionPolicy(tool_call_days=1))
+    await client.admin.set_retention_policy(tenant, RetentionPolicy(tool_call_days=1))
     claimed = await client.claim_tool_call(tenant, SUBJECT, "refund-9", "send_email", EMAIL)
     assert (claimed.expires_at - claimed.claimed_at).days == 1
     await client.record_tool_call(tenant, SUBJECT, "refund-9", attempt=1, result=SENT)
@@ -131,7 +131,7 @@ async def test_an_erased_subject_leaves_no_tool_call_and_cannot_claim_again(clie
     await client.claim_tool_call(tenant, SUBJECT, "refund-10", "send_email", EMAIL)
     await client.record_tool_call(tenant, SUBJECT, "refund-10", attempt=1, result=SENT)
     async with running_worker():
-        receipt = await client.erasure_receipt(await client.erase(tenant, SUBJECT, reason="user request"))
+        receipt = await client.admin.erasure_receipt(await client.admin.erase(tenant, SUBJECT, reason="user request"))
     assert receipt.residue_total == 0 and receipt.key_shredded
     assert receipt.removed["tool_calls"] == 1 and receipt.residue["operations"] == 0
     async with tenant_transaction(services.pool, tenant) as conn:

@@ -66,33 +66,33 @@ async def event_rows(services, tenant: str, namespace: str) -> list[tuple]:
 
 
 async def test_a_namespace_the_tenant_does_not_store_never_reaches_the_facts_table(client, services, tenant):
-    await client.set_write_policy(tenant, WritePolicy(stored_namespaces=["location", "pet"]))
+    await client.admin.set_write_policy(tenant, WritePolicy(stored_namespaces=["location", "pet"]))
     outcome = await commit(services, tenant, "s1", said("location", "home_city", "Lisbon", 1, "s1:1"),
                            said("politics", "party", "Greens", 1, "s1:2"))
     assert outcome.withheld == {"namespace_not_allowed": 1} and outcome.facts_written == 1
     assert await current(client, tenant) == {"location/home_city": "Lisbon"}
     assert await event_rows(services, tenant, "politics") == []  # not in the event log either
-    assert await client.withheld_counts(tenant) == {"namespace_not_allowed": 1}
+    assert await client.admin.withheld_counts(tenant) == {"namespace_not_allowed": 1}
     with pytest.raises(WriteRefusedError, match="not stored in this tenant"):
         await client.write_fact(tenant, SUBJECT, "politics", "party", "Greens", expected_version=0,
                                 evidence_message_ids=["s1:2"])
-    assert await client.withheld_counts(tenant) == {"namespace_not_allowed": 1}
+    assert await client.admin.withheld_counts(tenant) == {"namespace_not_allowed": 1}
 
 
 async def test_a_consent_only_namespace_is_stored_under_the_subjects_consent(client, services, tenant):
-    await client.set_write_policy(tenant, WritePolicy(consent_namespaces=["health"]))
+    await client.admin.set_write_policy(tenant, WritePolicy(consent_namespaces=["health"]))
     first = await commit(services, tenant, "h1", said("health", "allergy", "peanuts", 1, "h1:1"))
     assert first.withheld == {"no_consent": 1} and "health/allergy" not in await current(client, tenant)
-    await client.grant_consent(tenant, SUBJECT, "health", "form-2024-17")
+    await client.admin.grant_consent(tenant, SUBJECT, "health", "form-2024-17")
     second = await commit(services, tenant, "h2", said("health", "allergy", "peanuts", 2, "h2:1"))
     assert second.withheld == {} and (await current(client, tenant))["health/allergy"] == "peanuts"
     assert await event_rows(services, tenant, "health") == [("consolidation", None, "form-2024-17")]
-    assert await client.revoke_consent(tenant, SUBJECT, "health")
+    assert await client.admin.revoke_consent(tenant, SUBJECT, "health")
     third = await commit(services, tenant, "h3", said("health", "condition", "asthma", 3, "h3:1"))
     assert third.withheld == {"no_consent": 1}
-    [consent] = await client.consents(tenant, SUBJECT)
+    [consent] = await client.admin.consents(tenant, SUBJECT)
     assert consent.consent_id == "form-2024-17" and consent.revoked_at is not None
-    assert await client.withheld_counts(tenant) == {"no_consent": 2}
+    assert await client.admin.withheld_counts(tenant) == {"no_consent": 2}
 
 
 async def test_a_sensitive_key_waits_for_confirmation_and_live_writes_name_their_actor(client, services, tenant):
@@ -103,8 +103,8 @@ async def test_a_sensitive_key_waits_for_confirmation_and_live_writes_name_their
     assert (await current(client, tenant))["location/delivery_address"] == "1 Main St"
     [candidate] = [f for f in await client.facts(tenant, SUBJECT, candidates=True) if f.status == "candidate"]
     assert candidate.value == "9 Oak Ave"
-    confirmed = await client.confirm_fact(tenant, SUBJECT, candidate.memory_id, actor_id="lin-app")
-    assert await client.confirm_fact(tenant, SUBJECT, candidate.memory_id, actor_id="lin-app") == confirmed
+    confirmed = await client.admin.confirm_fact(tenant, SUBJECT, candidate.memory_id, actor_id="lin-app")
+    assert await client.admin.confirm_fact(tenant, SUBJECT, candidate.memory_id, actor_id="lin-app") == confirmed
     assert (await current(client, tenant))["location/delivery_address"] == "9 Oak Ave"
     assert {f.status for f in await client.facts(tenant, SUBJECT, candidates=True, history=True)
             if f.memory_id == candidate.memory_id} == {"promoted"}
@@ -121,7 +121,7 @@ async def test_a_sensitive_key_waits_for_confirmation_and_live_writes_name_their
 
 
 async def test_a_key_that_needs_corroboration_waits_until_it_is_said_again(client, services, tenant, running_worker):
-    await client.set_write_policy(tenant, WritePolicy(corroborate_keys=["diet/allergy_*"]))
+    await client.admin.set_write_policy(tenant, WritePolicy(corroborate_keys=["diet/allergy_*"]))
     async with running_worker():
         first = session("c1", "2024-03-01T09:00:00Z", "I'm allergic to peanuts.", "I live in Oslo.")
         await client.append_messages(tenant, SUBJECT, first)
@@ -145,7 +145,7 @@ async def test_a_key_that_needs_corroboration_waits_until_it_is_said_again(clien
 
 
 async def test_the_consolidation_result_reports_what_the_gate_withheld(client, services, tenant, running_worker):
-    await client.set_write_policy(tenant, WritePolicy(stored_namespaces=["pet"]))
+    await client.admin.set_write_policy(tenant, WritePolicy(stored_namespaces=["pet"]))
     async with running_worker():
         s = session("w1", "2024-03-01T09:00:00Z", "I live in Oslo.", "I have a dog named Rex.")
         await client.append_messages(tenant, SUBJECT, s)
@@ -183,15 +183,15 @@ async def test_the_write_policy_and_consent_commands(services, tenant, task_queu
 
 
 async def test_a_revoked_consent_refuses_a_confirmation_but_lets_a_retraction_through(client, services, tenant):
-    await client.set_write_policy(tenant, WritePolicy(consent_namespaces=["health"],
+    await client.admin.set_write_policy(tenant, WritePolicy(consent_namespaces=["health"],
                                                       confirm_keys=["health/*"]))
-    await client.grant_consent(tenant, SUBJECT, "health", "form-9")
+    await client.admin.grant_consent(tenant, SUBJECT, "health", "form-9")
     await commit(services, tenant, "r1", said("health", "medication", "ibuprofen", 1, "r1:1"))
     await commit(services, tenant, "r2", said("health", "medication", "aspirin", 2, "r2:1"))  # waits: a confirm key
     [candidate] = [f for f in await client.facts(tenant, SUBJECT, candidates=True) if f.status == "candidate"]
-    assert await client.revoke_consent(tenant, SUBJECT, "health")
+    assert await client.admin.revoke_consent(tenant, SUBJECT, "health")
     with pytest.raises(WriteRefusedError, match="consent"):
-        await client.confirm_fact(tenant, SUBJECT, candidate.memory_id)
+        await client.admin.confirm_fact(tenant, SUBJECT, candidate.memory_id)
     ended = ExtractedFact(namespace="health", key="medication", value="ibuprofen", operation="end",
                           claim_type="explicit", confidence=0.9, evidence_message_ids=["r3:1"],
                           observed_at=datetime(2024, 3, 3, 9, tzinfo=UTC))

@@ -27,7 +27,7 @@ async def _consolidate(client, tenant, *sessions):
         await client.append_messages(tenant, SUBJECT, s)
         result = await client.consolidation_result(await client.end_session(tenant, SUBJECT, s.session_id))
         assert result.refused_reason is None
-    await client.wait_for_projection(tenant, SUBJECT)
+    await client.admin.wait_for_projection(tenant, SUBJECT)
 
 
 async def _home(client, tenant):
@@ -64,12 +64,12 @@ async def test_a_restatement_moves_last_confirmed_and_a_rebuild_reproduces_it(cl
         written_at = datetime(2024, 6, 1, 8, tzinfo=UTC)
         await client.write_fact(tenant, SUBJECT, "preference", "drink", "oolong tea", expected_version=0,
                                 evidence_message_ids=["c-2:1"], observed_at=written_at, actor="agent")
-        await client.wait_for_projection(tenant, SUBJECT)
+        await client.admin.wait_for_projection(tenant, SUBJECT)
         [tea] = [f for f in await client.facts(tenant, SUBJECT) if f.key == "drink"]
         assert (tea.extracted_by, tea.last_confirmed_at) == ("live-write:agent", written_at)
 
         digest = await projection_digest(services.pool, tenant, SUBJECT)
-        rebuilt = await client.rebuild_result(await client.rebuild(tenant, SUBJECT))
+        rebuilt = await client.admin.rebuild_result(await client.admin.rebuild(tenant, SUBJECT))
         [entry] = rebuilt.subjects
         assert entry.equal and not entry.repaired and entry.rebuilt_digest == digest
         assert await _home(client, tenant) == home
@@ -81,7 +81,7 @@ async def test_a_restatement_moves_last_confirmed_and_a_rebuild_reproduces_it(cl
             assert cur.rowcount == 1
             await conn.commit()
         assert await projection_digest(services.pool, tenant, SUBJECT) != digest
-        repaired = await client.rebuild_result(await client.rebuild(tenant, SUBJECT))
+        repaired = await client.admin.rebuild_result(await client.admin.rebuild(tenant, SUBJECT))
         assert repaired.subjects[0].repaired and repaired.subjects[0].tables_differing == ["facts"]
         assert await _home(client, tenant) == home
         assert await projection_digest(services.pool, tenant, SUBJECT) == digest

@@ -137,7 +137,7 @@ async def test_two_sessions_are_consolidated_end_to_end_the_second_against_the_c
             await client.append_messages(tenant, "lin", second)
             second_result = await client.consolidation_result(
                 await client.end_session(tenant, "lin", second.session_id))
-            await client.wait_for_projection(tenant, "lin", timeout=600)
+            await client.admin.wait_for_projection(tenant, "lin", timeout=600)
     finally:
         await bundle.aclose()
     print(f"\nlocal model: session consolidated in {consolidated:.1f}s: {result}")
@@ -367,8 +367,8 @@ async def test_identifiers_never_reach_the_real_model_unless_the_tenant_lets_the
     as they are (the proxy sees the real traffic)."""
     assert luhn_valid(PII_CARD.replace(" ", "")) and iban_valid(PII_IBAN)
     open_tenant = f"{tenant}-open"
-    assert (await client.provider_policy(tenant)).redact == ["email", "phone", "card", "iban"]  # the default
-    assert (await client.set_provider_policy(open_tenant, ProviderPolicy(redact=[]))).redact == []
+    assert (await client.admin.get_provider_policy(tenant)).redact == ["email", "phone", "card", "iban"]  # the default
+    assert (await client.admin.set_provider_policy(open_tenant, ProviderPolicy(redact=[]))).redact == []
     async with RecordingProxy(local_server.port) as proxy:
         bundle = openai_providers(dataclasses.replace(config, base_url=proxy.base_url))
         try:
@@ -379,7 +379,7 @@ async def test_identifiers_never_reach_the_real_model_unless_the_tenant_lets_the
                     result = await client.consolidation_result(
                         await client.end_session(who, "mei", PII_SESSION.session_id))
                     assert result.refused_reason is None, result
-                    await client.wait_for_projection(who, "mei", timeout=600)  # its embedding calls too
+                    await client.admin.wait_for_projection(who, "mei", timeout=600)  # its embedding calls too
                     sent[who] = proxy.take()
         finally:
             await bundle.aclose()

@@ -177,7 +177,7 @@ async def test_an_answer_with_a_placeholder_against_a_word_is_not_sent_back_as_a
         async with running_worker(providers=bundle):
             await client.append_messages(tenant, "lin", S)
             result = await client.consolidation_result(await client.end_session(tenant, "lin", S.session_id))
-            await client.wait_for_projection(tenant, "lin", timeout=60)
+            await client.admin.wait_for_projection(tenant, "lin", timeout=60)
         await bundle.aclose()
         embedded = [json.dumps(r.body, ensure_ascii=False) for r in server.requests if r.path.endswith("embeddings")]
     assert result.facts_written == 1 and result.episode_written
@@ -199,12 +199,12 @@ async def test_the_policy_is_set_per_tenant_from_the_cli_and_applies_to_the_next
                                       "--redact", "card,iban", "--exclude-namespace", "health", "--json")
     assert changed.returncode == 0, changed.stderr
     assert json.loads(changed.stdout) == {"redact": ["card", "iban"], "exclude_namespaces": ["health"]}
-    assert await client.provider_policy(tenant) == ProviderPolicy(redact=["card", "iban"],
+    assert await client.admin.get_provider_policy(tenant) == ProviderPolicy(redact=["card", "iban"],
                                                                   exclude_namespaces=["health"])
     bad = await asyncio.to_thread(run_cli, services, "provider-policy", "set", "--tenant", tenant, "--redact", "ssn")
     assert bad.returncode == 2 and "unknown kind 'ssn'" in bad.stderr
     # Another tenant still has the default (the table is tenant-scoped).
-    assert (await client.provider_policy(f"{tenant}-other")).redact == ["email", "phone", "card", "iban"]
+    assert (await client.admin.get_provider_policy(f"{tenant}-other")).redact == ["email", "phone", "card", "iban"]
     # A current fact of the excluded namespace, which the extractor would otherwise be shown.
     await client.write_fact(tenant, "lin", "health", "allergy", "peanuts", expected_version=0,
                             evidence_message_ids=["s-pii:1"])

@@ -138,7 +138,7 @@ async def test_erasure_removes_the_access_counts_and_its_residue_check_counts_th
     assert residue["working_memory"] == before["working_memory"] + 2
 
     async with running_worker():
-        receipt = await client.erasure_receipt(await client.erase(tenant, subject, reason="user request"))
+        receipt = await client.admin.erasure_receipt(await client.admin.erase(tenant, subject, reason="user request"))
     assert receipt.residue_total == 0 and receipt.removed["memory_access"] == flushed
     assert await access_rows(services.pool, tenant, subject) == 0
     assert not await services.redis.exists(access_key(tenant, subject))

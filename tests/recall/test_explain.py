@@ -43,7 +43,7 @@ async def stock(client, running_worker, tenant: str) -> None:
             await client.append_messages(tenant, SUBJECT, s)
             outcome = await client.consolidation_result(await client.end_session(tenant, SUBJECT, s.session_id))
             assert outcome.refused_reason is None
-        await client.wait_for_projection(tenant, SUBJECT)
+        await client.admin.wait_for_projection(tenant, SUBJECT)
 
 
 def _cited(items) -> set[str]:

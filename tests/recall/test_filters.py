@@ -81,10 +81,10 @@ async def test_recall_and_facts_are_narrowed_by_kind_namespace_and_time(client, 
 
     # The export: its facts, episodes and notes narrowed (entities and relations stay whole, and
     # so do the messages they cite).
-    exported = await client.export(tenant, "lin", filters=memory_filter(namespaces=["work"], kinds=["fact"]))
+    exported = await client.admin.export(tenant, "lin", filters=memory_filter(namespaces=["work"], kinds=["fact"]))
     assert [f.value for f in exported.facts] == ["Equinor"] and exported.episodes == [] and exported.notes == []
     assert "f2:1" in {m.message_id for m in exported.cited_messages}
-    recent = await client.export(tenant, "lin", filters=memory_filter(since=SPRING))
+    recent = await client.admin.export(tenant, "lin", filters=memory_filter(since=SPRING))
     assert [e.session_id for e in recent.episodes] == ["f2"] and {f.namespace for f in recent.facts} == {"work"}
 
     reader = (await create_key(services.pool, tenant, "read")).token

@@ -36,7 +36,7 @@ async def consolidate(client, tenant: str, subject: str, *sessions) -> None:
     for s in sessions:
         await client.append_messages(tenant, subject, s)
         await client.consolidation_result(await client.end_session(tenant, subject, s.session_id))
-    await client.wait_for_projection(tenant, subject)
+    await client.admin.wait_for_projection(tenant, subject)
 
 
 def sessions_of(items: list[ContextItem]) -> list[str]:
@@ -168,17 +168,17 @@ async def test_the_tenant_policy_is_stored_under_row_level_security_and_read_by_
                                                                                         running_worker):
     async with running_worker():
         await consolidate(client, tenant, "lin", session("w1", "2023-01-05T09:00:00Z", "My bike got a flat tyre."))
-    assert await client.recall_policy(tenant) == DEFAULT_POLICY
+    assert await client.admin.get_recall_policy(tenant) == DEFAULT_POLICY
     query, as_of = "flat tyre on my bike", at("2024-01-05")
     assert sessions_of((await client.context(tenant, "lin", query, as_of=as_of)).items) == (
         [] if DEFAULT_POLICY.window_days else ["w1"])
-    await client.set_recall_policy(tenant, DESIGNED.model_copy(update={"window_days": None}))
+    await client.admin.set_recall_policy(tenant, DESIGNED.model_copy(update={"window_days": None}))
     assert sessions_of((await client.context(tenant, "lin", query, as_of=as_of)).items) == ["w1"]
-    await client.set_recall_policy(tenant, DESIGNED)
+    await client.admin.set_recall_policy(tenant, DESIGNED)
     assert sessions_of((await client.context(tenant, "lin", query, as_of=as_of)).items) == []
     # Another tenant sees its own (default) policy, not this one.
-    assert await client.recall_policy(f"{tenant}-other") == DEFAULT_POLICY
-    assert await client.set_recall_policy(tenant, None) == DEFAULT_POLICY
+    assert await client.admin.get_recall_policy(f"{tenant}-other") == DEFAULT_POLICY
+    assert await client.admin.set_recall_policy(tenant, None) == DEFAULT_POLICY
 
 
 async def test_the_prompt_has_its_blocks_in_order_with_recent_turns_verbatim(client, services, tenant,
@@ -245,7 +245,7 @@ async def test_a_long_live_session_rolls_older_turns_into_a_running_summary(clie
 async def test_erased_subjects_get_an_empty_prompt_memory(client, tenant, running_worker):
     async with running_worker():
         await consolidate(client, tenant, "lin", session("e1", "2024-04-01T09:00:00Z", "I live in Oslo."))
-        await client.erasure_receipt(await client.erase(tenant, "lin", "user request"))
+        await client.admin.erasure_receipt(await client.admin.erase(tenant, "lin", "user request"))
     built = await client.build_prompt(tenant, "lin", "e1", "where do I live?")
     blocks = {b.name: b for b in built.blocks}
     assert not blocks["profile"].messages and not blocks["episodic"].messages and not blocks["recent"].messages

@@ -97,7 +97,7 @@ async def test_private_sessions_are_invisible_to_other_agents_in_postgres_and_ev
                     "now(), 'x', 'support')", (tenant,))
         context = await client.context(tenant, "lin", "sailing locker Bergen Crete trip")
         recalled = await client.recall(tenant, "lin", "sailing locker Bergen Crete trip")
-        exported = await client.export(tenant, "lin")
+        exported = await client.admin.export(tenant, "lin")
     assert _cited(context.items) and not {m for m in _cited(context.items) if m.startswith("support:")}
     assert "travel:1" in _cited(context.items)
     assert {e.session_id for e in recalled.episodes} <= {"shared", "travel"} and recalled.episodes
@@ -138,7 +138,7 @@ async def test_private_sessions_are_invisible_to_other_agents_in_postgres_and_ev
 
     assert (await rebuild_subject(services.pool, services.keyring, tenant, "lin")).equal
     async with running_worker():
-        receipt = await client.erasure_receipt(await client.erase(tenant, "lin", reason="user request"))
+        receipt = await client.admin.erasure_receipt(await client.admin.erase(tenant, "lin", reason="user request"))
     assert receipt.residue_total == 0
     assert await _seen(services, tenant) == _each(set())
 

@@ -30,7 +30,7 @@ async def consolidate(client, tenant: str, subject: str, s):
     await client.append_messages(tenant, subject, s)
     handle = await client.end_session(tenant, subject, s.session_id)
     result = await client.consolidation_result(handle)
-    await client.wait_for_projection(tenant, subject)  # consolidation ends at its commit; vectors follow
+    await client.admin.wait_for_projection(tenant, subject)  # consolidation ends at its commit; vectors follow
     return handle, result
 
 
@@ -61,7 +61,7 @@ async def test_the_same_subject_id_in_two_tenants_never_mixes(client, services, 
         assert (ha.id, hb.id) == (f"consolidate/{a}/{SUBJECT}/s1", f"consolidate/{b}/{SUBJECT}/s1")
         assert ra.tenant_id == a and rb.tenant_id == b and ra.facts_written and rb.facts_written
         for _ in range(50):  # visibility is eventually consistent
-            runs_a = await client.runs(a, SUBJECT)
+            runs_a = await client.admin.runs(a, SUBJECT)
             if len(runs_a) == 2:
                 break
             await asyncio.sleep(0.1)
@@ -109,8 +109,8 @@ async def test_the_same_subject_id_in_two_tenants_never_mixes(client, services, 
             assert (await cur.fetchone())[0] == 2  # tenant a's two messages, not b's
 
         # Erasure in tenant a leaves tenant b's same-id subject intact.
-        erase = await client.erase(a, SUBJECT, reason="leak drill")
-        receipt = await client.erasure_receipt(erase)
+        erase = await client.admin.erase(a, SUBJECT, reason="leak drill")
+        receipt = await client.admin.erasure_receipt(erase)
         assert erase.id.startswith(f"erase/{a}/{SUBJECT}/") and receipt.residue_total == 0
     assert await client.facts(a, SUBJECT, history=True) == []
     assert (await client.recall(a, SUBJECT, QUERY)).facts == []

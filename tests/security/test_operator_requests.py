@@ -35,7 +35,7 @@ from tests.sessions import session
 
 
 async def _registered_by(client, operator: str) -> OperatorAuthorization:
-    [authorization] = [a for a in await client.authorizations(limit=10_000) if a.registered_by == operator]
+    [authorization] = [a for a in await client.admin.authorizations(limit=10_000) if a.registered_by == operator]
     return authorization
 
 
@@ -53,7 +53,7 @@ async def test_a_sweep_replayed_under_its_own_id_sweeps_nothing_forgotten_since(
         oslo = next(f for f in facts if f.key == "home_city")
         [rex, *_] = [f for f in facts if f.memory_id != oslo.memory_id]  # the dog
         await client.forget(tenant, "lin", oslo.memory_id)
-        swept = await client.sweep(grace_seconds=0, retention=False, registered_by=operator)
+        swept = await client.admin.sweep(grace_seconds=0, retention=False, registered_by=operator)
         assert swept.swept >= 1
         authorization = await _registered_by(client, operator)
         assert authorization.kind == "memory-sweep" and authorization.state == "claimed"
@@ -63,14 +63,14 @@ async def test_a_sweep_replayed_under_its_own_id_sweeps_nothing_forgotten_since(
         first_run, replayed = await replay(services, authorization.workflow_id, task_queue)
         assert first_run == authorization.claimed_by_run_id
         await refused_as_consumed(replayed, first_run)
-    assert {f.state for f in await client.forgotten(tenant, "lin")
+    assert {f.state for f in await client.admin.forgotten(tenant, "lin")
             if str(f.memory_id) == str(rex.memory_id)} == {"forgotten"}
     await client.restore(tenant, "lin", rex.memory_id)  # still inside its grace period: nothing was swept
     assert rex.memory_id in {f.memory_id for f in await client.facts(tenant, "lin")}
     after = await _registered_by(client, operator)
     assert (after.state, after.claimed_by_run_id, after.refused_runs) == ("claimed", first_run, 1)
     assert after.claimed_at == authorization.claimed_at and after.registered_at < after.claimed_at
-    assert await client.refused_operator_runs() >= 1
+    assert await client.admin.refused_operator_runs() >= 1
 
 
 @pytest.mark.parametrize("kind", ["key-rotation", "compaction"])
@@ -79,9 +79,9 @@ async def test_a_forced_rotation_or_full_compaction_replayed_under_its_own_id_is
     operator = f"operator-key:{uuid.uuid4().hex[:8]}"
     async with running_worker():
         if kind == "key-rotation":
-            await client.rotate_keys(force=True, registered_by=operator)
+            await client.admin.rotate_keys(force=True, registered_by=operator)
         else:
-            await client.compact(force=True, registered_by=operator)
+            await client.admin.compact(force=True, registered_by=operator)
         authorization = await _registered_by(client, operator)
         assert authorization.kind == kind and authorization.workflow_id is not None
         keks = await list_keks(services.pool)
@@ -96,22 +96,22 @@ async def test_a_forced_rebuild_replayed_under_its_own_id_is_refused_and_counted
     await client.append_messages(tenant, "eve", session("e1", "2024-01-01T00:00:00Z", "I live in Rome."))
     async with running_worker():
         await client.consolidation_result(await client.end_session(tenant, "eve", "e1"))
-        handle = await client.rebuild(tenant, "eve", force=True, registered_by=operator)
-        assert (await client.rebuild_result(handle)).subjects_total == 1
+        handle = await client.admin.rebuild(tenant, "eve", force=True, registered_by=operator)
+        assert (await client.admin.rebuild_result(handle)).subjects_total == 1
         authorization = await _registered_by(client, operator)
         # Listed without the subject in clear: by its keyed digest.
         assert authorization.tenant_id == tenant and "/eve/" not in (authorization.workflow_id or "")
         # Asked again for its request id, the operator's client attaches to the finished run and
         # registers nothing: the consumed authorization is not reopened for a replay.
         request_id = handle.id.rsplit("/", 1)[1]
-        again = await client.rebuild(tenant, "eve", force=True, request_id=request_id, registered_by="someone")
-        assert (await client.rebuild_result(again)).subjects_total == 1
+        again = await client.admin.rebuild(tenant, "eve", force=True, request_id=request_id, registered_by="someone")
+        assert (await client.admin.rebuild_result(again)).subjects_total == 1
         assert (await _registered_by(client, operator)).claimed_by_run_id == authorization.claimed_by_run_id
         first_run, replayed = await replay(services, handle.id, task_queue)
         await refused_as_consumed(replayed, first_run)
     after = await _registered_by(client, operator)
     assert (after.state, after.claimed_by_run_id, after.refused_runs) == ("claimed", first_run, 1)
-    counts = await client.erasure_counts(tenant)
+    counts = await client.admin.erasure_counts(tenant)
     assert (counts.refused_claimed, counts.refused_expired, counts.refused_requests) == (1, 0, 0)
 
 
@@ -120,18 +120,18 @@ async def test_a_completed_erasure_replayed_under_its_own_id_is_refused(
     await client.append_messages(tenant, "zoe", session("z1", "2024-01-01T00:00:00Z", "I live in Nice."))
     async with running_worker():
         await client.consolidation_result(await client.end_session(tenant, "zoe", "z1"))
-        handle = await client.erase(tenant, "zoe", "ticket 7", "req-7")
-        receipt = await client.erasure_receipt(handle)
+        handle = await client.admin.erase(tenant, "zoe", "ticket 7", "req-7")
+        receipt = await client.admin.erasure_receipt(handle)
         first_run, replayed = await replay(services, handle.id, task_queue)
         refused = await refusal(replayed)
     assert refused.type == contract.ErrorType.UNAUTHORIZED_REQUEST and refused.non_retryable
     assert "was completed at" in refused.message and first_run in refused.message, refused.message
-    status = await client.erasure_status(tenant, "req-7")
+    status = await client.admin.erasure_status(tenant, "req-7")
     assert status.receipt == receipt  # the receipt is the first run's, nothing acted again
     async with tenant_transaction(services.pool, tenant) as conn:
         cur = await conn.execute("SELECT claimed_by_run_id FROM erasure_requests WHERE tenant_id = %s", (tenant,))
         assert await cur.fetchall() == [(first_run,)]
-    assert (await client.erasure_counts(tenant)).refused_claimed == 1
+    assert (await client.admin.erasure_counts(tenant)).refused_claimed == 1
 
 
 async def test_an_authorization_past_its_expiry_is_refused_unclaimed(client, services, tenant, running_worker,
@@ -150,7 +150,7 @@ async def test_an_authorization_past_its_expiry_is_refused_unclaimed(client, ser
     assert "expired unclaimed" in refused.message, refused.message
     expired = await _registered_by(client, "operator-key:late")
     assert (expired.state, expired.claimed_by_run_id, expired.refused_runs) == ("expired", None, 1)
-    assert (await client.erasure_counts(tenant)).refused_expired == 1
+    assert (await client.admin.erasure_counts(tenant)).refused_expired == 1
 
 
 async def test_the_claiming_run_claims_again_and_every_other_run_is_refused(services):
@@ -214,7 +214,7 @@ async def test_an_erasure_whose_claiming_run_is_gone_is_finished_by_the_next_run
     install_fault_hook(stuck)
     try:
         async with running_worker():
-            first = await client.erase(tenant, "max", "ticket 9", "req-9")
+            first = await client.admin.erase(tenant, "max", "ticket 9", "req-9")
             for _ in range(300):
                 async with tenant_transaction(services.pool, tenant) as conn:
                     cur = await conn.execute("SELECT claimed_by_run_id FROM erasure_requests WHERE tenant_id = %s",

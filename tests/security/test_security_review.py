@@ -140,31 +140,31 @@ async def test_a_copied_wrapped_key_decrypts_until_the_rotation_and_never_after(
                        if key.decrypt(bytes(ciphertext), bytes(nonce),
                                       event_aad(tenant, subject, event_id, memory_id, version, event_type)))
 
-        receipt = await client.erasure_receipt(await client.erase(tenant, subject, reason="ticket 4711"))
+        receipt = await client.admin.erasure_receipt(await client.admin.erase(tenant, subject, reason="ticket 4711"))
         assert receipt.key_shredded and receipt.key_wrapped_by == kek_id and receipt.reason == "ticket 4711"
-        status = await client.erasure_status(tenant, receipt.request_id, subject)
+        status = await client.admin.erasure_status(tenant, receipt.request_id, subject)
         # Honest before the rotation: the copy still decrypts, and the status says so.
         assert not status.shred_irreversible and status.shred_irreversible_at is None
         assert status.reason == "ticket 4711"
         assert decrypt_copy(services.keyring.kek(kek_id)) == len(events)
 
-        rotation = await client.rotate_keys(force=False)  # the Schedule's mode: rotates after a shred
+        rotation = await client.admin.rotate_keys(force=False)  # the Schedule's mode: rotates after a shred
         assert rotation.rotated and kek_id in rotation.destroyed_kek_ids
         assert rotation.shreds_made_irreversible >= 1 and rotation.rewrapped_subject_keys >= 1
         assert services.keyring.provider.kek(kek_id) is None  # the old KEK is gone from the key store
         for live_kek in {rotation.new_kek_id}:
             with pytest.raises(InvalidTag):
                 decrypt_copy(services.keyring.kek(live_kek))
-        status = await client.erasure_status(tenant, receipt.request_id, subject)
+        status = await client.admin.erasure_status(tenant, receipt.request_id, subject)
         assert status.shred_irreversible and status.shred_irreversible_by_rotation == rotation.new_kek_id
         assert status.reason == "ticket 4711"  # re-encrypted under the new KEK
 
         # Nothing else was lost: the live subject's events still decrypt (rebuild is equal) and new
         # writes use the new KEK.
-        rebuilt = await (await client.rebuild(tenant, keeper)).result()
+        rebuilt = await (await client.admin.rebuild(tenant, keeper)).result()
         assert rebuilt.subjects_equal == 1
         await _consolidate(client, tenant, "newcomer", session("k3", "2024-01-02T00:00:00Z", "I live in Faro."))
-        again = await client.rotate_keys(force=False)
+        again = await client.admin.rotate_keys(force=False)
         assert not again.rotated  # nothing shredded since: the daily run does nothing
     async with tenant_transaction(services.pool, tenant) as conn:
         cur = await conn.execute("SELECT DISTINCT kek_id FROM subject_keys")
@@ -237,7 +237,7 @@ async def test_a_rotation_that_died_after_destroying_the_old_key_is_finished_by_
     reopened = await Services.open(services.settings)  # starts: the missing KEK wraps no key
     await reopened.close()
     async with running_worker():
-        finished = await client.rotate_keys(force=False)
+        finished = await client.admin.rotate_keys(force=False)
     assert dead in finished.destroyed_kek_ids
     async with await _admin(services) as admin:
         cur = await admin.execute("SELECT state FROM key_encryption_keys WHERE kek_id = %s", (dead,))
@@ -315,27 +315,27 @@ async def test_erasure_and_compaction_leave_no_plaintext_in_pages_statistics_or_
             old_snapshot = await psycopg.AsyncConnection.connect(services.settings.database_url)
             await old_snapshot.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
             await old_snapshot.execute("SELECT 1")
-            receipt = await client.erasure_receipt(await client.erase(tenant, subject, reason="compaction test"))
+            receipt = await client.admin.erasure_receipt(await client.admin.erase(tenant, subject, reason="compaction test"))
             assert receipt.residue_total == 0 and receipt.compaction_ticket
             assert "WAL" in (receipt.physical_horizon or "")
-            deferred = await client.compact()
+            deferred = await client.admin.compact()
             assert deferred.tickets >= 1 and deferred.tickets_closed == 0
             assert "snapshot older than the deletions" in (deferred.deferred_because or "")
             assert any(t.dead_rows_kept for t in deferred.tables)
-            status = await client.erasure_status(tenant, receipt.request_id, subject)
+            status = await client.admin.erasure_status(tenant, receipt.request_id, subject)
             assert not status.compacted
             await old_snapshot.close()
 
-            compaction = await client.compact()
+            compaction = await client.admin.compact()
             deadline = asyncio.get_running_loop().time() + 60
             while compaction.deferred_because:  # a transaction of the stack's own may hold a snapshot a while
                 assert asyncio.get_running_loop().time() < deadline, compaction.deferred_because
                 await asyncio.sleep(1)
-                compaction = await client.compact()
+                compaction = await client.admin.compact()
             assert compaction.deferred_because is None and compaction.tickets_closed == compaction.tickets >= 1
             assert {t.table for t in compaction.tables} >= {"messages", "memory_search", "memory_postings"}
             assert compaction.redis == {"aof": "rewritten", "rdb": "rewritten"}
-            status = await client.erasure_status(tenant, receipt.request_id, subject)
+            status = await client.admin.erasure_status(tenant, receipt.request_id, subject)
             assert status.compacted and status.compaction_id == compaction.compaction_id
 
             async with await _admin(services) as admin:
@@ -356,9 +356,9 @@ async def test_a_request_id_of_another_subject_is_refused_and_tombstones_nothing
     async with running_worker():
         await client.append_messages(tenant, "first", session("r1", "2024-01-01T00:00:00Z", "I live in Graz."))
         await client.append_messages(tenant, "second", session("r2", "2024-01-01T00:00:00Z", "I live in Linz."))
-        await client.erasure_receipt(await client.erase(tenant, "first", reason="r", request_id="req-1"))
+        await client.admin.erasure_receipt(await client.admin.erase(tenant, "first", reason="r", request_id="req-1"))
         with pytest.raises(ErasureRequestConflictError, match="use a new request id"):
-            await client.erase(tenant, "second", reason="r", request_id="req-1")
+            await client.admin.erase(tenant, "second", reason="r", request_id="req-1")
     async with tenant_transaction(services.pool, tenant) as conn:
         cur = await conn.execute("SELECT count(*) FROM tombstones")
         assert (await cur.fetchone())[0] == 1
@@ -370,7 +370,7 @@ async def test_a_request_id_of_another_subject_is_refused_and_tombstones_nothing
 async def test_an_erasure_reason_out_of_bounds_is_refused_before_anything_is_written(client, services, tenant,
                                                                                   reason, fix):
     with pytest.raises(ValueError, match=fix):
-        await client.erase(tenant, "someone", reason=reason, request_id="bad-reason")
+        await client.admin.erase(tenant, "someone", reason=reason, request_id="bad-reason")
     async with tenant_transaction(services.pool, tenant) as conn:
         cur = await conn.execute("SELECT count(*) FROM erasure_requests")
         assert (await cur.fetchone())[0] == 0
@@ -475,7 +475,7 @@ async def test_a_workflow_started_without_the_payload_key_never_runs_and_histori
             cur = await conn.execute("SELECT count(*) FROM tombstones")
             assert (await cur.fetchone())[0] == 0
 
-        handle = await client.erase(tenant, "bob", reason="a reason nobody else may read")
+        handle = await client.admin.erase(tenant, "bob", reason="a reason nobody else may read")
         receipt = await handle.result()
         assert receipt.residue_total == 0
     with pytest.raises(Exception):  # noqa: B017 - whatever the converter raises, it cannot decode

@@ -59,8 +59,8 @@ async def test_a_rebuild_input_replayed_as_an_erasure_through_a_plain_client_is_
     await client.append_messages(tenant, "ann", session("r1", "2024-01-01T00:00:00Z", "I live in Oslo."))
     async with running_worker():
         await client.consolidation_result(await client.end_session(tenant, "ann", "r1"))
-        rebuild = await client.rebuild(tenant, "ann")
-        await client.rebuild_result(rebuild)
+        rebuild = await client.admin.rebuild(tenant, "ann")
+        await client.admin.rebuild_result(rebuild)
         history = outsider.get_workflow_handle(rebuild.id)
         started = None
         async for event in history.fetch_history_events():
@@ -74,7 +74,7 @@ async def test_a_rebuild_input_replayed_as_an_erasure_through_a_plain_client_is_
         assert await _failure_type(replayed) == PAYLOAD_REJECTED
         assert (await replayed.describe()).status == WorkflowExecutionStatus.FAILED
     await _subject_intact(services, tenant, "ann", 1, keys=1)
-    assert (await client.erasure_counts(tenant)).refused_payloads >= 1
+    assert (await client.admin.erasure_counts(tenant)).refused_payloads >= 1
 
 
 async def test_a_forged_plaintext_start_fails_at_once_instead_of_retrying_forever(
@@ -100,7 +100,7 @@ async def test_an_erasure_nobody_registered_is_refused_even_with_the_payload_key
             id=contract.erasure_workflow_id(tenant, "cat", "nobody-asked"), task_queue=task_queue)
         assert await _failure_type(unregistered) == contract.ErrorType.UNAUTHORIZED_REQUEST
         await _subject_intact(services, tenant, "cat", 1)
-        assert (await client.erasure_counts(tenant)).refused_requests == 1
+        assert (await client.admin.erasure_counts(tenant)).refused_requests == 1
 
         # A registered request acted on by another run (its own id, another workflow id) is refused too.
         await register_erasure_request(services.pool, services.keyring, tenant, "cat", "real", "ticket 1")
@@ -146,5 +146,5 @@ async def test_a_forced_rebuild_nobody_registered_is_refused(client, services, t
             contract.REBUILD_WORKFLOW, RebuildInput(tenant_id=tenant, subject_id="eve", request_id="forged", force=True),
             id=contract.rebuild_workflow_id(tenant, "eve", "forged"), task_queue=task_queue)
         assert await _failure_type(forged) == contract.ErrorType.UNAUTHORIZED_REQUEST
-        registered = await client.rebuild_result(await client.rebuild(tenant, "eve", force=True))
+        registered = await client.admin.rebuild_result(await client.admin.rebuild(tenant, "eve", force=True))
         assert registered.subjects_total == 1

@@ -35,7 +35,7 @@ async def test_two_subjects_each_have_their_own_session_s1(client, services, ten
         assert (await (await client.end_session(tenant, "kim", "s1")).describe()).run_id == (
             await kim_run.describe()).run_id
         # Erasing kim (below) leaves lin's s1 whole.
-        await client.erasure_receipt(await client.erase(tenant, "kim", reason="test"))
+        await client.admin.erasure_receipt(await client.admin.erase(tenant, "kim", reason="test"))
         assert await client.facts(tenant, "kim") == []
     assert {f.value for f in await client.facts(tenant, "lin")} >= {"Oslo"}
     assert "Rome" in {f.value for f in kim_done_facts}

@@ -14,7 +14,7 @@ from tests.sessions import session
 async def test_a_tenant_is_registered_by_its_first_write_of_any_kind(services, client, tenant):
     messages_only, policy_only, key_only = f"{tenant}-m", f"{tenant}-p", f"{tenant}-k"
     await client.append_messages(messages_only, "zoe", session("s-z", "2024-01-01T10:00:00Z", "I live in Oslo."))
-    await client.set_retention_policy(policy_only, RetentionPolicy(note_days=30))
+    await client.admin.set_retention_policy(policy_only, RetentionPolicy(note_days=30))
     await create_key(services.pool, key_only, "read")
 
     listed = set(await registered_tenants(services.pool))

@@ -12,8 +12,8 @@ async def test_the_demo_keeps_a_subject_to_explore_and_erases_a_copy(services, t
     report = await run_demo(services, stack_started=True, task_queue=task_queue)
     client = MemoryClient(services, providers_for(services.settings).embedder, task_queue=task_queue)
     kept = await client.facts(DEMO_TENANT, report.subject_id)
-    assert kept and not await client.subject_erased(DEMO_TENANT, report.subject_id)
-    assert await client.subject_erased(DEMO_TENANT, report.erased_subject_id)
+    assert kept and not await client.admin.subject_erased(DEMO_TENANT, report.subject_id)
+    assert await client.admin.subject_erased(DEMO_TENANT, report.erased_subject_id)
     assert report.erasure.residue_total == 0 and report.facts_after_erasure == 0
     assert report.erasure.data_found
     text = report.render()

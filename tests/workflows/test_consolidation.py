@@ -49,7 +49,7 @@ async def test_session_end_consolidates_move_without_trip_overwrite(client, serv
             progress = await first.query(ConsolidationWorkflow.progress)
             assert progress.step == "done"
         # The runs embedded their own rows (the embedder is in the worker): nothing is left pending.
-        lag = await client.wait_for_projection(tenant, subject)
+        lag = await client.admin.wait_for_projection(tenant, subject)
         assert lag.pending == 0 and lag.dead_letters == 0
 
     history = await client.facts(tenant, subject, history=True)
@@ -136,9 +136,9 @@ async def test_runs_lists_workflows_with_the_ui_visibility_query(client, tenant,
         await client.append_messages(tenant, "ana", session("s-ana", "2024-01-01T10:00:00Z", "I live in Lisbon."))
         handle = await client.end_session(tenant, "ana", "s-ana")
         await client.consolidation_result(handle)
-        await client.wait_for_projection(tenant, "ana")
+        await client.admin.wait_for_projection(tenant, "ana")
     for _ in range(50):  # visibility is eventually consistent
-        runs = await client.runs(tenant, "ana")
+        runs = await client.admin.runs(tenant, "ana")
         statuses = {r.workflow_type: r.status for r in runs}
         if statuses.get("ConsolidationWorkflow") == "COMPLETED" and "SessionIdleWorkflow" in statuses:
             break
@@ -148,7 +148,7 @@ async def test_runs_lists_workflows_with_the_ui_visibility_query(client, tenant,
     assert sorted((r.workflow_id, r.workflow_type) for r in runs) == [
         (f"consolidate/{tenant}/ana/s-ana", "ConsolidationWorkflow"), (f"idle/{tenant}/ana/s-ana", "SessionIdleWorkflow")]
     assert {r.workflow_type: r.status for r in runs}["ConsolidationWorkflow"] == "COMPLETED"
-    assert await client.runs(tenant, "someone-else") == []
+    assert await client.admin.runs(tenant, "someone-else") == []
     described = await handle.describe()
     attrs = {k.name: v for k, v in described.typed_search_attributes}
     assert {k: attrs.get(k) for k in ("TenantId", "SubjectId", "SessionId")} == {

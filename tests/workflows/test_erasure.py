@@ -29,13 +29,13 @@ async def test_erasure_removes_everything_and_returns_the_same_receipt(client, s
         assert len(await recent_messages(services.redis, tenant, subject, "z1")) == 4
 
         erasures = REGISTRY.get_sample_value("agent_memory_erasure_duration_seconds_count") or 0.0
-        handle = await client.erase(tenant, subject, reason="GDPR art. 17 request #1")
-        receipt = await client.erasure_receipt(handle)
+        handle = await client.admin.erase(tenant, subject, reason="GDPR art. 17 request #1")
+        receipt = await client.admin.erasure_receipt(handle)
         assert handle.id == f"erase/{tenant}/{subject}/{receipt.request_id}"
         progress = await handle.query(ErasureWorkflow.progress)
         assert progress.step == "done"
 
-        again = await client.erasure_receipt(await client.erase(tenant, subject, reason="GDPR art. 17 request #1"))
+        again = await client.admin.erasure_receipt(await client.admin.erase(tenant, subject, reason="GDPR art. 17 request #1"))
         assert again == receipt
         # Timed once, registration to receipt: the repeat is answered with the same receipt.
         assert REGISTRY.get_sample_value("agent_memory_erasure_duration_seconds_count") == erasures + 1
@@ -89,7 +89,7 @@ async def test_erased_subject_is_never_resurrected(client, tenant, running_worke
     await client.append_messages(tenant, subject, s1)
     async with running_worker():
         # Erase before the session-end hook fires: the late consolidation must be refused.
-        await client.erasure_receipt(await client.erase(tenant, subject, reason="user request"))
+        await client.admin.erasure_receipt(await client.admin.erase(tenant, subject, reason="user request"))
         with pytest.raises(SubjectErasedError):
             await client.append_messages(tenant, subject, session("i2", "2024-02-02T08:00:00Z", "I live in Oslo."))
         # The session-end hook says so at once (nothing is started)…

@@ -211,7 +211,7 @@ async def test_an_erased_subject_is_refused_before_any_call(client, services, te
     acts = _activities(services, temporal=services.temporal)
     async with running_worker(providers=_providers(extractor)):
         await client.append_messages(tenant, "zoe", session("s1", "2024-03-01T09:00:00Z", "I live in Oslo."))
-        await client.erasure_receipt(await client.erase(tenant, "zoe", reason="test"))
+        await client.admin.erasure_receipt(await client.admin.erase(tenant, "zoe", reason="test"))
         with pytest.raises(ApplicationError) as refused:
             await _env(task_queue).run(acts.consolidate_with_remote_providers,
                                        StepInput(tenant_id=tenant, subject_id="zoe", session_id="s1"))

@@ -89,7 +89,7 @@ async def test_consolidation_commits_while_the_embedder_fails_and_the_projector_
         assert result.refused_reason is None and result.facts_written >= 3 and result.vectors_upserted == 0
         assert (await handle.query(ConsolidationWorkflow.progress)).step == "done"
         # Nothing but the projector's own timer retries the rows: no new consolidation.
-        lag = await client.wait_for_projection(tenant, "lin", timeout=60)
+        lag = await client.admin.wait_for_projection(tenant, "lin", timeout=60)
         projector = client.services.temporal.get_workflow_handle(contract.projector_workflow_id(tenant, "lin"),
                                                                  result_type=ProjectorResult)
         outcome = await projector.result()
@@ -111,7 +111,7 @@ async def test_consolidation_commits_while_the_embedder_fails_and_the_projector_
     assert embedder.calls[0] == FAST.batch_size
     assert outcome.vectors_upserted == outbox and outcome.retried == failed_items - embedder.calls[0]
     assert outcome.dead_lettered == 0 and outcome.batches >= len(embedder.calls) - 1
-    runs = await client.runs(tenant, "lin")
+    runs = await client.admin.runs(tenant, "lin")
     assert [r.workflow_type for r in runs].count("ConsolidationWorkflow") == 1
 
 
@@ -129,20 +129,20 @@ async def test_a_stuck_row_is_projected_by_the_sweep_without_a_new_consolidation
                 break
             await asyncio.sleep(0.1)
         assert progress.step == "waiting for the next attempt" and len(embedder.calls) == 1
-        lag = await client.projection_lag(tenant, "kai")
+        lag = await client.admin.projection_lag(tenant, "kai")
         assert lag.pending == lag.retrying > 0 and lag.due == 0
         # The projector is gone (terminated by an operator, say) and the hour has passed.
         await projector.terminate("test: the projector is gone")
         await rows(services, tenant, "UPDATE projection_outbox SET next_attempt_at = now() "
                    "WHERE tenant_id = %s AND processed_at IS NULL RETURNING 1", tenant)
-        assert (await client.projection_lag(tenant, "kai")).due == lag.pending
+        assert (await client.admin.projection_lag(tenant, "kai")).due == lag.pending
         # The hourly Schedule's run, started by hand: it finds the tenant and wakes the projector.
         sweep = await client.services.temporal.start_workflow(
             contract.PROJECTION_SWEEP_WORKFLOW, ProjectionSweepInput(), id=f"sweep-{uuid.uuid4().hex[:8]}",
             task_queue=task_queue, result_type=ProjectionSweepResult)
         swept = await sweep.result()
         assert swept.subjects_woken >= 1 and swept.tenants >= 1
-        await client.wait_for_projection(tenant, "kai", timeout=60)
+        await client.admin.wait_for_projection(tenant, "kai", timeout=60)
     # The failed call, then one call after the sweep for this subject: nothing else. (The sweep
     # wakes every tenant's due rows, other tests' included, so calls are counted by tenant.)
     assert embedder.calls[0] == lag.pending
@@ -150,7 +150,7 @@ async def test_a_stuck_row_is_projected_by_the_sweep_without_a_new_consolidation
                         "AND kind = 'embed-batch' AND status = 'succeeded'", tenant) == 1
     assert await scalar(services, tenant, "SELECT count(*) FROM memory_vectors WHERE tenant_id = %s", tenant) == \
         await scalar(services, tenant, "SELECT count(*) FROM projection_outbox WHERE tenant_id = %s", tenant)
-    runs = await client.runs(tenant, "kai")
+    runs = await client.admin.runs(tenant, "kai")
     assert [r.workflow_type for r in runs].count("ConsolidationWorkflow") == 1
 
 
@@ -159,7 +159,7 @@ async def test_a_permanently_failing_row_is_dead_lettered_and_stats_shows_it(
     embedder = ScriptedEmbedder(poison="Hangzhou")
     async with running_worker(providers=providers_with(embedder), projection_policy=FAST):
         await consolidate(client, tenant, "lin")
-        lag = await client.wait_for_projection(tenant, "lin", timeout=60)
+        lag = await client.admin.wait_for_projection(tenant, "lin", timeout=60)
         dead = await rows(services, tenant, "SELECT attempts, last_error FROM projection_outbox "
                           "WHERE tenant_id = %s AND dead_lettered_at IS NOT NULL", tenant)
         # Only the rows whose text the provider rejects: a batch that failed was retried item by
@@ -184,7 +184,7 @@ async def test_a_permanently_failing_row_is_dead_lettered_and_stats_shows_it(
                                           "--json", task_queue=task_queue)
         assert retried.returncode == 0, retried.stderr
         assert json.loads(retried.stdout)["subjects_woken"] == ["lin"]
-        lag = await client.wait_for_projection(tenant, "lin", timeout=60)
+        lag = await client.admin.wait_for_projection(tenant, "lin", timeout=60)
     assert lag.dead_letters == 0
     assert await scalar(services, tenant, "SELECT count(*) FROM memory_vectors WHERE tenant_id = %s", tenant) == \
         await scalar(services, tenant, "SELECT count(*) FROM projection_outbox WHERE tenant_id = %s", tenant)
@@ -197,7 +197,7 @@ async def test_one_provider_call_per_batch_and_a_crash_after_the_call_never_call
     for i in range(10):
         await client.write_fact(tenant, "ana", "preference", f"thing_{i}", f"value number {i}", expected_version=0,
                                 evidence_message_ids=["s-a:1"])
-    assert (await client.projection_lag(tenant, "ana")).due == 10
+    assert (await client.admin.projection_lag(tenant, "ana")).due == 10
 
     embedder = ScriptedEmbedder()
     projector = OutboxProjector(services.pool, services.keyring, embedder, ProjectionPolicy(batch_size=4))
@@ -300,7 +300,7 @@ async def test_histories_of_the_new_path_replay(client, services, tenant, runnin
     embedder = ScriptedEmbedder(failures=3)
     async with running_worker(providers=providers_with(embedder), projection_policy=FAST):
         handle, _ = await consolidate(client, tenant, "lin")
-        await client.wait_for_projection(tenant, "lin", timeout=60)
+        await client.admin.wait_for_projection(tenant, "lin", timeout=60)
         projector = client.services.temporal.get_workflow_handle(contract.projector_workflow_id(tenant, "lin"))
         await projector.result()
     consolidation = await handle.fetch_history()
@@ -347,7 +347,7 @@ async def test_an_in_worker_embedder_that_fails_leaves_its_rows_to_the_projector
 async def test_a_rebuild_that_leaves_rows_due_wakes_the_projector(client, services, tenant, running_worker):
     async with running_worker(projection_policy=FAST):
         await consolidate(client, tenant, "lin")
-        await client.wait_for_projection(tenant, "lin")
+        await client.admin.wait_for_projection(tenant, "lin")
         projector = client.services.temporal.get_workflow_handle(contract.projector_workflow_id(tenant, "lin"))
         await projector.result()  # done: nothing pending, the projector completed
         before = await scalar(services, tenant, "SELECT count(*) FROM memory_vectors WHERE tenant_id = %s", tenant)
@@ -363,10 +363,10 @@ async def test_a_rebuild_that_leaves_rows_due_wakes_the_projector(client, servic
             await conn.execute("UPDATE projection_outbox SET processed_at = NULL WHERE tenant_id = %s "
                                "AND memory_id = %s", (tenant, memory_id))
             await conn.commit()
-        result = await client.rebuild_result(await client.rebuild(tenant, "lin"))
+        result = await client.admin.rebuild_result(await client.admin.rebuild(tenant, "lin"))
         assert result.subjects[0].vectors_reembedded == 0
-        assert (await client.projection_lag(tenant, "lin")).pending == 1 or \
+        assert (await client.admin.projection_lag(tenant, "lin")).pending == 1 or \
             await scalar(services, tenant, "SELECT count(*) FROM memory_vectors WHERE tenant_id = %s", tenant) == before
         # Nothing but the rebuild's wake-up starts a projector run: the vector comes back.
-        await client.wait_for_projection(tenant, "lin", timeout=60)
+        await client.admin.wait_for_projection(tenant, "lin", timeout=60)
     assert await scalar(services, tenant, "SELECT count(*) FROM memory_vectors WHERE tenant_id = %s", tenant) == before

@@ -28,7 +28,7 @@ async def _consolidate(client, tenant, subject, *sessions):
         await client.append_messages(tenant, subject, s)
         result = await client.consolidation_result(await client.end_session(tenant, subject, s.session_id))
         assert result.refused_reason is None
-    await client.wait_for_projection(tenant, subject)  # consolidation ends at its commit; vectors follow
+    await client.admin.wait_for_projection(tenant, subject)  # consolidation ends at its commit; vectors follow
 
 
 async def _scalar(services, tenant, query, *params):
@@ -69,8 +69,8 @@ async def test_rebuild_proves_equality_repairs_corruption_and_is_stable(client, 
 
         counted = rebuilds()
         started = time.monotonic()
-        handle = await client.rebuild(tenant)  # every subject of the tenant
-        first = await client.rebuild_result(handle)
+        handle = await client.admin.rebuild(tenant)  # every subject of the tenant
+        first = await client.admin.rebuild_result(handle)
         elapsed = time.monotonic() - started
         assert handle.id.startswith(f"rebuild/{tenant}/*/")
         assert (await handle.query(RebuildWorkflow.progress)).step == "done"
@@ -94,7 +94,7 @@ async def test_rebuild_proves_equality_repairs_corruption_and_is_stable(client, 
                       (tenant, subject)))
         assert await projection_digest(services.pool, tenant, subject) != digest
 
-        second = await client.rebuild_result(await client.rebuild(tenant, subject))
+        second = await client.admin.rebuild_result(await client.admin.rebuild(tenant, subject))
         [repair] = second.subjects
         assert not repair.equal and repair.repaired and not second.all_equal
         assert repair.rebuilt_digest == digest != repair.live_digest
@@ -107,12 +107,12 @@ async def test_rebuild_proves_equality_repairs_corruption_and_is_stable(client, 
                              "AND kind = 'embed'", tenant) == embeds
         assert repair.vectors_reembedded == 0
 
-        third = await client.rebuild_result(await client.rebuild(tenant, subject))
+        third = await client.admin.rebuild_result(await client.admin.rebuild(tenant, subject))
         assert third.all_equal and third.subjects[0].equal and not third.subjects[0].repaired
         assert third.subjects[0].live_digest == digest
 
         # --force swaps everything in anyway; the digest does not move.
-        forced = await client.rebuild_result(await client.rebuild(tenant, subject, force=True))
+        forced = await client.admin.rebuild_result(await client.admin.rebuild(tenant, subject, force=True))
         assert forced.subjects[0].equal and forced.subjects[0].repaired
         assert await projection_digest(services.pool, tenant, subject) == digest
         recalled = await client.recall(tenant, subject, "where does Lin live now, Shanghai?")
@@ -128,13 +128,13 @@ async def test_erased_subject_stays_erased_after_rebuild(client, services, tenan
         await _consolidate(client, tenant, "zoe", session("rz1", "2024-02-01T08:00:00Z", "My name is Zoe.",
                                                           "I live in Berlin.", "I have a dog named Rex."))
         await _consolidate(client, tenant, "max", session("rm1", "2024-02-01T09:00:00Z", "I live in Paris."))
-        before = await client.rebuild_result(await client.rebuild(tenant, "zoe"))  # a report naming zoe
+        before = await client.admin.rebuild_result(await client.admin.rebuild(tenant, "zoe"))  # a report naming zoe
         assert [e.subject for e in before.subjects] == ["zoe"]
-        await client.erasure_receipt(await client.erase(tenant, "zoe", reason="GDPR art. 17"))
+        await client.admin.erasure_receipt(await client.admin.erase(tenant, "zoe", reason="GDPR art. 17"))
 
         for force in (False, True):
-            handle = await client.rebuild(tenant, force=force)
-            result = await client.rebuild_result(handle)
+            handle = await client.admin.rebuild(tenant, force=force)
+            result = await client.admin.rebuild_result(handle)
             by_subject = {e.subject: e for e in result.subjects}
             erased = services.keyring.subject_digest(tenant, "zoe")  # erasure keeps no clear id
             assert set(by_subject) == {"max", erased}
@@ -143,7 +143,7 @@ async def test_erased_subject_stays_erased_after_rebuild(client, services, tenan
             assert zoe.equal and zoe.live_digest == zoe.rebuilt_digest  # nothing of zoe is live
             assert by_subject["max"].equal and not by_subject["max"].skipped_erased
             assert result.skipped_erased == 1 and result.all_equal
-        one = await client.rebuild_result(await client.rebuild(tenant, "zoe"))
+        one = await client.admin.rebuild_result(await client.admin.rebuild(tenant, "zoe"))
         assert one.subjects[0].skipped_erased
 
     assert await client.facts(tenant, "zoe", history=True) == []
@@ -241,7 +241,7 @@ async def test_vector_without_recorded_embedding_is_reembedded_once(client, serv
             await conn.execute("DELETE FROM operations WHERE tenant_id = %s AND kind = 'embed' "
                                "AND memory_id = %s AND memory_version = %s", (tenant, memory_id, version))
             await conn.commit()
-        result = await client.rebuild_result(await client.rebuild(tenant, subject))
+        result = await client.admin.rebuild_result(await client.admin.rebuild(tenant, subject))
     [entry] = result.subjects
     assert not entry.equal and entry.repaired and entry.tables_differing == ["memory_vectors"]
     assert entry.vectors_missing == 0 and entry.vectors_reembedded == 1
@@ -262,7 +262,7 @@ async def test_rebuild_replays_a_promoted_candidate(client, services, tenant, ru
             cur = await conn.execute("SELECT status, close_reason FROM facts WHERE tenant_id = %s AND subject_id = %s "
                                      "AND key = 'home_city' ORDER BY status", (tenant, subject))
             rows = await cur.fetchall()
-        result = await client.rebuild_result(await client.rebuild(tenant, subject))
+        result = await client.admin.rebuild_result(await client.admin.rebuild(tenant, subject))
     assert ("promoted", "promoted to current fact") in rows and ("active", None) in rows
     assert result.all_equal and not result.subjects[0].repaired
 
@@ -275,8 +275,8 @@ async def test_a_tenant_wide_rebuild_pages_through_subjects_in_runs(client, tena
             await _consolidate(client, tenant, subject,
                                session(f"page-{n}", "2024-01-01T10:00:00Z", ("assistant", "Where do you live?"),
                                        f"I live in City{n}."))
-        handle = await client.rebuild(tenant, subjects_per_run=2)  # 5 subjects: runs of 2, 2 and 1
-        result = await client.rebuild_result(handle)
+        handle = await client.admin.rebuild(tenant, subjects_per_run=2)  # 5 subjects: runs of 2, 2 and 1
+        result = await client.admin.rebuild_result(handle)
     assert result.subjects_total == 5 and result.subjects_equal == 5 and result.all_equal
     assert [e.subject for e in result.subjects] == subjects
     started = [e.workflow_execution_started_event_attributes async for e in handle.fetch_history_events()
@@ -292,8 +292,8 @@ async def test_a_forced_tenant_wide_rebuild_carries_a_bounded_result(client, ten
         for n, subject in enumerate(subjects):
             await _consolidate(client, tenant, subject, session(f"bound-{n}", "2024-01-01T10:00:00Z",
                                                                  f"I live in Town{n}."))
-        handle = await client.rebuild(tenant, force=True, subjects_per_run=2, listed_max=3)
-        result = await client.rebuild_result(handle)
+        handle = await client.admin.rebuild(tenant, force=True, subjects_per_run=2, listed_max=3)
+        result = await client.admin.rebuild_result(handle)
     assert result.subjects_total == 7 and result.subjects_repaired == 7 and result.all_equal
     assert len(result.subjects) == 3 and result.subjects_not_listed == 4
     # Every subject's report is in the table; the workflow carried counts and a cursor only.
@@ -312,7 +312,7 @@ async def test_the_demo_sessions_rebuild_to_the_same_projection(client, tenant, 
 
     async with running_worker():
         await _consolidate(client, tenant, "lin", *sample_sessions("rb"))
-        result = await client.rebuild_result(await client.rebuild(tenant, "lin"))
+        result = await client.admin.rebuild_result(await client.admin.rebuild(tenant, "lin"))
     [entry] = result.subjects
     assert entry.equal and not entry.repaired and entry.live_digest == entry.rebuilt_digest
     assert entry.rows > 50

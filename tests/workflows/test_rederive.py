@@ -85,7 +85,7 @@ async def _consolidate(client, tenant, *sessions):
         await client.append_messages(tenant, SUBJECT, s)
         result = await client.consolidation_result(await client.end_session(tenant, SUBJECT, s.session_id))
         assert result.refused_reason is None
-    await client.wait_for_projection(tenant, SUBJECT)
+    await client.admin.wait_for_projection(tenant, SUBJECT)
 
 
 async def _events(services, tenant) -> int:
@@ -153,8 +153,8 @@ async def test_rederive_lists_then_applies_the_differences_and_keeps_what_a_pers
         assert await _events(services, tenant) == before
 
         # The real run: a correction and a new fact, each an event; nothing else changes.
-        run = await client.rederive(tenant, SUBJECT, dry_run=False)
-        applied = await client.rederive_result(run)
+        run = await client.admin.rederive(tenant, SUBJECT, dry_run=False)
+        applied = await client.admin.rederive_result(run)
         # The Temporal UI reads it without the payload key: its ids, its tenant and subject, and its counts.
         metadata = await run.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
         described = await run.describe()
@@ -176,14 +176,14 @@ async def test_rederive_lists_then_applies_the_differences_and_keeps_what_a_pers
                    if f.key == "home_city"]
         assert history == [("Hangzou", "voided"), ("Hangzhou", "active")]  # corrected: the old value was wrong
 
-        rebuilt = await client.rebuild_result(await client.rebuild(tenant, SUBJECT))
+        rebuilt = await client.admin.rebuild_result(await client.admin.rebuild(tenant, SUBJECT))
         assert rebuilt.all_equal and rebuilt.subjects_equal == 1
 
         # Again: the current extractor re-derived the session, so no session is due and nothing is written;
         # every session, explicitly, finds the same differences already applied.
-        again = await client.rederive_result(await client.rederive(tenant, SUBJECT, dry_run=False))
+        again = await client.admin.rederive_result(await client.admin.rederive(tenant, SUBJECT, dry_run=False))
         assert again.result.totals.sessions == 0 and again.subjects == []
-        every = await client.rederive_result(await client.rederive(tenant, SUBJECT, dry_run=False, all_sessions=True))
+        every = await client.admin.rederive_result(await client.admin.rederive(tenant, SUBJECT, dry_run=False, all_sessions=True))
         assert every.result.totals.sessions == 1 and every.result.totals.events_appended == 0
         assert (every.result.totals.unsupported, every.result.totals.kept_confirmed) == (1, 1)
         assert await _events(services, tenant) == before + 2
@@ -237,7 +237,7 @@ async def test_a_resumed_rederivation_does_its_done_sessions_no_second_time(clie
         # The run started again under the same request: d-1 is done (the current extractor re-derived
         # it), so only d-2 is due; the request's report has both sessions' records.
         assert await sessions_to_rederive(services.pool, services.keyring, tenant, SUBJECT, extractor) == ["d-2"]
-        report = await client.rederive_result(await client.rederive(tenant, SUBJECT, dry_run=False,
+        report = await client.admin.rederive_result(await client.admin.rederive(tenant, SUBJECT, dry_run=False,
                                                                     request_id=request))
         assert (report.result.totals.sessions, report.result.totals.events_appended) == (1, 0)
         assert await _events(services, tenant) == after_first
@@ -248,7 +248,7 @@ async def test_a_resumed_rederivation_does_its_done_sessions_no_second_time(clie
         # the value, so d-1 corrected it, and d-2 reads what is now current.
         assert _current(await client.facts(tenant, SUBJECT))["location/home_city"][0] == "Hangzhou"
         assert await sessions_to_rederive(services.pool, services.keyring, tenant, SUBJECT, extractor) == []
-        rebuilt = await client.rebuild_result(await client.rebuild(tenant, SUBJECT))
+        rebuilt = await client.admin.rebuild_result(await client.admin.rebuild(tenant, SUBJECT))
         assert rebuilt.all_equal
 
 
@@ -269,12 +269,12 @@ async def test_a_session_step_retried_after_its_commit_appends_nothing_twice(cli
     install_fault_hook(fail_once)
     try:
         async with running_worker():
-            report = await client.rederive_result(await client.rederive(tenant, SUBJECT, dry_run=False))
+            report = await client.admin.rederive_result(await client.admin.rederive(tenant, SUBJECT, dry_run=False))
     finally:
         install_fault_hook(None)
     assert len(reached) == 3  # d-1 twice (failed, then retried), d-2 once
     # The retried step claimed the run's operator request again, as the run that holds it.
-    [authorization] = [a for a in await client.authorizations(limit=10_000)
+    [authorization] = [a for a in await client.admin.authorizations(limit=10_000)
                        if a.kind == "rederive" and a.tenant_id == tenant]
     assert authorization.state == "claimed" and authorization.refused_runs == 0
     totals = report.result.totals
@@ -295,8 +295,8 @@ async def test_a_tenant_wide_dry_run_pages_through_the_subjects(client, services
     before = await _events(services, tenant)
     async with running_worker():
         # One subject a run: the run continues as a new one after each page, carrying its counts.
-        handle = await client.rederive(tenant, subjects_per_run=1)
-        report = await client.rederive_result(handle)
+        handle = await client.admin.rederive(tenant, subjects_per_run=1)
+        report = await client.admin.rederive_result(handle)
     assert handle.id.startswith(f"rederive/{tenant}/*/")
     assert report.result.subjects == 2 and report.result.dry_run
     assert (report.result.totals.sessions, report.result.totals.changed, report.result.totals.added) == (2, 4, 2)
@@ -311,14 +311,14 @@ async def test_with_a_model_a_spent_token_budget_parks_the_rederivation_until_it
             session("m-2", "2024-03-02T09:00:00Z", "Hi again.", "I live in Hangzhou now.")]
     async with running_worker(providers=_older()):
         await _consolidate(client, tenant, *said)
-    await client.set_token_budget(tenant, 100)  # one model extraction spends 160
+    await client.admin.set_token_budget(tenant, 100)  # one model extraction spends 160
     with FakeOpenAIServer() as server:
         server.responder = route
         async with running_worker(providers=bundle_for(server)):
-            handle = await client.rederive(tenant, SUBJECT, dry_run=False)
+            handle = await client.admin.rederive(tenant, SUBJECT, dry_run=False)
 
             async def parked() -> bool:
-                runs = {r.workflow_id: r.state for r in await client.runs(tenant, SUBJECT)}
+                runs = {r.workflow_id: r.state for r in await client.admin.runs(tenant, SUBJECT)}
                 return runs.get(handle.id) == contract.PARKED_TOKEN_BUDGET
 
             deadline = asyncio.get_running_loop().time() + 60
@@ -328,8 +328,8 @@ async def test_with_a_model_a_spent_token_budget_parks_the_rederivation_until_it
             progress = await handle.query(contract.PROGRESS_QUERY, result_type=RederiveProgress)
             assert (progress.step, progress.sessions_done, progress.sessions_total) == (
                 contract.PARKED_TOKEN_BUDGET, 1, 2)
-            await client.set_token_budget(tenant, 100_000)  # signals the parked run
-            report = await asyncio.wait_for(client.rederive_result(handle), timeout=60)
+            await client.admin.set_token_budget(tenant, 100_000)  # signals the parked run
+            report = await asyncio.wait_for(client.admin.rederive_result(handle), timeout=60)
     assert report.result.extractor.startswith("openai-compatible-extractor/")
     assert (report.result.totals.sessions, report.result.totals.changed) == (2, 1)
     [home] = [f for f in await client.facts(tenant, SUBJECT) if f.key == "home_city"]
@@ -344,8 +344,8 @@ async def test_a_rederivation_replayed_under_its_own_id_rewrites_nothing_consoli
     async with running_worker(providers=_older()):
         await _consolidate(client, tenant, FIRST)
     async with running_worker():
-        run = await client.rederive(tenant, dry_run=False, registered_by="operator-key:rederive")
-        assert (await client.rederive_result(run)).result.totals.events_appended >= 2
+        run = await client.admin.rederive(tenant, dry_run=False, registered_by="operator-key:rederive")
+        assert (await client.admin.rederive_result(run)).result.totals.events_appended >= 2
     async with running_worker(providers=_older()):
         await client.append_messages(tenant, "kai", FIRST)
         await client.consolidation_result(await client.end_session(tenant, "kai", FIRST.session_id))
@@ -356,8 +356,8 @@ async def test_a_rederivation_replayed_under_its_own_id_rewrites_nothing_consoli
         await refused_as_consumed(replayed, first_run)
     assert await _events(services, tenant) == before
     assert _current(await client.facts(tenant, "kai")) == kai and kai["location/home_city"][0] == "Hangzou"
-    [authorization] = [a for a in await client.authorizations(limit=10_000)
+    [authorization] = [a for a in await client.admin.authorizations(limit=10_000)
                        if a.registered_by == "operator-key:rederive"]
     assert (authorization.kind, authorization.claimed_by_run_id, authorization.refused_runs) == (
         "rederive", first_run, 1)
-    assert (await client.erasure_counts(tenant)).refused_claimed == 1
+    assert (await client.admin.erasure_counts(tenant)).refused_claimed == 1

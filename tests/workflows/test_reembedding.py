@@ -73,7 +73,7 @@ async def test_a_model_change_reembeds_every_memory_and_recall_switches_only_whe
         for s in SESSIONS:
             await before.append_messages(tenant, SUBJECT, s)
             await before.consolidation_result(await before.end_session(tenant, SUBJECT, s.session_id))
-        await before.wait_for_projection(tenant, SUBJECT)
+        await before.admin.wait_for_projection(tenant, SUBJECT)
     [(count, width)] = (await vector_models(services, tenant)).values()
     assert width == 384 and count >= 5
     asked = await before.context(tenant, SUBJECT, "wedding speech for my sister")
@@ -104,9 +104,9 @@ async def test_a_model_change_reembeds_every_memory_and_recall_switches_only_whe
     assert (again.embedded, again.reused, again.written) == (0, 2, 2) and new.texts == 2
 
     async with running_worker(providers=providers_with(new)):
-        handle = await after.reembed(tenant)
+        handle = await after.admin.reembed(tenant)
         progress = await handle.result()
-        assert (await after.reembed_progress(handle)) == progress
+        assert (await after.admin.reembed_progress(handle)) == progress
     assert progress.state == "switched" and progress.source_model == old.model
     assert progress.done + 2 == progress.total == count  # the first batch's two were there already
     assert await vector_models(services, tenant) == {new.model: (count, 64)}  # the old vectors are gone
@@ -124,9 +124,9 @@ async def test_a_tenant_already_on_the_model_has_nothing_to_do(services, tenant,
     async with running_worker(providers=providers_with(embedder)):
         await client.append_messages(tenant, SUBJECT, SESSIONS[0])
         await client.consolidation_result(await client.end_session(tenant, SUBJECT, "r1"))
-        await client.wait_for_projection(tenant, SUBJECT)
+        await client.admin.wait_for_projection(tenant, SUBJECT)
         assert not await reembedding_needed(services.pool, tenant, embedder.model)
-        progress = await (await client.reembed(tenant)).result()
+        progress = await (await client.admin.reembed(tenant)).result()
     assert progress.state == "nothing to do"
 
 
@@ -139,16 +139,16 @@ async def test_a_reembedding_replayed_under_its_own_id_is_refused_before_it_begi
     async with running_worker(providers=providers_with(old)):
         await before.append_messages(tenant, SUBJECT, SESSIONS[1])
         await before.consolidation_result(await before.end_session(tenant, SUBJECT, "r2"))
-        await before.wait_for_projection(tenant, SUBJECT)
+        await before.admin.wait_for_projection(tenant, SUBJECT)
     after = MemoryClient(services, new, task_queue=task_queue)
     async with running_worker(providers=providers_with(new)):
-        handle = await after.reembed(tenant, registered_by="operator-key:reembed")
+        handle = await after.admin.reembed(tenant, registered_by="operator-key:reembed")
         assert (await handle.result()).state == "switched"
         vectors = await vector_models(services, tenant)
         first_run, replayed = await replay(services, handle.id, task_queue)
         await refused_as_consumed(replayed, first_run)
     assert await vector_models(services, tenant) == vectors
-    [authorization] = [a for a in await after.authorizations(limit=10_000)
+    [authorization] = [a for a in await after.admin.authorizations(limit=10_000)
                        if a.registered_by == "operator-key:reembed"]
     assert (authorization.kind, authorization.tenant_id, authorization.claimed_by_run_id) == (
         "reembedding", tenant, first_run)

@@ -83,12 +83,12 @@ async def test_facts_aging_past_their_shelf_life_are_marked_and_a_kept_fact_is_n
         # Within location's shelf life (180 days): nothing is stale.
         within = await _review(env, task_queue, timedelta(days=100), tenant)
         assert within.marked.get("stale", 0) == 0
-        assert await client.stale_marks(tenant) == []
+        assert await client.admin.stale_marks(tenant) == []
 
         # Past it: the location is marked; the name (profile: no shelf life) never is.
         past = await _review(env, task_queue, timedelta(days=200), tenant)
         assert past.tenants >= 1 and past.marked.get("stale", 0) >= 1
-        [mark] = await client.stale_marks(tenant)
+        [mark] = await client.admin.stale_marks(tenant)
         [home] = [f for f in await client.facts(tenant, SUBJECT) if f.key == "home_city"]
         [name] = [f for f in await client.facts(tenant, SUBJECT) if f.key == "name"]
         assert (mark.reason, mark.memory_id, mark.fact_id, mark.in_force) == ("stale", home.memory_id, home.fact_id,
@@ -100,20 +100,20 @@ async def test_facts_aging_past_their_shelf_life_are_marked_and_a_kept_fact_is_n
         again = await _review(env, task_queue, timedelta(days=200), tenant)
         assert again.marked.get("stale", 0) == 0
         assert await _events(services, tenant) == events
-        assert [m.version for m in await client.stale_marks(tenant)] == [mark.version]
+        assert [m.version for m in await client.admin.stale_marks(tenant)] == [mark.version]
 
         # Kept: a confirmation (last_confirmed_at moves) and the mark resolved.
-        kept = await client.resolve_stale_mark(tenant, SUBJECT, mark.mark_id, "keep")
+        kept = await client.admin.resolve_stale_mark(tenant, SUBJECT, mark.mark_id, "keep")
         assert kept.confirmed and (kept.mark.state, kept.mark.resolution) == ("resolved", "keep")
         [confirmed] = [f for f in await client.facts(tenant, SUBJECT) if f.key == "home_city"]
         assert confirmed.last_confirmed_at > home.last_confirmed_at and confirmed.stale_reasons == []
-        assert await client.stale_marks(tenant) == []
+        assert await client.admin.stale_marks(tenant) == []
 
         # Within the shelf life of the confirmation nothing is marked; past it, the fact again.
         assert (await _review(env, task_queue, timedelta(days=100), tenant)).marked.get("stale", 0) == 0
-        assert await client.stale_marks(tenant) == []
+        assert await client.admin.stale_marks(tenant) == []
         assert (await _review(env, task_queue, timedelta(days=200), tenant)).marked.get("stale", 0) == 1
-        [renewed] = await client.stale_marks(tenant)
+        [renewed] = await client.admin.stale_marks(tenant)
         assert renewed.mark_id == mark.mark_id and renewed.confirmed_at == confirmed.last_confirmed_at
-    counts = await client.stale_mark_counts(tenant)
+    counts = await client.admin.stale_mark_counts(tenant)
     assert counts.in_force == {"stale": 1} and counts.resolved == 0

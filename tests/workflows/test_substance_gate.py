@@ -68,7 +68,7 @@ async def test_gated_sessions_commit_their_facts_and_no_episode(client, services
         chat = await _consolidate(client, tenant, "lin", SMALL_TALK)
         chat_zh = await _consolidate(client, tenant, "lin", SMALL_TALK_ZH)
         normal = await _consolidate(client, tenant, "lin", NORMAL)
-        await client.wait_for_projection(tenant, "lin")
+        await client.admin.wait_for_projection(tenant, "lin")
         # Consolidated again (a resumed session): the session is counted once.
         last = SMALL_TALK.messages[-1]
         bye = last.model_copy(update={"message_id": "s-chat:7", "turn_index": 6, "role": "user", "content": "Bye!"})

@@ -43,7 +43,7 @@ async def _until(predicate, what: str, timeout: float = 30.0):
 async def test_a_spent_budget_parks_the_consolidation_until_the_budget_is_raised(client, services, tenant,
                                                                                 running_worker):
     other = f"{tenant}-free"  # no budget of its own, and no default: unlimited
-    state = await client.set_token_budget(tenant, 100)
+    state = await client.admin.set_token_budget(tenant, 100)
     assert (state.daily_tokens, state.source, state.used_tokens, state.exhausted) == (100, "tenant", 0, False)
     with FakeOpenAIServer() as server:
         server.responder = route
@@ -54,21 +54,21 @@ async def test_a_spent_budget_parks_the_consolidation_until_the_budget_is_raised
             parked = await client.end_session(tenant, "lin", S1.session_id)
             # The extraction ran (the budget had tokens left) and spent more than the budget: the
             # run parks before importance and the summary, and says so.
-            await _until(lambda: client.runs(tenant, "lin", parked=True), "the run listed as parked")
-            [listed] = await client.runs(tenant, "lin", parked=True)
+            await _until(lambda: client.admin.runs(tenant, "lin", parked=True), "the run listed as parked")
+            [listed] = await client.admin.runs(tenant, "lin", parked=True)
             assert (listed.workflow_id, listed.status, listed.state) == (
                 parked.id, "RUNNING", contract.PARKED_TOKEN_BUDGET)
             progress = await parked.query(contract.PROGRESS_QUERY, result_type=ConsolidationProgress)
             assert progress.step == contract.PARKED_TOKEN_BUDGET and progress.facts_extracted == 1
             assert (await parked.describe()).status == WorkflowExecutionStatus.RUNNING
-            spent = await client.token_budget(tenant)
+            spent = await client.admin.get_token_budget(tenant)
             assert spent.used_tokens == EXTRACTION_TOKENS and spent.exhausted
 
             # Another tenant, on the same worker and model, is not held.
             free = await client.consolidation_result(await client.end_session(other, "lin", S1.session_id))
             assert free.facts_written == 1 and free.episode_written
-            assert not await client.runs(other, parked=True)
-            assert (await client.token_budget(other)).daily_tokens is None
+            assert not await client.admin.runs(other, parked=True)
+            assert (await client.admin.get_token_budget(other)).daily_tokens is None
 
             # What an operator sees: the CLI's runs, the budget, the console's tenant page.
             cli = run_cli(services, "runs", "--tenant", tenant, "--parked")
@@ -91,16 +91,16 @@ async def test_a_spent_budget_parks_the_consolidation_until_the_budget_is_raised
             result = await asyncio.wait_for(client.consolidation_result(parked), timeout=60)
             assert time.monotonic() - started < 60
             assert result.facts_written == 1 and result.episode_written and result.refused_reason is None
-            [closed] = [r for r in await client.runs(tenant, "lin") if r.workflow_id == parked.id]
+            [closed] = [r for r in await client.admin.runs(tenant, "lin") if r.workflow_id == parked.id]
             assert closed.status == "COMPLETED" and closed.state is None
-            assert not await client.runs(tenant, parked=True)
+            assert not await client.admin.runs(tenant, parked=True)
         await bundle.aclose()
-    assert (await client.token_budget(tenant)).used_tokens > EXTRACTION_TOKENS  # importance, summary, embedding
+    assert (await client.admin.get_token_budget(tenant)).used_tokens > EXTRACTION_TOKENS  # importance, summary, embedding
 
 
 async def test_budget_left_is_not_parked_and_reset_goes_back_to_the_default(client, services, tenant,
                                                                            running_worker):
-    await client.set_token_budget(tenant, 1_000_000)
+    await client.admin.set_token_budget(tenant, 1_000_000)
     with FakeOpenAIServer() as server:
         server.responder = route
         bundle = bundle_for(server)
@@ -112,7 +112,7 @@ async def test_budget_left_is_not_parked_and_reset_goes_back_to_the_default(clie
     assert result.facts_written == 1
     history = await handle.fetch_history()
     assert not any(e.HasField("timer_started_event_attributes") for e in history.events)  # never parked
-    state = await client.set_token_budget(tenant, None, reset=True)
+    state = await client.admin.set_token_budget(tenant, None, reset=True)
     assert (state.daily_tokens, state.source) == (None, "default") and state.used_tokens > EXTRACTION_TOKENS
 
 
@@ -131,12 +131,12 @@ def test_unlimited_and_numbers_are_budgets():
 
 
 async def test_the_command_line_refuses_a_negative_budget_and_keeps_the_old_one(client, services, tenant):
-    await client.set_token_budget(tenant, 500)
+    await client.admin.set_token_budget(tenant, 500)
     for value in ("-5", "0", "lots"):
         refused = run_cli(services, "token-budget", "set", "--tenant", tenant, f"--daily-tokens={value}")
         assert refused.returncode == 2 and "daily_tokens" in refused.stderr, (value, refused.stderr)
-    assert (await client.token_budget(tenant)).daily_tokens == 500
+    assert (await client.admin.get_token_budget(tenant)).daily_tokens == 500
     with pytest.raises(InvalidInput, match="daily_tokens"):
-        await client.set_token_budget(tenant, -1)
+        await client.admin.set_token_budget(tenant, -1)
     unlimited = run_cli(services, "token-budget", "set", "--tenant", tenant, "--daily-tokens", "unlimited", "--json")
     assert unlimited.returncode == 0 and '"daily_tokens": null' in unlimited.stdout

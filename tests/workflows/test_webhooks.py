@@ -147,7 +147,7 @@ async def wait_for(client: MemoryClient, tenant: str, done: Callable[[list[Webho
                    timeout: float = 45.0) -> list[WebhookDelivery]:
     deadline = time.monotonic() + timeout
     while True:
-        found = await client.webhook_deliveries(tenant)
+        found = await client.admin.webhook_deliveries(tenant)
         if done(found):
             return found
         assert time.monotonic() < deadline, [d.model_dump() for d in found]
@@ -169,7 +169,7 @@ async def live_write(client: MemoryClient, tenant: str, key: str, value: str) ->
 async def test_a_consolidation_is_delivered_signed_with_ids_and_no_message_text(hooks, receiver, tenant):
     receiver.start()
     async with hooks() as client:
-        endpoint = await client.add_webhook(tenant, receiver.url, ["consolidation.completed", "memory.created"])
+        endpoint = await client.admin.add_webhook(tenant, receiver.url, ["consolidation.completed", "memory.created"])
         await told(client, tenant)
         result = await client.consolidation_result(await client.end_session(tenant, SUBJECT, "s1"))
         assert result.facts_written > 0
@@ -199,7 +199,7 @@ async def test_a_consolidation_is_delivered_signed_with_ids_and_no_message_text(
 
 async def test_a_receiver_outage_is_retried_with_backoff_and_each_event_is_delivered_once(hooks, receiver, tenant):
     async with hooks() as client:
-        await client.add_webhook(tenant, receiver.url, ["memory.created"])
+        await client.admin.add_webhook(tenant, receiver.url, ["memory.created"])
         await told(client, tenant)
         await live_write(client, tenant, "gate_code", "4711")
         await live_write(client, tenant, "wifi", "orchid")
@@ -225,26 +225,26 @@ async def test_a_receiver_outage_is_retried_with_backoff_and_each_event_is_deliv
 
 async def test_a_receiver_down_past_the_bound_is_dead_until_an_operator_redelivers(hooks, receiver, tenant):
     async with hooks(webhook_max_attempts=3) as client:
-        await client.add_webhook(tenant, receiver.url, ["memory.created"])
+        await client.admin.add_webhook(tenant, receiver.url, ["memory.created"])
         await told(client, tenant)
         await live_write(client, tenant, "gate_code", "4711")
         [dead] = await wait_for(client, tenant, all_in("dead", 1))
         assert dead.attempts == 3 and dead.dead_at is not None and dead.last_error == "connection failed"
-        assert [d.delivery_id for d in await client.webhook_deliveries(tenant, status="dead")] == [dead.delivery_id]
+        assert [d.delivery_id for d in await client.admin.webhook_deliveries(tenant, status="dead")] == [dead.delivery_id]
         assert receiver.requests == []
 
         receiver.start()
-        again = await client.redeliver_webhook(tenant, dead.delivery_id)
+        again = await client.admin.redeliver_webhook(tenant, dead.delivery_id)
         assert (again.status, again.redeliveries, again.attempts) == ("pending", 1, 3)
         with pytest.raises(Conflict, match="is pending"):
-            await client.redeliver_webhook(tenant, dead.delivery_id)
+            await client.admin.redeliver_webhook(tenant, dead.delivery_id)
         [delivered] = await wait_for(client, tenant, all_in("delivered", 1))
     assert (delivered.attempts, delivered.last_status_code, delivered.dead_at) == (4, 200, None)
     assert receiver.accepted() == Counter({dead.delivery_id: 1})
     run = client.services.temporal.get_workflow_handle(contract.webhook_delivery_workflow_id(dead.delivery_id, 1))
     assert (await run.result())["status"] == "delivered"
     with pytest.raises(NotFound, match="no webhook delivery"):
-        await client.redeliver_webhook(tenant, str(uuid.uuid4()))
+        await client.admin.redeliver_webhook(tenant, str(uuid.uuid4()))
 
 
 async def test_a_refusal_is_dead_at_once_and_a_retry_after_is_honoured(hooks, receiver, tenant):
@@ -257,7 +257,7 @@ async def test_a_refusal_is_dead_at_once_and_a_retry_after_is_honoured(hooks, re
     receiver.answer = lambda: (400, {})
     receiver.start()
     async with hooks() as client:
-        await client.add_webhook(tenant, receiver.url, ["memory.created"])
+        await client.admin.add_webhook(tenant, receiver.url, ["memory.created"])
         await told(client, tenant)
         await live_write(client, tenant, "gate_code", "4711")
         [refused] = await wait_for(client, tenant, all_in("dead", 1))
@@ -279,7 +279,7 @@ async def test_a_refusal_is_dead_at_once_and_a_retry_after_is_honoured(hooks, re
 async def test_the_sweep_starts_a_delivery_whose_run_never_started(hooks, receiver, services, tenant, task_queue):
     receiver.start()
     async with hooks() as client:
-        await client.add_webhook(tenant, receiver.url, ["memory.forgotten"])
+        await client.admin.add_webhook(tenant, receiver.url, ["memory.forgotten"])
         # A commit whose process died before it started the run: the row is there, no run.
         async with tenant_transaction(services.pool, tenant) as conn:
             assert await enqueue(conn, tenant, "memory.forgotten", event_id("test", tenant), SUBJECT,
@@ -289,7 +289,7 @@ async def test_the_sweep_starts_a_delivery_whose_run_never_started(hooks, receiv
             # Not subscribed: nothing.
             assert await enqueue(conn, tenant, "memory.created", event_id("other", tenant), SUBJECT, {}) == 0
         await asyncio.sleep(0.5)
-        assert [d.status for d in await client.webhook_deliveries(tenant)] == ["pending"]
+        assert [d.status for d in await client.admin.webhook_deliveries(tenant)] == ["pending"]
         result = await services.temporal.execute_workflow(
             contract.IDLE_TIMER_SWEEP_WORKFLOW, IdleTimerSweepInput(), id=f"sweep-{uuid.uuid4()}",
             task_queue=task_queue, result_type=IdleTimerSweepResult)
@@ -301,21 +301,21 @@ async def test_the_sweep_starts_a_delivery_whose_run_never_started(hooks, receiv
 async def test_bad_endpoints_are_refused_naming_the_field(client, hooks, tenant):
     # The session's settings: https only.
     with pytest.raises(InvalidInput, match="url must use https://"):
-        await client.add_webhook(tenant, "http://127.0.0.1:9/hooks", ["memory.created"])
+        await client.admin.add_webhook(tenant, "http://127.0.0.1:9/hooks", ["memory.created"])
     with pytest.raises(InvalidInput, match="url must not carry credentials"):
-        await client.add_webhook(tenant, "https://user:pw@example.org/hooks", ["memory.created"])
+        await client.admin.add_webhook(tenant, "https://user:pw@example.org/hooks", ["memory.created"])
     for url in ("ftp://example.org/x", "example.org/hooks", "https:///nohost", "https://exa mple.org", ""):
         with pytest.raises(InvalidInput, match="url"):
-            await client.add_webhook(tenant, url, ["memory.created"])
+            await client.admin.add_webhook(tenant, url, ["memory.created"])
     with pytest.raises(InvalidInput, match=r"events: unknown event type 'memory\.deleted'"):
-        await client.add_webhook(tenant, "https://example.org/hooks", ["memory.deleted"])
+        await client.admin.add_webhook(tenant, "https://example.org/hooks", ["memory.deleted"])
     with pytest.raises(InvalidInput, match="events is empty"):
-        await client.add_webhook(tenant, "https://example.org/hooks", [])
+        await client.admin.add_webhook(tenant, "https://example.org/hooks", [])
     with pytest.raises(InvalidInput, match="endpoint_id"):
-        await client.remove_webhook(tenant, "not-a-uuid")
+        await client.admin.remove_webhook(tenant, "not-a-uuid")
     with pytest.raises(NotFound, match="no webhook endpoint"):
-        await client.remove_webhook(tenant, str(uuid.uuid4()))
-    created = await client.add_webhook(tenant, "https://example.org/hooks", ["memory.updated", "memory.created"])
+        await client.admin.remove_webhook(tenant, str(uuid.uuid4()))
+    created = await client.admin.add_webhook(tenant, "https://example.org/hooks", ["memory.updated", "memory.created"])
     assert created.events == ["memory.created", "memory.updated"] and created.secret.startswith("whsec_")
     async with hooks() as allowed:  # a deployment that allows http (a development stack)
         assert (await allowed.add_webhook(tenant, "http://127.0.0.1:9/hooks", ["memory.created"])).enabled
@@ -325,15 +325,15 @@ async def test_endpoints_and_deliveries_are_tenant_isolated_and_secrets_encrypte
     other = f"{tenant}-b"
     receiver.start()
     async with hooks() as client:
-        mine = await client.add_webhook(tenant, receiver.url, ["memory.created"])
+        mine = await client.admin.add_webhook(tenant, receiver.url, ["memory.created"])
         await told(client, tenant)
         await live_write(client, tenant, "gate_code", "4711")
         [delivery] = await wait_for(client, tenant, all_in("delivered", 1))
-        assert await client.webhooks(other) == [] and await client.webhook_deliveries(other) == []
+        assert await client.admin.webhooks(other) == [] and await client.admin.webhook_deliveries(other) == []
         with pytest.raises(NotFound):
-            await client.redeliver_webhook(other, delivery.delivery_id)
+            await client.admin.redeliver_webhook(other, delivery.delivery_id)
         with pytest.raises(NotFound):
-            await client.remove_webhook(other, mine.endpoint_id)
+            await client.admin.remove_webhook(other, mine.endpoint_id)
         # The other tenant's writes reach only its own endpoints (it has none).
         await told(client, other)
         await live_write(client, other, "gate_code", "1234")
@@ -351,11 +351,11 @@ async def test_endpoints_and_deliveries_are_tenant_isolated_and_secrets_encrypte
 async def test_erasure_deletes_the_subjects_deliveries_and_reports_its_completion(hooks, receiver, services, tenant):
     receiver.start()
     async with hooks() as client:
-        await client.add_webhook(tenant, receiver.url, ["memory.created", "erasure.completed"])
+        await client.admin.add_webhook(tenant, receiver.url, ["memory.created", "erasure.completed"])
         await told(client, tenant)
         await live_write(client, tenant, "gate_code", "4711")
         await wait_for(client, tenant, all_in("delivered", 1))
-        receipt = await client.erasure_receipt(await client.erase(tenant, SUBJECT, "the user asked"))
+        receipt = await client.admin.erasure_receipt(await client.admin.erase(tenant, SUBJECT, "the user asked"))
         assert receipt.residue_total == 0 and receipt.removed.get("webhook_deliveries") == 1
         [completed] = await wait_for(client, tenant, all_in("delivered", 1))
     assert (completed.event_type, completed.subject_id) == ("erasure.completed", None)
@@ -368,8 +368,8 @@ async def test_erasure_deletes_the_subjects_deliveries_and_reports_its_completio
 async def test_retention_deletes_old_delivered_and_dead_deliveries(hooks, receiver, services, tenant):
     receiver.start()
     async with hooks() as client:
-        await client.set_retention_policy(tenant, RetentionPolicy(webhook_delivery_days=1))
-        await client.add_webhook(tenant, receiver.url, ["memory.created"])
+        await client.admin.set_retention_policy(tenant, RetentionPolicy(webhook_delivery_days=1))
+        await client.admin.add_webhook(tenant, receiver.url, ["memory.created"])
         await told(client, tenant)
         await live_write(client, tenant, "gate_code", "4711")
         await live_write(client, tenant, "wifi", "orchid")
@@ -379,7 +379,7 @@ async def test_retention_deletes_old_delivered_and_dead_deliveries(hooks, receiv
                            (datetime.now(UTC) - timedelta(days=2), old.delivery_id))
     result = await apply_retention(services.pool, services.keyring)
     assert result.webhook_deliveries_expired >= 1
-    assert [d.delivery_id for d in await client.webhook_deliveries(tenant)] == [recent.delivery_id]
+    assert [d.delivery_id for d in await client.admin.webhook_deliveries(tenant)] == [recent.delivery_id]
 
 
 async def test_registration_refuses_every_non_public_address_naming_the_url(client, hooks, tenant):
@@ -395,8 +395,8 @@ async def test_registration_refuses_every_non_public_address_naming_the_url(clie
              "https://[::ffff:169.254.169.254]/": "metadata", "https://100.64.0.1/hooks": "non-public"}
     for url, kind in cases.items():
         with pytest.raises(InvalidInput, match=rf"^url is refused: its host (is|resolves to) \S+, a {kind} address"):
-            await client.add_webhook(tenant, url, ["memory.created"])
-    assert await client.webhooks(tenant) == []
+            await client.admin.add_webhook(tenant, url, ["memory.created"])
+    assert await client.admin.webhooks(tenant) == []
     async with hooks() as allowed:  # a deployment whose receivers are on its own network
         assert (await allowed.add_webhook(tenant, "https://10.0.0.8/hooks", ["memory.created"])).enabled
         with pytest.raises(InvalidInput, match="a metadata address; webhooks reach only public internet addresses: "
@@ -421,8 +421,8 @@ async def test_a_failed_connection_is_shown_to_the_tenant_as_its_class(hooks, re
     receiver.start()  # plain HTTP: an https:// URL to it fails in the TLS handshake
     closed = free_port()
     async with hooks(webhook_max_attempts=1) as client:
-        await client.add_webhook(tenant, f"https://127.0.0.1:{receiver.port}/hooks", ["memory.created"])
-        await client.add_webhook(tenant, f"http://127.0.0.1:{closed}/hooks", ["memory.created"])
+        await client.admin.add_webhook(tenant, f"https://127.0.0.1:{receiver.port}/hooks", ["memory.created"])
+        await client.admin.add_webhook(tenant, f"http://127.0.0.1:{closed}/hooks", ["memory.created"])
         await told(client, tenant)
         await live_write(client, tenant, "gate_code", "4711")
         found = await wait_for(client, tenant, all_in("dead", 2))
@@ -443,7 +443,7 @@ async def test_a_delivery_dials_the_address_it_checked_and_a_rebound_name_is_ref
                             "rebind.example": ["93.184.215.14", "127.0.0.1"]})
     try:
         async with hooks(webhook_nameserver=dns_server.address) as client:
-            await client.add_webhook(tenant, f"http://hooks.example:{checked.port}/hooks", ["memory.created"])
+            await client.admin.add_webhook(tenant, f"http://hooks.example:{checked.port}/hooks", ["memory.created"])
             await told(client, tenant)
             await live_write(client, tenant, "gate_code", "4711")
             await wait_for(client, tenant, all_in("delivered", 1))
@@ -453,7 +453,7 @@ async def test_a_delivery_dials_the_address_it_checked_and_a_rebound_name_is_ref
         # Public at registration, loopback when the attempt resolves it: refused, nothing sent.
         other = f"{tenant}-r"
         async with hooks(webhook_nameserver=dns_server.address, webhook_allow_private=False) as client:
-            await client.add_webhook(other, f"http://rebind.example:{checked.port}/hooks", ["memory.created"])
+            await client.admin.add_webhook(other, f"http://rebind.example:{checked.port}/hooks", ["memory.created"])
             await told(client, other)
             await live_write(client, other, "gate_code", "4711")
             [refused] = await wait_for(client, other, all_in("dead", 1))
@@ -468,7 +468,7 @@ async def test_an_endpoint_with_a_legacy_secret_moves_to_standard_signatures_by_
                                                                                            tenant):
     receiver.start()
     async with hooks() as client:
-        endpoint = await client.add_webhook(tenant, receiver.url, ["memory.created"])
+        endpoint = await client.admin.add_webhook(tenant, receiver.url, ["memory.created"])
         assert endpoint.secret_format == "standard"
         # An endpoint registered with a legacy secret (whsec_ + a URL-safe token), as migration 057
         # marks every endpoint it finds.
@@ -478,7 +478,7 @@ async def test_an_endpoint_with_a_legacy_secret_moves_to_standard_signatures_by_
             await conn.execute("UPDATE webhook_endpoints SET secret_ciphertext = %s, secret_nonce = %s, "
                                "secret_format = 'legacy' WHERE endpoint_id = %s",
                                (ciphertext, nonce, endpoint.endpoint_id))
-        [listed] = await client.webhooks(tenant)
+        [listed] = await client.admin.webhooks(tenant)
         assert listed.secret_format == "legacy"
         await told(client, tenant)
         await live_write(client, tenant, "gate_code", "4711")
@@ -488,7 +488,7 @@ async def test_an_endpoint_with_a_legacy_secret_moves_to_standard_signatures_by_
         assert first.headers["webhook-signature"].startswith("v1=")
         assert verify_webhook(legacy, first.headers, first.body)["type"] == "memory.created"
 
-        rotated = await client.rotate_webhook_secret(tenant, endpoint.endpoint_id, overlap_hours=1)
+        rotated = await client.admin.rotate_webhook_secret(tenant, endpoint.endpoint_id, overlap_hours=1)
         assert rotated.secret_format == "standard" and rotated.secret != legacy
         assert rotated.previous_secret_expires_at is not None and rotated.secret_rotated_at is not None
         await live_write(client, tenant, "wifi", "orchid")
@@ -501,7 +501,7 @@ async def test_an_endpoint_with_a_legacy_secret_moves_to_standard_signatures_by_
         assert verify_webhook(legacy, second.headers, second.body)
 
         # Rotated again without an overlap: the new secret alone signs.
-        final = await client.rotate_webhook_secret(tenant, endpoint.endpoint_id, overlap_hours=0)
+        final = await client.admin.rotate_webhook_secret(tenant, endpoint.endpoint_id, overlap_hours=0)
         assert final.previous_secret_expires_at is None
         await live_write(client, tenant, "door", "blue")
         await wait_for(client, tenant, all_in("delivered", 3))
@@ -511,9 +511,9 @@ async def test_an_endpoint_with_a_legacy_secret_moves_to_standard_signatures_by_
             with pytest.raises(WebhookVerificationError):
                 Webhook(old).verify(third.body, third.headers)
         with pytest.raises(InvalidInput, match="overlap_hours"):
-            await client.rotate_webhook_secret(tenant, endpoint.endpoint_id, overlap_hours=169)
+            await client.admin.rotate_webhook_secret(tenant, endpoint.endpoint_id, overlap_hours=169)
         with pytest.raises(NotFound, match="no webhook endpoint"):
-            await client.rotate_webhook_secret(tenant, str(uuid.uuid4()))
+            await client.admin.rotate_webhook_secret(tenant, str(uuid.uuid4()))
 
 
 def tls_receiver_context(directory: Path, name: str) -> tuple[Path, ssl.SSLContext]:
@@ -559,8 +559,8 @@ async def test_an_https_delivery_to_a_checked_address_verifies_the_certificate_a
     try:
         async with hooks(webhook_nameserver=dns_server.address, webhook_ca_file=ca_file,
                          webhook_max_attempts=1) as client:
-            named = await client.add_webhook(tenant, f"https://hooks.example:{receiver.port}/h", ["memory.created"])
-            other = await client.add_webhook(tenant, f"https://other.example:{receiver.port}/h", ["memory.created"])
+            named = await client.admin.add_webhook(tenant, f"https://hooks.example:{receiver.port}/h", ["memory.created"])
+            other = await client.admin.add_webhook(tenant, f"https://other.example:{receiver.port}/h", ["memory.created"])
             await told(client, tenant)
             await live_write(client, tenant, "gate_code", "4711")
             found = await wait_for(client, tenant, lambda f: len(f) == 2 and all(d.status != "pending" for d in f))

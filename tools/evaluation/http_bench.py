@@ -88,7 +88,7 @@ async def _load(services: Services, client: MemoryClient, headers: dict[str, str
                  "created_at": (origin + timedelta(days=n)).isoformat()}]})
             ended = await http.post(f"/v1/subjects/lin/sessions/{session}/end", headers=headers)
             await client.consolidation_result(services.temporal.get_workflow_handle(ended.json()["workflow_id"]))
-        await client.wait_for_projection(TENANT, "lin", timeout=600)
+        await client.admin.wait_for_projection(TENANT, "lin", timeout=600)
 
         async def load(route: str) -> RouteFigures:
             times: list[float] = []

@@ -542,7 +542,7 @@ async def run_locomo_eval(services, data_dir: Path | str, *, budget: int = 1200,
     async with build_worker(services, task_queue=task_queue):
         await _bounded(concurrency, [conversation_job(c) for c in data.conversations])
         # Consolidations end at their commits; the subjects' projectors embed the vectors after.
-        await client.wait_for_projection(tenant, timeout=1800)
+        await client.admin.wait_for_projection(tenant, timeout=1800)
     bar.close()
     ingested = time.monotonic()
 

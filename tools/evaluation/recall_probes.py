@@ -143,7 +143,7 @@ async def _run_case(client: MemoryClient, tenant: str, case: RecallProbe, policy
     if case.live:
         (live,) = build_sessions(f"{case.id}-live", [case.live])
         await client.append_messages(tenant, subject, live.model_copy(update={"session_id": live_id}))
-    await client.wait_for_projection(tenant, subject)
+    await client.admin.wait_for_projection(tenant, subject)
     as_of = _day(case.as_of) + timedelta(hours=12)  # the query comes after the day's sessions
     return await client.build_prompt(tenant, subject, live_id, case.query, as_of=as_of, policy=policy)
 

@@ -139,7 +139,7 @@ async def run_reembed_bench(services: Services, *, memories: int, source_name: s
                 await client.append_messages(tenant, conversation.conversation_id, s)
                 await client.consolidation_result(await client.end_session(tenant, conversation.conversation_id,
                                                                            s.session_id))
-        await client.wait_for_projection(tenant, timeout=1800)
+        await client.admin.wait_for_projection(tenant, timeout=1800)
     phases = [LocomoPhase(phase=f"{source_name}", metrics=await _score(services, tenant, source, data)),
               LocomoPhase(phase=f"{target_name} configured, not re-embedded",
                           metrics=await _score(services, tenant, target, data))]

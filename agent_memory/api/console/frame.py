@@ -18,7 +18,8 @@ import jinja2
 from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from agent_memory.api.client import MemoryClient, visibility_query
+from agent_memory.api.admin_client import visibility_query
+from agent_memory.api.client import MemoryClient
 from agent_memory.api.console.data import PAGE_ROWS
 from agent_memory.api.outages import SERVICE, count_unavailable
 from agent_memory.api.user_errors import user_error_status

@@ -24,7 +24,7 @@ def add_routes(routes: APIRouter, checks: Checks) -> None:
                     else "episode" if memory.episode else "note" if memory.note else "memory")
             crumbs = [("tenants", PREFIX), (tenant, path("t", tenant)), (subject, path("t", tenant, "s", subject)),
                       ("facts", path("t", tenant, "s", subject, "facts")), (name, None)]
-            until = memory.forgotten.forgotten_at + client.forget_grace if memory.forgotten is not None else None
+            until = memory.forgotten.forgotten_at + client.admin.forget_grace if memory.forgotten is not None else None
             return page.render("memory.html", name, crumbs, tenant=tenant, subject=subject, name=name, memory=memory,
                                restorable_until=until)
         return await signed_in(request, checks, render)
@@ -50,7 +50,7 @@ def add_routes(routes: APIRouter, checks: Checks) -> None:
     @routes.post("/t/{tenant}/s/{subject}/candidates/{memory_id}/confirm")
     async def confirm(request: Request, tenant: str, subject: str, memory_id: str) -> Response:
         async def act(page: Page) -> Response:
-            await page.client.confirm_fact(tenant, subject, memory_id, actor="operator",
+            await page.client.admin.confirm_fact(tenant, subject, memory_id, actor="operator",
                                            actor_id=f"operator-key:{page.key.key_id}")
             return back(path("t", tenant, "s", subject) + "?done=confirmed#candidates")
         return await signed_in(request, checks, act, action=True)

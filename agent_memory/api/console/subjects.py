@@ -21,13 +21,13 @@ def add_routes(routes: APIRouter, checks: Checks) -> None:
         async def render(page: Page) -> Response:
             client = page.client
             overview = await data.subject_overview(client.services.pool, client.services.keyring, tenant, subject,
-                                                   client.forget_grace)
+                                                   client.admin.forget_grace)
             crumbs = [("tenants", PREFIX), (tenant, path("t", tenant)), (subject, None)]
             if overview.erased:
                 return page.render("subject.html", f"Subject {subject}", crumbs, tenant=tenant, subject=subject,
                                    overview=overview)
             return page.render("subject.html", f"Subject {subject}", crumbs, tenant=tenant, subject=subject,
-                               overview=overview, lag=await client.projection_lag(tenant, subject),
+                               overview=overview, lag=await client.admin.projection_lag(tenant, subject),
                                parked=await _parked_ids(page, tenant, subject))
         return await signed_in(request, checks, render)
 
@@ -76,7 +76,7 @@ def _as_of(value: str | None) -> datetime | None:
 async def _parked_ids(page: Page, tenant: str, subject: str) -> set[str]:
     """The subject's consolidations parked on the token budget (none shown while Temporal is down)."""
     try:
-        return {r.workflow_id for r in await page.client.parked_consolidations(tenant, subject)}
+        return {r.workflow_id for r in await page.client.admin.parked_consolidations(tenant, subject)}
     except Exception as exc:
         if page.checks.outage(exc) != "temporal":
             raise

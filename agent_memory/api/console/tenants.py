@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from agent_memory.api.client import ParkedRun
+from agent_memory.api.admin_client import ParkedRun
 from agent_memory.api.console import data
 from agent_memory.api.console.frame import PREFIX, Checks, Page, back, signed_in
 from agent_memory.core.models import check_identifier
@@ -32,7 +32,7 @@ def add_routes(routes: APIRouter, checks: Checks) -> None:
     async def tenants(request: Request) -> Response:
         async def render(page: Page) -> Response:
             client = page.client
-            rows = [TenantRow(tenant, await client.projection_lag(tenant), await client.importance_spread(tenant))
+            rows = [TenantRow(tenant, await client.admin.projection_lag(tenant), await client.admin.importance_spread(tenant))
                     for tenant in (await data.list_tenants(client.services.pool))[:data.PAGE_ROWS]]
             return page.render("tenants.html", "Tenants", [("tenants", None)], tenants=rows,
                                schedules=await _schedules(page), now=datetime.now(UTC))
@@ -46,10 +46,10 @@ def add_routes(routes: APIRouter, checks: Checks) -> None:
             pool = client.services.pool
             return page.render(
                 "tenant.html", f"Tenant {tenant}", [("tenants", PREFIX), (tenant, None)], tenant=tenant,
-                subjects=await data.list_subjects(pool, tenant), lag=await client.projection_lag(tenant),
+                subjects=await data.list_subjects(pool, tenant), lag=await client.admin.projection_lag(tenant),
                 erasures=await data.erasure_requests(pool, client.services.keyring, tenant),
-                budget=await client.token_budget(tenant), spread=await client.importance_spread(tenant),
-                parked=await _parked(page, tenant), marks=await client.stale_marks(tenant, limit=data.PAGE_ROWS))
+                budget=await client.admin.get_token_budget(tenant), spread=await client.admin.importance_spread(tenant),
+                parked=await _parked(page, tenant), marks=await client.admin.stale_marks(tenant, limit=data.PAGE_ROWS))
         return await signed_in(request, checks, render)
 
     @routes.get("/t/{tenant}/erasures/{request_id}/run")
@@ -66,7 +66,7 @@ def add_routes(routes: APIRouter, checks: Checks) -> None:
 async def _parked(page: Page, tenant: str) -> list[ParkedRun] | None:
     """The tenant's consolidations waiting for its token budget (None: Temporal is down)."""
     try:
-        return await page.client.parked_consolidations(tenant)
+        return await page.client.admin.parked_consolidations(tenant)
     except Exception as exc:
         if page.checks.outage(exc) != "temporal":
             raise

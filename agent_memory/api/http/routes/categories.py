@@ -44,7 +44,7 @@ class CategoryDefinition(BaseModel):
 @router.get("/v1/categories", summary="The tenant's categories of memory", responses=keyed())
 async def categories(api_key: ReadKey, client: ClientDep) -> list[Category]:
     """The categories the key's tenant defined (`read`), by name, each with its words and namespaces."""
-    return await client.categories(api_key.tenant_id)
+    return await client.admin.categories(api_key.tenant_id)
 
 
 @router.put("/v1/categories/{name}", summary="Define a category of memory",
@@ -54,11 +54,11 @@ async def categories(api_key: ReadKey, client: ClientDep) -> list[Category]:
                         f"{BODY_LIMIT}", responses=keyed(body=True))
 async def put_category(name: CategoryName, body: CategoryDefinition, api_key: WriteKey,
                        client: ClientDep) -> Category:
-    return await client.put_category(api_key.tenant_id, category(name=name, **body.model_dump()))
+    return await client.admin.put_category(api_key.tenant_id, category(name=name, **body.model_dump()))
 
 
 @router.delete("/v1/categories/{name}", summary="Remove a category of memory", responses=keyed(404, 422))
 async def remove_category(name: CategoryName, api_key: WriteKey, client: ClientDep) -> RemovedCategory:
     """Remove the category (`write`); the memories stay as they are. 404 when the tenant has none of that name."""
-    await client.remove_category(api_key.tenant_id, name)
+    await client.admin.remove_category(api_key.tenant_id, name)
     return RemovedCategory(removed=name)

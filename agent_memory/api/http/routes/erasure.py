@@ -40,7 +40,7 @@ class ErasureStarted(BaseModel):
                          f"id and a link to it in the Temporal UI. {BODY_LIMIT}",
              responses=keyed(404, 409, body=True))
 async def erase(subject_id: SubjectId, body: ErasureRequest, api_key: EraseKey, client: ClientDep) -> ErasureStarted:
-    handle = await client.erase(api_key.tenant_id, subject(subject_id), body.reason, body.request_id,
+    handle = await client.admin.erase(api_key.tenant_id, subject(subject_id), body.reason, body.request_id,
                                 block_future_writes=body.block_future_writes)
     return ErasureStarted(workflow_id=handle.id, ui_url=client.services.settings.workflow_url(handle.id))
 
@@ -49,4 +49,4 @@ async def erase(subject_id: SubjectId, body: ErasureRequest, api_key: EraseKey, 
 async def erasure(request_id: RequestId, api_key: EraseKey, client: ClientDep) -> ErasureStatus:
     """An erasure request of the key's tenant (`erase`): its receipt, whether the shred is
     irreversible yet, and whether it was compacted."""
-    return await client.erasure_status(api_key.tenant_id, request_id)
+    return await client.admin.erasure_status(api_key.tenant_id, request_id)

@@ -100,7 +100,7 @@ async def ready(request: Request) -> Any:
 async def _schedule_drift(client: MemoryClient, timeout: float) -> ScheduleDrift | None:
     """The Schedules not as designed; None when Temporal does not tell within the timeout."""
     try:
-        health = await asyncio.wait_for(client.schedules_health(), timeout)
+        health = await asyncio.wait_for(client.admin.schedules_health(), timeout)
     except Exception:
         return None
     return ScheduleDrift(paused=health.paused, altered=health.drifted, missing=health.missing)

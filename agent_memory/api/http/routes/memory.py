@@ -291,4 +291,4 @@ async def export(subject_id: SubjectId, api_key: ReadKey, client: ClientDep,
     notes; entities, relations and tool calls stay whole."""
     filters = memory_filter(kinds=kind, namespaces=namespace, categories=category, since=since, until=until,
                             agent_id=agent_id, app_id=app_id, run_id=run_id, speaker=speaker)
-    return await client.export(api_key.tenant_id, subject(subject_id), filters=filters)
+    return await client.admin.export(api_key.tenant_id, subject(subject_id), filters=filters)

@@ -47,7 +47,7 @@ async def stale_marks(api_key: ReadKey, client: ClientDep,
                       limit: Annotated[int, Query(ge=1, le=MARK_LIST_MAX)] = MARK_LIST_MAX) -> list[StaleMark]:
     if subject_id is not None:
         check_identifier("subject", subject_id)
-    return await client.stale_marks(api_key.tenant_id, subject_id=subject_id, include_resolved=include_resolved,
+    return await client.admin.stale_marks(api_key.tenant_id, subject_id=subject_id, include_resolved=include_resolved,
                                     limit=limit)
 
 
@@ -58,6 +58,6 @@ async def stale_marks(api_key: ReadKey, client: ClientDep,
              responses=keyed(404, 409, body=True))
 async def resolve_stale_mark(subject_id: SubjectId, mark_id: MarkId, body: ResolveRequest, api_key: WriteKey,
                              client: ClientDep) -> ResolveResult:
-    return await client.resolve_stale_mark(api_key.tenant_id, subject(subject_id), mark_id, body.resolution,
+    return await client.admin.resolve_stale_mark(api_key.tenant_id, subject(subject_id), mark_id, body.resolution,
                                            actor=audited_actor(api_key), actor_id=f"api-key:{api_key.key_id}",
                                            reason=body.reason)

@@ -59,7 +59,7 @@ class WebhookRegistration(BaseModel):
                          f"or an unknown event type; 409 when the tenant has 20 endpoints. {BODY_LIMIT}",
              responses=keyed(409, body=True))
 async def add_webhook(body: WebhookRegistration, api_key: EraseKey, client: ClientDep) -> CreatedWebhookEndpoint:
-    return await client.add_webhook(api_key.tenant_id, body.url, list(body.events))
+    return await client.admin.add_webhook(api_key.tenant_id, body.url, list(body.events))
 
 
 @router.get("/v1/webhooks", summary="The tenant's webhook endpoints", responses=keyed(422))
@@ -67,14 +67,14 @@ async def webhooks(api_key: EraseKey, client: ClientDep,
                    include_removed: Annotated[bool, Query(description="also list removed endpoints")] = False
                    ) -> list[WebhookEndpoint]:
     """The tenant's endpoints with their URLs and event types, never their secrets (`erase`)."""
-    return await client.webhooks(api_key.tenant_id, include_removed=include_removed)
+    return await client.admin.webhooks(api_key.tenant_id, include_removed=include_removed)
 
 
 @router.delete("/v1/webhooks/{endpoint_id}", summary="Remove a webhook endpoint", responses=keyed(404, 422))
 async def remove_webhook(endpoint_id: EndpointId, api_key: EraseKey, client: ClientDep) -> WebhookEndpoint:
     """Disable the endpoint (`erase`): nothing more is delivered to it, and its pending deliveries
     are dead-lettered at their next attempt. 404 when the tenant has no such endpoint."""
-    return await client.remove_webhook(api_key.tenant_id, endpoint_id)
+    return await client.admin.remove_webhook(api_key.tenant_id, endpoint_id)
 
 
 @router.post("/v1/webhooks/{endpoint_id}/rotate-secret", summary="Rotate a webhook endpoint's signing secret",
@@ -89,7 +89,7 @@ async def rotate_webhook_secret(
         overlap_hours: Annotated[float, Query(ge=0, le=168, description="hours the replaced secret keeps "
                                                                          "signing deliveries (0: none)")] = 24,
 ) -> CreatedWebhookEndpoint:
-    return await client.rotate_webhook_secret(api_key.tenant_id, endpoint_id, overlap_hours=overlap_hours)
+    return await client.admin.rotate_webhook_secret(api_key.tenant_id, endpoint_id, overlap_hours=overlap_hours)
 
 
 @router.get("/v1/webhooks/deliveries", summary="The tenant's webhook deliveries", responses=keyed(422))
@@ -101,7 +101,7 @@ async def webhook_deliveries(
 ) -> list[WebhookDelivery]:
     """Deliveries newest first (`erase`): event type and id, status, attempts, the last answer's
     status code and error, and the payload (ids and counts only)."""
-    return await client.webhook_deliveries(api_key.tenant_id, status=status, limit=limit)
+    return await client.admin.webhook_deliveries(api_key.tenant_id, status=status, limit=limit)
 
 
 @router.post("/v1/webhooks/deliveries/{delivery_id}/redeliver", summary="Re-deliver a webhook delivery",
@@ -110,4 +110,4 @@ async def webhook_deliveries(
                          "tenant has no such delivery; 409 while it is pending, or when its endpoint was removed.",
              responses=keyed(404, 409, 422))
 async def redeliver_webhook(delivery_id: DeliveryId, api_key: EraseKey, client: ClientDep) -> WebhookDelivery:
-    return await client.redeliver_webhook(api_key.tenant_id, delivery_id)
+    return await client.admin.redeliver_webhook(api_key.tenant_id, delivery_id)
