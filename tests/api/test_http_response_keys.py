@@ -189,7 +189,7 @@ async def test_every_answer_keeps_each_key_it_carries(client, services, tenant, 
         erase = await http.post("/v1/subjects/lin/erasure", headers=bearer(eraser),
                                 json={"reason": "art. 17", "request_id": "keys-1"})
         assert erase.status_code == 200, erase.text
-        await client.erasure_receipt(client.services.temporal.get_workflow_handle(
+        await client.admin.erasure_receipt(client.services.temporal.get_workflow_handle(
             erase.json()["workflow_id"], result_type=ErasureReceipt))
         await answer("erasure", "GET", "/v1/erasures/keys-1", eraser)
 
