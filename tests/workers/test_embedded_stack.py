@@ -32,6 +32,7 @@ from workers.embedded import (
     pid_alive,
     port_open,
     postgres_shared_buffers_mb,
+    postgres_socket_dir,
     postgres_system_user,
     read_acl,
 )
@@ -78,6 +79,19 @@ def test_up_reuses_running_servers_and_survives_a_stale_pid_file(tmp_path):
 
 def test_pid_alive_detects_dead_processes():
     assert not pid_alive(999_999)
+
+
+def test_postgres_socket_sits_in_its_data_directory_unless_the_path_is_too_long_for_a_socket(tmp_path):
+    assert postgres_socket_dir(tmp_path / "postgres", 5432) == tmp_path / "postgres"
+    deep = tmp_path / ("nested-" * 16) / "postgres"
+    short = postgres_socket_dir(deep, 5432)
+    try:
+        assert short != deep and len(f"{short}/.s.PGSQL.5432") <= 107
+        server_uid = (postgres_system_user() or (os.getuid(), os.getgid()))[0]
+        assert stat.S_IMODE(short.stat().st_mode) == 0o700 and short.stat().st_uid == server_uid
+        assert postgres_socket_dir(deep, 5432) == short  # the same home, the same directory
+    finally:
+        short.rmdir()
 
 
 # --- a fresh stack under a private parent: file modes, listening sockets, Redis auth ---------------
