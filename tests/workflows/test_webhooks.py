@@ -318,7 +318,7 @@ async def test_bad_endpoints_are_refused_naming_the_field(client, hooks, tenant)
     created = await client.admin.add_webhook(tenant, "https://example.org/hooks", ["memory.updated", "memory.created"])
     assert created.events == ["memory.created", "memory.updated"] and created.secret.startswith("whsec_")
     async with hooks() as allowed:  # a deployment that allows http (a development stack)
-        assert (await allowed.add_webhook(tenant, "http://127.0.0.1:9/hooks", ["memory.created"])).enabled
+        assert (await allowed.admin.add_webhook(tenant, "http://127.0.0.1:9/hooks", ["memory.created"])).enabled
 
 
 async def test_endpoints_and_deliveries_are_tenant_isolated_and_secrets_encrypted(hooks, receiver, services, tenant):
@@ -398,16 +398,16 @@ async def test_registration_refuses_every_non_public_address_naming_the_url(clie
             await client.admin.add_webhook(tenant, url, ["memory.created"])
     assert await client.admin.webhooks(tenant) == []
     async with hooks() as allowed:  # a deployment whose receivers are on its own network
-        assert (await allowed.add_webhook(tenant, "https://10.0.0.8/hooks", ["memory.created"])).enabled
+        assert (await allowed.admin.add_webhook(tenant, "https://10.0.0.8/hooks", ["memory.created"])).enabled
         with pytest.raises(InvalidInput, match="a metadata address; webhooks reach only public internet addresses: "
                                                "give a public receiver"):
-            await allowed.add_webhook(tenant, "https://169.254.169.254/", ["memory.created"])
+            await allowed.admin.add_webhook(tenant, "https://169.254.169.254/", ["memory.created"])
 
 
 async def test_a_delivery_to_a_name_resolving_to_loopback_is_refused_when_it_connects(hooks, receiver, tenant):
     receiver.start()
     async with hooks() as allowed:  # registered while the deployment allowed private targets
-        await allowed.add_webhook(tenant, f"http://localhost:{receiver.port}/hooks", ["memory.created"])
+        await allowed.admin.add_webhook(tenant, f"http://localhost:{receiver.port}/hooks", ["memory.created"])
     async with hooks(webhook_allow_private=False) as client:
         await told(client, tenant)
         await live_write(client, tenant, "gate_code", "4711")
