@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import sys
 from collections.abc import Mapping
 from contextvars import ContextVar
@@ -22,6 +21,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from agent_memory.core.errors import InvalidInput, ServiceUnavailable
+from agent_memory.core.reference_docs import reference_command, with_table
 
 if TYPE_CHECKING:
     from temporalio.envconfig import ClientConfigProfile
@@ -533,24 +533,12 @@ REFERENCE_END = "<!-- end of the settings reference -->\n"
 
 def with_reference(document: str) -> str:
     """`document` with the text between the reference markers replaced by reference_table()."""
-    pattern = re.compile(re.escape(REFERENCE_START) + r".*?" + re.escape(REFERENCE_END), re.S)
-    if not pattern.search(document):
-        raise InvalidInput("the document has no settings reference markers")
-    return pattern.sub(lambda _: REFERENCE_START + reference_table() + REFERENCE_END, document, count=1)
+    return with_table(document, REFERENCE_START, REFERENCE_END, reference_table(), "settings")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Print the reference table, or with `--write FILE` rewrite it in place in FILE."""
-    args = sys.argv[1:] if argv is None else argv
-    if args[:1] == ["--write"] and len(args) == 2:
-        path = Path(args[1])
-        path.write_text(with_reference(path.read_text(encoding="utf-8")), encoding="utf-8")
-        return 0
-    if args:
-        print("usage: python -m agent_memory.core.settings [--write docs/operations.md]", file=sys.stderr)
-        return 2
-    sys.stdout.write(reference_table())
-    return 0
+    return reference_command(argv, module="agent_memory.core.settings", rewritten=with_reference,
+                             table=reference_table)
 
 
 if __name__ == "__main__":
