@@ -91,8 +91,13 @@ async def test_a_spent_budget_parks_the_consolidation_until_the_budget_is_raised
             result = await asyncio.wait_for(client.consolidation_result(parked), timeout=60)
             assert time.monotonic() - started < 60
             assert result.facts_written == 1 and result.episode_written and result.refused_reason is None
-            [closed] = [r for r in await client.admin.runs(tenant, "lin") if r.workflow_id == parked.id]
-            assert closed.status == "COMPLETED" and closed.state is None
+            # The run list is Temporal's visibility store, which catches up with the close shortly after.
+            async def closed_run():
+                return [r for r in await client.admin.runs(tenant, "lin")
+                        if r.workflow_id == parked.id and r.status == "COMPLETED"]
+
+            [closed] = await _until(closed_run, "the run listed as completed")
+            assert closed.state is None
             assert not await client.admin.runs(tenant, parked=True)
         await bundle.aclose()
     assert (await client.admin.get_token_budget(tenant)).used_tokens > EXTRACTION_TOKENS  # importance, summary, embedding

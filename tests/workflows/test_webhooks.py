@@ -239,10 +239,11 @@ async def test_a_receiver_down_past_the_bound_is_dead_until_an_operator_redelive
         with pytest.raises(Conflict, match="is pending"):
             await client.admin.redeliver_webhook(tenant, dead.delivery_id)
         [delivered] = await wait_for(client, tenant, all_in("delivered", 1))
+        # The redelivery's run completes on the worker, which stops when `hooks` closes.
+        run = client.services.temporal.get_workflow_handle(contract.webhook_delivery_workflow_id(dead.delivery_id, 1))
+        assert (await asyncio.wait_for(run.result(), timeout=60))["status"] == "delivered"
     assert (delivered.attempts, delivered.last_status_code, delivered.dead_at) == (4, 200, None)
     assert receiver.accepted() == Counter({dead.delivery_id: 1})
-    run = client.services.temporal.get_workflow_handle(contract.webhook_delivery_workflow_id(dead.delivery_id, 1))
-    assert (await run.result())["status"] == "delivered"
     with pytest.raises(NotFound, match="no webhook delivery"):
         await client.admin.redeliver_webhook(tenant, str(uuid.uuid4()))
 
